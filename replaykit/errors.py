@@ -1,0 +1,51 @@
+"""Library errors: small named classes under one root.
+
+The CLI turns any ``ReplaykitError`` into ``Error: <message>`` and exit 1, in one
+place (``replaykit.cli``). Messages are one line: what, which value, what to do.
+"""
+
+from __future__ import annotations
+
+
+class ReplaykitError(Exception):
+    """Root of every error replaykit raises on purpose."""
+
+
+class ConfigError(ReplaykitError):
+    """A config file or option is missing, malformed or inconsistent."""
+
+
+class TaskError(ReplaykitError):
+    """A task folder is malformed (names the file and the field)."""
+
+
+class EnvError(ReplaykitError):
+    """An environment could not start, run an action or grade."""
+
+
+class HarnessError(ReplaykitError):
+    """The harness repository is missing, dirty, or does not import."""
+
+
+class StoreError(ReplaykitError):
+    """The cassette store is unreadable or a lookup failed."""
+
+
+class CassetteNotFound(StoreError):
+    """No cassette (or run, training, verdict) with that id or key."""
+
+
+class CannotRecord(ReplaykitError):
+    """Record mode forbids recording (``none``) and a request was not recorded."""
+
+
+class DivergenceError(ReplaykitError):
+    """Replay produced a request or action that differs from the recorded one."""
+
+    def __init__(self, message: str, report: dict | None = None) -> None:
+        super().__init__(message)
+        self.report = report or {}
+
+
+class ModelError(ReplaykitError):
+    """A model endpoint answered with an error or could not be reached."""
