@@ -1,0 +1,1 @@
+v0.9 invoices and payments

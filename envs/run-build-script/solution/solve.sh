@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+chmod +x build.sh
+./build.sh

@@ -1,0 +1,171 @@
+"""Encode an episode into a JSON document whose large parts are blob references.
+
+The chat history an agent re-sends each call is split message by message, so each
+message is stored once however often it is re-sent (content addressing does the
+rest). ``encode`` collects the blobs it needs into a dict; the store writes them
+and the document in one transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Callable
+
+from replaykit.cassette.events import (
+    EnvEvent,
+    Episode,
+    ErrorEvent,
+    Event,
+    GradeEvent,
+    LlmEvent,
+)
+from replaykit.cassette.keys import CassetteKey
+from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.envs.base import Grade, Observation
+
+FORMAT = 1
+INLINE_LIMIT = 256  # values whose canonical JSON is longer go to a blob
+
+Blobs = dict[str, bytes]
+
+
+def put(blobs: Blobs, data: bytes) -> str:
+    digest = sha256_hex(data)
+    blobs.setdefault(digest, data)
+    return digest
+
+
+def _encode_value(value: Any, blobs: Blobs) -> dict[str, Any]:
+    text = canonical_json(value)
+    if len(text) <= INLINE_LIMIT:
+        return {"v": value}
+    return {"b": put(blobs, text.encode("utf-8"))}
+
+
+def _decode_value(ref: dict[str, Any], get: Callable[[str], bytes]) -> Any:
+    import json
+
+    if "v" in ref:
+        return ref["v"]
+    return json.loads(get(ref["b"]))
+
+
+def encode_body(body: Any, blobs: Blobs) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        return {"raw": _encode_value(body, blobs)}
+    fields: dict[str, Any] = {}
+    for name, value in body.items():
+        if isinstance(value, list):
+            fields[name] = {"l": [_encode_value(item, blobs) for item in value]}
+        else:
+            fields[name] = _encode_value(value, blobs)
+    return {"fields": fields}
+
+
+def decode_body(doc: dict[str, Any], get: Callable[[str], bytes]) -> Any:
+    if "raw" in doc:
+        return _decode_value(doc["raw"], get)
+    body: dict[str, Any] = {}
+    for name, ref in doc["fields"].items():
+        if "l" in ref:
+            body[name] = [_decode_value(item, get) for item in ref["l"]]
+        else:
+            body[name] = _decode_value(ref, get)
+    return body
+
+
+def _text(value: str, blobs: Blobs) -> dict[str, Any]:
+    if len(value) <= INLINE_LIMIT:
+        return {"v": value}
+    return {"b": put(blobs, value.encode("utf-8"))}
+
+
+def _untext(ref: dict[str, Any], get: Callable[[str], bytes]) -> str:
+    return ref["v"] if "v" in ref else get(ref["b"]).decode("utf-8")
+
+
+def encode_event(event: Event, blobs: Blobs) -> dict[str, Any]:
+    if isinstance(event, LlmEvent):
+        return {
+            "kind": "llm",
+            "method": event.method,
+            "path": event.path,
+            "body": encode_body(event.body, blobs),
+            "status": event.status,
+            "reason": event.reason,
+            "headers": [list(h) for h in event.headers],
+            "content": put(blobs, event.content),
+            "chunks": event.chunks,
+        }
+    if isinstance(event, EnvEvent):
+        obs = event.observation
+        return {
+            "kind": "env",
+            "action": _text(event.action, blobs),
+            "stdout": _text(obs.stdout, blobs),
+            "stderr": _text(obs.stderr, blobs),
+            "exit_code": obs.exit_code,
+            "timed_out": obs.timed_out,
+            "state": event.state_digest,
+            "snapshot": event.snapshot,
+        }
+    if isinstance(event, ErrorEvent):
+        return {"kind": "error", "message": event.message}
+    if isinstance(event, GradeEvent):
+        return {"kind": "grade", "grade": event.grade.to_dict()}
+    raise TypeError(f"unknown event {event!r}")
+
+
+def decode_event(doc: dict[str, Any], get: Callable[[str], bytes]) -> Event:
+    kind = doc["kind"]
+    if kind == "llm":
+        return LlmEvent(
+            method=doc["method"],
+            path=doc["path"],
+            body=decode_body(doc["body"], get),
+            status=doc["status"],
+            reason=doc["reason"],
+            headers=[(h[0], h[1]) for h in doc["headers"]],
+            content=get(doc["content"]),
+            chunks=list(doc["chunks"]),
+        )
+    if kind == "env":
+        return EnvEvent(
+            action=_untext(doc["action"], get),
+            observation=Observation(
+                stdout=_untext(doc["stdout"], get),
+                stderr=_untext(doc["stderr"], get),
+                exit_code=doc["exit_code"],
+                timed_out=doc["timed_out"],
+            ),
+            state_digest=doc["state"],
+            snapshot=doc.get("snapshot"),
+        )
+    if kind == "error":
+        return ErrorEvent(message=doc["message"])
+    if kind == "grade":
+        return GradeEvent(grade=Grade.from_dict(doc["grade"]))
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "key": episode.key.canonical(),
+        "meta": episode.meta,
+        "events": [encode_event(e, blobs) for e in episode.events],
+    }
+
+
+def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"unknown cassette format {doc.get('format')!r}")
+    return Episode(
+        key=CassetteKey.from_canonical(doc["key"]),
+        events=[decode_event(e, get) for e in doc["events"]],
+        meta=doc.get("meta", {}),
+    )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

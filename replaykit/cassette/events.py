@@ -1,0 +1,154 @@
+"""The events of one episode, in order, and the episode digest.
+
+An episode is a list of events: ``llm`` (request → exact response bytes with their
+chunking), ``env`` (action → observation + state digest), ``error`` (the harness
+raised) and a final ``grade``. The digest is sha256 over the canonical stream of
+their digest forms — never wall-clock times — and equal digests are what
+"bit-for-bit" means.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from replaykit.cassette.keys import CassetteKey
+from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.envs.base import Grade, Observation
+
+
+@dataclass
+class LlmEvent:
+    """One HTTP exchange with a model endpoint."""
+
+    method: str
+    path: str
+    body: Any  # canonical parsed JSON body (secrets scrubbed), or {"$text": "..."}
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    content: bytes
+    chunks: list[int]  # lengths of the chunks the client received, in order
+    kind: str = field(default="llm", init=False)
+
+    def request_form(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "body": self.body}
+
+    def split_chunks(self) -> list[bytes]:
+        out, pos = [], 0
+        for n in self.chunks:
+            out.append(self.content[pos : pos + n])
+            pos += n
+        if pos < len(self.content):
+            out.append(self.content[pos:])
+        return out
+
+    def digest_form(self) -> dict[str, Any]:
+        return {
+            "kind": "llm",
+            "request": self.request_form(),
+            "status": self.status,
+            "content": sha256_hex(self.content),
+            "chunks": self.chunks,
+        }
+
+
+@dataclass
+class EnvEvent:
+    """One environment step: the action, what it returned, the state after it."""
+
+    action: str
+    observation: Observation
+    state_digest: str
+    snapshot: str | None = None  # blob hash of a full snapshot, when requested
+    kind: str = field(default="env", init=False)
+
+    def digest_form(self) -> dict[str, Any]:
+        return {
+            "kind": "env",
+            "action": self.action,
+            "observation": self.observation.to_dict(),
+            "state": self.state_digest,
+        }
+
+
+@dataclass
+class ErrorEvent:
+    """The harness raised: its exception type and message (no traceback paths)."""
+
+    message: str
+    kind: str = field(default="error", init=False)
+
+    def digest_form(self) -> dict[str, Any]:
+        return {"kind": "error", "message": self.message}
+
+
+@dataclass
+class GradeEvent:
+    grade: Grade
+    kind: str = field(default="grade", init=False)
+
+    def digest_form(self) -> dict[str, Any]:
+        return {"kind": "grade", "grade": self.grade.to_dict()}
+
+
+Event = Union[LlmEvent, EnvEvent, ErrorEvent, GradeEvent]
+
+
+def events_digest(events: list[Event]) -> str:
+    """sha256 over the canonical event stream."""
+    h = hashlib.sha256()
+    for event in events:
+        h.update(canonical_json(event.digest_form()).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass
+class Episode:
+    """One recorded episode: its key, its events in order, and metadata."""
+
+    key: CassetteKey
+    events: list[Event]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.key.id
+
+    @property
+    def digest(self) -> str:
+        return events_digest(self.events)
+
+    @property
+    def grade(self) -> Grade | None:
+        for event in reversed(self.events):
+            if isinstance(event, GradeEvent):
+                return event.grade
+        return None
+
+    @property
+    def llm_events(self) -> list[LlmEvent]:
+        return [e for e in self.events if isinstance(e, LlmEvent)]
+
+    @property
+    def env_events(self) -> list[EnvEvent]:
+        return [e for e in self.events if isinstance(e, EnvEvent)]
+
+    def usage_tokens(self) -> int:
+        """Total tokens the endpoint reported (0 where it reported none)."""
+        import json
+
+        total = 0
+        for event in self.llm_events:
+            for line in event.content.decode("utf-8", "replace").splitlines():
+                text = line[5:].strip() if line.startswith("data:") else line
+                if '"usage"' not in text:
+                    continue
+                try:
+                    usage = json.loads(text).get("usage") or {}
+                except ValueError:
+                    continue
+                total += int(usage.get("total_tokens") or 0)
+        return total

@@ -1,0 +1,154 @@
+"""Request forms and matchers, in vcrpy's style.
+
+A *request form* is what replaykit stores and compares of an HTTP request:
+``{"method", "path", "body"}`` with the body parsed as JSON (secrets scrubbed,
+normalisation rules applied). Headers are never part of it, so volatile headers
+(``x-stainless-*``, retry counts, user agents, API keys) cannot affect matching.
+
+Matchers are functions ``(actual, recorded) -> None`` that raise AssertionError
+with a reason; register more with :func:`register_matcher`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any, Callable
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from replaykit.determinism import canonical_json
+
+Matcher = Callable[[dict[str, Any], dict[str, Any]], None]
+NormaliseRule = Callable[[Any], Any]
+
+_MATCHERS: dict[str, Matcher] = {}
+_RULES: dict[str, NormaliseRule] = {}
+DEFAULT_MATCH_ON = ("method", "path", "body")
+
+
+def register_matcher(name: str, fn: Matcher) -> None:
+    _MATCHERS[name] = fn
+
+
+def register_rule(name: str, fn: NormaliseRule) -> None:
+    """A normalisation rule rewrites a parsed body (e.g. replaces a per-turn UUID)."""
+    _RULES[name] = fn
+
+
+def get_rule(name: str) -> NormaliseRule:
+    if name not in _RULES:
+        from replaykit.errors import ConfigError
+
+        raise ConfigError(f"unknown normalisation rule {name!r}; known: {', '.join(sorted(_RULES))}")
+    return _RULES[name]
+
+
+def _method(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a["method"] == b["method"], f"method {a['method']} != {b['method']}"
+
+
+def _path(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a["path"] == b["path"], f"path {a['path']} != {b['path']}"
+
+
+def _body(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert canonical_json(a["body"]) == canonical_json(b["body"]), "body differs"
+
+
+register_matcher("method", _method)
+register_matcher("path", _path)
+register_matcher("body", _body)
+
+
+def mismatches(actual: dict[str, Any], recorded: dict[str, Any], match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> list[str]:
+    reasons = []
+    for name in match_on:
+        try:
+            _MATCHERS[name](actual, recorded)
+        except AssertionError as exc:
+            reasons.append(f"{name}: {exc}")
+    return reasons
+
+
+# -- building forms ----------------------------------------------------------------
+UUID_RE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+
+
+def _walk_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_walk_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _walk_strings(v, fn) for k, v in value.items()}
+    return value
+
+
+def _uuids(body: Any) -> Any:
+    """Replace every UUID with its order of first appearance: ``<uuid:0>``, ``<uuid:1>``, ..."""
+    seen: dict[str, str] = {}
+
+    def sub(text: str) -> str:
+        return UUID_RE.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<uuid:{len(seen)}>"), text)
+
+    return _walk_strings(body, sub)
+
+
+register_rule("uuids", _uuids)
+
+
+class Scrubber:
+    """Replaces configured secret values with ``<secret:NAME>`` in text and bytes."""
+
+    def __init__(self, secrets: dict[str, str] | None = None) -> None:
+        self.secrets = {n: v for n, v in (secrets or {}).items() if v and len(v) >= 4}
+
+    def text(self, value: str) -> str:
+        for name, secret in self.secrets.items():
+            if secret in value:
+                value = value.replace(secret, f"<secret:{name}>")
+        return value
+
+    def bytes(self, value: bytes) -> bytes:
+        for name, secret in self.secrets.items():
+            raw = secret.encode("utf-8")
+            if raw in value:
+                value = value.replace(raw, f"<secret:{name}>".encode("utf-8"))
+        return value
+
+
+def request_form(
+    method: str,
+    url: str,
+    body: bytes | str | None,
+    scrubber: Scrubber | None = None,
+    rules: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The canonical, storable form of a request."""
+    parts = urlsplit(url)
+    path = parts.path
+    if parts.query:
+        path += "?" + urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+    raw = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    if scrubber:
+        raw = scrubber.text(raw)
+    parsed: Any
+    try:
+        parsed = json.loads(raw) if raw else None
+    except ValueError:
+        parsed = {"$text": raw}
+    for name in rules:
+        parsed = get_rule(name)(parsed)
+    return {"method": method.upper(), "path": path, "body": parsed}
+
+
+def request_diff(expected: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
+    """A unified diff of two request forms, pretty-printed."""
+
+    def lines(form: dict[str, Any] | None) -> list[str]:
+        if form is None:
+            return ["(no request)"]
+        return json.dumps(form, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+    return list(difflib.unified_diff(lines(expected), lines(actual), "recorded", "replayed", lineterm="", n=2))

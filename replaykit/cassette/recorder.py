@@ -1,0 +1,100 @@
+"""vcrpy integration: one vcrpy cassette per episode, backed by a :class:`Tape`.
+
+vcrpy intercepts (its patchers, plus replaykit's chunk-keeping httpx2 stubs as
+custom patches); replaykit decides. Its defaults are overridden for this domain:
+matching is on the request form (method, path, canonical body) and position,
+never on headers; nothing plays twice; secrets are scrubbed before anything is
+kept; look-up is by position in the episode, not a scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vcr.cassette import Cassette
+from vcr.record_mode import RecordMode
+
+from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.matchers import Scrubber, request_form
+from replaykit.cassette.stubs import httpx2_patches
+from replaykit.cassette.tape import Tape
+
+#: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
+#: requests/urllib3 during an episode, and only model traffic belongs in a cassette.
+SKIPPED_PATCHERS = ("httplib", "requests", "boto3", "urllib3", "httplib2", "tornado", "aiohttp", "httpx2")
+
+
+class EpisodeCassette(Cassette):
+    """A vcrpy Cassette whose interactions live in a replaykit tape."""
+
+    def __init__(
+        self,
+        path: str,
+        tape: Tape | None = None,
+        scrubber: Scrubber | None = None,
+        rules: tuple[str, ...] = (),
+        skip_patchers: tuple[str, ...] = SKIPPED_PATCHERS,
+        **kwargs: Any,
+    ) -> None:
+        assert tape is not None
+        mode = RecordMode.NONE if tape.replaying else RecordMode.ALL
+        super().__init__(path, record_mode=mode, skip_patchers=skip_patchers, **kwargs)
+        self.tape = tape
+        self.scrubber = scrubber or Scrubber()
+        self.rules = rules
+        self.custom_patches = tuple(httpx2_patches(self))
+
+    # The store, not a file, holds episodes; the rollout writes them whole.
+    def _load(self) -> None:
+        return None
+
+    def _save(self, force: bool = False) -> None:
+        return None
+
+    @property
+    def write_protected(self) -> bool:
+        return self.tape.replaying
+
+    def form(self, request: Any) -> dict[str, Any]:
+        return request_form(request.method, request.uri, request.body, self.scrubber, self.rules)
+
+    def can_play_response_for(self, request: Any) -> bool:
+        return self.tape.replaying
+
+    def play_event(self, request: Any) -> LlmEvent:
+        return self.tape.play_llm(self.form(request))
+
+    def play_response(self, request: Any) -> dict[str, Any]:
+        """vcrpy's response dict, for vcrpy's own stubs (when a patcher is enabled)."""
+        event = self.play_event(request)
+        headers: dict[str, list[str]] = {}
+        for name, value in event.headers:
+            headers.setdefault(name, []).append(value)
+        return {"status": {"code": event.status, "message": event.reason}, "headers": headers, "body": {"string": event.content}}
+
+    def record_event(self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]) -> LlmEvent:
+        chunks = [self.scrubber.bytes(c) for c in chunks]
+        event = LlmEvent(
+            method=request.method.upper(),
+            path=self.form(request)["path"],
+            body=self.form(request)["body"],
+            status=status,
+            reason=reason or "",
+            headers=headers,
+            content=b"".join(chunks),
+            chunks=[len(c) for c in chunks],
+        )
+        self.tape.record(event)
+        return event
+
+    def append(self, request: Any, response: dict[str, Any]) -> None:
+        """vcrpy's stubs record through here (one chunk: they join the body)."""
+        body = response["body"]["string"]
+        body = body.encode("utf-8") if isinstance(body, str) else body
+        headers = [(k.lower(), v) for k, vs in response.get("headers", {}).items() for v in vs if k.lower() in ("content-type", "content-encoding")]
+        self.record_event(request, response["status"]["code"], response["status"].get("message", ""), headers, [body])
+
+
+def episode_cassette(label: str, tape: Tape, scrubber: Scrubber | None = None, rules: tuple[str, ...] = ()) -> Any:
+    """A context manager that patches HTTP clients for one episode."""
+    return EpisodeCassette.use(path=label, tape=tape, scrubber=scrubber, rules=rules)

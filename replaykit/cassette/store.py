@@ -1,0 +1,253 @@
+"""The cassette store: a sqlite-utils index plus content-addressed blobs, in one file.
+
+Layout of a store folder (default ``./cassettes``)::
+
+    index.db   tables: cassettes, runs, trees, blobs (+ trainings, verdicts, ...)
+    cache/     materialised harness trees (safe to delete)
+
+Every write of an episode (its blobs, its document, its index row) is one SQLite
+transaction, so a process killed mid-record leaves a readable store and never a
+half cassette. Look-ups are by key: no scan of a whole cassette.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlite_utils
+
+from replaykit.cassette.codec import Blobs, decode_episode, encode_episode, put
+from replaykit.cassette.events import Episode
+from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.errors import CassetteNotFound, StoreError
+
+SCHEMA: dict[str, dict[str, Any]] = {
+    "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash"},
+    "cassettes": {
+        "columns": {
+            "id": str, "kind": str, "harness_sha": str, "task_id": str, "task_digest": str,
+            "model": str, "endpoint": str, "model_revision": str, "seed": int,
+            "config_digest": str, "key_json": str, "doc": str, "digest": str,
+            "n_llm": int, "n_env": int, "reward": float, "passed": int,
+            "infra_failure": int, "tokens": int, "created_at": str,
+        },
+        "pk": "id",
+    },
+    "runs": {
+        "columns": {
+            "id": str, "kind": str, "name": str, "harness_sha": str, "model": str,
+            "endpoint": str, "config_digest": str, "doc": str, "created_at": str,
+        },
+        "pk": "id",
+    },
+    "trees": {"columns": {"sha": str, "manifest": str}, "pk": "sha"},
+}
+
+
+def now_iso() -> str:
+    """Wall-clock time for index rows only (never part of a key or a digest)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Store:
+    """A folder holding ``index.db``. Opened lazily; safe for one writer at a time."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self._db: sqlite_utils.Database | None = None
+
+    # -- plumbing ---------------------------------------------------------------
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._db is None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(self.root / "index.db"), timeout=30, isolation_level=None)
+                db = sqlite_utils.Database(conn)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                self._ensure_schema(db)
+            except (sqlite3.DatabaseError, OSError) as exc:
+                raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
+            self._db = db
+        return self._db
+
+    @staticmethod
+    def _ensure_schema(db: sqlite_utils.Database) -> None:
+        for name, spec in SCHEMA.items():
+            if not db[name].exists():
+                db[name].create(spec["columns"], pk=spec["pk"])
+        db["cassettes"].create_index(["task_id", "seed"], if_not_exists=True)
+
+    def ensure_table(self, name: str, columns: dict[str, Any], pk: str) -> sqlite_utils.db.Table:
+        """Let other parts (training, certification, ...) own tables in the same index."""
+        table = self.db[name]
+        if not table.exists():
+            table.create(columns, pk=pk)
+        return table  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.conn.close()
+            self._db = None
+
+    # -- blobs -----------------------------------------------------------------
+    def _write_blobs(self, blobs: Blobs) -> None:
+        self.db.conn.executemany(
+            "INSERT OR IGNORE INTO blobs(hash, size, data) VALUES (?, ?, ?)",
+            ((h, len(d), d) for h, d in blobs.items()),
+        )
+
+    def put_blob(self, data: bytes) -> str:
+        blobs: Blobs = {}
+        digest = put(blobs, data)
+        with self.db.atomic():
+            self._write_blobs(blobs)
+        return digest
+
+    def get_blob(self, digest: str) -> bytes:
+        row = self.db.conn.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
+        if row is None:
+            raise StoreError(f"blob {digest[:12]} is missing from store {self.root}; re-import its bundle")
+        return bytes(row[0])
+
+    def put_json(self, value: Any) -> str:
+        return self.put_blob(canonical_json(value).encode("utf-8"))
+
+    def get_json(self, digest: str) -> Any:
+        return json.loads(self.get_blob(digest))
+
+    # -- episodes ----------------------------------------------------------------
+    def put_episode(self, episode: Episode) -> None:
+        """Write an episode atomically (replacing one with the same key)."""
+        blobs: Blobs = {}
+        doc = encode_episode(episode, blobs)
+        doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
+        grade = episode.grade
+        key = episode.key
+        row = {
+            "id": key.id, "kind": key.kind, "harness_sha": key.harness_sha,
+            "task_id": key.task_id, "task_digest": key.task_digest, "model": key.model.name,
+            "endpoint": key.model.endpoint, "model_revision": key.model.revision,
+            "seed": key.seed, "config_digest": key.config_digest,
+            "key_json": canonical_json(key.canonical()), "doc": doc_hash,
+            "digest": episode.digest, "n_llm": len(episode.llm_events),
+            "n_env": len(episode.env_events),
+            "reward": grade.reward if grade else None,
+            "passed": int(grade.passed) if grade else None,
+            "infra_failure": int(grade.infra_failure) if grade else None,
+            "tokens": episode.usage_tokens(), "created_at": now_iso(),
+        }
+        with self.db.atomic():
+            self._write_blobs(blobs)
+            self.db["cassettes"].insert(row, replace=True)
+
+    def has(self, cassette_id: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone() is not None
+
+    def cassette_row(self, cassette_id: str) -> dict[str, Any]:
+        try:
+            return dict(self.db["cassettes"].get(cassette_id))
+        except sqlite_utils.db.NotFoundError:
+            raise CassetteNotFound(
+                f"no cassette {cassette_id!r} in store {self.root}; list them with `replaykit cassettes ls`"
+            ) from None
+
+    def get_episode(self, cassette_id: str) -> Episode:
+        row = self.cassette_row(cassette_id)
+        try:
+            return decode_episode(self.get_json(row["doc"]), self.get_blob)
+        except (ValueError, KeyError) as exc:
+            raise StoreError(f"cassette {cassette_id} is unreadable: {exc}") from exc
+
+    def list_cassettes(self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
+        rows = self.db["cassettes"].rows_where(where, list(params), order_by="created_at, id", limit=limit)
+        return [dict(r) for r in rows]
+
+    # -- runs ------------------------------------------------------------------
+    def put_run(self, run: dict[str, Any]) -> None:
+        doc_hash = self.put_json(run)
+        row = {
+            "id": run["run_id"], "kind": run.get("kind", "measure"), "name": run.get("name", ""),
+            "harness_sha": run["harness_sha"], "model": run["model"]["name"],
+            "endpoint": run["model"]["endpoint"], "config_digest": run["config_digest"],
+            "doc": doc_hash, "created_at": now_iso(),
+        }
+        with self.db.atomic():
+            self.db["runs"].insert(row, replace=True)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        full = self.resolve_id("runs", run_id, what="run")
+        return self.get_json(self.db["runs"].get(full)["doc"])
+
+    def has_run(self, run_id: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db["runs"].rows_where(order_by="created_at, id")]
+
+    def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
+        """A full id from a unique prefix (at least 6 characters)."""
+        rows = self.db.conn.execute(
+            f"SELECT {column} FROM [{table}] WHERE {column} = ? OR {column} LIKE ? LIMIT 2",
+            (prefix, prefix.replace("%", "") + "%" if len(prefix) >= 6 else prefix),
+        ).fetchall()
+        if not rows:
+            raise CassetteNotFound(f"no {what} {prefix!r} in store {self.root}; check the id or pass --store")
+        if len(rows) > 1 and rows[0][0] != prefix:
+            raise CassetteNotFound(f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters")
+        return str(rows[0][0])
+
+    # -- harness trees ---------------------------------------------------------
+    def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
+        """Store the files of a harness commit so replay needs no git repository."""
+        if self.has_tree(sha):
+            return
+        blobs: Blobs = {}
+        manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
+        with self.db.atomic():
+            self._write_blobs(blobs)
+            self.db["trees"].insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
+
+    def has_tree(self, sha: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None
+
+    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
+        row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
+        if row is None:
+            raise CassetteNotFound(f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first")
+        return {p: (int(m), self.get_blob(h)) for p, (m, h) in json.loads(row[0]).items()}
+
+    def materialise_tree(self, sha: str) -> Path:
+        """Write a stored harness tree under ``cache/trees/<sha>`` (atomically) and return it."""
+        import os
+        import shutil
+        import tempfile
+
+        target = self.root / "cache" / "trees" / sha
+        if (target / ".complete").exists():
+            return target
+        files = self.get_tree(sha)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
+        for path, (mode, data) in files.items():
+            dest = tmp / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            os.chmod(dest, 0o755 if mode & 0o111 else 0o644)
+        (tmp / ".complete").write_text(sha)
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+
+def tree_digest(files: dict[str, tuple[int, bytes]]) -> str:
+    return sha256_hex(canonical_json({p: [m, sha256_hex(d)] for p, (m, d) in sorted(files.items())}))

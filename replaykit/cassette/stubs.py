@@ -1,0 +1,114 @@
+"""httpx2 transport stubs (vcrpy-style) that keep the response chunking.
+
+vcrpy's own httpx stub joins a streamed body into one string; replaykit needs the
+exact bytes *and* the chunks the client received, so it registers these stubs as
+vcrpy ``custom_patches`` (and skips vcrpy's built-in httpx2 patcher). Everything
+else — when to play, when to record, what is write-protected — is the cassette's.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+
+from vcr.request import Request as VcrRequest
+
+if TYPE_CHECKING:
+    from replaykit.cassette.recorder import EpisodeCassette
+
+KEPT_HEADERS = ("content-type", "content-encoding")
+
+
+def kept_headers(headers: Any) -> list[tuple[str, str]]:
+    """The response headers replaykit stores and presents: the same in record and replay."""
+    return [(k.lower(), v) for k, v in headers.multi_items() if k.lower() in KEPT_HEADERS]
+
+
+def _response(httpx2: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes], is_async: bool) -> Any:
+    stream = _AsyncChunks(chunks, httpx2) if is_async else _SyncChunks(chunks, httpx2)
+    return httpx2.Response(
+        status,
+        headers=headers,
+        stream=stream,
+        extensions={"reason_phrase": reason.encode("ascii", "replace"), "http_version": b"HTTP/1.1"},
+    )
+
+
+def _SyncChunks(chunks: list[bytes], httpx2: Any) -> Any:
+    class SyncChunks(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield from chunks
+
+    return SyncChunks()
+
+
+def _AsyncChunks(chunks: list[bytes], httpx2: Any) -> Any:
+    class AsyncChunks(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+
+    return AsyncChunks()
+
+
+def _vcr_request(real_request: Any, body: bytes) -> VcrRequest:
+    return VcrRequest(real_request.method, str(real_request.url), body, dict(real_request.headers))
+
+
+def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
+    @functools.wraps(real)
+    def _handle(self: Any, real_request: Any) -> Any:
+        body = b"".join(real_request.stream)
+        real_request.stream = httpx2.ByteStream(body)
+        request = _vcr_request(real_request, body)
+        if cassette.can_play_response_for(request):
+            event = cassette.play_event(request)
+            return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
+        real_response = real(self, real_request)
+        try:
+            chunks = [bytes(c) for c in real_response.stream]
+        finally:
+            real_response.stream.close()
+        reason = real_response.reason_phrase
+        headers = kept_headers(real_response.headers)
+        event = cassette.record_event(request, real_response.status_code, reason, headers, chunks)
+        return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
+
+    return _handle
+
+
+def handle_async_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
+    @functools.wraps(real)
+    async def _handle(self: Any, real_request: Any) -> Any:
+        body = b"".join([part async for part in real_request.stream])
+        real_request.stream = httpx2.ByteStream(body)
+        request = _vcr_request(real_request, body)
+        if cassette.can_play_response_for(request):
+            event = cassette.play_event(request)
+            return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
+        real_response = await real(self, real_request)
+        try:
+            chunks = [bytes(c) async for c in real_response.stream]
+        finally:
+            await real_response.stream.aclose()
+        headers = kept_headers(real_response.headers)
+        event = cassette.record_event(request, real_response.status_code, real_response.reason_phrase, headers, chunks)
+        return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
+
+    return _handle
+
+
+def httpx2_patches(cassette: "EpisodeCassette") -> list[tuple[Any, str, Any]]:
+    """vcrpy custom_patches triples for httpx2's real transports."""
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover
+        return []
+    return [
+        (httpx2.HTTPTransport, "handle_request", handle_request(cassette, httpx2.HTTPTransport.handle_request, httpx2)),
+        (
+            httpx2.AsyncHTTPTransport,
+            "handle_async_request",
+            handle_async_request(cassette, httpx2.AsyncHTTPTransport.handle_async_request, httpx2),
+        ),
+    ]

@@ -1,0 +1,127 @@
+"""The tape: one execution of an episode, either recording or replaying.
+
+Recording appends every event as it happens. Replaying walks the recorded events
+with one cursor: request *i* must equal recorded request *i* (after
+normalisation), env action *j* the recorded action *j*, in the recorded order.
+The first difference raises :class:`DivergenceError` and stays raised (a harness
+that swallows the exception cannot hide it). A request past the end of the
+recording is an error naming it — never a network call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LlmEvent, events_digest
+from replaykit.cassette.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.errors import DivergenceError
+
+
+def _describe(event: Event | None) -> str:
+    if event is None:
+        return "the end of the recording"
+    if isinstance(event, LlmEvent):
+        return f"request {event.method} {event.path}"
+    if isinstance(event, EnvEvent):
+        return f"env action {event.action!r}"
+    return f"{event.kind} event"
+
+
+class Tape:
+    def __init__(self, label: str, recorded: list[Event] | None = None, match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> None:
+        self.label = label
+        self.recorded = recorded
+        self.match_on = match_on
+        self.events: list[Event] = []
+        self.cursor = 0
+        self.divergence: DivergenceError | None = None
+
+    @property
+    def replaying(self) -> bool:
+        return self.recorded is not None
+
+    @property
+    def digest(self) -> str:
+        return events_digest(self.events)
+
+    # -- divergence ----------------------------------------------------------------
+    def _diverge(self, kind: str, reason: str, expected: Any, actual: Any, diff: list[str]) -> DivergenceError:
+        if self.divergence is None:
+            report = {
+                "episode": self.label,
+                "position": self.cursor,
+                "kind": kind,
+                "reason": reason,
+                "expected": expected,
+                "actual": actual,
+                "diff": diff,
+            }
+            self.divergence = DivergenceError(f"episode {self.label} diverged at event {self.cursor}: {reason}", report)
+        return self.divergence
+
+    def _next(self, kind: str, actual: Any) -> Event:
+        if self.divergence is not None:
+            raise self.divergence
+        assert self.recorded is not None
+        expected = self.recorded[self.cursor] if self.cursor < len(self.recorded) else None
+        if expected is None or expected.kind != kind:
+            what = f"{kind} {actual!r}" if kind != "llm" else f"request {actual['method']} {actual['path']}"
+            raise self._diverge(
+                kind,
+                f"{what} was not recorded here (the recording has {_describe(expected)})",
+                _form(expected),
+                actual,
+                request_diff(_form(expected), actual) if kind == "llm" else [],
+            )
+        return expected
+
+    # -- llm -------------------------------------------------------------------------
+    def play_llm(self, form: dict[str, Any]) -> LlmEvent:
+        expected = self._next("llm", form)
+        assert isinstance(expected, LlmEvent)
+        reasons = mismatches(form, expected.request_form(), self.match_on)
+        if reasons:
+            raise self._diverge("llm", "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form, request_diff(expected.request_form(), form))
+        self.cursor += 1
+        self.events.append(expected)
+        return expected
+
+    # -- env ---------------------------------------------------------------------------
+    def play_env(self, action: str) -> EnvEvent:
+        expected = self._next("env", action)
+        assert isinstance(expected, EnvEvent)
+        if expected.action != action:
+            import difflib
+
+            diff = list(difflib.unified_diff(expected.action.splitlines(), action.splitlines(), "recorded", "replayed", lineterm=""))
+            raise self._diverge("env", "env action differs", expected.action, action, diff)
+        self.cursor += 1
+        self.events.append(expected)
+        return expected
+
+    # -- error / grade -----------------------------------------------------------------
+    def play_error(self, message: str) -> None:
+        expected = self._next("error", message)
+        assert isinstance(expected, ErrorEvent)
+        if expected.message != message:
+            raise self._diverge("error", "the harness raised differently", expected.message, message, [])
+        self.cursor += 1
+        self.events.append(expected)
+
+    def play_grade(self) -> GradeEvent:
+        expected = self._next("grade", "grade")
+        assert isinstance(expected, GradeEvent)
+        self.cursor += 1
+        self.events.append(expected)
+        return expected
+
+    def record(self, event: Event) -> None:
+        self.events.append(event)
+
+
+def _form(event: Event | None) -> Any:
+    if isinstance(event, LlmEvent):
+        return event.request_form()
+    if isinstance(event, EnvEvent):
+        return event.action
+    return None if event is None else event.digest_form()

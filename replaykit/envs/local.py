@@ -1,0 +1,397 @@
+"""The local environment: one episode in a workspace folder on this machine.
+
+Layout of a workspace (the caller picks its path, so paths in outputs repeat)::
+
+    <workspace>/app/       APP_DIR: the task's workdir, starting files copied in
+    <workspace>/tests/     TESTS_DIR: the task's tests/, copied in only to grade
+    <workspace>/logs/      LOGS_DIR: the verifier writes logs/verifier/reward.txt
+    <workspace>/home/      HOME
+    <workspace>/solution/  SOLUTION_DIR: only for the oracle (``run_solution``)
+
+Every action is ``bash -c`` in its own process group, with a minimal environment
+(PATH, HOME, the determinism pins, the three dirs). When the action ends, or its
+timeout fires, the whole group is killed, so no background process outlives it.
+This is isolation for reproducibility, not a security sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from replaykit.determinism import ENV_PINS
+from replaykit.envs.base import Grade, Observation
+from replaykit.envs.tasks import Task
+from replaykit.errors import EnvError, TaskError
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+TIMEOUT_EXIT_CODE = 124
+_MARKER = ".replaykit-workspace"
+_CHUNK = 65536
+_DETAIL_CHARS = 1000
+
+
+def truncation_marker(stream: str, limit: int) -> str:
+    """The line appended to a stream cut at ``limit`` bytes (no counts: stays deterministic)."""
+    return f"\n[replaykit: {stream} truncated at {limit} bytes]\n"
+
+
+class _CappedReader(threading.Thread):
+    """Drains a pipe to its end, keeping at most ``limit`` bytes."""
+
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.limit = limit
+        self.kept = bytearray()
+        self.truncated = False
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        try:
+            while True:
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    break
+                room = self.limit - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+                if len(chunk) > max(room, 0):
+                    self.truncated = True
+        except OSError:
+            pass
+
+    def text(self, stream: str) -> str:
+        out = bytes(self.kept).decode("utf-8", errors="replace")
+        return out + truncation_marker(stream, self.limit) if self.truncated else out
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 of a directory tree: sorted relative paths, entry type, executable bit,
+    content hash (files) or target (symlinks). Never mtimes, owners or the root's path."""
+    h = hashlib.sha256()
+
+    def walk(folder: Path, prefix: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            rel = prefix + entry.name
+            st = entry.stat(follow_symlinks=False)
+            name = os.fsencode(rel)
+            if stat.S_ISLNK(st.st_mode):
+                h.update(b"L\0" + name + b"\0" + os.fsencode(os.readlink(entry.path)) + b"\n")
+            elif stat.S_ISDIR(st.st_mode):
+                h.update(b"D\0" + name + b"\n")
+                walk(Path(entry.path), rel + "/")
+            elif stat.S_ISREG(st.st_mode):
+                content = hashlib.sha256()
+                with open(entry.path, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        content.update(block)
+                mode = b"X" if st.st_mode & 0o111 else b"F"
+                h.update(mode + b"\0" + name + b"\0" + content.hexdigest().encode() + b"\n")
+            else:
+                h.update(b"O\0" + name + b"\n")
+
+    if root.is_dir():
+        walk(root, "")
+    return h.hexdigest()
+
+
+class LocalEnv:
+    """One episode of ``task`` in ``workspace`` (implements ``Environment``)."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        task: Task,
+        workspace: Path,
+        timeout_sec: float = 30,
+        max_output_bytes: int = 65536,
+    ) -> None:
+        if timeout_sec <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        if max_output_bytes <= 0:
+            raise EnvError(f"max_output_bytes must be > 0, got {max_output_bytes!r}")
+        self.task = task
+        self.workspace = Path(workspace).absolute()
+        self.timeout_sec = float(timeout_sec)
+        self.max_output_bytes = int(max_output_bytes)
+        self._started = False
+
+    # -- layout ---------------------------------------------------------------
+    @property
+    def app_dir(self) -> Path:
+        return self.workspace / "app"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.workspace / "tests"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.workspace / "logs"
+
+    @property
+    def home_dir(self) -> Path:
+        return self.workspace / "home"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.workspace / "solution"
+
+    def env_vars(self) -> dict[str, str]:
+        """The complete environment every action (and the verifier) runs with."""
+        env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": str(self.home_dir)}
+        env.update(ENV_PINS)
+        env.update(
+            APP_DIR=str(self.app_dir), TESTS_DIR=str(self.tests_dir), LOGS_DIR=str(self.logs_dir)
+        )
+        return env
+
+    # -- lifecycle ------------------------------------------------------------
+    def _remove_workspace(self) -> None:
+        ws = self.workspace
+        if not (ws.exists() or ws.is_symlink()):
+            return
+        if ws.is_symlink() or not ws.is_dir():
+            raise EnvError(f"workspace {ws} exists and is not a directory; pick another path")
+        if any(ws.iterdir()) and not (ws / _MARKER).exists():
+            raise EnvError(
+                f"workspace {ws} is a non-empty folder replaykit did not create; "
+                "refusing to delete it, pick another path"
+            )
+        shutil.rmtree(ws)
+
+    def start(self) -> None:
+        """Recreate the workspace and copy the task's starting files into app/."""
+        self._remove_workspace()
+        try:
+            self.workspace.mkdir(parents=True)
+            (self.workspace / _MARKER).write_text("created by replaykit.envs.local\n")
+            for folder in (self.tests_dir, self.logs_dir, self.home_dir):
+                folder.mkdir()
+            if self.task.files_dir.is_dir():
+                shutil.copytree(self.task.files_dir, self.app_dir, symlinks=True)
+            else:
+                self.app_dir.mkdir()
+        except OSError as exc:
+            raise EnvError(f"cannot prepare workspace {self.workspace}: {exc}") from exc
+        self._started = True
+
+    def close(self) -> None:
+        """Remove the workspace (idempotent)."""
+        self._started = False
+        if (self.workspace / _MARKER).exists():
+            shutil.rmtree(self.workspace, ignore_errors=True)
+
+    def __enter__(self) -> "LocalEnv":
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise EnvError(f"environment for task {self.task.id!r} is not started; call start()")
+
+    # -- actions --------------------------------------------------------------
+    def _execute(
+        self,
+        argv: list[str],
+        timeout_sec: float,
+        extra_env: dict[str, str] | None = None,
+    ) -> Observation:
+        env = self.env_vars()
+        env.update(extra_env or {})
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.app_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise EnvError(f"cannot run {argv[0]!r} in {self.app_dir}: {exc}") from exc
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            _CappedReader(proc.stdout, self.max_output_bytes),
+            _CappedReader(proc.stderr, self.max_output_bytes),
+        ]
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            returncode = proc.wait(timeout=timeout_sec)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            returncode = proc.wait()
+        # Background children must not outlive the action (nor hold its pipes open).
+        _kill_group(proc.pid)
+        deadline = time.monotonic() + 5
+        for reader in readers:
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        for reader in readers:
+            if not reader.is_alive():  # a reader still blocked keeps its fd (no reuse race)
+                reader.pipe.close()
+        if timed_out:
+            exit_code = TIMEOUT_EXIT_CODE
+        elif returncode < 0:
+            exit_code = 128 - returncode  # killed by a signal, as bash reports it
+        else:
+            exit_code = returncode
+        return Observation(
+            stdout=readers[0].text("stdout"),
+            stderr=readers[1].text("stderr"),
+            exit_code=exit_code,
+            timed_out=timed_out,
+        )
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        """Run ``bash -c command`` in app/; exit code 124 and ``timed_out`` on timeout."""
+        self._require_started()
+        timeout = self.timeout_sec if timeout_sec is None else float(timeout_sec)
+        if timeout <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        return self._execute(["bash", "-c", command], timeout)
+
+    def state_digest(self) -> str:
+        """sha256 of the app/ tree (paths, types, executable bits, contents; no mtimes)."""
+        self._require_started()
+        return tree_digest(self.app_dir)
+
+    def run_solution(self) -> Observation:
+        """Oracle: copy the task's solution/ in and run ``bash solve.sh`` from app/."""
+        self._require_started()
+        if not self.task.has_solution:
+            raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
+        if self.solution_dir.exists():
+            shutil.rmtree(self.solution_dir)
+        shutil.copytree(self.task.solution_dir, self.solution_dir, symlinks=True)
+        script = str(self.solution_dir / "solve.sh")
+        return self._execute(
+            ["bash", script],
+            self.task.agent_timeout_sec,
+            extra_env={"SOLUTION_DIR": str(self.solution_dir)},
+        )
+
+    def grade(self) -> Grade:
+        """Copy tests/ in, run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
+        self._require_started()
+        try:
+            if self.tests_dir.exists():
+                shutil.rmtree(self.tests_dir)
+            shutil.copytree(self.task.tests_dir, self.tests_dir, symlinks=True)
+            verifier_logs = self.logs_dir / "verifier"
+            if verifier_logs.exists():
+                shutil.rmtree(verifier_logs)  # a stale reward must never be read
+            verifier_logs.mkdir(parents=True)
+        except OSError as exc:
+            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {exc}") from exc
+        obs = self._execute(["bash", str(self.tests_dir / "test.sh")], self.task.verifier_timeout_sec)
+        output = (obs.stdout + obs.stderr).strip()
+        tail = output[-_DETAIL_CHARS:]
+        if obs.timed_out:
+            return Grade(
+                reward=0.0,
+                passed=False,
+                infra_failure=True,
+                detail=f"verifier timed out after {self.task.verifier_timeout_sec:g}s; {tail}".strip(),
+            )
+        reward, source, problem = _read_reward(verifier_logs)
+        if reward is None:
+            return Grade(
+                reward=0.0,
+                passed=False,
+                infra_failure=True,
+                detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip(),
+            )
+        return Grade(
+            reward=reward,
+            passed=reward >= 1.0,
+            detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip(),
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "pins": dict(ENV_PINS),
+            "task_id": self.task.id,
+            "task_digest": self.task.digest,
+            "timeout_sec": self.timeout_sec,
+            "max_output_bytes": self.max_output_bytes,
+            "env_vars": sorted(self.env_vars()),
+        }
+
+
+def _read_reward(folder: Path) -> tuple[float | None, str, str]:
+    """(reward, source file, problem) from reward.txt, else reward.json ``{"reward": x}``."""
+    txt, js = folder / "reward.txt", folder / "reward.json"
+    try:
+        if txt.is_file():
+            raw = txt.read_text(encoding="utf-8").strip()
+            try:
+                value = float(raw)
+            except ValueError:
+                return None, "reward.txt", f"reward.txt is not a number: {raw[:80]!r}"
+            source = "reward.txt"
+        elif js.is_file():
+            try:
+                data = json.loads(js.read_text(encoding="utf-8"))
+                value = float(data["reward"])
+            except (ValueError, TypeError, KeyError) as exc:
+                return None, "reward.json", f"reward.json has no numeric 'reward': {exc}"
+            source = "reward.json"
+        else:
+            return None, "", "the verifier wrote no reward.txt or reward.json"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, "", f"cannot read the reward: {exc}"
+    if not math.isfinite(value):
+        return None, source, f"{source} is not finite: {value!r}"
+    return value, source, ""
+
+
+def oracle_check(task: Task, workspace: Path) -> tuple[Grade, Grade]:
+    """Grade the untouched environment, then one where solution/solve.sh ran.
+
+    A sound task gives (reward 0, reward 1). The workspace is removed afterwards.
+    """
+    env = LocalEnv(task, workspace)
+    try:
+        env.start()
+        untouched = env.grade()
+        env.start()
+        env.run_solution()
+        solved = env.grade()
+    finally:
+        env.close()
+    return untouched, solved

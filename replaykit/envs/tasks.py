@@ -1,0 +1,263 @@
+"""Task folders in the Harbor layout: load one task, or a panel of them.
+
+A task folder holds ``task.toml``, ``instruction.md``, ``environment/`` (Dockerfile and
+starting ``files/``), ``tests/test.sh`` (the verifier) and ``solution/solve.sh``
+(optional oracle). The folder name is the task id. The digest covers every file in
+the folder, so a task's identity changes whenever any of its bytes change.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replaykit.errors import TaskError
+
+#: The ``version`` values of task.toml this loader accepts.
+SUPPORTED_VERSIONS: tuple[str, ...] = ("2.0",)
+
+#: Harbor's defaults for fields a task.toml may leave out.
+DEFAULT_AGENT_TIMEOUT_SEC = 600.0
+DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
+DEFAULT_BUILD_TIMEOUT_SEC = 600.0
+DEFAULT_CPUS = 1
+DEFAULT_MEMORY_MB = 2048
+DEFAULT_STORAGE_MB = 10240
+DEFAULT_WORKDIR = "/app"
+
+_NUMBER = "number"
+_POS_NUMBER = "number > 0"
+_POS_INT = "integer > 0"
+_STR = "string"
+_BOOL = "boolean"
+_STR_LIST = "list of strings"
+
+#: (section, key) -> expected kind; checked when the key is present.
+_FIELD_TYPES: dict[tuple[str, str], str] = {
+    ("metadata", "difficulty"): _STR,
+    ("metadata", "category"): _STR,
+    ("metadata", "tags"): _STR_LIST,
+    ("metadata", "author_name"): _STR,
+    ("metadata", "author_email"): _STR,
+    ("verifier", "timeout_sec"): _POS_NUMBER,
+    ("agent", "timeout_sec"): _POS_NUMBER,
+    ("environment", "build_timeout_sec"): _POS_NUMBER,
+    ("environment", "cpus"): _POS_INT,
+    ("environment", "memory_mb"): _POS_INT,
+    ("environment", "storage_mb"): _POS_INT,
+    ("environment", "workdir"): _STR,
+    ("environment", "allow_internet"): _BOOL,
+}
+_SECTIONS = ("metadata", "verifier", "agent", "environment", "solution")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One loaded task folder. ``config`` is the parsed task.toml (not part of the hash)."""
+
+    id: str
+    path: Path
+    instruction: str
+    config: dict[str, Any] = field(hash=False)
+    digest: str
+
+    def _get(self, section: str, key: str, default: Any) -> Any:
+        table = self.config.get(section)
+        if isinstance(table, dict) and key in table:
+            return table[key]
+        return default
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        table = self.config.get("metadata")
+        return dict(table) if isinstance(table, dict) else {}
+
+    @property
+    def agent_timeout_sec(self) -> float:
+        return float(self._get("agent", "timeout_sec", DEFAULT_AGENT_TIMEOUT_SEC))
+
+    @property
+    def verifier_timeout_sec(self) -> float:
+        return float(self._get("verifier", "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC))
+
+    @property
+    def build_timeout_sec(self) -> float:
+        return float(self._get("environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC))
+
+    @property
+    def cpus(self) -> int:
+        return int(self._get("environment", "cpus", DEFAULT_CPUS))
+
+    @property
+    def memory_mb(self) -> int:
+        return int(self._get("environment", "memory_mb", DEFAULT_MEMORY_MB))
+
+    @property
+    def storage_mb(self) -> int:
+        return int(self._get("environment", "storage_mb", DEFAULT_STORAGE_MB))
+
+    @property
+    def workdir(self) -> str:
+        return str(self._get("environment", "workdir", DEFAULT_WORKDIR))
+
+    @property
+    def allow_internet(self) -> bool:
+        return bool(self._get("environment", "allow_internet", False))
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def files_dir(self) -> Path:
+        """Starting files copied into the workdir (may not exist)."""
+        return self.path / "environment" / "files"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def has_solution(self) -> bool:
+        return (self.solution_dir / "solve.sh").is_file()
+
+
+def task_digest(folder: Path) -> str:
+    """sha256 over every file of a folder: sorted relative paths, executable bit, bytes.
+
+    Symbolic links contribute their target text; directories only through their files.
+    Modification times never enter.
+    """
+    folder = Path(folder)
+    entries: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = Path(dirpath) / name
+            entries.append((full.relative_to(folder).as_posix(), full))
+    h = hashlib.sha256()
+    for rel, full in sorted(entries):
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+        if full.is_symlink():
+            h.update(b"L\0" + os.fsencode(os.readlink(full)) + b"\0")
+            continue
+        data = full.read_bytes()
+        executable = os.stat(full).st_mode & 0o111
+        h.update(b"X\0" if executable else b"F\0")
+        h.update(str(len(data)).encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def _kind_ok(value: Any, kind: str) -> bool:
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _NUMBER:
+        return is_number
+    if kind == _POS_NUMBER:
+        return is_number and value > 0
+    if kind == _POS_INT:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _STR_LIST:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    raise AssertionError(kind)
+
+
+def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
+    version = config.get("version")
+    expected = " or ".join(f'"{v}"' for v in SUPPORTED_VERSIONS)
+    if version is None:
+        raise TaskError(f"{toml_path}: field 'version' is missing; expected {expected}")
+    if version not in SUPPORTED_VERSIONS:
+        raise TaskError(f"{toml_path}: field 'version' is {version!r}; expected {expected}")
+    for section in _SECTIONS:
+        if section in config and not isinstance(config[section], dict):
+            raise TaskError(f"{toml_path}: field '{section}' must be a table ([{section}])")
+    for (section, key), kind in _FIELD_TYPES.items():
+        table = config.get(section, {})
+        if key in table and not _kind_ok(table[key], kind):
+            raise TaskError(
+                f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}"
+            )
+
+
+def load_task(path: str | os.PathLike[str]) -> Task:
+    """Load and validate one task folder; raises :class:`TaskError` naming file and field."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise TaskError(f"{folder}: not a task folder (no such directory)")
+    folder = folder.resolve()
+    toml_path = folder / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(
+            f"{toml_path}: missing; a task folder needs task.toml, instruction.md and tests/test.sh"
+        )
+    try:
+        config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{toml_path}: invalid TOML: {exc}") from exc
+    _validate_config(config, toml_path)
+    instruction_path = folder / "instruction.md"
+    if not instruction_path.is_file():
+        raise TaskError(f"{instruction_path}: missing; write the task's instruction there")
+    try:
+        instruction = instruction_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{instruction_path}: not valid UTF-8: {exc}") from exc
+    if not instruction.strip():
+        raise TaskError(f"{instruction_path}: empty; write the task's instruction there")
+    test_path = folder / "tests" / "test.sh"
+    if not test_path.is_file():
+        raise TaskError(f"{test_path}: missing; the verifier must write $LOGS_DIR/verifier/reward.txt")
+    return Task(
+        id=folder.name,
+        path=folder,
+        instruction=instruction,
+        config=config,
+        digest=task_digest(folder),
+    )
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+def load_panel(patterns: list[str], root: Path) -> list[Task]:
+    """Load the tasks named by paths or globs (relative to ``root``), sorted by id.
+
+    A glob keeps only the folders that hold a task.toml; a pattern that matches no task
+    folder is an error, and so are two different folders with the same id. The same
+    folder matched by several patterns is loaded once.
+    """
+    if not patterns:
+        raise TaskError("panel is empty: give at least one task path or glob")
+    root = Path(root)
+    by_id: dict[str, Task] = {}
+    for pattern in patterns:
+        full = pattern if os.path.isabs(pattern) else str(root / pattern)
+        if _is_glob(pattern):
+            folders = [Path(m) for m in sorted(glob.glob(full)) if (Path(m) / "task.toml").is_file()]
+        else:
+            folders = [Path(full)] if Path(full).is_dir() else []
+        if not folders:
+            raise TaskError(f"panel pattern {pattern!r} matches no task folder under {root}")
+        for folder in folders:
+            task = load_task(folder)
+            seen = by_id.get(task.id)
+            if seen is not None and seen.path != task.path:
+                raise TaskError(
+                    f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder"
+                )
+            by_id[task.id] = task
+    return [by_id[task_id] for task_id in sorted(by_id)]

@@ -1,0 +1,146 @@
+"""The harness contract: a git repository with a Python entry point.
+
+``solve(task, env, llm, ctx)`` lives in ``harness.py`` (configurable). A rollout
+runs the files of one exact commit, materialised from the store, never the
+working tree; a dirty tree is refused. Templates are materialised into a fresh
+repository with fixed commit metadata, so their SHAs are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import shutil
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import git
+
+from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
+from replaykit.errors import HarnessError
+
+TEMPLATES = Path(__file__).parent / "templates"
+GIT_DATE = f"{SOURCE_DATE_EPOCH} +0000"
+ACTOR = git.Actor(ENV_PINS["GIT_AUTHOR_NAME"], ENV_PINS["GIT_AUTHOR_EMAIL"])
+
+
+@dataclass
+class Context:
+    """What a harness gets besides the task, the environment and the client."""
+
+    seed: int
+    task_id: str
+    model: str
+    temperature: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(derive_seed(self.seed, self.task_id, "rng"))
+
+    def now(self) -> datetime:
+        """The frozen clock."""
+        return datetime.fromtimestamp(SOURCE_DATE_EPOCH, tz=timezone.utc)
+
+    def call_seed(self) -> int:
+        self.calls += 1
+        return derive_seed(self.seed, self.task_id, self.calls)
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        """model, temperature and a per-call seed derived from (run seed, task, call number)."""
+        return {"model": self.model, "temperature": self.temperature, "seed": self.call_seed()}
+
+
+def commit_all(repo: git.Repo, message: str, date: str = GIT_DATE) -> str:
+    """Commit the whole work tree with fixed author and dates; return the SHA."""
+    repo.git.add(A=True)
+    commit = repo.index.commit(message, author=ACTOR, committer=ACTOR, author_date=date, commit_date=date)
+    return commit.hexsha
+
+
+class HarnessRepo:
+    """A harness repository and its baseline branch."""
+
+    def __init__(self, path: Path, branch: str = "main") -> None:
+        self.path = Path(path)
+        self.branch = branch
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise HarnessError(f"harness repo {self.path} is not a git repository; set harness.repo or harness.template") from None
+
+    @classmethod
+    def open(cls, path: Path, branch: str = "main", template: str | None = None) -> "HarnessRepo":
+        if not path.exists() and template:
+            materialise_template(template, path, branch)
+        return cls(path, branch)
+
+    def resolve(self, ref: str | None = None) -> str:
+        ref = ref or self.branch
+        try:
+            return self.repo.commit(ref).hexsha
+        except (git.BadName, ValueError, git.GitCommandError):
+            raise HarnessError(f"harness ref {ref!r} does not exist in {self.path}; give a branch, tag or SHA") from None
+
+    def ensure_clean(self) -> None:
+        if self.repo.is_dirty(untracked_files=True):
+            raise HarnessError(
+                f"harness repo {self.path} has uncommitted changes; commit or stash them (rollouts run exact commits)"
+            )
+
+    def tree_files(self, sha: str) -> dict[str, tuple[int, bytes]]:
+        files: dict[str, tuple[int, bytes]] = {}
+        for item in self.repo.commit(sha).tree.traverse():
+            if item.type == "blob":
+                files[item.path] = (item.mode, item.data_stream.read())
+        return files
+
+
+def materialise_template(template: str, path: Path, branch: str = "main") -> str:
+    source = TEMPLATES / template
+    if not source.is_dir():
+        known = ", ".join(sorted(p.name for p in TEMPLATES.iterdir() if p.is_dir()))
+        raise HarnessError(f"unknown harness template {template!r}; known: {known}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    repo = git.Repo.init(tmp, initial_branch=branch)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", ACTOR.name)
+        cw.set_value("user", "email", ACTOR.email)
+    sha = commit_all(repo, f"harness template {template}")
+    repo.close()
+    tmp.rename(path)
+    return sha
+
+
+def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
+    """Import the entry point (``file.py`` or ``file.py:function``) of a materialised tree."""
+    filename, _, func = entry.partition(":")
+    func = func or "solve"
+    module_path = tree / filename
+    if not module_path.is_file():
+        raise HarnessError(f"harness entry {filename!r} is missing from {tree}; set harness.entry")
+    name = f"replaykit_harness_{tree.name[:12]}"
+    spec = importlib.util.spec_from_file_location(name, module_path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(tree))
+    old = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise HarnessError(f"harness {module_path} does not import: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.dont_write_bytecode = old
+        if sys.path and sys.path[0] == str(tree):
+            sys.path.pop(0)
+    solve = getattr(module, func, None)
+    if not callable(solve):
+        raise HarnessError(f"harness {module_path} has no function {func}(task, env, llm, ctx)")
+    return solve

@@ -1,0 +1,1 @@
+"""Model backends: OpenAI-compatible endpoints, the Codex agent, the reference server."""

@@ -1,0 +1,49 @@
+"""Where a config's model lives: the built-in reference server or a real endpoint.
+
+``base_url: builtin`` starts the reference model server in-process on a free
+loopback port for the duration; its identity in cassette keys is ``builtin``, never
+the port. Any OpenAI-compatible URL is used as it is; its API key comes from the
+environment variable the config names and never reaches a cassette.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from replaykit.cassette.keys import ModelId
+from replaykit.config import ModelConfig
+
+BUILTIN = "builtin"
+BUILTIN_KEY = "sk-reference-simulator"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str
+
+
+def model_id(cfg: ModelConfig) -> ModelId:
+    endpoint = BUILTIN if cfg.base_url == BUILTIN else cfg.base_url.rstrip("/")
+    revision = cfg.revision or ("sim-1" if cfg.base_url == BUILTIN else "")
+    return ModelId(name=cfg.name, endpoint=endpoint, revision=revision)
+
+
+def api_key(cfg: ModelConfig) -> str:
+    if cfg.base_url == BUILTIN:
+        return BUILTIN_KEY
+    return os.environ.get(cfg.api_key_env, "")
+
+
+@contextlib.contextmanager
+def open_endpoint(cfg: ModelConfig) -> Iterator[Endpoint]:
+    if cfg.base_url != BUILTIN:
+        yield Endpoint(cfg.base_url.rstrip("/"), api_key(cfg))
+        return
+    from replaykit.models.reference.server import ReferenceServer
+
+    with ReferenceServer() as server:
+        yield Endpoint(server.base_url, BUILTIN_KEY)

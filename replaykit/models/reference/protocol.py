@@ -1,0 +1,161 @@
+"""Wire-neutral types of the reference server: a parsed request, an assistant turn.
+
+A model handler turns a :class:`ChatRequest` into an :class:`AssistantTurn`; an
+endpoint renderer (``sse.py`` for Chat Completions, later one for the Responses
+API) turns that turn into response bytes. Nothing here reads a clock or an
+unseeded random source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from replaykit.determinism import digest_of
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the assistant makes; ``arguments`` is JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """What a model says next: prose, tool calls, and why it stopped."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A validated ``POST /v1/chat/completions`` body.
+
+    ``digest`` is the sha256 of the body's canonical JSON: every id in the
+    response derives from it, so equal requests get byte-identical responses.
+    """
+
+    body: dict[str, Any]
+    digest: str
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False
+    seed: int = 0
+
+
+class ApiError(Exception):
+    """An OpenAI-style error response (status + ``{"error": {...}}`` body)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes in insertion order (OpenAI's field order), UTF-8 kept."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 ``ApiError``."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"We could not parse the JSON body of your request: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    return value
+
+
+def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+    """Validate a Chat Completions body; malformed fields raise a 400 ``ApiError``."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "you must provide a model parameter", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApiError(400, f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]")
+    tools = body.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise ApiError(400, "'tools' must be an array of objects", param="tools")
+    if body.get("tool_choice") == "none":
+        tools = []
+    seed = body.get("seed", 0)
+    if seed is None:
+        seed = 0
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ApiError(400, "'seed' must be an integer", param="seed")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise ApiError(400, "'stream_options' must be an object", param="stream_options")
+    return ChatRequest(
+        body=body,
+        digest=digest_of(body),
+        model=model,
+        messages=messages,
+        tools=tools,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(stream_options.get("include_usage", False)),
+        seed=seed,
+    )
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a message: a string ``content`` or the text parts of a list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def estimate_tokens(text: str) -> int:
+    """The deterministic token approximation: ``len(text) // 4``, at least 1."""
+    return max(1, len(text) // 4)
+
+
+def usage_for(request: ChatRequest, turn: AssistantTurn) -> dict[str, int]:
+    """Prompt tokens from the canonical messages + tools, completion from the reply."""
+    prompt = estimate_tokens(dumps(request.messages).decode() + dumps(request.tools).decode())
+    reply = (turn.content or "") + "".join(c.name + c.arguments for c in turn.tool_calls)
+    completion = estimate_tokens(reply)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }

@@ -1,0 +1,361 @@
+"""Simulated task models: they "know" each task's solution and err at a set rate.
+
+A task model reads the whole conversation (the request's ``messages``), works out
+which task it is on and how far it got, and proposes the next solution step as a
+``bash`` tool call, sometimes corrupted. Everything is a pure function of
+(model name, request body, seed) and the task folders; see ``README.md`` for the
+conventions a harness must follow (exit codes and retry nudges).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replaykit.determinism import canonical_json, derive_seed, sha256_hex
+from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, ToolCall, message_text
+
+
+@dataclass(frozen=True)
+class Skill:
+    """How a simulated model errs.
+
+    ``mistake_rate``: chance a first attempt at a step is corrupted.
+    ``recover_rate``: chance a retried attempt is correct.
+    ``max_attempts``: attempts at one step before the model moves on regardless.
+    """
+
+    mistake_rate: float
+    recover_rate: float
+    max_attempts: int = 4
+
+
+#: The skill table: every simulated task model, by the name a request uses.
+SKILLS: dict[str, Skill] = {
+    "reference-oracle": Skill(mistake_rate=0.0, recover_rate=1.0),
+    "reference-strong": Skill(mistake_rate=0.12, recover_rate=0.85),
+    "reference-weak": Skill(mistake_rate=0.40, recover_rate=0.60),
+}
+
+#: ``exit_code: 1``, ``exit code=0``, ``Exit code 127`` ...; the first match in a tool result wins.
+EXIT_CODE_RE = re.compile(r"exit[_ ]code[:=]?\s*(-?\d+)", re.IGNORECASE)
+#: The retry nudge: the word "retry", any case.
+RETRY_RE = re.compile(r"\bretry\b", re.IGNORECASE)
+
+_SET_LINE_RE = re.compile(r"^set\s+[-+]")
+_WORD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.+-]*)(?=\s|$|;)")
+_SHELL_KEYWORDS = frozenset({"if", "for", "while", "until", "case", "select", "function", "time", "do", "then"})
+_REAL_COMMANDS = frozenset({"cpp", "ssh", "sl", "dc", "cc", "ed", "ex", "gcc", "ld", "as"})
+_MISSING_DIR = "./solution-work"
+
+NO_TASK_TEXT = "I could not find a task I know in this conversation, so I have nothing to run."
+NO_SOLUTION_TEXT = "I know this task but not how to solve it, so I have nothing to run."
+DONE_TEXT = "Done. I ran all {n} steps of the task."
+_LEADS = ("I'll run: ", "Next, I'll run: ", "Running: ", "Now: ")
+_RETRY_LEAD = "That failed, so let me try that step again: "
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task folder the simulator knows: its instruction and solution steps."""
+
+    task_id: str
+    path: Path
+    instruction: str
+    steps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a conversation stands: the next step index and which attempt at it."""
+
+    step: int
+    attempt: int
+
+
+def default_task_dirs() -> list[Path]:
+    """Every folder under ``<repo>/envs/`` that holds an ``instruction.md``."""
+    envs = Path(__file__).resolve().parents[3] / "envs"
+    if not envs.is_dir():
+        return []
+    return [d for d in sorted(envs.iterdir()) if (d / "instruction.md").is_file()]
+
+
+def solution_steps(script: str) -> tuple[str, ...]:
+    """The steps of a ``solve.sh``: its non-empty, non-comment lines.
+
+    The shebang, comments and ``set -e``-style lines are skipped; a line ending
+    in ``\\`` is joined with the next one.
+    """
+    steps: list[str] = []
+    pending = ""
+    for raw in script.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1].rstrip() + " "
+            continue
+        if not line or line.startswith("#") or _SET_LINE_RE.match(line):
+            continue
+        steps.append(line)
+    if pending.strip():
+        steps.append(pending.strip())
+    return tuple(steps)
+
+
+def load_task(path: Path) -> Task:
+    path = Path(path)
+    instruction = (path / "instruction.md").read_text(encoding="utf-8").strip()
+    solve = path / "solution" / "solve.sh"
+    steps = solution_steps(solve.read_text(encoding="utf-8")) if solve.is_file() else ()
+    return Task(task_id=path.name, path=path, instruction=instruction, steps=steps)
+
+
+def load_tasks(dirs: Iterable[Path] | None = None) -> list[Task]:
+    """Tasks from folders that are tasks themselves or hold task folders.
+
+    ``None`` means :func:`default_task_dirs`. Tasks with an empty instruction are
+    skipped; a folder seen twice is loaded once.
+    """
+    seen: set[Path] = set()
+    tasks: list[Task] = []
+    for d in default_task_dirs() if dirs is None else dirs:
+        d = Path(d)
+        candidates = [d] if (d / "instruction.md").is_file() else sorted(d.iterdir()) if d.is_dir() else []
+        for c in candidates:
+            resolved = c.resolve()
+            if resolved in seen or not (c / "instruction.md").is_file():
+                continue
+            seen.add(resolved)
+            task = load_task(c)
+            if task.instruction:
+                tasks.append(task)
+    return tasks
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def identify_task(messages: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> Task | None:
+    """The task whose instruction (whitespace-normalised) appears in a message.
+
+    When several match, the longest instruction wins, then the smallest task id.
+    """
+    texts = [_squash(message_text(m)) for m in messages]
+    matches = [t for t in tasks if any(_squash(t.instruction) in text for text in texts)]
+    if not matches:
+        return None
+    return sorted(matches, key=lambda t: (-len(t.instruction), t.task_id))[0]
+
+
+def exit_code_of(text: str) -> int:
+    """The exit code a tool result reports (first ``EXIT_CODE_RE`` match); none found ⇒ 0."""
+    match = EXIT_CODE_RE.search(text)
+    return int(match.group(1)) if match else 0
+
+
+def read_progress(messages: Sequence[dict[str, Any]], n_steps: int, max_attempts: int) -> Progress:
+    """Replay the conversation's tool calls to find the next step and attempt.
+
+    Each assistant tool call with a ``tool`` result moves the pointer: exit 0 ⇒
+    next step; a failure nudged by "retry" (in the tool result itself, or in a
+    ``user`` message before the next assistant message) ⇒ same step, attempt + 1,
+    until ``max_attempts``; an un-nudged failure goes unnoticed ⇒ next step.
+    Tool calls without a result are ignored.
+    """
+    step, attempt = 0, 0
+    claimed: set[int] = set()
+    for i, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            j = _result_index(messages, i, call, claimed)
+            if j is None:
+                continue
+            claimed.add(j)
+            result = message_text(messages[j])
+            if exit_code_of(result) == 0:
+                step, attempt = step + 1, 0
+            elif _nudged(messages, j, result) and attempt + 1 < max_attempts:
+                attempt += 1
+            else:
+                step, attempt = step + 1, 0
+    return Progress(step=min(step, n_steps), attempt=attempt if step < n_steps else 0)
+
+
+def _result_index(
+    messages: Sequence[dict[str, Any]], start: int, call: Any, claimed: set[int]
+) -> int | None:
+    """The ``tool`` message answering ``call``: by ``tool_call_id``, else the next unclaimed one."""
+    call_id = call.get("id") if isinstance(call, dict) else None
+    fallback: int | None = None
+    for j in range(start + 1, len(messages)):
+        m = messages[j]
+        if m.get("role") == "assistant":
+            break
+        if m.get("role") != "tool" or j in claimed:
+            continue
+        if call_id is not None and m.get("tool_call_id") == call_id:
+            return j
+        if fallback is None and (call_id is None or m.get("tool_call_id") is None):
+            fallback = j
+    return fallback
+
+
+def _nudged(messages: Sequence[dict[str, Any]], result_index: int, result: str) -> bool:
+    if RETRY_RE.search(result):
+        return True
+    for m in messages[result_index + 1 :]:
+        if m.get("role") == "assistant":
+            return False
+        if m.get("role") == "user" and RETRY_RE.search(message_text(m)):
+            return True
+    return False
+
+
+def corrupt_command(command: str, rng: random.Random) -> str:
+    """A realistic mistake that makes the command fail with a non-zero exit.
+
+    The RNG picks one of the mistakes that apply to the command:
+
+    * ``typo`` (weight 2): two letters of the command name swapped, or the last
+      letter doubled in a short name ⇒ ``command not found``, exit 127. Only for
+      a plain first word with no ``;``, ``|``, ``||`` or ``&`` after it (those
+      would hide the failure) and when the typo is not itself a real program;
+    * ``unclosed-quote``: the closing quote of the last quoted string dropped ⇒
+      bash syntax error, exit 2, nothing runs;
+    * ``wrong-dir``: ``cd ./solution-work && ...`` first, a directory that does
+      not exist ⇒ exit 1 (a complex command is grouped in ``{ ...; }``).
+    """
+    operators, last_close = _scan(command)
+    kinds = ["wrong-dir"]
+    match = _WORD_RE.match(command)
+    word = match.group(1) if match else ""
+    typo = _typo(word, rng) if word else word
+    if word not in _SHELL_KEYWORDS and operators <= {"&&"} and typo not in _REAL_COMMANDS | {word}:
+        kinds += ["typo", "typo"]
+    if last_close is not None:
+        kinds.append("unclosed-quote")
+    kind = kinds[rng.randrange(len(kinds))]
+    if kind == "typo":
+        return typo + command[len(word) :]
+    if kind == "unclosed-quote" and last_close is not None:
+        return command[:last_close] + command[last_close + 1 :]
+    if operators <= {"&&", "|"}:
+        return f"cd {_MISSING_DIR} && {command}"
+    return f"cd {_MISSING_DIR} && {{ {command}; }}"
+
+
+def _scan(command: str) -> tuple[set[str], int | None]:
+    """Unquoted control operators of a one-line command, and where its last quoted string closes."""
+    operators: set[str] = set()
+    last_close: int | None = None
+    quote: str | None = None
+    i = 0
+    while i < len(command):
+        ch = command[i]
+        nxt = command[i + 1] if i + 1 < len(command) else ""
+        if quote == "'":
+            if ch == "'":
+                quote, last_close = None, i
+        elif quote == '"':
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote, last_close = None, i
+        elif ch == "\\":
+            i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or command[i - 1].isspace()):
+            break
+        elif ch == ";":
+            operators.add(";")
+        elif ch == "|":
+            operators.add("||" if nxt == "|" else "|")
+            if nxt == "|":
+                i += 1
+        elif ch == "&":
+            if nxt == "&":
+                operators.add("&&")
+                i += 1
+            elif nxt != ">" and (i == 0 or command[i - 1] not in "<>"):
+                operators.add("&")
+        i += 1
+    return operators, last_close
+
+
+def _typo(word: str, rng: random.Random) -> str:
+    """Swap two adjacent letters after the first; double the last letter of short names."""
+    swaps = [i for i in range(1, len(word) - 1) if word[i] != word[i + 1] and word[i].isalpha()]
+    if len(word) >= 3 and swaps:
+        i = swaps[rng.randrange(len(swaps))]
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    return word + word[-1]
+
+
+def bash_tool_name(tools: Sequence[dict[str, Any]]) -> str | None:
+    """The function tool to call: one named ``bash``, else the first taking a ``command``."""
+    functions = [t.get("function") for t in tools if t.get("type", "function") == "function"]
+    functions = [f for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
+    for f in functions:
+        if f["name"] == "bash":
+            return "bash"
+    for f in functions:
+        properties = (f.get("parameters") or {}).get("properties") or {}
+        if "command" in properties:
+            return str(f["name"])
+    return None
+
+
+class TaskModel:
+    """A simulated task model of one skill; call it with a request to get the next turn."""
+
+    def __init__(self, name: str, skill: Skill, tasks: Sequence[Task]) -> None:
+        self.name = name
+        self.skill = skill
+        self.tasks = list(tasks)
+
+    def __call__(self, request: ChatRequest) -> AssistantTurn:
+        task = identify_task(request.messages, self.tasks)
+        if task is None:
+            return AssistantTurn(content=NO_TASK_TEXT)
+        if not task.steps:
+            return AssistantTurn(content=NO_SOLUTION_TEXT)
+        n = len(task.steps)
+        progress = read_progress(request.messages, n, self.skill.max_attempts)
+        if progress.step >= n:
+            return AssistantTurn(content=DONE_TEXT.format(n=n))
+        command, lead = self.propose(request.seed, task, progress)
+        prose = f"{lead}`{command}` (step {progress.step + 1} of {n})."
+        tool = bash_tool_name(request.tools)
+        if tool is None:
+            return AssistantTurn(content=f"{prose}\n```bash\n{command}\n```")
+        call = ToolCall(
+            id=f"call_{sha256_hex(request.digest + ':tool:0')[:24]}",
+            name=tool,
+            arguments=canonical_json({"command": command}),
+        )
+        return AssistantTurn(content=prose, tool_calls=(call,), finish_reason="tool_calls")
+
+    def propose(self, seed: int, task: Task, progress: Progress) -> tuple[str, str]:
+        """(command, prose lead) for a step; the RNG is seeded per (model, seed, task, step, attempt)."""
+        k, attempt = progress.step, progress.attempt
+        rng = random.Random(derive_seed(self.name, seed, task.task_id, k, attempt))
+        draw = rng.random()
+        wrong = draw < self.skill.mistake_rate if attempt == 0 else draw >= self.skill.recover_rate
+        command = task.steps[k]
+        if wrong:
+            command = corrupt_command(command, rng)
+        lead = _RETRY_LEAD if attempt > 0 else _LEADS[rng.randrange(len(_LEADS))]
+        return command, lead
+
+
+def task_models(tasks: Sequence[Task]) -> dict[str, TaskModel]:
+    """One :class:`TaskModel` per row of :data:`SKILLS`."""
+    return {name: TaskModel(name, skill, tasks) for name, skill in SKILLS.items()}

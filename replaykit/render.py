@@ -1,0 +1,116 @@
+"""Rich rendering for the CLI: tables to stdout, progress and errors to stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+out = Console()
+_err = Console(stderr=True)
+
+
+def err(message: str) -> None:
+    _err.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """A progress callback for library calls: ``plan`` sets the total, other events advance."""
+    if not enabled:
+        yield lambda event, data: None
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_err, transient=True)
+    state: dict[str, Any] = {}
+
+    def callback(event: str, data: dict[str, Any]) -> None:
+        if event == "plan":
+            state["task"] = bar.add_task("episodes", total=data.get("missing", data.get("total")))
+        elif event == "note":
+            err(str(data.get("message", "")))
+        else:
+            if "task" not in state:
+                state["task"] = bar.add_task(event, total=None)
+            label = " ".join(f"{k}={v}" for k, v in data.items() if k in ("task_id", "seed", "epoch"))
+            bar.update(state["task"], advance=1, description=label or event)
+
+    with bar:
+        yield callback
+
+
+def run_table(doc: dict[str, Any]) -> None:
+    table = Table(title=f"run {doc['run_id']}  harness {doc['harness_sha'][:10]}  model {doc['model']['name']}")
+    for col in ("task", "seed", "reward", "passed", "steps", "cassette", "source"):
+        table.add_column(col)
+    for e in doc["episodes"]:
+        table.add_row(
+            e["task_id"], str(e["seed"]), f"{e['reward']:.2f}" if e["reward"] is not None else "-",
+            "yes" if e["passed"] else ("infra" if e["infra_failure"] else "no"), str(e["steps"]),
+            e["cassette_id"][:12], "reused" if e.get("reused") else "recorded",
+        )
+    out.print(table)
+    out.print(
+        f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
+        f"reused {doc['reused_count']} cassette(s)" + (" (no model calls)" if doc["recorded_count"] == 0 else "")
+    )
+
+
+def replay_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}")
+    for col in ("task", "seed", "identical", "recorded digest", "replayed digest"):
+        table.add_column(col)
+    for e in report["episodes"]:
+        table.add_row(e["task_id"], str(e["seed"]), "yes" if e["identical"] else "NO", e["recorded_digest"][:12], (e["replayed_digest"] or "-")[:12])
+    out.print(table)
+    divergence(report.get("divergence"))
+    out.print("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
+
+
+def divergence(report: dict[str, Any] | None) -> None:
+    if not report:
+        return
+    out.print(f"[bold red]divergence[/] in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}", highlight=False)
+    for label in ("expected", "actual"):
+        value = report.get(label)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:600]
+        out.print(f"  {label}: {text}", markup=False, highlight=False)
+    for line in report.get("diff", [])[:80]:
+        style = "red" if line.startswith("-") else "green" if line.startswith("+") else None
+        out.print("  " + line, style=style, markup=False, highlight=False)
+
+
+def cassette_rows(rows: list[dict[str, Any]]) -> None:
+    table = Table(title=f"{len(rows)} cassette(s)")
+    for col in ("id", "task", "seed", "model", "harness", "llm", "env", "reward", "digest"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["id"][:12], r["task_id"], str(r["seed"]), r["model"], r["harness_sha"][:10], str(r["n_llm"]),
+            str(r["n_env"]), "-" if r["reward"] is None else f"{r['reward']:.2f}", r["digest"][:12],
+        )
+    out.print(table)
+
+
+def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
+    key = doc["key"]
+    out.print(f"cassette {doc['id']}  task {key['task_id']}  seed {key['seed']}  model {key['model']['name']}  harness {key['harness_sha'][:10]}", highlight=False)
+    out.print(f"digest {doc['digest']}", highlight=False)
+    for e in doc["events"]:
+        head = f"[{e['position']:>3}] {e['kind']}"
+        if e["kind"] == "llm":
+            out.print(f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)", markup=False, highlight=False)
+            out.print(f"      request: {e['request']['body']}", markup=False, highlight=False)
+            out.print(f"      response: {e['response']['body']}", markup=False, highlight=False)
+        elif e["kind"] == "env":
+            out.print(f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}" + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else ""), markup=False, highlight=False)
+            for stream in ("stdout", "stderr"):
+                if e[stream]:
+                    out.print(f"      {stream}: {e[stream]}", markup=False, highlight=False)
+        elif e["kind"] == "error":
+            out.print(f"{head} {e['message']}", markup=False, highlight=False)
+        else:
+            out.print(f"{head} {e['grade']}", markup=False, highlight=False)

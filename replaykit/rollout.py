@@ -1,0 +1,204 @@
+"""One episode: harness × task × seed × model, recorded or replayed.
+
+Recording runs the harness against the real endpoint and a real environment
+through a recording tape. Replaying runs the same harness code against the
+recorded tape only: LLM responses, observations and the grade come from the
+cassette; nothing touches the network, Docker or a key.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.matchers import Scrubber
+from replaykit.cassette.recorder import episode_cassette
+from replaykit.cassette.tape import Tape
+from replaykit.determinism import ENV_PINS
+from replaykit.envs.base import Environment, Grade, Observation
+from replaykit.errors import DivergenceError, EnvError, ModelError
+from replaykit.harness import Context, load_solve
+
+OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
+
+EnvFactory = Callable[["EpisodeSpec"], Environment]
+_ENVIRONMENTS: dict[str, EnvFactory] = {}
+
+
+def register_env(kind: str, factory: EnvFactory) -> None:
+    """Environments are selected by name in configs (``env.kind``)."""
+    _ENVIRONMENTS[kind] = factory
+
+
+def _local_env(spec: "EpisodeSpec") -> Environment:
+    from replaykit.envs.local import LocalEnv
+    from replaykit.envs.tasks import load_task
+
+    workspace = Path(tempfile.gettempdir()) / "replaykit-ws" / spec.key.id[:16]
+    return LocalEnv(
+        load_task(Path(spec.task_path)),
+        workspace=workspace,
+        timeout_sec=float(spec.env.get("timeout_sec", 30)),
+        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
+    )
+
+
+register_env("local", _local_env)
+
+
+def make_env(spec: "EpisodeSpec") -> Environment:
+    kind = spec.env.get("kind", "local")
+    if kind == "docker" and "docker" not in _ENVIRONMENTS:
+        import replaykit.envs.docker  # noqa: F401  (registers itself)
+    if kind not in _ENVIRONMENTS:
+        raise EnvError(f"unknown environment kind {kind!r}; known: {', '.join(sorted(_ENVIRONMENTS))}")
+    return _ENVIRONMENTS[kind](spec)
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """What a harness sees of a task (the same in record and replay)."""
+
+    id: str
+    instruction: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpisodeSpec:
+    """Everything needed to record one episode; picklable, so workers can run it."""
+
+    key: CassetteKey
+    task_path: str
+    task: TaskView
+    tree_dir: str
+    entry: str
+    params: dict[str, Any]
+    temperature: float
+    base_url: str
+    api_key: str
+    env: dict[str, Any]
+    secrets: dict[str, str] = field(default_factory=dict)
+    rules: tuple[str, ...] = ()
+
+    def meta(self) -> dict[str, Any]:
+        from replaykit.versions import tool_versions
+
+        return {
+            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata},
+            "harness": {"entry": self.entry, "params": self.params},
+            "model": {"name": self.key.model.name, "temperature": self.temperature},
+            "seed": self.key.seed,
+            "env": self.env,
+            "rules": list(self.rules),
+            "pins": ENV_PINS,
+            "versions": tool_versions(),
+        }
+
+
+class TapedEnv:
+    """The environment a harness talks to: a real one behind a recording tape, or the tape alone."""
+
+    def __init__(self, tape: Tape, inner: Environment | None) -> None:
+        self.tape = tape
+        self.inner = inner
+        self.kind = inner.kind if inner else "replay"
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        if self.tape.replaying:
+            return self.tape.play_env(command).observation
+        assert self.inner is not None
+        obs = self.inner.run(command, timeout_sec)
+        snapshot = getattr(self.inner, "snapshot_blob", lambda: None)()
+        self.tape.record(EnvEvent(action=command, observation=obs, state_digest=self.inner.state_digest(), snapshot=snapshot))
+        return obs
+
+
+def _client(base_url: str, api_key: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key or "replaykit-no-key", max_retries=0, timeout=300)
+
+
+def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env: TapedEnv, base_url: str, api_key: str) -> None:
+    """Run the harness once under the episode cassette; errors become events."""
+    import openai
+
+    key: CassetteKey = spec_like["key"]
+    ctx = Context(seed=key.seed, task_id=key.task_id, model=key.model.name, temperature=spec_like["temperature"], params=dict(spec_like["params"]))
+    scrubber = Scrubber(spec_like.get("secrets") or {})
+    with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ())):
+        try:
+            solve(spec_like["task"], env, _client(base_url, api_key), ctx)
+        except DivergenceError:
+            raise
+        except Exception as exc:
+            if tape.divergence is not None:
+                raise tape.divergence from None
+            if not tape.replaying and isinstance(exc, (openai.APIConnectionError, openai.InternalServerError)):
+                raise ModelError(f"model endpoint {base_url} failed during episode {key.id}: {exc}; is the server up?") from exc
+            message = f"{type(exc).__name__}: {exc}"
+            if tape.replaying:
+                tape.play_error(message)
+            else:
+                tape.record(ErrorEvent(message))
+    if tape.divergence is not None:
+        raise tape.divergence
+
+
+def record_episode(spec: EpisodeSpec) -> Episode:
+    """Run the harness for real and return the recorded episode (not yet stored)."""
+    solve = load_solve(Path(spec.tree_dir), spec.entry)
+    tape = Tape(spec.key.id)
+    inner = make_env(spec)
+    try:
+        inner.start()
+        _drive(solve, tape, spec.__dict__, TapedEnv(tape, inner), spec.base_url, spec.api_key)
+        grade = inner.grade()
+    finally:
+        inner.close()
+    tape.record(GradeEvent(grade))
+    return Episode(key=spec.key, events=tape.events, meta=spec.meta())
+
+
+@dataclass
+class ReplayResult:
+    cassette_id: str
+    task_id: str
+    seed: int
+    recorded_digest: str
+    replayed_digest: str | None
+    divergence: dict[str, Any] | None
+    grade: Grade | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None and self.recorded_digest == self.replayed_digest
+
+
+def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
+    """Replay one recorded episode offline against the harness files in ``tree_dir``."""
+    meta = episode.meta
+    task_meta = meta["task"]
+    spec_like = {
+        "key": episode.key,
+        "task": TaskView(id=task_meta["id"], instruction=task_meta["instruction"], metadata=task_meta.get("metadata", {})),
+        "params": meta["harness"]["params"],
+        "temperature": meta["model"]["temperature"],
+        "rules": meta.get("rules", []),
+    }
+    tape = Tape(episode.id, recorded=list(episode.events))
+    grade: Grade | None = None
+    try:
+        solve = load_solve(tree_dir, meta["harness"]["entry"])
+        _drive(solve, tape, spec_like, TapedEnv(tape, None), OFFLINE_BASE_URL, "replaykit-offline")
+        grade = tape.play_grade().grade
+        if tape.cursor != len(episode.events):
+            raise tape._diverge("end", f"replay ended after {tape.cursor} of {len(episode.events)} recorded events", None, None, [])
+    except DivergenceError as exc:
+        return ReplayResult(episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, exc.report, grade)
+    return ReplayResult(episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, None, grade)

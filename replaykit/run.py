@@ -1,0 +1,185 @@
+"""Measure a harness on a panel (record or reuse cassettes) and replay a run offline.
+
+``measure`` is the forward pass: one harness SHA × one model × a panel of tasks ×
+seeds → a Run that lists its cassettes. Under record mode ``once`` an episode
+whose key is already in the store is reused, not re-run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.store import Store
+from replaykit.config import RECORD_MODES, ModelConfig, RunConfig
+from replaykit.determinism import digest_of
+from replaykit.envs.tasks import Task, load_panel
+from replaykit.errors import CassetteNotFound, ConfigError
+from replaykit.executor import LocalExecutor
+from replaykit.harness import HarnessRepo
+from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class MeasureResult:
+    run: dict[str, Any]
+    recorded: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.run)
+        reused = set(self.reused)
+        out["episodes"] = [dict(e, reused=e["cassette_id"] in reused) for e in self.run["episodes"]]
+        out["recorded_count"] = len(self.recorded)
+        out["reused_count"] = len(self.reused)
+        return out
+
+
+def check_record_mode(mode: str) -> str:
+    if mode not in RECORD_MODES:
+        raise ConfigError(f"unknown record mode {mode!r}; use one of: {', '.join(RECORD_MODES)}")
+    return mode
+
+
+def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
+    secrets = {name: os.environ.get(name, "") for name in config.record.secrets}
+    if api_key:
+        secrets["api_key"] = api_key
+    return secrets
+
+
+def episode_keys(config: RunConfig, sha: str, tasks: list[Task], model_cfg: ModelConfig) -> list[tuple[CassetteKey, Task]]:
+    mid = model_id(model_cfg)
+    digest = config.digest()
+    return [
+        (CassetteKey(sha, task.id, task.digest, mid, seed, digest), task)
+        for task in tasks
+        for seed in config.panel.seeds
+    ]
+
+
+def open_harness(config: RunConfig) -> HarnessRepo:
+    return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template)
+
+
+def measure(
+    config: RunConfig,
+    record_mode: str = "once",
+    harness_ref: str | None = None,
+    model: ModelConfig | None = None,
+    progress: Progress | None = None,
+    store: Store | None = None,
+    sha: str | None = None,
+) -> MeasureResult:
+    """Measure one harness commit (default: the baseline branch HEAD) on the panel."""
+    check_record_mode(record_mode)
+    store = store or Store(config.store_path)
+    model = model or config.model
+    repo = open_harness(config)
+    if sha is None:
+        repo.ensure_clean()
+        sha = repo.resolve(harness_ref)
+    if not store.has_tree(sha):
+        store.put_tree(sha, repo.tree_files(sha))
+    tasks = load_panel(config.panel.tasks, config.base_dir)
+    keys = episode_keys(config, sha, tasks, model)
+    missing = [(k, t) for k, t in keys if record_mode == "all" or not store.has(k.id)]
+    if record_mode == "none" and missing:
+        k, t = missing[0]
+        raise CassetteNotFound(
+            f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
+        )
+    missing_ids = {k.id for k, _ in missing}
+    result = MeasureResult(run={}, reused=[k.id for k, _ in keys if k.id not in missing_ids])
+    if progress:
+        progress("plan", {"total": len(keys), "missing": len(missing)})
+    if missing:
+        tree = str(store.materialise_tree(sha))
+        with open_endpoint(model) as endpoint:
+            secrets = secrets_for(config, endpoint.api_key)
+            specs = [
+                EpisodeSpec(
+                    key=k, task_path=str(t.path), task=TaskView(t.id, t.instruction, dict(t.config.get("metadata", {}))),
+                    tree_dir=tree, entry=config.harness.entry, params=config.harness.params,
+                    temperature=model.temperature, base_url=endpoint.base_url, api_key=endpoint.api_key,
+                    env=config.env.model_dump(), secrets=secrets, rules=tuple(config.record.rules),
+                )
+                for k, t in missing
+            ]
+            for spec, episode in LocalExecutor(config.executor.workers).map(record_episode, specs):
+                store.put_episode(episode)
+                result.recorded.append(spec.key.id)
+                if progress:
+                    progress("episode", {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade})
+    result.run = run_document(config, store, sha, model, keys, str(repo.path))
+    store.put_run(result.run)
+    return result
+
+
+def run_document(config: RunConfig, store: Store, sha: str, model: ModelConfig, keys: list[tuple[CassetteKey, Task]], repo_path: str) -> dict[str, Any]:
+    mid = model_id(model)
+    episodes = []
+    for key, _ in keys:
+        row = store.cassette_row(key.id)
+        episodes.append(
+            {
+                "task_id": key.task_id, "seed": key.seed, "cassette_id": key.id,
+                "reward": row["reward"], "passed": bool(row["passed"]), "infra_failure": bool(row["infra_failure"]),
+                "steps": row["n_env"], "llm_calls": row["n_llm"], "tokens": row["tokens"], "digest": row["digest"],
+            }
+        )
+    ids = [k.id for k, _ in keys]
+    return {
+        "run_id": digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[:16],
+        "kind": "measure",
+        "name": config.name,
+        "harness_sha": sha,
+        "harness_repo": repo_path,
+        "model": asdict(mid),
+        "config_digest": config.digest(),
+        "panel": {"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
+        "cassettes": ids,
+        "episodes": episodes,
+        "solved": sum(1 for e in episodes if e["passed"]),
+        "total": len(episodes),
+    }
+
+
+def replay_run(store: Store, run_id: str, harness_ref: str | None = None, repo_path: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Replay every episode of a run offline; compare digests."""
+    run = store.get_run(run_id)
+    sha = run["harness_sha"]
+    if harness_ref:
+        repo = HarnessRepo(Path(repo_path or run["harness_repo"]))
+        sha = repo.resolve(harness_ref)
+        if not store.has_tree(sha):
+            store.put_tree(sha, repo.tree_files(sha))
+    tree = store.materialise_tree(sha)
+    results: list[ReplayResult] = []
+    for cassette_id in run["cassettes"]:
+        outcome = replay_episode(store.get_episode(cassette_id), tree)
+        results.append(outcome)
+        if progress:
+            progress("episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical})
+    divergences = [r.divergence for r in results if r.divergence]
+    return {
+        "run_id": run["run_id"],
+        "harness_sha": run["harness_sha"],
+        "replayed_harness_sha": sha,
+        "identical": all(r.identical for r in results),
+        "episodes": [
+            {
+                "cassette_id": r.cassette_id, "task_id": r.task_id, "seed": r.seed, "identical": r.identical,
+                "recorded_digest": r.recorded_digest, "replayed_digest": r.replayed_digest,
+            }
+            for r in results
+        ],
+        "divergence": divergences[0] if divergences else None,
+        "divergences": len(divergences),
+    }

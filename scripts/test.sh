@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's test command: installs everything the tests need, then runs them all.
+#   bash scripts/test.sh [pytest args...]
+# Installs: replaykit with its dev extra (pip). Later steps (Docker engine, base
+# image, Codex CLI) are added by scripts/setup-*.sh when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+
+for setup in scripts/setup-*.sh; do
+  [ -f "$setup" ] || continue
+  echo "== $setup"
+  bash "$setup"
+done
+
+python3 -m pytest -q "$@"
