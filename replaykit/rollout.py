@@ -18,7 +18,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.matchers import Scrubber
 from replaykit.cassette.recorder import episode_cassette
 from replaykit.cassette.tape import Tape
-from replaykit.determinism import ENV_PINS
+from replaykit.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, Grade, Observation
 from replaykit.errors import DivergenceError, EnvError, ModelError
 from replaykit.harness import Context, load_solve
@@ -26,12 +26,34 @@ from replaykit.harness import Context, load_solve
 OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
 
 EnvFactory = Callable[["EpisodeSpec"], Environment]
+KeyExtra = Callable[[dict[str, Any], Any], tuple[tuple[str, str], ...]]
 _ENVIRONMENTS: dict[str, EnvFactory] = {}
+_KEY_EXTRAS: dict[str, KeyExtra] = {}
 
 
-def register_env(kind: str, factory: EnvFactory) -> None:
-    """Environments are selected by name in configs (``env.kind``)."""
+def register_env(kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None) -> None:
+    """Environments are selected by name in configs (``env.kind``).
+
+    ``key_extra(env_config, task)`` adds identity to cassette keys (e.g. the
+    Docker image ID); the local environment adds nothing.
+    """
     _ENVIRONMENTS[kind] = factory
+    if key_extra is not None:
+        _KEY_EXTRAS[kind] = key_extra
+
+
+def _ensure_registered(kind: str) -> None:
+    if kind == "docker" and "docker" not in _ENVIRONMENTS:
+        import replaykit.envs.docker  # noqa: F401  (registers itself)
+    if kind not in _ENVIRONMENTS:
+        raise EnvError(f"unknown environment kind {kind!r}; known: {', '.join(sorted(_ENVIRONMENTS))}")
+
+
+def env_key_extra(env: dict[str, Any], task: Any) -> tuple[tuple[str, str], ...]:
+    kind = env.get("kind", "local")
+    _ensure_registered(kind)
+    fn = _KEY_EXTRAS.get(kind)
+    return fn(env, task) if fn else ()
 
 
 def _local_env(spec: "EpisodeSpec") -> Environment:
@@ -52,10 +74,7 @@ register_env("local", _local_env)
 
 def make_env(spec: "EpisodeSpec") -> Environment:
     kind = spec.env.get("kind", "local")
-    if kind == "docker" and "docker" not in _ENVIRONMENTS:
-        import replaykit.envs.docker  # noqa: F401  (registers itself)
-    if kind not in _ENVIRONMENTS:
-        raise EnvError(f"unknown environment kind {kind!r}; known: {', '.join(sorted(_ENVIRONMENTS))}")
+    _ensure_registered(kind)
     return _ENVIRONMENTS[kind](spec)
 
 
@@ -113,8 +132,10 @@ class TapedEnv:
             return self.tape.play_env(command).observation
         assert self.inner is not None
         obs = self.inner.run(command, timeout_sec)
-        snapshot = getattr(self.inner, "snapshot_blob", lambda: None)()
-        self.tape.record(EnvEvent(action=command, observation=obs, state_digest=self.inner.state_digest(), snapshot=snapshot))
+        data = getattr(self.inner, "snapshot_bytes", lambda: None)()  # full snapshot, when the env was asked for one
+        snapshot = sha256_hex(data) if data is not None else None
+        event = EnvEvent(action=command, observation=obs, state_digest=self.inner.state_digest(), snapshot=snapshot, snapshot_data=data)
+        self.tape.record(event)
         return obs
 
 

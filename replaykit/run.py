@@ -21,7 +21,7 @@ from replaykit.errors import CassetteNotFound, ConfigError
 from replaykit.executor import LocalExecutor
 from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
-from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
+from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, env_key_extra, record_episode, replay_episode
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -57,11 +57,12 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
 def episode_keys(config: RunConfig, sha: str, tasks: list[Task], model_cfg: ModelConfig) -> list[tuple[CassetteKey, Task]]:
     mid = model_id(model_cfg)
     digest = config.digest()
-    return [
-        (CassetteKey(sha, task.id, task.digest, mid, seed, digest), task)
-        for task in tasks
-        for seed in config.panel.seeds
-    ]
+    env = config.env.model_dump()
+    keys = []
+    for task in tasks:
+        extra = env_key_extra(env, task)
+        keys.extend((CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task) for seed in config.panel.seeds)
+    return keys
 
 
 def open_harness(config: RunConfig) -> HarnessRepo:

@@ -8,7 +8,6 @@ and the document in one transaction.
 
 from __future__ import annotations
 
-import base64
 from typing import Any, Callable
 
 from replaykit.cassette.events import (
@@ -99,6 +98,7 @@ def encode_event(event: Event, blobs: Blobs) -> dict[str, Any]:
         }
     if isinstance(event, EnvEvent):
         obs = event.observation
+        snapshot = put(blobs, event.snapshot_data) if event.snapshot_data is not None else event.snapshot
         return {
             "kind": "env",
             "action": _text(event.action, blobs),
@@ -107,7 +107,7 @@ def encode_event(event: Event, blobs: Blobs) -> dict[str, Any]:
             "exit_code": obs.exit_code,
             "timed_out": obs.timed_out,
             "state": event.state_digest,
-            "snapshot": event.snapshot,
+            "snapshot": snapshot,
         }
     if isinstance(event, ErrorEvent):
         return {"kind": "error", "message": event.message}
@@ -165,7 +165,3 @@ def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
         events=[decode_event(e, get) for e in doc["events"]],
         meta=doc.get("meta", {}),
     )
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")

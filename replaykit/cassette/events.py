@@ -62,6 +62,7 @@ class EnvEvent:
     observation: Observation
     state_digest: str
     snapshot: str | None = None  # blob hash of a full snapshot, when requested
+    snapshot_data: bytes | None = field(default=None, repr=False, compare=False)  # set while recording
     kind: str = field(default="env", init=False)
 
     def digest_form(self) -> dict[str, Any]:

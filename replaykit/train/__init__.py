@@ -1,0 +1,1 @@
+"""Training: Trainer, Estimators (+ agent backends), Criteria + Loss, Optimizers."""

@@ -1,0 +1,51 @@
+"""Agent backends: what an estimator uses to turn a brief into edits of a worktree.
+
+A backend edits files in ``workdir`` (a git worktree of the baseline) and returns
+a short summary. Every model call it makes goes through ``session``: in-process
+clients are intercepted by the episode cassette (``session.cassette()``); external
+agents (a CLI in another process) go through the recording proxy bound to the
+same tape. When ``session.replaying`` the tape serves every response and nothing
+touches the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from replaykit.cassette.matchers import Scrubber
+from replaykit.cassette.tape import Tape
+
+
+@dataclass
+class ProposalSession:
+    """One proposer episode: its tape, and where the model is (real or offline)."""
+
+    tape: Tape
+    base_url: str  # the real endpoint while recording; an offline address while replaying
+    api_key: str
+    seed: int
+    scrubber: Scrubber = field(default_factory=Scrubber)
+    rules: tuple[str, ...] = ()
+
+    @property
+    def replaying(self) -> bool:
+        return self.tape.replaying
+
+    def cassette(self) -> Any:
+        """Context manager intercepting in-process HTTP clients into this tape."""
+        from replaykit.cassette.recorder import episode_cassette
+
+        return episode_cassette(self.tape.label, self.tape, self.scrubber, self.rules)
+
+
+@runtime_checkable
+class AgentBackend(Protocol):
+    """Registered by name so configs can select one (``train.backend.kind``)."""
+
+    kind: str
+    model: str  # the model name (part of the proposer cassette key)
+    base_url: str  # "builtin" or an OpenAI-compatible URL (part of the key, never a port)
+
+    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str: ...
