@@ -21,8 +21,8 @@ def err(message: str) -> None:
 @contextlib.contextmanager
 def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], None]]:
     """A progress callback for library calls: ``plan`` sets the total, other events advance."""
-    if not enabled:
-        yield lambda event, data: None
+    if not enabled or not _err.is_terminal:
+        yield lambda event, data: err(str(data.get("message", ""))) if event == "note" else None
         return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_err, transient=True)
     state: dict[str, Any] = {}

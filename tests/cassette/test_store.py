@@ -1,0 +1,98 @@
+"""Store: atomic episode writes, content-addressed dedup, key look-ups, trees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
+from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.store import Store
+from replaykit.envs.base import Grade, Observation
+from replaykit.errors import CassetteNotFound
+
+
+def make_key(seed: int = 0) -> CassetteKey:
+    return CassetteKey("a" * 40, "task", "d" * 64, ModelId("m", "builtin", "r"), seed, "cfg")
+
+
+def make_episode(history: int = 3, seed: int = 0) -> Episode:
+    messages = [{"role": "user", "content": f"message {i} " + "x" * 300} for i in range(history)]
+    events = [
+        LlmEvent("POST", "/v1/chat/completions", {"model": "m", "messages": messages[: i + 1]}, 200, "OK",
+                 [("content-type", "application/json")], b'{"ok": %d}' % i, [5, 5])
+        for i in range(history)
+    ]
+    events.append(EnvEvent("echo hi", Observation("hi\n", "", 0), "s" * 64))
+    events.append(GradeEvent(Grade(1.0, True)))
+    return Episode(make_key(seed), events, {"note": "meta"})
+
+
+def test_round_trip_keeps_every_event(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    episode = make_episode()
+    store.put_episode(episode)
+    loaded = Store(tmp_path).get_episode(episode.id)
+    assert loaded.digest == episode.digest
+    assert [e.kind for e in loaded.events] == ["llm", "llm", "llm", "env", "grade"]
+    assert loaded.llm_events[2].body == episode.llm_events[2].body
+    assert loaded.llm_events[0].split_chunks() == [b'{"ok"', b": 0}"]
+    assert loaded.meta == {"note": "meta"}
+
+
+def test_resent_history_is_stored_once(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.put_episode(make_episode(history=20))
+    blobs = store.db.conn.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
+    # 20 distinct messages of ~320 bytes each, re-sent 210 times in total: stored once each.
+    message_blobs = store.db.conn.execute("SELECT count(*) FROM blobs WHERE size BETWEEN 300 AND 400").fetchone()[0]
+    assert message_blobs == 20
+    naive = sum(len(json.dumps(e.body)) for e in make_episode(history=20).llm_events)
+    assert blobs[1] < naive / 2
+
+
+def test_key_lookup_and_unknown_id(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    episode = make_episode()
+    assert not store.has(episode.id)
+    store.put_episode(episode)
+    assert store.has(episode.id)
+    assert store.cassette_row(episode.id)["passed"] == 1
+    with pytest.raises(CassetteNotFound, match="replaykit cassettes ls"):
+        store.get_episode("nope")
+
+
+def test_failed_write_leaves_no_half_cassette(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path)
+    store.put_episode(make_episode(seed=1))
+    before = store.db.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
+    table = store.db["cassettes"]
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed mid-write")
+
+    monkeypatch.setattr(type(table), "insert", boom)
+    with pytest.raises(RuntimeError):
+        store.put_episode(make_episode(history=5, seed=2))
+    monkeypatch.undo()
+    assert store.db.conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == before
+    assert not store.has(make_key(2).id)
+
+
+def test_trees_materialise_with_modes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.put_tree("b" * 40, {"harness.py": (0o100644, b"x = 1\n"), "bin/run": (0o100755, b"#!/bin/sh\n")})
+    tree = store.materialise_tree("b" * 40)
+    assert (tree / "harness.py").read_text() == "x = 1\n"
+    assert (tree / "bin/run").stat().st_mode & 0o111
+    assert json.loads(store.db["trees"].get("b" * 40)["manifest"])["harness.py"][0] == 0o100644
+
+
+def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "index.db").write_bytes(b"not a database at all" * 100)
+    from replaykit.errors import StoreError
+
+    with pytest.raises(StoreError, match="cannot open store"):
+        Store(tmp_path).db

@@ -1,0 +1,80 @@
+"""Offline replay: no server, no sockets; divergences found and explained."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+
+from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.store import Store
+from replaykit.harness import commit_all
+from replaykit.run import measure, replay_run
+from replaykit.testing import small_config
+
+TASKS = ["hello-file", "fix-config-port"]
+
+
+@pytest.fixture()
+def recorded(tmp_path: Path) -> dict[str, Any]:
+    config = small_config(tmp_path, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak"})
+    result = measure(config)
+    return {"config": config, "run": result.run, "store": Store(config.store_path), "tmp": tmp_path}
+
+
+def test_replay_with_server_down_and_sockets_blocked(recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("replay tried to open a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    report = replay_run(recorded["store"], recorded["run"]["run_id"])
+    assert report["identical"] and len(report["episodes"]) == 4
+    assert {e["replayed_digest"] for e in report["episodes"]} == {e["digest"] for e in recorded["run"]["episodes"]}
+
+
+def test_altered_stored_request_is_a_divergence(recorded: dict[str, Any]) -> None:
+    store: Store = recorded["store"]
+    cassette_id = recorded["run"]["cassettes"][0]
+    episode = store.get_episode(cassette_id)
+    first = episode.events[0]
+    assert isinstance(first, LlmEvent)
+    first.body["messages"][0]["content"] = "You are a tampered agent."
+    store.put_episode(episode)
+    report = replay_run(store, recorded["run"]["run_id"])
+    assert not report["identical"] and report["divergences"] == 1
+    div = report["divergence"]
+    assert div["episode"] == cassette_id and div["position"] == 0 and div["kind"] == "llm"
+    assert any("tampered" in line and line.startswith("-") for line in div["diff"])
+    assert any("You are a shell agent" in line and line.startswith("+") for line in div["diff"])
+
+
+def test_harness_with_other_prompt_diverges_via_cli(recorded: dict[str, Any]) -> None:
+    repo_path = recorded["config"].repo_path
+    repo = git.Repo(repo_path)
+    source = (repo_path / "harness.py").read_text()
+    (repo_path / "harness.py").write_text(source.replace("You are a shell agent.", "You are a meticulous shell agent."))
+    sha = commit_all(repo, "reword the system prompt")
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "replay", recorded["run"]["run_id"], "--harness", sha[:10],
+         "--store", str(recorded["config"].store_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "divergence" in proc.stdout and "at event 0" in proc.stdout
+    assert "-" in proc.stdout and "meticulous" in proc.stdout
+    assert "DIVERGED" in proc.stdout
+
+
+def test_same_harness_content_at_other_commit_replays_identically(recorded: dict[str, Any]) -> None:
+    repo_path = recorded["config"].repo_path
+    repo = git.Repo(repo_path)
+    (repo_path / "NOTES.md").write_text("notes only\n")
+    sha = commit_all(repo, "add notes")
+    report = replay_run(recorded["store"], recorded["run"]["run_id"], harness_ref=sha)
+    assert report["identical"] and report["replayed_harness_sha"] == sha

@@ -1,0 +1,136 @@
+"""End to end through the real CLI: record a run, reuse it, replay it offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.cassette.store import Store
+from replaykit.testing import write_config
+
+
+def cli(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def run_json(*args: str, **kw: Any) -> dict[str, Any]:
+    return json.loads(cli(*args, "--json", **kw).stdout)
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("quickstart")
+    config = write_config(tmp)
+    first = run_json("run", str(config))
+    return {"tmp": tmp, "config": config, "first": first, "store": str(tmp / "store")}
+
+
+def test_quickstart_records_whole_panel(quickstart: dict[str, Any]) -> None:
+    first = quickstart["first"]
+    assert len(first["panel"]["tasks"]) >= 6 and first["panel"]["seeds"] == [0, 1]
+    assert first["recorded_count"] == first["total"] == len(first["episodes"]) >= 12
+    assert all(len(e["digest"]) == 64 for e in first["episodes"])
+    assert len(first["harness_sha"]) == 40 and first["model"]["endpoint"] == "builtin"
+
+
+def test_second_run_reuses_every_cassette(quickstart: dict[str, Any]) -> None:
+    second = run_json("run", str(quickstart["config"]))
+    assert second["recorded_count"] == 0 and second["reused_count"] == second["total"]
+    assert second["run_id"] == quickstart["first"]["run_id"]
+    assert [e["digest"] for e in second["episodes"]] == [e["digest"] for e in quickstart["first"]["episodes"]]
+    human = cli("run", str(quickstart["config"])).stdout
+    assert "reused 16 cassette(s) (no model calls)" in human
+
+
+def test_replay_is_identical_offline(quickstart: dict[str, Any]) -> None:
+    report = run_json("replay", quickstart["first"]["run_id"], "--store", quickstart["store"])
+    assert report["identical"] is True and report["divergence"] is None
+    assert [e["replayed_digest"] for e in report["episodes"]] == [e["digest"] for e in quickstart["first"]["episodes"]]
+
+
+def test_two_models_solve_different_counts(quickstart: dict[str, Any]) -> None:
+    strong = run_json("run", str(quickstart["config"]), "--model", "reference-strong")
+    assert strong["solved"] != quickstart["first"]["solved"]
+    assert strong["run_id"] != quickstart["first"]["run_id"]
+
+
+def test_record_mode_none_refuses_missing_cassettes(quickstart: dict[str, Any]) -> None:
+    proc = cli("run", str(quickstart["config"]), "--model", "reference-oracle", "--record-mode", "none", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Error: record mode none: no cassette for task") and "Traceback" not in proc.stderr
+
+
+def test_record_mode_all_rerecords_identically(quickstart: dict[str, Any]) -> None:
+    again = run_json("run", str(quickstart["config"]), "--record-mode", "all")
+    assert again["recorded_count"] == again["total"]
+    assert [e["digest"] for e in again["episodes"]] == [e["digest"] for e in quickstart["first"]["episodes"]]
+
+
+def test_cassettes_ls_and_show(quickstart: dict[str, Any]) -> None:
+    rows = run_json("cassettes", "ls", "--run", quickstart["first"]["run_id"], "--store", quickstart["store"])
+    assert len(rows) == quickstart["first"]["total"]
+    doc = run_json("cassettes", "show", rows[0]["id"][:10], "--store", quickstart["store"])
+    kinds = [e["kind"] for e in doc["events"]]
+    assert kinds[0] == "llm" and kinds[-1] == "grade" and "env" in kinds
+    text = cli("cassettes", "show", rows[0]["id"], "--store", quickstart["store"]).stdout
+    assert "POST /v1/chat/completions" in text and "--full shows all" in text
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    missing = cli("run", str(tmp_path / "nope.yaml"), check=False)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  temperature: hot\n")
+    proc = cli("run", str(bad), check=False)
+    assert proc.returncode == 1 and "field 'model.temperature'" in proc.stderr and "Traceback" not in proc.stderr
+    mode = cli("run", str(write_config(tmp_path)), "--record-mode", "sometimes", check=False)
+    assert mode.returncode == 1 and "unknown record mode 'sometimes'" in mode.stderr
+    unknown = cli("replay", "deadbeef00", "--store", str(tmp_path / "store"), check=False)
+    assert unknown.returncode == 1 and "no run 'deadbeef00'" in unknown.stderr
+
+
+def test_dirty_harness_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"panel.seeds": [0], "panel.tasks": [str(Path(__file__).parents[1] / "envs" / "hello-file")]})
+    cli("run", str(config))
+    (tmp_path / "harness" / "harness.py").write_text("# edited\n")
+    proc = cli("run", str(config), check=False)
+    assert proc.returncode == 1 and "uncommitted changes" in proc.stderr
+
+
+def test_kill_during_recording_leaves_store_readable(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = Store(tmp_path / "store")
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store.close()
+    reopened = Store(tmp_path / "store")
+    assert reopened.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = reopened.list_cassettes()
+    assert 3 <= len(rows) < 16
+    for row in rows:  # every cassette present is whole
+        episode = reopened.get_episode(row["id"])
+        assert episode.events[-1].kind == "grade" and episode.digest == row["digest"]
+    # and the interrupted run completes, reusing what was recorded
+    resumed = run_json("run", str(config))
+    assert resumed["reused_count"] == len(rows) and resumed["recorded_count"] == 16 - len(rows)
