@@ -113,6 +113,54 @@ def cassettes_show(
         render.cassette_doc(doc, full=full)
 
 
+@cassettes_app.command("export")
+def cassettes_export(
+    root_id: str = typer.Argument(..., help="A run, training or cassette id (a unique prefix is enough)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/"),
+    fmt: str = typer.Option("bundle", "--format", help="bundle (replaykit import) | vcr (vcrpy YAML cassettes of the LLM calls)"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1)."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
+    from replaykit.cassette import bundle, vcr_export
+
+    if fmt not in ("bundle", "vcr"):
+        raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle or vcr")
+    if fmt == "vcr":
+        report = vcr_export.export_vcr(open_store(store), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
+        emit_json(report) if as_json else render.vcr_export(report)
+        return
+    report = bundle.export_bundle(open_store(store), root_id, output or Path(f"replaykit-{root_id}.tar.gz"))
+    emit_json(report) if as_json else render.bundle_report(report, "export")
+
+
+@cassettes_app.command("import")
+def cassettes_import(
+    bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
+    from replaykit.cassette.bundle import import_bundle
+
+    report = import_bundle(open_store(store), bundle_file)
+    emit_json(report) if as_json else render.bundle_report(report, "import")
+
+
+@cassettes_app.command("verify")
+def cassettes_verify(
+    bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Also check against this store (conflicts, what an import would add)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check a bundle (manifest, hashes, sizes, references, safety) without importing it."""
+    from replaykit.cassette.bundle import verify_bundle
+
+    report = verify_bundle(bundle_file, open_store(store) if store else None)
+    emit_json(report) if as_json else render.bundle_report(report, "verify")
+
+
 @serve_app.command("reference")
 def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host"),

@@ -114,3 +114,33 @@ def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
             out.print(f"{head} {e['message']}", markup=False, highlight=False)
         else:
             out.print(f"{head} {e['grade']}", markup=False, highlight=False)
+
+
+def bundle_report(report: dict[str, Any], action: str) -> None:
+    """One summary line for ``cassettes export``/``import``/``verify``."""
+    root = report["root"]
+    what = f"{root.get('kind', root['table'])} {root['id']}"
+    counts = report["counts"]
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("runs", "cassettes", "trees", "blobs"))
+    if action == "export":
+        text = f"exported {what} to {report['path']}: {summary} ({report['bytes']} bytes, sha256 {report['sha256'][:12]})"
+    elif action == "import" and report["noop"]:
+        text = f"{report['path']}: already in store {report['store']}; nothing to do"
+    elif action == "import":
+        new = ", ".join(f"{n} {k}" for k, n in report["imported"].items())
+        text = f"imported {what} into {report['store']} (new: {new}); replay it with `replaykit replay {root['id']} --store {report['store']}`"
+    else:
+        text = f"{report['path']}: OK, replaykit bundle v{report['version']} of {what}: {summary}"
+        if "would_import" in report:
+            text += " · would import " + ", ".join(f"{n} {k}" for k, n in report["would_import"].items())
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def vcr_export(report: dict[str, Any]) -> None:
+    for f in report["files"]:
+        out.print(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)", markup=False, highlight=False)
+    out.print(
+        f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
+        "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])",
+        markup=False, highlight=False, soft_wrap=True,
+    )
