@@ -1,8 +1,8 @@
 """Encode an episode into a JSON document whose large parts are blob references.
 
-The chat history an agent re-sends each call is split message by message, so each
-message is stored once however often it is re-sent (content addressing does the
-rest). ``encode`` collects the blobs it needs into a dict; the store writes them
+The chat history an agent re-sends each call is stored once: a list field that
+extends the previous request's list keeps only the prefix length and the new
+items, and each item is a content-addressed blob. ``encode`` collects the blobs it needs into a dict; the store writes them
 and the document in one transaction.
 """
 
@@ -49,25 +49,43 @@ def _decode_value(ref: dict[str, Any], get: Callable[[str], bytes]) -> Any:
     return json.loads(get(ref["b"]))
 
 
-def encode_body(body: Any, blobs: Blobs) -> dict[str, Any]:
+def _common_prefix(items: list[Any], previous: list[Any]) -> int:
+    n = 0
+    for a, b in zip(items, previous):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def encode_body(body: Any, blobs: Blobs, previous: Any = None) -> dict[str, Any]:
+    """Encode a request body; list fields that extend the previous request's list
+    (a re-sent, growing chat history) store only the prefix length and the new items."""
     if not isinstance(body, dict):
         return {"raw": _encode_value(body, blobs)}
+    previous = previous if isinstance(previous, dict) else {}
     fields: dict[str, Any] = {}
     for name, value in body.items():
         if isinstance(value, list):
-            fields[name] = {"l": [_encode_value(item, blobs) for item in value]}
+            before = previous.get(name)
+            keep = _common_prefix(value, before) if isinstance(before, list) else 0
+            ref: dict[str, Any] = {"l": [_encode_value(item, blobs) for item in value[keep:]]}
+            if keep:
+                ref["p"] = keep
+            fields[name] = ref
         else:
             fields[name] = _encode_value(value, blobs)
     return {"fields": fields}
 
 
-def decode_body(doc: dict[str, Any], get: Callable[[str], bytes]) -> Any:
+def decode_body(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any = None) -> Any:
     if "raw" in doc:
         return _decode_value(doc["raw"], get)
     body: dict[str, Any] = {}
     for name, ref in doc["fields"].items():
         if "l" in ref:
-            body[name] = [_decode_value(item, get) for item in ref["l"]]
+            head = list(previous[name][: ref["p"]]) if ref.get("p") else []
+            body[name] = head + [_decode_value(item, get) for item in ref["l"]]
         else:
             body[name] = _decode_value(ref, get)
     return body
@@ -83,13 +101,13 @@ def _untext(ref: dict[str, Any], get: Callable[[str], bytes]) -> str:
     return ref["v"] if "v" in ref else get(ref["b"]).decode("utf-8")
 
 
-def encode_event(event: Event, blobs: Blobs) -> dict[str, Any]:
+def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> dict[str, Any]:
     if isinstance(event, LlmEvent):
         return {
             "kind": "llm",
             "method": event.method,
             "path": event.path,
-            "body": encode_body(event.body, blobs),
+            "body": encode_body(event.body, blobs, previous),
             "status": event.status,
             "reason": event.reason,
             "headers": [list(h) for h in event.headers],
@@ -116,13 +134,13 @@ def encode_event(event: Event, blobs: Blobs) -> dict[str, Any]:
     raise TypeError(f"unknown event {event!r}")
 
 
-def decode_event(doc: dict[str, Any], get: Callable[[str], bytes]) -> Event:
+def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any = None) -> Event:
     kind = doc["kind"]
     if kind == "llm":
         return LlmEvent(
             method=doc["method"],
             path=doc["path"],
-            body=decode_body(doc["body"], get),
+            body=decode_body(doc["body"], get, previous),
             status=doc["status"],
             reason=doc["reason"],
             headers=[(h[0], h[1]) for h in doc["headers"]],
@@ -153,8 +171,30 @@ def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
         "format": FORMAT,
         "key": episode.key.canonical(),
         "meta": episode.meta,
-        "events": [encode_event(e, blobs) for e in episode.events],
+        "events": encode_events(episode.events, blobs),
     }
+
+
+def encode_events(events: list[Event], blobs: Blobs) -> list[dict[str, Any]]:
+    """Each request body is delta-encoded against the previous request to the same path."""
+    out, previous = [], {}
+    for event in events:
+        prev = previous.get(event.path) if isinstance(event, LlmEvent) else None
+        out.append(encode_event(event, blobs, prev))
+        if isinstance(event, LlmEvent):
+            previous[event.path] = event.body
+    return out
+
+
+def decode_events(docs: list[dict[str, Any]], get: Callable[[str], bytes]) -> list[Event]:
+    out: list[Event] = []
+    previous: dict[str, Any] = {}
+    for doc in docs:
+        event = decode_event(doc, get, previous.get(doc.get("path")) if doc["kind"] == "llm" else None)
+        if isinstance(event, LlmEvent):
+            previous[event.path] = event.body
+        out.append(event)
+    return out
 
 
 def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
@@ -162,6 +202,6 @@ def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
         raise ValueError(f"unknown cassette format {doc.get('format')!r}")
     return Episode(
         key=CassetteKey.from_canonical(doc["key"]),
-        events=[decode_event(e, get) for e in doc["events"]],
+        events=decode_events(doc["events"], get),
         meta=doc.get("meta", {}),
     )
