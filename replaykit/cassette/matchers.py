@@ -97,6 +97,88 @@ def _uuids(body: Any) -> Any:
 
 register_rule("uuids", _uuids)
 
+# ``timestamps``: ISO-8601 dates/times anywhere in a string, and epoch numbers under
+# time-like keys (also inside JSON text embedded in a string, e.g. Codex metadata).
+ISO_TIME_RE = re.compile(
+    r"(?<![0-9])\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![0-9])"
+)
+_TIME_KEY = r"(?:\w*(?:time|date|created|_at|unix|timestamp)\w*|ts)"
+_TIME_KEY_RE = re.compile(rf"^{_TIME_KEY}$", re.I)
+_EMBEDDED_EPOCH_RE = re.compile(rf'("{_TIME_KEY}"\s*:\s*)\d{{9,14}}(?:\.\d+)?', re.I)
+
+
+def _is_epoch(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 1e8 <= value < 1e14
+
+
+def _timestamps(body: Any) -> Any:
+    """ISO dates/times → ``<timestamp>``; epoch numbers under time-like keys → ``<timestamp>``."""
+
+    def text(value: str) -> str:
+        value = _EMBEDDED_EPOCH_RE.sub(lambda m: m.group(1) + '"<timestamp>"', value)
+        return ISO_TIME_RE.sub("<timestamp>", value)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: "<timestamp>" if _TIME_KEY_RE.match(k) and _is_epoch(v) else walk(v) for k, v in value.items()}
+        return value
+
+    return walk(body)
+
+
+register_rule("timestamps", _timestamps)
+
+# ``codex-session``: what the Codex CLI puts in requests that changes run to run:
+# ids glued to prefixes (``msg_<uuid>``, ``fco_<uuid>``), the workspace and
+# CODEX_HOME paths, and per-command ``Chunk ID`` / ``Wall time`` lines.
+_ANY_UUID_RE = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])")
+_CWD_RE = re.compile(r"<cwd>([^<\n]+)</cwd>")
+_CODEX_HOME_RE = re.compile(r"`(/[^`\n]*?)/skills/\.system`")
+_CODEX_VOLATILE = (
+    (re.compile(r"\bChunk ID: [0-9A-Za-z]+"), "Chunk ID: <id>"),
+    (re.compile(r"\bWall time: \d+(?:\.\d+)? seconds"), "Wall time: <duration>"),
+    (re.compile(r'("duration_seconds"\s*:\s*)\d+(?:\.\d+)?'), r'\g<1>"<duration>"'),
+)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def _codex_session(body: Any) -> Any:
+    """Normalise the Codex CLI's volatile request content (see the comment above)."""
+    paths: dict[str, str] = {}
+    for s in _strings(body):
+        for m in _CWD_RE.finditer(s):
+            paths.setdefault(m.group(1).rstrip("/"), "<cwd>")
+        for m in _CODEX_HOME_RE.finditer(s):
+            paths.setdefault(m.group(1).rstrip("/"), "<codex_home>")
+    ordered = sorted((p for p in paths if len(p) > 1), key=len, reverse=True)
+    seen: dict[str, str] = {}
+
+    def sub(text: str) -> str:
+        for path in ordered:
+            text = text.replace(path, paths[path])
+        text = _ANY_UUID_RE.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen)}>"), text)
+        for pattern, repl in _CODEX_VOLATILE:
+            text = pattern.sub(repl, text)
+        return text
+
+    return _walk_strings(body, sub)
+
+
+register_rule("codex-session", _codex_session)
+
 
 class Scrubber:
     """Replaces configured secret values with ``<secret:NAME>`` in text and bytes."""

@@ -1,7 +1,7 @@
 """The reference model server: a small OpenAI-compatible HTTP server on loopback.
 
 Endpoints: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``
-(JSON or SSE). Two seams for later roles:
+(JSON or SSE), ``POST /v1/responses`` (JSON or SSE; rendered by ``responses.py``). Two seams for later roles:
 
 * :func:`build_models` — the registry of model name → handler. A handler turns a
   :class:`ChatRequest` into an :class:`AssistantTurn`; a ``reference-proposer``
@@ -81,6 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
     ROUTES: ClassVar[dict[tuple[str, str], str]] = {
         ("GET", "/v1/models"): "list_models",
         ("POST", "/v1/chat/completions"): "chat_completions",
+        ("POST", "/v1/responses"): "create_response",  # not "responses": BaseHTTPRequestHandler.responses
     }
 
     # -- plumbing ----------------------------------------------------------------
@@ -184,6 +185,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(sse_events(request, turn))
         else:
             self._send_json(200, chat_completion(request, turn))
+
+    def create_response(self, body: bytes) -> None:
+        """The Responses API, rendered by ``responses.py`` from the same model registry."""
+        from replaykit.models.reference.responses import respond
+
+        stream, payload = respond(parse_json_object(body), self.server.models)
+        if stream:
+            self._send_stream(payload)
+        else:
+            self._send_json(200, payload)
 
 
 def _model_not_found(name: str) -> ApiError:
