@@ -12,8 +12,8 @@ A bundle is a tar file (gzip-compressed when its name ends in ``.gz``/``.tgz``):
 Export walks a document generically: a row of the ``runs`` table (any ``kind``)
 pulls in the ids it lists under ``runs`` and ``verdicts`` (same table), its
 ``cassettes`` (with every blob their episode documents reference) and the trees
-of ``harness_sha`` and of each SHA under ``trees`` (with their file blobs).
-Members are sorted and their metadata fixed, so the same content gives the same
+of ``harness_sha`` and of each SHA under ``trees`` (with their file blobs); a
+cassette also pulls in its harness tree when the store has it. Members are sorted and their metadata fixed, so the same content gives the same
 bytes.
 
 Import verifies everything before writing anything (see :func:`read_bundle`),
@@ -180,6 +180,8 @@ def collect(store: Store, root_id: str) -> Selection:
         if table == "cassettes":
             refs, _ = episode_blobs(doc, store.get_blob, where)
             sel.blobs.update((d, store.get_blob(d)) for d in refs if d not in sel.blobs)
+            if row.get("harness_sha") and store.has_tree(row["harness_sha"]):  # what replays it, when stored
+                pending.append(("trees", row["harness_sha"], where))
             continue
         for ref_table, ids in doc_refs(doc, where).items():
             pending.extend((ref_table, i, where) for i in ids)
