@@ -174,6 +174,36 @@ def serve_reference(
     serve_forever(host, port, tasks)
 
 
+@app.command()
+def proxy(
+    name: str = typer.Option(..., "--name", help="Session name (the cassette's task id)."),
+    upstream: Optional[str] = typer.Option(None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."),
+    record_mode: str = typer.Option("once", "--record-mode", help="once | none | all"),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
+    rule: Optional[list[str]] = typer.Option(None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env var holding the upstream key (sent upstream, never stored)."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run the recording proxy for an external agent: record one session into the store, or replay it."""
+    from replaykit.cassette.proxy_session import run_proxy_session
+
+    def ready(url: str, mode: str) -> None:
+        render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")
+
+    report = run_proxy_session(
+        open_store(store), name, upstream, record_mode, tuple(rule or ()),
+        host=host, port=port, api_key_env=api_key_env, on_ready=ready,
+    )
+    if as_json:
+        emit_json(report)
+    else:
+        render.proxy_report(report)
+    if report["mode"] == "replay" and not report["identical"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         rv = app(standalone_mode=False)

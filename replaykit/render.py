@@ -144,3 +144,16 @@ def vcr_export(report: dict[str, Any]) -> None:
         "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])",
         markup=False, highlight=False, soft_wrap=True,
     )
+
+
+def proxy_report(report: dict[str, Any]) -> None:
+    """The end of a ``replaykit proxy`` session: what was recorded, or how the replay went."""
+    if report["mode"] == "record":
+        text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s) → cassette {report['cassette_id']} (digest {report['digest'][:12]})"
+        for error in report.get("upstream_errors", []):
+            err(error)
+    else:
+        state = "identical" if report["identical"] else "NOT identical"
+        text = f"replayed proxy session {report['name']!r} (cassette {report['cassette_id']}): served {report['served']} of {report['recorded']} recorded call(s), {state}"
+        divergence(report.get("divergence"))
+    out.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -132,17 +132,31 @@ def _timestamps(body: Any) -> Any:
 
 register_rule("timestamps", _timestamps)
 
-# ``codex-session``: what the Codex CLI puts in requests that changes run to run:
-# ids glued to prefixes (``msg_<uuid>``, ``fco_<uuid>``), the workspace and
-# CODEX_HOME paths, and per-command ``Chunk ID`` / ``Wall time`` lines.
-_ANY_UUID_RE = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])")
+# ``codex-session``: what the Codex CLI puts in requests that changes run to run or
+# machine to machine: its telemetry (``client_metadata``, ``prompt_cache_key``), ids
+# (bare or glued: ``msg_<uuid>``), the workspace and CODEX_HOME paths, per-command
+# ``Chunk ID`` / ``Wall time`` lines. Object keys are sorted first (Codex serialises
+# some maps in hash order), so ids — and ``<uuid:N>`` labels left by the ``uuids``
+# rule — are numbered by first appearance in a stable walk: ``<id:0>``, ``<id:1>``...
+_ID_RE = re.compile(
+    r"<uuid:\d+>|(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])"
+)
 _CWD_RE = re.compile(r"<cwd>([^<\n]+)</cwd>")
 _CODEX_HOME_RE = re.compile(r"`(/[^`\n]*?)/skills/\.system`")
+_CODEX_TELEMETRY = ("client_metadata", "prompt_cache_key")
 _CODEX_VOLATILE = (
     (re.compile(r"\bChunk ID: [0-9A-Za-z]+"), "Chunk ID: <id>"),
     (re.compile(r"\bWall time: \d+(?:\.\d+)? seconds"), "Wall time: <duration>"),
     (re.compile(r'("duration_seconds"\s*:\s*)\d+(?:\.\d+)?'), r'\g<1>"<duration>"'),
 )
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_sorted_keys(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    return value
 
 
 def _strings(value: Any) -> list[str]:
@@ -157,6 +171,9 @@ def _strings(value: Any) -> list[str]:
 
 def _codex_session(body: Any) -> Any:
     """Normalise the Codex CLI's volatile request content (see the comment above)."""
+    body = _sorted_keys(body)
+    if isinstance(body, dict):
+        body = {k: f"<codex:{k}>" if k in _CODEX_TELEMETRY else v for k, v in body.items()}
     paths: dict[str, str] = {}
     for s in _strings(body):
         for m in _CWD_RE.finditer(s):
@@ -169,7 +186,7 @@ def _codex_session(body: Any) -> Any:
     def sub(text: str) -> str:
         for path in ordered:
             text = text.replace(path, paths[path])
-        text = _ANY_UUID_RE.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen)}>"), text)
+        text = _ID_RE.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen)}>"), text)
         for pattern, repl in _CODEX_VOLATILE:
             text = pattern.sub(repl, text)
         return text

@@ -1,0 +1,151 @@
+"""``replaykit proxy``: one proxy session recorded into the store as an episode, or replayed.
+
+A session is keyed like any cassette: kind ``proxy``, task id = the session name,
+the upstream's identity (``builtin`` or its URL, never a port) and the digest of
+the normalisation rules. Record modes: ``once`` (replay the session if it exists,
+else record it), ``all`` (re-record), ``none`` (replay only). The episode is written
+in one transaction when the session ends (Ctrl-C, SIGTERM or ``stop``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from replaykit.cassette.events import Episode
+from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.matchers import Scrubber, get_rule
+from replaykit.cassette.proxy import ProxyServer
+from replaykit.cassette.store import Store
+from replaykit.cassette.tape import Tape
+from replaykit.determinism import ENV_PINS, digest_of
+from replaykit.errors import CassetteNotFound, ConfigError
+
+PROXY_MODES = ("once", "none", "all")
+Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
+
+
+def endpoint_identity(upstream: str) -> str:
+    return "builtin" if upstream == "builtin" else upstream.rstrip("/")
+
+
+def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
+    return CassetteKey(
+        harness_sha="", task_id=name, task_digest="", model=ModelId(name="", endpoint=endpoint_identity(upstream)),
+        seed=0, config_digest=digest_of({"rules": list(rules)})[:16], kind="proxy",
+    )
+
+
+def find_session(store: Store, name: str, upstream: str | None) -> dict[str, Any] | None:
+    """The stored session called ``name`` (for this upstream, when given)."""
+    where, params = "kind = ? AND task_id = ?", ["proxy", name]
+    if upstream:
+        where, params = where + " AND endpoint = ?", [*params, endpoint_identity(upstream)]
+    rows = store.list_cassettes(where, params)
+    if len({r["endpoint"] for r in rows}) > 1:
+        raise ConfigError(f"proxy session {name!r} was recorded against several upstreams; pass --upstream to pick one")
+    return rows[-1] if rows else None
+
+
+@contextlib.contextmanager
+def _upstream(upstream: str, api_key_env: str) -> Iterator[tuple[str, str]]:
+    if upstream != "builtin":
+        yield upstream.rstrip("/"), os.environ.get(api_key_env, "")
+        return
+    from replaykit.models.endpoint import BUILTIN_KEY
+    from replaykit.models.reference.server import ReferenceServer
+
+    with ReferenceServer() as server:
+        yield server.base_url, BUILTIN_KEY
+
+
+def _wait(stop: threading.Event | None) -> None:
+    """Block until ``stop`` is set, Ctrl-C or SIGTERM (SIGTERM is handled like Ctrl-C)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def on_term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        while stop is None or not stop.is_set():
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def run_proxy_session(
+    store: Store,
+    name: str,
+    upstream: str | None,
+    record_mode: str = "once",
+    rules: tuple[str, ...] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    api_key_env: str = "OPENAI_API_KEY",
+    on_ready: Ready | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
+    if record_mode not in PROXY_MODES:
+        raise ConfigError(f"unknown record mode {record_mode!r} for the proxy; use one of: {', '.join(PROXY_MODES)}")
+    for rule in rules:
+        get_rule(rule)
+    existing = find_session(store, name, upstream) if record_mode != "all" else None
+    if record_mode == "none" and existing is None:
+        raise CassetteNotFound(f"record mode none: no proxy session {name!r} in store {store.root}; record it with --record-mode once")
+    if existing is not None:
+        return _replay(store, existing, rules, host, port, on_ready, stop)
+    if not upstream:
+        raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
+    key = proxy_key(name, upstream, rules)
+    tape = Tape(key.id)
+    with _upstream(upstream, api_key_env) as (url, api_key):
+        server = ProxyServer(tape, url, Scrubber({"api_key": api_key}), rules, api_key, host, port)
+        try:
+            base_url = server.start()
+            if on_ready:
+                on_ready(base_url, "record")
+            _wait(stop)
+        finally:
+            server.stop()
+    meta = {"proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)}, "rules": list(rules), "pins": ENV_PINS}
+    episode = Episode(key=key, events=list(tape.events), meta=meta)
+    store.put_episode(episode)
+    return {
+        "mode": "record", "cassette_id": key.id, "name": name, "llm_calls": len(episode.llm_events),
+        "digest": episode.digest, "upstream_errors": server.errors,
+    }
+
+
+def _replay(
+    store: Store, row: dict[str, Any], rules: tuple[str, ...], host: str, port: int, on_ready: Ready | None, stop: threading.Event | None
+) -> dict[str, Any]:
+    episode = store.get_episode(row["id"])
+    rules = rules or tuple(episode.meta.get("proxy", {}).get("rules", ()))
+    tape = Tape(episode.id, recorded=list(episode.events))
+    server = ProxyServer(tape, None, None, rules, "", host, port)
+    try:
+        base_url = server.start()
+        if on_ready:
+            on_ready(base_url, "replay")
+        _wait(stop)
+    finally:
+        server.stop()
+    complete = tape.cursor == len(episode.events)
+    return {
+        "mode": "replay", "cassette_id": episode.id, "name": episode.key.task_id,
+        "served": tape.cursor, "recorded": len(episode.events),
+        "identical": tape.divergence is None and complete and tape.digest == episode.digest,
+        "recorded_digest": episode.digest, "replayed_digest": tape.digest,
+        "divergence": tape.divergence.report if tape.divergence else None,
+    }
