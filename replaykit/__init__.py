@@ -13,6 +13,17 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "ReplaykitError": "replaykit.errors",
+    "Trainer": "replaykit.train.trainer",
+    "Loss": "replaykit.train.loss",
+    "AgenticEstimator": "replaykit.train.estimators",
+    "PatchQueue": "replaykit.train.estimators",
+    "OpenAIBackend": "replaykit.train.estimators",
+    "StrictPareto": "replaykit.train.criteria",
+    "MeanReward": "replaykit.train.criteria",
+    "GreedyMonotonic": "replaykit.train.optimizers",
+    "CodexAgentBackend": "replaykit.models.codex",
+    "load_config": "replaykit.config",
+    "measure": "replaykit.run",
 }
 
 

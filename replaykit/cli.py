@@ -66,18 +66,78 @@ def replay(
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay a run offline (no network, no environment) and compare digests."""
+    """Replay a run or a whole training offline (no network, no environment) and compare."""
     from replaykit.run import replay_run
 
     st = open_store(store)
-    with render.progress(enabled=not as_json) as progress:
-        report = replay_run(st, run_id, harness_ref=harness, repo_path=str(harness_repo) if harness_repo else None, progress=progress)
-    if as_json:
-        emit_json(report)
+    if st.doc_kind(run_id) == "training":
+        from replaykit.train.audit import replay_training
+
+        with render.progress(enabled=not as_json) as progress:
+            report = replay_training(st, run_id, progress=progress)
+        emit_json(report) if as_json else render.training_replay(report)
     else:
-        render.replay_report(report)
+        with render.progress(enabled=not as_json) as progress:
+            report = replay_run(st, run_id, harness_ref=harness, repo_path=str(harness_repo) if harness_repo else None, progress=progress)
+        emit_json(report) if as_json else render.replay_report(report)
     if not report["identical"]:
         raise typer.Exit(1)
+
+
+@app.command()
+def train(
+    config: Path = typer.Argument(..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Number of epochs (default: train.epochs)."),
+    record_mode: str = typer.Option("once", "--record-mode", help="once | new_episodes | none | all"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
+    from replaykit.run import check_record_mode
+    from replaykit.train.trainer import Trainer
+
+    check_record_mode(record_mode)
+    with render.progress(enabled=not as_json) as progress:
+        trainer = Trainer(config_path=config, record_mode=record_mode, progress=progress)
+        for loss in trainer.epochs(epochs):
+            loss.backward()
+            trainer.optimizer.step()
+    summary = trainer.summary()
+    emit_json(summary) if as_json else render.training_table(summary)
+
+
+@app.command()
+def audit(
+    verdict_id: str = typer.Argument(..., help="A verdict id (from `replaykit train --json`)."),
+    criterion: Optional[str] = typer.Option(None, "--criterion", help="Also judge with this criterion (counterfactual)."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Recompute a recorded verdict offline; with --criterion, say whether the decision would differ."""
+    from replaykit.train.audit import audit as audit_verdict
+
+    report = audit_verdict(open_store(store), verdict_id, criterion)
+    emit_json(report) if as_json else render.audit_report(report)
+    if not report["reproduced"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compare(
+    config: Path = typer.Argument(..., help="YAML run config."),
+    models: str = typer.Option(..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"),
+    harness: str = typer.Option(..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"),
+    record_mode: str = typer.Option("once", "--record-mode"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Measure (or reuse) every harness × model cell and print the solve-rate table."""
+    from replaykit.config import load_config
+    from replaykit.run import check_record_mode
+    from replaykit.train.audit import compare as compare_cells
+
+    check_record_mode(record_mode)
+    report = compare_cells(load_config(config), [m.strip() for m in models.split(",") if m.strip()],
+                           [h.strip() for h in harness.split(",") if h.strip()], record_mode)
+    emit_json(report) if as_json else render.compare_table(report)
 
 
 @cassettes_app.command("ls")

@@ -135,12 +135,12 @@ def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise HarnessError(f"harness {module_path} does not import: {type(exc).__name__}: {exc}") from exc
+        raise HarnessError(f"harness {filename} does not import: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.dont_write_bytecode = old
         if sys.path and sys.path[0] == str(tree):
             sys.path.pop(0)
     solve = getattr(module, func, None)
     if not callable(solve):
-        raise HarnessError(f"harness {module_path} has no function {func}(task, env, llm, ctx)")
+        raise HarnessError(f"harness {filename} has no function {func}(task, env, llm, ctx)")
     return solve

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 out = Console()
@@ -157,3 +158,58 @@ def proxy_report(report: dict[str, Any]) -> None:
         text = f"replayed proxy session {report['name']!r} (cassette {report['cassette_id']}): served {report['served']} of {report['recorded']} recorded call(s), {state}"
         divergence(report.get("divergence"))
     out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def training_table(doc: dict[str, Any]) -> None:
+    table = Table(title=f"training {doc['training_id']}  {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}")
+    for col in ("epoch", "candidate", "verdict", "loss", "solved (baseline → candidate)", "why"):
+        table.add_column(col)
+    for e in doc["epochs"]:
+        v = e.get("verdict") or {}
+        m = v.get("metrics", {})
+        solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
+        why = e["skipped"] or v.get("reason", "")
+        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], f"{e['loss']:+.3f}", solved,
+                      escape(f"{e['description'][:60]} · {why[:90]}"))
+    out.print(table)
+    accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
+    out.print(f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
+              f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
+
+
+def training_replay(report: dict[str, Any]) -> None:
+    table = Table(title=f"replay of training {report['training_id']}")
+    for col in ("epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"):
+        table.add_column(col)
+    for e in report["epochs"]:
+        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], (e["replayed_candidate_sha"] or "-")[:10],
+                      f"{e['decision']} / {e['replayed_decision']}", "yes" if e["identical"] else "NO " + ",".join(e["differs_in"]))
+    out.print(table)
+    runs_ok = sum(r["identical"] for r in report["runs"])
+    out.print(f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}")
+    for r in report["runs"]:
+        divergence(r.get("divergence"))
+    out.print("identical" if report["identical"] else "DIVERGED")
+
+
+def audit_report(report: dict[str, Any]) -> None:
+    rec = report["recorded"]
+    out.print(f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}", highlight=False)
+    out.print(f"  {rec['reason']}", markup=False, highlight=False)
+    out.print(f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}", markup=False, highlight=False)
+    out.print("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
+    cf = report.get("counterfactual")
+    if cf:
+        out.print(("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ") + f"— {cf['summary']}", markup=False, highlight=False)
+
+
+def compare_table(report: dict[str, Any]) -> None:
+    table = Table(title="solve rate: harness × model")
+    table.add_column("harness")
+    for m in report["models"]:
+        table.add_column(m)
+    for h in report["harnesses"]:
+        cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
+        sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
+        table.add_row(f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]])
+    out.print(table)

@@ -170,19 +170,40 @@ class Store:
 
     # -- runs ------------------------------------------------------------------
     def put_run(self, run: dict[str, Any]) -> None:
-        doc_hash = self.put_json(run)
-        row = {
-            "id": run["run_id"], "kind": run.get("kind", "measure"), "name": run.get("name", ""),
-            "harness_sha": run["harness_sha"], "model": run["model"]["name"],
-            "endpoint": run["model"]["endpoint"], "config_digest": run["config_digest"],
-            "doc": doc_hash, "created_at": now_iso(),
-        }
+        self.put_doc(
+            run["run_id"], run.get("kind", "measure"), run, name=run.get("name", ""), harness_sha=run["harness_sha"],
+            model=run["model"]["name"], endpoint=run["model"]["endpoint"], config_digest=run["config_digest"],
+        )
+
+    def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None:
+        """Store a document (run, training, verdict, ...) in the ``runs`` table by id."""
+        blobs: Blobs = {}
+        doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
+        row = {"name": "", "harness_sha": "", "model": "", "endpoint": "", "config_digest": ""}
+        row.update(columns)
+        row.update({"id": doc_id, "kind": kind, "doc": doc_hash, "created_at": now_iso()})
         with self.db.atomic():
+            self._write_blobs(blobs)
             self.db["runs"].insert(row, replace=True)
+
+    def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
+        what = kind or "document"
+        full = self.resolve_id("runs", doc_id, what=what)
+        row = self.db["runs"].get(full)
+        if kind and row["kind"] != kind:
+            raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
+        return self.get_json(row["doc"])
+
+    def doc_kind(self, doc_id: str) -> str:
+        full = self.resolve_id("runs", doc_id, what="run or training")
+        return str(self.db["runs"].get(full)["kind"])
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         full = self.resolve_id("runs", run_id, what="run")
-        return self.get_json(self.db["runs"].get(full)["doc"])
+        row = self.db["runs"].get(full)
+        if row["kind"] != "measure":
+            raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
+        return self.get_json(row["doc"])
 
     def has_run(self, run_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None

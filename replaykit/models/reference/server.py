@@ -34,6 +34,7 @@ from replaykit.models.reference.protocol import (
     parse_chat_request,
     parse_json_object,
 )
+from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.simulator import Task, load_tasks, task_models
 from replaykit.models.reference.sse import chat_completion, http_chunk, sse_events
 
@@ -47,6 +48,7 @@ def build_models(tasks: Sequence[Task]) -> dict[str, ModelHandler]:
     """The model registry: name → handler. Add new roles (e.g. a proposer) here."""
     models: dict[str, ModelHandler] = {}
     models.update(task_models(tasks))
+    models[PROPOSER_MODEL] = proposer_turn
     return models
 
 

@@ -1,0 +1,124 @@
+"""The reference proposer: a simulated proposer model with a fixed curriculum.
+
+Model name ``reference-proposer``. It reads a training brief (the harness files
+between ``=== FILE ===`` / ``=== end FILE ===`` markers and the ids of proposals
+already tried, written ``[id]``) and proposes the first curriculum change that
+applies to the current source and was not tried yet, as a one-line description
+plus a unified diff in a fenced ``diff`` block. Some changes help (retry after a
+failed command), some hurt or change nothing, some are malformed on purpose (a
+broken import, an edit outside the patch surface) — so a quickstart training shows
+accepted, rejected and skipped candidates. Deterministic: a pure function of the brief.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, message_text
+
+PROPOSER_MODEL = "reference-proposer"
+ENTRY = "harness.py"
+
+_TOOL_LINE = '            messages.append({"role": "tool", "tool_call_id": call.id, "content": format_observation(obs)})\n'
+_DONE_LINE = '    "When the task is complete, reply with the single word Done."\n'
+_LOOP = 'int(ctx.params.get("max_steps", 10))'
+_FORMAT = '    return f"exit_code: {obs.exit_code}\\nstdout:\\n{obs.stdout}\\nstderr:\\n{obs.stderr}"\n'
+
+
+@dataclass(frozen=True)
+class Change:
+    id: str
+    description: str
+    path: str
+    search: str  # "" with path != ENTRY: create the file with `replace`
+    replace: str
+
+
+CURRICULUM: tuple[Change, ...] = (
+    Change(
+        "retry-nudge",
+        "After a failed command, tell the model it failed and ask it to retry.",
+        ENTRY,
+        _TOOL_LINE,
+        _TOOL_LINE
+        + "            if obs.exit_code != 0:\n"
+        + '                messages.append({"role": "user", "content": f"The command failed (exit code {obs.exit_code}). Fix it and retry."})\n',
+    ),
+    Change(
+        "verbose-prompt",
+        "Ask the model to double-check every command in the system prompt.",
+        ENTRY,
+        _DONE_LINE,
+        '    "Think carefully about each command before you run it and double-check every path. "\n' + _DONE_LINE,
+    ),
+    Change("step-cap", "Cap the tool loop at 3 steps to save tokens.", ENTRY, _LOOP, f"min(3, {_LOOP})"),
+    Change("helper-module", "Move observation formatting into a helper module.", ENTRY, "import json\n", "import json\n\nimport harness_helpers  # noqa: F401\n"),
+    Change(
+        "stderr-first",
+        "Show stderr before stdout in observations.",
+        ENTRY,
+        _FORMAT,
+        '    return f"exit_code: {obs.exit_code}\\nstderr:\\n{obs.stderr}\\nstdout:\\n{obs.stdout}"\n',
+    ),
+    Change("notes-file", "Keep a NOTES.md of harness decisions next to the harness.", "NOTES.md", "", "# Harness notes\n\nRetry after failures.\n"),
+)
+
+_FILE_RE = re.compile(r"^=== (?P<path>\S+) ===\n(?P<body>.*?)^=== end (?P=path) ===$", re.S | re.M)
+_TRIED_RE = re.compile(r"\[([a-z0-9-]+)\]")
+
+
+def parse_files(brief: str) -> dict[str, str]:
+    return {m.group("path"): m.group("body") for m in _FILE_RE.finditer(brief)}
+
+
+def tried_ids(brief: str) -> set[str]:
+    section = brief.split("Previously tried proposals:", 1)[1] if "Previously tried proposals:" in brief else ""
+    section = section.split("\n\n", 1)[0]
+    return set(_TRIED_RE.findall(section))
+
+
+def unified_diff(path: str, old: str | None, new: str) -> str:
+    if old is None:
+        lines = new.splitlines(keepends=True)
+        body = "".join("+" + line for line in lines)
+        return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+    diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + "".join(diff)
+
+
+def next_change(brief: str) -> tuple[Change, str] | None:
+    """The first curriculum change not yet tried that applies; with its diff."""
+    files = parse_files(brief)
+    tried = tried_ids(brief)
+    for change in CURRICULUM:
+        if change.id in tried:
+            continue
+        if change.search == "":
+            if change.path not in files:
+                return change, unified_diff(change.path, None, change.replace)
+            continue
+        source = files.get(change.path)
+        if source is None or source.count(change.search) != 1:
+            continue
+        return change, unified_diff(change.path, source, source.replace(change.search, change.replace))
+    return None
+
+
+def propose_edit(source: str, brief: str) -> tuple[str, str] | None:
+    """For agents that edit files themselves: (new source of harness.py, description)."""
+    found = next_change(brief)
+    if found is None or found[0].path != ENTRY or not found[0].search:
+        return None
+    change, _ = found
+    return source.replace(change.search, change.replace), f"[{change.id}] {change.description}"
+
+
+def proposer_turn(request: ChatRequest) -> AssistantTurn:
+    brief = "\n".join(message_text(m) for m in request.messages if m.get("role") == "user")
+    found = next_change(brief)
+    if found is None:
+        return AssistantTurn(content="No further proposals: every curriculum change was tried or does not apply.")
+    change, diff = found
+    return AssistantTurn(content=f"[{change.id}] {change.description}\n\n```diff\n{diff}```\n")

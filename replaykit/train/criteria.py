@@ -1,0 +1,175 @@
+"""Criteria: the verdict on (candidate run, baseline run) → Verdict (loss, accept, movement).
+
+A *unit* is one task instance: a (task, seed) pair, written ``task#seed``.
+Registered by name so configs and ``replaykit audit --criterion`` can select them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from math import comb
+from typing import Any, Callable, Protocol
+
+from replaykit.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Outcome:
+    unit: str
+    task_id: str
+    passed: bool
+    infra: bool
+    reward: float
+    steps: int
+    tokens: int
+
+
+def outcomes(run: dict[str, Any]) -> dict[str, Outcome]:
+    out = {}
+    for e in run["episodes"]:
+        unit = f"{e['task_id']}#{e['seed']}"
+        out[unit] = Outcome(unit, e["task_id"], bool(e["passed"]), bool(e["infra_failure"]), float(e["reward"] or 0.0),
+                            int(e.get("steps") or 0), int(e.get("tokens") or 0))
+    return out
+
+
+@dataclass
+class Verdict:
+    criterion: str
+    params: dict[str, Any]
+    accept: bool
+    loss: float
+    reason: str
+    regressions: list[str] = field(default_factory=list)
+    new_solves: list[str] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Criterion(Protocol):
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict: ...
+
+
+def _paired(candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None) -> tuple[dict[str, Outcome], dict[str, Outcome], list[str], dict[str, str]]:
+    b, c = outcomes(baseline), outcomes(candidate)
+    excluded = dict(exclude or {})
+    units = sorted(u for u in set(b) & set(c) if b[u].task_id not in excluded)
+    return b, c, units, excluded
+
+
+def _movement(b: dict[str, Outcome], c: dict[str, Outcome], units: list[str]) -> tuple[list[str], list[str]]:
+    regressions = [u for u in units if b[u].passed and not c[u].passed]
+    new = [u for u in units if c[u].passed and not b[u].passed]
+    return regressions, new
+
+
+class StrictPareto:
+    """Never accept a regression; otherwise solve strictly more, or tie-break on secondary metrics.
+
+    Infrastructure failures are bracketed: decided once counting them for the
+    candidate (best case) and once against it (worst case); a verdict that flips
+    between the two is unmeasurable and rejected.
+    """
+
+    name = "strict_pareto"
+
+    def __init__(self, secondary_metrics: tuple[str, ...] | list[str] = ("steps", "tokens")) -> None:
+        unknown = set(secondary_metrics) - {"steps", "tokens"}
+        if unknown:
+            raise ConfigError(f"unknown secondary metric(s) {sorted(unknown)}; use steps and/or tokens")
+        self.secondary_metrics = tuple(secondary_metrics)
+
+    def params(self) -> dict[str, Any]:
+        return {"secondary_metrics": list(self.secondary_metrics)}
+
+    def _decide(self, b: dict[str, Outcome], c: dict[str, Outcome], units: list[str], case: str) -> tuple[bool, str]:
+        solved_b = {u for u in units if b[u].passed or (b[u].infra and case == "worst")}
+        solved_c = {u for u in units if c[u].passed or (c[u].infra and case == "best")}
+        regressions = sorted(solved_b - solved_c)
+        if regressions:
+            return False, f"regression on {len(regressions)} task instance(s) the baseline solved: {', '.join(regressions)}"
+        new = sorted(solved_c - solved_b)
+        if new:
+            return True, f"solves {len(new)} more task instance(s) with no regression: {', '.join(new)}"
+        for metric in self.secondary_metrics:
+            before = sum(getattr(b[u], metric) for u in units)
+            after = sum(getattr(c[u], metric) for u in units)
+            if after < before:
+                return True, f"same solved set; tie broken by fewer {metric} ({before} → {after})"
+            if after > before:
+                return False, f"same solved set; tie-break rejects: more {metric} ({before} → {after})"
+        return False, "exact tie: same solved set and secondary metrics; no improvement"
+
+    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+        b, c, units, excluded = _paired(candidate, baseline, exclude)
+        regressions, new = _movement(b, c, units)
+        infra = [u for u in units if b[u].infra or c[u].infra]
+        best = self._decide(b, c, units, "best")
+        worst = self._decide(b, c, units, "worst")
+        if infra and best[0] != worst[0]:
+            accept, reason = False, f"unmeasurable: {len(infra)} infrastructure failure(s) ({', '.join(infra)}) flip the verdict between best and worst case"
+        else:
+            accept, reason = worst
+        solved_b = sum(b[u].passed for u in units)
+        solved_c = sum(c[u].passed for u in units)
+        return Verdict(
+            self.name, self.params(), accept, (solved_b - solved_c) / max(len(units), 1), reason, regressions, new, excluded,
+            {"units": len(units), "solved_baseline": solved_b, "solved_candidate": solved_c, "infra": infra,
+             "steps": [sum(b[u].steps for u in units), sum(c[u].steps for u in units)],
+             "tokens": [sum(b[u].tokens for u in units), sum(c[u].tokens for u in units)]},
+        )
+
+
+class MeanReward:
+    """Accept when the mean paired reward difference is positive and a one-sided
+    sign test on the per-instance differences has p ≤ alpha. Infra failures are dropped."""
+
+    name = "mean_reward"
+
+    def __init__(self, alpha: float = 0.1) -> None:
+        self.alpha = float(alpha)
+
+    def params(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+        b, c, units, excluded = _paired(candidate, baseline, exclude)
+        regressions, new = _movement(b, c, units)
+        kept = [u for u in units if not (b[u].infra or c[u].infra)]
+        diffs = [c[u].reward - b[u].reward for u in kept]
+        mean = sum(diffs) / len(diffs) if diffs else 0.0
+        wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+        n = wins + losses
+        p = sum(comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
+        accept = mean > 0 and p <= self.alpha
+        reason = (f"mean reward {mean:+.3f} over {len(kept)} paired instance(s); sign test {wins} up / {losses} down, "
+                  f"p={p:.3f} {'≤' if p <= self.alpha else '>'} alpha={self.alpha}")
+        return Verdict(self.name, self.params(), accept, -mean, reason, regressions, new, excluded,
+                       {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p})
+
+
+_CRITERIA: dict[str, Callable[..., Criterion]] = {}
+
+
+def register_criterion(name: str, factory: Callable[..., Criterion]) -> None:
+    _CRITERIA[name] = factory
+
+
+register_criterion(StrictPareto.name, StrictPareto)
+register_criterion(MeanReward.name, MeanReward)
+
+
+def make_criterion(name: str, **params: Any) -> Criterion:
+    if name not in _CRITERIA:
+        raise ConfigError(f"unknown criterion {name!r}; known: {', '.join(sorted(_CRITERIA))}")
+    try:
+        return _CRITERIA[name](**params)
+    except TypeError as exc:
+        raise ConfigError(f"criterion {name!r}: bad parameters {params}: {exc}") from None

@@ -1,0 +1,131 @@
+"""Estimators: propose one candidate change to the baseline harness per epoch.
+
+An estimator edits a worktree of the baseline; the trainer turns the edit into
+exactly one child commit (or a skipped epoch with its reason). ``AgenticEstimator``
+asks an agent backend (``OpenAIBackend`` in-process, ``CodexAgentBackend`` as an
+external CLI) with a brief: the harness source and summaries of failed episodes.
+``PatchQueue`` proposes hand-written diffs in order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from replaykit.config import ModelConfig
+from replaykit.errors import ConfigError
+from replaykit.train.backends import AgentBackend, ProposalSession
+from replaykit.train.gitops import apply_diff
+
+SYSTEM_PROMPT = (
+    "You improve an agent harness (the control loop around a frozen model). Read the brief, then reply with "
+    "a one-line description of ONE change, followed by a unified diff in a ```diff fenced block."
+)
+_DIFF_RE = re.compile(r"```diff\n(.*?)```", re.S)
+
+
+class Estimator(Protocol):
+    uses_model: bool
+
+    def identity(self) -> dict[str, Any]: ...
+
+    def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str: ...
+
+
+class OpenAIBackend:
+    """A proposer that is one chat completion: the brief in, a description + diff out."""
+
+    kind = "openai"
+
+    def __init__(self, model: str = "reference-proposer", base_url: str = "builtin", api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0) -> None:
+        self.model, self.base_url, self.api_key_env, self.temperature = model, base_url, api_key_env, temperature
+
+    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
+        import openai
+
+        with session.cassette():
+            client = openai.OpenAI(base_url=session.base_url, api_key=session.api_key or "replaykit-no-key", max_retries=0, timeout=300)
+            reply = client.chat.completions.create(
+                model=self.model, temperature=self.temperature, seed=session.seed,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief}],
+            )
+        text = reply.choices[0].message.content or ""
+        match = _DIFF_RE.search(text)
+        if match:
+            apply_diff(workdir, match.group(1))
+        return text.strip().splitlines()[0] if text.strip() else "(no description)"
+
+
+_BACKENDS: dict[str, Callable[..., AgentBackend]] = {"openai": OpenAIBackend}
+
+
+def register_backend(kind: str, factory: Callable[..., AgentBackend]) -> None:
+    _BACKENDS[kind] = factory
+
+
+def make_backend(kind: str, **params: Any) -> AgentBackend:
+    if kind == "codex" and "codex" not in _BACKENDS:
+        from replaykit.models.codex import CodexAgentBackend
+
+        register_backend("codex", CodexAgentBackend)
+    if kind not in _BACKENDS:
+        raise ConfigError(f"unknown agent backend {kind!r}; known: {', '.join(sorted(_BACKENDS))}")
+    try:
+        return _BACKENDS[kind](**params)
+    except TypeError as exc:
+        raise ConfigError(f"agent backend {kind!r}: bad parameters {params}: {exc}") from None
+
+
+class AgenticEstimator:
+    """A proposer agent reads the brief and edits the worktree through its backend."""
+
+    uses_model = True
+
+    def __init__(self, backend: AgentBackend | None = None) -> None:
+        self.backend = backend or OpenAIBackend()
+
+    def identity(self) -> dict[str, Any]:
+        return {"estimator": "agentic", "backend": self.backend.kind, "model": self.backend.model, "base_url": self.backend.base_url}
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(name=self.backend.model, base_url=self.backend.base_url,
+                           api_key_env=getattr(self.backend, "api_key_env", "OPENAI_API_KEY"))
+
+    def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
+        assert session is not None
+        return self.backend.propose(workdir, brief, session)
+
+
+class PatchQueue:
+    """Hand-written candidates: epoch *i* applies ``diffs[i]`` (past the end: an empty diff)."""
+
+    uses_model = False
+
+    def __init__(self, diffs: list[str], descriptions: list[str] | None = None) -> None:
+        self.diffs = list(diffs)
+        self.descriptions = list(descriptions or [])
+
+    def identity(self) -> dict[str, Any]:
+        from replaykit.determinism import digest_of
+
+        return {"estimator": "patch_queue", "diffs": digest_of(self.diffs)}
+
+    def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
+        if epoch >= len(self.diffs):
+            return "(patch queue exhausted)"
+        apply_diff(workdir, self.diffs[epoch])
+        if epoch < len(self.descriptions):
+            return self.descriptions[epoch]
+        return f"patch {epoch + 1} of {len(self.diffs)}"
+
+
+def make_estimator(spec: dict[str, Any] | None) -> Estimator:
+    spec = dict(spec or {})
+    kind = spec.pop("kind", "agentic")
+    if kind == "agentic":
+        backend = dict(spec.pop("backend", {}) or {})
+        return AgenticEstimator(make_backend(backend.pop("kind", "openai"), **backend))
+    if kind == "patch_queue":
+        return PatchQueue([Path(p).read_text() if not p.startswith("diff") else p for p in spec.get("diffs", [])], spec.get("descriptions"))
+    raise ConfigError(f"unknown estimator {kind!r}; use agentic or patch_queue")

@@ -1,0 +1,136 @@
+"""Git moves of a training: candidate worktrees and commits, refs, fast-forwards.
+
+Candidate commits get author, committer and dates derived from the training
+(``SOURCE_DATE_EPOCH`` + epoch), so the same change on the same baseline has the
+same SHA everywhere. The baseline branch only ever moves by fast-forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import git
+
+from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH
+from replaykit.errors import ReplaykitError
+from replaykit.harness import commit_all
+
+REF_ROOT = "refs/replaykit"
+
+
+class TrainError(ReplaykitError):
+    """The training loop was driven wrongly or its git state is inconsistent."""
+
+
+def candidate_ref(training_id: str, epoch: int) -> str:
+    return f"{REF_ROOT}/candidates/{training_id}/epoch-{epoch:03d}"
+
+
+def verdict_ref(training_id: str, epoch: int, accepted: bool) -> str:
+    return f"{REF_ROOT}/{'accepted' if accepted else 'rejected'}/{training_id}/epoch-{epoch:03d}"
+
+
+@contextlib.contextmanager
+def worktree(repo: git.Repo, sha: str) -> Iterator[Path]:
+    """A detached worktree of ``sha`` in a temporary folder, removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="replaykit-wt-"))
+    shutil.rmtree(path)
+    repo.git.worktree("add", "--detach", str(path), sha)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(git.GitCommandError):
+            repo.git.worktree("remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(git.GitCommandError):
+            repo.git.worktree("prune")
+
+
+def changed_paths(workdir: Path) -> list[str]:
+    """Paths changed in a worktree (tracked and untracked), sorted."""
+    out = subprocess.run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=workdir,
+                         capture_output=True, check=True).stdout.decode()
+    paths = set()
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        if entry:
+            status, path = entry[:2], entry[3:]
+            paths.add(path)
+            if status[0] in "RC":  # rename/copy: the next entry is the source path
+                i += 1
+                paths.add(entries[i])
+        i += 1
+    return sorted(paths)
+
+
+def apply_diff(workdir: Path, diff: str) -> None:
+    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=workdir, input=diff.encode(), capture_output=True)
+    if proc.returncode != 0:
+        raise TrainError(f"patch does not apply: {proc.stderr.decode().strip().splitlines()[0] if proc.stderr else 'git apply failed'}")
+
+
+def commit_candidate(workdir: Path, message: str, epoch: int) -> str:
+    repo = git.Repo(workdir)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", ENV_PINS["GIT_AUTHOR_NAME"])
+        cw.set_value("user", "email", ENV_PINS["GIT_AUTHOR_EMAIL"])
+    return commit_all(repo, message, date=f"{SOURCE_DATE_EPOCH + epoch + 1} +0000")
+
+
+def set_ref(repo: git.Repo, ref: str, sha: str) -> None:
+    repo.git.update_ref(ref, sha)
+
+
+def is_ancestor(repo: git.Repo, older: str, newer: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", older, newer)
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def fast_forward(repo: git.Repo, branch: str, sha: str) -> None:
+    """Move ``branch`` to ``sha`` only if that is a fast-forward (no-op if already contained)."""
+    head = repo.commit(branch).hexsha
+    if head == sha or is_ancestor(repo, sha, head):
+        return
+    if not is_ancestor(repo, head, sha):
+        raise TrainError(f"refusing to move {branch} from {head[:10]} to {sha[:10]}: not a fast-forward")
+    checked_out = not repo.head.is_detached and repo.active_branch.name == branch
+    if checked_out:
+        repo.git.merge("--ff-only", sha)
+    else:
+        repo.git.update_ref(f"refs/heads/{branch}", sha, head)
+
+
+def bundle_bytes(repo: git.Repo, sha: str) -> bytes:
+    """A git bundle holding ``sha`` and its history (stored so replay needs no original repo)."""
+    tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-"))
+    ref = f"{REF_ROOT}/bundle-tmp"
+    try:
+        repo.git.update_ref(ref, sha)
+        repo.git.bundle("create", str(tmp / "h.bundle"), ref)
+        return (tmp / "h.bundle").read_bytes()
+    finally:
+        with contextlib.suppress(git.GitCommandError):
+            repo.git.update_ref("-d", ref)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clone_bundle(data: bytes, dest: Path, sha: str, branch: str) -> git.Repo:
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest.parent / f"{dest.name}.bundle").write_bytes(data)
+    repo = git.Repo.init(dest, initial_branch=branch)
+    repo.git.fetch("--update-head-ok", str(dest.parent / f"{dest.name}.bundle"), f"{REF_ROOT}/bundle-tmp:refs/heads/{branch}")
+    repo.git.reset("--hard", sha)
+    repo.git.checkout(branch)
+    if repo.head.commit.hexsha != sha:
+        raise TrainError(f"stored harness bundle does not hold {sha[:10]}")
+    return repo
