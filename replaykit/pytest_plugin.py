@@ -37,7 +37,6 @@ import pytest
 if TYPE_CHECKING:
     from replaykit.cassette.events import Episode, LlmEvent
     from replaykit.cassette.store import Store
-    from replaykit.cassette.tape import Tape
 
 ENV_VAR = "REPLAYKIT_STORE"
 
@@ -50,7 +49,7 @@ class LlmReplay:
         from replaykit.cassette.tape import Tape
 
         self.episode = episode
-        self.tape: Tape = Tape(episode.id, recorded=list(episode.llm_events), match_on=match_on or DEFAULT_MATCH_ON)
+        self.tape = Tape(episode.id, recorded=list(episode.llm_events), match_on=match_on or DEFAULT_MATCH_ON)
 
     @property
     def recorded(self) -> list["LlmEvent"]:

@@ -103,12 +103,15 @@ def tamper_blob_and_manifest(ms: Members) -> Members:
     return remanifest(tamper_blob(ms))
 
 
-def tamper_row(ms: Members) -> Members:
-    i = next(i for i, (m, _) in enumerate(ms) if m.name == "index/cassettes.json")
-    rows = json.loads(ms[i][1])
-    rows[0]["digest"] = "0" * 64
-    ms[i] = (ms[i][0], json.dumps(rows).encode())
-    return remanifest(ms)
+def tamper_row(column: str, value: Any) -> Callable[[Members], Members]:
+    def edit(ms: Members) -> Members:
+        i = next(i for i, (m, _) in enumerate(ms) if m.name == "index/cassettes.json")
+        rows = json.loads(ms[i][1])
+        rows[0][column] = value
+        ms[i] = (ms[i][0], json.dumps(rows).encode())
+        return remanifest(ms)
+
+    return edit
 
 
 def drop_blob(ms: Members) -> Members:
@@ -138,7 +141,9 @@ BAD = {
     "tampered blob": (tamper_blob, "does not match its sha256"),
     "resized blob": (grow_blob, "the manifest says"),
     "tampered blob, manifest rewritten": (tamper_blob_and_manifest, "does not hash to its name"),
-    "tampered index row": (tamper_row, "row digest does not match"),
+    "tampered index row": (tamper_row("digest", "0" * 64), "row digest does not match"),
+    "odd column in a row": (tamper_row("x]; DROP TABLE blobs; --", 1), "invalid column"),
+    "nested value in a row": (tamper_row("extra", {"a": 1}), "invalid column"),
     "missing blob": (drop_blob, "referenced but not in the bundle"),
     "traversal member": (extra("../evil.txt"), "escapes the archive"),
     "nested traversal": (extra("blobs/../../evil"), "escapes the archive"),
