@@ -14,8 +14,9 @@ format — enough to drive the Codex CLI through a short task:
   nudge, so a failed command is treated as *noticed* and the step is retried.
 * A model whose registry handler has a ``propose_edit(source, brief)`` method (or
   ``reference-proposer``, via ``replaykit.models.reference.proposer.propose_edit``)
-  acts as a proposer: it reads the file the brief names (default ``harness.py``),
-  edits it with one ``apply_patch`` call, then answers with the description.
+  acts as a proposer: it reads ``harness.py``, edits it with one ``apply_patch``
+  call (``propose_edit(source, brief) -> (new_source, description) | None``), then
+  answers with the description.
 
 Every id derives from the digest of the request body *after* the Codex
 normalisation rules (UUIDs, timestamps, session paths), so two runs of the same
@@ -45,8 +46,8 @@ _EXIT_RES = (
     re.compile(r"Process exited with code (-?\d+)"),
     re.compile(r"\bexit[_ ]code\"?\s*[:=]\s*(-?\d+)", re.I),
 )
-_PY_FILE_RE = re.compile(r"(?<![\w./-])([\w.-]+(?:/[\w.-]+)*\.py)\b")
-ProposeEdit = Callable[[str, str], "tuple[str, str]"]
+EDIT_PATH = "harness.py"
+ProposeEdit = Callable[[str, str], "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -267,8 +268,7 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
     """Read the file, patch it, report: one step per turn, stateless (from the conversation)."""
     users = [m for m in request.messages if m["role"] == "user" and not str(m["content"]).lstrip().startswith("<")]
     brief = str(users[-1]["content"]) if users else ""
-    match = _PY_FILE_RE.search(brief)
-    path = match.group(1) if match else "harness.py"
+    path = EDIT_PATH
     calls = [m for m in request.messages if m.get("tool_calls")]
     outputs = [m for m in request.messages if m["role"] == "tool"]
     if request.tool is None:
@@ -280,7 +280,10 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
         return AssistantTurn(content=f"I could not read `{path}`.")
     first = outputs[0]
     source = read_output(first.get("raw", first["content"])) if exit_code(first.get("raw", "")) in (0, None) else ""
-    new_source, description = propose_edit(source, brief)
+    proposal = propose_edit(source, brief)
+    if proposal is None:
+        return AssistantTurn(content="No further proposals: every change I know was tried or does not apply.")
+    new_source, description = proposal
     if len(calls) >= 2 or new_source == source:
         return AssistantTurn(content=description if new_source != source else f"No change: {description}")
     patch = apply_patch_text(path, source, new_source)

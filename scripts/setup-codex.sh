@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Codex CLI (npm package @openai/codex) for the tests marked `codex`,
+# unless a `codex` is already on PATH. Run by scripts/test.sh.
+set -euo pipefail
+
+if command -v codex >/dev/null 2>&1; then
+  echo "codex already installed: $(codex --version 2>/dev/null || echo unknown version)"
+  exit 0
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "npm is missing: install Node.js (20 or newer) first, then: npm install -g @openai/codex" >&2
+  exit 1
+fi
+npm install -g @openai/codex
+codex --version
