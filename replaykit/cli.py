@@ -20,8 +20,12 @@ from replaykit.errors import ReplaykitError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train agent harnesses; record and replay every run.")
 cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette store.")
 serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
+images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
+tasks_app = typer.Typer(no_args_is_help=True, help="Check task folders (Harbor format).")
 app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
+app.add_typer(images_app, name="images")
+app.add_typer(tasks_app, name="tasks")
 
 StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
@@ -221,6 +225,74 @@ def cassettes_verify(
     emit_json(report) if as_json else render.bundle_report(report, "verify")
 
 
+@images_app.command("build-base")
+def images_build_base(
+    tag: str = typer.Option("replaykit/base:bookworm", "--tag", help="Tag of the local base image."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the image exists."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
+    from replaykit.envs.images import build_base_image
+
+    result = build_base_image(tag=tag, force=force, progress=None if as_json else render.err)
+    if as_json:
+        emit_json(result)
+    else:
+        render.out.print(f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})", markup=False, highlight=False)
+
+
+@tasks_app.command("check")
+def tasks_check(
+    paths: list[str] = typer.Argument(..., help="Task folders, folders of tasks, or globs (e.g. 'envs/*')."),
+    env: str = typer.Option("docker", "--env", help="docker | local"),
+    alias: Optional[list[str]] = typer.Option(None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Take env.image_aliases from this run config."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
+    from replaykit.envs.check import check_tasks
+
+    aliases: dict[str, str] = {}
+    if config:
+        from replaykit.config import load_config
+
+        aliases.update(load_config(config).env.image_aliases)
+    for item in alias or []:
+        source, sep, target = item.partition("=")
+        if not sep or not source or not target:
+            raise click.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
+        aliases[source] = target
+    with render.progress(enabled=not as_json) as progress:
+        report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress)
+    if as_json:
+        emit_json(report)
+    else:
+        render.tasks_check(report)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def certify(
+    run_id: str = typer.Argument(..., help="A run id from `replaykit run`."),
+    tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."),
+    refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Re-execute a run's recorded actions and classify each task deterministic or forked."""
+    from replaykit.certify import certify_run
+
+    with render.progress(enabled=not as_json) as progress:
+        report = certify_run(open_store(store), run_id, tasks=tasks, root=Path.cwd(), refresh=refresh, progress=progress)
+    if as_json:
+        emit_json(report)
+    else:
+        render.certify_report(report)
+    if not report["certified"]:
+        raise typer.Exit(1)
+
+
 @serve_app.command("reference")
 def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host"),
@@ -230,8 +302,7 @@ def serve_reference(
     """Run the reference model server (a deterministic simulator) until Ctrl-C."""
     from replaykit.models.reference.server import serve_forever
 
-    render.err(f"reference model server on http://{host}:{port}/v1 (Ctrl-C to stop)")
-    serve_forever(host, port, tasks)
+    serve_forever(host, port, tasks, on_ready=lambda url: render.err(f"reference model server on {url} (Ctrl-C to stop)"))
 
 
 @app.command()
