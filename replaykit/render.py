@@ -213,3 +213,30 @@ def compare_table(report: dict[str, Any]) -> None:
         sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
         table.add_row(f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]])
     out.print(table)
+
+
+def tasks_check(report: dict[str, Any]) -> None:
+    table = Table(title=f"oracle check ({report['env']})")
+    for col in ("task", "untouched", "solved", "ok", "problem"):
+        table.add_column(col)
+    for r in report["tasks"]:
+        table.add_row(
+            r["task_id"], "-" if r["untouched"] is None else f"{r['untouched']:g}", "-" if r["solved"] is None else f"{r['solved']:g}",
+            "yes" if r["ok"] else "NO", r["problem"][:200],
+        )
+    out.print(table)
+    out.print(f"{report['passed']}/{report['total']} task(s) pass the oracle check")
+
+
+def certify_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"certification of run {report['run_id']}")
+    for col in ("task", "env", "image", "status", "episodes", "source", "first difference"):
+        table.add_column(col)
+    for r in report["tasks"]:
+        style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
+        table.add_row(
+            r["task_id"], r["env"], (r["image"] or "-").removeprefix("sha256:")[:12], f"[{style}]{r['status']}[/]",
+            str(r["episodes"]), "reused" if r["reused"] else "re-executed", r["reason"][:240],
+        )
+    out.print(table)
+    out.print(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}")

@@ -18,8 +18,10 @@ from typing import Any
 
 from replaykit.errors import TaskError
 
-#: The ``version`` values of task.toml this loader accepts.
-SUPPORTED_VERSIONS: tuple[str, ...] = ("2.0",)
+#: The ``version`` values of task.toml this loader accepts ("1.0": Harbor's published format).
+SUPPORTED_VERSIONS: tuple[str, ...] = ("1.0", "2.0")
+#: The newer Harbor form: ``schema_version = "1.x"`` (with a ``[task]`` table) instead of ``version``.
+SUPPORTED_SCHEMA_VERSIONS: tuple[str, ...] = ("1.0", "1.1", "1.2", "1.3", "1.4")
 
 #: Harbor's defaults for fields a task.toml may leave out.
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
@@ -36,6 +38,8 @@ _POS_INT = "integer > 0"
 _STR = "string"
 _BOOL = "boolean"
 _STR_LIST = "list of strings"
+_SIZE = "size string such as \"2G\" or \"512M\""
+_SIZE_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 #: (section, key) -> expected kind; checked when the key is present.
 _FIELD_TYPES: dict[tuple[str, str], str] = {
@@ -52,8 +56,22 @@ _FIELD_TYPES: dict[tuple[str, str], str] = {
     ("environment", "storage_mb"): _POS_INT,
     ("environment", "workdir"): _STR,
     ("environment", "allow_internet"): _BOOL,
+    ("environment", "memory"): _SIZE,
+    ("environment", "storage"): _SIZE,
 }
-_SECTIONS = ("metadata", "verifier", "agent", "environment", "solution")
+_SECTIONS = ("metadata", "verifier", "agent", "environment", "solution", "task")
+
+
+def size_mb(value: str) -> int | None:
+    """``"2G"`` → 2048, ``"512M"`` / ``"512Mi"`` → 512; None when not a size."""
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else "M"
+    number = text[:-1] if text[-1:] in _SIZE_UNITS else text
+    try:
+        amount = float(number)
+    except ValueError:
+        return None
+    return max(1, int(amount * _SIZE_UNITS[unit])) if amount > 0 else None
 
 
 @dataclass(frozen=True)
@@ -95,7 +113,9 @@ class Task:
 
     @property
     def memory_mb(self) -> int:
-        return int(self._get("environment", "memory_mb", DEFAULT_MEMORY_MB))
+        memory = self._get("environment", "memory", None)  # Harbor's string form, e.g. "2G"
+        fallback = size_mb(memory) if isinstance(memory, str) else None
+        return int(self._get("environment", "memory_mb", fallback or DEFAULT_MEMORY_MB))
 
     @property
     def storage_mb(self) -> int:
@@ -171,15 +191,24 @@ def _kind_ok(value: Any, kind: str) -> bool:
         return isinstance(value, bool)
     if kind == _STR_LIST:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == _SIZE:
+        return isinstance(value, str) and size_mb(value) is not None
     raise AssertionError(kind)
 
 
 def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
     version = config.get("version")
     expected = " or ".join(f'"{v}"' for v in SUPPORTED_VERSIONS)
-    if version is None:
-        raise TaskError(f"{toml_path}: field 'version' is missing; expected {expected}")
-    if version not in SUPPORTED_VERSIONS:
+    if version is None and "schema_version" in config:
+        schema = config["schema_version"]
+        if schema not in SUPPORTED_SCHEMA_VERSIONS:
+            raise TaskError(
+                f"{toml_path}: field 'schema_version' is {schema!r}; expected one of "
+                + ", ".join(f'"{v}"' for v in SUPPORTED_SCHEMA_VERSIONS)
+            )
+    elif version is None:
+        raise TaskError(f"{toml_path}: field 'version' is missing; expected {expected} (or schema_version = \"1.x\")")
+    elif version not in SUPPORTED_VERSIONS:
         raise TaskError(f"{toml_path}: field 'version' is {version!r}; expected {expected}")
     for section in _SECTIONS:
         if section in config and not isinstance(config[section], dict):
@@ -248,6 +277,8 @@ def load_panel(patterns: list[str], root: Path) -> list[Task]:
         full = pattern if os.path.isabs(pattern) else str(root / pattern)
         if _is_glob(pattern):
             folders = [Path(m) for m in sorted(glob.glob(full)) if (Path(m) / "task.toml").is_file()]
+        elif Path(full).is_dir() and not (Path(full) / "task.toml").exists() and any(Path(full).glob("*/task.toml")):
+            folders = sorted(p.parent for p in Path(full).glob("*/task.toml"))  # a folder of tasks
         else:
             folders = [Path(full)] if Path(full).is_dir() else []
         if not folders:

@@ -137,7 +137,7 @@ def test_bad_toml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("toml", "expected"),
     [
-        ('version = "1.0"\n', r"task\.toml: field 'version' is '1\.0'; expected \"2\.0\""),
+        ('version = "0.9"\n', r"task\.toml: field 'version' is '0\.9'; expected \"1\.0\" or \"2\.0\""),
         ("[agent]\ntimeout_sec = 5\n", r"task\.toml: field 'version' is missing"),
         ('version = 2.0\n', r"field 'version' is 2\.0"),
     ],

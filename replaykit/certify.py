@@ -1,0 +1,246 @@
+"""Certification: re-execute a run's recorded actions for real and classify each task.
+
+For every episode of a run, the recorded environment actions are run again, in
+order, in a fresh environment of the recorded kind (the Docker image in the
+cassette key, or the local workspace path the rollout uses); no model is needed,
+the actions are in the cassette. Observations (stdout, stderr, exit code, timeout)
+are compared after narrow scrubbing (hex addresses, UUIDs, timestamps, durations)
+and so is the grade (reward, passed, infra failure). A task is ``deterministic``
+when every episode matches, else ``forked`` with its first differing step.
+
+Certificates live in the store's ``certificates`` table, keyed by (task digest,
+environment kind, image ID): they are reused while those are unchanged.
+``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.store import Store, now_iso
+from replaykit.determinism import canonical_json, digest_of
+from replaykit.envs.tasks import Task, load_panel, load_task
+from replaykit.errors import ReplaykitError, TaskError
+
+TABLE = "certificates"
+COLUMNS: dict[str, Any] = {
+    "id": str, "task_id": str, "task_digest": str, "env_kind": str, "image_id": str, "status": str,
+    "reason": str, "run_id": str, "episodes": int, "doc": str, "created_at": str,
+}
+DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
+REPO_ENVS = Path(__file__).resolve().parent.parent / "envs"
+Progress = Callable[[str, dict[str, Any]], None]
+
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+#: (pattern, replacement), applied in order. Narrow on purpose: a scrubbed field can no
+#: longer fork, so nothing broader than these volatile shapes is hidden.
+SCRUBBERS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    (re.compile(r"\b0x[0-9a-fA-F]{4,16}\b"), "0x<addr>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?"), "<timestamp>"),
+    (re.compile(rf"\b{_DAY},? (?:\d{{1,2}} {_MONTH}|{_MONTH} +\d{{1,2}}),? \d{{2}}:\d{{2}}:\d{{2}}(?: [A-Z]{{2,5}})? \d{{4}}\b"), "<timestamp>"),
+    (re.compile(rf"\b{_MONTH} +\d{{1,2}} +(?:\d{{2}}:\d{{2}}|\d{{4}})\b"), "<date>"),
+    (re.compile(r"\b\d{2}:\d{2}:\d{2}\.\d+\b"), "<time>"),
+    (re.compile(r"\b\d+\.\d+ ?(?:s|ms|us|µs|ns|sec|secs|seconds?)\b"), "<duration>"),
+    (re.compile(r"\b\d+ ?(?:ms|us|µs|ns)\b"), "<duration>"),
+)
+
+
+def scrub(text: str) -> str:
+    """Replace volatile shapes (used only to compare observations, never in keys)."""
+    for pattern, replacement in SCRUBBERS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def env_kind(key: CassetteKey) -> str:
+    return dict(key.extra).get("env", "local")
+
+
+def certificate_id(task_digest: str, kind: str, image_id: str) -> str:
+    return digest_of({"task_digest": task_digest, "env": kind, "image": image_id})[:24]
+
+
+def _key_of(store: Store, cassette_id: str) -> CassetteKey:
+    return CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
+
+
+def _cert_id_of(key: CassetteKey) -> str:
+    return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""))
+
+
+def get_certificate(store: Store, cert_id: str) -> dict[str, Any] | None:
+    table = store.ensure_table(TABLE, COLUMNS, pk="id")
+    rows = list(table.rows_where("id = ?", [cert_id]))
+    if not rows:
+        return None
+    row = dict(rows[0])
+    row["doc"] = json.loads(row["doc"]) if row.get("doc") else {}
+    return row
+
+
+def forked_tasks(store: Store, run_doc: dict[str, Any]) -> dict[str, str]:
+    """Task id → reason, for the run's tasks whose certificate says ``forked``.
+
+    Pure look-up (runs nothing): tasks never certified are absent; certify them
+    first with :func:`certify_run`. Training verdicts exclude these tasks.
+    """
+    out: dict[str, str] = {}
+    for cassette_id in run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]:
+        key = _key_of(store, cassette_id)
+        if key.task_id in out:
+            continue
+        cert = get_certificate(store, _cert_id_of(key))
+        if cert is not None and cert["status"] == FORKED:
+            out[key.task_id] = cert["reason"]
+    return out
+
+
+@dataclass
+class _Difference:
+    position: int
+    step: int | None
+    field: str
+    action: str
+    recorded: Any
+    reexecuted: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "step": self.step, "field": self.field, "action": self.action,
+                "recorded": self.recorded, "reexecuted": self.reexecuted}
+
+    def reason(self, seed: int) -> str:
+        where = f"step {self.step} (event {self.position})" if self.step is not None else f"the grade (event {self.position})"
+        rec, new = json.dumps(self.recorded)[:120], json.dumps(self.reexecuted)[:120]
+        return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
+
+
+def _find_task(task_id: str, digest: str, meta: dict[str, Any], patterns: list[str] | None, root: Path) -> Task:
+    path = (meta.get("task") or {}).get("path")
+    candidates: list[Task] = []
+    if path and Path(path).is_dir():
+        candidates.append(load_task(path))
+    searches = [(patterns, root)] if patterns else [(["envs/*"], root), ([str(REPO_ENVS / "*")], REPO_ENVS)]
+    for pats, base in searches:
+        try:
+            candidates.extend(t for t in load_panel(pats, base) if t.id == task_id)
+        except TaskError:
+            continue
+    for task in candidates:
+        if task.digest == digest:
+            return task
+    if candidates:
+        raise TaskError(f"task {task_id!r} changed since it was recorded (digest {candidates[0].digest[:12]}, recorded {digest[:12]}); re-record it")
+    raise TaskError(f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH")
+
+
+def _reexecute(episode: Episode, task: Task) -> _Difference | None:
+    """Run the episode's recorded actions in a fresh environment; the first difference."""
+    from replaykit.rollout import EpisodeSpec, TaskView, make_env
+
+    meta = episode.meta
+    env_cfg = dict(meta.get("env") or {"kind": env_kind(episode.key)})
+    spec = EpisodeSpec(
+        key=episode.key, task_path=str(task.path), task=TaskView(task.id, task.instruction, task.metadata),
+        tree_dir="", entry="", params={}, temperature=0.0, base_url="", api_key="", env=env_cfg,
+    )
+    env = make_env(spec)
+    step = 0
+    try:
+        env.start()
+        for position, event in enumerate(episode.events):
+            if isinstance(event, EnvEvent):
+                obs = env.run(event.action)
+                rec = event.observation
+                for field in ("exit_code", "timed_out", "stdout", "stderr"):
+                    a, b = getattr(rec, field), getattr(obs, field)
+                    if isinstance(a, str):
+                        a, b = scrub(a), scrub(b)
+                    if a != b:
+                        return _Difference(position, step, field, event.action, getattr(rec, field), getattr(obs, field))
+                step += 1
+            elif isinstance(event, GradeEvent):
+                grade = env.grade()
+                rec_g = {"reward": event.grade.reward, "passed": event.grade.passed, "infra_failure": event.grade.infra_failure}
+                new_g = {"reward": grade.reward, "passed": grade.passed, "infra_failure": grade.infra_failure}
+                if rec_g != new_g:
+                    return _Difference(position, None, "grade", "tests/test.sh", rec_g, new_g)
+    finally:
+        env.close()
+    return None
+
+
+def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task) -> dict[str, Any]:
+    """Re-execute every episode of one task; store and return its certificate."""
+    key = episodes[0].key
+    image = dict(key.extra).get("image", "")
+    status, reason, first = DETERMINISTIC, "", None
+    try:
+        if env_kind(key) == "docker":
+            from replaykit.envs.images import docker_client, image_exists
+
+            if image and image_exists(docker_client(), image) is None:
+                raise TaskError(f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run")
+        for episode in episodes:
+            diff = _reexecute(episode, task)
+            if diff is not None:
+                status, reason, first = FORKED, diff.reason(episode.key.seed), dict(diff.to_dict(), seed=episode.key.seed, cassette_id=episode.id)
+                break
+    except ReplaykitError as exc:
+        status, reason = ERROR, str(exc)
+    cert = {
+        "id": _cert_id_of(key), "task_id": task.id, "task_digest": key.task_digest, "env_kind": env_kind(key),
+        "image_id": image, "status": status, "reason": reason, "run_id": run_id, "episodes": len(episodes),
+        "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}), "created_at": now_iso(),
+    }
+    if status != ERROR:  # an infrastructure error certifies nothing
+        store.ensure_table(TABLE, COLUMNS, pk="id").insert(cert, replace=True)
+    return dict(cert, doc={"first_difference": first, "cassettes": [e.id for e in episodes]})
+
+
+def certify_run(
+    store: Store,
+    run_id: str,
+    tasks: list[str] | None = None,
+    root: Path | None = None,
+    refresh: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Certify every task of a run (reusing certificates unless ``refresh``)."""
+    run = store.get_run(run_id)
+    root = Path(root or Path.cwd())
+    by_task: dict[str, list[str]] = {}
+    for cassette_id in run["cassettes"]:
+        by_task.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
+    if progress:
+        progress("plan", {"total": len(by_task)})
+    rows = []
+    for task_id, cassette_ids in sorted(by_task.items()):
+        key = _key_of(store, cassette_ids[0])
+        cert = None if refresh else get_certificate(store, _cert_id_of(key))
+        reused = cert is not None
+        if cert is None:
+            episodes = [store.get_episode(c) for c in cassette_ids]
+            try:
+                task = _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root)
+            except TaskError as exc:
+                cert = {"task_id": task_id, "env_kind": env_kind(key), "image_id": dict(key.extra).get("image", ""),
+                        "status": ERROR, "reason": str(exc), "episodes": len(episodes), "doc": {}}
+            else:
+                cert = certify_task(store, run["run_id"], episodes, task)
+        rows.append({
+            "task_id": task_id, "env": cert["env_kind"], "image": cert["image_id"], "status": cert["status"],
+            "reason": cert["reason"], "episodes": cert["episodes"], "reused": reused,
+            "first_difference": (cert.get("doc") or {}).get("first_difference"),
+        })
+        if progress:
+            progress("task", {"task_id": task_id})
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
+    return {"run_id": run["run_id"], "tasks": rows, **counts, "certified": counts[ERROR] == 0}

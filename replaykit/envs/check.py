@@ -1,0 +1,67 @@
+"""The oracle check of task folders: the untouched environment scores 0, the solution 1.
+
+``check_tasks(["tasks/*"], root, kind="docker")`` loads the tasks (a malformed one
+raises ``TaskError`` naming the file and the field), then grades each twice in fresh
+environments: untouched, and after ``solution/solve.sh``. A task passes when the
+first grade is reward 0 (no infrastructure failure) and the second passes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.envs.base import Grade
+from replaykit.envs.tasks import Task, load_panel
+from replaykit.errors import EnvError, TaskError
+
+KINDS = ("docker", "local")
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def _oracle(task: Task, kind: str, aliases: dict[str, str]) -> tuple[Grade, Grade]:
+    if kind == "docker":
+        from replaykit.envs.docker import oracle_check
+
+        return oracle_check(task, aliases)
+    from replaykit.envs.local import oracle_check as local_oracle
+
+    with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:
+        return local_oracle(task, Path(tmp) / "ws")
+
+
+def check_tasks(
+    patterns: list[str],
+    root: Path,
+    kind: str = "docker",
+    aliases: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run the oracle check on every task the paths/globs name; one row per task."""
+    if kind not in KINDS:
+        raise EnvError(f"unknown environment kind {kind!r} for tasks check; use one of: {', '.join(KINDS)}")
+    tasks = load_panel(patterns, root)
+    if progress:
+        progress("plan", {"total": len(tasks)})
+    rows = []
+    for task in tasks:
+        row: dict[str, Any] = {"task_id": task.id, "path": str(task.path), "digest": task.digest[:12]}
+        if not task.has_solution:
+            row.update(ok=False, untouched=None, solved=None, problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check")
+        else:
+            try:
+                untouched, solved = _oracle(task, kind, dict(aliases or {}))
+            except (EnvError, TaskError) as exc:
+                row.update(ok=False, untouched=None, solved=None, problem=str(exc))
+            else:
+                problems = []
+                if untouched.infra_failure or untouched.reward != 0:
+                    problems.append(f"untouched environment scored {untouched.reward:g}" + (" (infra failure)" if untouched.infra_failure else "") + f": {untouched.detail[:200]}")
+                if not solved.passed:
+                    problems.append(f"solution scored {solved.reward:g}" + (" (infra failure)" if solved.infra_failure else "") + f": {solved.detail[:200]}")
+                row.update(ok=not problems, untouched=untouched.reward, solved=solved.reward, problem="; ".join(problems))
+        rows.append(row)
+        if progress:
+            progress("task", {"task_id": task.id})
+    return {"env": kind, "tasks": rows, "passed": sum(1 for r in rows if r["ok"]), "total": len(rows), "ok": all(r["ok"] for r in rows)}

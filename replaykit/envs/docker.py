@@ -1,0 +1,484 @@
+"""The Docker environment: one container per episode, removed whatever happens.
+
+``DockerEnv`` implements the ``Environment`` protocol like ``LocalEnv`` does, with the
+same observations, timeouts, output caps and grading semantics, inside a container
+of the task's image (``images.ensure_task_image``):
+
+* limits from task.toml: ``cpus`` → ``nano_cpus`` (capped at the host's cores),
+  ``memory_mb`` → ``mem_limit``, ``workdir``; no network unless ``allow_internet``;
+* pins: hostname ``replaykit``, ``determinism.ENV_PINS``, ``APP_DIR`` (the workdir,
+  ``/app`` by default), ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
+  ``PYTHONDONTWRITEBYTECODE=1`` (a .pyc embeds source mtimes);
+* every action is ``bash -c`` through ``docker exec``; when it ends (or its timeout
+  fires: exit 124, ``timed_out``) every process but PID 1 is killed, so nothing
+  outlives a step, as locally;
+* the state digest after a step is ``snapshot.state_digest`` (filesystem diff +
+  content hashes); with ``env.snapshot: full`` ``snapshot_bytes()`` returns a
+  normalised tar that the rollout stores as a blob.
+
+Containers carry the label ``replaykit=1`` plus the episode and the owning process
+(``replaykit.owner = host:pid:start-time``). They are removed on close, at exit
+(atexit), on SIGTERM/SIGHUP (turned into ``SystemExit`` so ``finally`` blocks run),
+and containers whose owner process is gone are removed when the next one starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import signal
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH
+from replaykit.envs import images, snapshot
+from replaykit.envs.base import Grade, Observation
+from replaykit.envs.local import _DETAIL_CHARS, TIMEOUT_EXIT_CODE, _read_reward, truncation_marker
+from replaykit.envs.tasks import Task, load_task
+from replaykit.errors import EnvError, TaskError
+
+LABEL = "replaykit"
+OWNER_LABEL = "replaykit.owner"
+EPISODE_LABEL = "replaykit.episode"
+TESTS_DIR = "/tests"
+LOGS_DIR = "/logs"
+SOLUTION_DIR = "/solution"
+# PID 1: reaps orphans (bash waits on every child) and survives `kill -KILL -1`.
+_INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done"]
+_KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
+_POLL_SEC = 0.02
+_IDLE_PROCS = 2  # PID 1 (bash) and its sleep
+
+_live: dict[str, Any] = {}  # container name -> container (or None before create returns)
+_live_lock = threading.Lock()
+_installed = False
+_swept: set[int] = set()
+
+
+def _start_time(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def owner_id(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True  # another machine's container: not ours to judge
+    pid = int(pid_text)
+    if not Path(f"/proc/{pid}").exists():
+        return False
+    return _start_time(pid) == started
+
+
+def remove_container(name: str) -> None:
+    """Force-remove one container by name or id (gone already is fine)."""
+    try:
+        client = images.docker_client()
+        client.api.remove_container(name, force=True, v=True)
+    except Exception:
+        pass
+    with _live_lock:
+        _live.pop(name, None)
+
+
+def cleanup_all() -> None:
+    """Remove every container this process started (atexit and signal handler)."""
+    with _live_lock:
+        names = list(_live)
+    for name in names:
+        remove_container(name)
+
+
+def remove_stale_containers() -> list[str]:
+    """Remove labelled containers whose owner process (on this host) is gone."""
+    client = images.docker_client()
+    removed = []
+    try:
+        found = client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
+    except Exception as exc:
+        raise EnvError(f"cannot list containers: {exc}") from None
+    for info in found:
+        owner = (info.get("Labels") or {}).get(OWNER_LABEL, "")
+        if owner and not _owner_alive(owner):
+            remove_container(info["Id"])
+            removed.append(info["Id"][:12])
+    return removed
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    cleanup_all()
+    raise SystemExit(128 + signum)
+
+
+def install_cleanup() -> None:
+    """atexit + SIGTERM/SIGHUP handlers (only where the default handler is in place)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    atexit.register(cleanup_all)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+    pid = os.getpid()
+    if pid not in _swept:
+        _swept.add(pid)
+        remove_stale_containers()
+
+
+def _cgroup_procs(container: Any) -> Path | None:
+    """The host file listing the container's processes, when readable here (local daemon)."""
+    try:
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except Exception:
+        return None
+    candidates = []
+    for line in lines:
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "pids" in controllers.split(","):
+            candidates.insert(0, Path("/sys/fs/cgroup/pids" + path) / "cgroup.procs")
+        elif hid == "0" and controllers == "":
+            candidates.append(Path("/sys/fs/cgroup" + path) / "cgroup.procs")
+    for candidate in candidates:
+        try:
+            if str(pid) in candidate.read_text().split():
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+class _Capped:
+    """Collects one stream up to ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.truncated = False
+
+    def add(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+        if len(chunk) > max(room, 0):
+            self.truncated = True
+
+    def text(self, stream: str) -> str:
+        out = bytes(self.kept).decode("utf-8", errors="replace")
+        return out + truncation_marker(stream, self.limit) if self.truncated else out
+
+
+def _tar_of(folder: Path, arcname: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = SOURCE_DATE_EPOCH
+            return info
+        tar.add(str(folder), arcname=arcname, filter=normalise)
+    return buf.getvalue()
+
+
+def _dirs_tar(*names: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in names:
+            info = tarfile.TarInfo(name.strip("/"))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, SOURCE_DATE_EPOCH
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+class DockerEnv:
+    """One episode of ``task`` in a container of ``image`` (implements ``Environment``)."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        task: Task,
+        image: str,
+        timeout_sec: float = 30,
+        max_output_bytes: int = 65536,
+        snapshot_mode: str = "digest",
+        episode: str = "",
+    ) -> None:
+        if timeout_sec <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        if max_output_bytes <= 0:
+            raise EnvError(f"max_output_bytes must be > 0, got {max_output_bytes!r}")
+        self.task = task
+        self.image = image
+        self.timeout_sec = float(timeout_sec)
+        self.max_output_bytes = int(max_output_bytes)
+        self.snapshot_mode = snapshot_mode
+        self.episode = episode
+        self.container: Any = None
+        self._state: str | None = None
+        self._client: Any = None
+        self._procs: Path | None = None
+
+    @property
+    def workdir(self) -> str:
+        return "/" + self.task.workdir.strip("/")
+
+    def env_vars(self) -> dict[str, str]:
+        env = dict(ENV_PINS)
+        env.update(APP_DIR=self.workdir, TESTS_DIR=TESTS_DIR, LOGS_DIR=LOGS_DIR, PYTHONDONTWRITEBYTECODE="1")
+        return env
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """(Re)create the episode's container from the image and start it."""
+        self.close()
+        self._client = images.docker_client()
+        install_cleanup()
+        name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
+        with _live_lock:
+            _live[name] = None
+        ncpu = int(self._client.info().get("NCPU") or os.cpu_count() or 1)
+        try:
+            container = self._client.containers.create(
+                self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
+                environment=self.env_vars(), detach=True, tty=False, stdin_open=False,
+                labels={LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
+                        "replaykit.task": self.task.id},
+                network_mode="default" if self.task.allow_internet else "none",
+                nano_cpus=int(min(self.task.cpus, ncpu) * 1e9), mem_limit=f"{self.task.memory_mb}m",
+                pids_limit=4096,
+            )
+            with _live_lock:
+                _live[name] = container
+            container.put_archive("/", _dirs_tar(TESTS_DIR, LOGS_DIR))
+            container.start()
+        except EnvError:
+            remove_container(name)
+            raise
+        except Exception as exc:
+            remove_container(name)
+            raise EnvError(f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}") from None
+        self.container = container
+        self._state = None
+        self._procs = _cgroup_procs(container)
+
+    def close(self) -> None:
+        """Remove the container (idempotent)."""
+        container, self.container = self.container, None
+        if container is not None:
+            remove_container(container.name)
+
+    def __enter__(self) -> "DockerEnv":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def _require_started(self) -> Any:
+        if self.container is None:
+            raise EnvError(f"environment for task {self.task.id!r} is not started; call start()")
+        return self.container
+
+    # -- actions --------------------------------------------------------------------
+    def _exec(self, argv: list[str], timeout_sec: float, extra_env: dict[str, str] | None = None) -> Observation:
+        container = self._require_started()
+        api = self._client.api
+        self._state = None
+        try:
+            exec_id = api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
+                                      workdir=self.workdir, environment=extra_env or None)["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except Exception as exc:
+            raise EnvError(f"cannot run {argv[0]!r} in container {container.name}: {exc}") from None
+        out, err = _Capped(self.max_output_bytes), _Capped(self.max_output_bytes)
+
+        def drain() -> None:
+            try:
+                for stdout, stderr in stream:
+                    out.add(stdout)
+                    err.add(stderr)
+            except Exception:
+                pass
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout_sec
+        timed_out = False
+        while True:
+            reader.join(_POLL_SEC)
+            if not reader.is_alive() or not api.exec_inspect(exec_id).get("Running"):
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+        self._kill_all()
+        reader.join(5)
+        exit_code = None
+        for _ in range(250):
+            info = api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                exit_code = int(info["ExitCode"])
+                break
+            time.sleep(_POLL_SEC)
+        if timed_out:
+            exit_code = TIMEOUT_EXIT_CODE
+        elif exit_code is None:
+            raise EnvError(f"the exec of {argv[0]!r} in container {container.name} never finished")
+        return Observation(stdout=out.text("stdout"), stderr=err.text("stderr"), exit_code=exit_code, timed_out=timed_out)
+
+    def _kill_all(self) -> None:
+        """Kill every process of the container but PID 1 (nothing outlives a step)."""
+        if self._procs is not None:
+            try:
+                if len(self._procs.read_text().split()) <= _IDLE_PROCS:
+                    return  # only PID 1 and its sleep: nothing to kill (saves an exec)
+            except OSError:
+                pass
+        try:
+            api = self._client.api
+            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False)["Id"]
+            api.exec_start(exec_id)
+        except Exception as exc:
+            raise EnvError(f"cannot stop the processes of container {self.container.name}: {exc}") from None
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
+        timeout = self.timeout_sec if timeout_sec is None else float(timeout_sec)
+        if timeout <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        return self._exec(["bash", "-c", command], timeout)
+
+    def state_digest(self) -> str:
+        """Digest of the container's filesystem diff and changed contents (no mtimes)."""
+        container = self._require_started()
+        if self._state is None:
+            self._state = snapshot.state_digest(container)
+        return self._state
+
+    def snapshot_bytes(self) -> bytes | None:
+        """A full filesystem snapshot when ``env.snapshot: full``, else None."""
+        if self.snapshot_mode != "full":
+            return None
+        return snapshot.full_snapshot(self._require_started(), self.workdir)
+
+    def _put(self, folder: Path, target: str) -> None:
+        container = self._require_started()
+        if not container.put_archive("/", _tar_of(folder, target.strip("/"))):
+            raise EnvError(f"cannot copy {folder} into container {container.name}:{target}")
+
+    def run_solution(self) -> Observation:
+        """Oracle: copy solution/ to /solution and run ``bash /solution/solve.sh`` in the workdir."""
+        if not self.task.has_solution:
+            raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
+        self._put(self.task.solution_dir, SOLUTION_DIR)
+        return self._exec(["bash", f"{SOLUTION_DIR}/solve.sh"], self.task.agent_timeout_sec, {"SOLUTION_DIR": SOLUTION_DIR})
+
+    def grade(self) -> Grade:
+        """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
+        read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
+        container = self._require_started()
+        prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60)
+        if prep.exit_code != 0:
+            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {prep.stderr.strip()[:200]}")
+        try:
+            self._put(self.task.tests_dir, TESTS_DIR)
+        except OSError as exc:
+            raise EnvError(f"cannot copy the tests of task {self.task.id!r}: {exc}") from None
+        obs = self._exec(["bash", f"{TESTS_DIR}/test.sh"], self.task.verifier_timeout_sec)
+        tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
+        if obs.timed_out:
+            return Grade(0.0, False, infra_failure=True,
+                         detail=f"verifier timed out after {self.task.verifier_timeout_sec:g}s; {tail}".strip())
+        with tempfile.TemporaryDirectory(prefix="replaykit-reward-") as tmp:
+            for name in ("reward.txt", "reward.json"):
+                data = snapshot.read_file(container, f"{LOGS_DIR}/verifier/{name}")
+                if data is not None:
+                    (Path(tmp) / name).write_bytes(data)
+                    break
+            reward, source, problem = _read_reward(Path(tmp))
+        if reward is None:
+            return Grade(0.0, False, infra_failure=True, detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip())
+        return Grade(reward, reward >= 1.0,
+                     detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip())
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "image": self.image,
+            "pins": dict(ENV_PINS),
+            "hostname": HOSTNAME,
+            "task_id": self.task.id,
+            "task_digest": self.task.digest,
+            "timeout_sec": self.timeout_sec,
+            "max_output_bytes": self.max_output_bytes,
+            "limits": {"cpus": self.task.cpus, "memory_mb": self.task.memory_mb, "network": self.task.allow_internet},
+            "workdir": self.workdir,
+            "env_vars": sorted(self.env_vars()),
+            "snapshot": self.snapshot_mode,
+        }
+
+
+# -- registration with the rollout -----------------------------------------------------------
+
+def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
+    """Build or reuse the task image; its ID enters the cassette key."""
+    image = images.ensure_task_image(task, env.get("image_aliases") or {})
+    return (("env", "docker"), ("image", image.id))
+
+
+def factory(spec: Any) -> DockerEnv:
+    task = load_task(Path(spec.task_path))
+    image = dict(spec.key.extra).get("image") or images.ensure_task_image(task, spec.env.get("image_aliases") or {}).id
+    return DockerEnv(
+        task, image,
+        timeout_sec=float(spec.env.get("timeout_sec", 30)),
+        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
+        snapshot_mode=str(spec.env.get("snapshot", "digest")),
+        episode=spec.key.id,
+    )
+
+
+def oracle_check(task: Task, aliases: dict[str, str] | None = None) -> tuple[Grade, Grade]:
+    """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
+    image = images.ensure_task_image(task, aliases)
+    env = DockerEnv(task, image.id, episode=f"oracle-{task.id}")
+    try:
+        env.start()
+        untouched = env.grade()
+        env.start()
+        env.run_solution()
+        solved = env.grade()
+    finally:
+        env.close()
+    return untouched, solved
+
+
+def _register() -> None:
+    from replaykit.rollout import register_env
+
+    register_env("docker", factory, key_extra)
+
+
+_register()

@@ -1,0 +1,295 @@
+"""Docker images for tasks: the Docker client, image aliases, task image builds, the base image.
+
+No registry is ever contacted. A task's ``environment/Dockerfile`` is built from a
+temporary context in which every ``FROM`` line is rewritten through the image
+aliases (a config map base image → local image). Images are cached by a content
+digest of the environment folder, the rewritten Dockerfile and the IDs of the base
+images, and tagged ``replaykit-task/<task-id>:<digest12>``; the image ID is what
+enters cassette keys.
+
+``build_base_image`` makes ``replaykit/base:bookworm`` (Debian bookworm with bash,
+coreutils, python3 and pytest) with ``debootstrap`` and ``docker import``; tasks
+whose Dockerfile starts ``FROM debian:bookworm-slim``, ``ubuntu:24.04``,
+``python:3.12-slim``, … use it when that image is not present locally.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.determinism import digest_of
+from replaykit.envs.tasks import Task, task_digest
+from replaykit.errors import EnvError
+
+BASE_IMAGE = "replaykit/base:bookworm"
+BASE_SUITE = "bookworm"
+BASE_PACKAGES = ("python3", "python-is-python3", "python3-pytest")
+TASK_REPO = "replaykit-task"
+IMAGE_FORMAT = 1  # bump to rebuild every task image
+
+#: Base images mapped to the local base image when they are not present locally.
+DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
+    "debian:bookworm-slim", "debian:bookworm", "debian:12-slim", "debian:12",
+    "debian:stable-slim", "debian:stable", "debian:latest",
+    "ubuntu:24.04", "ubuntu:22.04", "ubuntu:noble", "ubuntu:jammy", "ubuntu:latest",
+    "python:3.11-slim", "python:3.12-slim", "python:3.13-slim", "python:3.11", "python:3.12",
+    "python:3.13", "python:3.12-slim-bookworm", "python:3.11-slim-bookworm", "python:3-slim",
+)
+
+_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
+_STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
+
+Progress = Callable[[str], None]
+_clients: dict[int, Any] = {}
+
+
+def docker_client() -> Any:
+    """A connected docker SDK client (one per process); ``EnvError`` when no daemon answers."""
+    pid = os.getpid()
+    client = _clients.get(pid)
+    if client is not None:
+        return client
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # the SDK raises DockerException, requests errors, OSError, ...
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise EnvError(
+            f"cannot reach the Docker daemon at {host}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
+            "start it (scripts/setup-docker.sh does) or use env.kind: local"
+        ) from None
+    _clients[pid] = client
+    return client
+
+
+def normalise_ref(ref: str) -> str:
+    """``docker.io/library/debian:12@sha256:…`` → ``debian:12``; no tag → ``:latest``."""
+    name = ref.split("@", 1)[0]
+    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "library/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    if ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name
+
+
+def image_exists(client: Any, ref: str) -> str | None:
+    """The image ID of ``ref`` when it is present locally, else None (never pulls)."""
+    import docker.errors
+
+    try:
+        return str(client.images.get(ref).id)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:
+        if exc.status_code == 404:
+            return None
+        raise EnvError(f"cannot inspect image {ref!r}: {exc.explanation or exc}") from None
+
+
+def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
+    """Where a ``FROM`` reference points: a configured alias, the image itself if present
+    locally, else the local base image for well-known Debian/Ubuntu/Python tags."""
+    for key in (ref, normalise_ref(ref)):
+        if key in aliases:
+            return aliases[key]
+    normalised = {normalise_ref(k): v for k, v in aliases.items()}
+    if normalise_ref(ref) in normalised:
+        return normalised[normalise_ref(ref)]
+    if image_exists(client, ref):
+        return ref
+    if normalise_ref(ref) in DEFAULT_ALIAS_SOURCES:
+        return BASE_IMAGE
+    return ref
+
+
+def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, list[str]]:
+    """Rewrite the image of every ``FROM`` line through ``resolve``; return the new text and
+    the external base images it uses (build stages and ``scratch`` excluded)."""
+    stages: set[str] = set()
+    bases: list[str] = []
+    lines = []
+    for line in text.splitlines():
+        m = _FROM.match(line)
+        if m:
+            head, flags, ref, rest = m.groups()
+            stage = _STAGE.search(rest)
+            if ref.lower() not in stages and ref != "scratch" and "$" not in ref:
+                ref = resolve(ref)
+                bases.append(ref)
+            if stage:
+                stages.add(stage.group(1).lower())
+            line = f"{head}{flags}{ref}{rest}"
+        lines.append(line)
+    return "\n".join(lines) + "\n", bases
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    """A built (or reused) task image."""
+
+    id: str
+    tag: str
+    digest: str
+    built: bool
+
+
+def image_tag(task: Task, digest: str) -> str:
+    name = re.sub(r"[^a-z0-9._-]+", "-", task.id.lower()).strip(".-_") or "task"
+    return f"{TASK_REPO}/{name}:{digest[:12]}"
+
+
+def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progress: Progress | None = None) -> TaskImage:
+    """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
+    client = docker_client()
+    dockerfile = task.environment_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile to run in Docker")
+    try:
+        original = dockerfile.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+    aliases = dict(aliases or {})
+    text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
+    if not any(_FROM.match(line) for line in original.splitlines()):
+        raise EnvError(f"{dockerfile}: field 'FROM' is missing; the Dockerfile names no base image")
+    base_ids: dict[str, str] = {}
+    for ref in bases:
+        found = image_exists(client, ref)
+        if found is None:
+            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE})"
+            raise EnvError(f"{dockerfile}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
+        base_ids[ref] = found
+    digest = digest_of(
+        {"format": IMAGE_FORMAT, "environment": task_digest(task.environment_dir), "dockerfile": text,
+         "bases": base_ids, "network": task.allow_internet}
+    )
+    tag = image_tag(task, digest)
+    existing = image_exists(client, tag)
+    if existing is not None:
+        return TaskImage(existing, tag, digest, built=False)
+    if progress:
+        progress(f"building image {tag} for task {task.id}")
+    image_id = _build(client, task, text, tag, digest)
+    return TaskImage(image_id, tag, digest, built=True)
+
+
+def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str) -> str:
+    import docker.errors
+
+    with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
+        context = Path(tmp) / "context"
+        shutil.copytree(task.environment_dir, context, symlinks=True)
+        (context / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
+        log: list[str] = []
+        try:
+            stream = client.api.build(
+                path=str(context), dockerfile="Dockerfile", tag=tag, rm=True, forcerm=True, pull=False,
+                decode=True, timeout=max(60, int(task.build_timeout_sec)),
+                network_mode="default" if task.allow_internet else "none",
+                labels={"replaykit.task": task.id, "replaykit.digest": digest},
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    log.extend(line for line in str(chunk["stream"]).splitlines() if line.strip())
+                if "error" in chunk:
+                    tail = " | ".join(log[-4:])
+                    raise EnvError(f"{task.environment_dir / 'Dockerfile'}: build failed: {str(chunk['error']).strip()} ({tail})")
+        except docker.errors.APIError as exc:
+            raise EnvError(f"{task.environment_dir / 'Dockerfile'}: build failed: {exc.explanation or exc}") from None
+        except OSError as exc:
+            raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
+    found = image_exists(client, tag)
+    if found is None:
+        raise EnvError(f"{task.environment_dir / 'Dockerfile'}: the build produced no image {tag}")
+    return found
+
+
+# -- the base image -------------------------------------------------------------------------
+
+def host_mirror(suite: str = BASE_SUITE) -> str | None:
+    """The Debian mirror this host's apt uses for ``suite`` (None: debootstrap's default)."""
+    override = os.environ.get("REPLAYKIT_DEBIAN_MIRROR")
+    if override:
+        return override
+    files = [Path("/etc/apt/sources.list")] + sorted(Path("/etc/apt/sources.list.d").glob("*"))
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for block in re.split(r"\n\s*\n", text):  # deb822 stanzas
+            uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
+            suites = re.search(r"^Suites:\s*(.+)$", block, re.M)
+            if uris and suites and suite in suites.group(1).split() and uris.group(1).rstrip("/").endswith("/debian"):
+                return uris.group(1)
+        for line in text.splitlines():  # one-line format
+            parts = line.split("#", 1)[0].split()
+            if len(parts) >= 3 and parts[0] == "deb":
+                rest = [p for p in parts[1:] if not p.startswith("[")]
+                if len(rest) >= 2 and rest[1] == suite and rest[0].rstrip("/").endswith("/debian"):
+                    return rest[0]
+    return None
+
+
+def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
+    client = docker_client()
+    existing = image_exists(client, tag)
+    if existing and not force:
+        return {"tag": tag, "id": existing, "built": False}
+    debootstrap = shutil.which("debootstrap") or next(
+        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if os.path.exists(p)), None
+    )
+    if debootstrap is None:
+        raise EnvError("debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)")
+    if os.geteuid() != 0:
+        raise EnvError("building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh")
+    mirror = host_mirror()
+    with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        argv = [debootstrap, "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", BASE_SUITE, str(rootfs)]
+        if mirror:
+            argv.append(mirror)
+        if progress:
+            progress(f"debootstrap {BASE_SUITE} (about a minute)")
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+            raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {proc.returncode}): {tail}")
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"):
+            folder = rootfs / junk
+            if folder.is_dir():
+                for child in folder.iterdir():
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    elif child.name != "lock":
+                        child.unlink(missing_ok=True)
+        archive = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+        if progress:
+            progress(f"docker import → {tag}")
+        repository, _, version = tag.rpartition(":")
+        client.api.import_image(
+            src=str(archive), repository=repository, tag=version,
+            changes=[
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                'CMD ["bash"]',
+                f"LABEL replaykit.base={BASE_SUITE}",
+            ],
+        )
+    image_id = image_exists(client, tag)
+    if image_id is None:
+        raise EnvError(f"docker import did not produce {tag}")
+    return {"tag": tag, "id": image_id, "built": True}
