@@ -11,8 +11,9 @@ A bundle is a tar file (gzip-compressed when its name ends in ``.gz``/``.tgz``):
 
 Export walks a document generically: a row of the ``runs`` table (any ``kind``)
 pulls in the ids it lists under ``runs`` and ``verdicts`` (same table), its
-``cassettes`` (with every blob their episode documents reference) and the trees
-of ``harness_sha`` and of each SHA under ``trees`` (with their file blobs); a
+``cassettes`` (with every blob their episode documents reference), the trees
+of ``harness_sha`` and of each SHA under ``trees`` (with their file blobs) and
+the blob hashes it lists under ``blobs`` (e.g. a training's git bundle); a
 cassette also pulls in its harness tree when the store has it. Members are
 sorted and their metadata fixed, so the same content gives the same bytes.
 
@@ -109,7 +110,9 @@ def collect(store: Store, root_id: str) -> Selection:
             if row.get("harness_sha") and store.has_tree(row["harness_sha"]):  # what replays it, when stored
                 pending.append(("trees", row["harness_sha"], where))
             continue
-        for ref_table, ids in doc_refs(doc, where).items():
+        refs = doc_refs(doc, where)
+        sel.blobs.update((d, store.get_blob(d)) for d in refs.pop("blobs") if d not in sel.blobs)
+        for ref_table, ids in refs.items():
             pending.extend((ref_table, i, where) for i in ids)
     return sel
 

@@ -61,7 +61,8 @@ def _ids(doc: dict[str, Any], name: str, where: str) -> list[str]:
 
 
 def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
-    """The rows a runs-table document references: runs (+ verdicts), cassettes, trees."""
+    """What a runs-table document references: rows under ``runs`` (+ ``verdicts``),
+    ``cassettes`` and ``trees`` (+ ``harness_sha``), and blobs listed under ``blobs``."""
     if not isinstance(doc, dict):
         raise BundleError(f"{where} is not a JSON object")
     trees = _ids(doc, "trees", where)
@@ -70,7 +71,11 @@ def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
         if not isinstance(sha, str):
             raise BundleError(f"{where}: field 'harness_sha' must be a string")
         trees.insert(0, sha)
-    return {"runs": _ids(doc, "runs", where) + _ids(doc, "verdicts", where), "cassettes": _ids(doc, "cassettes", where), "trees": trees}
+    blobs = _ids(doc, "blobs", where)
+    bad = next((b for b in blobs if not HEX64.fullmatch(b)), None)
+    if bad is not None:
+        raise BundleError(f"{where}: {bad[:40]!r} under 'blobs' is not a sha256 blob hash")
+    return {"runs": _ids(doc, "runs", where) + _ids(doc, "verdicts", where), "cassettes": _ids(doc, "cassettes", where), "trees": trees, "blobs": blobs}
 
 
 def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[set[str], Any]:
@@ -234,7 +239,10 @@ def _check_graph(path: Path, sel: Selection) -> None:
                 continue
             if row.get("kind", "measure") == "measure" and isinstance(doc, dict) and doc.get("run_id", key) != key:
                 raise BundleError(f"{where}: its document is for run {doc.get('run_id')}, not {key}; refusing")
-            for ref_table, ids in doc_refs(doc, where).items():
+            refs = doc_refs(doc, where)
+            for digest in refs.pop("blobs"):
+                get(digest)
+            for ref_table, ids in refs.items():
                 for ref in ids:
                     if ref not in sel.rows[ref_table]:
                         raise BundleError(f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing")

@@ -265,7 +265,11 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
     source: Store = recorded["store"]
     run = recorded["run"]
     verdict = {"kind": "verdict", "runs": [run["run_id"]], "cassettes": run["cassettes"][:1]}
-    training = {"kind": "training", "runs": [run["run_id"]], "verdicts": ["verdict-1"], "cassettes": [], "trees": [run["harness_sha"]], "harness_sha": run["harness_sha"]}
+    extra_blob = source.put_blob(b"a git bundle, say")
+    training = {
+        "kind": "training", "runs": [run["run_id"]], "verdicts": ["verdict-1"], "cassettes": [],
+        "trees": [run["harness_sha"]], "harness_sha": run["harness_sha"], "blobs": [extra_blob],
+    }
     for rid, doc in (("verdict-1", verdict), ("training-1", training)):
         source.db["runs"].insert({"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True)
     try:
@@ -274,6 +278,7 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         assert set(bundle.rows["runs"]) == {"training-1", "verdict-1", run["run_id"]}
         assert set(bundle.rows["cassettes"]) == set(run["cassettes"])
         assert bundle.root == {"table": "runs", "id": "training-1", "kind": "training"}
+        assert bundle.blobs[extra_blob] == b"a git bundle, say"
         target = Store(tmp_path / "t")
         import_bundle(target, tmp_path / "training.tar")
         assert replay_run(target, run["run_id"])["identical"]
@@ -327,3 +332,26 @@ def test_cli_export_verify_import_replay(recorded: dict[str, Any], tmp_path: Pat
     out = cli("cassettes", "import", "evil.tar.gz", "--store", "fresh", cwd=tmp_path)
     assert out.returncode == 1 and out.stderr.startswith("Error: ") and len(out.stderr.strip().splitlines()) == 1
     assert "escapes the archive" in out.stderr and not (tmp_path / "fresh").exists()
+
+
+def test_cli_training_bundle_replays_in_another_directory(tmp_path: Path) -> None:
+    """A whole training (runs, verdicts, proposer cassettes, trees, its git bundle) travels."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
+    data.update(store=str(tmp_path / "store"))
+    data["harness"]["repo"] = str(tmp_path / "harness")
+    data["panel"].update(tasks=[str(REPO / "envs" / "hello-file")], seeds=[0])
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(data))
+    out = cli("train", "cfg.yaml", "--epochs", "2", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    training_id = json.loads(out.stdout)["training_id"]
+    out = cli("cassettes", "export", training_id, "-o", "training.tgz", "--store", "store", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    far = tmp_path / "far"
+    far.mkdir()
+    (far / "training.tgz").write_bytes((tmp_path / "training.tgz").read_bytes())
+    out = cli("cassettes", "import", "training.tgz", "--store", "s", cwd=far)
+    assert out.returncode == 0, out.stderr
+    out = cli("replay", training_id, "--store", "s", "--json", cwd=far)
+    assert out.returncode == 0 and json.loads(out.stdout)["identical"], out.stdout + out.stderr
