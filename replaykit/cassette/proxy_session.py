@@ -64,22 +64,23 @@ def _upstream(upstream: str, api_key_env: str) -> Iterator[tuple[str, str]]:
 
 
 def _wait(stop: threading.Event | None) -> None:
-    """Block until ``stop`` is set, Ctrl-C or SIGTERM (SIGTERM is handled like Ctrl-C)."""
-    previous = None
+    """Block until ``stop`` is set, SIGINT (Ctrl-C) or SIGTERM — even where a shell ignored SIGINT."""
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
 
-        def on_term(signum: int, frame: Any) -> None:
+        def on_signal(signum: int, frame: Any) -> None:
             raise KeyboardInterrupt
 
-        previous = signal.signal(signal.SIGTERM, on_term)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
     try:
         while stop is None or not stop.is_set():
             time.sleep(0.1)
     except KeyboardInterrupt:
         pass
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_proxy_session(
