@@ -79,7 +79,7 @@ def resolve_root(store: Store, root_id: str) -> tuple[str, str]:
 
 def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
     try:
-        return dict(store.db[table].get(key))
+        return dict(store.db.table(table).get(key))
     except sqlite_utils.db.NotFoundError:
         what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
         raise BundleError(f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle") from None
@@ -110,9 +110,9 @@ def collect(store: Store, root_id: str) -> Selection:
             if row.get("harness_sha") and store.has_tree(row["harness_sha"]):  # what replays it, when stored
                 pending.append(("trees", row["harness_sha"], where))
             continue
-        refs = doc_refs(doc, where)
-        sel.blobs.update((d, store.get_blob(d)) for d in refs.pop("blobs") if d not in sel.blobs)
-        for ref_table, ids in refs.items():
+        listed = doc_refs(doc, where)
+        sel.blobs.update((d, store.get_blob(d)) for d in listed.pop("blobs") if d not in sel.blobs)
+        for ref_table, ids in listed.items():
             pending.extend((ref_table, i, where) for i in ids)
     return sel
 
@@ -259,7 +259,7 @@ def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
             )
             for table in TABLES:
                 if plan[table]:
-                    store.db[table].insert_all(plan[table], pk=PK[table], alter=True)
+                    store.db.table(table).insert_all(plan[table], pk=PK[table], alter=True)
     report["imported"] = {k: len(v) for k, v in plan.items()}
     report["noop"] = not any(plan.values())
     return report

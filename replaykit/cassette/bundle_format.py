@@ -239,10 +239,10 @@ def _check_graph(path: Path, sel: Selection) -> None:
                 continue
             if row.get("kind", "measure") == "measure" and isinstance(doc, dict) and doc.get("run_id", key) != key:
                 raise BundleError(f"{where}: its document is for run {doc.get('run_id')}, not {key}; refusing")
-            refs = doc_refs(doc, where)
-            for digest in refs.pop("blobs"):
+            listed = doc_refs(doc, where)
+            for digest in listed.pop("blobs"):
                 get(digest)
-            for ref_table, ids in refs.items():
+            for ref_table, ids in listed.items():
                 for ref in ids:
                     if ref not in sel.rows[ref_table]:
                         raise BundleError(f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing")

@@ -36,6 +36,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "harness.repo": str(root / "harness"),
             "panel.tasks": [str(REPO / "envs" / "hello-file"), str(REPO / "envs" / "count-error-lines")],
             "panel.seeds": [0],
+            "env.timeout_sec": 29,  # a key of this module's own: workspaces are per key, other tests record the quickstart's
         },
     )
     run = measure(cfg).run
@@ -271,7 +272,7 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         "trees": [run["harness_sha"]], "harness_sha": run["harness_sha"], "blobs": [extra_blob],
     }
     for rid, doc in (("verdict-1", verdict), ("training-1", training)):
-        source.db["runs"].insert({"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True)
+        source.db.table("runs").insert({"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True)
     try:
         export_bundle(source, "training-1", tmp_path / "training.tar")
         bundle = read_bundle(tmp_path / "training.tar")
@@ -282,11 +283,11 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         target = Store(tmp_path / "t")
         import_bundle(target, tmp_path / "training.tar")
         assert replay_run(target, run["run_id"])["identical"]
-        source.db["runs"].insert({"id": "training-2", "kind": "training", "doc": source.put_json({"runs": ["missing-run"]})}, replace=True)
+        source.db.table("runs").insert({"id": "training-2", "kind": "training", "doc": source.put_json({"runs": ["missing-run"]})}, replace=True)
         with pytest.raises(BundleError, match="references run missing-run which is not in store"):
             export_bundle(source, "training-2", tmp_path / "partial.tar")
     finally:
-        source.db["runs"].delete_where("id IN ('verdict-1', 'training-1', 'training-2')")
+        source.db.table("runs").delete_where("id IN ('verdict-1', 'training-1', 'training-2')")
 
 
 def test_a_single_cassette_exports_with_its_tree(recorded: dict[str, Any], tmp_path: Path) -> None:
@@ -342,6 +343,7 @@ def test_cli_training_bundle_replays_in_another_directory(tmp_path: Path) -> Non
     data.update(store=str(tmp_path / "store"))
     data["harness"]["repo"] = str(tmp_path / "harness")
     data["panel"].update(tasks=[str(REPO / "envs" / "hello-file")], seeds=[0])
+    data["env"]["timeout_sec"] = 27
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(data))
     out = cli("train", "cfg.yaml", "--epochs", "2", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -53,7 +53,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("vcr-source")
     cfg = load_config(
         REPO / "configs" / "quickstart.yaml",
-        {"store": str(root / "store"), "harness.repo": str(root / "harness"), "panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0]},
+        {"store": str(root / "store"), "harness.repo": str(root / "harness"), "panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.timeout_sec": 28},
     )
     run = measure(cfg).run
     store = Store(cfg.store_path)
