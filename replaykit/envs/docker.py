@@ -51,11 +51,13 @@ EPISODE_LABEL = "replaykit.episode"
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs"
 SOLUTION_DIR = "/solution"
-# PID 1: reaps orphans (bash waits on every child) and survives `kill -KILL -1`.
-_INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done"]
+# PID 1: bash blocked reading the container's open (never written) stdin: it has no
+# child of its own, reaps orphans, and `kill -KILL -1` spares it; so after every step the
+# container holds exactly one process, whatever the timing.
+_INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; done"]
 _KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
-_IDLE_PROCS = 2  # PID 1 (bash) and its sleep
+_IDLE_PROCS = 1  # PID 1 alone
 
 _live: dict[str, Any] = {}  # container name -> container (or None before create returns)
 _live_lock = threading.Lock()
@@ -122,7 +124,8 @@ def remove_stale_containers() -> list[str]:
 
 
 def _on_signal(signum: int, frame: Any) -> None:
-    cleanup_all()
+    # Unwind: ``finally`` blocks close the episode's container, atexit removes the rest.
+    # (No Docker call here: the main thread may be inside one.)
     raise SystemExit(128 + signum)
 
 
@@ -262,7 +265,7 @@ class DockerEnv:
         try:
             container = self._client.containers.create(
                 self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
-                environment=self.env_vars(), detach=True, tty=False, stdin_open=False,
+                environment=self.env_vars(), detach=True, tty=False, stdin_open=True,
                 labels={LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
                         "replaykit.task": self.task.id},
                 network_mode="default" if self.task.allow_internet else "none",
@@ -353,7 +356,7 @@ class DockerEnv:
         if self._procs is not None:
             try:
                 if len(self._procs.read_text().split()) <= _IDLE_PROCS:
-                    return  # only PID 1 and its sleep: nothing to kill (saves an exec)
+                    return  # only PID 1: nothing to kill (saves an exec)
             except OSError:
                 pass
         try:

@@ -1,0 +1,136 @@
+"""Docker test policy and shared Docker fixtures.
+
+Tests marked ``@pytest.mark.docker`` need a Docker engine (``scripts/setup-docker.sh``
+starts one and builds the local base image). When no engine answers they FAIL, with
+a one-line reason, unless ``REPLAYKIT_ALLOW_DOCKER_SKIP=1`` is set (then they skip);
+under ``CI`` they always fail, so a CI run can never pass with the Docker tests skipped.
+
+After the session, no container labelled ``replaykit=1`` created during the session
+may remain: leftovers are removed and the session fails.
+
+Nothing happens at import time: Docker is only contacted by the hooks and fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+_state: dict[str, Any] = {}
+
+
+def docker_unavailable() -> str | None:
+    """None when a Docker engine answers, else a one-line reason (checked once)."""
+    if "reason" not in _state:
+        try:
+            from replaykit.envs.images import docker_client
+
+            docker_client()
+            _state["reason"] = None
+        except Exception as exc:  # EnvError, ImportError
+            _state["reason"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return _state["reason"]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _state["started"] = time.time()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is None:
+        return
+    reason = docker_unavailable()
+    if reason is None:
+        _state["docker_ran"] = True
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"Docker tests must run in CI (run scripts/setup-docker.sh): {reason}", pytrace=False)
+    if os.environ.get("REPLAYKIT_ALLOW_DOCKER_SKIP") == "1":
+        pytest.skip(f"no Docker engine: {reason}")
+    pytest.fail(f"no Docker engine: {reason} (run scripts/setup-docker.sh, or set REPLAYKIT_ALLOW_DOCKER_SKIP=1 to skip)", pytrace=False)
+
+
+def leftover_containers(since: float) -> list[dict[str, Any]]:
+    """Labelled containers created at or after ``since`` (epoch seconds)."""
+    from replaykit.envs.images import docker_client
+
+    found = docker_client().api.containers(all=True, filters={"label": "replaykit=1"})
+    return [c for c in found if c.get("Created", 0) >= int(since) - 1]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _state.get("docker_ran"):
+        return
+    from replaykit.envs.docker import remove_container
+
+    left = leftover_containers(_state.get("started", 0))
+    if not left:
+        return
+    for c in left:
+        remove_container(c["Id"])
+    names = ", ".join(n.lstrip("/") for c in left for n in c.get("Names", [])[:1])
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"replaykit: {len(left)} labelled container(s) left behind by the tests (now removed): {names}"
+    if reporter is not None:
+        reporter.write_line(message, red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def docker_base() -> str:
+    """The local base image (built once if missing: debootstrap, about a minute)."""
+    if docker_unavailable():
+        pytest.fail(f"no Docker engine: {docker_unavailable()}", pytrace=False)
+    from replaykit.envs.images import BASE_IMAGE, build_base_image
+
+    build_base_image()
+    return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def docker_config() -> Callable[..., Path]:
+    """``make(tmp, **overrides)``: configs/quickstart-docker.yaml with its store and
+    harness repo under ``tmp`` (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
+
+    def make(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml") -> Path:
+        data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart-docker.yaml").read_text())
+        data["store"] = str(tmp / "store")
+        data["harness"]["repo"] = str(tmp / "harness")
+        data["panel"]["tasks"] = [str(REPO / "envs" / "*")]
+        for dotted, value in (overrides or {}).items():
+            node = data
+            *parents, last = dotted.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        path = tmp / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def docker_quickstart(docker_base: str, docker_config: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The quickstart panel recorded once in Docker with the reference model."""
+    from replaykit.cassette.store import Store
+    from replaykit.config import load_config
+    from replaykit.run import measure
+
+    tmp = tmp_path_factory.mktemp("quickstart-docker")
+    config_path = docker_config(tmp)
+    start = time.monotonic()
+    result = measure(load_config(config_path))
+    store = Store(tmp / "store")
+    yield {"tmp": tmp, "config": config_path, "store": store, "run": result.run,
+           "recorded": result.recorded, "seconds": time.monotonic() - start}
+    store.close()
