@@ -8,10 +8,13 @@ cassette; nothing touches the network, Docker or a key.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent
 from replaykit.cassette.keys import CassetteKey
@@ -60,7 +63,7 @@ def _local_env(spec: "EpisodeSpec") -> Environment:
     from replaykit.envs.local import LocalEnv
     from replaykit.envs.tasks import load_task
 
-    workspace = Path(tempfile.gettempdir()) / "replaykit-ws" / spec.key.id[:16]
+    workspace = workspace_path(spec.key)
     return LocalEnv(
         load_task(Path(spec.task_path)),
         workspace=workspace,
@@ -171,17 +174,38 @@ def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env
         raise tape.divergence
 
 
+def workspace_path(key: CassetteKey) -> Path:
+    """Derived from the key, so paths that show up in outputs repeat across runs."""
+    return Path(tempfile.gettempdir()) / "replaykit-ws" / key.id[:16]
+
+
+@contextlib.contextmanager
+def episode_lock(key: CassetteKey) -> Iterator[None]:
+    """One process at a time per episode key (its workspace path is shared); whatever a
+    killed run left at that path, inside replaykit's own folder, is cleared under the lock."""
+    path = workspace_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def record_episode(spec: EpisodeSpec) -> Episode:
     """Run the harness for real and return the recorded episode (not yet stored)."""
     solve = load_solve(Path(spec.tree_dir), spec.entry)
     tape = Tape(spec.key.id)
-    inner = make_env(spec)
-    try:
-        inner.start()
-        _drive(solve, tape, spec.__dict__, TapedEnv(tape, inner), spec.base_url, spec.api_key)
-        grade = inner.grade()
-    finally:
-        inner.close()
+    with episode_lock(spec.key):
+        inner = make_env(spec)
+        try:
+            inner.start()
+            _drive(solve, tape, spec.__dict__, TapedEnv(tape, inner), spec.base_url, spec.api_key)
+            grade = inner.grade()
+        finally:
+            inner.close()
     tape.record(GradeEvent(grade))
     return Episode(key=spec.key, events=tape.events, meta=spec.meta())
 

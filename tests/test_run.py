@@ -100,7 +100,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     mode = cli("run", str(write_config(tmp_path)), "--record-mode", "sometimes", check=False)
     assert mode.returncode == 1 and "unknown record mode 'sometimes'" in mode.stderr
     unknown = cli("replay", "deadbeef00", "--store", str(tmp_path / "store"), check=False)
-    assert unknown.returncode == 1 and "no run 'deadbeef00'" in unknown.stderr
+    assert unknown.returncode == 1 and "no run or training 'deadbeef00'" in unknown.stderr
 
 
 def test_dirty_harness_is_refused(tmp_path: Path) -> None:

@@ -202,7 +202,13 @@ class LocalEnv:
         """Remove the workspace (idempotent)."""
         self._started = False
         if (self.workspace / _MARKER).exists():
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            # rename first (atomic), so an interrupted removal never leaves a marker-less workspace behind
+            doomed = self.workspace.with_name(f".{self.workspace.name}.removing-{os.getpid()}")
+            try:
+                os.replace(self.workspace, doomed)
+            except OSError:
+                doomed = self.workspace
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def __enter__(self) -> "LocalEnv":
         self.start()
