@@ -118,16 +118,16 @@ def test_kill_during_recording_leaves_store_readable(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     deadline = time.time() + 120
     while time.time() < deadline:
-        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] >= 3:
+        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] >= 1:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     store.close()
     reopened = Store(tmp_path / "store")
     assert reopened.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     rows = reopened.list_cassettes()
-    assert 3 <= len(rows) < 16
+    assert 1 <= len(rows) < 16
     for row in rows:  # every cassette present is whole
         episode = reopened.get_episode(row["id"])
         assert episode.events[-1].kind == "grade" and episode.digest == row["digest"]
