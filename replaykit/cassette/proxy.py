@@ -141,7 +141,7 @@ class ProxyServer(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> str:
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="replaykit-proxy", daemon=True)
@@ -368,8 +368,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         server = self.server
         if server.tape.replaying or server.upstream is None:
             names = sorted({e.body["model"] for e in server.tape.recorded or [] if isinstance(e, LlmEvent) and isinstance(e.body, dict) and isinstance(e.body.get("model"), str)})
-            data = [{"id": n, "object": "model", "created": 0, "owned_by": "replaykit-cassette"} for n in names]
-            self._send(200, [("content-type", "application/json")], [json.dumps({"object": "list", "data": data}).encode()])
+            listing = {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "replaykit-cassette"} for n in names]}
+            self._send(200, [("content-type", "application/json")], [json.dumps(listing).encode()])
             return
         conn = server.upstream.connect()
         try:

@@ -65,7 +65,7 @@ def _upstream(upstream: str, api_key_env: str) -> Iterator[tuple[str, str]]:
 
 def _wait(stop: threading.Event | None) -> None:
     """Block until ``stop`` is set, SIGINT (Ctrl-C) or SIGTERM — even where a shell ignored SIGINT."""
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
 
         def on_signal(signum: int, frame: Any) -> None:

@@ -186,7 +186,7 @@ class CodexAgentBackend:
             raise session.tape.divergence
         events = parse_events(stdout)
         changes = [c for e in events if (e.get("item") or {}).get("type") == "file_change" and e.get("type") == "item.completed" for c in e["item"].get("changes", [])]
-        run = CodexRun(code, events, stderr, version=self._version or "", file_changes=changes)
+        run = CodexRun(code, events, stderr, version=self.version, file_changes=changes)
         run.trace_path = self._save_trace(session.tape.label, stdout, stderr)
         if code != 0:
             raise ModelError(f"codex exec failed in {workdir} (exit {code}): {run.error}")

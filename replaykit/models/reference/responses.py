@@ -177,7 +177,7 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
         raise ApiError(400, "'tools' must be an array of objects", param="tools")
     if body.get("tool_choice") == "none":
         tools = []
-    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    metadata: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
     seed = body.get("seed", metadata.get("seed", 0))
     try:
         seed = int(seed or 0)
