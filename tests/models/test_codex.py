@@ -28,10 +28,10 @@ HARNESS = "import json\n\n\ndef solve(task, env, llm, ctx):\n    steps = 10\n   
 
 @pytest.fixture()
 def codex_cli() -> str:
-    """The Codex CLI; CI installs it (scripts/setup-codex.sh). Skipped only with REPLAYKIT_ALLOW_CODEX_SKIP=1."""
+    """The Codex CLI; CI installs it (scripts/setup-codex.sh). Skipped only with REPLAYKIT_ALLOW_CODEX_SKIP=1, never under CI."""
     found = shutil.which(os.environ.get("REPLAYKIT_CODEX_BIN", "codex"))
     if found is None:
-        if os.environ.get("REPLAYKIT_ALLOW_CODEX_SKIP") == "1":
+        if os.environ.get("REPLAYKIT_ALLOW_CODEX_SKIP") == "1" and not os.environ.get("CI"):
             pytest.skip("the Codex CLI is not installed")
         pytest.fail(f"the Codex CLI is not installed; run `bash scripts/setup-codex.sh` ({INSTALL_HINT})")
     return found
