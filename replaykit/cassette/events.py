@@ -148,8 +148,12 @@ class Episode:
                 if '"usage"' not in text:
                     continue
                 try:
-                    usage = json.loads(text).get("usage") or {}
+                    doc = json.loads(text)
                 except ValueError:
                     continue
+                if not isinstance(doc, dict):
+                    continue
+                # chat completions: top-level usage; Responses API: response.usage in response.completed
+                usage = doc.get("usage") or (doc.get("response") or {}).get("usage") or {}
                 total += int(usage.get("total_tokens") or 0)
         return total

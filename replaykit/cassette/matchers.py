@@ -45,15 +45,18 @@ def get_rule(name: str) -> NormaliseRule:
 
 
 def _method(a: dict[str, Any], b: dict[str, Any]) -> None:
-    assert a["method"] == b["method"], f"method {a['method']} != {b['method']}"
+    if a["method"] != b["method"]:
+        raise AssertionError(f"method {a['method']} != {b['method']}")
 
 
 def _path(a: dict[str, Any], b: dict[str, Any]) -> None:
-    assert a["path"] == b["path"], f"path {a['path']} != {b['path']}"
+    if a["path"] != b["path"]:
+        raise AssertionError(f"path {a['path']} != {b['path']}")
 
 
 def _body(a: dict[str, Any], b: dict[str, Any]) -> None:
-    assert canonical_json(a["body"]) == canonical_json(b["body"]), "body differs"
+    if canonical_json(a["body"]) != canonical_json(b["body"]):
+        raise AssertionError("body differs")
 
 
 register_matcher("method", _method)

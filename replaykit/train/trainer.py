@@ -198,7 +198,7 @@ class Trainer:
         mcfg = self.estimator.model_config()  # type: ignore[attr-defined]
         backend = self.estimator.backend  # type: ignore[attr-defined]
         key = CassetteKey(baseline_sha, "proposal", sha256_hex(brief), model_id(mcfg), self.train_cfg.seed,
-                          self.spec_digest[:16], kind="proposal", extra=(("epoch", str(epoch)), ("backend", backend.kind)))
+                          self.spec_digest[:16], kind="proposal", extra=self._proposal_extra(epoch, backend))
         replaying = self.store.has(key.id) and self.record_mode != "all"
         if not replaying and (self.record_mode == "none" or not self.persist):
             raise CassetteNotFound(f"no proposal cassette for epoch {epoch} of training {self.training_id} (key {key.id}); record it first")
@@ -217,6 +217,12 @@ class Trainer:
             scrubber = Scrubber(secrets_for(self.config, endpoint.api_key or api_key(mcfg)))
             yield ProposalSession(tape, endpoint.base_url, endpoint.api_key, self.train_cfg.seed, scrubber, tuple(self.config.record.rules)), key.id
         self.store.put_episode(Episode(key, tape.events, {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": self.estimator.identity()}))
+
+    @staticmethod
+    def _proposal_extra(epoch: int, backend: Any) -> tuple[tuple[str, str], ...]:
+        extra = (("epoch", str(epoch)), ("backend", backend.kind))
+        version = getattr(backend, "version", "")  # an external agent's CLI version shapes its requests
+        return extra + ((("backend_version", str(version)),) if version else ())
 
     def brief(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> str:
         tried = [f"- epoch {l.epoch}: {l.description} => {l.to_dict()['decision']}" for l in self.losses]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -133,14 +132,11 @@ def test_step_before_backward_and_promoted_before_step(tmp_path: Path) -> None:
 
 def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> None:
     outside = "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+notes\n"
-    broken = textwrap.dedent("""\
-        diff --git a/harness.py b/harness.py
-        --- a/harness.py
-        +++ b/harness.py
-        @@ -13,2 +13,3 @@
-                 +import module_that_does_not_exist
-         
-        """)
+    from replaykit.harness import TEMPLATES
+    from replaykit.models.reference.proposer import unified_diff
+
+    source = (TEMPLATES / "quickstart" / "harness.py").read_text()
+    broken = unified_diff("harness.py", source, source.replace("import json\n", "import json\nimport module_that_does_not_exist\n"))
     cfg = config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]})
     trainer = train(cfg, 3, estimator=PatchQueue([outside, broken]))
     reasons = [l.skipped for l in trainer.losses]
