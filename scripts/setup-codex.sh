@@ -8,8 +8,8 @@ if command -v codex >/dev/null 2>&1; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
-  echo "npm is missing: install Node.js (20 or newer) first, then: npm install -g @openai/codex" >&2
-  exit 1
+  echo "npm is missing: installing Debian's nodejs and npm"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
 fi
 npm install -g @openai/codex
 codex --version
