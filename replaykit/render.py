@@ -230,13 +230,17 @@ def tasks_check(report: dict[str, Any]) -> None:
 
 def certify_report(report: dict[str, Any]) -> None:
     table = Table(title=f"certification of run {report['run_id']}")
-    for col in ("task", "env", "image", "status", "episodes", "source", "first difference"):
+    for col in ("task", "env", "image", "status", "episodes", "source"):
         table.add_column(col)
     for r in report["tasks"]:
         style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
         table.add_row(
             r["task_id"], r["env"], (r["image"] or "-").removeprefix("sha256:")[:12], f"[{style}]{r['status']}[/]",
-            str(r["episodes"]), "reused" if r["reused"] else "re-executed", r["reason"][:240],
+            str(r["episodes"]), "reused" if r["reused"] else "re-executed",
         )
     out.print(table)
-    out.print(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}")
+    for r in report["tasks"]:
+        if r["status"] != "deterministic":
+            out.print(f"{r['task_id']} {r['status']}: {r['reason']}", markup=False, highlight=False)
+    out.print(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
+              + (" (forked tasks are excluded from training verdicts)" if report["forked"] else ""))

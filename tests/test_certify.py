@@ -1,0 +1,201 @@
+"""Certification: re-execute recorded actions, classify tasks deterministic or forked,
+store and reuse certificates, and feed forked tasks to training verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from replaykit.cassette.store import Store
+from replaykit.certify import (
+    DETERMINISTIC, ERROR, FORKED, certificate_id, certify_run, forked_tasks, get_certificate, scrub,
+)
+from replaykit.config import load_config
+from replaykit.run import measure
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# -- scrubbing ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<object at 0x7f3a2b1c9d40>", "<object at 0x<addr>>"),
+        ("id 123e4567-e89b-12d3-a456-426614174000 ok", "id <uuid> ok"),
+        ("1 passed in 0.03s", "1 passed in <duration>"),
+        ("took 12ms, then 1.5 seconds", "took <duration>, then <duration>"),
+        ("at 2024-05-01T12:30:45.123Z done", "at <timestamp> done"),
+        ("at 2024-05-01 12:30:45 UTC", "at <timestamp>"),
+        ("Thu Nov 30 04:36:12 UTC 2026", "<timestamp>"),
+        ("-rw-r--r-- 1 root root 6 Nov 30 04:36 a.txt", "-rw-r--r-- 1 root root 6 <date> a.txt"),
+        ("t=12:30:45.123456", "t=<time>"),
+    ],
+)
+def test_scrub_volatile_shapes(text: str, expected: str) -> None:
+    assert scrub(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1700000000123456789", "ticket 1234567", "sha256 " + "ab" * 32, "port = 9090", "3 modules", "v3.4.1"])
+def test_scrub_leaves_content_alone(text: str) -> None:
+    assert scrub(text) == text
+
+
+def test_certificate_ids_follow_task_env_and_image() -> None:
+    base = certificate_id("d" * 64, "docker", "sha256:1")
+    assert base == certificate_id("d" * 64, "docker", "sha256:1")
+    assert len({base, certificate_id("e" * 64, "docker", "sha256:1"), certificate_id("d" * 64, "docker", "sha256:2"),
+                certificate_id("d" * 64, "local", "")}) == 4
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+NOISY_SOLVE = "#!/usr/bin/env bash\necho start\ndate +%s%N\necho \"ticket $RANDOM$RANDOM\" > ticket.txt\n"
+CALM_SOLVE = "#!/usr/bin/env bash\necho start\nprintf 'ticket 42\\n' > ticket.txt\ncat ticket.txt\n"
+
+
+def write_task(folder: Path, solve: str, instruction: str) -> Path:
+    for sub in ("tests", "solution", "environment"):
+        (folder / sub).mkdir(parents=True)
+    (folder / "task.toml").write_text('version = "2.0"\n[verifier]\ntimeout_sec = 20.0\n')
+    (folder / "instruction.md").write_text(instruction)
+    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (folder / "solution" / "solve.sh").write_text(solve)
+    (folder / "tests" / "test.sh").write_text(
+        'mkdir -p "$LOGS_DIR/verifier"; [ -s "$APP_DIR/ticket.txt" ] && r=1 || r=0; echo $r > "$LOGS_DIR/verifier/reward.txt"\n'
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def task_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    suite = tmp_path_factory.mktemp("certify-tasks")
+    write_task(suite / "noisy-ticket", NOISY_SOLVE, "Print the clock and write a random ticket number to ticket.txt.\n")
+    write_task(suite / "calm-ticket", CALM_SOLVE, "Write the fixed ticket number 42 to ticket.txt.\n")
+    return suite
+
+
+@pytest.fixture(scope="module")
+def reference(task_suite: Path) -> Iterator[str]:
+    from replaykit.models.reference.server import ReferenceServer
+
+    with ReferenceServer(task_dirs=[task_suite]) as server:
+        yield server.base_url
+
+
+def record(tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[int] | None = None) -> tuple[Store, dict[str, Any]]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
+    data.update(store=str(tmp / "store"), train=None)
+    data["harness"]["repo"] = str(tmp / "harness")
+    data["panel"] = {"tasks": [str(t) for t in tasks], "seeds": seeds or [0]}
+    data["model"].update(base_url=base_url, name="reference-oracle")
+    data["env"]["kind"] = kind
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = measure(load_config(path)).run
+    return Store(tmp / "store"), run
+
+
+def by_task(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["task_id"]: row for row in report["tasks"]}
+
+
+# -- local environment (no Docker) ----------------------------------------------------------------
+
+def test_local_certification_noisy_forked_calm_deterministic(task_suite: Path, reference: str, tmp_path: Path) -> None:
+    store, run = record(tmp_path, "local", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference, seeds=[0, 1])
+    report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    rows = by_task(report)
+    assert rows["calm-ticket"]["status"] == DETERMINISTIC
+    noisy = rows["noisy-ticket"]
+    assert noisy["status"] == FORKED and noisy["env"] == "local"
+    first = noisy["first_difference"]
+    assert (first["step"], first["field"], first["action"]) == (1, "stdout", "date +%s%N")
+    assert first["recorded"] != first["reexecuted"]
+    assert "stdout differs at step 1" in noisy["reason"]
+    assert set(forked_tasks(store, run)) == {"noisy-ticket"}
+    store.close()
+
+
+def test_missing_or_changed_task_is_an_error_not_a_certificate(task_suite: Path, reference: str, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "tasks" / "calm-ticket"
+    shutil.copytree(task_suite / "calm-ticket", copy)
+    store, run = record(tmp_path / "rec", "local", [copy], reference)
+    missing = certify_run(store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path)
+    assert by_task(missing)["calm-ticket"]["status"] == ERROR and not missing["certified"]
+    (copy / "instruction.md").write_text("Write the fixed ticket number 42 to ticket.txt, please.\n")
+    changed = certify_run(store, run["run_id"], tasks=[str(tmp_path / "tasks" / "*")], root=tmp_path)
+    assert "changed since it was recorded" in by_task(changed)["calm-ticket"]["reason"]
+    assert forked_tasks(store, run) == {}
+    store.close()
+
+
+# -- Docker --------------------------------------------------------------------------------------
+
+@pytest.mark.docker
+def test_quickstart_in_docker_certifies_deterministic(docker_quickstart: dict[str, Any]) -> None:
+    store, run = docker_quickstart["store"], docker_quickstart["run"]
+    report = certify_run(store, run["run_id"], root=REPO)
+    assert report["certified"] and report["forked"] == 0 and report["error"] == 0
+    assert sorted(by_task(report)) == sorted(run["panel"]["tasks"])
+    assert all(r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("sha256:") for r in report["tasks"])
+    assert not any(r["reused"] for r in report["tasks"])
+    again = certify_run(store, run["run_id"], root=REPO)  # certificates reused: nothing re-executed
+    assert all(r["reused"] for r in again["tasks"]) and again["deterministic"] == report["deterministic"]
+    assert forked_tasks(store, run) == {}
+
+
+@pytest.mark.docker
+def test_cli_certify_table_and_json(docker_quickstart: dict[str, Any]) -> None:
+    args = [sys.executable, "-m", "replaykit.cli", "certify", docker_quickstart["run"]["run_id"], "--store", str(docker_quickstart["tmp"] / "store")]
+    human = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=600)
+    assert human.returncode == 0, human.stderr
+    assert "deterministic" in human.stdout and "forked 0" in human.stdout
+    doc = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=REPO, timeout=600).stdout)
+    assert doc["run_id"] == docker_quickstart["run"]["run_id"] and doc["forked"] == 0
+
+
+@pytest.mark.docker
+def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(docker_base: str, task_suite: Path, reference: str, tmp_path: Path) -> None:
+    store, run = record(tmp_path, "docker", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference)
+    report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    rows = by_task(report)
+    assert rows["calm-ticket"]["status"] == DETERMINISTIC
+    noisy = rows["noisy-ticket"]
+    assert noisy["status"] == FORKED and noisy["env"] == "docker"
+    assert noisy["first_difference"]["step"] == 1 and noisy["first_difference"]["field"] == "stdout"
+    forked = forked_tasks(store, run)
+    assert list(forked) == ["noisy-ticket"] and "date +%s%N" in forked["noisy-ticket"]
+    cert = get_certificate(store, certificate_id(noisy_digest(store, run), "docker", noisy["image"]))
+    assert cert is not None and cert["status"] == FORKED and cert["run_id"] == run["run_id"]
+    again = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    assert all(r["reused"] for r in again["tasks"])
+    refreshed = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path, refresh=True)
+    assert not any(r["reused"] for r in refreshed["tasks"]) and by_task(refreshed)["noisy-ticket"]["status"] == FORKED
+
+    from replaykit.train.criteria import StrictPareto
+
+    verdict = StrictPareto()(run, run, forked)
+    assert "noisy-ticket" in verdict.excluded
+    store.close()
+
+
+def noisy_digest(store: Store, run: dict[str, Any]) -> str:
+    for cid in run["cassettes"]:
+        row = store.cassette_row(cid)
+        if row["task_id"] == "noisy-ticket":
+            return str(row["task_digest"])
+    raise AssertionError("no noisy-ticket cassette")
+
+
