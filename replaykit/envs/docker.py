@@ -312,16 +312,18 @@ class DockerEnv:
         try:
             exec_id = api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
                                       workdir=self.workdir, environment=extra_env or None)["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=True)
+            sock = api.exec_start(exec_id, socket=True)
+            getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
         except Exception as exc:
             raise EnvError(f"cannot run {argv[0]!r} in container {container.name}: {exc}") from None
         out, err = _Capped(self.max_output_bytes), _Capped(self.max_output_bytes)
 
         def drain() -> None:
+            from docker.utils.socket import frames_iter
+
             try:
-                for stdout, stderr in stream:
-                    out.add(stdout)
-                    err.add(stderr)
+                for stream_id, data in frames_iter(sock, tty=False):
+                    (err if stream_id == 2 else out).add(data)
             except Exception:
                 pass
 
@@ -331,13 +333,19 @@ class DockerEnv:
         timed_out = False
         while True:
             reader.join(_POLL_SEC)
-            if not reader.is_alive() or not api.exec_inspect(exec_id).get("Running"):
-                break
+            if not api.exec_inspect(exec_id).get("Running"):
+                break  # done (a background child may still hold the stream open)
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
+            if not reader.is_alive():
+                time.sleep(0.1)  # stream closed early but still running: keep polling
         self._kill_all()
         reader.join(5)
+        try:
+            sock.close()
+        except Exception:
+            pass
         exit_code = None
         for _ in range(250):
             info = api.exec_inspect(exec_id)

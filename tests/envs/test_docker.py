@@ -97,6 +97,12 @@ def test_timeout_kills_and_nothing_outlives_a_step(env: DockerEnv) -> None:
         assert len(env.run("echo /proc/[0-9]*").stdout.split()) == 2
 
 
+def test_silent_action_outlasts_the_api_timeout(env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env.container.client.api, "timeout", 1)  # the stream must not time out
+    obs = env.run("sleep 2.5; echo done")
+    assert (obs.stdout, obs.exit_code, obs.timed_out) == ("done\n", 0, False)
+
+
 def test_state_digest_tracks_changes_not_reads(task: Task, image: str) -> None:
     digests = []
     for _ in range(2):
