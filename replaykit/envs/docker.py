@@ -146,6 +146,20 @@ def install_cleanup() -> None:
         remove_stale_containers()
 
 
+_ncpu: dict[int, int] = {}
+
+
+def _host_cpus(client: Any) -> int:
+    """The daemon's core count (asked once per process): task cpus are capped at it."""
+    pid = os.getpid()
+    if pid not in _ncpu:
+        try:
+            _ncpu[pid] = int(client.info().get("NCPU") or 0) or (os.cpu_count() or 1)
+        except Exception:
+            _ncpu[pid] = os.cpu_count() or 1
+    return _ncpu[pid]
+
+
 def _cgroup_procs(container: Any) -> Path | None:
     """The host file listing the container's processes, when readable here (local daemon)."""
     try:
@@ -261,7 +275,7 @@ class DockerEnv:
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
         with _live_lock:
             _live[name] = None
-        ncpu = int(self._client.info().get("NCPU") or os.cpu_count() or 1)
+        ncpu = _host_cpus(self._client)
         try:
             container = self._client.containers.create(
                 self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
@@ -305,13 +319,13 @@ class DockerEnv:
         return self.container
 
     # -- actions --------------------------------------------------------------------
-    def _exec(self, argv: list[str], timeout_sec: float, extra_env: dict[str, str] | None = None) -> Observation:
+    def _exec(self, argv: list[str], timeout_sec: float, extra_env: dict[str, str] | None = None, cwd: str | None = None) -> Observation:
         container = self._require_started()
         api = self._client.api
         self._state = None
         try:
             exec_id = api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
-                                      workdir=self.workdir, environment=extra_env or None)["Id"]
+                                      workdir=cwd or self.workdir, environment=extra_env or None)["Id"]
             sock = api.exec_start(exec_id, socket=True)
             getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
         except Exception as exc:
@@ -369,7 +383,7 @@ class DockerEnv:
                 pass
         try:
             api = self._client.api
-            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False)["Id"]
+            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")["Id"]
             api.exec_start(exec_id)
         except Exception as exc:
             raise EnvError(f"cannot stop the processes of container {self.container.name}: {exc}") from None
@@ -410,9 +424,10 @@ class DockerEnv:
         """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
         read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
         container = self._require_started()
-        prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60)
+        prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60, cwd="/")
         if prep.exit_code != 0:
-            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {prep.stderr.strip()[:200]}")
+            problem = (prep.stderr or prep.stdout).strip().splitlines()
+            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {problem[-1][:200] if problem else prep.exit_code}")
         try:
             self._put(self.task.tests_dir, TESTS_DIR)
         except OSError as exc:
