@@ -19,16 +19,13 @@ of the task's image (``images.ensure_task_image``):
 Containers carry the label ``replaykit=1`` plus the episode and the owning process
 (``replaykit.owner = host:pid:start-time``). They are removed on close, at exit
 (atexit), on SIGTERM/SIGHUP (turned into ``SystemExit`` so ``finally`` blocks run),
-and containers whose owner process is gone are removed when the next one starts.
+and containers whose owner process is gone are removed when the next one starts
+(``containers.py``).
 """
 
 from __future__ import annotations
 
-import atexit
 import io
-import os
-import signal
-import socket
 import tarfile
 import tempfile
 import threading
@@ -39,15 +36,16 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH
-from replaykit.envs import images, snapshot
+from replaykit.envs import containers, images, snapshot
+from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers and tests)
+    EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
+    remove_stale_containers,
+)
 from replaykit.envs.base import Grade, Observation
 from replaykit.envs.local import _DETAIL_CHARS, TIMEOUT_EXIT_CODE, _read_reward, truncation_marker
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
-LABEL = "replaykit"
-OWNER_LABEL = "replaykit.owner"
-EPISODE_LABEL = "replaykit.episode"
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs"
 SOLUTION_DIR = "/solution"
@@ -58,130 +56,6 @@ _INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; do
 _KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
 _IDLE_PROCS = 1  # PID 1 alone
-
-_live: dict[str, Any] = {}  # container name -> container (or None before create returns)
-_live_lock = threading.Lock()
-_installed = False
-_swept: set[int] = set()
-
-
-def _start_time(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def owner_id(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return True  # another machine's container: not ours to judge
-    pid = int(pid_text)
-    if not Path(f"/proc/{pid}").exists():
-        return False
-    return _start_time(pid) == started
-
-
-def remove_container(name: str) -> None:
-    """Force-remove one container by name or id (gone already is fine)."""
-    try:
-        client = images.docker_client()
-        client.api.remove_container(name, force=True, v=True)
-    except Exception:
-        pass
-    with _live_lock:
-        _live.pop(name, None)
-
-
-def cleanup_all() -> None:
-    """Remove every container this process started (atexit and signal handler)."""
-    with _live_lock:
-        names = list(_live)
-    for name in names:
-        remove_container(name)
-
-
-def remove_stale_containers() -> list[str]:
-    """Remove labelled containers whose owner process (on this host) is gone."""
-    client = images.docker_client()
-    removed = []
-    try:
-        found = client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
-    except Exception as exc:
-        raise EnvError(f"cannot list containers: {exc}") from None
-    for info in found:
-        owner = (info.get("Labels") or {}).get(OWNER_LABEL, "")
-        if owner and not _owner_alive(owner):
-            remove_container(info["Id"])
-            removed.append(info["Id"][:12])
-    return removed
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    # Unwind: ``finally`` blocks close the episode's container, atexit removes the rest.
-    # (No Docker call here: the main thread may be inside one.)
-    raise SystemExit(128 + signum)
-
-
-def install_cleanup() -> None:
-    """atexit + SIGTERM/SIGHUP handlers (only where the default handler is in place)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    atexit.register(cleanup_all)
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is signal.SIG_DFL:
-                signal.signal(sig, _on_signal)
-    pid = os.getpid()
-    if pid not in _swept:
-        _swept.add(pid)
-        remove_stale_containers()
-
-
-_ncpu: dict[int, int] = {}
-
-
-def _host_cpus(client: Any) -> int:
-    """The daemon's core count (asked once per process): task cpus are capped at it."""
-    pid = os.getpid()
-    if pid not in _ncpu:
-        try:
-            _ncpu[pid] = int(client.info().get("NCPU") or 0) or (os.cpu_count() or 1)
-        except Exception:
-            _ncpu[pid] = os.cpu_count() or 1
-    return _ncpu[pid]
-
-
-def _cgroup_procs(container: Any) -> Path | None:
-    """The host file listing the container's processes, when readable here (local daemon)."""
-    try:
-        container.reload()
-        pid = int(container.attrs["State"]["Pid"])
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except Exception:
-        return None
-    candidates = []
-    for line in lines:
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if "pids" in controllers.split(","):
-            candidates.insert(0, Path("/sys/fs/cgroup/pids" + path) / "cgroup.procs")
-        elif hid == "0" and controllers == "":
-            candidates.append(Path("/sys/fs/cgroup" + path) / "cgroup.procs")
-    for candidate in candidates:
-        try:
-            if str(pid) in candidate.read_text().split():
-                return candidate
-        except OSError:
-            continue
-    return None
 
 
 class _Capped:
@@ -273,9 +147,9 @@ class DockerEnv:
         self._client = images.docker_client()
         install_cleanup()
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
-        with _live_lock:
-            _live[name] = None
-        ncpu = _host_cpus(self._client)
+        with containers.live_lock:
+            containers.live[name] = None
+        ncpu = containers.host_cpus(self._client)
         try:
             container = self._client.containers.create(
                 self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
@@ -286,8 +160,8 @@ class DockerEnv:
                 nano_cpus=int(min(self.task.cpus, ncpu) * 1e9), mem_limit=f"{self.task.memory_mb}m",
                 pids_limit=4096,
             )
-            with _live_lock:
-                _live[name] = container
+            with containers.live_lock:
+                containers.live[name] = container
             container.put_archive("/", _dirs_tar(TESTS_DIR, LOGS_DIR))
             container.start()
         except EnvError:
@@ -298,7 +172,7 @@ class DockerEnv:
             raise EnvError(f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}") from None
         self.container = container
         self._state = None
-        self._procs = _cgroup_procs(container)
+        self._procs = containers.cgroup_procs(container)
 
     def close(self) -> None:
         """Remove the container (idempotent)."""
@@ -426,8 +300,8 @@ class DockerEnv:
         container = self._require_started()
         prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60, cwd="/")
         if prep.exit_code != 0:
-            problem = (prep.stderr or prep.stdout).strip().splitlines()
-            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {problem[-1][:200] if problem else prep.exit_code}")
+            said = (prep.stderr or prep.stdout).strip().splitlines()
+            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {said[-1][:200] if said else prep.exit_code}")
         try:
             self._put(self.task.tests_dir, TESTS_DIR)
         except OSError as exc:

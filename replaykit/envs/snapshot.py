@@ -186,7 +186,7 @@ def state_digest(container: Any) -> str:
     for path, kind in entries:
         h.update(f"{_KIND.get(kind, kind)}\0{path}\n".encode("utf-8", "surrogateescape"))
     dirs = overlay_dirs(container)
-    lines = []
+    lines: list[str] = []
     for root in change_roots(entries):
         members = _overlay_members(dirs[0], root) if dirs is not None else _archive(container, root)
         lines.extend(_entry(name, info, content) for name, info, content in members)
