@@ -25,7 +25,7 @@ if [ ${#need[@]} -gt 0 ]; then
     exit 1
   fi
   echo "setup-docker: installing ${need[*]}"
-  apt-get update -qq
+  apt-get update -qq || echo "setup-docker: apt-get update reported errors; trying the install anyway" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 

@@ -130,10 +130,15 @@ class DockerEnv:
         self._state: str | None = None
         self._client: Any = None
         self._procs: Path | None = None
+        self._image_workdir: str | None = None
 
     @property
     def workdir(self) -> str:
-        return "/" + self.task.workdir.strip("/")
+        """task.toml's ``environment.workdir``, else the image's WORKDIR, else ``/app``."""
+        table = self.task.config.get("environment")
+        explicit = isinstance(table, dict) and "workdir" in table
+        chosen = self.task.workdir if explicit or not self._image_workdir else self._image_workdir
+        return "/" + chosen.strip("/")
 
     def env_vars(self) -> dict[str, str]:
         env = dict(ENV_PINS)
@@ -150,6 +155,7 @@ class DockerEnv:
         with containers.live_lock:
             containers.live[name] = None
         ncpu = containers.host_cpus(self._client)
+        self._image_workdir = images.image_workdir(self._client, self.image)
         try:
             container = self._client.containers.create(
                 self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,

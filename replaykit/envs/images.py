@@ -97,6 +97,15 @@ def image_exists(client: Any, ref: str) -> str | None:
         raise EnvError(f"cannot inspect image {ref!r}: {exc.explanation or exc}") from None
 
 
+def image_workdir(client: Any, ref: str) -> str | None:
+    """The image's WORKDIR (None when unset or the image is unknown)."""
+    try:
+        config = client.api.inspect_image(ref).get("Config") or {}
+    except Exception:
+        return None
+    return str(config.get("WorkingDir") or "") or None
+
+
 def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
     """Where a ``FROM`` reference points: a configured alias, the image itself if present
     locally, else the local base image for well-known Debian/Ubuntu/Python tags."""
@@ -153,12 +162,17 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
     """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
-    if not dockerfile.is_file():
-        raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile to run in Docker")
-    try:
-        original = dockerfile.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+    env_table = task.config.get("environment")
+    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
+    if dockerfile.is_file():
+        try:
+            original = dockerfile.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+    elif isinstance(prebuilt, str) and prebuilt.strip():
+        original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
+    else:
+        raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker")
     aliases = dict(aliases or {})
     text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
     if not any(_FROM.match(line) for line in original.splitlines()):
@@ -189,7 +203,10 @@ def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str)
 
     with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
         context = Path(tmp) / "context"
-        shutil.copytree(task.environment_dir, context, symlinks=True)
+        if task.environment_dir.is_dir():
+            shutil.copytree(task.environment_dir, context, symlinks=True)
+        else:
+            context.mkdir()
         (context / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
         log: list[str] = []
         try:

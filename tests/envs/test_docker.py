@@ -221,3 +221,21 @@ def test_failed_build_names_the_dockerfile(docker_base: str, tmp_path: Path) -> 
     with pytest.raises(EnvError, match=r"environment/Dockerfile: build failed"):
         images.ensure_task_image(task)
     assert os.path.isdir(tmp_path / "t")
+
+
+def test_workdir_from_the_image_and_prebuilt_docker_image(docker_base: str, tmp_path: Path) -> None:
+    folder = tmp_path / "w"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "environment").mkdir()
+    (folder / "task.toml").write_text('version = "1.0"\n')  # no workdir: the image's WORKDIR counts
+    (folder / "instruction.md").write_text("Do it.\n")
+    (folder / "tests" / "test.sh").write_text("exit 0\n")
+    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /workdir\nRUN echo data > seed.txt\n")
+    task = load_task(folder)
+    with DockerEnv(task, images.ensure_task_image(task).id) as env:
+        assert env.run('pwd; echo "$APP_DIR"; cat seed.txt').stdout == "/workdir\n/workdir\ndata\n"
+    (folder / "environment" / "Dockerfile").unlink()
+    (folder / "task.toml").write_text(f'version = "1.0"\n[environment]\ndocker_image = "{docker_base}"\n')
+    prebuilt = load_task(folder)
+    with DockerEnv(prebuilt, images.ensure_task_image(prebuilt).id) as env:
+        assert env.run("pwd; python3 -c 'print(6 * 7)'").stdout == "/app\n42\n"
