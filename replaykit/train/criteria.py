@@ -64,6 +64,12 @@ def _paired(candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[s
     return b, c, units, excluded
 
 
+def _with_exclusions(reason: str, excluded: dict[str, str]) -> str:
+    if not excluded:
+        return reason
+    return f"{reason}; excluded (not counted): " + ", ".join(f"{t} ({why})" for t, why in sorted(excluded.items()))
+
+
 def _movement(b: dict[str, Outcome], c: dict[str, Outcome], units: list[str]) -> tuple[list[str], list[str]]:
     regressions = [u for u in units if b[u].passed and not c[u].passed]
     new = [u for u in units if c[u].passed and not b[u].passed]
@@ -120,7 +126,7 @@ class StrictPareto:
         solved_b = sum(b[u].passed for u in units)
         solved_c = sum(c[u].passed for u in units)
         return Verdict(
-            self.name, self.params(), accept, (solved_b - solved_c) / max(len(units), 1), reason, regressions, new, excluded,
+            self.name, self.params(), accept, (solved_b - solved_c) / max(len(units), 1), _with_exclusions(reason, excluded), regressions, new, excluded,
             {"units": len(units), "solved_baseline": solved_b, "solved_candidate": solved_c, "infra": infra,
              "steps": [sum(b[u].steps for u in units), sum(c[u].steps for u in units)],
              "tokens": [sum(b[u].tokens for u in units), sum(c[u].tokens for u in units)]},
@@ -151,7 +157,7 @@ class MeanReward:
         accept = mean > 0 and p <= self.alpha
         reason = (f"mean reward {mean:+.3f} over {len(kept)} paired instance(s); sign test {wins} up / {losses} down, "
                   f"p={p:.3f} {'≤' if p <= self.alpha else '>'} alpha={self.alpha}")
-        return Verdict(self.name, self.params(), accept, -mean, reason, regressions, new, excluded,
+        return Verdict(self.name, self.params(), accept, -mean, _with_exclusions(reason, excluded), regressions, new, excluded,
                        {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p})
 
 

@@ -72,6 +72,7 @@ def test_excluded_tasks_do_not_count() -> None:
     assert not StrictPareto()(run(cand), run(base)).accept
     verdict = StrictPareto()(run(cand), run(base), {"noisy": "forked"})
     assert verdict.regressions == [] and verdict.excluded == {"noisy": "forked"}
+    assert verdict.reason.endswith("excluded (not counted): noisy (forked)")
 
 
 def test_mean_reward_sign_test_and_counterfactual_difference() -> None:
