@@ -93,7 +93,8 @@ class RunConfig(_Strict):
                 "entry": self.harness.entry,
                 "params": self.harness.params,
                 "temperature": self.model.temperature,
-                "env": {"timeout_sec": self.env.timeout_sec, "max_output_bytes": self.env.max_output_bytes},
+                "env": {"timeout_sec": self.env.timeout_sec, "max_output_bytes": self.env.max_output_bytes,
+                        "snapshot": self.env.snapshot},
                 "rules": self.record.rules,
             }
         )[:16]

@@ -111,7 +111,7 @@ class EpisodeSpec:
         from replaykit.versions import tool_versions
 
         return {
-            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata},
+            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata, "path": self.task_path},
             "harness": {"entry": self.entry, "params": self.params},
             "model": {"name": self.key.model.name, "temperature": self.temperature},
             "seed": self.key.seed,
@@ -204,10 +204,11 @@ def record_episode(spec: EpisodeSpec) -> Episode:
             inner.start()
             _drive(solve, tape, spec.__dict__, TapedEnv(tape, inner), spec.base_url, spec.api_key)
             grade = inner.grade()
+            environment = inner.metadata()
         finally:
             inner.close()
     tape.record(GradeEvent(grade))
-    return Episode(key=spec.key, events=tape.events, meta=spec.meta())
+    return Episode(key=spec.key, events=tape.events, meta={**spec.meta(), "environment": environment})
 
 
 @dataclass

@@ -12,9 +12,10 @@ from replaykit.config import RunConfig, load_config
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml") -> Path:
-    """A quickstart-like config whose store and harness repo live under ``tmp``."""
-    data: dict[str, Any] = yaml.safe_load((REPO_ROOT / "configs" / "quickstart.yaml").read_text())
+def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml", base: str = "quickstart.yaml") -> Path:
+    """A copy of ``configs/<base>`` whose store and harness repo live under ``tmp``
+    (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
+    data: dict[str, Any] = yaml.safe_load((REPO_ROOT / "configs" / base).read_text())
     data["store"] = str(tmp / "store")
     data["harness"]["repo"] = str(tmp / "harness")
     data["panel"]["tasks"] = [str(REPO_ROOT / "envs" / "*")]

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from replaykit.testing import write_config
 
 REPO = Path(__file__).resolve().parent.parent
 _state: dict[str, Any] = {}
@@ -102,19 +103,7 @@ def docker_config() -> Callable[..., Path]:
     harness repo under ``tmp`` (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
 
     def make(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml") -> Path:
-        data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart-docker.yaml").read_text())
-        data["store"] = str(tmp / "store")
-        data["harness"]["repo"] = str(tmp / "harness")
-        data["panel"]["tasks"] = [str(REPO / "envs" / "*")]
-        for dotted, value in (overrides or {}).items():
-            node = data
-            *parents, last = dotted.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[last] = value
-        path = tmp / name
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        return path
+        return write_config(tmp, overrides, name, base="quickstart-docker.yaml")
 
     return make
 

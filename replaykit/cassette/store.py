@@ -48,6 +48,18 @@ SCHEMA: dict[str, dict[str, Any]] = {
 }
 
 
+def _retry_locked(fn: Any, seconds: float = 30.0) -> Any:
+    """Run ``fn``, waiting while another process holds the database (e.g. creating the schema)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def now_iso() -> str:
     """Wall-clock time for index rows only (never part of a key or a digest)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -68,9 +80,9 @@ class Store:
                 self.root.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(str(self.root / "index.db"), timeout=30, isolation_level=None)
                 db = sqlite_utils.Database(conn)
-                db.execute("PRAGMA journal_mode=WAL")
+                _retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
                 db.execute("PRAGMA synchronous=NORMAL")
-                self._ensure_schema(db)
+                _retry_locked(lambda: self._ensure_schema(db))
             except (sqlite3.DatabaseError, OSError) as exc:
                 raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
             self._db = db
