@@ -298,11 +298,18 @@ def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8765, "--port"),
     tasks: Optional[list[Path]] = typer.Option(None, "--tasks", help="Task folders the simulator knows (default: envs/*)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {\"base_url\": …} on stdout once listening."),
 ) -> None:
     """Run the reference model server (a deterministic simulator) until Ctrl-C."""
     from replaykit.models.reference.server import serve_forever
 
-    serve_forever(host, port, tasks, on_ready=lambda url: render.err(f"reference model server on {url} (Ctrl-C to stop)"))
+    def ready(url: str) -> None:
+        if as_json:
+            emit_json({"base_url": url})
+            sys.stdout.flush()
+        render.err(f"reference model server on {url} (Ctrl-C to stop)")
+
+    serve_forever(host, port, tasks, on_ready=ready)
 
 
 @app.command()
