@@ -132,8 +132,11 @@ def test_missing_or_changed_task_is_an_error_not_a_certificate(task_suite: Path,
     copy = tmp_path / "tasks" / "calm-ticket"
     shutil.copytree(task_suite / "calm-ticket", copy)
     store, run = record(tmp_path / "rec", "local", [copy], reference)
+    moved = tmp_path / "moved" / "calm-ticket"
+    shutil.move(str(copy), moved)  # neither at its recorded path nor under --tasks
     missing = certify_run(store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path)
     assert by_task(missing)["calm-ticket"]["status"] == ERROR and not missing["certified"]
+    shutil.move(str(moved), copy)
     (copy / "instruction.md").write_text("Write the fixed ticket number 42 to ticket.txt, please.\n")
     changed = certify_run(store, run["run_id"], tasks=[str(tmp_path / "tasks" / "*")], root=tmp_path)
     assert "changed since it was recorded" in by_task(changed)["calm-ticket"]["reason"]
