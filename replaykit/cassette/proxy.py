@@ -26,10 +26,8 @@ import contextlib
 import gzip
 import http.client
 import json
-import socket
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Iterator
 from urllib.parse import urlsplit
 
@@ -37,6 +35,7 @@ from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.matchers import Scrubber, request_form
 from replaykit.cassette.tape import Tape
 from replaykit.errors import ConfigError, DivergenceError
+from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
 KEPT_HEADERS = ("content-type", "content-encoding")
@@ -81,10 +80,6 @@ def _error_body(message: str, type_: str, code: str | None = None, **extra: Any)
     return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
 
 
-def _frame(data: bytes) -> bytes:
-    return f"{len(data):X}\r\n".encode("ascii") + data + b"\r\n"
-
-
 def _upstream_pieces(resp: http.client.HTTPResponse) -> Iterator[bytes]:
     """The body as it arrives: one piece per HTTP chunk frame when chunked, else per read."""
     if not resp.chunked:
@@ -106,10 +101,8 @@ def _upstream_pieces(resp: http.client.HTTPResponse) -> Iterator[bytes]:
         yield data
 
 
-class ProxyServer(ThreadingHTTPServer):
+class ProxyServer(LoopbackServer):
     """The proxy on a loopback port; start/stop it or use :func:`recording_proxy`."""
-
-    daemon_threads = True
 
     def __init__(
         self,
@@ -132,8 +125,6 @@ class ProxyServer(ThreadingHTTPServer):
         self.scrubber = Scrubber(secrets)
         self.rules = tuple(rules)
         self.exchange_lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _ProxyHandler)
@@ -154,47 +145,18 @@ class ProxyServer(ThreadingHTTPServer):
             self.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
-        with self.connections_lock:
-            open_sockets = list(self.connections)
-            self.connections.clear()
-        for sock in open_sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        self.close_connections()
         self.server_close()
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _ProxyHandler(LoopbackHandler):
+    server_version = "replaykit-proxy"
     server: ProxyServer
     ROUTES: ClassVar[dict[tuple[str, str], str]] = {
         ("POST", "/v1/chat/completions"): "model_call",
         ("POST", "/v1/responses"): "model_call",
         ("GET", "/v1/models"): "list_models",
     }
-
-    # -- plumbing ----------------------------------------------------------------
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """Silent."""
-
-    def version_string(self) -> str:
-        return "replaykit-proxy"
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
         route = self.ROUTES.get((method, self.path.split("?", 1)[0].rstrip("/")))
@@ -244,7 +206,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for chunk in chunks:
-                self.wfile.write(_frame(chunk))
+                self.wfile.write(http_chunk(chunk))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
         else:
@@ -351,7 +313,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             chunks.append(piece)
             if client_ok:
                 try:
-                    self.wfile.write(_frame(piece))
+                    self.wfile.write(http_chunk(piece))
                     self.wfile.flush()
                 except OSError:
                     client_ok = False  # keep reading: the tape gets the whole response

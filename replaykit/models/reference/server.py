@@ -16,10 +16,8 @@ function of the request body and the task folders loaded at ``start()``.
 from __future__ import annotations
 
 import email.utils
-import socket
 import threading
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -36,7 +34,8 @@ from replaykit.models.reference.protocol import (
 )
 from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.simulator import Task, load_tasks, task_models
-from replaykit.models.reference.sse import chat_completion, http_chunk, sse_events
+from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
+from replaykit.models.reference.sse import chat_completion, sse_events
 
 ModelHandler = Callable[[ChatRequest], AssistantTurn]
 
@@ -52,32 +51,18 @@ def build_models(tasks: Sequence[Task]) -> dict[str, ModelHandler]:
     return models
 
 
-class _Server(ThreadingHTTPServer):
-    """A threading HTTP server that knows its models and its open connections."""
+class _Server(LoopbackServer):
+    """The loopback server, plus the model registry."""
 
-    daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], models: dict[str, ModelHandler]) -> None:
         super().__init__(address, _Handler)
         self.models = models
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-    def close_connections(self) -> None:
-        with self.connections_lock:
-            open_sockets = list(self.connections)
-            self.connections.clear()
-        for sock in open_sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive
-    disable_nagle_algorithm = True  # ~7 ms per call instead of ~50 ms
+class _Handler(LoopbackHandler):
+    server_version = OWNER
     server: _Server
 
     ROUTES: ClassVar[dict[tuple[str, str], str]] = {
@@ -87,30 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
     }
 
     # -- plumbing ----------------------------------------------------------------
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """Silent: no line on stderr per request."""
-
-    def version_string(self) -> str:
-        return OWNER
-
     def date_time_string(self, timestamp: float | None = None) -> str:
         return email.utils.formatdate(SOURCE_DATE_EPOCH, usegmt=True)
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")

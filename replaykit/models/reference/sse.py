@@ -119,8 +119,3 @@ def sse_event(data: dict[str, Any] | str) -> bytes:
 def sse_events(request: ChatRequest, turn: AssistantTurn) -> list[bytes]:
     """Every SSE event of a streamed reply, ``[DONE]`` last."""
     return [sse_event(c) for c in chat_chunks(request, turn)] + [sse_event("[DONE]")]
-
-
-def http_chunk(data: bytes) -> bytes:
-    """One ``Transfer-Encoding: chunked`` frame (the empty frame ends the body)."""
-    return f"{len(data):X}\r\n".encode("ascii") + data + b"\r\n"
