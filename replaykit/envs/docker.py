@@ -42,7 +42,7 @@ from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers 
     remove_stale_containers,
 )
 from replaykit.envs.base import Grade, Observation
-from replaykit.envs.local import _DETAIL_CHARS, TIMEOUT_EXIT_CODE, _read_reward, truncation_marker
+from replaykit.envs.local import TIMEOUT_EXIT_CODE, oracle_grades, truncation_marker, verifier_grade
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
@@ -313,21 +313,13 @@ class DockerEnv:
         except OSError as exc:
             raise EnvError(f"cannot copy the tests of task {self.task.id!r}: {exc}") from None
         obs = self._exec(["bash", f"{TESTS_DIR}/test.sh"], self.task.verifier_timeout_sec)
-        tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
-        if obs.timed_out:
-            return Grade(0.0, False, infra_failure=True,
-                         detail=f"verifier timed out after {self.task.verifier_timeout_sec:g}s; {tail}".strip())
         with tempfile.TemporaryDirectory(prefix="replaykit-reward-") as tmp:
             for name in ("reward.txt", "reward.json"):
                 data = snapshot.read_file(container, f"{LOGS_DIR}/verifier/{name}")
                 if data is not None:
                     (Path(tmp) / name).write_bytes(data)
                     break
-            reward, source, problem = _read_reward(Path(tmp))
-        if reward is None:
-            return Grade(0.0, False, infra_failure=True, detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip())
-        return Grade(reward, reward >= 1.0,
-                     detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip())
+            return verifier_grade(obs, Path(tmp), self.task.verifier_timeout_sec)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -369,16 +361,7 @@ def factory(spec: Any) -> DockerEnv:
 def oracle_check(task: Task, aliases: dict[str, str] | None = None) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
     image = images.ensure_task_image(task, aliases)
-    env = DockerEnv(task, image.id, episode=f"oracle-{task.id}")
-    try:
-        env.start()
-        untouched = env.grade()
-        env.start()
-        env.run_solution()
-        solved = env.grade()
-    finally:
-        env.close()
-    return untouched, solved
+    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}"))
 
 
 def _register() -> None:

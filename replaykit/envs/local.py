@@ -324,28 +324,7 @@ class LocalEnv:
         except OSError as exc:
             raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {exc}") from exc
         obs = self._execute(["bash", str(self.tests_dir / "test.sh")], self.task.verifier_timeout_sec)
-        output = (obs.stdout + obs.stderr).strip()
-        tail = output[-_DETAIL_CHARS:]
-        if obs.timed_out:
-            return Grade(
-                reward=0.0,
-                passed=False,
-                infra_failure=True,
-                detail=f"verifier timed out after {self.task.verifier_timeout_sec:g}s; {tail}".strip(),
-            )
-        reward, source, problem = _read_reward(verifier_logs)
-        if reward is None:
-            return Grade(
-                reward=0.0,
-                passed=False,
-                infra_failure=True,
-                detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip(),
-            )
-        return Grade(
-            reward=reward,
-            passed=reward >= 1.0,
-            detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip(),
-        )
+        return verifier_grade(obs, verifier_logs, self.task.verifier_timeout_sec)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -357,6 +336,31 @@ class LocalEnv:
             "max_output_bytes": self.max_output_bytes,
             "env_vars": sorted(self.env_vars()),
         }
+
+
+def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Grade:
+    """The grade from a verifier run and the folder its reward file was written to
+    (the same semantics for every environment)."""
+    tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
+    if obs.timed_out:
+        return Grade(0.0, False, infra_failure=True, detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip())
+    reward, source, problem = _read_reward(reward_dir)
+    if reward is None:
+        return Grade(0.0, False, infra_failure=True, detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip())
+    return Grade(reward, reward >= 1.0, detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip())
+
+
+def oracle_grades(env: Any) -> tuple[Grade, Grade]:
+    """Grade an untouched environment, then a fresh one where solution/solve.sh ran; close it."""
+    try:
+        env.start()
+        untouched = env.grade()
+        env.start()
+        env.run_solution()
+        solved = env.grade()
+    finally:
+        env.close()
+    return untouched, solved
 
 
 def _read_reward(folder: Path) -> tuple[float | None, str, str]:
@@ -391,13 +395,4 @@ def oracle_check(task: Task, workspace: Path) -> tuple[Grade, Grade]:
 
     A sound task gives (reward 0, reward 1). The workspace is removed afterwards.
     """
-    env = LocalEnv(task, workspace)
-    try:
-        env.start()
-        untouched = env.grade()
-        env.start()
-        env.run_solution()
-        solved = env.grade()
-    finally:
-        env.close()
-    return untouched, solved
+    return oracle_grades(LocalEnv(task, workspace))

@@ -19,7 +19,7 @@ import fnmatch
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replaykit.cassette.events import Episode, EnvEvent
 from replaykit.cassette.keys import CassetteKey
@@ -55,9 +55,8 @@ class TrainConfig(BaseModel):
 def train_config(config: RunConfig) -> TrainConfig:
     try:
         return TrainConfig.model_validate(config.train or {})
-    except Exception as exc:  # pydantic.ValidationError
-        errors = getattr(exc, "errors", lambda: [{"loc": ("train",), "msg": str(exc)}])()
-        err = errors[0]
+    except ValidationError as exc:
+        err = exc.errors()[0]
         raise ConfigError(f"config field 'train.{'.'.join(str(p) for p in err['loc'])}': {err['msg']}") from None
 
 
