@@ -160,6 +160,18 @@ def cassettes_ls(
         render.cassette_rows(rows)
 
 
+@app.command()
+def runs(
+    kind: Optional[str] = typer.Option(None, "--kind", help="measure | training | verdict | proxy …"),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List runs, trainings and verdicts in the store (newest last)."""
+    rows = [r for r in open_store(store).list_runs() if kind is None or r["kind"] == kind]
+    rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
+    emit_json(rows) if as_json else render.run_rows(rows)
+
+
 @cassettes_app.command("show")
 def cassettes_show(
     cassette_id: str = typer.Argument(..., help="Cassette id (a unique prefix is enough)."),

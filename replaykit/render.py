@@ -162,14 +162,14 @@ def proxy_report(report: dict[str, Any]) -> None:
 
 def training_table(doc: dict[str, Any]) -> None:
     table = Table(title=f"training {doc['training_id']}  {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}")
-    for col in ("epoch", "candidate", "verdict", "loss", "solved (baseline → candidate)", "why"):
+    for col in ("epoch", "candidate", "verdict", "verdict id", "loss", "solved (baseline → candidate)", "why"):
         table.add_column(col)
     for e in doc["epochs"]:
         v = e.get("verdict") or {}
         m = v.get("metrics", {})
         solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
         why = e["skipped"] or v.get("reason", "")
-        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], f"{e['loss']:+.3f}", solved,
+        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], (e.get("verdict_id") or "-")[:10], f"{e['loss']:+.3f}", solved,
                       escape(f"{e['description'][:60]} · {why[:90]}"))
     out.print(table)
     accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
@@ -244,3 +244,13 @@ def certify_report(report: dict[str, Any]) -> None:
             out.print(f"{r['task_id']} {r['status']}: {r['reason']}", markup=False, highlight=False)
     out.print(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
               + (" (forked tasks are excluded from training verdicts)" if report["forked"] else ""))
+
+
+def run_rows(rows: list[dict[str, Any]]) -> None:
+    table = Table(title=f"{len(rows)} document(s)")
+    table.add_column("id", no_wrap=True, min_width=16)
+    for col in ("kind", "name", "harness", "model", "created"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["kind"], r["name"] or "", (r["harness_sha"] or "")[:10], r["model"] or "", r["created_at"])
+    out.print(table)

@@ -100,8 +100,8 @@ def next_change(brief: str) -> tuple[Change, str] | None:
                 return change, unified_diff(change.path, None, change.replace)
             continue
         source = files.get(change.path)
-        if source is None or source.count(change.search) != 1:
-            continue
+        if source is None or source.count(change.search) != 1 or change.replace in source:
+            continue  # does not apply, or is already applied
         return change, unified_diff(change.path, source, source.replace(change.search, change.replace))
     return None
 
