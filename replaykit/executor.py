@@ -30,7 +30,9 @@ class LocalExecutor:
             for job in jobs:
                 yield job, fn(job)
             return
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn")) as pool:
+        # fork: workers need nothing of the parent but the job (an episode spec) and the code;
+        # unlike spawn it works for scripts read from stdin or without a __main__ guard
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("fork")) as pool:
             futures = {pool.submit(fn, job): job for job in jobs}
             for future in as_completed(futures):
                 yield futures[future], future.result()
