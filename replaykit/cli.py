@@ -151,7 +151,7 @@ def cassettes_ls(
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode)."""
-    from replaykit.inspect import list_cassettes
+    from replaykit.views import list_cassettes
 
     rows = list_cassettes(open_store(store), run_id)
     if as_json:
@@ -180,7 +180,7 @@ def cassettes_show(
     as_json: bool = JsonOpt,
 ) -> None:
     """Show one cassette's events in order."""
-    from replaykit.inspect import show_cassette
+    from replaykit.views import show_cassette
 
     doc = show_cassette(open_store(store), cassette_id, full=full or as_json)
     if as_json:
