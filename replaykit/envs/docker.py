@@ -42,7 +42,7 @@ from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers 
     remove_stale_containers,
 )
 from replaykit.envs.base import Grade, Observation
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, oracle_grades, truncation_marker, verifier_grade
+from replaykit.envs.local import TIMEOUT_EXIT_CODE, CappedOutput, oracle_grades, verifier_grade
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
@@ -56,28 +56,6 @@ _INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; do
 _KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
 _IDLE_PROCS = 1  # PID 1 alone
-
-
-class _Capped:
-    """Collects one stream up to ``limit`` bytes."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.truncated = False
-
-    def add(self, chunk: bytes | None) -> None:
-        if not chunk:
-            return
-        room = self.limit - len(self.kept)
-        if room > 0:
-            self.kept += chunk[:room]
-        if len(chunk) > max(room, 0):
-            self.truncated = True
-
-    def text(self, stream: str) -> str:
-        out = bytes(self.kept).decode("utf-8", errors="replace")
-        return out + truncation_marker(stream, self.limit) if self.truncated else out
 
 
 def _tar_of(folder: Path, arcname: str) -> bytes:
@@ -210,7 +188,7 @@ class DockerEnv:
             getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
         except Exception as exc:
             raise EnvError(f"cannot run {argv[0]!r} in container {container.name}: {exc}") from None
-        out, err = _Capped(self.max_output_bytes), _Capped(self.max_output_bytes)
+        out, err = CappedOutput(self.max_output_bytes), CappedOutput(self.max_output_bytes)
 
         def drain() -> None:
             from docker.utils.socket import frames_iter

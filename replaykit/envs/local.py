@@ -47,34 +47,46 @@ def truncation_marker(stream: str, limit: int) -> str:
     return f"\n[replaykit: {stream} truncated at {limit} bytes]\n"
 
 
-class _CappedReader(threading.Thread):
-    """Drains a pipe to its end, keeping at most ``limit`` bytes."""
+class CappedOutput:
+    """Collects one output stream up to ``limit`` bytes; past that, notes the truncation."""
 
-    def __init__(self, pipe: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self.pipe = pipe
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.kept = bytearray()
         self.truncated = False
 
-    def run(self) -> None:
-        fd = self.pipe.fileno()
-        try:
-            while True:
-                chunk = os.read(fd, _CHUNK)
-                if not chunk:
-                    break
-                room = self.limit - len(self.kept)
-                if room > 0:
-                    self.kept += chunk[:room]
-                if len(chunk) > max(room, 0):
-                    self.truncated = True
-        except OSError:
-            pass
+    def add(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+        if len(chunk) > max(room, 0):
+            self.truncated = True
 
     def text(self, stream: str) -> str:
         out = bytes(self.kept).decode("utf-8", errors="replace")
         return out + truncation_marker(stream, self.limit) if self.truncated else out
+
+
+class _CappedReader(threading.Thread):
+    """Drains a pipe to its end into a :class:`CappedOutput`."""
+
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.output = CappedOutput(limit)
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                self.output.add(chunk)
+        except OSError:
+            pass
+
+    def text(self, stream: str) -> str:
+        return self.output.text(stream)
 
 
 def _kill_group(pgid: int) -> None:
