@@ -10,6 +10,7 @@ their digest forms — never wall-clock times — and equal digests are what
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -139,8 +140,6 @@ class Episode:
 
     def usage_tokens(self) -> int:
         """Total tokens the endpoint reported (0 where it reported none)."""
-        import json
-
         total = 0
         for event in self.llm_events:
             for line in event.content.decode("utf-8", "replace").splitlines():

@@ -74,10 +74,11 @@ class EpisodeCassette(Cassette):
 
     def record_event(self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]) -> LlmEvent:
         chunks = [self.scrubber.bytes(c) for c in chunks]
+        form = self.form(request)
         event = LlmEvent(
-            method=request.method.upper(),
-            path=self.form(request)["path"],
-            body=self.form(request)["body"],
+            method=form["method"],
+            path=form["path"],
+            body=form["body"],
             status=status,
             reason=reason or "",
             headers=headers,

@@ -13,7 +13,10 @@ half cassette. Look-ups are by key: no scan of a whole cassette.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,7 +25,7 @@ import sqlite_utils
 
 from replaykit.cassette.codec import Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
-from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.determinism import canonical_json
 from replaykit.errors import CassetteNotFound, StoreError
 
 SCHEMA: dict[str, dict[str, Any]] = {
@@ -217,9 +220,6 @@ class Store:
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
         return self.get_json(row["doc"])
 
-    def has_run(self, run_id: str) -> bool:
-        return self.db.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
-
     def list_runs(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db["runs"].rows_where(order_by="created_at, id")]
 
@@ -257,10 +257,6 @@ class Store:
 
     def materialise_tree(self, sha: str) -> Path:
         """Write a stored harness tree under ``cache/trees/<sha>`` (atomically) and return it."""
-        import os
-        import shutil
-        import tempfile
-
         target = self.root / "cache" / "trees" / sha
         if (target / ".complete").exists():
             return target
@@ -280,7 +276,3 @@ class Store:
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
         return target
-
-
-def tree_digest(files: dict[str, tuple[int, bytes]]) -> str:
-    return sha256_hex(canonical_json({p: [m, sha256_hex(d)] for p, (m, d) in sorted(files.items())}))

@@ -45,7 +45,7 @@ class Tape:
         return events_digest(self.events)
 
     # -- divergence ----------------------------------------------------------------
-    def _diverge(self, kind: str, reason: str, expected: Any, actual: Any, diff: list[str]) -> DivergenceError:
+    def diverge(self, kind: str, reason: str, expected: Any, actual: Any, diff: list[str]) -> DivergenceError:
         if self.divergence is None:
             report = {
                 "episode": self.label,
@@ -66,7 +66,7 @@ class Tape:
         expected = self.recorded[self.cursor] if self.cursor < len(self.recorded) else None
         if expected is None or expected.kind != kind:
             what = f"{kind} {actual!r}" if kind != "llm" else f"request {actual['method']} {actual['path']}"
-            raise self._diverge(
+            raise self.diverge(
                 kind,
                 f"{what} was not recorded here (the recording has {_describe(expected)})",
                 _form(expected),
@@ -81,7 +81,7 @@ class Tape:
         assert isinstance(expected, LlmEvent)
         reasons = mismatches(form, expected.request_form(), self.match_on)
         if reasons:
-            raise self._diverge("llm", "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form, request_diff(expected.request_form(), form))
+            raise self.diverge("llm", "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form, request_diff(expected.request_form(), form))
         self.cursor += 1
         self.events.append(expected)
         return expected
@@ -94,7 +94,7 @@ class Tape:
             import difflib
 
             diff = list(difflib.unified_diff(expected.action.splitlines(), action.splitlines(), "recorded", "replayed", lineterm=""))
-            raise self._diverge("env", "env action differs", expected.action, action, diff)
+            raise self.diverge("env", "env action differs", expected.action, action, diff)
         self.cursor += 1
         self.events.append(expected)
         return expected
@@ -104,7 +104,7 @@ class Tape:
         expected = self._next("error", message)
         assert isinstance(expected, ErrorEvent)
         if expected.message != message:
-            raise self._diverge("error", "the harness raised differently", expected.message, message, [])
+            raise self.diverge("error", "the harness raised differently", expected.message, message, [])
         self.cursor += 1
         self.events.append(expected)
 
@@ -114,6 +114,13 @@ class Tape:
         self.cursor += 1
         self.events.append(expected)
         return expected
+
+    def check_complete(self, what: str = "replay") -> None:
+        """Raise the divergence, if any, or if a replay stopped before the recording's end."""
+        if self.divergence is None and self.replaying and self.cursor != len(self.recorded or []):
+            self.diverge("end", f"{what} ended after {self.cursor} of {len(self.recorded or [])} recorded events", None, None, [])
+        if self.divergence is not None:
+            raise self.divergence
 
     def record(self, event: Event) -> None:
         self.events.append(event)

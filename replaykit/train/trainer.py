@@ -205,10 +205,7 @@ class Trainer:
             tape = Tape(key.id, recorded=list(self.store.get_episode(key.id).events))
             session = ProposalSession(tape, OFFLINE_BASE_URL, "replaykit-offline", self.train_cfg.seed)
             yield session, key.id
-            if tape.divergence is None and tape.cursor != len(tape.recorded or []):
-                tape._diverge("end", f"the proposer stopped after {tape.cursor} of {len(tape.recorded or [])} recorded events", None, None, [])
-            if tape.divergence is not None:
-                raise tape.divergence
+            tape.check_complete("the proposer")
             self.progress("note", {"message": f"epoch {epoch}: proposal replayed from cassette {key.id[:12]} (no model calls)"})
             return
         tape = Tape(key.id)
