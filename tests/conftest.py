@@ -59,11 +59,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def leftover_containers(since: float) -> list[dict[str, Any]]:
-    """Labelled containers created at or after ``since`` (epoch seconds)."""
+    """Labelled containers created at or after ``since`` (epoch seconds) by this test
+    process or by a process that is gone (its forked workers, a killed CLI). A
+    container whose owner is another live process (a concurrent test session on the
+    same engine) is not ours to judge."""
+    from replaykit.envs.containers import OWNER_LABEL, _owner_alive, owner_id
     from replaykit.envs.images import docker_client
 
+    me = owner_id()
     found = docker_client().api.containers(all=True, filters={"label": "replaykit=1"})
-    return [c for c in found if c.get("Created", 0) >= int(since) - 1]
+    return [c for c in found if c.get("Created", 0) >= int(since) - 1
+            and ((owner := (c.get("Labels") or {}).get(OWNER_LABEL, "")) == me or not _owner_alive(owner))]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
