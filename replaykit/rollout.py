@@ -53,10 +53,13 @@ def _ensure_registered(kind: str) -> None:
 
 
 def env_key_extra(env: dict[str, Any], task: Any) -> tuple[tuple[str, str], ...]:
+    """The environment's part of a cassette key: always its kind first (so a new kind
+    never reuses another kind's cassettes), then whatever its ``key_extra`` adds."""
     kind = env.get("kind", "local")
     _ensure_registered(kind)
     fn = _KEY_EXTRAS.get(kind)
-    return fn(env, task) if fn else ()
+    extras = fn(env, task) if fn else ()
+    return (("env", kind),) + tuple(pair for pair in extras if pair[0] != "env")
 
 
 def _local_env(spec: "EpisodeSpec") -> Environment:
