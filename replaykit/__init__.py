@@ -1,15 +1,41 @@
 """replaykit: train agent harnesses and replay every run bit-for-bit.
 
 Public names are imported lazily so ``import replaykit`` has no side effects and
-stays cheap.
+stays cheap; the ``TYPE_CHECKING`` block lets type checkers see the real classes.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replaykit.config import load_config
+    from replaykit.errors import ReplaykitError
+    from replaykit.models.codex import CodexAgentBackend
+    from replaykit.run import measure
+    from replaykit.train.criteria import MeanReward, StrictPareto
+    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue
+    from replaykit.train.loss import Loss
+    from replaykit.train.optimizers import GreedyMonotonic
+    from replaykit.train.trainer import Trainer
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AgenticEstimator",
+    "CodexAgentBackend",
+    "GreedyMonotonic",
+    "Loss",
+    "MeanReward",
+    "OpenAIBackend",
+    "PatchQueue",
+    "ReplaykitError",
+    "StrictPareto",
+    "Trainer",
+    "load_config",
+    "measure",
+]
 
 _EXPORTS: dict[str, str] = {
     "ReplaykitError": "replaykit.errors",
@@ -34,4 +60,5 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(module), name)
 
 
-__all__ = sorted(_EXPORTS)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

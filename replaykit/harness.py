@@ -13,7 +13,7 @@ import random
 import shutil
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,7 +43,7 @@ class Context:
 
     def now(self) -> datetime:
         """The frozen clock."""
-        return datetime.fromtimestamp(SOURCE_DATE_EPOCH, tz=timezone.utc)
+        return datetime.fromtimestamp(SOURCE_DATE_EPOCH, tz=UTC)
 
     def call_seed(self) -> int:
         self.calls += 1
@@ -94,8 +94,8 @@ class HarnessRepo:
     def tree_files(self, sha: str) -> dict[str, tuple[int, bytes]]:
         files: dict[str, tuple[int, bytes]] = {}
         for item in self.repo.commit(sha).tree.traverse():
-            if item.type == "blob":
-                files[item.path] = (item.mode, item.data_stream.read())
+            if isinstance(item, git.Blob):
+                files[str(item.path)] = (item.mode, item.data_stream.read())
         return files
 
 

@@ -56,7 +56,7 @@ class LoopbackHandler(BaseHTTPRequestHandler):
             self.server.connections.discard(self.connection)
         super().finish()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silent: no line on stderr per request."""
 
     def version_string(self) -> str:

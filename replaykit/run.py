@@ -58,7 +58,7 @@ def episode_keys(config: RunConfig, sha: str, tasks: list[Task], model_cfg: Mode
     mid = model_id(model_cfg)
     digest = config.digest()
     env = config.env.model_dump()
-    keys = []
+    keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
         extra = env_key_extra(env, task)
         keys.extend((CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task) for seed in config.panel.seeds)

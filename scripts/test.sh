@@ -14,4 +14,9 @@ for setup in scripts/setup-*.sh; do
   bash "$setup"
 done
 
+echo "== ruff check"
+python3 -m ruff check replaykit tests
+echo "== mypy"
+python3 -m mypy replaykit
+
 python3 -m pytest -q "$@"

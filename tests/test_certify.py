@@ -165,7 +165,7 @@ def test_cli_certify_table_and_json(docker_quickstart: dict[str, Any]) -> None:
     human = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=600)
     assert human.returncode == 0, human.stderr
     assert "deterministic" in human.stdout and "forked 0" in human.stdout
-    doc = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=REPO, timeout=600).stdout)
+    doc = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, cwd=REPO, timeout=600).stdout)
     assert doc["run_id"] == docker_quickstart["run"]["run_id"] and doc["forked"] == 0
 
 

@@ -54,7 +54,7 @@ from replaykit.cassette.store import Store
 from replaykit.determinism import SOURCE_DATE_EPOCH, sha256_hex
 from replaykit.errors import CassetteNotFound
 
-__all__ = ["BundleError", "FORMAT_NAME", "FORMAT_VERSION", "Selection", "collect", "export_bundle", "import_bundle", "read_bundle", "verify_bundle"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "BundleError", "Selection", "collect", "export_bundle", "import_bundle", "read_bundle", "verify_bundle"]
 
 
 # -- collecting from a store ----------------------------------------------------

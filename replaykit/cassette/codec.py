@@ -51,7 +51,7 @@ def _decode_value(ref: dict[str, Any], get: Callable[[str], bytes]) -> Any:
 
 def _common_prefix(items: list[Any], previous: list[Any]) -> int:
     n = 0
-    for a, b in zip(items, previous):
+    for a, b in zip(items, previous, strict=False):
         if a != b:
             break
         n += 1
@@ -177,7 +177,8 @@ def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
 
 def encode_events(events: list[Event], blobs: Blobs) -> list[dict[str, Any]]:
     """Each request body is delta-encoded against the previous request to the same path."""
-    out, previous = [], {}
+    out: list[dict[str, Any]] = []
+    previous: dict[str, Any] = {}
     for event in events:
         prev = previous.get(event.path) if isinstance(event, LlmEvent) else None
         out.append(encode_event(event, blobs, prev))
@@ -190,7 +191,7 @@ def decode_events(docs: list[dict[str, Any]], get: Callable[[str], bytes]) -> li
     out: list[Event] = []
     previous: dict[str, Any] = {}
     for doc in docs:
-        event = decode_event(doc, get, previous.get(doc.get("path")) if doc["kind"] == "llm" else None)
+        event = decode_event(doc, get, previous.get(doc["path"]) if doc["kind"] == "llm" else None)
         if isinstance(event, LlmEvent):
             previous[event.path] = event.body
         out.append(event)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.determinism import canonical_json, sha256_hex
@@ -95,7 +95,7 @@ class GradeEvent:
         return {"kind": "grade", "grade": self.grade.to_dict()}
 
 
-Event = Union[LlmEvent, EnvEvent, ErrorEvent, GradeEvent]
+Event = LlmEvent | EnvEvent | ErrorEvent | GradeEvent
 
 
 def events_digest(events: list[Event]) -> str:

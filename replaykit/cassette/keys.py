@@ -59,5 +59,5 @@ class CassetteKey:
             seed=int(data["seed"]),
             config_digest=data["config_digest"],
             kind=data.get("kind", "episode"),
-            extra=tuple(tuple(p) for p in data.get("extra", [])),  # type: ignore[misc]
+            extra=tuple(tuple(p) for p in data.get("extra", [])),
         )

@@ -216,7 +216,7 @@ class Scrubber:
         for name, secret in self.secrets.items():
             raw = secret.encode("utf-8")
             if raw in value:
-                value = value.replace(raw, f"<secret:{name}>".encode("utf-8"))
+                value = value.replace(raw, f"<secret:{name}>".encode())
         return value
 
 

@@ -94,16 +94,16 @@ class Store:
     @staticmethod
     def _ensure_schema(db: sqlite_utils.Database) -> None:
         for name, spec in SCHEMA.items():
-            if not db[name].exists():
-                db[name].create(spec["columns"], pk=spec["pk"])
-        db["cassettes"].create_index(["task_id", "seed"], if_not_exists=True)
+            if not db.table(name).exists():
+                db.table(name).create(spec["columns"], pk=spec["pk"])
+        db.table("cassettes").create_index(["task_id", "seed"], if_not_exists=True)
 
     def ensure_table(self, name: str, columns: dict[str, Any], pk: str) -> sqlite_utils.db.Table:
         """Let other parts (training, certification, ...) own tables in the same index."""
-        table = self.db[name]
+        table = self.db.table(name)
         if not table.exists():
             table.create(columns, pk=pk)
-        return table  # type: ignore[return-value]
+        return table
 
     def close(self) -> None:
         if self._db is not None:
@@ -159,14 +159,14 @@ class Store:
         }
         with self.db.atomic():
             self._write_blobs(blobs)
-            self.db["cassettes"].insert(row, replace=True)
+            self.db.table("cassettes").insert(row, replace=True)
 
     def has(self, cassette_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone() is not None
 
     def cassette_row(self, cassette_id: str) -> dict[str, Any]:
         try:
-            return dict(self.db["cassettes"].get(cassette_id))
+            return dict(self.db.table("cassettes").get(cassette_id))
         except sqlite_utils.db.NotFoundError:
             raise CassetteNotFound(
                 f"no cassette {cassette_id!r} in store {self.root}; list them with `replaykit cassettes ls`"
@@ -180,7 +180,7 @@ class Store:
             raise StoreError(f"cassette {cassette_id} is unreadable: {exc}") from exc
 
     def list_cassettes(self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
-        rows = self.db["cassettes"].rows_where(where, list(params), order_by="created_at, id", limit=limit)
+        rows = self.db.table("cassettes").rows_where(where, list(params), order_by="created_at, id", limit=limit)
         return [dict(r) for r in rows]
 
     # -- runs ------------------------------------------------------------------
@@ -199,29 +199,29 @@ class Store:
         row.update({"id": doc_id, "kind": kind, "doc": doc_hash, "created_at": now_iso()})
         with self.db.atomic():
             self._write_blobs(blobs)
-            self.db["runs"].insert(row, replace=True)
+            self.db.table("runs").insert(row, replace=True)
 
     def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
-        row = self.db["runs"].get(full)
+        row = self.db.table("runs").get(full)
         if kind and row["kind"] != kind:
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
         return self.get_json(row["doc"])
 
     def doc_kind(self, doc_id: str) -> str:
         full = self.resolve_id("runs", doc_id, what="run or training")
-        return str(self.db["runs"].get(full)["kind"])
+        return str(self.db.table("runs").get(full)["kind"])
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         full = self.resolve_id("runs", run_id, what="run")
-        row = self.db["runs"].get(full)
+        row = self.db.table("runs").get(full)
         if row["kind"] != "measure":
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
         return self.get_json(row["doc"])
 
     def list_runs(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.db["runs"].rows_where(order_by="created_at, id")]
+        return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
         """A full id from a unique prefix (at least 6 characters)."""
@@ -244,7 +244,7 @@ class Store:
         manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
         with self.db.atomic():
             self._write_blobs(blobs)
-            self.db["trees"].insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
+            self.db.table("trees").insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
 
     def has_tree(self, sha: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None

@@ -53,7 +53,7 @@ def base_path(endpoint: str) -> str:
 def event_uri(event: LlmEvent, endpoint: str, base_url: str) -> str:
     prefix = base_path(endpoint)
     path = event.path
-    if prefix and (path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "?")):
+    if prefix and (path == prefix or path.startswith((prefix + "/", prefix + "?"))):
         return base_url.rstrip("/") + path[len(prefix) :]
     parts = urlsplit(base_url)
     return f"{parts.scheme}://{parts.netloc}{path}"

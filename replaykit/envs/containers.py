@@ -137,7 +137,7 @@ def cgroup_procs(container: Any) -> Path | None:
         return None
     candidates: list[Path] = []
     for line in lines:
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        hid, controllers, path = ([*line.split(":", 2), "", ""])[:3]
         if "pids" in controllers.split(","):
             candidates.insert(0, Path("/sys/fs/cgroup/pids" + path) / "cgroup.procs")
         elif hid == "0" and controllers == "":

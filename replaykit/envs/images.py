@@ -239,7 +239,7 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
     override = os.environ.get("REPLAYKIT_DEBIAN_MIRROR")
     if override:
         return override
-    files = [Path("/etc/apt/sources.list")] + sorted(Path("/etc/apt/sources.list.d").glob("*"))
+    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")

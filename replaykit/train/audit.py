@@ -60,7 +60,7 @@ def replay_training(store: Store, training_id: str, episodes: bool = True, progr
         shutil.rmtree(tmp, ignore_errors=True)
     fields = ("candidate_sha", "decision", "loss", "skipped", "verdict")
     epochs = []
-    for rec, rep in zip(doc["epochs"], replayed["epochs"]):
+    for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):
         diffs = [f for f in fields if rec.get(f) != rep.get(f)]
         epochs.append({"epoch": rec["epoch"], "candidate_sha": rec["candidate_sha"], "replayed_candidate_sha": rep["candidate_sha"],
                        "decision": rec["decision"], "replayed_decision": rep["decision"], "identical": not diffs, "differs_in": diffs})

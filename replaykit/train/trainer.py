@@ -221,7 +221,7 @@ class Trainer:
         return extra + ((("backend_version", str(version)),) if version else ())
 
     def brief(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> str:
-        tried = [f"- epoch {l.epoch}: {l.description} => {l.to_dict()['decision']}" for l in self.losses]
+        tried = [f"- epoch {lo.epoch}: {lo.description} => {lo.to_dict()['decision']}" for lo in self.losses]
         failed = []
         for e in baseline["episodes"]:
             if e["passed"]:
@@ -287,10 +287,10 @@ class Trainer:
         self._save()
 
     def chain(self) -> list[str]:
-        return [self.initial_sha] + [l.candidate_sha for l in self.losses if l._promoted and l.candidate_sha]
+        return [self.initial_sha] + [lo.candidate_sha for lo in self.losses if lo._promoted and lo.candidate_sha]
 
     def summary(self) -> dict[str, Any]:
-        epochs = [l.to_dict() for l in self.losses] + self.recorded[len(self.losses):]
+        epochs = [lo.to_dict() for lo in self.losses] + self.recorded[len(self.losses):]
         return {
             "training_id": self.training_id, "kind": "training", "name": self.config.name, "spec_digest": self.spec_digest,
             "harness_repo": str(self.harness.path), "branch": self.harness.branch, "initial_sha": self.initial_sha,

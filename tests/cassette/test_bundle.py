@@ -80,7 +80,7 @@ def remanifest(members: Members) -> Members:
 
     manifest = json.loads(members[0][1])
     manifest["members"] = {i.name: {"sha256": sha256(d).hexdigest(), "size": len(d)} for i, d in members[1:] if i.isreg()}
-    return [(members[0][0], json.dumps(manifest).encode())] + members[1:]
+    return [(members[0][0], json.dumps(manifest).encode()), *members[1:]]
 
 
 def first_blob(members: Members) -> int:
@@ -124,7 +124,7 @@ def extra(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> Callable[
     def edit(ms: Members) -> Members:
         info = tarfile.TarInfo(name)
         info.type, info.linkname = kind, link
-        return ms + [(info, b"x" if kind == tarfile.REGTYPE else b"")]
+        return [*ms, (info, b"x" if kind == tarfile.REGTYPE else b"")]
 
     return edit
 
@@ -133,7 +133,7 @@ def version(n: Any) -> Callable[[Members], Members]:
     def edit(ms: Members) -> Members:
         manifest = json.loads(ms[0][1])
         manifest["version"] = n
-        return [(ms[0][0], json.dumps(manifest).encode())] + ms[1:]
+        return [(ms[0][0], json.dumps(manifest).encode()), *ms[1:]]
 
     return edit
 
@@ -193,7 +193,7 @@ def test_truncated_bundle_is_refused(recorded: dict[str, Any], tmp_path: Path, c
     for cut in (100, len(data) // 3, len(data) // 2, (end if not compress else len(data)) - 10):
         short = tmp_path / f"short-{cut}{'.tar.gz' if compress else '.tar'}"
         short.write_bytes(data[:cut])
-        with pytest.raises(BundleError, match="truncated|incomplete|not a tar"):
+        with pytest.raises(BundleError, match=r"truncated|incomplete|not a tar"):
             import_bundle(Store(tmp_path / "empty"), short)
     assert not (tmp_path / "empty").exists()
 
@@ -256,7 +256,7 @@ def test_existing_id_with_other_content_is_refused(recorded: dict[str, Any], tmp
     target = Store(tmp_path / "t")
     make(recorded, target)
     before = counts(tmp_path / "t")
-    with pytest.raises(BundleError, match="already exists in store .* with other content"):
+    with pytest.raises(BundleError, match=r"already exists in store .* with other content"):
         import_bundle(target, recorded["bundle"])
     assert counts(tmp_path / "t") == before
 

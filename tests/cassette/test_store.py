@@ -95,4 +95,4 @@ def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:
     from replaykit.errors import StoreError
 
     with pytest.raises(StoreError, match="cannot open store"):
-        Store(tmp_path).db
+        _ = Store(tmp_path).db

@@ -44,7 +44,7 @@ def record_stream(store: Store, body: dict[str, Any], harness_sha: str) -> str:
             for _ in client.chat.completions.create(**body, stream=True):
                 pass
     key = CassetteKey(harness_sha, "hello-file", "-", ModelId("reference-weak", "builtin", "sim-1"), 0, "stream-test", kind="probe")
-    store.put_episode(Episode(key=key, events=tape.events + [GradeEvent(Grade(reward=0.0, passed=False))]))
+    store.put_episode(Episode(key=key, events=[*tape.events, GradeEvent(Grade(reward=0.0, passed=False))]))
     return key.id
 
 

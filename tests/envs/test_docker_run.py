@@ -98,7 +98,7 @@ def test_full_snapshots_are_stored_and_deterministic(docker_base: str, docker_co
     assert env_events and all(e["snapshot"] and len(e["snapshot"]) == 64 for e in env_events)
     human = cli("cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store")).stdout
     assert f"snapshot {env_events[0]['snapshot'][:12]}" in human
-    for cid_a, cid_b in zip(run_a["cassettes"], run_b["cassettes"]):
+    for cid_a, cid_b in zip(run_a["cassettes"], run_b["cassettes"], strict=False):
         snaps_a = [e.snapshot for e in store_a.get_episode(cid_a).env_events]
         snaps_b = [e.snapshot for e in store_b.get_episode(cid_b).env_events]
         assert snaps_a == snaps_b

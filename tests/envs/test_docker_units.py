@@ -55,7 +55,7 @@ def test_defaults_cover_the_sample_and_harbor_bases() -> None:
 class _NoImages:
     """A client stand-in on which no image exists."""
 
-    class images:  # noqa: N801
+    class images:
         @staticmethod
         def get(ref: str) -> None:
             import docker.errors

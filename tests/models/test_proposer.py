@@ -11,7 +11,7 @@ SOURCE = (TEMPLATES / "quickstart" / "harness.py").read_text()
 def brief(source: str, tried: list[str] | None = None) -> str:
     history = [f"- epoch {i}: [{t}] something => rejected" for i, t in enumerate(tried or [])] or ["- (none)"]
     lines = ["Previously tried proposals:", *history, ""]
-    return "\n".join(lines + ["Files:", f"=== harness.py ===\n{source}=== end harness.py ==="])
+    return "\n".join([*lines, "Files:", f"=== harness.py ===\n{source}=== end harness.py ==="])
 
 
 def test_curriculum_in_order_skipping_tried() -> None:

@@ -121,7 +121,7 @@ def test_streaming_events_in_order_with_usage(client: openai.OpenAI) -> None:
 
 def test_the_conversation_advances_on_codex_outputs_and_finishes(client: openai.OpenAI) -> None:
     items: list[dict[str, Any]] = [user(INSTRUCTION)]
-    for n, step in enumerate(STEPS):
+    for _n, step in enumerate(STEPS):
         resp = client.responses.create(model="reference-oracle", input=items, tools=[EXEC_TOOL])
         (fc,) = function_calls(resp)
         assert json.loads(fc.arguments)["cmd"] == step

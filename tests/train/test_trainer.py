@@ -17,7 +17,6 @@ from replaykit.testing import small_config
 from replaykit.train.audit import audit, compare, replay_training
 from replaykit.train.estimators import PatchQueue
 from replaykit.train.gitops import TrainError, fast_forward
-from replaykit.train.optimizers import GreedyMonotonic
 from replaykit.train.trainer import Trainer
 
 TASKS = ["hello-file", "fix-config-port", "csv-active-emails", "organize-files"]
@@ -121,9 +120,9 @@ def test_step_before_backward_and_promoted_before_step(tmp_path: Path) -> None:
     trainer = Trainer(config=config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")]}),
                       estimator=PatchQueue([]))
     loss = next(iter(trainer.epochs(1)))
-    with pytest.raises(TrainError, match="before loss.backward"):
+    with pytest.raises(TrainError, match=r"before loss.backward"):
         trainer.optimizer.step()
-    with pytest.raises(TrainError, match="defined after optimizer.step"):
+    with pytest.raises(TrainError, match=r"defined after optimizer.step"):
         _ = loss.promoted
     loss.backward()
     trainer.optimizer.step()
@@ -139,7 +138,7 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
     broken = unified_diff("harness.py", source, source.replace("import json\n", "import json\nimport module_that_does_not_exist\n"))
     cfg = config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]})
     trainer = train(cfg, 3, estimator=PatchQueue([outside, broken]))
-    reasons = [l.skipped for l in trainer.losses]
+    reasons = [lo.skipped for lo in trainer.losses]
     assert reasons[0].startswith("edits outside the patch surface") and "NOTES.md" in reasons[0]
     assert reasons[1].startswith("harness no longer imports") and "module_that_does_not_exist" in reasons[1]
     assert reasons[2].startswith("empty diff")
@@ -192,7 +191,7 @@ def test_resume_after_kill_between_backward_and_step(tmp_path: Path, trained: di
     store = Store(tmp_path / "store")
     ids_before = {r["id"] for r in store.list_cassettes()}
     repo = git.Repo(tmp_path / "harness")
-    tid = [r for r in store.list_runs() if r["kind"] == "training"][0]["id"]
+    tid = next(r for r in store.list_runs() if r["kind"] == "training")["id"]
     candidate0 = repo.commit(f"refs/replaykit/candidates/{tid}/epoch-000").hexsha  # the candidate was not lost
     assert repo.commit("main").hexsha != candidate0  # step() never ran
 

@@ -235,7 +235,7 @@ def proposer_edit_fn(model: str, handler: Any) -> ProposeEdit | None:
     fn = getattr(handler, "propose_edit", None)
     if fn is None and model == "reference-proposer":
         try:
-            from replaykit.models.reference.proposer import propose_edit as fn  # type: ignore[import-not-found,no-redef]
+            from replaykit.models.reference.proposer import propose_edit as fn
         except ImportError:
             return None
     return fn

@@ -301,8 +301,8 @@ def _typo(word: str, rng: random.Random) -> str:
 
 def bash_tool_name(tools: Sequence[dict[str, Any]]) -> str | None:
     """The function tool to call: one named ``bash``, else the first taking a ``command``."""
-    functions = [t.get("function") for t in tools if t.get("type", "function") == "function"]
-    functions = [f for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
+    candidates = [t.get("function") for t in tools if t.get("type", "function") == "function"]
+    functions: list[dict[str, Any]] = [f for f in candidates if isinstance(f, dict) and isinstance(f.get("name"), str)]
     for f in functions:
         if f["name"] == "bash":
             return "bash"
