@@ -59,7 +59,7 @@ def env_key_extra(env: dict[str, Any], task: Any) -> tuple[tuple[str, str], ...]
     _ensure_registered(kind)
     fn = _KEY_EXTRAS.get(kind)
     extras = fn(env, task) if fn else ()
-    return (("env", kind),) + tuple(pair for pair in extras if pair[0] != "env")
+    return (("env", kind), *tuple(pair for pair in extras if pair[0] != "env"))
 
 
 def _local_env(spec: "EpisodeSpec") -> Environment:
