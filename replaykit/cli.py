@@ -147,17 +147,21 @@ def compare(
 @cassettes_app.command("ls")
 def cassettes_ls(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only the cassettes of this run."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List cassettes (one row per episode)."""
-    from replaykit.views import list_cassettes
+    """List cassettes (one row per episode), oldest first."""
+    from replaykit.views import count_cassettes, list_cassettes
 
-    rows = list_cassettes(open_store(store), run_id)
+    st = open_store(store)
+    if limit is None and not as_json:
+        limit = 100
+    rows = list_cassettes(st, run_id, limit)
     if as_json:
         emit_json(rows)
     else:
-        render.cassette_rows(rows)
+        render.cassette_rows(rows, total=count_cassettes(st, run_id))
 
 
 @app.command()

@@ -57,7 +57,8 @@ class RecordConfig(_Strict):
 
 
 class ExecutorConfig(_Strict):
-    workers: int = 1
+    workers: int = Field(default=1, ge=1)
+    oversubscribe: bool = False  # allow more local workers than cores (I/O-bound episodes)
 
 
 class RunConfig(_Strict):

@@ -7,6 +7,8 @@ Ray executor for many machines would implement the same ``map``.
 
 from __future__ import annotations
 
+import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Callable, Iterable, Iterator, Protocol, TypeVar
@@ -19,9 +21,25 @@ class Executor(Protocol):
     def map(self, fn: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]: ...
 
 
+def capped_workers(workers: int, oversubscribe: bool = False) -> int:
+    """``workers`` processes, at most one per core unless ``oversubscribe`` (episodes
+    that mostly wait on a remote model or a container gain from more; CPU-bound ones,
+    like the embedded default's, only lose: 8 workers on 2 cores ran 1.19x vs 1.8x at 2)."""
+    workers = max(1, int(workers))
+    cores = os.cpu_count() or 1
+    if workers > cores and not oversubscribe:
+        print(
+            f"note: executor.workers {workers} is above this machine's {cores} cores; using {cores} "
+            "(set executor.oversubscribe: true for episodes that wait on a remote model)",
+            file=sys.stderr,
+        )
+        return cores
+    return workers
+
+
 class LocalExecutor:
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, int(workers))
+    def __init__(self, workers: int = 1, oversubscribe: bool = False) -> None:
+        self.workers = capped_workers(workers, oversubscribe)
 
     def map(self, fn: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]:
         """Yield ``(job, result)`` as each finishes; the first failure propagates."""

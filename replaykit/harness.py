@@ -8,6 +8,7 @@ repository with fixed commit metadata, so their SHAs are the same everywhere.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import random
 import shutil
@@ -118,6 +119,23 @@ def materialise_template(template: str, path: Path, branch: str = "main") -> str
     return sha
 
 
+_CODE: dict[tuple[str, str], Any] = {}
+
+
+def _compiled(module_path: Path) -> Any:
+    """The entry file's code object, compiled once per content (replays run the same
+    harness commit thousands of times); each episode still executes it in a fresh module."""
+    source = module_path.read_bytes()
+    key = (str(module_path), hashlib.sha256(source).hexdigest())
+    code = _CODE.get(key)
+    if code is None:
+        code = compile(source, str(module_path), "exec", dont_inherit=True)
+        if len(_CODE) > 256:
+            _CODE.clear()
+        _CODE[key] = code
+    return code
+
+
 def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
     """Import the entry point (``file.py`` or ``file.py:function``) of a materialised tree."""
     filename, _, func = entry.partition(":")
@@ -133,7 +151,7 @@ def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
     old = sys.dont_write_bytecode
     sys.dont_write_bytecode = True
     try:
-        spec.loader.exec_module(module)
+        exec(_compiled(module_path), module.__dict__)
     except Exception as exc:
         raise HarnessError(f"harness {filename} does not import: {type(exc).__name__}: {exc}") from exc
     finally:

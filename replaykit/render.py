@@ -84,8 +84,9 @@ def divergence(report: dict[str, Any] | None) -> None:
         out.print("  " + line, style=style, markup=False, highlight=False)
 
 
-def cassette_rows(rows: list[dict[str, Any]]) -> None:
-    table = Table(title=f"{len(rows)} cassette(s)")
+def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
+    shown = f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)" if total is not None and total > len(rows) else f"{len(rows)} cassette(s)"
+    table = Table(title=shown)
     for col in ("id", "task", "seed", "model", "harness", "llm", "env", "reward", "digest"):
         table.add_column(col)
     for r in rows:

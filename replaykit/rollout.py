@@ -25,6 +25,7 @@ from replaykit.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, Grade, Observation
 from replaykit.errors import DivergenceError, EnvError, ModelError
 from replaykit.harness import Context, load_solve
+from replaykit.models.clients import openai_client
 
 OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
 
@@ -146,9 +147,7 @@ class TapedEnv:
 
 
 def _client(base_url: str, api_key: str) -> Any:
-    import openai
-
-    return openai.OpenAI(base_url=base_url, api_key=api_key or "replaykit-no-key", max_retries=0, timeout=300)
+    return openai_client(base_url, api_key)
 
 
 def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env: TapedEnv, base_url: str, api_key: str) -> None:

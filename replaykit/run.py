@@ -113,7 +113,7 @@ def measure(
                 )
                 for k, t in missing
             ]
-            for spec, episode in LocalExecutor(config.executor.workers).map(record_episode, specs):
+            for spec, episode in LocalExecutor(config.executor.workers, config.executor.oversubscribe).map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:

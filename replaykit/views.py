@@ -7,6 +7,7 @@ from typing import Any
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent
 from replaykit.cassette.store import Store
+from replaykit.errors import ConfigError
 
 TRUNCATE = 400
 
@@ -17,14 +18,24 @@ def _cut(text: str, full: bool) -> str:
     return text[:TRUNCATE] + f"… [{len(text) - TRUNCATE} more chars; --full shows all]"
 
 
-def list_cassettes(store: Store, run_id: str | None = None) -> list[dict[str, Any]]:
-    columns = ("id", "task_id", "seed", "model", "harness_sha", "kind", "n_llm", "n_env", "reward", "passed", "digest", "created_at")
+LS_COLUMNS = ("id", "task_id", "seed", "model", "harness_sha", "kind", "n_llm", "n_env", "reward", "passed", "digest", "created_at")
+
+
+def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last)."""
+    if limit is not None and limit < 0:
+        raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
         ids = store.get_run(run_id)["cassettes"]
+        if limit is not None:
+            ids = ids[len(ids) - limit:] if limit else []
         rows = [store.cassette_row(i) for i in ids]
-    else:
-        rows = store.list_cassettes()
-    return [{c: r[c] for c in columns} for r in rows]
+        return [{c: r[c] for c in LS_COLUMNS} for r in rows]
+    return store.cassette_summaries(LS_COLUMNS, limit)
+
+
+def count_cassettes(store: Store, run_id: str | None = None) -> int:
+    return len(store.get_run(run_id)["cassettes"]) if run_id else store.count_cassettes()
 
 
 def show_cassette(store: Store, cassette_id: str, full: bool = False) -> dict[str, Any]:

@@ -22,7 +22,11 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.determinism import canonical_json, sha256_hex
 from replaykit.envs.base import Grade, Observation
 
-FORMAT = 1
+FORMAT = 2
+#: Document formats this codec reads: 1 kept ``meta`` inline in every document; 2 stores
+#: each ``meta`` field as a value reference, so the pins, versions, task and environment
+#: that every episode of a panel shares are one content-addressed blob each.
+READABLE_FORMATS = (1, 2)
 INLINE_LIMIT = 256  # values whose canonical JSON is longer go to a blob
 
 Blobs = dict[str, bytes]
@@ -170,7 +174,7 @@ def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "key": episode.key.canonical(),
-        "meta": episode.meta,
+        "meta": {name: _encode_value(value, blobs) for name, value in episode.meta.items()},
         "events": encode_events(episode.events, blobs),
     }
 
@@ -199,10 +203,14 @@ def decode_events(docs: list[dict[str, Any]], get: Callable[[str], bytes]) -> li
 
 
 def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"unknown cassette format {doc.get('format')!r}")
+    fmt = doc.get("format")
+    if fmt not in READABLE_FORMATS:
+        raise ValueError(f"unknown cassette format {fmt!r}")
+    meta = doc.get("meta", {})
+    if fmt >= 2:
+        meta = {name: _decode_value(ref, get) for name, ref in meta.items()}
     return Episode(
         key=CassetteKey.from_canonical(doc["key"]),
         events=decode_events(doc["events"], get),
-        meta=doc.get("meta", {}),
+        meta=meta,
     )

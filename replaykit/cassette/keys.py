@@ -7,6 +7,7 @@ and hosts never enter a key.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from replaykit.determinism import digest_of
@@ -45,8 +46,9 @@ class CassetteKey:
         data["format"] = KEY_FORMAT
         return data
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """Computed once per key (a frozen dataclass: the fields never change)."""
         return digest_of(self.canonical())[:24]
 
     @classmethod

@@ -164,13 +164,22 @@ class Store:
     def has(self, cassette_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone() is not None
 
+    def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
+        """One row by primary key (a plain query: sqlite-utils' ``Table.get`` reads the
+        table's schema with a PRAGMA on every call)."""
+        cursor = self.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{pk}] = ?", (value,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip((c[0] for c in cursor.description), row))
+
     def cassette_row(self, cassette_id: str) -> dict[str, Any]:
-        try:
-            return dict(self.db.table("cassettes").get(cassette_id))
-        except sqlite_utils.db.NotFoundError:
+        row = self._row("cassettes", "id", cassette_id)
+        if row is None:
             raise CassetteNotFound(
                 f"no cassette {cassette_id!r} in store {self.root}; list them with `replaykit cassettes ls`"
-            ) from None
+            )
+        return row
 
     def get_episode(self, cassette_id: str) -> Episode:
         row = self.cassette_row(cassette_id)
@@ -182,6 +191,21 @@ class Store:
     def list_cassettes(self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
         rows = self.db.table("cassettes").rows_where(where, list(params), order_by="created_at, id", limit=limit)
         return [dict(r) for r in rows]
+
+    def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[dict[str, Any]]:
+        """Index columns of the newest ``limit`` cassettes (all when None), oldest first;
+        episode documents are not read."""
+        cols = ", ".join(f"[{c}]" for c in columns)
+        sql = f"SELECT {cols} FROM cassettes ORDER BY created_at DESC, id DESC"
+        args: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            args = (int(limit),)
+        rows = self.db.conn.execute(sql, args).fetchall()
+        return [dict(zip(columns, r)) for r in reversed(rows)]
+
+    def count_cassettes(self) -> int:
+        return int(self.db.conn.execute("SELECT COUNT(*) FROM cassettes").fetchone()[0])
 
     # -- runs ------------------------------------------------------------------
     def put_run(self, run: dict[str, Any]) -> None:
@@ -204,18 +228,23 @@ class Store:
     def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
-        row = self.db.table("runs").get(full)
+        row = self._runs_row(full)
         if kind and row["kind"] != kind:
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
         return self.get_json(row["doc"])
 
     def doc_kind(self, doc_id: str) -> str:
         full = self.resolve_id("runs", doc_id, what="run or training")
-        return str(self.db.table("runs").get(full)["kind"])
+        return str(self._runs_row(full)["kind"])
+
+    def _runs_row(self, full: str) -> dict[str, Any]:
+        row = self._row("runs", "id", full)
+        assert row is not None  # resolve_id found it
+        return row
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         full = self.resolve_id("runs", run_id, what="run")
-        row = self.db.table("runs").get(full)
+        row = self._runs_row(full)
         if row["kind"] != "measure":
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
         return self.get_json(row["doc"])

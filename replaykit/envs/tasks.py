@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,13 +152,43 @@ class Task:
         return (self.solution_dir / "solve.sh").is_file()
 
 
+_DIGESTS: dict[tuple[str, tuple[tuple[Any, ...], ...]], str] = {}
+
+
+def _stat_signature(folder: Path) -> tuple[tuple[Any, ...], ...]:
+    """Every entry's path, size, mode, inode and change times: any write changes it."""
+    sig = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames + dirnames):
+            st = os.lstat(os.path.join(dirpath, name))
+            sig.append((dirpath, name, st.st_size, st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(sig)
+
+
 def task_digest(folder: Path) -> str:
     """sha256 over every file of a folder: sorted relative paths, executable bit, bytes.
 
     Symbolic links contribute their target text; directories only through their files.
-    Modification times never enter.
+    Modification times never enter the digest; they only let a process skip
+    re-reading a folder whose entries are all unchanged since it last hashed it.
     """
-    folder = Path(folder)
+    sig = _stat_signature(Path(folder))
+    key = (str(Path(folder).resolve()), sig)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = _task_digest(Path(folder))
+        # like git's "racy" rule: an entry changed within the last seconds could change
+        # again within the same timestamp tick, so only settled folders are remembered
+        newest = max((max(e[5], e[6]) for e in sig), default=0)
+        if newest < time.time_ns() - 2_000_000_000:
+            if len(_DIGESTS) > 4096:
+                _DIGESTS.clear()
+            _DIGESTS[key] = digest
+    return digest
+
+
+def _task_digest(folder: Path) -> str:
     entries: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()

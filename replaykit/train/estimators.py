@@ -15,6 +15,7 @@ from typing import Any, Callable, Protocol
 
 from replaykit.config import ModelConfig
 from replaykit.errors import ConfigError
+from replaykit.models.clients import openai_client
 from replaykit.train.backends import AgentBackend, ProposalSession
 from replaykit.train.gitops import apply_diff
 
@@ -42,10 +43,8 @@ class OpenAIBackend:
         self.model, self.base_url, self.api_key_env, self.temperature = model, base_url, api_key_env, temperature
 
     def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
-        import openai
-
         with session.cassette():
-            client = openai.OpenAI(base_url=session.base_url, api_key=session.api_key or "replaykit-no-key", max_retries=0, timeout=300)
+            client = openai_client(session.base_url, session.api_key)
             reply = client.chat.completions.create(
                 model=self.model, temperature=self.temperature, seed=session.seed,
                 messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief}],

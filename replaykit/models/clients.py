@@ -1,0 +1,40 @@
+"""One ``openai.OpenAI`` client per process and endpoint.
+
+Building a client costs an SSL context (~20 ms: the system CA bundle is parsed),
+even for the offline loopback address; a replay of a training builds thousands.
+``openai_client`` keeps one per (process, base URL, key). The process id is part
+of the key, so a forked worker never reuses its parent's client (nor its pooled
+connections); a client the harness closed is replaced. vcrpy patches httpx2's
+transport classes, not instances, so a cached client is intercepted like a new one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+_CLIENTS: dict[tuple[int, str, str, float, int], Any] = {}
+_LOCK = threading.Lock()
+
+
+def openai_client(base_url: str, api_key: str, timeout: float = 300, max_retries: int = 0) -> Any:
+    """The process's client for this endpoint (created on first use)."""
+    import openai
+
+    key = (os.getpid(), base_url, api_key or "replaykit-no-key", float(timeout), int(max_retries))
+    with _LOCK:
+        client = _CLIENTS.get(key)
+        if client is None or client.is_closed():
+            client = openai.OpenAI(base_url=base_url, api_key=key[2], max_retries=max_retries, timeout=timeout)
+            _CLIENTS[key] = client
+        return client
+
+
+def clear_clients() -> None:
+    """Forget every cached client of this process (tests; long-lived servers)."""
+    with _LOCK:
+        for (pid, *_), client in list(_CLIENTS.items()):
+            if pid == os.getpid():
+                client.close()
+        _CLIENTS.clear()
