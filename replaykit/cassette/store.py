@@ -171,7 +171,7 @@ class Store:
         row = cursor.fetchone()
         if row is None:
             return None
-        return dict(zip((c[0] for c in cursor.description), row))
+        return dict(zip((c[0] for c in cursor.description), row, strict=True))
 
     def cassette_row(self, cassette_id: str) -> dict[str, Any]:
         row = self._row("cassettes", "id", cassette_id)
@@ -202,7 +202,7 @@ class Store:
             sql += " LIMIT ?"
             args = (int(limit),)
         rows = self.db.conn.execute(sql, args).fetchall()
-        return [dict(zip(columns, r)) for r in reversed(rows)]
+        return [dict(zip(columns, r, strict=True)) for r in reversed(rows)]
 
     def count_cassettes(self) -> int:
         return int(self.db.conn.execute("SELECT COUNT(*) FROM cassettes").fetchone()[0])
