@@ -180,12 +180,17 @@ def runs(
 def cassettes_show(
     cassette_id: str = typer.Argument(..., help="Cassette id (a unique prefix is enough)."),
     full: bool = typer.Option(False, "--full", help="Do not truncate bodies."),
+    transcript: bool = typer.Option(False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Show one cassette's events in order."""
     from replaykit.views import show_cassette
 
+    if transcript:
+        from replaykit.report import commands as report_cmd
+
+        return report_cmd.show_transcript(open_store(store), cassette_id, as_json)
     doc = show_cassette(open_store(store), cassette_id, full=full or as_json)
     if as_json:
         emit_json(doc)
@@ -356,6 +361,11 @@ def proxy(
         render.proxy_report(report)
     if report["mode"] == "replay" and not report["identical"]:
         raise typer.Exit(1)
+
+
+from replaykit.report import commands as report_cmd  # noqa: E402
+
+cassettes_app.command("diff")(report_cmd.cassettes_diff)
 
 
 def main() -> None:

@@ -1,0 +1,150 @@
+"""Two episodes aligned call by call and step by step, and the first point where they part.
+
+    doc = diff_cassettes(store, "a2b58aa3", "39825d2c")
+    doc["first_difference"]  # {"position", "kind", "part": request|response|action|observation|state|grade|...,
+                             #  "unified": [...], "side_by_side": [{"tag", "a", "b"}, ...]}
+
+Typically the baseline and the candidate episode of one task and seed: everything
+before the first difference is shared, so that point is what the candidate changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent
+from replaykit.report.transcript import episode_summary, message_lines, parse_response, request_messages
+
+CONTEXT = 3
+
+
+def _label(event: Event | None) -> str:
+    return "end" if event is None else {"llm": "call", "env": "step"}.get(event.kind, event.kind)
+
+
+def _request_lines(event: LlmEvent) -> list[str]:
+    lines = [f"{event.method} {event.path}"]
+    body = event.body if isinstance(event.body, dict) else {}
+    for name in sorted(k for k in body if k not in ("messages", "input", "instructions", "tools")):
+        lines.append(f"{name}: {json.dumps(body[name], ensure_ascii=False, sort_keys=True)}")
+    if "tools" in body:
+        lines.append("tools: " + json.dumps(body["tools"], ensure_ascii=False, sort_keys=True))
+    for msg in request_messages(event.body):
+        lines.extend(message_lines(msg))
+    return lines
+
+
+def _response_lines(event: LlmEvent, raw: bool = False) -> list[str]:
+    if raw:
+        text = event.content.decode("utf-8", "replace")
+        try:
+            return json.dumps(json.loads(text), indent=1, ensure_ascii=False, sort_keys=True).splitlines()
+        except ValueError:
+            return text.splitlines()
+    reply = parse_response(event)
+    lines = [f"status {reply['status']}" + (f" · error: {reply['error']}" if reply.get("error") else "")]
+    for msg in reply["messages"]:
+        lines.extend(message_lines(msg))
+    return lines
+
+
+def _obs_lines(event: EnvEvent) -> list[str]:
+    obs = event.observation
+    lines = [f"exit_code: {obs.exit_code}" + (" (timed out)" if obs.timed_out else "")]
+    lines += [f"stdout| {line}" for line in obs.stdout.splitlines()]
+    lines += [f"stderr| {line}" for line in obs.stderr.splitlines()]
+    return lines
+
+
+def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list[str]]:
+    """Which part of two events differs (None when equal) and the lines to diff."""
+    if a is None or b is None or a.kind != b.kind:
+        return "kind", _describe(a), _describe(b)
+    if isinstance(a, LlmEvent) and isinstance(b, LlmEvent):
+        if a.request_form() != b.request_form():
+            return "request", _request_lines(a), _request_lines(b)
+        if (a.status, a.content, a.chunks) != (b.status, b.content, b.chunks):
+            la, lb = _response_lines(a), _response_lines(b)
+            if la == lb:  # the replies read the same: show the raw bodies (ids, usage, chunking)
+                la, lb = _response_lines(a, raw=True) + [f"chunks: {a.chunks}"], _response_lines(b, raw=True) + [f"chunks: {b.chunks}"]
+            return "response", la, lb
+        return None, [], []
+    if isinstance(a, EnvEvent) and isinstance(b, EnvEvent):
+        if a.action != b.action:
+            return "action", a.action.splitlines(), b.action.splitlines()
+        if a.observation != b.observation:
+            return "observation", _obs_lines(a), _obs_lines(b)
+        if a.state_digest != b.state_digest:
+            return "state", [f"state {a.state_digest}"], [f"state {b.state_digest}"]
+        return None, [], []
+    if isinstance(a, ErrorEvent) and isinstance(b, ErrorEvent):
+        return ("error", [a.message], [b.message]) if a.message != b.message else (None, [], [])
+    if isinstance(a, GradeEvent) and isinstance(b, GradeEvent):
+        ga, gb = a.grade.to_dict(), b.grade.to_dict()
+        return ("grade", [f"{k}: {ga[k]}" for k in sorted(ga)], [f"{k}: {gb[k]}" for k in sorted(gb)]) if ga != gb else (None, [], [])
+    return None, [], []
+
+
+def _describe(event: Event | None) -> list[str]:
+    if event is None:
+        return ["(the episode has ended)"]
+    if isinstance(event, LlmEvent):
+        return ["call"] + _request_lines(event)
+    if isinstance(event, EnvEvent):
+        return ["step", f"$ {event.action}"] + _obs_lines(event)
+    if isinstance(event, ErrorEvent):
+        return ["error", event.message]
+    if isinstance(event, GradeEvent):
+        return ["grade", json.dumps(event.grade.to_dict(), sort_keys=True)]
+    return [repr(event)]
+
+
+def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dict[str, Any]]:
+    """Rows ``{"tag": equal|replace|delete|insert|skip, "a": line|None, "b": line|None}`` around the changes."""
+    rows: list[dict[str, Any]] = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        if rows:
+            rows.append({"tag": "skip", "a": "…", "b": "…"})
+        for tag, i1, i2, j1, j2 in group:
+            left, right = a[i1:i2], b[j1:j2]
+            for n in range(max(len(left), len(right))):
+                rows.append({"tag": tag, "a": left[n] if n < len(left) else None, "b": right[n] if n < len(right) else None})
+    return rows
+
+
+def diff_episodes(a: Episode, b: Episode, a_id: str = "", b_id: str = "") -> dict[str, Any]:
+    """Align two episodes event by event (calls with calls, steps with steps) and find where they part."""
+    aligned: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    counters: dict[str, int] = {}
+    for position in range(max(len(a.events), len(b.events))):
+        ea = a.events[position] if position < len(a.events) else None
+        eb = b.events[position] if position < len(b.events) else None
+        label = _label(ea if ea is not None else eb)
+        counters[label] = counters.get(label, 0) + 1
+        part, la, lb = _part(ea, eb)
+        row = {"position": position, "a": _label(ea), "b": _label(eb), "index": counters[label], "same": part is None, "part": part}
+        aligned.append(row)
+        if part is not None and first is None:
+            first = {
+                "position": position, "kind": label, "index": counters[label], "part": part,
+                "label": f"{label} {counters[label]}: {part}" if part != "kind" else f"event {position}: {_label(ea)} vs {_label(eb)}",
+                "a_lines": la, "b_lines": lb,
+                "unified": list(difflib.unified_diff(la, lb, "a", "b", n=CONTEXT, lineterm="")),
+                "side_by_side": side_by_side(la, lb),
+            }
+    return {
+        "a": episode_summary(a_id or a.id, a), "b": episode_summary(b_id or b.id, b),
+        "identical": first is None, "shared_prefix": first["position"] if first else len(a.events),
+        "first_difference": first, "aligned": aligned,
+        "grades": [a.grade.to_dict() if a.grade else None, b.grade.to_dict() if b.grade else None],
+    }
+
+
+def diff_cassettes(store: Any, a: str, b: str) -> dict[str, Any]:
+    """``cassettes diff A B`` (ids or unique prefixes); reads only."""
+    a_id = store.resolve_id("cassettes", a, what="cassette")
+    b_id = store.resolve_id("cassettes", b, what="cassette")
+    return diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)

@@ -1,0 +1,83 @@
+"""Rich rendering of transcripts, episode diffs and probe results (stdout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from replaykit.report.transcript import message_lines
+
+out = Console()
+ROLE_STYLE = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow", "developer": "magenta"}
+
+
+def _print(text: str, style: str | None = None) -> None:
+    out.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _message(msg: dict[str, Any], indent: str = "  ") -> None:
+    lines = message_lines(msg)
+    _print(indent + lines[0], ROLE_STYLE.get(msg["role"], "bold"))
+    for line in lines[1:]:
+        _print(indent + "  " + line)
+
+
+def transcript(doc: dict[str, Any]) -> None:
+    ep = doc["episode"]
+    _print(f"cassette {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  model {ep['model']}  harness {ep['harness_sha'][:10]}", "bold")
+    _print(f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}")
+    for turn in doc["turns"]:
+        kind = turn["kind"]
+        if kind == "call":
+            usage = turn.get("usage") or {}
+            extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
+            stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
+            _print(f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}", "bold blue")
+            if turn["folded"]:
+                _print(f"  … {turn['folded']} earlier message(s) re-sent (folded)", "dim")
+            for msg in turn["new"]:
+                _message(msg)
+            if turn.get("error"):
+                _print(f"  error: {turn['error']}", "red")
+            for msg in turn["reply"]:
+                _message(msg)
+        elif kind == "env":
+            status = "timed out" if turn["timed_out"] else f"exit {turn['exit_code']}"
+            _print(f"── env $ {turn['action']}  → {status}  state {turn['state_digest'][:12]}", "bold yellow")
+            for stream in ("stdout", "stderr"):
+                if turn[stream]:
+                    for line in turn[stream].rstrip("\n").splitlines():
+                        _print(f"  {stream[3:]}| {line}", "dim" if stream == "stdout" else "red")
+        elif kind == "error":
+            _print(f"── harness error: {turn['message']}", "bold red")
+        elif kind == "grade":
+            verdict = "INFRA FAILURE" if turn.get("infra_failure") else ("PASS" if turn.get("passed") else "FAIL")
+            _print(f"── grade: {verdict} · reward {turn.get('reward')} · {turn.get('detail', '')}", "bold green" if turn.get("passed") else "bold red")
+
+
+def episode_diff(doc: dict[str, Any]) -> None:
+    a, b = doc["a"], doc["b"]
+    for side, ep in (("a", a), ("b", b)):
+        _print(f"{side}: {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  harness {ep['harness_sha'][:10]}  "
+               f"{ep['llm_calls']} call(s), {ep['steps']} step(s)", "bold")
+    grades = ["-" if g is None else ("PASS" if g["passed"] else "FAIL") + f" {g['reward']}" for g in doc["grades"]]
+    _print(f"grades: a {grades[0]} · b {grades[1]}")
+    first = doc["first_difference"]
+    if first is None:
+        _print("identical: every call, step and the grade are the same", "green")
+        return
+    _print(f"shared: the first {doc['shared_prefix']} event(s) are identical", "dim")
+    _print(f"first difference at event {first['position']}: {first['label']}", "bold red")
+    table = Table(show_header=True, expand=True, show_lines=False)
+    table.add_column("a", ratio=1, overflow="fold")
+    table.add_column("b", ratio=1, overflow="fold")
+    style = {"replace": "yellow", "delete": "red", "insert": "green", "skip": "dim"}
+    for row in first["side_by_side"]:
+        s = style.get(row["tag"])
+        left = escape(row["a"]) if row["a"] is not None else ""
+        right = escape(row["b"]) if row["b"] is not None else ""
+        table.add_row(f"[{s}]{left}[/]" if s and left else left, f"[{s}]{right}[/]" if s and right else right)
+    out.print(table)

@@ -1,0 +1,55 @@
+"""`cassettes diff`: the first point where two episodes part, on the quickstart's accepted verdict."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from replaykit.cassette.events import Episode, GradeEvent
+from replaykit.envs.base import Grade
+from replaykit.report.diff import diff_episodes, side_by_side
+
+from .conftest import cli, episodes_by_unit
+
+
+def test_first_difference_of_a_new_solve_is_the_retry_nudge(quickstart_training: dict[str, Any]) -> None:
+    summary, store = quickstart_training["summary"], str(quickstart_training["store"])
+    accepted = [e for e in summary["epochs"] if e["decision"] == "accepted"]
+    assert accepted, "the quickstart training accepts a candidate"
+    epoch = accepted[0]
+    assert epoch["description"].startswith("[retry-nudge]")
+    base, cand = episodes_by_unit(store, epoch["baseline_run"]), episodes_by_unit(store, epoch["candidate_run"])
+    new_solves = epoch["verdict"]["new_solves"]
+    assert new_solves
+    for unit in new_solves:
+        doc = json.loads(cli("cassettes", "diff", base[unit], cand[unit], "--store", store, "--json").stdout)
+        first = doc["first_difference"]
+        assert first["part"] == "request" and first["kind"] == "call", unit
+        added = [row["b"] for row in first["side_by_side"] if row["tag"] == "insert"]
+        assert added[0] == "[user]" and added[1].startswith("The command failed (exit code "), (unit, added)
+        assert all(row["same"] for row in doc["aligned"][: first["position"]])
+        assert doc["grades"][0]["passed"] is False and doc["grades"][1]["passed"] is True
+    # the terminal view says the same, side by side
+    unit = new_solves[0]
+    text = cli("cassettes", "diff", base[unit][:10], cand[unit][:10], "--store", store).stdout
+    assert "first difference at event" in text and "request" in text and "Fix it and retry." in text
+
+
+def test_identical_episodes_and_bad_ids(quickstart_training: dict[str, Any]) -> None:
+    summary, store = quickstart_training["summary"], str(quickstart_training["store"])
+    some = next(iter(episodes_by_unit(store, summary["epochs"][0]["baseline_run"]).values()))
+    doc = json.loads(cli("cassettes", "diff", some, some, "--store", store, "--json").stdout)
+    assert doc["identical"] and doc["first_difference"] is None
+    bad = cli("cassettes", "diff", some, "nosuchcassette", "--store", store, check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: no cassette 'nosuchcassette'") and "Traceback" not in bad.stderr
+
+
+def test_an_episode_that_ends_early_parts_at_its_end() -> None:
+    from replaykit.cassette.keys import CassetteKey, ModelId
+
+    key = CassetteKey("0" * 40, "t", "d", ModelId("m", "e"), 0, "c")
+    grade = GradeEvent(Grade(1.0, True, False, "ok"))
+    doc = diff_episodes(Episode(key, [grade]), Episode(key, []))
+    assert doc["first_difference"]["part"] == "kind" and doc["first_difference"]["b_lines"] == ["(the episode has ended)"]
+    rows = side_by_side(["x", "y", "z"], ["x", "Y", "z", "w"])
+    assert [r["tag"] for r in rows] == ["equal", "replace", "equal", "insert"]
