@@ -37,8 +37,12 @@ def show_transcript(store: Any, cassette_id: str, as_json: bool) -> None:
 
 
 def cassettes_diff(
-    a: str = typer.Argument(..., help="First cassette id (e.g. the baseline's episode; a unique prefix is enough)."),
-    b: str = typer.Argument(..., help="Second cassette id (e.g. the candidate's episode on the same task and seed)."),
+    a: str = typer.Argument(
+        ..., help="First cassette id (e.g. the baseline's episode; a unique prefix is enough)."
+    ),
+    b: str = typer.Argument(
+        ..., help="Second cassette id (e.g. the candidate's episode on the same task and seed)."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:

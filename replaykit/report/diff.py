@@ -68,7 +68,10 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
         if (a.status, a.content, a.chunks) != (b.status, b.content, b.chunks):
             la, lb = _response_lines(a), _response_lines(b)
             if la == lb:  # the replies read the same: show the raw bodies (ids, usage, chunking)
-                la, lb = _response_lines(a, raw=True) + [f"chunks: {a.chunks}"], _response_lines(b, raw=True) + [f"chunks: {b.chunks}"]
+                la, lb = (
+                    [*_response_lines(a, raw=True), f"chunks: {a.chunks}"],
+                    [*_response_lines(b, raw=True), f"chunks: {b.chunks}"],
+                )
             return "response", la, lb
         return None, [], []
     if isinstance(a, EnvEvent) and isinstance(b, EnvEvent):
@@ -83,7 +86,11 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
         return ("error", [a.message], [b.message]) if a.message != b.message else (None, [], [])
     if isinstance(a, GradeEvent) and isinstance(b, GradeEvent):
         ga, gb = a.grade.to_dict(), b.grade.to_dict()
-        return ("grade", [f"{k}: {ga[k]}" for k in sorted(ga)], [f"{k}: {gb[k]}" for k in sorted(gb)]) if ga != gb else (None, [], [])
+        return (
+            ("grade", [f"{k}: {ga[k]}" for k in sorted(ga)], [f"{k}: {gb[k]}" for k in sorted(gb)])
+            if ga != gb
+            else (None, [], [])
+        )
     return None, [], []
 
 
@@ -91,9 +98,9 @@ def _describe(event: Event | None) -> list[str]:
     if event is None:
         return ["(the episode has ended)"]
     if isinstance(event, LlmEvent):
-        return ["call"] + _request_lines(event)
+        return ["call", *_request_lines(event)]
     if isinstance(event, EnvEvent):
-        return ["step", f"$ {event.action}"] + _obs_lines(event)
+        return ["step", f"$ {event.action}", *_obs_lines(event)]
     if isinstance(event, ErrorEvent):
         return ["error", event.message]
     if isinstance(event, GradeEvent):
@@ -110,7 +117,13 @@ def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dic
         for tag, i1, i2, j1, j2 in group:
             left, right = a[i1:i2], b[j1:j2]
             for n in range(max(len(left), len(right))):
-                rows.append({"tag": tag, "a": left[n] if n < len(left) else None, "b": right[n] if n < len(right) else None})
+                rows.append(
+                    {
+                        "tag": tag,
+                        "a": left[n] if n < len(left) else None,
+                        "b": right[n] if n < len(right) else None,
+                    }
+                )
     return rows
 
 
@@ -125,20 +138,36 @@ def diff_episodes(a: Episode, b: Episode, a_id: str = "", b_id: str = "") -> dic
         label = _label(ea if ea is not None else eb)
         counters[label] = counters.get(label, 0) + 1
         part, la, lb = _part(ea, eb)
-        row = {"position": position, "a": _label(ea), "b": _label(eb), "index": counters[label], "same": part is None, "part": part}
+        row = {
+            "position": position,
+            "a": _label(ea),
+            "b": _label(eb),
+            "index": counters[label],
+            "same": part is None,
+            "part": part,
+        }
         aligned.append(row)
         if part is not None and first is None:
             first = {
-                "position": position, "kind": label, "index": counters[label], "part": part,
-                "label": f"{label} {counters[label]}: {part}" if part != "kind" else f"event {position}: {_label(ea)} vs {_label(eb)}",
-                "a_lines": la, "b_lines": lb,
+                "position": position,
+                "kind": label,
+                "index": counters[label],
+                "part": part,
+                "label": f"{label} {counters[label]}: {part}"
+                if part != "kind"
+                else f"event {position}: {_label(ea)} vs {_label(eb)}",
+                "a_lines": la,
+                "b_lines": lb,
                 "unified": list(difflib.unified_diff(la, lb, "a", "b", n=CONTEXT, lineterm="")),
                 "side_by_side": side_by_side(la, lb),
             }
     return {
-        "a": episode_summary(a_id or a.id, a), "b": episode_summary(b_id or b.id, b),
-        "identical": first is None, "shared_prefix": first["position"] if first else len(a.events),
-        "first_difference": first, "aligned": aligned,
+        "a": episode_summary(a_id or a.id, a),
+        "b": episode_summary(b_id or b.id, b),
+        "identical": first is None,
+        "shared_prefix": first["position"] if first else len(a.events),
+        "first_difference": first,
+        "aligned": aligned,
         "grades": [a.grade.to_dict() if a.grade else None, b.grade.to_dict() if b.grade else None],
     }
 

@@ -11,7 +11,13 @@ from rich.table import Table
 from replaykit.report.transcript import message_lines
 
 out = Console()
-ROLE_STYLE = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow", "developer": "magenta"}
+ROLE_STYLE = {
+    "system": "magenta",
+    "user": "cyan",
+    "assistant": "green",
+    "tool": "yellow",
+    "developer": "magenta",
+}
 
 
 def _print(text: str, style: str | None = None) -> None:
@@ -27,15 +33,23 @@ def _message(msg: dict[str, Any], indent: str = "  ") -> None:
 
 def transcript(doc: dict[str, Any]) -> None:
     ep = doc["episode"]
-    _print(f"cassette {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  model {ep['model']}  harness {ep['harness_sha'][:10]}", "bold")
-    _print(f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}")
+    _print(
+        f"cassette {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  model {ep['model']}  harness {ep['harness_sha'][:10]}",
+        "bold",
+    )
+    _print(
+        f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}"
+    )
     for turn in doc["turns"]:
         kind = turn["kind"]
         if kind == "call":
             usage = turn.get("usage") or {}
             extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
             stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
-            _print(f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}", "bold blue")
+            _print(
+                f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}",
+                "bold blue",
+            )
             if turn["folded"]:
                 _print(f"  … {turn['folded']} earlier message(s) re-sent (folded)", "dim")
             for msg in turn["new"]:
@@ -54,16 +68,26 @@ def transcript(doc: dict[str, Any]) -> None:
         elif kind == "error":
             _print(f"── harness error: {turn['message']}", "bold red")
         elif kind == "grade":
-            verdict = "INFRA FAILURE" if turn.get("infra_failure") else ("PASS" if turn.get("passed") else "FAIL")
-            _print(f"── grade: {verdict} · reward {turn.get('reward')} · {turn.get('detail', '')}", "bold green" if turn.get("passed") else "bold red")
+            verdict = (
+                "INFRA FAILURE" if turn.get("infra_failure") else ("PASS" if turn.get("passed") else "FAIL")
+            )
+            _print(
+                f"── grade: {verdict} · reward {turn.get('reward')} · {turn.get('detail', '')}",
+                "bold green" if turn.get("passed") else "bold red",
+            )
 
 
 def episode_diff(doc: dict[str, Any]) -> None:
     a, b = doc["a"], doc["b"]
     for side, ep in (("a", a), ("b", b)):
-        _print(f"{side}: {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  harness {ep['harness_sha'][:10]}  "
-               f"{ep['llm_calls']} call(s), {ep['steps']} step(s)", "bold")
-    grades = ["-" if g is None else ("PASS" if g["passed"] else "FAIL") + f" {g['reward']}" for g in doc["grades"]]
+        _print(
+            f"{side}: {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  harness {ep['harness_sha'][:10]}  "
+            f"{ep['llm_calls']} call(s), {ep['steps']} step(s)",
+            "bold",
+        )
+    grades = [
+        "-" if g is None else ("PASS" if g["passed"] else "FAIL") + f" {g['reward']}" for g in doc["grades"]
+    ]
     _print(f"grades: a {grades[0]} · b {grades[1]}")
     first = doc["first_difference"]
     if first is None:

@@ -31,14 +31,23 @@ def _text(content: Any) -> str:
         out = []
         for part in content:
             if isinstance(part, dict):
-                out.append(str(part.get("text") or part.get("refusal") or ("[" + str(part.get("type", "part")) + "]")))
+                out.append(
+                    str(
+                        part.get("text") or part.get("refusal") or ("[" + str(part.get("type", "part")) + "]")
+                    )
+                )
             else:
                 out.append(str(part))
         return "".join(out)
     return json.dumps(content, ensure_ascii=False)
 
 
-def message(role: str, content: Any = "", tool_calls: list[dict[str, Any]] | None = None, tool_call_id: str | None = None) -> Message:
+def message(
+    role: str,
+    content: Any = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+) -> Message:
     msg: Message = {"role": role, "content": _text(content)}
     if tool_calls:
         msg["tool_calls"] = tool_calls
@@ -51,7 +60,9 @@ def _chat_tool_calls(calls: Any) -> list[dict[str, Any]]:
     out = []
     for call in calls or []:
         fn = call.get("function") or {}
-        out.append({"id": call.get("id") or "", "name": fn.get("name") or "", "arguments": fn.get("arguments") or ""})
+        out.append(
+            {"id": call.get("id") or "", "name": fn.get("name") or "", "arguments": fn.get("arguments") or ""}
+        )
     return out
 
 
@@ -69,11 +80,21 @@ def _responses_items(items: Any) -> list[Message]:
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
             args = item.get("arguments", item.get("input", item.get("action", "")))
             args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-            call = {"id": item.get("call_id") or item.get("id") or "", "name": item.get("name") or kind, "arguments": args}
+            call = {
+                "id": item.get("call_id") or item.get("id") or "",
+                "name": item.get("name") or kind,
+                "arguments": args,
+            }
             out.append(message("assistant", "", [call]))
         elif kind.endswith("_output"):
             output = item.get("output")
-            out.append(message("tool", output if isinstance(output, (str, list)) else json.dumps(output), tool_call_id=item.get("call_id")))
+            out.append(
+                message(
+                    "tool",
+                    output if isinstance(output, (str, list)) else json.dumps(output),
+                    tool_call_id=item.get("call_id"),
+                )
+            )
         elif kind == "reasoning":
             summary = " ".join(_text(s.get("text")) for s in item.get("summary") or [] if isinstance(s, dict))
             if summary:
@@ -89,8 +110,14 @@ def request_messages(body: Any) -> list[Message]:
         return [message("raw", json.dumps(body, ensure_ascii=False))]
     if "messages" in body:
         return [
-            message(m.get("role", "?"), m.get("content"), _chat_tool_calls(m.get("tool_calls")), m.get("tool_call_id"))
-            for m in body["messages"] if isinstance(m, dict)
+            message(
+                m.get("role", "?"),
+                m.get("content"),
+                _chat_tool_calls(m.get("tool_calls")),
+                m.get("tool_call_id"),
+            )
+            for m in body["messages"]
+            if isinstance(m, dict)
         ]
     out: list[Message] = []
     if body.get("instructions"):
@@ -132,7 +159,9 @@ def _join_chat_stream(chunks: list[Any]) -> dict[str, Any]:
             delta = choice.get("delta") or {}
             content.append(delta.get("content") or "")
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(int(tc.get("index", len(calls))), {"id": "", "function": {"name": "", "arguments": ""}})
+                slot = calls.setdefault(
+                    int(tc.get("index", len(calls))), {"id": "", "function": {"name": "", "arguments": ""}}
+                )
                 slot["id"] = tc.get("id") or slot["id"]
                 fn = tc.get("function") or {}
                 slot["function"]["name"] += fn.get("name") or ""
@@ -151,7 +180,11 @@ def _join_responses_stream(events: list[Any]) -> dict[str, Any]:
     for event in events:
         if not isinstance(event, dict):
             continue
-        if event.get("type") in ("response.completed", "response.incomplete", "response.failed") and isinstance(event.get("response"), dict):
+        if event.get("type") in (
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+        ) and isinstance(event.get("response"), dict):
             final = dict(event["response"])
         elif event.get("type") == "response.output_item.done":
             items[int(event.get("output_index", len(items)))] = event.get("item")
@@ -167,10 +200,18 @@ def parse_response(event: LlmEvent) -> dict[str, Any]:
     """The reply of one call: ``messages``, ``usage``, ``system_fingerprint``, ``stream``, ``error``."""
     text = event.content.decode("utf-8", "replace")
     streamed = text.lstrip().startswith(("data:", "event:"))
-    out: dict[str, Any] = {"status": event.status, "stream": streamed, "messages": [], "usage": None, "system_fingerprint": None}
+    out: dict[str, Any] = {
+        "status": event.status,
+        "stream": streamed,
+        "messages": [],
+        "usage": None,
+        "system_fingerprint": None,
+    }
     if streamed:
         payloads = _sse_payloads(event.content)
-        is_responses = any(isinstance(p, dict) and str(p.get("type", "")).startswith("response.") for p in payloads)
+        is_responses = any(
+            isinstance(p, dict) and str(p.get("type", "")).startswith("response.") for p in payloads
+        )
         doc = _join_responses_stream(payloads) if is_responses else _join_chat_stream(payloads)
     else:
         try:
@@ -189,7 +230,9 @@ def parse_response(event: LlmEvent) -> dict[str, Any]:
     if "choices" in doc:
         for choice in doc.get("choices") or []:
             msg = choice.get("message") or {}
-            out["messages"].append(message("assistant", msg.get("content"), _chat_tool_calls(msg.get("tool_calls"))))
+            out["messages"].append(
+                message("assistant", msg.get("content"), _chat_tool_calls(msg.get("tool_calls")))
+            )
     elif "output" in doc:
         out["messages"] = _responses_items(doc.get("output"))
     elif "raw" in doc:
@@ -201,6 +244,7 @@ def _same(a: Message, b: Message) -> bool:
     def norm(m: Message) -> tuple[Any, ...]:
         calls = tuple((c.get("name"), c.get("arguments")) for c in m.get("tool_calls") or [])
         return (m["role"], (m.get("content") or "").strip(), calls, m.get("tool_call_id") or "")
+
     return norm(a) == norm(b)
 
 
@@ -221,12 +265,28 @@ def call_turn(event: LlmEvent, history: list[Message], position: int, number: in
     folded = _folded(sent, history)
     reply = parse_response(event)
     body = event.body if isinstance(event.body, dict) else {}
-    settings = {k: body[k] for k in ("model", "temperature", "seed", "top_p", "stream", "max_tokens", "max_output_tokens") if k in body}
+    settings = {
+        k: body[k]
+        for k in ("model", "temperature", "seed", "top_p", "stream", "max_tokens", "max_output_tokens")
+        if k in body
+    }
     return {
-        "kind": "call", "position": position, "call": number, "method": event.method, "path": event.path,
-        "settings": settings, "folded": folded, "sent": len(sent), "new": sent[folded:], "reply": reply["messages"],
-        "status": reply["status"], "stream": reply["stream"], "chunks": reply.get("chunks"), "usage": reply["usage"],
-        "system_fingerprint": reply["system_fingerprint"], "error": reply.get("error"),
+        "kind": "call",
+        "position": position,
+        "call": number,
+        "method": event.method,
+        "path": event.path,
+        "settings": settings,
+        "folded": folded,
+        "sent": len(sent),
+        "new": sent[folded:],
+        "reply": reply["messages"],
+        "status": reply["status"],
+        "stream": reply["stream"],
+        "chunks": reply.get("chunks"),
+        "usage": reply["usage"],
+        "system_fingerprint": reply["system_fingerprint"],
+        "error": reply.get("error"),
     }
 
 
@@ -243,10 +303,18 @@ def transcript(episode: Episode) -> list[dict[str, Any]]:
             turns.append(turn)
         elif isinstance(event, EnvEvent):
             obs = event.observation
-            turns.append({
-                "kind": "env", "position": position, "action": event.action, "exit_code": obs.exit_code,
-                "timed_out": obs.timed_out, "stdout": obs.stdout, "stderr": obs.stderr, "state_digest": event.state_digest,
-            })
+            turns.append(
+                {
+                    "kind": "env",
+                    "position": position,
+                    "action": event.action,
+                    "exit_code": obs.exit_code,
+                    "timed_out": obs.timed_out,
+                    "stdout": obs.stdout,
+                    "stderr": obs.stderr,
+                    "state_digest": event.state_digest,
+                }
+            )
         elif isinstance(event, ErrorEvent):
             turns.append({"kind": "error", "position": position, "message": event.message})
         elif isinstance(event, GradeEvent):
@@ -257,9 +325,16 @@ def transcript(episode: Episode) -> list[dict[str, Any]]:
 def episode_summary(cassette_id: str, episode: Episode) -> dict[str, Any]:
     key = episode.key
     return {
-        "id": cassette_id, "task_id": key.task_id, "seed": key.seed, "model": key.model.name,
-        "harness_sha": key.harness_sha, "kind": key.kind, "digest": episode.digest,
-        "tokens": episode.usage_tokens(), "llm_calls": len(episode.llm_events), "steps": len(episode.env_events),
+        "id": cassette_id,
+        "task_id": key.task_id,
+        "seed": key.seed,
+        "model": key.model.name,
+        "harness_sha": key.harness_sha,
+        "kind": key.kind,
+        "digest": episode.digest,
+        "tokens": episode.usage_tokens(),
+        "llm_calls": len(episode.llm_events),
+        "steps": len(episode.env_events),
     }
 
 

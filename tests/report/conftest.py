@@ -15,7 +15,9 @@ from replaykit.testing import write_config
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, check=check)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, check=check
+    )
 
 
 @pytest.fixture(scope="session")

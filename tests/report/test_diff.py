@@ -18,7 +18,10 @@ def test_first_difference_of_a_new_solve_is_the_retry_nudge(quickstart_training:
     assert accepted, "the quickstart training accepts a candidate"
     epoch = accepted[0]
     assert epoch["description"].startswith("[retry-nudge]")
-    base, cand = episodes_by_unit(store, epoch["baseline_run"]), episodes_by_unit(store, epoch["candidate_run"])
+    base, cand = (
+        episodes_by_unit(store, epoch["baseline_run"]),
+        episodes_by_unit(store, epoch["candidate_run"]),
+    )
     new_solves = epoch["verdict"]["new_solves"]
     assert new_solves
     for unit in new_solves:
@@ -41,7 +44,11 @@ def test_identical_episodes_and_bad_ids(quickstart_training: dict[str, Any]) -> 
     doc = json.loads(cli("cassettes", "diff", some, some, "--store", store, "--json").stdout)
     assert doc["identical"] and doc["first_difference"] is None
     bad = cli("cassettes", "diff", some, "nosuchcassette", "--store", store, check=False)
-    assert bad.returncode == 1 and bad.stderr.startswith("Error: no cassette 'nosuchcassette'") and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 1
+        and bad.stderr.startswith("Error: no cassette 'nosuchcassette'")
+        and "Traceback" not in bad.stderr
+    )
 
 
 def test_an_episode_that_ends_early_parts_at_its_end() -> None:
@@ -50,6 +57,8 @@ def test_an_episode_that_ends_early_parts_at_its_end() -> None:
     key = CassetteKey("0" * 40, "t", "d", ModelId("m", "e"), 0, "c")
     grade = GradeEvent(Grade(1.0, True, False, "ok"))
     doc = diff_episodes(Episode(key, [grade]), Episode(key, []))
-    assert doc["first_difference"]["part"] == "kind" and doc["first_difference"]["b_lines"] == ["(the episode has ended)"]
+    assert doc["first_difference"]["part"] == "kind" and doc["first_difference"]["b_lines"] == [
+        "(the episode has ended)"
+    ]
     rows = side_by_side(["x", "y", "z"], ["x", "Y", "z", "w"])
     assert [r["tag"] for r in rows] == ["equal", "replace", "equal", "insert"]

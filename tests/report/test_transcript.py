@@ -19,7 +19,15 @@ from replaykit.report.transcript import parse_response, transcript
 
 REPO = Path(__file__).resolve().parents[2]
 INSTRUCTION = (REPO / "envs" / "hello-file" / "instruction.md").read_text()
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +38,17 @@ def server() -> Any:
 
 def call(server: ReferenceServer, path: str, body: dict[str, Any]) -> LlmEvent:
     resp = httpx.post(server.base_url + path.removeprefix("/v1"), json=body, timeout=30)
-    return LlmEvent("POST", path, body, resp.status_code, resp.reason_phrase, [], resp.content, [len(resp.content)])
+    return LlmEvent(
+        "POST", path, body, resp.status_code, resp.reason_phrase, [], resp.content, [len(resp.content)]
+    )
 
 
 def no_ids(messages: list[dict[str, Any]]) -> list[Any]:
     """Replies without call ids (the server derives them from the request, whose stream flag differs)."""
-    return [(m["role"], m["content"], [(c["name"], c["arguments"]) for c in m.get("tool_calls", [])]) for m in messages]
+    return [
+        (m["role"], m["content"], [(c["name"], c["arguments"]) for c in m.get("tool_calls", [])])
+        for m in messages
+    ]
 
 
 def key() -> CassetteKey:
@@ -43,19 +56,45 @@ def key() -> CassetteKey:
 
 
 def chat_episode(server: ReferenceServer, stream: bool) -> Episode:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a shell agent."}, {"role": "user", "content": INSTRUCTION}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a shell agent."},
+        {"role": "user", "content": INSTRUCTION},
+    ]
     events: list[Any] = []
     for _ in range(2):
-        body = {"model": "reference-strong", "messages": list(messages), "tools": TOOLS, "temperature": 0, "seed": 1, "stream": stream}
+        body = {
+            "model": "reference-strong",
+            "messages": list(messages),
+            "tools": TOOLS,
+            "temperature": 0,
+            "seed": 1,
+            "stream": stream,
+        }
         event = call(server, "/v1/chat/completions", body)
         events.append(event)
         reply = parse_response(event)["messages"][0]
         if not reply.get("tool_calls"):
             break
         tc = reply["tool_calls"][0]
-        messages.append({"role": "assistant", "content": reply["content"], "tool_calls": [{"id": tc["id"], "type": "function", "function": {"name": tc["name"], "arguments": tc["arguments"]}}]})
-        events.append(EnvEvent(json.loads(tc["arguments"])["command"], Observation("", "", 0, False), "ab" * 32))
-        messages.append({"role": "tool", "tool_call_id": tc["id"], "content": "exit_code: 0\nstdout:\n\nstderr:\n"})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": reply["content"],
+                "tool_calls": [
+                    {
+                        "id": tc["id"],
+                        "type": "function",
+                        "function": {"name": tc["name"], "arguments": tc["arguments"]},
+                    }
+                ],
+            }
+        )
+        events.append(
+            EnvEvent(json.loads(tc["arguments"])["command"], Observation("", "", 0, False), "ab" * 32)
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": tc["id"], "content": "exit_code: 0\nstdout:\n\nstderr:\n"}
+        )
     events.append(GradeEvent(Grade(1.0, True, False, "PASS")))
     return Episode(key(), events)
 
@@ -76,18 +115,35 @@ def test_chat_transcript_shows_new_messages_only_and_joins_streams(server: Refer
 
 
 def test_responses_api_transcript_streamed_and_json(server: ReferenceServer) -> None:
-    rtools = [{"type": "function", "name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    rtools = [
+        {
+            "type": "function",
+            "name": "bash",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        }
+    ]
     out = []
     for stream in (False, True):
-        body = {"model": "reference-strong", "instructions": "Be brief.", "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": INSTRUCTION}]}],
-                "tools": rtools, "stream": stream}
+        body = {
+            "model": "reference-strong",
+            "instructions": "Be brief.",
+            "input": [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": INSTRUCTION}]}
+            ],
+            "tools": rtools,
+            "stream": stream,
+        }
         first = call(server, "/v1/responses", body)
         reply = parse_response(first)
         fc = reply["messages"][-1]["tool_calls"][0]
-        follow = dict(body, input=body["input"] + [
-            {"type": "function_call", "call_id": fc["id"], "name": "bash", "arguments": fc["arguments"]},
-            {"type": "function_call_output", "call_id": fc["id"], "output": "exit_code: 0"},
-        ])
+        follow = dict(
+            body,
+            input=body["input"]
+            + [
+                {"type": "function_call", "call_id": fc["id"], "name": "bash", "arguments": fc["arguments"]},
+                {"type": "function_call_output", "call_id": fc["id"], "output": "exit_code: 0"},
+            ],
+        )
         out.append(transcript(Episode(key(), [first, call(server, "/v1/responses", follow)])))
     plain, streamed = out
     assert [m["role"] for m in plain[0]["new"]] == ["system", "user"]
@@ -103,8 +159,18 @@ def test_cli_transcript_of_a_recorded_episode(tmp_path: Path) -> None:
 
     result = measure(small_config(tmp_path, tasks=["fix-config-port"], seeds=[0]))
     cid = result.run["episodes"][0]["cassette_id"]
-    cmd = [sys.executable, "-m", "replaykit.cli", "cassettes", "show", cid[:10], "--transcript", "--store", str(tmp_path / "store")]
-    doc = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, check=True).stdout)
+    cmd = [
+        sys.executable,
+        "-m",
+        "replaykit.cli",
+        "cassettes",
+        "show",
+        cid[:10],
+        "--transcript",
+        "--store",
+        str(tmp_path / "store"),
+    ]
+    doc = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout)
     kinds = [t["kind"] for t in doc["turns"]]
     assert kinds[0] == "call" and kinds[-1] == "grade" and "env" in kinds
     calls = [t for t in doc["turns"] if t["kind"] == "call"]
