@@ -14,7 +14,13 @@ on a loopback port instead of its model endpoint. The proxy is bound to a
   normalisation rules) gets HTTP 409 whose body names the divergence and carries
   the normalised diff; the tape keeps the :class:`DivergenceError` for the caller.
 
-Exchanges are serialised (one at a time) so positions in the tape are stable.
+Exchanges are serialised (one at a time) so positions in the tape are stable —
+unless the server is ``concurrent`` (many agents at once, ``replaykit proxy``):
+then exchanges overlap, are kept in the order they complete, and a replay matches
+each request within its conversation (:mod:`replaykit.cassette.conversations`:
+by content on ``/v1``, in order per client on a session path ``/s/<session>/v1``).
+Every exchange is kept (and handed to ``on_exchange``, which may persist it)
+before the client receives its last byte, so a completed exchange is never lost.
 ``GET /v1/models`` passes through while recording and is answered from the tape
 while replaying. Headers are never stored, so no API key reaches a cassette;
 secrets in bodies are scrubbed before anything is kept or relayed.
@@ -28,10 +34,11 @@ import http.client
 import json
 import threading
 import zlib
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 from urllib.parse import urlsplit
 
-from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.conversations import ConversationPlayer, split_session
+from replaykit.cassette.events import Event, LlmEvent
 from replaykit.cassette.matchers import Scrubber, request_form
 from replaykit.cassette.tape import Tape
 from replaykit.errors import ConfigError, DivergenceError
@@ -70,7 +77,8 @@ class Upstream:
         return cls(self.host, self.port, timeout=self.timeout)
 
     def path_for(self, client_path: str) -> str:
-        """``/v1/responses?x`` → ``<base>/responses?x``."""
+        """``/v1/responses?x`` (or ``/s/<session>/v1/responses?x``) → ``<base>/responses?x``."""
+        client_path = split_session(client_path)[1]
         rest = client_path[3:] if client_path.startswith("/v1") else client_path
         return self.base + rest
 
@@ -114,6 +122,8 @@ class ProxyServer(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
         timeout: float = 600.0,
+        concurrent: bool = False,
+        on_exchange: Callable[[list[Event]], None] | None = None,
     ) -> None:
         if upstream is None and not tape.replaying:
             raise ConfigError("the recording proxy needs an upstream URL to record")
@@ -125,6 +135,10 @@ class ProxyServer(LoopbackServer):
         self.scrubber = Scrubber(secrets)
         self.rules = tuple(rules)
         self.exchange_lock = threading.Lock()
+        self.keep_lock = threading.Lock()
+        self.concurrent = concurrent
+        self.on_exchange = on_exchange
+        self.player = ConversationPlayer(tape.label, tape.recorded) if concurrent and tape.recorded is not None else None
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _ProxyHandler)
@@ -138,6 +152,14 @@ class ProxyServer(LoopbackServer):
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="replaykit-proxy", daemon=True)
         self._thread.start()
         return self.base_url
+
+    def keep(self, event: LlmEvent) -> None:
+        """Append a completed exchange to the tape and hand the tape to ``on_exchange``."""
+        with self.keep_lock:
+            self.tape.record(event)
+            snapshot = list(self.tape.events)
+        if self.on_exchange is not None:  # outside the lock: concurrent exchanges share one write
+            self.on_exchange(snapshot)
 
     def stop(self) -> None:
         """Stop serving, drop open keep-alive connections, release the port."""
@@ -159,7 +181,7 @@ class _ProxyHandler(LoopbackHandler):
     }
 
     def _dispatch(self, method: str) -> None:
-        route = self.ROUTES.get((method, self.path.split("?", 1)[0].rstrip("/")))
+        route = self.ROUTES.get((method, split_session(self.path)[1].split("?", 1)[0].rstrip("/")))
         try:
             body = self._read_body()
         except ValueError as exc:
@@ -230,15 +252,17 @@ class _ProxyHandler(LoopbackHandler):
     def model_call(self, method: str, body: bytes) -> None:
         scrubber = self._scrubber()
         form = request_form(method, self.path, body, scrubber, self.server.rules)
-        with self.server.exchange_lock:
+        lock = contextlib.nullcontext() if self.server.concurrent else self.server.exchange_lock
+        with lock:
             if self.server.tape.replaying:
                 self._replay(form)
             else:
                 self._record(method, form, body, scrubber)
 
     def _replay(self, form: dict[str, Any]) -> None:
+        player = self.server.player
         try:
-            event = self.server.tape.play_llm(form)
+            event = player.play(form) if player is not None else self.server.tape.play_llm(form)
         except DivergenceError as exc:
             report = exc.report or {}
             payload = _error_body(
@@ -275,25 +299,33 @@ class _ProxyHandler(LoopbackHandler):
                 return
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
-            chunks = self._relay(resp, headers, scrubber) if streamed else self._relay_whole(resp, headers, scrubber)
+            if streamed:
+                chunks, client_ok = self._relay(resp, headers, scrubber)
+            else:
+                data = scrubber.bytes(resp.read())
+                chunks = [data] if data else []
         finally:
             conn.close()
-        self.server.tape.record(
+        # kept (and persisted) before the client sees the end of the response
+        self.server.keep(
             LlmEvent(
                 method=form["method"], path=form["path"], body=form["body"], status=resp.status,
                 reason=resp.reason or "", headers=headers, content=b"".join(chunks), chunks=[len(c) for c in chunks],
             )
         )
+        if not streamed:
+            with contextlib.suppress(OSError):
+                self._send(resp.status, headers, chunks, resp.reason)
+        elif client_ok:
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        else:
+            self.close_connection = True
 
-    def _relay_whole(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]], scrubber: Scrubber) -> list[bytes]:
-        data = scrubber.bytes(resp.read())
-        chunks = [data] if data else []
-        with contextlib.suppress(OSError):
-            self._send(resp.status, headers, chunks, resp.reason)
-        return chunks
-
-    def _relay(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]], scrubber: Scrubber) -> list[bytes]:
-        """Relay an SSE body frame by frame as it arrives; keep every frame for the tape."""
+    def _relay(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]], scrubber: Scrubber) -> tuple[list[bytes], bool]:
+        """Relay an SSE body frame by frame as it arrives (all but the final empty frame);
+        keep every frame for the tape. Returns the frames and whether the client is still there."""
         chunks: list[bytes] = []
         client_ok = True
         try:
@@ -317,13 +349,7 @@ class _ProxyHandler(LoopbackHandler):
                     self.wfile.flush()
                 except OSError:
                     client_ok = False  # keep reading: the tape gets the whole response
-        if client_ok:
-            with contextlib.suppress(OSError):
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-        else:
-            self.close_connection = True
-        return chunks
+        return chunks, client_ok
 
     def list_models(self, method: str, body: bytes) -> None:
         """Pass-through while recording (not recorded); the models the tape used while replaying."""
@@ -357,13 +383,14 @@ def recording_proxy(
     host: str = "127.0.0.1",
     port: int = 0,
     timeout: float = 600.0,
+    concurrent: bool = False,
 ) -> Iterator[str]:
     """Serve the proxy for ``tape`` on a free loopback port; yields its ``base_url`` (``…/v1``).
 
     ``api_key`` is what the proxy sends upstream (the client's key is dropped).
     While replaying, ``upstream`` is never contacted and may be ``None``.
     """
-    server = ProxyServer(tape, upstream, scrubber, tuple(rules), api_key, host, port, timeout)
+    server = ProxyServer(tape, upstream, scrubber, tuple(rules), api_key, host, port, timeout, concurrent)
     try:
         yield server.start()
     finally:

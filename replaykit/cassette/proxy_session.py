@@ -3,20 +3,26 @@
 A session is keyed like any cassette: kind ``proxy``, task id = the session name,
 the upstream's identity (``builtin`` or its URL, never a port) and the digest of
 the normalisation rules. Record modes: ``once`` (replay the session if it exists,
-else record it), ``all`` (re-record), ``none`` (replay only). The episode is written
-in one transaction when the session ends (Ctrl-C, SIGTERM or ``stop``).
+else record it), ``all`` (re-record), ``none`` (replay only).
+
+Many agents may share one session (each on ``/v1``, or on its own ``/s/<name>/v1``;
+see :mod:`replaykit.cassette.conversations`). While recording, the episode is
+rewritten (one transaction) after every exchange, before the client gets the end of
+its response: a proxy killed with SIGKILL keeps every exchange that completed. The
+final write happens when the session ends (Ctrl-C, SIGTERM or ``stop``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import threading
 import time
 from typing import Any, Callable, Iterator
 
-from replaykit.cassette.events import Episode
+from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.matchers import Scrubber, get_rule
 from replaykit.cassette.proxy import ProxyServer
@@ -83,6 +89,58 @@ def _wait(stop: threading.Event | None) -> None:
             signal.signal(sig, handler)
 
 
+class _SessionWriter:
+    """Persists the session after every exchange, from one thread that owns its own
+    store connection (SQLite connections belong to their thread). Writers waiting at
+    the same time share one write of the newest tape."""
+
+    def __init__(self, root: Any, key: CassetteKey, meta: dict[str, Any]) -> None:
+        self.root, self.key, self.meta = root, key, meta
+        self.jobs: queue.Queue[tuple[list[Event], threading.Event] | None] = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="replaykit-proxy-writer", daemon=True)
+        self.thread.start()
+
+    def write(self, events: list[Event]) -> None:
+        done = threading.Event()
+        self.jobs.put((events, done))
+        done.wait()
+
+    def _run(self) -> None:
+        store = Store(self.root)
+        written = 0
+        try:
+            while True:
+                job = self.jobs.get()
+                if job is None:
+                    return
+                batch = [job]
+                while True:  # coalesce: the newest tape covers every waiting writer
+                    try:
+                        nxt = self.jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        self.jobs.put(None)
+                        break
+                    batch.append(nxt)
+                newest = max((events for events, _ in batch), key=len)
+                if len(newest) > written:  # tapes only grow: a shorter one is already stored
+                    try:
+                        store.put_episode(Episode(key=self.key, events=newest, meta=self.meta))
+                        written = len(newest)
+                    except BaseException as exc:  # reported by the session; the final write retries
+                        self.error = exc
+                for _, done in batch:
+                    done.set()
+        finally:
+            store.close()
+
+    def close(self) -> None:
+        self.jobs.put(None)
+        self.thread.join(timeout=30)
+
+
 def run_proxy_session(
     store: Store,
     name: str,
@@ -110,21 +168,28 @@ def run_proxy_session(
         raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
     key = proxy_key(name, upstream, rules)
     tape = Tape(key.id)
-    with _upstream(upstream, api_key_env) as (url, api_key):
-        server = ProxyServer(tape, url, Scrubber({"api_key": api_key}), rules, api_key, host, port)
-        try:
-            base_url = server.start()
-            if on_ready:
-                on_ready(base_url, "record")
-            _wait(stop)
-        finally:
-            server.stop()
     meta = {"proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)}, "rules": list(rules), "pins": ENV_PINS}
+    writer = _SessionWriter(store.root, key, meta)
+    try:
+        with _upstream(upstream, api_key_env) as (url, api_key):
+            server = ProxyServer(
+                tape, url, Scrubber({"api_key": api_key}), rules, api_key, host, port, concurrent=True, on_exchange=writer.write
+            )
+            try:
+                base_url = server.start()
+                if on_ready:
+                    on_ready(base_url, "record")
+                _wait(stop)
+            finally:
+                server.stop()
+    finally:
+        writer.close()
     episode = Episode(key=key, events=list(tape.events), meta=meta)
     store.put_episode(episode)
     return {
         "mode": "record", "cassette_id": key.id, "name": name, "llm_calls": len(episode.llm_events),
         "digest": episode.digest, "upstream_errors": server.errors,
+        "store_errors": [f"{type(writer.error).__name__}: {writer.error}"] if writer.error else [],
     }
 
 
@@ -134,7 +199,9 @@ def _replay(
     episode = store.get_episode(row["id"])
     rules = rules or tuple(episode.meta.get("proxy", {}).get("rules", ()))
     tape = Tape(episode.id, recorded=list(episode.events))
-    server = ProxyServer(tape, None, None, rules, "", host, port)
+    server = ProxyServer(tape, None, None, rules, "", host, port, concurrent=True)
+    player = server.player
+    assert player is not None
     try:
         base_url = server.start()
         if on_ready:
@@ -142,11 +209,11 @@ def _replay(
         _wait(stop)
     finally:
         server.stop()
-    complete = tape.cursor == len(episode.events)
     return {
         "mode": "replay", "cassette_id": episode.id, "name": episode.key.task_id,
-        "served": tape.cursor, "recorded": len(episode.events),
-        "identical": tape.divergence is None and complete and tape.digest == episode.digest,
-        "recorded_digest": episode.digest, "replayed_digest": tape.digest,
-        "divergence": tape.divergence.report if tape.divergence else None,
+        "served": player.cursor, "recorded": len(episode.events),
+        "identical": player.divergence is None and player.complete and player.digest == episode.digest,
+        "recorded_digest": episode.digest, "replayed_digest": player.digest,
+        "divergence": player.divergence.report if player.divergence else None,
+        "divergences": len(player.divergences),
     }

@@ -1,0 +1,156 @@
+"""Replay a proxy recording made by many agents at once.
+
+Concurrent clients interleave arbitrarily, so arrival order says nothing about
+which recorded exchange a request wants. ``ConversationPlayer`` matches each
+request within its conversation instead:
+
+* a client on its own **session path** (``/s/<session>/v1/...``) is one
+  conversation: its requests must come in its recorded order (the one-client
+  order check, per session), and the first difference is a divergence;
+* on the shared ``/v1/...`` path a request is matched by **content**: the
+  earliest unserved recorded exchange whose normalised request (method, path,
+  canonical body) is equal. An agent re-sends its whole history, so content
+  identifies the conversation and the turn; identical requests are served in
+  their recorded order.
+
+Nothing plays twice; a request no recorded exchange answers is a divergence that
+names it. The replay is identical when every recorded exchange was served.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from typing import Any
+
+from replaykit.cassette.events import Event, LlmEvent, events_digest
+from replaykit.cassette.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.determinism import canonical_json
+from replaykit.errors import DivergenceError
+
+SESSION_RE = re.compile(r"^/s/([A-Za-z0-9._~-]{1,128})(/.*)$")
+
+
+def split_session(path: str) -> tuple[str | None, str]:
+    """``/s/agent-3/v1/chat/completions`` → ``("agent-3", "/v1/chat/completions")``."""
+    match = SESSION_RE.match(path)
+    return (match.group(1), match.group(2)) if match else (None, path)
+
+
+def content_key(form: dict[str, Any]) -> str:
+    return canonical_json([form["method"], form["path"], form["body"]])
+
+
+class ConversationPlayer:
+    """Serves recorded LLM exchanges to concurrent clients; thread-safe."""
+
+    def __init__(self, label: str, recorded: list[Event], match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> None:
+        self.label = label
+        self.recorded = list(recorded)
+        self.match_on = match_on
+        self.served: list[bool] = [False] * len(self.recorded)
+        self.sessions: dict[str, deque[int]] = {}
+        self.by_content: dict[str, deque[int]] = {}
+        self.divergences: list[DivergenceError] = []
+        self.lock = threading.Lock()
+        for i, event in enumerate(self.recorded):
+            if not isinstance(event, LlmEvent):
+                continue
+            session, _ = split_session(event.path)
+            if session is not None:
+                self.sessions.setdefault(session, deque()).append(i)
+            else:
+                self.by_content.setdefault(content_key(event.request_form()), deque()).append(i)
+
+    @property
+    def divergence(self) -> DivergenceError | None:
+        return self.divergences[0] if self.divergences else None
+
+    @property
+    def cursor(self) -> int:
+        """How many recorded exchanges were served."""
+        return sum(self.served)
+
+    @property
+    def digest(self) -> str:
+        """The digest of what was served, in recorded order (equal to the recording's when all was)."""
+        return events_digest([e for e, done in zip(self.recorded, self.served, strict=True) if done])
+
+    @property
+    def complete(self) -> bool:
+        return all(self.served)
+
+    def _diverge(self, position: int | None, reason: str, expected: Any, actual: dict[str, Any]) -> DivergenceError:
+        report = {
+            "episode": self.label, "position": position, "kind": "llm", "reason": reason,
+            "expected": expected, "actual": actual,
+            "diff": request_diff(expected, actual) if expected is not None else [],
+        }
+        where = f"event {position}" if position is not None else "no recorded event"
+        error = DivergenceError(f"episode {self.label} diverged at {where}: {reason}", report)
+        self.divergences.append(error)
+        return error
+
+    def play(self, form: dict[str, Any]) -> LlmEvent:
+        """The recorded exchange for this request, or :class:`DivergenceError`."""
+        session, _ = split_session(form["path"])
+        with self.lock:
+            if session is not None:
+                return self._play_session(session, form)
+            queue = self.by_content.get(content_key(form))
+            if queue:
+                i = queue.popleft()
+                self.served[i] = True
+                event = self.recorded[i]
+                assert isinstance(event, LlmEvent)
+                return event
+            nearest = self._nearest(form)
+            what = f"request {form['method']} {form['path']}"
+            if nearest is None:
+                raise self._diverge(None, f"{what} was not recorded here (the recording has no unserved request left)", None, form)
+            expected = self.recorded[nearest]
+            assert isinstance(expected, LlmEvent)
+            raise self._diverge(nearest, f"{what} matches no unserved recorded request (diff against the nearest)", expected.request_form(), form)
+
+    def _play_session(self, session: str, form: dict[str, Any]) -> LlmEvent:
+        queue = self.sessions.get(session)
+        what = f"request {form['method']} {form['path']}"
+        if not queue:
+            raise self._diverge(None, f"{what} was not recorded here (the end of the recording of session {session!r})", None, form)
+        i = queue[0]
+        expected = self.recorded[i]
+        assert isinstance(expected, LlmEvent)
+        reasons = mismatches(form, expected.request_form(), self.match_on)
+        if reasons:
+            raise self._diverge(i, "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form)
+        queue.popleft()
+        self.served[i] = True
+        return expected
+
+    def _nearest(self, form: dict[str, Any]) -> int | None:
+        """The unserved shared-path exchange with the same path and the longest common history."""
+        best: tuple[int, int] | None = None
+        for i, event in enumerate(self.recorded):
+            if self.served[i] or not isinstance(event, LlmEvent) or split_session(event.path)[0] is not None:
+                continue
+            score = _shared_prefix(event.body, form["body"]) + (1000 if event.path == form["path"] else 0)
+            if best is None or score > best[0]:
+                best = (score, i)
+        return best[1] if best else None
+
+
+def _shared_prefix(a: Any, b: Any) -> int:
+    """How many leading history items (messages or input) two request bodies share."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return 0
+    for name in ("messages", "input"):
+        x, y = a.get(name), b.get(name)
+        if isinstance(x, list) and isinstance(y, list):
+            n = 0
+            for p, q in zip(x, y, strict=False):
+                if p != q:
+                    break
+                n += 1
+            return n
+    return 0
