@@ -1,23 +1,27 @@
 """The ``replaykit`` command: each command parses, calls one library function, renders.
 
-Library errors (``ReplaykitError``) become ``Error: …`` and exit 1, here only.
+Errors are mapped to one line in one place, ``replaykit.commands.shell.run``:
+library errors (``ReplaykitError``) exit 1, usage errors exit 2, Ctrl-C exits 130.
+Commands that live elsewhere register here with one line each.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Literal, Optional
 
-import click
 import typer
 
 from replaykit import render
 from replaykit.errors import ReplaykitError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train agent harnesses; record and replay every run.")
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT, help="Train agent harnesses; record and replay every run.")
 cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette store.")
 serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
 images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
@@ -26,6 +30,24 @@ app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
 app.add_typer(images_app, name="images")
 app.add_typer(tasks_app, name="tasks")
+
+RecordMode = Literal["once", "new_episodes", "none", "all"]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from replaykit.versions import tool_versions
+
+        sys.stdout.write(f"replaykit {tool_versions()['replaykit']}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version, help="Print the version and exit."),
+) -> None:
+    """Train agent harnesses; record and replay every run."""
+
 
 StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
@@ -37,6 +59,17 @@ def open_store(store: Optional[Path]) -> Any:
     return Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
 
 
+@contextlib.contextmanager
+def port_in_use_error(host: str, port: int) -> Iterator[None]:
+    """A busy port is a one-line error naming it, not an OSError traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise ReplaykitError(f"cannot listen on {host}:{port}: address already in use; choose another --port (0 picks a free one)") from exc
+
+
 def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -44,7 +77,7 @@ def emit_json(value: Any) -> None:
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="YAML run config, e.g. configs/quickstart.yaml"),
-    record_mode: str = typer.Option("once", "--record-mode", help="once | new_episodes | none | all"),
+    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
     harness: Optional[str] = typer.Option(None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
     as_json: bool = JsonOpt,
@@ -92,7 +125,7 @@ def replay(
 def train(
     config: Path = typer.Argument(..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Number of epochs (default: train.epochs)."),
-    record_mode: str = typer.Option("once", "--record-mode", help="once | new_episodes | none | all"),
+    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
@@ -130,7 +163,7 @@ def compare(
     config: Path = typer.Argument(..., help="YAML run config."),
     models: str = typer.Option(..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"),
     harness: str = typer.Option(..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"),
-    record_mode: str = typer.Option("once", "--record-mode"),
+    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored cells, record the missing; none: replay only; all: re-record."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
@@ -166,7 +199,7 @@ def cassettes_ls(
 
 @app.command()
 def runs(
-    kind: Optional[str] = typer.Option(None, "--kind", help="measure | training | verdict | proxy …"),
+    kind: Optional[Literal["measure", "training", "verdict"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -202,7 +235,7 @@ def cassettes_show(
 def cassettes_export(
     root_id: str = typer.Argument(..., help="A run, training or cassette id (a unique prefix is enough)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/"),
-    fmt: str = typer.Option("bundle", "--format", help="bundle (replaykit import) | vcr (vcrpy YAML cassettes of the LLM calls)"),
+    fmt: Literal["bundle", "vcr"] = typer.Option("bundle", "--format", help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1)."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
@@ -216,7 +249,11 @@ def cassettes_export(
         report = vcr_export.export_vcr(open_store(store), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
         emit_json(report) if as_json else render.vcr_export(report)
         return
-    report = bundle.export_bundle(open_store(store), root_id, output or Path(f"replaykit-{root_id}.tar.gz"))
+    target = output or Path(f"replaykit-{root_id}.tar.gz")
+    try:
+        report = bundle.export_bundle(open_store(store), root_id, target)
+    except OSError as exc:
+        raise bundle.BundleError(f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output") from exc
     emit_json(report) if as_json else render.bundle_report(report, "export")
 
 
@@ -265,7 +302,7 @@ def images_build_base(
 @tasks_app.command("check")
 def tasks_check(
     paths: list[str] = typer.Argument(..., help="Task folders, folders of tasks, or globs (e.g. 'envs/*')."),
-    env: str = typer.Option("docker", "--env", help="docker | local"),
+    env: Literal["docker", "local"] = typer.Option("docker", "--env", help="Environment kind to check the tasks in."),
     alias: Optional[list[str]] = typer.Option(None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Take env.image_aliases from this run config."),
     as_json: bool = JsonOpt,
@@ -281,7 +318,7 @@ def tasks_check(
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:
-            raise click.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
+            raise typer.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
         aliases[source] = target
     with render.progress(enabled=not as_json) as progress:
         report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress)
@@ -316,8 +353,8 @@ def certify(
 
 @serve_app.command("reference")
 def serve_reference(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on."),
     tasks: Optional[list[Path]] = typer.Option(None, "--tasks", help="Task folders the simulator knows (default: envs/*)."),
     as_json: bool = typer.Option(False, "--json", help="Print {\"base_url\": …} on stdout once listening."),
 ) -> None:
@@ -330,15 +367,16 @@ def serve_reference(
             sys.stdout.flush()
         render.err(f"reference model server on {url} (Ctrl-C to stop)")
 
-    serve_forever(host, port, tasks, on_ready=ready)
+    with port_in_use_error(host, port):
+        serve_forever(host, port, tasks, on_ready=ready)
 
 
 @app.command()
 def proxy(
     name: str = typer.Option(..., "--name", help="Session name (the cassette's task id)."),
     upstream: Optional[str] = typer.Option(None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."),
-    record_mode: str = typer.Option("once", "--record-mode", help="once | none | all"),
-    host: str = typer.Option("127.0.0.1", "--host"),
+    record_mode: Literal["once", "none", "all"] = typer.Option("once", "--record-mode", help="once: record if the session is not stored, else replay; none: replay only; all: re-record."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
     rule: Optional[list[str]] = typer.Option(None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env var holding the upstream key (sent upstream, never stored)."),
@@ -351,10 +389,11 @@ def proxy(
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")
 
-    report = run_proxy_session(
-        open_store(store), name, upstream, record_mode, tuple(rule or ()),
-        host=host, port=port, api_key_env=api_key_env, on_ready=ready,
-    )
+    with port_in_use_error(host, port):
+        report = run_proxy_session(
+            open_store(store), name, upstream, record_mode, tuple(rule or ()),
+            host=host, port=port, api_key_env=api_key_env, on_ready=ready,
+        )
     if as_json:
         emit_json(report)
     else:
@@ -369,20 +408,9 @@ cassettes_app.command("diff")(report_cmd.cassettes_diff)
 
 
 def main() -> None:
-    try:
-        rv = app(standalone_mode=False)
-    except ReplaykitError as exc:
-        render.err(f"Error: {exc}")
-        sys.exit(1)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        render.err("Aborted.")
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    from replaykit.commands.shell import run as run_app
+
+    sys.exit(run_app(app))
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     proc = cli("run", str(bad), check=False)
     assert proc.returncode == 1 and "field 'model.temperature'" in proc.stderr and "Traceback" not in proc.stderr
     mode = cli("run", str(write_config(tmp_path)), "--record-mode", "sometimes", check=False)
-    assert mode.returncode == 1 and "unknown record mode 'sometimes'" in mode.stderr
+    assert mode.returncode == 2 and "'sometimes' is not one of" in mode.stderr and mode.stderr.count("\n") == 1  # a usage error
     unknown = cli("replay", "deadbeef00", "--store", str(tmp_path / "store"), check=False)
     assert unknown.returncode == 1 and "no run or training 'deadbeef00'" in unknown.stderr
 

@@ -253,10 +253,11 @@ class Store:
         return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
-        """A full id from a unique prefix (at least 6 characters)."""
+        """A full id from a unique prefix (any length, as git does)."""
+        like = prefix.replace("%", "").replace("_", "") + "%" if prefix else prefix
         rows = self.db.conn.execute(
-            f"SELECT {column} FROM [{table}] WHERE {column} = ? OR {column} LIKE ? LIMIT 2",
-            (prefix, prefix.replace("%", "") + "%" if len(prefix) >= 6 else prefix),
+            f"SELECT {column} FROM [{table}] WHERE {column} = ? OR {column} LIKE ? ORDER BY {column} = ? DESC LIMIT 2",
+            (prefix, like, prefix),
         ).fetchall()
         if not rows:
             raise CassetteNotFound(f"no {what} {prefix!r} in store {self.root}; check the id or pass --store")

@@ -1,0 +1,158 @@
+"""Run the typer app the way click users expect: one-line errors and conventional help.
+
+typer (0.29) vendors its own click under ``typer._click``, so its exceptions are not
+``click``'s: everything here refers to ``typer._click`` on purpose.
+
+- usage errors: ``Error: <what>. Try 'replaykit run --help' for help.`` on one line, exit 2
+- library errors (``ReplaykitError``) and OS errors: ``Error: <what>`` on one line, exit 1
+- Ctrl-C: ``interrupted — rerun the same command to resume``, exit 130
+- a closed pipe (``replaykit runs | head``): silent, exit 1
+- help: click-style metavars (``TEXT``, ``PATH``, ``[a|b]``), no ``<bool>``; arguments
+  show as ``CONFIG`` rather than ``{config}``
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import Any, Sequence
+
+import typer
+from typer import _click
+from typer.core import TyperArgument, TyperOption
+
+from replaykit.errors import ReplaykitError
+
+INTERRUPTED = "interrupted — rerun the same command to resume"
+_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "Path": "PATH", "bool": "BOOLEAN"}
+
+
+def _type_label(param: Any, ctx: Any) -> str:
+    desc = param.type_descriptor
+    if desc.is_choice and desc.choices is not None:
+        return "[" + "|".join(str(c) for c in desc.choices) + "]"
+    annotation = desc.annotation
+    args = getattr(annotation, "__args__", None)
+    if desc.is_list and args:
+        annotation = args[0]
+    name = getattr(annotation, "__name__", str(annotation))
+    return _TYPE_NAMES.get(name, name.upper())
+
+
+class _Option(TyperOption):
+    def display_type(self, ctx: Any) -> str:
+        if self.is_flag:
+            return ""
+        return _type_label(self, ctx)
+
+
+class _Argument(TyperArgument):
+    def display_type(self, ctx: Any) -> str:
+        return ""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+def polish(command: Any) -> Any:
+    """Give every parameter of ``command`` (recursively) click-style help display."""
+    for param in getattr(command, "params", []):
+        if type(param) is TyperOption:
+            param.__class__ = _Option
+        elif type(param) is TyperArgument:
+            param.__class__ = _Argument
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+    original = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = original(ctx)
+        if type(option) is TyperOption:
+            option.__class__ = _Option
+        return option
+
+    command.get_help_option = get_help_option
+    if hasattr(command, "commands"):
+        command.no_args_is_help = False  # click's "Missing command." usage error instead of a help dump
+        for sub in command.commands.values():
+            polish(sub)
+    return command
+
+
+def _hint(ctx: Any) -> str:
+    if ctx is None:
+        return ""
+    return f" Try '{ctx.command_path} --help' for help."
+
+
+def _usage_line(exc: Any) -> str:
+    ctx = exc.ctx
+    message = " ".join(exc.format_message().split())
+    names = sorted(getattr(ctx.command, "commands", {}) or {}) if ctx is not None else []
+    if message.startswith("Missing command") and names:
+        message = f"Missing command (one of: {', '.join(names)})"
+    return f"Error: {message.rstrip('.')}.{_hint(ctx)}"
+
+
+def _os_error_line(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return f"Error: address already in use ({exc.strerror}); choose another --port"
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"Error: {exc.strerror or exc}{where}"
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so the interpreter's final flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def err(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "replaykit") -> int:
+    """Run ``app`` and return the exit code; never lets a traceback out for user errors."""
+    command = polish(typer.main.get_command(app))
+    try:
+        # click's ``main`` minus its own error handling (which turns Ctrl-C into a silent 130)
+        command._main_shell_completion({}, prog_name, None)
+        try:
+            with command.make_context(prog_name, list(sys.argv[1:] if args is None else args)) as ctx:
+                command.invoke(ctx)
+            sys.stdout.flush()
+        except typer.Exit as exc:
+            sys.stdout.flush()
+            return exc.exit_code
+        return 0
+    except ReplaykitError as exc:
+        err(f"Error: {' '.join(str(exc).split())}")
+        return 1
+    except _click.exceptions.UsageError as exc:
+        err(_usage_line(exc))
+        return exc.exit_code
+    except _click.exceptions.ClickException as exc:
+        err(f"Error: {' '.join(exc.format_message().split())}")
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        err(INTERRUPTED)
+        return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 1
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            _quiet_stdout()
+            return 1
+        err(_os_error_line(exc))
+        return 1

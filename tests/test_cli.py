@@ -1,0 +1,158 @@
+"""The CLI surface through the real ``replaykit`` process: one-line errors, exit codes,
+help conventions, completion, Ctrl-C and closed pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replaykit.commands.shell import INTERRUPTED
+from replaykit.testing import write_config
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})}, **kw)  # type: ignore[call-overload]
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("Error: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A store holding one small recorded run (2 tasks × 1 seed, built-in model)."""
+    tmp = tmp_path_factory.mktemp("cli")
+    config = write_config(tmp, {"panel.tasks": [str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "organize-files")],
+                                "panel.seeds": [0]})
+    proc = cli("run", str(config), "--json", cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "store", json.loads(proc.stdout)["run_id"]
+
+
+@pytest.mark.parametrize(("args", "command"), [
+    ((), "replaykit"),
+    (("run",), "replaykit run"),
+    (("run", "X", "--bogus"), "replaykit run"),
+    (("train", "c.yaml", "--epochs", "abc"), "replaykit train"),
+    (("serve", "reference", "--tasks", "a", "b"), "replaykit serve reference"),
+    (("cassettes",), "replaykit cassettes"),
+    (("run", "c.yaml", "--record-mode", "sometimes"), "replaykit run"),
+    (("runs", "--kind", "bogus"), "replaykit runs"),
+])
+def test_usage_errors_are_one_line_exit_2(args: tuple[str, ...], command: str, tmp_path: Path) -> None:
+    proc = cli(*args, cwd=tmp_path)
+    line = assert_one_line_error(proc, 2)
+    assert line.endswith(f"Try '{command} --help' for help.")
+    assert proc.stdout == ""
+
+
+def test_bare_command_names_the_commands(tmp_path: Path) -> None:
+    line = assert_one_line_error(cli(cwd=tmp_path), 2)
+    assert "Missing command" in line and "train" in line and "cassettes" in line
+
+
+def test_version_and_short_help(tmp_path: Path) -> None:
+    from replaykit.versions import tool_versions
+
+    proc = cli("--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"replaykit {tool_versions()['replaykit']}")
+    proc = cli("run", "-h", cwd=tmp_path, env={"COLUMNS": "120"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: replaykit run [OPTIONS] CONFIG" in proc.stdout
+    assert "[once|new_episodes|none|all]" in proc.stdout
+    for bad in ("<bool>", "<str>", "{config}"):
+        assert bad not in proc.stdout
+
+
+def test_every_option_has_help() -> None:
+    import typer
+
+    from replaykit.cli import app
+    from replaykit.commands.shell import polish
+
+    def walk(cmd: object, path: str) -> list[str]:
+        missing = [f"{path} {p.opts[0]}" for p in getattr(cmd, "params", []) if p.param_type_name == "option" and not p.help]
+        missing += [f"{path} {p.name}" for p in getattr(cmd, "params", []) if p.param_type_name == "argument" and not p.help]
+        for name, sub in getattr(cmd, "commands", {}).items():
+            missing += walk(sub, f"{path} {name}")
+        return missing
+
+    assert walk(polish(typer.main.get_command(app)), "replaykit") == []
+
+
+def test_shell_completion_offers_choices(tmp_path: Path) -> None:
+    proc = cli(cwd=tmp_path, env={"_REPLAYKIT_COMPLETE": "complete_bash", "COMP_WORDS": "replaykit run x --record-mode ", "COMP_CWORD": "4"})
+    assert proc.returncode == 0
+    assert proc.stdout.split() == ["once", "new_episodes", "none", "all"]
+    proc = cli(cwd=tmp_path, env={"_REPLAYKIT_COMPLETE": "complete_bash", "COMP_WORDS": "replaykit cas", "COMP_CWORD": "1"})
+    assert proc.stdout.split() == ["cassettes"]
+
+
+def test_library_error_is_one_line_exit_1(tmp_path: Path) -> None:
+    line = assert_one_line_error(cli("run", "missing.yaml", cwd=tmp_path), 1)
+    assert "missing.yaml" in line
+
+
+def test_export_to_unwritable_path(small_store: tuple[Path, str], tmp_path: Path) -> None:
+    store, run_id = small_store
+    line = assert_one_line_error(cli("cassettes", "export", run_id, "-o", "/proc/x.tar.gz", "--store", str(store), cwd=tmp_path), 1)
+    assert "/proc/x.tar.gz" in line
+
+
+def test_proxy_on_a_busy_port(small_store: tuple[Path, str], tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = assert_one_line_error(cli("proxy", "--name", "s", "--upstream", "builtin", "--port", str(port),
+                                         "--store", str(tmp_path / "store"), cwd=tmp_path), 1)
+    assert str(port) in line and "--port" in line
+
+
+def test_missing_patch_queue_diff(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"train.estimator": {"kind": "patch_queue", "diffs": [str(tmp_path / "nope.diff")]}})
+    line = assert_one_line_error(cli("train", str(config), "--epochs", "1", cwd=tmp_path), 1)
+    assert "nope.diff" in line
+
+
+def test_closed_pipe_is_silent(small_store: tuple[Path, str], tmp_path: Path) -> None:
+    store, _ = small_store
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes anything
+    try:
+        proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "runs", "--store", str(store)], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+
+
+def test_ctrl_c_prints_one_line_and_rerun_resumes(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "train", str(config), "--epochs", "4"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # a progress line: the training is under way
+    assert first.startswith("epoch"), first
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=300)
+    assert proc.returncode == 130, (first, rest)
+    assert "Traceback" not in rest
+    assert rest.strip().splitlines()[-1] == INTERRUPTED
+    again = cli("train", str(config), "--epochs", "4", "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(json.loads(again.stdout)["epochs"]) == 4
