@@ -70,6 +70,19 @@ def port_in_use_error(host: str, port: int) -> Iterator[None]:
         raise ReplaykitError(f"cannot listen on {host}:{port}: address already in use; choose another --port (0 picks a free one)") from exc
 
 
+def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    """Each failed episode whose harness raised gets ``error``: the exception type (from its cassette)."""
+    from replaykit.views import show_cassette
+
+    for episode in doc["episodes"]:
+        if not episode["passed"] and not episode["infra_failure"]:
+            events = show_cassette(store, episode["cassette_id"])["events"]
+            errors = [e["message"] for e in events if e["kind"] == "error"]
+            if errors:
+                episode["error"] = errors[0].split(":", 1)[0]
+    return doc
+
+
 def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -89,10 +102,11 @@ def run(
     cfg = load_config(config, {"model.name": model} if model else None)
     with render.progress(enabled=not as_json) as progress:
         result = measure(cfg, record_mode=record_mode, harness_ref=harness, progress=progress)
+    doc = with_errors(open_store(cfg.store_path), result.to_json())
     if as_json:
-        emit_json(result.to_json())
+        emit_json(doc)
     else:
-        render.run_table(result.to_json())
+        render.run_table(doc)
 
 
 @app.command()
@@ -204,9 +218,10 @@ def runs(
     as_json: bool = JsonOpt,
 ) -> None:
     """List runs, trainings and verdicts in the store (newest last)."""
-    rows = [r for r in open_store(store).list_runs() if kind is None or r["kind"] == kind]
+    everything = open_store(store).list_runs()
+    rows = [r for r in everything if kind is None or r["kind"] == kind]
     rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
-    emit_json(rows) if as_json else render.run_rows(rows)
+    emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
 
 
 @cassettes_app.command("show")

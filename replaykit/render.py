@@ -6,17 +6,65 @@ import contextlib
 import json
 from typing import Any, Callable, Iterator
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-out = Console()
+PIPE_WIDTH = 1 << 20  # piped output is never wrapped: one record per line, whatever its length
+
+
+def make_console(**kwargs: Any) -> Console:
+    """A terminal gets rich layout at its width; a pipe or file gets plain, unwrapped text."""
+    console = Console(**kwargs)
+    if console.is_terminal:
+        return console
+    return Console(**{**kwargs, "width": PIPE_WIDTH, "no_color": True, "highlight": False})
+
+
+out = make_console()
 _err = Console(stderr=True)
 
 
 def err(message: str) -> None:
     _err.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def line(text: str | Text) -> None:
+    """One logical line: wrapped at words by a terminal, never wrapped into a pipe."""
+    out.print(text, markup=False, highlight=False, soft_wrap=not out.is_terminal)
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> int:
+    """The shortest length (at least ``minimum``) at which ``ids`` are still distinct, as git does."""
+    distinct = set(ids)
+    longest = max((len(i) for i in distinct), default=minimum)
+    for length in range(minimum, longest):
+        if len({i[:length] for i in distinct}) == len(distinct):
+            return length
+    return longest
+
+
+def show_table(title: str, headers: list[str], rows: list[list[str | Text]], styles: dict[str, str] | None = None) -> None:
+    """A table of short cells when it fits the width; otherwise each row as one wrapped
+    record (``header value · …``), so no cell is ever cut or split mid-word."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    for h in headers:
+        table.add_column(h, no_wrap=True, style=(styles or {}).get(h))
+    for r in rows:
+        table.add_row(*(Text(c) if isinstance(c, str) else c for c in r))
+    if Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum <= out.width:
+        out.print(table)
+        return
+    line(title)
+    for r in rows:
+        record = Text()
+        for i, (h, cell) in enumerate(zip(headers, r, strict=True)):
+            record.append(("" if i == 0 else " · ") + ("" if i == 0 else f"{h} "))
+            record.append(cell if isinstance(cell, Text) else Text(cell))
+        line(record)
 
 
 @contextlib.contextmanager
@@ -43,79 +91,83 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], N
         yield callback
 
 
+def _passed(e: dict[str, Any]) -> str:
+    if e["passed"]:
+        return "yes"
+    if e.get("infra_failure"):
+        return "infra"
+    return f"no ({e['error']})" if e.get("error") else "no"
+
+
 def run_table(doc: dict[str, Any]) -> None:
-    table = Table(title=f"run {doc['run_id']}  harness {doc['harness_sha'][:10]}  model {doc['model']['name']}")
-    for col in ("task", "seed", "reward", "passed", "steps", "cassette", "source"):
-        table.add_column(col)
-    for e in doc["episodes"]:
-        table.add_row(
-            e["task_id"], str(e["seed"]), f"{e['reward']:.2f}" if e["reward"] is not None else "-",
-            "yes" if e["passed"] else ("infra" if e["infra_failure"] else "no"), str(e["steps"]),
-            e["cassette_id"][:12], "reused" if e.get("reused") else "recorded",
-        )
-    out.print(table)
-    out.print(
-        f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
-        f"reused {doc['reused_count']} cassette(s)" + (" (no model calls)" if doc["recorded_count"] == 0 else "")
-    )
+    n = short_ids([e["cassette_id"] for e in doc["episodes"]])
+    rows: list[list[str | Text]] = [
+        [e["task_id"], str(e["seed"]), f"{e['reward']:.2f}" if e["reward"] is not None else "-", _passed(e), str(e["steps"]),
+         e["cassette_id"][:n], "reused" if e.get("reused") else "recorded"]
+        for e in doc["episodes"]
+    ]
+    show_table(f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
+               ["task", "seed", "reward", "passed", "steps", "cassette", "source"], rows)
+    line(f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
+         f"reused {doc['reused_count']} cassette(s)" + (" (no model calls)" if doc["recorded_count"] == 0 else ""))
 
 
 def replay_report(report: dict[str, Any]) -> None:
-    table = Table(title=f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}")
-    for col in ("task", "seed", "identical", "recorded digest", "replayed digest"):
-        table.add_column(col)
-    for e in report["episodes"]:
-        table.add_row(e["task_id"], str(e["seed"]), "yes" if e["identical"] else "NO", e["recorded_digest"][:12], (e["replayed_digest"] or "-")[:12])
-    out.print(table)
+    rows: list[list[str | Text]] = [
+        [e["task_id"], str(e["seed"]), "yes" if e["identical"] else "NO", e["recorded_digest"][:12], (e["replayed_digest"] or "-")[:12]]
+        for e in report["episodes"]
+    ]
+    show_table(f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
+               ["task", "seed", "identical", "recorded digest", "replayed digest"], rows)
     divergence(report.get("divergence"))
-    out.print("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
+    line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
 
 def divergence(report: dict[str, Any] | None) -> None:
     if not report:
         return
-    out.print(f"[bold red]divergence[/] in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}", highlight=False)
+    head = Text("divergence", style="bold red")
+    head.append(f" in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}", style="")
+    line(head)
     for label in ("expected", "actual"):
         value = report.get(label)
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:600]
-        out.print(f"  {label}: {text}", markup=False, highlight=False)
-    for line in report.get("diff", [])[:80]:
-        style = "red" if line.startswith("-") else "green" if line.startswith("+") else None
-        out.print("  " + line, style=style, markup=False, highlight=False)
+        line(f"  {label}: {text}")
+    for diff_line in report.get("diff", [])[:80]:
+        style = "red" if diff_line.startswith("-") else "green" if diff_line.startswith("+") else ""
+        line(Text("  " + diff_line, style=style))
 
 
 def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
     shown = f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)" if total is not None and total > len(rows) else f"{len(rows)} cassette(s)"
-    table = Table(title=shown)
-    for col in ("id", "task", "seed", "model", "harness", "llm", "env", "reward", "digest"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["id"][:12], r["task_id"], str(r["seed"]), r["model"], r["harness_sha"][:10], str(r["n_llm"]),
-            str(r["n_env"]), "-" if r["reward"] is None else f"{r['reward']:.2f}", r["digest"][:12],
-        )
-    out.print(table)
+    n = short_ids([r["id"] for r in rows])
+    cells: list[list[str | Text]] = [
+        [r["id"][:n], r["task_id"], str(r["seed"]), r["model"], r["harness_sha"][:8], str(r["n_llm"]), str(r["n_env"]),
+         "-" if r["reward"] is None else f"{r['reward']:.2f}"]
+        for r in rows
+    ]
+    show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward"], cells)
 
 
 def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
     key = doc["key"]
-    out.print(f"cassette {doc['id']}  task {key['task_id']}  seed {key['seed']}  model {key['model']['name']}  harness {key['harness_sha'][:10]}", highlight=False)
-    out.print(f"digest {doc['digest']}", highlight=False)
+    line(f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}")
+    line(f"digest {doc['digest']}")
     for e in doc["events"]:
         head = f"[{e['position']:>3}] {e['kind']}"
         if e["kind"] == "llm":
-            out.print(f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)", markup=False, highlight=False)
-            out.print(f"      request: {e['request']['body']}", markup=False, highlight=False)
-            out.print(f"      response: {e['response']['body']}", markup=False, highlight=False)
+            line(f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)")
+            line(f"      request: {e['request']['body']}")
+            line(f"      response: {e['response']['body']}")
         elif e["kind"] == "env":
-            out.print(f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}" + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else ""), markup=False, highlight=False)
+            line(f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}" + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else ""))
             for stream in ("stdout", "stderr"):
                 if e[stream]:
-                    out.print(f"      {stream}: {e[stream]}", markup=False, highlight=False)
+                    line(f"      {stream}: {e[stream]}")
         elif e["kind"] == "error":
-            out.print(f"{head} {e['message']}", markup=False, highlight=False)
+            line(f"{head} {e['message']}")
         else:
-            out.print(f"{head} {e['grade']}", markup=False, highlight=False)
+            line(f"{head} {e['grade']}")
 
 
 def bundle_report(report: dict[str, Any], action: str) -> None:
@@ -135,17 +187,14 @@ def bundle_report(report: dict[str, Any], action: str) -> None:
         text = f"{report['path']}: OK, replaykit bundle v{report['version']} of {what}: {summary}"
         if "would_import" in report:
             text += " · would import " + ", ".join(f"{n} {k}" for k, n in report["would_import"].items())
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    line(text)
 
 
 def vcr_export(report: dict[str, Any]) -> None:
     for f in report["files"]:
-        out.print(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)", markup=False, highlight=False)
-    out.print(
-        f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
-        "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])",
-        markup=False, highlight=False, soft_wrap=True,
-    )
+        line(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)")
+    line(f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
+         "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])")
 
 
 def proxy_report(report: dict[str, Any]) -> None:
@@ -158,100 +207,105 @@ def proxy_report(report: dict[str, Any]) -> None:
         state = "identical" if report["identical"] else "NOT identical"
         text = f"replayed proxy session {report['name']!r} (cassette {report['cassette_id']}): served {report['served']} of {report['recorded']} recorded call(s), {state}"
         divergence(report.get("divergence"))
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    line(text)
 
 
 def training_table(doc: dict[str, Any]) -> None:
-    table = Table(title=f"training {doc['training_id']}  {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}")
-    for col in ("epoch", "candidate", "verdict", "verdict id", "loss", "solved (baseline → candidate)", "why"):
-        table.add_column(col)
+    """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full."""
+    rows: list[list[str | Text]] = []
+    notes: list[str] = []
     for e in doc["epochs"]:
         v = e.get("verdict") or {}
         m = v.get("metrics", {})
         solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
+        rows.append([str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], (e.get("verdict_id") or "-")[:10], f"{e['loss']:+.3f}", solved])
         why = e["skipped"] or v.get("reason", "")
-        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], (e.get("verdict_id") or "-")[:10], f"{e['loss']:+.3f}", solved,
-                      escape(f"{e['description'][:60]} · {why[:90]}"))
-    out.print(table)
+        notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
+    show_table(f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
+               ["epoch", "candidate", "verdict", "verdict id", "loss", "solved"], rows)
+    resumed = doc.get("resumed_epochs")
+    if resumed:
+        line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
+    line("solved: baseline → candidate (episodes passed)")
+    for note in notes:
+        line(note)
     accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
-    out.print(f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
-              f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
+    line(f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
+         f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
 
 
 def training_replay(report: dict[str, Any]) -> None:
-    table = Table(title=f"replay of training {report['training_id']}")
-    for col in ("epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"):
-        table.add_column(col)
-    for e in report["epochs"]:
-        table.add_row(str(e["epoch"]), (e["candidate_sha"] or "-")[:10], (e["replayed_candidate_sha"] or "-")[:10],
-                      f"{e['decision']} / {e['replayed_decision']}", "yes" if e["identical"] else "NO " + ",".join(e["differs_in"]))
-    out.print(table)
+    rows: list[list[str | Text]] = [
+        [str(e["epoch"]), (e["candidate_sha"] or "-")[:10], (e["replayed_candidate_sha"] or "-")[:10],
+         f"{e['decision']} / {e['replayed_decision']}", "yes" if e["identical"] else "NO " + ",".join(e["differs_in"])]
+        for e in report["epochs"]
+    ]
+    show_table(f"replay of training {report['training_id']}", ["epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"], rows)
     runs_ok = sum(r["identical"] for r in report["runs"])
-    out.print(f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}")
+    line(f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}")
     for r in report["runs"]:
         divergence(r.get("divergence"))
-    out.print("identical" if report["identical"] else "DIVERGED")
+    line("identical" if report["identical"] else "DIVERGED")
 
 
 def audit_report(report: dict[str, Any]) -> None:
     rec = report["recorded"]
-    out.print(f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}", highlight=False)
-    out.print(f"  {rec['reason']}", markup=False, highlight=False)
-    out.print(f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}", markup=False, highlight=False)
-    out.print("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
+    line(f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}")
+    line(f"  {rec['reason']}")
+    line(f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}")
+    line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
     cf = report.get("counterfactual")
     if cf:
-        out.print(("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ") + f"— {cf['summary']}", markup=False, highlight=False)
+        line(("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ") + f"— {cf['summary']}")
 
 
 def compare_table(report: dict[str, Any]) -> None:
-    table = Table(title="solve rate: harness × model")
-    table.add_column("harness")
-    for m in report["models"]:
-        table.add_column(m)
+    rows: list[list[str | Text]] = []
     for h in report["harnesses"]:
         cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
-        table.add_row(f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]])
-    out.print(table)
+        rows.append([f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]]])
+    show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
 
 
 def tasks_check(report: dict[str, Any]) -> None:
-    table = Table(title=f"oracle check ({report['env']})")
-    for col in ("task", "untouched", "solved", "ok", "problem"):
-        table.add_column(col)
+    rows: list[list[str | Text]] = [
+        [r["task_id"], "-" if r["untouched"] is None else f"{r['untouched']:g}", "-" if r["solved"] is None else f"{r['solved']:g}", "yes" if r["ok"] else "NO"]
+        for r in report["tasks"]
+    ]
+    show_table(f"oracle check ({report['env']})", ["task", "untouched", "solved", "ok"], rows)
     for r in report["tasks"]:
-        table.add_row(
-            r["task_id"], "-" if r["untouched"] is None else f"{r['untouched']:g}", "-" if r["solved"] is None else f"{r['solved']:g}",
-            "yes" if r["ok"] else "NO", r["problem"][:200],
-        )
-    out.print(table)
-    out.print(f"{report['passed']}/{report['total']} task(s) pass the oracle check")
+        if r["problem"]:
+            line(f"{r['task_id']}: {r['problem']}")
+    line(f"{report['passed']}/{report['total']} task(s) pass the oracle check")
 
 
 def certify_report(report: dict[str, Any]) -> None:
-    table = Table(title=f"certification of run {report['run_id']}")
-    for col in ("task", "env", "image", "status", "episodes", "source"):
-        table.add_column(col)
+    rows: list[list[str | Text]] = []
     for r in report["tasks"]:
         style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
-        table.add_row(
-            r["task_id"], r["env"], (r["image"] or "-").removeprefix("sha256:")[:12], f"[{style}]{r['status']}[/]",
-            str(r["episodes"]), "reused" if r["reused"] else "re-executed",
-        )
-    out.print(table)
+        rows.append([r["task_id"], r["env"], (r["image"] or "-").removeprefix("sha256:")[:12], Text(r["status"], style=style),
+                     str(r["episodes"]), "reused" if r["reused"] else "re-executed"])
+    show_table(f"certification of run {report['run_id']}", ["task", "env", "image", "status", "episodes", "source"], rows)
+    reasons: dict[str, list[str]] = {}
     for r in report["tasks"]:
         if r["status"] != "deterministic":
-            out.print(f"{r['task_id']} {r['status']}: {r['reason']}", markup=False, highlight=False)
-    out.print(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
-              + (" (forked tasks are excluded from training verdicts)" if report["forked"] else ""))
+            reasons.setdefault(f"{r['status']}: {r['reason']}", []).append(r["task_id"])
+    for reason, tasks in reasons.items():  # one line per distinct reason (Docker down is said once)
+        line(f"{', '.join(tasks)} {reason}")
+    line(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
+         + (" (forked tasks are excluded from training verdicts)" if report["forked"] else ""))
 
 
-def run_rows(rows: list[dict[str, Any]]) -> None:
-    table = Table(title=f"{len(rows)} document(s)")
-    table.add_column("id", no_wrap=True, min_width=16)
-    for col in ("kind", "name", "harness", "model", "created"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["id"], r["kind"], r["name"] or "", (r["harness_sha"] or "")[:10], r["model"] or "", r["created_at"])
-    out.print(table)
+def run_rows(rows: list[dict[str, Any]], all_ids: list[str] | None = None) -> None:
+    n = short_ids(all_ids or [r["id"] for r in rows])
+    cells: list[list[str | Text]] = [
+        [r["id"][:n], r["kind"], r["name"] or "", (r["harness_sha"] or "")[:8], r["model"] or "", _when(r["created_at"])]
+        for r in rows
+    ]
+    show_table(f"{len(rows)} document(s)", ["id", "kind", "name", "harness", "model", "created (UTC)"], cells)
+
+
+def _when(iso: str) -> str:
+    """``2026-11-30T08:01:22.123+00:00`` → ``2026-11-30 08:01``."""
+    return iso[:16].replace("T", " ") if iso else ""

@@ -17,9 +17,18 @@ from replaykit.commands.shell import INTERRUPTED
 from replaykit.testing import write_config
 
 
-def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})}, **kw)  # type: ignore[call-overload]
+def cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
@@ -35,23 +44,33 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> 
 def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A store holding one small recorded run (2 tasks × 1 seed, built-in model)."""
     tmp = tmp_path_factory.mktemp("cli")
-    config = write_config(tmp, {"panel.tasks": [str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "organize-files")],
-                                "panel.seeds": [0]})
+    config = write_config(
+        tmp,
+        {
+            "panel.tasks": [
+                str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "organize-files")
+            ],
+            "panel.seeds": [0],
+        },
+    )
     proc = cli("run", str(config), "--json", cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     return tmp / "store", json.loads(proc.stdout)["run_id"]
 
 
-@pytest.mark.parametrize(("args", "command"), [
-    ((), "replaykit"),
-    (("run",), "replaykit run"),
-    (("run", "X", "--bogus"), "replaykit run"),
-    (("train", "c.yaml", "--epochs", "abc"), "replaykit train"),
-    (("serve", "reference", "--tasks", "a", "b"), "replaykit serve reference"),
-    (("cassettes",), "replaykit cassettes"),
-    (("run", "c.yaml", "--record-mode", "sometimes"), "replaykit run"),
-    (("runs", "--kind", "bogus"), "replaykit runs"),
-])
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        ((), "replaykit"),
+        (("run",), "replaykit run"),
+        (("run", "X", "--bogus"), "replaykit run"),
+        (("train", "c.yaml", "--epochs", "abc"), "replaykit train"),
+        (("serve", "reference", "--tasks", "a", "b"), "replaykit serve reference"),
+        (("cassettes",), "replaykit cassettes"),
+        (("run", "c.yaml", "--record-mode", "sometimes"), "replaykit run"),
+        (("runs", "--kind", "bogus"), "replaykit runs"),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(args: tuple[str, ...], command: str, tmp_path: Path) -> None:
     proc = cli(*args, cwd=tmp_path)
     line = assert_one_line_error(proc, 2)
@@ -84,8 +103,16 @@ def test_every_option_has_help() -> None:
     from replaykit.commands.shell import polish
 
     def walk(cmd: object, path: str) -> list[str]:
-        missing = [f"{path} {p.opts[0]}" for p in getattr(cmd, "params", []) if p.param_type_name == "option" and not p.help]
-        missing += [f"{path} {p.name}" for p in getattr(cmd, "params", []) if p.param_type_name == "argument" and not p.help]
+        missing = [
+            f"{path} {p.opts[0]}"
+            for p in getattr(cmd, "params", [])
+            if p.param_type_name == "option" and not p.help
+        ]
+        missing += [
+            f"{path} {p.name}"
+            for p in getattr(cmd, "params", [])
+            if p.param_type_name == "argument" and not p.help
+        ]
         for name, sub in getattr(cmd, "commands", {}).items():
             missing += walk(sub, f"{path} {name}")
         return missing
@@ -94,10 +121,20 @@ def test_every_option_has_help() -> None:
 
 
 def test_shell_completion_offers_choices(tmp_path: Path) -> None:
-    proc = cli(cwd=tmp_path, env={"_REPLAYKIT_COMPLETE": "complete_bash", "COMP_WORDS": "replaykit run x --record-mode ", "COMP_CWORD": "4"})
+    proc = cli(
+        cwd=tmp_path,
+        env={
+            "_REPLAYKIT_COMPLETE": "complete_bash",
+            "COMP_WORDS": "replaykit run x --record-mode ",
+            "COMP_CWORD": "4",
+        },
+    )
     assert proc.returncode == 0
     assert proc.stdout.split() == ["once", "new_episodes", "none", "all"]
-    proc = cli(cwd=tmp_path, env={"_REPLAYKIT_COMPLETE": "complete_bash", "COMP_WORDS": "replaykit cas", "COMP_CWORD": "1"})
+    proc = cli(
+        cwd=tmp_path,
+        env={"_REPLAYKIT_COMPLETE": "complete_bash", "COMP_WORDS": "replaykit cas", "COMP_CWORD": "1"},
+    )
     assert proc.stdout.split() == ["cassettes"]
 
 
@@ -108,7 +145,9 @@ def test_library_error_is_one_line_exit_1(tmp_path: Path) -> None:
 
 def test_export_to_unwritable_path(small_store: tuple[Path, str], tmp_path: Path) -> None:
     store, run_id = small_store
-    line = assert_one_line_error(cli("cassettes", "export", run_id, "-o", "/proc/x.tar.gz", "--store", str(store), cwd=tmp_path), 1)
+    line = assert_one_line_error(
+        cli("cassettes", "export", run_id, "-o", "/proc/x.tar.gz", "--store", str(store), cwd=tmp_path), 1
+    )
     assert "/proc/x.tar.gz" in line
 
 
@@ -117,13 +156,28 @@ def test_proxy_on_a_busy_port(small_store: tuple[Path, str], tmp_path: Path) -> 
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        line = assert_one_line_error(cli("proxy", "--name", "s", "--upstream", "builtin", "--port", str(port),
-                                         "--store", str(tmp_path / "store"), cwd=tmp_path), 1)
+        line = assert_one_line_error(
+            cli(
+                "proxy",
+                "--name",
+                "s",
+                "--upstream",
+                "builtin",
+                "--port",
+                str(port),
+                "--store",
+                str(tmp_path / "store"),
+                cwd=tmp_path,
+            ),
+            1,
+        )
     assert str(port) in line and "--port" in line
 
 
 def test_missing_patch_queue_diff(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"train.estimator": {"kind": "patch_queue", "diffs": [str(tmp_path / "nope.diff")]}})
+    config = write_config(
+        tmp_path, {"train.estimator": {"kind": "patch_queue", "diffs": [str(tmp_path / "nope.diff")]}}
+    )
     line = assert_one_line_error(cli("train", str(config), "--epochs", "1", cwd=tmp_path), 1)
     assert "nope.diff" in line
 
@@ -133,8 +187,14 @@ def test_closed_pipe_is_silent(small_store: tuple[Path, str], tmp_path: Path) ->
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the command writes anything
     try:
-        proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "runs", "--store", str(store)], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "replaykit.cli", "runs", "--store", str(store)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
     finally:
         os.close(write_end)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
@@ -143,13 +203,18 @@ def test_closed_pipe_is_silent(small_store: tuple[Path, str], tmp_path: Path) ->
 
 def test_ctrl_c_prints_one_line_and_rerun_resumes(tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "train", str(config), "--epochs", "4"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replaykit.cli", "train", str(config), "--epochs", "4"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr is not None
     first = proc.stderr.readline()  # a progress line: the training is under way
     assert first.startswith("epoch"), first
     proc.send_signal(signal.SIGINT)
-    out, rest = proc.communicate(timeout=300)
+    _, rest = proc.communicate(timeout=300)
     assert proc.returncode == 130, (first, rest)
     assert "Traceback" not in rest
     assert rest.strip().splitlines()[-1] == INTERRUPTED

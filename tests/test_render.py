@@ -1,0 +1,190 @@
+"""The CLI's tables read at 80 columns and piped: no word split, no cell cut, no
+ellipsis; piped output is never wrapped. Rendered from real ``--json`` documents."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from replaykit import render
+from replaykit.testing import REPO_ROOT, write_config
+
+
+def cli_json(*args: str, cwd: Path) -> Any:
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("render")
+    config = write_config(
+        tmp,
+        {
+            "panel.tasks": [
+                str(REPO_ROOT / "envs" / t) for t in ("csv-active-emails", "fix-config-port", "hello-file")
+            ],
+            "panel.seeds": [0, 1],
+        },
+    )
+    store = str(tmp / "store")
+    run = cli_json("run", str(config), cwd=tmp)
+    strong = cli_json("run", str(config), "--model", "reference-strong", cwd=tmp)
+    return {
+        "run": run,
+        "strong": strong,
+        "training": cli_json("train", str(config), "--epochs", "2", cwd=tmp),
+        "runs": cli_json("runs", "--store", store, cwd=tmp),
+        "cassettes": cli_json("cassettes", "ls", "--store", store, cwd=tmp),
+        "certify": cli_json(
+            "certify", run["run_id"], "--store", store, "--tasks", str(REPO_ROOT / "envs" / "*"), cwd=tmp
+        ),
+    }
+
+
+@pytest.fixture(params=["tty80", "piped"])
+def capture(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], str]]:
+    buffer = io.StringIO()
+    if request.param == "tty80":
+        console = Console(file=buffer, width=80, force_terminal=True, color_system=None)
+    else:
+        console = render.make_console(file=buffer)
+        assert not console.is_terminal
+    monkeypatch.setattr(render, "out", console)
+    yield buffer.getvalue
+
+
+def words(*texts: str) -> set[str]:
+    return {w for t in texts for w in t.split()}
+
+
+def check(output: str, expected_words: set[str], ids: list[str], piped: bool) -> None:
+    assert "…" not in output and "..." not in output
+    tokens = set(re.split(r"\s+", output))
+    missing = sorted(w for w in expected_words if w not in tokens)
+    assert not missing, (missing, output)
+    for full in ids:  # each id shown whole or at a prefix of 8+ characters, never cut shorter
+        assert any(len(t) >= 8 and full.startswith(t) for t in tokens), (full, output)
+    if not piped:
+        assert max(len(line) for line in output.splitlines()) <= 80, output
+
+
+def test_training_table(
+    docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest
+) -> None:
+    doc = docs["training"]
+    render.training_table(doc)
+    output = capture()
+    piped = "piped" in request.node.name
+    expected = set()
+    for e in doc["epochs"]:
+        expected |= words(e["description"], (e.get("verdict") or {}).get("reason", ""), e["decision"])
+        if piped:  # a note is one unwrapped line
+            assert any(
+                line.startswith(f"epoch {e['epoch']}: {e['description']}") for line in output.splitlines()
+            ), output
+    check(output, expected, [e["candidate_sha"] for e in doc["epochs"] if e["candidate_sha"]], piped)
+
+
+def test_runs(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
+    render.run_rows(docs["runs"])
+    output = capture()
+    models = {r["model"] for r in docs["runs"] if r["model"]}
+    assert {"reference-weak", "reference-strong"} <= models
+    check(
+        output,
+        models | {r["kind"] for r in docs["runs"]},
+        [r["id"] for r in docs["runs"]],
+        "piped" in request.node.name,
+    )
+
+
+def test_cassettes_ls(
+    docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest
+) -> None:
+    rows = docs["cassettes"]
+    render.cassette_rows(rows)
+    check(
+        capture(),
+        {r["task_id"] for r in rows} | {r["model"] for r in rows},
+        [r["id"] for r in rows],
+        "piped" in request.node.name,
+    )
+
+
+def test_certify(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
+    report = docs["certify"]
+    render.certify_report(report)
+    check(
+        capture(),
+        {t["task_id"] for t in report["tasks"]} | {t["status"] for t in report["tasks"]},
+        [],
+        "piped" in request.node.name,
+    )
+
+
+def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
+    render.run_table(docs["strong"])
+    check(
+        capture(),
+        {e["task_id"] for e in docs["strong"]["episodes"]},
+        [e["cassette_id"] for e in docs["strong"]["episodes"]],
+        "piped" in request.node.name,
+    )
+
+
+def test_too_wide_rows_become_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = io.StringIO()
+    monkeypatch.setattr(render, "out", Console(file=buffer, width=40, force_terminal=True, color_system=None))
+    render.show_table("t", ["task", "model"], [["a-very-long-task-name-indeed", "reference-strong-and-more"]])
+    output = buffer.getvalue()
+    assert "…" not in output
+    assert {"a-very-long-task-name-indeed", "reference-strong-and-more"} <= set(output.split())
+
+
+def test_piped_cassette_show_lines_parse(tmp_path: Path, docs: dict[str, Any]) -> None:
+    cid = docs["run"]["episodes"][0]["cassette_id"]
+    prefix = cid[
+        : render.short_ids([r["id"] for r in docs["cassettes"]], minimum=2)
+    ]  # a unique prefix, usually 2-4 chars
+    cwd = Path(docs["run"]["harness_repo"]).parent
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replaykit.cli",
+            "cassettes",
+            "show",
+            prefix,
+            "--full",
+            "--store",
+            str(cwd / "store"),
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    bodies = [
+        line.split("request: ", 1)[1]
+        for line in proc.stdout.splitlines()
+        if line.strip().startswith("request: ")
+    ]
+    assert bodies and all(isinstance(json.loads(b), dict) for b in bodies)
