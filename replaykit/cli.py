@@ -18,6 +18,7 @@ from typing import Any, Iterator, Literal, Optional
 import typer
 
 from replaykit import render
+from replaykit.train import audit_cmd
 from replaykit.errors import ReplaykitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -156,20 +157,7 @@ def train(
     emit_json(summary) if as_json else render.training_table(summary)
 
 
-@app.command()
-def audit(
-    verdict_id: str = typer.Argument(..., help="A verdict id (from `replaykit train --json`)."),
-    criterion: Optional[str] = typer.Option(None, "--criterion", help="Also judge with this criterion (counterfactual)."),
-    store: Optional[Path] = StoreOpt,
-    as_json: bool = JsonOpt,
-) -> None:
-    """Recompute a recorded verdict offline; with --criterion, say whether the decision would differ."""
-    from replaykit.train.audit import audit as audit_verdict
-
-    report = audit_verdict(open_store(store), verdict_id, criterion)
-    emit_json(report) if as_json else render.audit_report(report)
-    if not report["reproduced"]:
-        raise typer.Exit(1)
+app.command("audit")(audit_cmd.audit)
 
 
 @app.command()

@@ -17,7 +17,7 @@ from replaykit.config import ModelConfig
 from replaykit.errors import ConfigError
 from replaykit.models.clients import openai_client
 from replaykit.train.backends import AgentBackend, ProposalSession
-from replaykit.train.gitops import apply_diff
+from replaykit.train.gitops import TrainError, apply_diff
 
 SYSTEM_PROMPT = (
     "You improve an agent harness (the control loop around a frozen model). Read the brief, then reply with "
@@ -119,6 +119,33 @@ class PatchQueue:
         return f"patch {epoch + 1} of {len(self.diffs)}"
 
 
+class RecordedProposals:
+    """Another training's recorded proposals, re-applied in order (a counterfactual
+    recorded live): epoch *i* applies ``diffs[i]`` to whatever baseline this training
+    has; ``None`` is an epoch whose recorded proposal had no applicable change
+    (``reasons[i]`` says why). The proposer is not asked again."""
+
+    uses_model = False
+
+    def __init__(self, training: str, diffs: list[str | None], descriptions: list[str], reasons: list[str | None] | None = None) -> None:
+        self.training, self.diffs, self.descriptions = training, list(diffs), list(descriptions)
+        self.reasons = list(reasons or [None] * len(self.diffs))
+
+    def identity(self) -> dict[str, Any]:
+        from replaykit.determinism import digest_of
+
+        return {"estimator": "recorded_proposals", "training": self.training, "diffs": digest_of([self.diffs, self.descriptions])}
+
+    def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
+        if epoch >= len(self.diffs):
+            return "(recorded proposals exhausted)"
+        diff = self.diffs[epoch]
+        if diff is None:
+            raise TrainError(f"recorded proposal of epoch {epoch}: {self.reasons[epoch] or 'no change'}")
+        apply_diff(workdir, diff)
+        return self.descriptions[epoch]
+
+
 def make_estimator(spec: dict[str, Any] | None) -> Estimator:
     spec = dict(spec or {})
     kind = spec.pop("kind", "agentic")
@@ -127,4 +154,9 @@ def make_estimator(spec: dict[str, Any] | None) -> Estimator:
         return AgenticEstimator(make_backend(backend.pop("kind", "openai"), **backend))
     if kind == "patch_queue":
         return PatchQueue([Path(p).read_text() if not p.startswith("diff") else p for p in spec.get("diffs", [])], spec.get("descriptions"))
-    raise ConfigError(f"unknown estimator {kind!r}; use agentic or patch_queue")
+    if kind == "recorded_proposals":
+        try:
+            return RecordedProposals(**spec)
+        except TypeError as exc:
+            raise ConfigError(f"estimator recorded_proposals: bad parameters: {exc}") from None
+    raise ConfigError(f"unknown estimator {kind!r}; use agentic, patch_queue or recorded_proposals")

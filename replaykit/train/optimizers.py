@@ -1,52 +1,76 @@
 """Optimizers: move the harness parameter (the baseline branch) from a verdict.
 
-``GreedyMonotonic``: accept → fast-forward the baseline branch to the candidate
-(never any other move); reject → keep the candidate under a ref. Every candidate
-stays under ``refs/replaykit/candidates/<training>/epoch-NNN`` and, by decision,
-under ``refs/replaykit/accepted/…`` or ``refs/replaykit/rejected/…``.
+The protocol is PyTorch's verbs (``attach``/``receive``/``zero_grad``/``step``) plus
+a pure policy (``parent``/``decide``, see ``optim/base.py``) that offline audits
+reuse. Implementations live one per file in ``optim/`` and register here by name:
+
+- ``greedy_monotonic`` (``GreedyMonotonic``): promote what the criterion accepts;
+- ``margin_greedy`` (``MarginGreedy``): also require an improvement margin and/or a
+  sign-test significance level over task instances;
+- ``pareto_frontier`` (``ParetoFrontier``): keep non-dominated candidates and
+  propose from each in turn; the baseline branch still only fast-forwards.
+
+Every candidate stays under ``refs/replaykit/candidates/<training>/epoch-NNN`` and,
+by decision, under ``refs/replaykit/accepted/…`` or ``refs/replaykit/rejected/…``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from replaykit.errors import ConfigError
-from replaykit.train.gitops import TrainError
+from replaykit.train.optim.base import StepInput
+from replaykit.train.optim.frontier import ParetoFrontier
+from replaykit.train.optim.greedy import GreedyMonotonic
+from replaykit.train.optim.margin import MarginGreedy
 
 if TYPE_CHECKING:
     from replaykit.train.loss import Loss
     from replaykit.train.trainer import Trainer
 
-
-class GreedyMonotonic:
-    name = "greedy_monotonic"
-
-    def __init__(self) -> None:
-        self.trainer: "Trainer | None" = None
-        self._pending: "Loss | None" = None
-
-    def attach(self, trainer: "Trainer") -> None:
-        self.trainer = trainer
-
-    def receive(self, loss: "Loss") -> None:
-        self._pending = loss
-
-    def zero_grad(self) -> None:
-        self._pending = None
-
-    def step(self) -> None:
-        loss = self._pending
-        if loss is None or not loss.backward_done:
-            raise TrainError("optimizer.step() called before loss.backward(): call loss.backward() first")
-        assert self.trainer is not None
-        self.trainer._step(loss, promote=loss.accept)
-        self._pending = None
+__all__ = ["GreedyMonotonic", "MarginGreedy", "Optimizer", "ParetoFrontier", "StepInput", "make_optimizer", "register_optimizer"]
 
 
-_OPTIMIZERS: dict[str, Callable[..., Any]] = {GreedyMonotonic.name: GreedyMonotonic}
+class Optimizer(Protocol):
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    def parent(self, head: str) -> str: ...
+
+    def decide(self, step: StepInput) -> bool: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def attach(self, trainer: "Trainer") -> None: ...
+
+    def receive(self, loss: "Loss") -> None: ...
+
+    def zero_grad(self) -> None: ...
+
+    def step(self) -> None: ...
 
 
-def make_optimizer(name: str = GreedyMonotonic.name, **params: Any) -> GreedyMonotonic:
+_OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
+
+
+def register_optimizer(name: str, factory: Callable[..., Optimizer]) -> None:
+    _OPTIMIZERS[name] = factory
+
+
+register_optimizer(GreedyMonotonic.name, GreedyMonotonic)
+register_optimizer(MarginGreedy.name, MarginGreedy)
+register_optimizer(ParetoFrontier.name, ParetoFrontier)
+
+
+def optimizer_names() -> list[str]:
+    return sorted(_OPTIMIZERS)
+
+
+def make_optimizer(name: str = GreedyMonotonic.name, **params: Any) -> Optimizer:
     if name not in _OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(sorted(_OPTIMIZERS))}")
-    return _OPTIMIZERS[name](**params)
+    try:
+        return _OPTIMIZERS[name](**params)
+    except TypeError as exc:
+        raise ConfigError(f"optimizer {name!r}: bad parameters {params}: {exc}") from None

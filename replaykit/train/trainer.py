@@ -38,7 +38,7 @@ from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.estimators import Estimator, make_estimator
 from replaykit.train.loss import Loss
-from replaykit.train.optimizers import GreedyMonotonic, make_optimizer
+from replaykit.train.optimizers import Optimizer, make_optimizer
 
 
 class TrainConfig(BaseModel):
@@ -66,7 +66,7 @@ class Trainer:
         config_path: str | Path | None = None,
         estimator: Estimator | None = None,
         criterion: Criterion | None = None,
-        optimizer: GreedyMonotonic | None = None,
+        optimizer: Optimizer | None = None,
         *,
         config: RunConfig | None = None,
         record_mode: str = "once",
@@ -100,7 +100,8 @@ class Trainer:
         return digest_of({
             "config": self.config.digest(), "name": self.config.name, "model": model_id(self.config.model).__dict__,
             "panel": self.config.panel.model_dump(), "estimator": self.estimator.identity(),
-            "criterion": [self.criterion.name, self.criterion.params()], "optimizer": self.optimizer.name,
+            "criterion": [self.criterion.name, self.criterion.params()],
+            "optimizer": [self.optimizer.name, self.optimizer.params()] if self.optimizer.params() else self.optimizer.name,
             "seed": self.train_cfg.seed, "surface": self.train_cfg.patch_surface,
         })
 
@@ -125,8 +126,9 @@ class Trainer:
         n = self.train_cfg.epochs if n is None else n
         for epoch in range(n):
             head = self.harness.resolve()
-            baseline_sha = self.recorded[epoch]["baseline_sha"] if epoch < len(self.recorded) else head
-            if baseline_sha != head and not gitops.is_ancestor(self.harness.repo, baseline_sha, head):
+            parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate
+            baseline_sha = self.recorded[epoch]["baseline_sha"] if epoch < len(self.recorded) else parent
+            if baseline_sha not in (head, parent) and not gitops.is_ancestor(self.harness.repo, baseline_sha, head):
                 raise gitops.TrainError(f"baseline {baseline_sha[:10]} of recorded epoch {epoch} is not on {self.harness.branch}; start a new training")
             baseline = self._measure(baseline_sha, f"epoch {epoch}: baseline")
             loss = self._propose_and_measure(epoch, baseline_sha, baseline)
@@ -300,6 +302,7 @@ class Trainer:
             "cassettes": [e["proposal_cassette"] for e in epochs if e.get("proposal_cassette")],
             "trees": sorted({s for e in epochs for s in (e["baseline_sha"], e["candidate_sha"]) if s}),
             "estimator": self.estimator.identity(), "criterion": {"name": self.criterion.name, "params": self.criterion.params()},
+            "optimizer": {"name": self.optimizer.name, "params": self.optimizer.params()},
             "model": model_id(self.config.model).__dict__, "config": self.config.model_dump(mode="json"),
             "config_base_dir": str(self.config.base_dir),
         }

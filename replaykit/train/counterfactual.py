@@ -1,0 +1,244 @@
+"""Counterfactual training replay: "had we judged with X (or stepped with Y), where
+would this training have ended, and how much of that is known without a model call?"
+
+``counterfactual(store, TRAINING_ID, criterion="mean_reward", optimizer=None)`` walks
+the recorded epochs in order. While the counterfactual baseline equals the recorded
+one, the recorded candidate and both runs come from cassettes. Where a decision
+differs, the later epochs' recorded proposals (diffs) are re-applied to the new
+baseline in a scratch clone (the proposer is NOT asked again: the approximation is
+named in the report); a diff that no longer applies is a skipped epoch, as live. A
+measurement is reused whenever its cassette key is in the store, whoever recorded
+it. The walk stops at the first epoch whose episodes were never recorded and names
+exactly those episodes. Reading only: the store is never written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.store import Store
+from replaykit.config import RunConfig
+from replaykit.errors import ConfigError
+from replaykit.run import run_document
+from replaykit.train.criteria import Criterion, make_criterion
+from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
+from replaykit.train.scratch import Proposal, Scratch
+
+APPROXIMATION = ("after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "
+                 "counterfactual baseline; the proposer is not asked again, though its brief would have differed")
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+    """``NAME[:key=value,key=value]`` (values are YAML scalars or [lists]) → (name, params)."""
+    name, _, rest = text.strip().partition(":")
+    if not name:
+        raise ConfigError(f"empty name in {text!r}; use NAME or NAME:key=value,...")
+    params: dict[str, Any] = {}
+    parts, depth, cur = [], 0, ""
+    for ch in rest:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for part in (p.strip() for p in parts if p.strip()):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"bad parameter {part!r} in {text!r}; use NAME:key=value,key=value")
+        params[key.strip()] = yaml.safe_load(value)
+    return name, params
+
+
+def spec_text(name: str, params: dict[str, Any]) -> str:
+    shown = {k: v for k, v in params.items() if v is not None}
+
+    def fmt(v: Any) -> str:
+        return "[" + ",".join(map(str, v)) + "]" if isinstance(v, (list, tuple)) else str(v)
+
+    return name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(shown.items())) if shown else "")
+
+
+def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if doc.get("optimizer"):
+        return doc["optimizer"]["name"], {k: v for k, v in doc["optimizer"].get("params", {}).items()}
+    opt = dict(((doc.get("config") or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"})
+    return opt.pop("name", "greedy_monotonic"), opt
+
+
+def training_config(doc: dict[str, Any], store: Store) -> RunConfig:
+    data = dict(doc["config"])
+    data["store"] = str(store.root.resolve())
+    config = RunConfig.model_validate(data)
+    config.base_dir = Path(doc["config_base_dir"])
+    return config
+
+
+class Measurements:
+    """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
+
+    def __init__(self, store: Store, doc: dict[str, Any], config: RunConfig) -> None:
+        self.store, self.config = store, config
+        first = store.get_run(doc["runs"][0]) if doc["runs"] else None
+        if first is None:
+            raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
+        self.template = [CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first["cassettes"]]
+        self.repo = first["harness_repo"]
+        self.cache: dict[str, tuple[dict[str, Any] | None, list[CassetteKey]]] = {}
+
+    def lookup(self, sha: str) -> tuple[dict[str, Any] | None, list[CassetteKey]]:
+        """(run, []) when every episode of ``sha`` on the panel is stored, else (None, missing keys)."""
+        if sha not in self.cache:
+            keys = [replace(k, harness_sha=sha) for k in self.template]
+            missing = [k for k in keys if not self.store.has(k.id)]
+            run = None if missing else run_document(self.config, self.store, sha, self.config.model, [(k, None) for k in keys], self.repo)  # type: ignore[misc]
+            self.cache[sha] = (run, missing)
+        return self.cache[sha]
+
+    def rate(self, sha: str | None) -> dict[str, Any]:
+        run = self.lookup(sha)[0] if sha else None
+        if run is None:
+            return {"sha": sha, "solved": None, "total": len(self.template), "solve_rate": None}
+        return {"sha": sha, "solved": run["solved"], "total": run["total"], "solve_rate": run["solved"] / max(run["total"], 1)}
+
+
+def _forked(store: Store, *runs: dict[str, Any]) -> dict[str, str]:
+    try:
+        from replaykit.certify import forked_tasks
+    except ImportError:
+        return {}
+    out: dict[str, str] = {}
+    for run in runs:
+        out.update(forked_tasks(store, run))
+    return out
+
+
+def recorded_decision(rec: dict[str, Any]) -> str:
+    """What the recorded optimizer did: accepted = the baseline branch moved to the candidate."""
+    if rec.get("skipped"):
+        return "skipped"
+    if rec.get("promoted") is not None:
+        return "accepted" if rec["promoted"] else "rejected"
+    return str(rec["decision"])
+
+
+def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[dict[str, Any]]:
+    return [{"epoch": epoch, "role": role, "task_id": k.task_id, "seed": k.seed, "harness_sha": k.harness_sha, "cassette_id": k.id} for k in keys]
+
+
+def walk(store: Store, doc: dict[str, Any], scratch: Scratch, proposals: list[Proposal], measurements: Measurements,
+         criterion: Criterion, optimizer: Optimizer, progress: Progress | None = None) -> dict[str, Any]:
+    """Step the counterfactual through every recorded epoch (see the module docstring)."""
+    head = doc["initial_sha"]
+    rows: list[dict[str, Any]] = []
+    needs: list[dict[str, Any]] = []
+    blocked: int | None = None
+    for rec, prop in zip(doc["epochs"], proposals):
+        epoch = rec["epoch"]
+        row: dict[str, Any] = {
+            "epoch": epoch, "description": rec.get("description", ""), "recorded_decision": recorded_decision(rec),
+            "recorded_baseline": rec["baseline_sha"], "recorded_candidate": rec.get("candidate_sha"),
+            "counterfactual_baseline": None, "counterfactual_candidate": None, "counterfactual_decision": "undetermined",
+            "reapplied": False, "offline": False, "flipped": None, "reason": f"depends on epoch {blocked}" if blocked is not None else "",
+            "verdict": None,
+        }
+        rows.append(row)
+        if blocked is not None:
+            continue
+        parent = optimizer.parent(head)
+        row["counterfactual_baseline"] = parent
+        if parent == rec["baseline_sha"]:
+            cand, skipped = rec.get("candidate_sha"), rec.get("skipped")
+        else:
+            cand, skipped = scratch.apply(parent, prop)
+            row["reapplied"] = True
+        row["counterfactual_candidate"] = cand
+        base_run, base_missing = measurements.lookup(parent)
+        cand_run, cand_missing = measurements.lookup(cand) if cand and not skipped else (None, [])
+        missing = _missing(base_missing, epoch, "baseline") + _missing(cand_missing, epoch, "candidate")
+        if missing:
+            blocked = epoch
+            needs = missing
+            row.update(counterfactual_decision="unknown", reason=f"{len(missing)} episode(s) never recorded")
+            continue
+        verdict = None
+        if not skipped and base_run is not None and cand_run is not None:
+            verdict = criterion(cand_run, base_run, _forked(store, base_run, cand_run))
+        step = StepInput(epoch, head, parent, cand, verdict, skipped, base_run, cand_run)
+        promote = bool(optimizer.decide(step) and step.measurable)
+        if promote and cand:
+            head = cand
+        decision = "skipped" if skipped else ("accepted" if promote else "rejected")
+        row.update(counterfactual_decision=decision, offline=True, flipped=decision != row["recorded_decision"],
+                   reason=skipped or (verdict.reason if verdict else ""), verdict=verdict.to_dict() if verdict else None)
+        if progress:
+            progress("note", {"message": f"epoch {epoch}: recorded {row['recorded_decision']}, counterfactual {decision}"})
+    return {"rows": rows, "head": head, "blocked_at": blocked, "needs_recording": needs, "optimizer_state": optimizer.state()}
+
+
+def counterfactual(store: Store, training_id: str, criterion: str | None = None, optimizer: str | None = None,
+                   progress: Progress | None = None) -> dict[str, Any]:
+    """The counterfactual report of a recorded training (``criterion``/``optimizer``: ``NAME[:k=v,...]``; default: as recorded)."""
+    doc = store.get_doc(training_id, kind="training")
+    config = training_config(doc, store)
+    rec_crit = (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
+    rec_opt = recorded_optimizer(doc)
+    crit_name, crit_params = parse_spec(criterion) if criterion else rec_crit
+    opt_name, opt_params = parse_spec(optimizer) if optimizer else rec_opt
+    crit = make_criterion(crit_name, **crit_params)
+    opt = make_optimizer(opt_name, **opt_params)
+    from replaykit.train.trainer import train_config
+
+    tcfg = train_config(config)
+    measurements = Measurements(store, doc, config)
+    with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
+        proposals = scratch.proposals()
+        result = walk(store, doc, scratch, proposals, measurements, crit, opt, progress)
+    return report(doc, result, measurements, proposals, (crit.name, crit.params()), (opt.name, opt.params()), rec_crit, rec_opt)
+
+
+def report(doc: dict[str, Any], result: dict[str, Any], measurements: Measurements, proposals: list[Proposal],
+           crit: tuple[str, dict[str, Any]], opt: tuple[str, dict[str, Any]],
+           rec_crit: tuple[str, dict[str, Any]], rec_opt: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    rows = result["rows"]
+    complete = result["blocked_at"] is None
+    rec_final = doc["chain"][-1]
+    diverged = next((r["epoch"] for r in rows if r["counterfactual_baseline"] and r["counterfactual_baseline"] != r["recorded_baseline"]), None)
+    offline = sum(r["offline"] for r in rows)
+    same_spec = crit[0] == rec_crit[0] and crit[1] == rec_crit[1] and opt[0] == rec_opt[0] and \
+        {k: v for k, v in opt[1].items()} == {k: v for k, v in rec_opt[1].items()}
+    return {
+        "training_id": doc["training_id"], "kind": "counterfactual",
+        "criterion": {"name": crit[0], "params": crit[1], "spec": spec_text(*crit)},
+        "optimizer": {"name": opt[0], "params": opt[1], "spec": spec_text(*opt)},
+        "recorded_criterion": {"name": rec_crit[0], "params": rec_crit[1]},
+        "recorded_optimizer": {"name": rec_opt[0], "params": rec_opt[1]},
+        "same_as_recorded": same_spec,
+        "approximation": APPROXIMATION,
+        "epochs": rows,
+        "flipped": [r["epoch"] for r in rows if r["flipped"]],
+        "reapplied": [r["epoch"] for r in rows if r["reapplied"]],
+        "diverged_at": diverged,
+        "complete": complete,
+        "offline_epochs": offline,
+        "offline_share": offline / max(len(rows), 1),
+        "accepted": sum(r["counterfactual_decision"] == "accepted" for r in rows),
+        "recorded_accepted": sum(r["recorded_decision"] == "accepted" for r in rows),
+        "final": {
+            "recorded": measurements.rate(rec_final),
+            "counterfactual": dict(measurements.rate(result["head"] if complete else None), determined=complete,
+                                   last_known=result["head"]),
+        },
+        "reproduces_recorded": complete and not any(r["flipped"] for r in rows) and result["head"] == rec_final,
+        "needs_recording": result["needs_recording"],
+        "optimizer_state": result["optimizer_state"],
+        "proposals": [{"epoch": p.epoch, "description": p.description, "has_diff": p.diff is not None, "reason": p.reason} for p in proposals],
+    }

@@ -1,0 +1,1 @@
+"""Optimizers, one implementation per file; the protocol and registry live in ``replaykit.train.optimizers``."""

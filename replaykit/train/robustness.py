@@ -1,0 +1,62 @@
+"""Seed-robustness of a verdict: does the decision hold on subsets of the recorded seeds?
+
+``replaykit audit VERDICT_ID --resample-seeds K`` recomputes the verdict (its own
+criterion, or ``--criterion``) on every K-subset of the recorded seeds — or, with
+``--bootstrap N``, on N samples of K seeds drawn with replacement (a fixed RNG
+seed, so the report is reproducible) — from the two stored runs only, and says how
+often the recorded decision holds: "this acceptance survives 9 of 10 seed subsets".
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import combinations
+from typing import Any
+
+from replaykit.cassette.store import Store
+from replaykit.errors import ConfigError
+from replaykit.train.counterfactual import parse_spec
+from replaykit.train.criteria import make_criterion
+
+
+def _restrict(run: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, Any]:
+    """The run's episodes on ``seeds`` (a seed drawn twice counts twice, as a distinct instance)."""
+    episodes = []
+    for i, seed in enumerate(seeds):
+        label: Any = seed if len(set(seeds)) == len(seeds) else f"{seed}~{i}"
+        episodes.extend(dict(e, seed=label) for e in run["episodes"] if e["seed"] == seed)
+    return dict(run, episodes=episodes)
+
+
+def resample_seeds(store: Store, verdict_id: str, k: int, bootstrap: int | None = None, criterion: str | None = None,
+                   rng_seed: int = 0) -> dict[str, Any]:
+    doc = store.get_doc(verdict_id, kind="verdict")
+    recorded = doc["verdict"]
+    baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
+    seeds = sorted({e["seed"] for e in baseline["episodes"]} & {e["seed"] for e in candidate["episodes"]})
+    if not 1 <= k <= len(seeds):
+        raise ConfigError(f"--resample-seeds {k}: the verdict's runs have {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); use 1..{len(seeds)}")
+    if bootstrap is not None and bootstrap < 1:
+        raise ConfigError(f"--bootstrap {bootstrap}: give a number of samples ≥ 1")
+    name, params = parse_spec(criterion) if criterion else (recorded["criterion"], recorded["params"])
+    crit = make_criterion(name, **params)
+    full = crit(candidate, baseline, recorded.get("excluded"))
+    if bootstrap:
+        rng = random.Random(rng_seed)
+        samples = [tuple(sorted(rng.choice(seeds) for _ in range(k))) for _ in range(bootstrap)]
+    else:
+        samples = list(combinations(seeds, k))
+    rows = []
+    for sample in samples:
+        v = crit(_restrict(candidate, sample), _restrict(baseline, sample), recorded.get("excluded"))
+        rows.append({"seeds": list(sample), "accept": v.accept, "holds": v.accept == full.accept, "loss": v.loss, "reason": v.reason})
+    holds = sum(r["holds"] for r in rows)
+    word = "acceptance" if full.accept else "rejection"
+    method = f"bootstrap samples of {k} seed(s)" if bootstrap else f"subsets of {k} of {len(seeds)} seed(s)"
+    return {
+        "verdict_id": doc["verdict_id"], "kind": "seed_robustness", "training_id": doc.get("training_id"), "epoch": doc.get("epoch"),
+        "criterion": {"name": crit.name, "params": crit.params()}, "recorded_accept": recorded["accept"], "accept": full.accept,
+        "seeds": seeds, "k": k, "method": "bootstrap" if bootstrap else "subsets", "samples": rows,
+        "holds": holds, "total": len(rows), "share": holds / max(len(rows), 1),
+        "summary": f"this {word} survives {holds} of {len(rows)} {method}",
+    }

@@ -1,0 +1,94 @@
+"""Sweeps: every (criterion × optimizer) counterfactual of one recorded training, in one table.
+
+``replaykit audit TRAINING_ID --sweep criteria=strict_pareto,mean_reward --sweep
+optimizers=greedy_monotonic,margin_greedy:margin=2`` → per cell: accepted epochs,
+final baseline, its solve rate, and the share of epochs computable offline. The
+scratch clone, the recorded proposals and the measurement look-ups are shared by
+all cells; nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replaykit.cassette.store import Store
+from replaykit.errors import ConfigError
+from replaykit.train.counterfactual import (
+    Measurements, Progress, parse_spec, recorded_optimizer, report, spec_text, training_config, walk,
+)
+from replaykit.train.criteria import make_criterion
+from replaykit.train.optimizers import make_optimizer
+from replaykit.train.scratch import Scratch
+
+AXES = {"criteria": "criteria", "criterion": "criteria", "optimizers": "optimizers", "optimizer": "optimizers"}
+
+
+def split_specs(text: str) -> list[str]:
+    """``a,b:k=1,j=2,c`` → [``a``, ``b:k=1,j=2``, ``c``]: a ``key=value`` without a ``:`` continues the previous spec."""
+    out: list[str] = []
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            continue
+        if out and "=" in token and ":" not in token:
+            out[-1] += "," + token
+        else:
+            out.append(token)
+    return out
+
+
+def parse_sweep(options: list[str]) -> dict[str, list[str]]:
+    """``["criteria=a,b", "optimizers=c"]`` → {"criteria": [...], "optimizers": [...]}."""
+    axes: dict[str, list[str]] = {"criteria": [], "optimizers": []}
+    for option in options:
+        axis, eq, values = option.partition("=")
+        if not eq or axis.strip() not in AXES:
+            raise ConfigError(f"bad --sweep {option!r}; use --sweep criteria=a,b and/or --sweep optimizers=c,d")
+        specs = split_specs(values)
+        if not specs:
+            raise ConfigError(f"--sweep {option!r} names nothing; list at least one name")
+        for spec in specs:
+            parse_spec(spec)
+        axes[AXES[axis.strip()]].extend(specs)
+    return axes
+
+
+def sweep(store: Store, training_id: str, criteria: list[str] | None = None, optimizers: list[str] | None = None,
+          progress: Progress | None = None) -> dict[str, Any]:
+    """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
+    doc = store.get_doc(training_id, kind="training")
+    config = training_config(doc, store)
+    rec_crit = (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
+    rec_opt = recorded_optimizer(doc)
+    crit_specs = [parse_spec(c) for c in criteria or []] or [rec_crit]
+    opt_specs = [parse_spec(o) for o in optimizers or []] or [rec_opt]
+    for name, params in crit_specs:
+        make_criterion(name, **params)
+    for name, params in opt_specs:
+        make_optimizer(name, **params)
+    from replaykit.train.trainer import train_config
+
+    measurements = Measurements(store, doc, config)
+    cells = []
+    with Scratch(store, doc, config.harness.entry, train_config(config).patch_surface) as scratch:
+        proposals = scratch.proposals()
+        for cname, cparams in crit_specs:
+            for oname, oparams in opt_specs:
+                crit, opt = make_criterion(cname, **cparams), make_optimizer(oname, **oparams)
+                result = walk(store, doc, scratch, proposals, measurements, crit, opt)
+                rep = report(doc, result, measurements, proposals, (crit.name, crit.params()), (opt.name, opt.params()), rec_crit, rec_opt)
+                final = rep["final"]["counterfactual"]
+                cells.append({
+                    "criterion": rep["criterion"]["spec"], "optimizer": rep["optimizer"]["spec"], "recorded": rep["same_as_recorded"],
+                    "accepted_epochs": [r["epoch"] for r in rep["epochs"] if r["counterfactual_decision"] == "accepted"],
+                    "accepted": rep["accepted"], "flipped": rep["flipped"], "complete": rep["complete"],
+                    "final_baseline": final["sha"], "last_known_baseline": final["last_known"],
+                    "final_solved": final["solved"], "final_total": final["total"], "final_solve_rate": final["solve_rate"],
+                    "offline_share": rep["offline_share"], "needs_recording": len(rep["needs_recording"]),
+                })
+                if progress:
+                    progress("note", {"message": f"{cells[-1]['criterion']} × {cells[-1]['optimizer']}: {rep['accepted']} accepted"})
+    return {
+        "training_id": doc["training_id"], "kind": "sweep",
+        "criteria": [spec_text(*c) for c in crit_specs], "optimizers": [spec_text(*o) for o in opt_specs],
+        "recorded_final": measurements.rate(doc["chain"][-1]), "cells": cells,
+    }
