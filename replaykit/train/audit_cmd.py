@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 from rich import box
@@ -35,55 +35,106 @@ def _rate(final: dict[str, Any]) -> str:
 
 def counterfactual_table(rep: dict[str, Any]) -> None:
     out = render.out
-    table = Table(title=escape(f"training {rep['training_id']}: recorded {rep['recorded_criterion']['name']} × "
-                               f"{rep['recorded_optimizer']['name']} vs {rep['criterion']['spec']} × {rep['optimizer']['spec']}"),
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=escape(
+            f"training {rep['training_id']}: recorded {rep['recorded_criterion']['name']} × "
+            f"{rep['recorded_optimizer']['name']} vs {rep['criterion']['spec']} × {rep['optimizer']['spec']}"
+        ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for col in ("ep", "recorded", "cf", "cf base", "cf cand", "off"):
         table.add_column(col, no_wrap=True)
     table.add_column("why", overflow="fold")
     for r in rep["epochs"]:
         moved = r["counterfactual_baseline"] and r["counterfactual_baseline"] != r["recorded_baseline"]
-        table.add_row(str(r["epoch"]), r["recorded_decision"], r["counterfactual_decision"] + (" ≠" if r["flipped"] else ""),
-                      _sha(r["counterfactual_baseline"])[:7] + (" ≠" if moved else ""),
-                      _sha(r["counterfactual_candidate"])[:7] + (" *" if r["reapplied"] else ""),
-                      "yes" if r["offline"] else "no", escape(r["reason"][:70]))
+        table.add_row(
+            str(r["epoch"]),
+            r["recorded_decision"],
+            r["counterfactual_decision"] + (" ≠" if r["flipped"] else ""),
+            _sha(r["counterfactual_baseline"])[:7] + (" ≠" if moved else ""),
+            _sha(r["counterfactual_candidate"])[:7] + (" *" if r["reapplied"] else ""),
+            "yes" if r["offline"] else "no",
+            escape(r["reason"][:70]),
+        )
     out.print(table)
     rec, cf = rep["final"]["recorded"], rep["final"]["counterfactual"]
-    out.print(f"final baseline: recorded {_sha(rec['sha'])} solves {_rate(rec)} · counterfactual "
-              + (f"{_sha(cf['sha'])} solves {_rate(cf)}" if cf["determined"] else f"undetermined (last known {_sha(cf['last_known'])})"),
-              highlight=False)
-    out.print("≠ differs from the recorded training · * recorded proposal re-applied to another baseline · off = computable offline", highlight=False)
-    out.print(f"flipped epochs: {', '.join(map(str, rep['flipped'])) or 'none'} · computable offline: "
-              f"{rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)", highlight=False)
+    out.print(
+        f"final baseline: recorded {_sha(rec['sha'])} solves {_rate(rec)} · counterfactual "
+        + (
+            f"{_sha(cf['sha'])} solves {_rate(cf)}"
+            if cf["determined"]
+            else f"undetermined (last known {_sha(cf['last_known'])})"
+        ),
+        highlight=False,
+    )
+    out.print(
+        "≠ differs from the recorded training · * recorded proposal re-applied to another baseline · off = computable offline",
+        highlight=False,
+    )
+    out.print(
+        f"flipped epochs: {', '.join(map(str, rep['flipped'])) or 'none'} · computable offline: "
+        f"{rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)",
+        highlight=False,
+    )
     if rep["reapplied"]:
         out.print(f"approximation: {rep['approximation']}", markup=False, highlight=False)
     if rep["needs_recording"]:
-        out.print(f"to continue, record these {len(rep['needs_recording'])} episode(s) (or rerun with --record):", highlight=False)
+        out.print(
+            f"to continue, record these {len(rep['needs_recording'])} episode(s) (or rerun with --record):",
+            highlight=False,
+        )
         for m in rep["needs_recording"]:
-            out.print(f"  epoch {m['epoch']} {m['role']}: {m['task_id']} seed {m['seed']} harness {m['harness_sha'][:10]} (key {m['cassette_id']})",
-                      markup=False, highlight=False)
+            out.print(
+                f"  epoch {m['epoch']} {m['role']}: {m['task_id']} seed {m['seed']} harness {m['harness_sha'][:10]} (key {m['cassette_id']})",
+                markup=False,
+                highlight=False,
+            )
     elif rep["reproduces_recorded"]:
         out.print("reproduces the recorded training: every decision and the final baseline", highlight=False)
 
 
 def sweep_table(rep: dict[str, Any]) -> None:
-    table = Table(title=f"sweep of training {rep['training_id']} (criterion × optimizer)", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=f"sweep of training {rep['training_id']} (criterion × optimizer)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for col in ("criterion", "optimizer", "accepted epochs", "final baseline", "final solve rate", "offline"):
         table.add_column(col)
     for c in rep["cells"]:
         final = _sha(c["final_baseline"]) if c["complete"] else f"? (after {_sha(c['last_known_baseline'])})"
-        rate = "unknown" if c["final_solved"] is None else f"{c['final_solved']}/{c['final_total']} ({c['final_solve_rate']:.0%})"
-        table.add_row(escape(c["criterion"] + (" (recorded)" if c["recorded"] else "")), escape(c["optimizer"]),
-                      ", ".join(map(str, c["accepted_epochs"])) or "none", final, rate, f"{c['offline_share']:.0%}")
+        rate = (
+            "unknown"
+            if c["final_solved"] is None
+            else f"{c['final_solved']}/{c['final_total']} ({c['final_solve_rate']:.0%})"
+        )
+        table.add_row(
+            escape(c["criterion"] + (" (recorded)" if c["recorded"] else "")),
+            escape(c["optimizer"]),
+            ", ".join(map(str, c["accepted_epochs"])) or "none",
+            final,
+            rate,
+            f"{c['offline_share']:.0%}",
+        )
     render.out.print(table)
 
 
 def robustness_table(rep: dict[str, Any]) -> None:
-    table = Table(title=f"verdict {rep['verdict_id']}: {rep['criterion']['name']} on resampled seeds", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=f"verdict {rep['verdict_id']}: {rep['criterion']['name']} on resampled seeds",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for col in ("seeds", "decision", "holds", "why"):
         table.add_column(col)
     for s in rep["samples"]:
-        table.add_row(",".join(map(str, s["seeds"])), "accept" if s["accept"] else "reject", "yes" if s["holds"] else "NO", escape(s["reason"][:90]))
+        table.add_row(
+            ",".join(map(str, s["seeds"])),
+            "accept" if s["accept"] else "reject",
+            "yes" if s["holds"] else "NO",
+            escape(s["reason"][:90]),
+        )
     render.out.print(table)
     render.out.print(rep["summary"], markup=False, highlight=False)
 
@@ -93,14 +144,32 @@ def _emit(value: Any) -> None:
 
 
 def audit(
-    target: str = typer.Argument(..., metavar="ID", help="A verdict id or a training id (from `replaykit train --json` or `replaykit runs`)."),
-    criterion: Optional[str] = typer.Option(None, "--criterion", help="Judge with this criterion: NAME[:key=value,...]."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Training only: step with this optimizer: NAME[:key=value,...]."),
-    record: bool = typer.Option(False, "--record", help="Training only: continue the counterfactual live (records what is missing)."),
-    sweep: Optional[List[str]] = typer.Option(None, "--sweep", help="Training only: criteria=a,b or optimizers=c,d (repeatable)."),
-    resample_seeds: Optional[int] = typer.Option(None, "--resample-seeds", help="Verdict only: recompute on every subset of K seeds."),
-    bootstrap: Optional[int] = typer.Option(None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes)."),
+    target: str = typer.Argument(
+        ...,
+        metavar="ID",
+        help="A verdict id or a training id (from `replaykit train --json` or `replaykit runs`).",
+    ),
+    criterion: Optional[str] = typer.Option(
+        None, "--criterion", help="Judge with this criterion: NAME[:key=value,...]."
+    ),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer", help="Training only: step with this optimizer: NAME[:key=value,...]."
+    ),
+    record: bool = typer.Option(
+        False, "--record", help="Training only: continue the counterfactual live (records what is missing)."
+    ),
+    sweep: Optional[list[str]] = typer.Option(
+        None, "--sweep", help="Training only: criteria=a,b or optimizers=c,d (repeatable)."
+    ),
+    resample_seeds: Optional[int] = typer.Option(
+        None, "--resample-seeds", help="Verdict only: recompute on every subset of K seeds."
+    ),
+    bootstrap: Optional[int] = typer.Option(
+        None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
+    ),
+    store: Optional[Path] = typer.Option(
+        None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document for scripts."),
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
@@ -111,7 +180,9 @@ def audit(
     if kind == "verdict":
         for flag, given in (("--optimizer", optimizer), ("--record", record), ("--sweep", sweep)):
             if given:
-                raise ConfigError(f"{flag} needs a training id; {target} is a verdict (see `replaykit runs --kind training`)")
+                raise ConfigError(
+                    f"{flag} needs a training id; {target} is a verdict (see `replaykit runs --kind training`)"
+                )
         if resample_seeds is not None:
             from replaykit.train.robustness import resample_seeds as resample
 
@@ -130,10 +201,14 @@ def audit(
     if kind != "training":
         raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
     if resample_seeds is not None or bootstrap is not None:
-        raise ConfigError(f"--resample-seeds needs a verdict id; {target} is a training (its verdicts: `replaykit runs --kind verdict`)")
+        raise ConfigError(
+            f"--resample-seeds needs a verdict id; {target} is a training (its verdicts: `replaykit runs --kind verdict`)"
+        )
     if sweep:
         if record or criterion or optimizer:
-            raise ConfigError("--sweep lists the criteria and optimizers itself; drop --criterion/--optimizer/--record")
+            raise ConfigError(
+                "--sweep lists the criteria and optimizers itself; drop --criterion/--optimizer/--record"
+            )
         from replaykit.train.sweep import parse_sweep, sweep as run_sweep
 
         axes = parse_sweep(sweep)
@@ -146,7 +221,11 @@ def audit(
             from replaykit.train.counterfactual_record import record_counterfactual
 
             live = record_counterfactual(st, target, criterion, optimizer, progress)
-            rep = dict(live["audit"], recorded_training=live["training"]["training_id"], recorded_branch=live["training"]["counterfactual_of"]["branch"])
+            rep = dict(
+                live["audit"],
+                recorded_training=live["training"]["training_id"],
+                recorded_branch=live["training"]["counterfactual_of"]["branch"],
+            )
         else:
             from replaykit.train.counterfactual import counterfactual
 
@@ -156,5 +235,8 @@ def audit(
         return
     counterfactual_table(rep)
     if record:
-        render.out.print(f"recorded as training {rep['recorded_training']} on branch {rep['recorded_branch']} "
-                         f"(replay it: replaykit replay {rep['recorded_training']})", highlight=False)
+        render.out.print(
+            f"recorded as training {rep['recorded_training']} on branch {rep['recorded_branch']} "
+            f"(replay it: replaykit replay {rep['recorded_training']})",
+            highlight=False,
+        )

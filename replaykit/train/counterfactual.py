@@ -30,8 +30,10 @@ from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
 
-APPROXIMATION = ("after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "
-                 "counterfactual baseline; the proposer is not asked again, though its brief would have differed")
+APPROXIMATION = (
+    "after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "
+    "counterfactual baseline; the proposer is not asked again, though its brief would have differed"
+)
 Progress = Callable[[str, dict[str, Any]], None]
 
 
@@ -69,8 +71,10 @@ def spec_text(name: str, params: dict[str, Any]) -> str:
 
 def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if doc.get("optimizer"):
-        return doc["optimizer"]["name"], {k: v for k, v in doc["optimizer"].get("params", {}).items()}
-    opt = dict(((doc.get("config") or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"})
+        return doc["optimizer"]["name"], dict(doc["optimizer"].get("params", {}))
+    opt = dict(
+        ((doc.get("config") or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"}
+    )
     return opt.pop("name", "greedy_monotonic"), opt
 
 
@@ -90,7 +94,10 @@ class Measurements:
         first = store.get_run(doc["runs"][0]) if doc["runs"] else None
         if first is None:
             raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
-        self.template = [CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first["cassettes"]]
+        self.template = [
+            CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"]))
+            for c in first["cassettes"]
+        ]
         self.repo = first["harness_repo"]
         self.cache: dict[str, tuple[dict[str, Any] | None, list[CassetteKey]]] = {}
 
@@ -99,7 +106,12 @@ class Measurements:
         if sha not in self.cache:
             keys = [replace(k, harness_sha=sha) for k in self.template]
             missing = [k for k in keys if not self.store.has(k.id)]
-            run = None if missing else run_document(self.config, self.store, sha, self.config.model, [(k, None) for k in keys], self.repo)  # type: ignore[misc]
+            pairs: list[Any] = [(k, None) for k in keys]  # run_document reads only the keys
+            run = (
+                None
+                if missing
+                else run_document(self.config, self.store, sha, self.config.model, pairs, self.repo)
+            )
             self.cache[sha] = (run, missing)
         return self.cache[sha]
 
@@ -107,7 +119,12 @@ class Measurements:
         run = self.lookup(sha)[0] if sha else None
         if run is None:
             return {"sha": sha, "solved": None, "total": len(self.template), "solve_rate": None}
-        return {"sha": sha, "solved": run["solved"], "total": run["total"], "solve_rate": run["solved"] / max(run["total"], 1)}
+        return {
+            "sha": sha,
+            "solved": run["solved"],
+            "total": run["total"],
+            "solve_rate": run["solved"] / max(run["total"], 1),
+        }
 
 
 def _forked(store: Store, *runs: dict[str, Any]) -> dict[str, str]:
@@ -131,23 +148,49 @@ def recorded_decision(rec: dict[str, Any]) -> str:
 
 
 def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[dict[str, Any]]:
-    return [{"epoch": epoch, "role": role, "task_id": k.task_id, "seed": k.seed, "harness_sha": k.harness_sha, "cassette_id": k.id} for k in keys]
+    return [
+        {
+            "epoch": epoch,
+            "role": role,
+            "task_id": k.task_id,
+            "seed": k.seed,
+            "harness_sha": k.harness_sha,
+            "cassette_id": k.id,
+        }
+        for k in keys
+    ]
 
 
-def walk(store: Store, doc: dict[str, Any], scratch: Scratch, proposals: list[Proposal], measurements: Measurements,
-         criterion: Criterion, optimizer: Optimizer, progress: Progress | None = None) -> dict[str, Any]:
+def walk(
+    store: Store,
+    doc: dict[str, Any],
+    scratch: Scratch,
+    proposals: list[Proposal],
+    measurements: Measurements,
+    criterion: Criterion,
+    optimizer: Optimizer,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Step the counterfactual through every recorded epoch (see the module docstring)."""
     head = doc["initial_sha"]
     rows: list[dict[str, Any]] = []
     needs: list[dict[str, Any]] = []
     blocked: int | None = None
-    for rec, prop in zip(doc["epochs"], proposals):
+    for rec, prop in zip(doc["epochs"], proposals, strict=True):
         epoch = rec["epoch"]
         row: dict[str, Any] = {
-            "epoch": epoch, "description": rec.get("description", ""), "recorded_decision": recorded_decision(rec),
-            "recorded_baseline": rec["baseline_sha"], "recorded_candidate": rec.get("candidate_sha"),
-            "counterfactual_baseline": None, "counterfactual_candidate": None, "counterfactual_decision": "undetermined",
-            "reapplied": False, "offline": False, "flipped": None, "reason": f"depends on epoch {blocked}" if blocked is not None else "",
+            "epoch": epoch,
+            "description": rec.get("description", ""),
+            "recorded_decision": recorded_decision(rec),
+            "recorded_baseline": rec["baseline_sha"],
+            "recorded_candidate": rec.get("candidate_sha"),
+            "counterfactual_baseline": None,
+            "counterfactual_candidate": None,
+            "counterfactual_decision": "undetermined",
+            "reapplied": False,
+            "offline": False,
+            "flipped": None,
+            "reason": f"depends on epoch {blocked}" if blocked is not None else "",
             "verdict": None,
         }
         rows.append(row)
@@ -177,15 +220,34 @@ def walk(store: Store, doc: dict[str, Any], scratch: Scratch, proposals: list[Pr
         if promote and cand:
             head = cand
         decision = "skipped" if skipped else ("accepted" if promote else "rejected")
-        row.update(counterfactual_decision=decision, offline=True, flipped=decision != row["recorded_decision"],
-                   reason=skipped or (verdict.reason if verdict else ""), verdict=verdict.to_dict() if verdict else None)
+        row.update(
+            counterfactual_decision=decision,
+            offline=True,
+            flipped=decision != row["recorded_decision"],
+            reason=skipped or (verdict.reason if verdict else ""),
+            verdict=verdict.to_dict() if verdict else None,
+        )
         if progress:
-            progress("note", {"message": f"epoch {epoch}: recorded {row['recorded_decision']}, counterfactual {decision}"})
-    return {"rows": rows, "head": head, "blocked_at": blocked, "needs_recording": needs, "optimizer_state": optimizer.state()}
+            progress(
+                "note",
+                {"message": f"epoch {epoch}: recorded {row['recorded_decision']}, counterfactual {decision}"},
+            )
+    return {
+        "rows": rows,
+        "head": head,
+        "blocked_at": blocked,
+        "needs_recording": needs,
+        "optimizer_state": optimizer.state(),
+    }
 
 
-def counterfactual(store: Store, training_id: str, criterion: str | None = None, optimizer: str | None = None,
-                   progress: Progress | None = None) -> dict[str, Any]:
+def counterfactual(
+    store: Store,
+    training_id: str,
+    criterion: str | None = None,
+    optimizer: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """The counterfactual report of a recorded training (``criterion``/``optimizer``: ``NAME[:k=v,...]``; default: as recorded)."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
@@ -202,21 +264,44 @@ def counterfactual(store: Store, training_id: str, criterion: str | None = None,
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
         proposals = scratch.proposals()
         result = walk(store, doc, scratch, proposals, measurements, crit, opt, progress)
-    return report(doc, result, measurements, proposals, (crit.name, crit.params()), (opt.name, opt.params()), rec_crit, rec_opt)
+    return report(
+        doc,
+        result,
+        measurements,
+        proposals,
+        (crit.name, crit.params()),
+        (opt.name, opt.params()),
+        rec_crit,
+        rec_opt,
+    )
 
 
-def report(doc: dict[str, Any], result: dict[str, Any], measurements: Measurements, proposals: list[Proposal],
-           crit: tuple[str, dict[str, Any]], opt: tuple[str, dict[str, Any]],
-           rec_crit: tuple[str, dict[str, Any]], rec_opt: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+def report(
+    doc: dict[str, Any],
+    result: dict[str, Any],
+    measurements: Measurements,
+    proposals: list[Proposal],
+    crit: tuple[str, dict[str, Any]],
+    opt: tuple[str, dict[str, Any]],
+    rec_crit: tuple[str, dict[str, Any]],
+    rec_opt: tuple[str, dict[str, Any]],
+) -> dict[str, Any]:
     rows = result["rows"]
     complete = result["blocked_at"] is None
     rec_final = doc["chain"][-1]
-    diverged = next((r["epoch"] for r in rows if r["counterfactual_baseline"] and r["counterfactual_baseline"] != r["recorded_baseline"]), None)
+    diverged = next(
+        (
+            r["epoch"]
+            for r in rows
+            if r["counterfactual_baseline"] and r["counterfactual_baseline"] != r["recorded_baseline"]
+        ),
+        None,
+    )
     offline = sum(r["offline"] for r in rows)
-    same_spec = crit[0] == rec_crit[0] and crit[1] == rec_crit[1] and opt[0] == rec_opt[0] and \
-        {k: v for k, v in opt[1].items()} == {k: v for k, v in rec_opt[1].items()}
+    same_spec = crit == rec_crit and opt[0] == rec_opt[0] and opt[1] == rec_opt[1]
     return {
-        "training_id": doc["training_id"], "kind": "counterfactual",
+        "training_id": doc["training_id"],
+        "kind": "counterfactual",
         "criterion": {"name": crit[0], "params": crit[1], "spec": spec_text(*crit)},
         "optimizer": {"name": opt[0], "params": opt[1], "spec": spec_text(*opt)},
         "recorded_criterion": {"name": rec_crit[0], "params": rec_crit[1]},
@@ -234,11 +319,24 @@ def report(doc: dict[str, Any], result: dict[str, Any], measurements: Measuremen
         "recorded_accepted": sum(r["recorded_decision"] == "accepted" for r in rows),
         "final": {
             "recorded": measurements.rate(rec_final),
-            "counterfactual": dict(measurements.rate(result["head"] if complete else None), determined=complete,
-                                   last_known=result["head"]),
+            "counterfactual": dict(
+                measurements.rate(result["head"] if complete else None),
+                determined=complete,
+                last_known=result["head"],
+            ),
         },
-        "reproduces_recorded": complete and not any(r["flipped"] for r in rows) and result["head"] == rec_final,
+        "reproduces_recorded": complete
+        and not any(r["flipped"] for r in rows)
+        and result["head"] == rec_final,
         "needs_recording": result["needs_recording"],
         "optimizer_state": result["optimizer_state"],
-        "proposals": [{"epoch": p.epoch, "description": p.description, "has_diff": p.diff is not None, "reason": p.reason} for p in proposals],
+        "proposals": [
+            {
+                "epoch": p.epoch,
+                "description": p.description,
+                "has_diff": p.diff is not None,
+                "reason": p.reason,
+            }
+            for p in proposals
+        ],
     }

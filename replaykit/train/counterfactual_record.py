@@ -20,7 +20,13 @@ from replaykit.cassette.store import Store
 from replaykit.config import RunConfig
 from replaykit.determinism import digest_of
 from replaykit.errors import HarnessError
-from replaykit.train.counterfactual import Progress, counterfactual, parse_spec, recorded_optimizer, training_config
+from replaykit.train.counterfactual import (
+    Progress,
+    counterfactual,
+    parse_spec,
+    recorded_optimizer,
+    training_config,
+)
 from replaykit.train.criteria import make_criterion
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
@@ -32,7 +38,9 @@ BRANCH_ROOT = "replaykit/counterfactual"
 class LinkedTrainer(Trainer):
     """A Trainer whose training document names the training it is a counterfactual of."""
 
-    link: dict[str, Any] = {}
+    def __init__(self, *args: Any, link: dict[str, Any], **kwargs: Any) -> None:
+        self.link = link
+        super().__init__(*args, **kwargs)
 
     def summary(self) -> dict[str, Any]:
         return dict(super().summary(), counterfactual_of=self.link)
@@ -44,39 +52,65 @@ def _harness_repo(doc: dict[str, Any]) -> git.Repo:
         repo = git.Repo(path)
         repo.git.cat_file("-e", f"{doc['initial_sha']}^{{commit}}")
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
-        raise HarnessError(f"--record needs the training's harness repository {path} (holding {doc['initial_sha'][:10]}); "
-                           "restore it, or audit without --record") from None
+        raise HarnessError(
+            f"--record needs the training's harness repository {path} (holding {doc['initial_sha'][:10]}); "
+            "restore it, or audit without --record"
+        ) from None
     return repo
 
 
-def record_counterfactual(store: Store, training_id: str, criterion: str | None = None, optimizer: str | None = None,
-                          progress: Progress | None = None) -> dict[str, Any]:
+def record_counterfactual(
+    store: Store,
+    training_id: str,
+    criterion: str | None = None,
+    optimizer: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Run the counterfactual as a live training (recording what is missing); return it and the offline audit after."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
-    crit_name, crit_params = parse_spec(criterion) if criterion else (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
+    crit_name, crit_params = (
+        parse_spec(criterion) if criterion else (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
+    )
     opt_name, opt_params = parse_spec(optimizer) if optimizer else recorded_optimizer(doc)
-    crit, opt = make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)  # validate before any write
+    crit, opt = (
+        make_criterion(crit_name, **crit_params),
+        make_optimizer(opt_name, **opt_params),
+    )  # validate before any write
     tcfg = train_config(config)
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
         proposals = scratch.proposals()
     repo = _harness_repo(doc)
-    link = {"training_id": doc["training_id"], "criterion": {"name": crit.name, "params": crit.params()},
-            "optimizer": {"name": opt.name, "params": opt.params()}}
+    link = {
+        "training_id": doc["training_id"],
+        "criterion": {"name": crit.name, "params": crit.params()},
+        "optimizer": {"name": opt.name, "params": opt.params()},
+    }
     branch = f"{BRANCH_ROOT}/{digest_of(link)[:12]}"
     if f"refs/heads/{branch}" not in {r.path for r in repo.refs}:
         repo.git.branch(branch, doc["initial_sha"])
     data = config.model_dump(mode="json")
-    data["harness"] = dict(data["harness"], repo=str(Path(doc["harness_repo"]).resolve()), branch=branch, template=None)
-    data["train"] = dict(data.get("train") or {}, epochs=len(doc["epochs"]),
-                         estimator={"kind": "recorded_proposals", "training": doc["training_id"],
-                                    "diffs": [p.diff for p in proposals], "descriptions": [p.description for p in proposals],
-                                    "reasons": [p.reason for p in proposals]},
-                         criterion={"name": crit.name, **crit.params()}, optimizer={"name": opt.name, **opt.params()})
+    data["harness"] = dict(
+        data["harness"], repo=str(Path(doc["harness_repo"]).resolve()), branch=branch, template=None
+    )
+    data["train"] = dict(
+        data.get("train") or {},
+        epochs=len(doc["epochs"]),
+        estimator={
+            "kind": "recorded_proposals",
+            "training": doc["training_id"],
+            "diffs": [p.diff for p in proposals],
+            "descriptions": [p.description for p in proposals],
+            "reasons": [p.reason for p in proposals],
+        },
+        criterion={"name": crit.name, **crit.params()},
+        optimizer={"name": opt.name, **opt.params()},
+    )
     live = RunConfig.model_validate(data)
     live.base_dir = config.base_dir
-    trainer = LinkedTrainer(config=live, record_mode="once", store=store, progress=progress)
-    trainer.link = dict(link, branch=branch)
+    trainer = LinkedTrainer(
+        config=live, record_mode="once", store=store, progress=progress, link=dict(link, branch=branch)
+    )
     for loss in trainer.epochs(len(doc["epochs"])):
         loss.backward()
         trainer.optimizer.step()

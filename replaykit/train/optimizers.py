@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from replaykit.train.loss import Loss
     from replaykit.train.trainer import Trainer
 
-__all__ = ["GreedyMonotonic", "MarginGreedy", "Optimizer", "ParetoFrontier", "StepInput", "make_optimizer", "register_optimizer"]
+__all__ = [
+    "GreedyMonotonic",
+    "MarginGreedy",
+    "Optimizer",
+    "ParetoFrontier",
+    "StepInput",
+    "make_optimizer",
+    "register_optimizer",
+]
 
 
 class Optimizer(Protocol):

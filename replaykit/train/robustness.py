@@ -21,21 +21,29 @@ from replaykit.train.criteria import make_criterion
 
 def _restrict(run: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, Any]:
     """The run's episodes on ``seeds`` (a seed drawn twice counts twice, as a distinct instance)."""
-    episodes = []
+    episodes: list[dict[str, Any]] = []
     for i, seed in enumerate(seeds):
         label: Any = seed if len(set(seeds)) == len(seeds) else f"{seed}~{i}"
         episodes.extend(dict(e, seed=label) for e in run["episodes"] if e["seed"] == seed)
     return dict(run, episodes=episodes)
 
 
-def resample_seeds(store: Store, verdict_id: str, k: int, bootstrap: int | None = None, criterion: str | None = None,
-                   rng_seed: int = 0) -> dict[str, Any]:
+def resample_seeds(
+    store: Store,
+    verdict_id: str,
+    k: int,
+    bootstrap: int | None = None,
+    criterion: str | None = None,
+    rng_seed: int = 0,
+) -> dict[str, Any]:
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
     baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
     seeds = sorted({e["seed"] for e in baseline["episodes"]} & {e["seed"] for e in candidate["episodes"]})
     if not 1 <= k <= len(seeds):
-        raise ConfigError(f"--resample-seeds {k}: the verdict's runs have {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); use 1..{len(seeds)}")
+        raise ConfigError(
+            f"--resample-seeds {k}: the verdict's runs have {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); use 1..{len(seeds)}"
+        )
     if bootstrap is not None and bootstrap < 1:
         raise ConfigError(f"--bootstrap {bootstrap}: give a number of samples ≥ 1")
     name, params = parse_spec(criterion) if criterion else (recorded["criterion"], recorded["params"])
@@ -49,14 +57,32 @@ def resample_seeds(store: Store, verdict_id: str, k: int, bootstrap: int | None 
     rows = []
     for sample in samples:
         v = crit(_restrict(candidate, sample), _restrict(baseline, sample), recorded.get("excluded"))
-        rows.append({"seeds": list(sample), "accept": v.accept, "holds": v.accept == full.accept, "loss": v.loss, "reason": v.reason})
-    holds = sum(r["holds"] for r in rows)
+        rows.append(
+            {
+                "seeds": list(sample),
+                "accept": v.accept,
+                "holds": v.accept == full.accept,
+                "loss": v.loss,
+                "reason": v.reason,
+            }
+        )
+    holds = sum(1 for r in rows if r["holds"])
     word = "acceptance" if full.accept else "rejection"
     method = f"bootstrap samples of {k} seed(s)" if bootstrap else f"subsets of {k} of {len(seeds)} seed(s)"
     return {
-        "verdict_id": doc["verdict_id"], "kind": "seed_robustness", "training_id": doc.get("training_id"), "epoch": doc.get("epoch"),
-        "criterion": {"name": crit.name, "params": crit.params()}, "recorded_accept": recorded["accept"], "accept": full.accept,
-        "seeds": seeds, "k": k, "method": "bootstrap" if bootstrap else "subsets", "samples": rows,
-        "holds": holds, "total": len(rows), "share": holds / max(len(rows), 1),
+        "verdict_id": doc["verdict_id"],
+        "kind": "seed_robustness",
+        "training_id": doc.get("training_id"),
+        "epoch": doc.get("epoch"),
+        "criterion": {"name": crit.name, "params": crit.params()},
+        "recorded_accept": recorded["accept"],
+        "accept": full.accept,
+        "seeds": seeds,
+        "k": k,
+        "method": "bootstrap" if bootstrap else "subsets",
+        "samples": rows,
+        "holds": holds,
+        "total": len(rows),
+        "share": holds / max(len(rows), 1),
         "summary": f"this {word} survives {holds} of {len(rows)} {method}",
     }

@@ -50,14 +50,20 @@ class Scratch:
 
     def __enter__(self) -> "Scratch":
         try:
-            self.repo = gitops.clone_bundle(self.store.get_blob(self.doc["initial_bundle"]), self.tmp / "harness",
-                                            self.doc["initial_sha"], self.doc["branch"])
+            self.repo = gitops.clone_bundle(
+                self.store.get_blob(self.doc["initial_bundle"]),
+                self.tmp / "harness",
+                self.doc["initial_sha"],
+                self.doc["branch"],
+            )
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     @property
@@ -92,8 +98,12 @@ class Scratch:
         return rebuilt == sha
 
     def diff(self, base: str, sha: str) -> str:
-        return subprocess.run(["git", "diff", "--binary", "--full-index", base, sha], cwd=self.git.working_dir,
-                              capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+        return subprocess.run(
+            ["git", "diff", "--binary", "--full-index", base, sha],
+            cwd=self.git.working_dir,
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8", "surrogateescape")
 
     def proposals(self) -> list[Proposal]:
         """Every recorded epoch's proposal, rebuilding the recorded candidate commits in order."""
@@ -103,7 +113,14 @@ class Scratch:
             if cand and self._rebuild(epoch, e["baseline_sha"], cand, desc):
                 out.append(Proposal(epoch, desc, self.diff(e["baseline_sha"], cand)))
             elif cand:
-                out.append(Proposal(epoch, desc, None, f"candidate {cand[:10]} is not in the stored trees ({e.get('skipped') or 'no tree'})"))
+                out.append(
+                    Proposal(
+                        epoch,
+                        desc,
+                        None,
+                        f"candidate {cand[:10]} is not in the stored trees ({e.get('skipped') or 'no tree'})",
+                    )
+                )
             else:
                 out.append(Proposal(epoch, desc, None, e.get("skipped") or "no candidate"))
         return out
@@ -121,10 +138,15 @@ class Scratch:
             changed = gitops.changed_paths(wd)
             if not changed:
                 return None, "empty diff: the estimator changed nothing"
-            sha = gitops.commit_candidate(wd, commit_message(proposal.epoch, proposal.description), proposal.epoch)
+            sha = gitops.commit_candidate(
+                wd, commit_message(proposal.epoch, proposal.description), proposal.epoch
+            )
             outside = [p for p in changed if not any(fnmatch.fnmatch(p, pat) for pat in self.surface)]
             if outside:
-                return sha, f"edits outside the patch surface ({', '.join(self.surface)}): {', '.join(outside)}"
+                return (
+                    sha,
+                    f"edits outside the patch surface ({', '.join(self.surface)}): {', '.join(outside)}",
+                )
             try:
                 load_solve(wd, self.entry)
             except HarnessError as exc:

@@ -14,13 +14,25 @@ from typing import Any
 from replaykit.cassette.store import Store
 from replaykit.errors import ConfigError
 from replaykit.train.counterfactual import (
-    Measurements, Progress, parse_spec, recorded_optimizer, report, spec_text, training_config, walk,
+    Measurements,
+    Progress,
+    parse_spec,
+    recorded_optimizer,
+    report,
+    spec_text,
+    training_config,
+    walk,
 )
 from replaykit.train.criteria import make_criterion
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
 
-AXES = {"criteria": "criteria", "criterion": "criteria", "optimizers": "optimizers", "optimizer": "optimizers"}
+AXES = {
+    "criteria": "criteria",
+    "criterion": "criteria",
+    "optimizers": "optimizers",
+    "optimizer": "optimizers",
+}
 
 
 def split_specs(text: str) -> list[str]:
@@ -42,7 +54,9 @@ def parse_sweep(options: list[str]) -> dict[str, list[str]]:
     for option in options:
         axis, eq, values = option.partition("=")
         if not eq or axis.strip() not in AXES:
-            raise ConfigError(f"bad --sweep {option!r}; use --sweep criteria=a,b and/or --sweep optimizers=c,d")
+            raise ConfigError(
+                f"bad --sweep {option!r}; use --sweep criteria=a,b and/or --sweep optimizers=c,d"
+            )
         specs = split_specs(values)
         if not specs:
             raise ConfigError(f"--sweep {option!r} names nothing; list at least one name")
@@ -52,8 +66,13 @@ def parse_sweep(options: list[str]) -> dict[str, list[str]]:
     return axes
 
 
-def sweep(store: Store, training_id: str, criteria: list[str] | None = None, optimizers: list[str] | None = None,
-          progress: Progress | None = None) -> dict[str, Any]:
+def sweep(
+    store: Store,
+    training_id: str,
+    criteria: list[str] | None = None,
+    optimizers: list[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
@@ -75,20 +94,49 @@ def sweep(store: Store, training_id: str, criteria: list[str] | None = None, opt
             for oname, oparams in opt_specs:
                 crit, opt = make_criterion(cname, **cparams), make_optimizer(oname, **oparams)
                 result = walk(store, doc, scratch, proposals, measurements, crit, opt)
-                rep = report(doc, result, measurements, proposals, (crit.name, crit.params()), (opt.name, opt.params()), rec_crit, rec_opt)
+                rep = report(
+                    doc,
+                    result,
+                    measurements,
+                    proposals,
+                    (crit.name, crit.params()),
+                    (opt.name, opt.params()),
+                    rec_crit,
+                    rec_opt,
+                )
                 final = rep["final"]["counterfactual"]
-                cells.append({
-                    "criterion": rep["criterion"]["spec"], "optimizer": rep["optimizer"]["spec"], "recorded": rep["same_as_recorded"],
-                    "accepted_epochs": [r["epoch"] for r in rep["epochs"] if r["counterfactual_decision"] == "accepted"],
-                    "accepted": rep["accepted"], "flipped": rep["flipped"], "complete": rep["complete"],
-                    "final_baseline": final["sha"], "last_known_baseline": final["last_known"],
-                    "final_solved": final["solved"], "final_total": final["total"], "final_solve_rate": final["solve_rate"],
-                    "offline_share": rep["offline_share"], "needs_recording": len(rep["needs_recording"]),
-                })
+                cells.append(
+                    {
+                        "criterion": rep["criterion"]["spec"],
+                        "optimizer": rep["optimizer"]["spec"],
+                        "recorded": rep["same_as_recorded"],
+                        "accepted_epochs": [
+                            r["epoch"] for r in rep["epochs"] if r["counterfactual_decision"] == "accepted"
+                        ],
+                        "accepted": rep["accepted"],
+                        "flipped": rep["flipped"],
+                        "complete": rep["complete"],
+                        "final_baseline": final["sha"],
+                        "last_known_baseline": final["last_known"],
+                        "final_solved": final["solved"],
+                        "final_total": final["total"],
+                        "final_solve_rate": final["solve_rate"],
+                        "offline_share": rep["offline_share"],
+                        "needs_recording": len(rep["needs_recording"]),
+                    }
+                )
                 if progress:
-                    progress("note", {"message": f"{cells[-1]['criterion']} × {cells[-1]['optimizer']}: {rep['accepted']} accepted"})
+                    progress(
+                        "note",
+                        {
+                            "message": f"{cells[-1]['criterion']} × {cells[-1]['optimizer']}: {rep['accepted']} accepted"
+                        },
+                    )
     return {
-        "training_id": doc["training_id"], "kind": "sweep",
-        "criteria": [spec_text(*c) for c in crit_specs], "optimizers": [spec_text(*o) for o in opt_specs],
-        "recorded_final": measurements.rate(doc["chain"][-1]), "cells": cells,
+        "training_id": doc["training_id"],
+        "kind": "sweep",
+        "criteria": [spec_text(*c) for c in crit_specs],
+        "optimizers": [spec_text(*o) for o in opt_specs],
+        "recorded_final": measurements.rate(doc["chain"][-1]),
+        "cells": cells,
     }

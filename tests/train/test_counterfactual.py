@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import git
@@ -45,13 +44,23 @@ def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def store_state(store: Store) -> dict[str, Any]:
     conn = store.db.conn
-    return {t: conn.execute(f"SELECT count(*), group_concat(id) FROM {t}").fetchone() for t in ("cassettes", "runs")} | {
-        "trees": conn.execute("SELECT count(*) FROM trees").fetchone(), "blobs": conn.execute("SELECT count(*) FROM blobs").fetchone()}
+    return {
+        t: conn.execute(f"SELECT count(*), group_concat(id) FROM {t}").fetchone()
+        for t in ("cassettes", "runs")
+    } | {
+        "trees": conn.execute("SELECT count(*) FROM trees").fetchone(),
+        "blobs": conn.execute("SELECT count(*) FROM blobs").fetchone(),
+    }
 
 
 def cli(*args: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "audit", *args, "--json"], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ))
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "audit", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -71,10 +80,15 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_parse_spec() -> None:
     assert parse_spec("mean_reward") == ("mean_reward", {})
     assert parse_spec("margin_greedy:margin=2,alpha=0.05") == ("margin_greedy", {"margin": 2, "alpha": 0.05})
-    assert parse_spec("strict_pareto:secondary_metrics=[steps,tokens]") == ("strict_pareto", {"secondary_metrics": ["steps", "tokens"]})
+    assert parse_spec("strict_pareto:secondary_metrics=[steps,tokens]") == (
+        "strict_pareto",
+        {"secondary_metrics": ["steps", "tokens"]},
+    )
 
 
-def test_recorded_criterion_and_optimizer_reproduce_every_decision(quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recorded_criterion_and_optimizer_reproduce_every_decision(
+    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = quickstart["summary"]
     store = Store(quickstart["store"])
     before = store_state(store)
@@ -92,7 +106,9 @@ def test_mean_reward_flips_nothing_but_a_stricter_alpha_flips_epoch_0(quickstart
     s = quickstart["summary"]
     store = Store(quickstart["store"])
     decisions = [e["decision"] for e in s["epochs"]]
-    assert decisions[0] == "accepted" and decisions.count("accepted") == 1  # the quickstart accepts once, at epoch 0
+    assert (
+        decisions[0] == "accepted" and decisions.count("accepted") == 1
+    )  # the quickstart accepts once, at epoch 0
     same = counterfactual(store, s["training_id"], "mean_reward")
     assert same["flipped"] == [] and same["reproduces_recorded"]  # p=1/64 ≤ 0.1: every decision agrees
     strict = counterfactual(store, s["training_id"], "mean_reward:alpha=0.01")  # p=1/64 > 0.01: epoch 0 flips
@@ -101,25 +117,40 @@ def test_mean_reward_flips_nothing_but_a_stricter_alpha_flips_epoch_0(quickstart
     assert all(e["counterfactual_decision"] == "undetermined" for e in strict["epochs"][2:])
 
 
-def test_margin_optimizer_diverges_reapplies_and_names_exactly_the_missing_episodes(quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_margin_optimizer_diverges_reapplies_and_names_exactly_the_missing_episodes(
+    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s, cfg = quickstart["summary"], quickstart["cfg"]
     store = Store(quickstart["store"])
     block_network(monkeypatch)
-    rep = counterfactual(store, s["training_id"], optimizer="margin_greedy:margin=7")  # epoch 0 solves 6 more: below the margin
+    rep = counterfactual(
+        store, s["training_id"], optimizer="margin_greedy:margin=7"
+    )  # epoch 0 solves 6 more: below the margin
     assert rep["flipped"] == [0] and rep["reapplied"] == [1] and not rep["complete"]
     e1 = rep["epochs"][1]
     assert e1["counterfactual_baseline"] == s["initial_sha"] != e1["recorded_baseline"]
     cand = e1["counterfactual_candidate"]
-    assert cand and cand != s["epochs"][1]["candidate_sha"]  # the recorded proposal re-applied to another baseline
+    assert (
+        cand and cand != s["epochs"][1]["candidate_sha"]
+    )  # the recorded proposal re-applied to another baseline
     # exactly the panel's episodes of that candidate, none stored, all keyed like a live run would key them
-    expected = {k.id for k, _ in episode_keys(cfg, cand, load_panel(cfg.panel.tasks, cfg.base_dir), cfg.model)}
+    expected = {
+        k.id for k, _ in episode_keys(cfg, cand, load_panel(cfg.panel.tasks, cfg.base_dir), cfg.model)
+    }
     needed = {m["cassette_id"] for m in rep["needs_recording"]}
     assert needed == expected and len(needed) == 16 and not any(store.has(i) for i in needed)
-    assert {(m["task_id"], m["seed"], m["harness_sha"], m["role"], m["epoch"]) for m in rep["needs_recording"]} == {
-        (t, seed, cand, "candidate", 1) for t in {m["task_id"] for m in rep["needs_recording"]} for seed in (0, 1)}
+    assert {
+        (m["task_id"], m["seed"], m["harness_sha"], m["role"], m["epoch"]) for m in rep["needs_recording"]
+    } == {
+        (t, seed, cand, "candidate", 1)
+        for t in {m["task_id"] for m in rep["needs_recording"]}
+        for seed in (0, 1)
+    }
 
 
-def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
+    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = quickstart["summary"]
     store = Store(quickstart["store"])
     before = counterfactual(store, s["training_id"], optimizer="margin_greedy:margin=7")
@@ -137,7 +168,10 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(q
     first_cf_run = store.get_run(training["epochs"][1]["candidate_run"])
     assert set(first_cf_run["cassettes"]) == needed  # ... and they are exactly epoch 1's candidate run
     assert repo.commit("main").hexsha == main_before  # the user's baseline branch never moves
-    assert repo.commit(f"refs/replaykit/candidates/{new_id}/epoch-001").hexsha == before["epochs"][1]["counterfactual_candidate"]
+    assert (
+        repo.commit(f"refs/replaykit/candidates/{new_id}/epoch-001").hexsha
+        == before["epochs"][1]["counterfactual_candidate"]
+    )
     assert [e["decision"] if not e["skipped"] else "skipped" for e in training["epochs"]][3] == "skipped"
 
     block_network(monkeypatch)
@@ -145,7 +179,9 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(q
     again = counterfactual(store, s["training_id"], optimizer="margin_greedy:margin=7")
     assert again["complete"] and again["offline_share"] == 1.0 and again["needs_recording"] == []
     assert again["flipped"] == [0] and again["reapplied"] == [1, 2, 3, 4]  # every later proposal re-applied
-    assert [e["counterfactual_candidate"] for e in again["epochs"]] == [e["candidate_sha"] for e in training["epochs"]]
+    assert [e["counterfactual_candidate"] for e in again["epochs"]] == [
+        e["candidate_sha"] for e in training["epochs"]
+    ]
     assert again["final"]["counterfactual"]["sha"] == training["final_baseline"] == s["initial_sha"]
     assert again["final"]["counterfactual"]["solved"] < again["final"]["recorded"]["solved"]
     assert store_state(store) == state
@@ -156,15 +192,37 @@ def test_cli_counterfactual_sweep_and_seed_robustness_json(quickstart: dict[str,
     s, store = quickstart["summary"], str(quickstart["store"])
     rep = cli(s["training_id"], "--store", store, "--criterion", "mean_reward:alpha=0.01")
     assert rep["kind"] == "counterfactual" and rep["flipped"] == [0]
-    record_counterfactual(Store(store), s["training_id"], optimizer="margin_greedy:margin=7")  # no-op if the test above ran
-    sweep = cli(s["training_id"], "--store", store, "--sweep", "criteria=strict_pareto,mean_reward:alpha=0.01",
-                "--sweep", "optimizers=greedy_monotonic,pareto_frontier")
-    cells = {(c["criterion"].split(":")[0] + (":" + c["criterion"].split(":")[1] if "alpha" in c["criterion"] else ""), c["optimizer"]): c
-             for c in sweep["cells"]}
+    record_counterfactual(
+        Store(store), s["training_id"], optimizer="margin_greedy:margin=7"
+    )  # no-op if the test above ran
+    sweep = cli(
+        s["training_id"],
+        "--store",
+        store,
+        "--sweep",
+        "criteria=strict_pareto,mean_reward:alpha=0.01",
+        "--sweep",
+        "optimizers=greedy_monotonic,pareto_frontier",
+    )
+    cells = {
+        (
+            c["criterion"].split(":")[0]
+            + (":" + c["criterion"].split(":")[1] if "alpha" in c["criterion"] else ""),
+            c["optimizer"],
+        ): c
+        for c in sweep["cells"]
+    }
     assert len(sweep["cells"]) == 4
     recorded = cells[("strict_pareto", "greedy_monotonic")]
-    assert recorded["recorded"] and recorded["accepted_epochs"] == [0] and recorded["final_baseline"] == s["final_baseline"]
-    assert recorded["offline_share"] == 1.0 and recorded["final_solve_rate"] == sweep["recorded_final"]["solve_rate"]
+    assert (
+        recorded["recorded"]
+        and recorded["accepted_epochs"] == [0]
+        and recorded["final_baseline"] == s["final_baseline"]
+    )
+    assert (
+        recorded["offline_share"] == 1.0
+        and recorded["final_solve_rate"] == sweep["recorded_final"]["solve_rate"]
+    )
     strict = cells[("mean_reward:alpha=0.01", "greedy_monotonic")]
     # its path keeps the initial baseline like margin_greedy:margin=7's, whose --record (above) recorded those
     # candidates: measurements recorded by another training are reused, so this cell is complete offline
@@ -172,7 +230,11 @@ def test_cli_counterfactual_sweep_and_seed_robustness_json(quickstart: dict[str,
     assert strict["final_baseline"] == s["initial_sha"] and strict["final_solved"] < recorded["final_solved"]
     verdict = s["epochs"][0]["verdict_id"]
     rob = cli(verdict, "--store", store, "--resample-seeds", "1")
-    assert rob["total"] == 2 and rob["recorded_accept"] and rob["summary"] == f"this acceptance survives {rob['holds']} of 2 subsets of 1 of 2 seed(s)"
+    assert (
+        rob["total"] == 2
+        and rob["recorded_accept"]
+        and rob["summary"] == f"this acceptance survives {rob['holds']} of 2 subsets of 1 of 2 seed(s)"
+    )
     boot = cli(verdict, "--store", store, "--resample-seeds", "2", "--bootstrap", "7")
     assert boot["total"] == 7 and boot["method"] == "bootstrap"
 
@@ -188,6 +250,13 @@ def test_cli_errors_are_one_line(quickstart: dict[str, Any]) -> None:
         ([s["epochs"][0]["verdict_id"], "--resample-seeds", "3"], "use 1..2"),
     ]
     for args, message in cases:
-        proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "audit", *args, "--store", store], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and message in proc.stderr, proc.stderr
+        proc = subprocess.run(
+            [sys.executable, "-m", "replaykit.cli", "audit", *args, "--store", store],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and message in proc.stderr, (
+            proc.stderr
+        )
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -79,9 +79,17 @@ class TrainerBound:
         trainer = self.trainer
         runs = {r: trainer.store.get_run(r) for r in (loss.baseline_run, loss.candidate_run) if r}
         step = StepInput(
-            loss.epoch, trainer.harness.resolve(), loss.baseline_sha, loss.candidate_sha, loss.verdict, loss.skipped,
-            runs.get(loss.baseline_run), runs.get(loss.candidate_run) if loss.candidate_run else None,
+            loss.epoch,
+            trainer.harness.resolve(),
+            loss.baseline_sha,
+            loss.candidate_sha,
+            loss.verdict,
+            loss.skipped,
+            runs.get(loss.baseline_run),
+            runs.get(loss.candidate_run) if loss.candidate_run else None,
         )
-        promote = bool(self.decide(step) and step.measurable)  # decide sees every epoch (stateful optimizers count them)
+        promote = bool(
+            self.decide(step) and step.measurable
+        )  # decide sees every epoch (stateful optimizers count them)
         trainer._step(loss, promote=promote)
         self._pending = None

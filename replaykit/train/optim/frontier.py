@@ -18,7 +18,9 @@ from replaykit.train.optim.base import StepInput, TrainerBound
 def solved_set(run: dict[str, Any] | None) -> frozenset[str]:
     if not run:
         return frozenset()
-    return frozenset(f"{e['task_id']}#{e['seed']}" for e in run["episodes"] if e["passed"] and not e["infra_failure"])
+    return frozenset(
+        f"{e['task_id']}#{e['seed']}" for e in run["episodes"] if e["passed"] and not e["infra_failure"]
+    )
 
 
 class ParetoFrontier(TrainerBound):
@@ -43,13 +45,17 @@ class ParetoFrontier(TrainerBound):
 
     def decide(self, step: StepInput) -> bool:
         if not self.members:
-            self._add(step.head, solved_set(step.baseline_run) if step.baseline_sha == step.head else frozenset())
+            self._add(
+                step.head, solved_set(step.baseline_run) if step.baseline_sha == step.head else frozenset()
+            )
         self.turn += 1
         if not step.measurable or step.candidate_sha is None:
             return False
         cand = solved_set(step.candidate_run)
         promote = bool(step.verdict and step.verdict.accept and step.baseline_sha == step.head)
-        dominated = any(s >= cand and s != cand for _, s in self.members) or any(s == cand for _, s in self.members)
+        dominated = any(s >= cand and s != cand for _, s in self.members) or any(
+            s == cand for _, s in self.members
+        )
         if promote or not dominated:
             head = step.candidate_sha if promote else step.head
             self.members = [(m, s) for m, s in self.members if m == head or not (cand >= s and cand != s)]
