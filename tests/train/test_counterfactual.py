@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import git
 import pytest
 
-import replaykit.models.endpoint as endpoint
 from replaykit.cassette.store import Store
 from replaykit.config import load_config
 from replaykit.envs.tasks import load_panel
@@ -23,34 +22,6 @@ from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual, parse_spec
 from replaykit.train.counterfactual_record import record_counterfactual
 from replaykit.train.trainer import Trainer
-
-
-def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No socket may connect and no model endpoint may open (a model call fails loudly)."""
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"network use during an offline audit: {args[1:] if len(args) > 1 else args}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(endpoint, "open_endpoint", refuse)
-    import replaykit.run
-    import replaykit.train.trainer
-
-    monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
-    monkeypatch.setattr(replaykit.train.trainer, "open_endpoint", refuse)
-
-
-def store_state(store: Store) -> dict[str, Any]:
-    conn = store.db.conn
-    return {
-        t: conn.execute(f"SELECT count(*), group_concat(id) FROM {t}").fetchone()
-        for t in ("cassettes", "runs")
-    } | {
-        "trees": conn.execute("SELECT count(*) FROM trees").fetchone(),
-        "blobs": conn.execute("SELECT count(*) FROM blobs").fetchone(),
-    }
 
 
 def cli(*args: str) -> dict[str, Any]:
@@ -87,12 +58,12 @@ def test_parse_spec() -> None:
 
 
 def test_recorded_criterion_and_optimizer_reproduce_every_decision(
-    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    quickstart: dict[str, Any], no_network: Callable[[], None], store_state: Callable[[Store], dict[str, Any]]
 ) -> None:
     s = quickstart["summary"]
     store = Store(quickstart["store"])
     before = store_state(store)
-    block_network(monkeypatch)
+    no_network()
     rep = counterfactual(store, s["training_id"])
     assert rep["same_as_recorded"] and rep["reproduces_recorded"] and rep["complete"]
     assert [e["counterfactual_decision"] for e in rep["epochs"]] == [e["decision"] for e in s["epochs"]]
@@ -118,11 +89,11 @@ def test_mean_reward_flips_nothing_but_a_stricter_alpha_flips_epoch_0(quickstart
 
 
 def test_margin_optimizer_diverges_reapplies_and_names_exactly_the_missing_episodes(
-    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    quickstart: dict[str, Any], no_network: Callable[[], None], store_state: Callable[[Store], dict[str, Any]]
 ) -> None:
     s, cfg = quickstart["summary"], quickstart["cfg"]
     store = Store(quickstart["store"])
-    block_network(monkeypatch)
+    no_network()
     rep = counterfactual(
         store, s["training_id"], optimizer="margin_greedy:margin=7"
     )  # epoch 0 solves 6 more: below the margin
@@ -149,7 +120,7 @@ def test_margin_optimizer_diverges_reapplies_and_names_exactly_the_missing_episo
 
 
 def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
-    quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    quickstart: dict[str, Any], no_network: Callable[[], None], store_state: Callable[[Store], dict[str, Any]]
 ) -> None:
     s = quickstart["summary"]
     store = Store(quickstart["store"])
@@ -174,7 +145,7 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
     )
     assert [e["decision"] if not e["skipped"] else "skipped" for e in training["epochs"]][3] == "skipped"
 
-    block_network(monkeypatch)
+    no_network()
     state = store_state(store)
     again = counterfactual(store, s["training_id"], optimizer="margin_greedy:margin=7")
     assert again["complete"] and again["offline_share"] == 1.0 and again["needs_recording"] == []
