@@ -148,14 +148,32 @@ def _reexecute(episode: Episode, task: Task) -> _Difference | None:
     meta = episode.meta
     env_cfg = dict(meta.get("env") or {"kind": env_kind(episode.key)})
     spec = EpisodeSpec(
-        key=episode.key, task_path=str(task.path), task=TaskView(task.id, task.instruction, task.metadata),
+        key=episode.key, task_path=str(task.path), task=TaskView.of(task),
         tree_dir="", entry="", params={}, temperature=0.0, base_url="", api_key="", env=env_cfg,
     )
     env = make_env(spec)
     step = 0
+    # multi-step tasks: stage each step before its first action, grade it after its last
+    bounds = list(meta.get("task", {}).get("step_actions") or [])
+    plan: list[tuple[str, int]] = [p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]]
+    graded: list[tuple[Any, Any]] = []
+
+    def advance(to_action: bool) -> None:
+        """Run staged/grade points until the next recorded action (or to the end)."""
+        while plan and not (to_action and plan[0][0] == "act"):
+            what, i = plan.pop(0)
+            if what == "begin":
+                getattr(env, "begin_step")(task.steps[i])
+            elif what == "grade":
+                graded.append((task.steps[i], env.grade()))
+        if to_action and plan:
+            plan.pop(0)
+
     try:
         env.start()
         for position, event in enumerate(episode.events):
+            if bounds and isinstance(event, EnvEvent):
+                advance(to_action=True)
             if isinstance(event, EnvEvent):
                 obs = env.run(event.action)
                 rec = event.observation
@@ -167,7 +185,13 @@ def _reexecute(episode: Episode, task: Task) -> _Difference | None:
                         return _Difference(position, step, field, event.action, getattr(rec, field), getattr(obs, field))
                 step += 1
             elif isinstance(event, GradeEvent):
-                grade = env.grade()
+                if bounds:
+                    from replaykit.envs.steps import combine
+
+                    advance(to_action=False)
+                    grade = combine(graded, task.reward_strategy, len(task.steps))
+                else:
+                    grade = env.grade()
                 rec_g = {"reward": event.grade.reward, "passed": event.grade.passed, "infra_failure": event.grade.infra_failure}
                 new_g = {"reward": grade.reward, "passed": grade.passed, "infra_failure": grade.infra_failure}
                 if rec_g != new_g:

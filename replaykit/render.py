@@ -277,7 +277,10 @@ def tasks_check(report: dict[str, Any]) -> None:
     for r in report["tasks"]:
         if r["problem"]:
             line(f"{r['task_id']}: {r['problem']}")
-    line(f"{report['passed']}/{report['total']} task(s) pass the oracle check")
+        elif r.get("warning"):
+            line(f"{r['task_id']}: warning: {r['warning']}")
+    warned = f" ({report['warnings']} with a warning)" if report.get("warnings") else ""
+    line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")
 
 
 def certify_report(report: dict[str, Any]) -> None:

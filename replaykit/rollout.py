@@ -12,7 +12,7 @@ import contextlib
 import fcntl
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -92,6 +92,17 @@ class TaskView:
     id: str
     instruction: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[tuple[str, str], ...] = ()  # multi-step tasks: (name, instruction) per step, in order
+
+    @classmethod
+    def of(cls, task: Any) -> "TaskView":
+        """The view of a loaded ``envs.tasks.Task``."""
+        steps = tuple((s.name, s.instruction) for s in getattr(task, "steps", ()))
+        return cls(task.id, task.instruction, dict(task.config.get("metadata", {})), steps)
+
+    def for_step(self, name: str, instruction: str) -> "TaskView":
+        """What the harness sees during one step of a multi-step task."""
+        return replace(self, instruction=instruction, metadata={**self.metadata, "step": name}, steps=())
 
 
 @dataclass
@@ -115,7 +126,8 @@ class EpisodeSpec:
         from replaykit.versions import tool_versions
 
         return {
-            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata, "path": self.task_path},
+            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata, "path": self.task_path,
+                     **({"steps": [list(s) for s in self.task.steps]} if self.task.steps else {})},
             "harness": {"entry": self.entry, "params": self.params},
             "model": {"name": self.key.model.name, "temperature": self.temperature},
             "seed": self.key.seed,
@@ -133,15 +145,23 @@ class TapedEnv:
         self.tape = tape
         self.inner = inner
         self.kind = inner.kind if inner else "replay"
+        self.env_error: str | None = None  # an environment failure during an action: the episode's infra failure
+        self.actions = 0  # actions recorded so far
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         if self.tape.replaying:
             return self.tape.play_env(command).observation
         assert self.inner is not None
-        obs = self.inner.run(command, timeout_sec)
-        data = getattr(self.inner, "snapshot_bytes", lambda: None)()  # full snapshot, when the env was asked for one
+        try:
+            obs = self.inner.run(command, timeout_sec)
+            data = getattr(self.inner, "snapshot_bytes", lambda: None)()  # full snapshot, when the env was asked for one
+            state = self.inner.state_digest()
+        except EnvError as exc:  # recorded as the action's outcome, so a replay sees the same
+            self.env_error = self.env_error or str(exc)
+            obs, data, state = Observation("", f"[replaykit: environment error: {exc}]\n", 125), None, "env-error"
         snapshot = sha256_hex(data) if data is not None else None
-        event = EnvEvent(action=command, observation=obs, state_digest=self.inner.state_digest(), snapshot=snapshot, snapshot_data=data)
+        event = EnvEvent(action=command, observation=obs, state_digest=state, snapshot=snapshot, snapshot_data=data)
+        self.actions += 1
         self.tape.record(event)
         return obs
 
@@ -200,17 +220,56 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     """Run the harness for real and return the recorded episode (not yet stored)."""
     solve = load_solve(Path(spec.tree_dir), spec.entry)
     tape = Tape(spec.key.id)
+    meta = spec.meta()
     with episode_lock(spec.key):
         inner = make_env(spec)
         try:
             inner.start()
-            _drive(solve, tape, spec.__dict__, TapedEnv(tape, inner), spec.base_url, spec.api_key)
-            grade = inner.grade()
+            taped = TapedEnv(tape, inner)
+            if spec.task.steps:
+                grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
+                meta["task"]["steps_run"] = len(meta["task"]["step_actions"])
+            else:
+                _drive(solve, tape, spec.__dict__, taped, spec.base_url, spec.api_key)
+                grade = _grade(inner, taped)
             environment = inner.metadata()
         finally:
             inner.close()
     tape.record(GradeEvent(grade))
-    return Episode(key=spec.key, events=tape.events, meta={**spec.meta(), "environment": environment})
+    return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
+
+
+def _grade(inner: Environment, taped: TapedEnv) -> Grade:
+    """The verifier's grade; an environment failure (during an action or grading) is an infra failure."""
+    if taped.env_error is not None:
+        return Grade(0.0, False, infra_failure=True, detail=f"environment error during the episode: {taped.env_error}")
+    try:
+        return inner.grade()
+    except EnvError as exc:
+        return Grade(0.0, False, infra_failure=True, detail=f"environment error while grading: {exc}")
+
+
+def _record_steps(solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, taped: TapedEnv, inner: Environment) -> tuple[Grade, list[int]]:
+    """A multi-step task: each step staged, driven with its own instruction, graded (envs/steps.py)."""
+    from replaykit.envs.steps import run_steps
+
+    task = getattr(inner, "task")
+    actions: list[int] = []  # how many actions each step took (certify re-runs them step by step)
+
+    class _Graded:  # the env as run_steps sees it: grading goes through the infra-failure guard
+        def begin_step(self, step: Any) -> None:
+            getattr(inner, "begin_step")(step)
+
+        def grade(self) -> Grade:
+            return _grade(inner, taped)
+
+    def act(step: Any) -> None:
+        before = taped.actions
+        _drive(solve, tape, {**spec.__dict__, "task": spec.task.for_step(step.name, step.instruction)}, taped, spec.base_url, spec.api_key)
+        actions.append(taped.actions - before)
+
+    grade = run_steps(_Graded(), task.steps, task.reward_strategy, act)
+    return grade, actions
 
 
 @dataclass
@@ -241,9 +300,12 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     }
     tape = Tape(episode.id, recorded=list(episode.events))
     grade: Grade | None = None
+    steps = [tuple(s) for s in task_meta.get("steps", [])][: int(task_meta.get("steps_run", len(task_meta.get("steps", []))))]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
-        _drive(solve, tape, spec_like, TapedEnv(tape, None), OFFLINE_BASE_URL, "replaykit-offline")
+        for name, instruction in steps or [(None, None)]:
+            view = spec_like["task"] if name is None else spec_like["task"].for_step(name, instruction)
+            _drive(solve, tape, {**spec_like, "task": view}, TapedEnv(tape, None), OFFLINE_BASE_URL, "replaykit-offline")
         grade = tape.play_grade().grade
         tape.check_complete()
     except DivergenceError as exc:

@@ -106,7 +106,7 @@ def measure(
             secrets = secrets_for(config, endpoint.api_key)
             specs = [
                 EpisodeSpec(
-                    key=k, task_path=str(t.path), task=TaskView(t.id, t.instruction, dict(t.config.get("metadata", {}))),
+                    key=k, task_path=str(t.path), task=TaskView.of(t),
                     tree_dir=tree, entry=config.harness.entry, params=config.harness.params,
                     temperature=model.temperature, base_url=endpoint.base_url, api_key=endpoint.api_key,
                     env=config.env.model_dump(), secrets=secrets, rules=tuple(config.record.rules),

@@ -1,9 +1,12 @@
 """The oracle check of task folders: the untouched environment scores 0, the solution 1.
 
-``check_tasks(["tasks/*"], root, kind="docker")`` loads the tasks (a malformed one
-raises ``TaskError`` naming the file and the field), then grades each twice in fresh
-environments: untouched, and after ``solution/solve.sh``. A task passes when the
-first grade is reward 0 (no infrastructure failure) and the second passes.
+``check_tasks(["tasks/*"], root, kind="docker")`` finds the task folders, then loads
+and grades each on its own, twice in fresh environments: untouched, and after
+``solution/solve.sh``. A task passes when the first grade is below 1 (no
+infrastructure failure) and the second passes. An untouched score strictly between
+0 and 1 (partial credit by design, e.g. 0.33) passes with a ``warning`` that gives the
+score. A malformed or unsupported task is that task's one-line ``problem``; the batch
+goes on with the others.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from replaykit.envs.base import Grade
-from replaykit.envs.tasks import Task, load_panel
+from replaykit.envs.tasks import Task, load_task, panel_folders
 from replaykit.errors import EnvError, TaskError
 
 KINDS = ("docker", "local")
@@ -41,12 +44,20 @@ def check_tasks(
     """Run the oracle check on every task the paths/globs name; one row per task."""
     if kind not in KINDS:
         raise EnvError(f"unknown environment kind {kind!r} for tasks check; use one of: {', '.join(KINDS)}")
-    tasks = load_panel(patterns, root)
+    folders = panel_folders(patterns, root)
     if progress:
-        progress("plan", {"total": len(tasks)})
+        progress("plan", {"total": len(folders)})
     rows = []
-    for task in tasks:
-        row: dict[str, Any] = {"task_id": task.id, "path": str(task.path), "digest": task.digest[:12]}
+    for folder in folders:
+        try:
+            task = load_task(folder)
+        except TaskError as exc:
+            rows.append({"task_id": folder.name, "path": str(folder), "digest": None, "ok": False, "untouched": None,
+                         "solved": None, "problem": str(exc), "warning": ""})
+            if progress:
+                progress("task", {"task_id": folder.name})
+            continue
+        row: dict[str, Any] = {"task_id": task.id, "path": str(task.path), "digest": task.digest[:12], "warning": ""}
         if not task.has_solution:
             row.update(ok=False, untouched=None, solved=None, problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check")
         else:
@@ -56,12 +67,15 @@ def check_tasks(
                 row.update(ok=False, untouched=None, solved=None, problem=str(exc))
             else:
                 problems = []
-                if untouched.infra_failure or untouched.reward != 0:
+                if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
                     problems.append(f"untouched environment scored {untouched.reward:g}" + (" (infra failure)" if untouched.infra_failure else "") + f": {untouched.detail[:200]}")
+                elif untouched.reward > 0:
+                    row["warning"] = f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
                 if not solved.passed:
                     problems.append(f"solution scored {solved.reward:g}" + (" (infra failure)" if solved.infra_failure else "") + f": {solved.detail[:200]}")
                 row.update(ok=not problems, untouched=untouched.reward, solved=solved.reward, problem="; ".join(problems))
         rows.append(row)
         if progress:
             progress("task", {"task_id": task.id})
-    return {"env": kind, "tasks": rows, "passed": sum(1 for r in rows if r["ok"]), "total": len(rows), "ok": all(r["ok"] for r in rows)}
+    return {"env": kind, "tasks": rows, "passed": sum(1 for r in rows if r["ok"]), "total": len(rows),
+            "warnings": sum(1 for r in rows if r.get("warning")), "ok": all(r["ok"] for r in rows)}

@@ -36,13 +36,14 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH
-from replaykit.envs import containers, images, snapshot
+from replaykit.envs import containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers and tests)
     EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
     remove_stale_containers,
 )
 from replaykit.envs.base import Grade, Observation
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, CappedOutput, oracle_grades, verifier_grade
+from replaykit.envs.local import TIMEOUT_EXIT_CODE, CappedOutput, oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
@@ -56,6 +57,7 @@ _INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; do
 _KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
 _IDLE_PROCS = 1  # PID 1 alone
+_storage_opt_supported: dict[int, bool] = {}  # per client: does the daemon take --storage-opt size?
 
 
 def _tar_of(folder: Path, arcname: str) -> bytes:
@@ -109,6 +111,12 @@ class DockerEnv:
         self._client: Any = None
         self._procs: Path | None = None
         self._image_workdir: str | None = None
+        self.step: Step | None = None
+        self._env = task_env.ResolvedEnv()
+        self._dead: str | None = None  # why the episode cannot go on (see faults.py)
+        self._watchdog: faults.Watchdog | None = None
+        self._storage_by_driver = False
+        self._secrets: dict[str, str] = {}
 
     @property
     def workdir(self) -> str:
@@ -121,12 +129,21 @@ class DockerEnv:
     def env_vars(self) -> dict[str, str]:
         env = dict(ENV_PINS)
         env.update(APP_DIR=self.workdir, TESTS_DIR=TESTS_DIR, LOGS_DIR=LOGS_DIR, PYTHONDONTWRITEBYTECODE="1")
+        env.update(self._env.values)  # [environment.env]
         return env
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """Values of this episode's env tables that came from the host (scrubbed from outputs)."""
+        return dict(self._env.secrets)
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         """(Re)create the episode's container from the image and start it."""
         self.close()
+        self._env = task_env.task_env(self.task.path, self.task.config, "environment")
+        self._secrets = dict(self._env.secrets)
+        self.step = None
         self._client = images.docker_client()
         install_cleanup()
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
@@ -134,16 +151,17 @@ class DockerEnv:
             containers.live[name] = None
         ncpu = containers.host_cpus(self._client)
         self._image_workdir = images.image_workdir(self._client, self.image)
+        options = dict(
+            command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
+            environment=self.env_vars(), detach=True, tty=False, stdin_open=True,
+            labels={LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
+                    "replaykit.task": self.task.id},
+            network_mode="default" if self.task.allow_internet else "none",
+            nano_cpus=int(min(self.task.cpus, ncpu) * 1e9), mem_limit=f"{self.task.memory_mb}m",
+            memswap_limit=f"{self.task.memory_mb}m", pids_limit=self.pids_limit,
+        )
         try:
-            container = self._client.containers.create(
-                self.image, command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
-                environment=self.env_vars(), detach=True, tty=False, stdin_open=True,
-                labels={LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
-                        "replaykit.task": self.task.id},
-                network_mode="default" if self.task.allow_internet else "none",
-                nano_cpus=int(min(self.task.cpus, ncpu) * 1e9), mem_limit=f"{self.task.memory_mb}m",
-                pids_limit=4096,
-            )
+            container, self._storage_by_driver = self._create(options)
             with containers.live_lock:
                 containers.live[name] = container
             container.put_archive("/", _dirs_tar(TESTS_DIR, LOGS_DIR))
@@ -156,7 +174,33 @@ class DockerEnv:
             raise EnvError(f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}") from None
         self.container = container
         self._state = None
+        self._dead = None
         self._procs = containers.cgroup_procs(container)
+        self._watchdog = faults.Watchdog(container, self.task.storage_mb, self._storage_by_driver)
+        unhealthy = healthcheck.wait_healthy(self, self.task)
+        if unhealthy:
+            self._stop(unhealthy)
+
+    @property
+    def pids_limit(self) -> int:
+        table = self.task.config.get("environment")
+        value = table.get("pids_limit") if isinstance(table, dict) else None
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else faults.DEFAULT_PIDS_LIMIT
+
+    def _create(self, options: dict[str, Any]) -> tuple[Any, bool]:
+        """Create the container, with a driver storage quota where the daemon supports one."""
+        import docker.errors
+
+        if _storage_opt_supported.get(id(self._client)) is not False:
+            try:
+                made = self._client.containers.create(self.image, storage_opt={"size": f"{self.task.storage_mb}M"}, **options)
+                _storage_opt_supported[id(self._client)] = True
+                return made, True
+            except docker.errors.APIError as exc:
+                if "storage-opt" not in str(exc).lower() and "storage opt" not in str(exc).lower():
+                    raise
+                _storage_opt_supported[id(self._client)] = False
+        return self._client.containers.create(self.image, **options), False
 
     def close(self) -> None:
         """Remove the container (idempotent)."""
@@ -177,8 +221,23 @@ class DockerEnv:
         return self.container
 
     # -- actions --------------------------------------------------------------------
+    def _dead_obs(self, out: str = "", err: str = "") -> Observation:
+        assert self._dead is not None
+        return Observation(stdout=out, stderr=err + faults.dead_marker(self._dead), exit_code=faults.DEAD_EXIT_CODE)
+
+    def _stop(self, reason: str) -> None:
+        """The episode cannot go on: remember why (once) and stop every process."""
+        if self._dead is None:
+            self._dead = reason
+        try:
+            self._client.api.kill(self.container.id)
+        except Exception:
+            pass
+
     def _exec(self, argv: list[str], timeout_sec: float, extra_env: dict[str, str] | None = None, cwd: str | None = None) -> Observation:
         container = self._require_started()
+        if self._dead is not None:
+            return self._dead_obs()
         api = self._client.api
         self._state = None
         try:
@@ -186,8 +245,9 @@ class DockerEnv:
                                       workdir=cwd or self.workdir, environment=extra_env or None)["Id"]
             sock = api.exec_start(exec_id, socket=True)
             getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
-        except Exception as exc:
-            raise EnvError(f"cannot run {argv[0]!r} in container {container.name}: {exc}") from None
+        except Exception:
+            self._stop(faults.stopped_reason(container) or "no new process could start in the container")
+            return self._dead_obs()
         out, err = CappedOutput(self.max_output_bytes), CappedOutput(self.max_output_bytes)
 
         def drain() -> None:
@@ -203,21 +263,41 @@ class DockerEnv:
         reader.start()
         deadline = time.monotonic() + timeout_sec
         timed_out = False
+        watchdog = self._watchdog
         while True:
             reader.join(_POLL_SEC)
-            if not api.exec_inspect(exec_id).get("Running"):
+            try:
+                running = api.exec_inspect(exec_id).get("Running")
+            except Exception:
+                running = False
+            if not running:
                 break  # done (a background child may still hold the stream open)
+            over = watchdog.storage_exceeded() if watchdog else None
+            if over:
+                self._stop(over)
+                break
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
             if not reader.is_alive():
                 time.sleep(0.1)  # stream closed early but still running: keep polling
-        self._kill_all()
+        if self._dead is None:
+            self._kill_all()
         reader.join(5)
         try:
             sock.close()
         except Exception:
             pass
+        if self._dead is None and watchdog is not None:
+            reason = watchdog.oom_killed(self.task.memory_mb) or watchdog.storage_exceeded(force=True)
+            if reason:
+                self._stop(reason)
+        if self._dead is None:
+            reason = faults.stopped_reason(container)
+            if reason:
+                self._stop(reason)
+        if self._dead is not None:
+            return self._dead_obs(task_env.scrub(out.text("stdout"), self._secrets), task_env.scrub(err.text("stderr"), self._secrets))
         exit_code = None
         for _ in range(250):
             info = api.exec_inspect(exec_id)
@@ -228,11 +308,14 @@ class DockerEnv:
         if timed_out:
             exit_code = TIMEOUT_EXIT_CODE
         elif exit_code is None:
-            raise EnvError(f"the exec of {argv[0]!r} in container {container.name} never finished")
-        return Observation(stdout=out.text("stdout"), stderr=err.text("stderr"), exit_code=exit_code, timed_out=timed_out)
+            self._stop(f"the {argv[0]} process never finished")
+            return self._dead_obs()
+        return Observation(stdout=task_env.scrub(out.text("stdout"), self._secrets),
+                           stderr=task_env.scrub(err.text("stderr"), self._secrets), exit_code=exit_code, timed_out=timed_out)
 
     def _kill_all(self) -> None:
-        """Kill every process of the container but PID 1 (nothing outlives a step)."""
+        """Kill every process of the container but PID 1 (nothing outlives a step); when that
+        is impossible (no room for a new process: a fork bomb at the pids limit), stop the episode."""
         if self._procs is not None:
             try:
                 if len(self._procs.read_text().split()) <= _IDLE_PROCS:
@@ -243,8 +326,9 @@ class DockerEnv:
             api = self._client.api
             exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")["Id"]
             api.exec_start(exec_id)
-        except Exception as exc:
-            raise EnvError(f"cannot stop the processes of container {self.container.name}: {exc}") from None
+        except Exception:
+            self._stop(faults.stopped_reason(self.container)
+                       or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)")
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
@@ -256,8 +340,14 @@ class DockerEnv:
     def state_digest(self) -> str:
         """Digest of the container's filesystem diff and changed contents (no mtimes)."""
         container = self._require_started()
+        if self._dead is not None:
+            return "dead:" + self._dead  # nothing more can be read reliably from a stopped episode
         if self._state is None:
-            self._state = snapshot.state_digest(container)
+            try:
+                self._state = snapshot.state_digest(container)
+            except EnvError:
+                self._stop(faults.stopped_reason(container) or "the container's state could not be read")
+                return "dead:" + str(self._dead)
         return self._state
 
     def snapshot_bytes(self) -> bytes | None:
@@ -271,33 +361,62 @@ class DockerEnv:
         if not container.put_archive("/", _tar_of(folder, target.strip("/"))):
             raise EnvError(f"cannot copy {folder} into container {container.name}:{target}")
 
+    def begin_step(self, step: Step) -> None:
+        """Multi-step tasks: stage ``step`` (its workdir/ files, then its setup.sh) before the agent works on it."""
+        self._require_started()
+        self.step = step
+        if step.workdir_dir is None:
+            return
+        self._put(step.workdir_dir, self.workdir)
+        if (step.workdir_dir / "setup.sh").is_file():
+            self._exec(["bash", f"{self.workdir}/setup.sh"], self.task.agent_timeout_sec)
+
     def run_solution(self) -> Observation:
-        """Oracle: copy solution/ to /solution and run ``bash /solution/solve.sh`` in the workdir."""
-        if not self.task.has_solution:
+        """Oracle: copy solution/ (or the current step's) to /solution and run
+        ``bash /solution/solve.sh`` in the workdir with ``[solution.env]``."""
+        env = task_env.task_env(self.task.path, self.task.config, "solution")
+        source, timeout = self.task.solution_dir, self.task.agent_timeout_sec
+        if self.step is not None:
+            if self.step.solution_dir is None:
+                raise TaskError(f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle")
+            source, timeout = self.step.solution_dir, self.step.agent_timeout_sec or timeout
+            env = env.merged(task_env.resolve(self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"))
+        elif not (source / "solve.sh").is_file():
             raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
-        self._put(self.task.solution_dir, SOLUTION_DIR)
-        return self._exec(["bash", f"{SOLUTION_DIR}/solve.sh"], self.task.agent_timeout_sec, {"SOLUTION_DIR": SOLUTION_DIR})
+        self._exec(["bash", "-c", f"rm -rf {SOLUTION_DIR}"], 60, cwd="/")
+        self._put(source, SOLUTION_DIR)
+        self._secrets.update(env.secrets)
+        return self._exec(["bash", f"{SOLUTION_DIR}/solve.sh"], timeout, {**env.values, "SOLUTION_DIR": SOLUTION_DIR})
 
     def grade(self) -> Grade:
         """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
         read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
         container = self._require_started()
+        if self._dead is not None:
+            return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: {self._dead}")
         prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60, cwd="/")
+        if self._dead is not None:
+            return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: {self._dead}")
         if prep.exit_code != 0:
             said = (prep.stderr or prep.stdout).strip().splitlines()
             raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {said[-1][:200] if said else prep.exit_code}")
+        verifier_env = verifier_vars(self.task, self.step)
+        tests, timeout = (self.step.tests_dir, self.step.verifier_timeout_sec) if self.step else (self.task.tests_dir, None)
+        timeout = timeout or self.task.verifier_timeout_sec
         try:
-            self._put(self.task.tests_dir, TESTS_DIR)
+            self._put(tests, TESTS_DIR)
         except OSError as exc:
             raise EnvError(f"cannot copy the tests of task {self.task.id!r}: {exc}") from None
-        obs = self._exec(["bash", f"{TESTS_DIR}/test.sh"], self.task.verifier_timeout_sec)
+        self._secrets.update(verifier_env.secrets)
+        obs = self._exec(["bash", f"{TESTS_DIR}/test.sh"], timeout, verifier_env.values)
         with tempfile.TemporaryDirectory(prefix="replaykit-reward-") as tmp:
             for name in ("reward.txt", "reward.json"):
                 data = snapshot.read_file(container, f"{LOGS_DIR}/verifier/{name}")
                 if data is not None:
                     (Path(tmp) / name).write_bytes(data)
-                    break
-            return verifier_grade(obs, Path(tmp), self.task.verifier_timeout_sec)
+            if self._dead is not None:
+                return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure while verifying: {self._dead}")
+            return verifier_grade(obs, Path(tmp), timeout)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -309,7 +428,9 @@ class DockerEnv:
             "task_digest": self.task.digest,
             "timeout_sec": self.timeout_sec,
             "max_output_bytes": self.max_output_bytes,
-            "limits": {"cpus": self.task.cpus, "memory_mb": self.task.memory_mb, "network": self.task.allow_internet},
+            "limits": {"cpus": self.task.cpus, "memory_mb": self.task.memory_mb, "network": self.task.allow_internet,
+                       "pids": self.pids_limit, "storage_mb": self.task.storage_mb,
+                       "storage_enforced": self._watchdog.enforced if self._watchdog else "no"},
             "workdir": self.workdir,
             "env_vars": sorted(self.env_vars()),
             "snapshot": self.snapshot_mode,

@@ -17,8 +17,6 @@ This is isolation for reproducibility, not a security sandbox.
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
 import shutil
 import signal
@@ -31,7 +29,10 @@ from types import TracebackType
 from typing import IO, Any
 
 from replaykit.determinism import ENV_PINS
+from replaykit.envs import task_env
 from replaykit.envs.base import Grade, Observation
+from replaykit.envs.rewards import read_reward
+from replaykit.envs.steps import Step, run_steps
 from replaykit.envs.tasks import Task
 from replaykit.errors import EnvError, TaskError
 
@@ -149,6 +150,8 @@ class LocalEnv:
         self.timeout_sec = float(timeout_sec)
         self.max_output_bytes = int(max_output_bytes)
         self._started = False
+        self.step: Step | None = None
+        self._env = task_env.ResolvedEnv()
 
     # -- layout ---------------------------------------------------------------
     @property
@@ -178,7 +181,13 @@ class LocalEnv:
         env.update(
             APP_DIR=str(self.app_dir), TESTS_DIR=str(self.tests_dir), LOGS_DIR=str(self.logs_dir)
         )
+        env.update(self._env.values)  # [environment.env]
         return env
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """Values of this episode's env tables that came from the host (scrubbed from outputs)."""
+        return dict(self._env.secrets)
 
     # -- lifecycle ------------------------------------------------------------
     def _remove_workspace(self) -> None:
@@ -196,6 +205,8 @@ class LocalEnv:
 
     def start(self) -> None:
         """Recreate the workspace and copy the task's starting files into app/."""
+        self._env = task_env.task_env(self.task.path, self.task.config, "environment")
+        self.step = None
         self._remove_workspace()
         try:
             self.workspace.mkdir(parents=True)
@@ -209,6 +220,11 @@ class LocalEnv:
         except OSError as exc:
             raise EnvError(f"cannot prepare workspace {self.workspace}: {exc}") from exc
         self._started = True
+        from replaykit.envs.healthcheck import wait_healthy
+
+        unhealthy = wait_healthy(self, self.task)
+        if unhealthy:
+            raise EnvError(f"task {self.task.id!r}: {unhealthy}")
 
     def close(self) -> None:
         """Remove the workspace (idempotent)."""
@@ -288,8 +304,8 @@ class LocalEnv:
         else:
             exit_code = returncode
         return Observation(
-            stdout=readers[0].text("stdout"),
-            stderr=readers[1].text("stderr"),
+            stdout=task_env.scrub(readers[0].text("stdout"), self._env.secrets),
+            stderr=task_env.scrub(readers[1].text("stderr"), self._env.secrets),
             exit_code=exit_code,
             timed_out=timed_out,
         )
@@ -307,36 +323,68 @@ class LocalEnv:
         self._require_started()
         return tree_digest(self.app_dir)
 
-    def run_solution(self) -> Observation:
-        """Oracle: copy the task's solution/ in and run ``bash solve.sh`` from app/."""
+    def begin_step(self, step: Step) -> None:
+        """Multi-step tasks: stage ``step`` (its workdir/ files, then its setup.sh) before the agent works on it."""
         self._require_started()
-        if not self.task.has_solution:
-            raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
+        self.step = step
+        if step.workdir_dir is None:
+            return
+        try:
+            shutil.copytree(step.workdir_dir, self.app_dir, symlinks=True, dirs_exist_ok=True)
+        except OSError as exc:
+            raise EnvError(f"cannot stage step {step.name!r} of task {self.task.id!r}: {exc}") from exc
+        if (step.workdir_dir / "setup.sh").is_file():
+            self._execute(["bash", str(self.app_dir / "setup.sh")], self.task.agent_timeout_sec)
+
+    def _solution(self) -> tuple[Path, dict[str, str]]:
+        env = task_env.task_env(self.task.path, self.task.config, "solution")
+        if self.step is None:
+            if not (self.task.solution_dir / "solve.sh").is_file():
+                raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
+            return self.task.solution_dir, env.values
+        if self.step.solution_dir is None:
+            raise TaskError(f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle")
+        extra = task_env.resolve(self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]")
+        return self.step.solution_dir, env.merged(extra).values
+
+    def run_solution(self) -> Observation:
+        """Oracle: copy the task's (or the current step's) solution/ in and run ``bash solve.sh``
+        from app/ with ``[solution.env]``."""
+        self._require_started()
+        source, env = self._solution()
         if self.solution_dir.exists():
             shutil.rmtree(self.solution_dir)
-        shutil.copytree(self.task.solution_dir, self.solution_dir, symlinks=True)
+        shutil.copytree(source, self.solution_dir, symlinks=True)
         script = str(self.solution_dir / "solve.sh")
         return self._execute(
             ["bash", script],
-            self.task.agent_timeout_sec,
-            extra_env={"SOLUTION_DIR": str(self.solution_dir)},
+            self.step.agent_timeout_sec or self.task.agent_timeout_sec if self.step else self.task.agent_timeout_sec,
+            extra_env={**env, "SOLUTION_DIR": str(self.solution_dir)},
         )
 
     def grade(self) -> Grade:
         """Copy tests/ in, run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
         self._require_started()
+        verifier_env = verifier_vars(self.task, self.step)
+        tests, timeout = (self.step.tests_dir, self.step.verifier_timeout_sec) if self.step else (self.task.tests_dir, None)
+        timeout = timeout or self.task.verifier_timeout_sec
         try:
             if self.tests_dir.exists():
                 shutil.rmtree(self.tests_dir)
-            shutil.copytree(self.task.tests_dir, self.tests_dir, symlinks=True)
+            shutil.copytree(tests, self.tests_dir, symlinks=True)
             verifier_logs = self.logs_dir / "verifier"
             if verifier_logs.exists():
                 shutil.rmtree(verifier_logs)  # a stale reward must never be read
             verifier_logs.mkdir(parents=True)
         except OSError as exc:
             raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {exc}") from exc
-        obs = self._execute(["bash", str(self.tests_dir / "test.sh")], self.task.verifier_timeout_sec)
-        return verifier_grade(obs, verifier_logs, self.task.verifier_timeout_sec)
+        secrets = {**self._env.secrets, **verifier_env.secrets}
+        saved, self._env = self._env, task_env.ResolvedEnv(self._env.values, secrets)
+        try:
+            obs = self._execute(["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values)
+        finally:
+            self._env = saved
+        return verifier_grade(obs, verifier_logs, timeout)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -350,13 +398,21 @@ class LocalEnv:
         }
 
 
+def verifier_vars(task: Task, step: Step | None) -> task_env.ResolvedEnv:
+    """``[verifier.env]`` of the task, plus the current step's ``[steps.verifier.env]``."""
+    env = task_env.task_env(task.path, task.config, "verifier")
+    if step is not None and step.verifier_env:
+        env = env.merged(task_env.resolve(step.verifier_env, f"{task.path / 'task.toml'} [steps.verifier.env]"))
+    return env
+
+
 def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Grade:
     """The grade from a verifier run and the folder its reward file was written to
     (the same semantics for every environment)."""
     tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
     if obs.timed_out:
         return Grade(0.0, False, infra_failure=True, detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip())
-    reward, source, problem = _read_reward(reward_dir)
+    reward, source, problem = read_reward(reward_dir)
     if reward is None:
         return Grade(0.0, False, infra_failure=True, detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip())
     return Grade(reward, reward >= 1.0, detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip())
@@ -364,42 +420,19 @@ def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Gr
 
 def oracle_grades(env: Any) -> tuple[Grade, Grade]:
     """Grade an untouched environment, then a fresh one where solution/solve.sh ran; close it."""
+    steps = env.task.steps
     try:
         env.start()
-        untouched = env.grade()
+        untouched = run_steps(env, steps, env.task.reward_strategy, lambda step: None) if steps else env.grade()
         env.start()
-        env.run_solution()
-        solved = env.grade()
+        if steps:
+            solved = run_steps(env, steps, env.task.reward_strategy, lambda step: env.run_solution())
+        else:
+            env.run_solution()
+            solved = env.grade()
     finally:
         env.close()
     return untouched, solved
-
-
-def _read_reward(folder: Path) -> tuple[float | None, str, str]:
-    """(reward, source file, problem) from reward.txt, else reward.json ``{"reward": x}``."""
-    txt, js = folder / "reward.txt", folder / "reward.json"
-    try:
-        if txt.is_file():
-            raw = txt.read_text(encoding="utf-8").strip()
-            try:
-                value = float(raw)
-            except ValueError:
-                return None, "reward.txt", f"reward.txt is not a number: {raw[:80]!r}"
-            source = "reward.txt"
-        elif js.is_file():
-            try:
-                data = json.loads(js.read_text(encoding="utf-8"))
-                value = float(data["reward"])
-            except (ValueError, TypeError, KeyError) as exc:
-                return None, "reward.json", f"reward.json has no numeric 'reward': {exc}"
-            source = "reward.json"
-        else:
-            return None, "", "the verifier wrote no reward.txt or reward.json"
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, "", f"cannot read the reward: {exc}"
-    if not math.isfinite(value):
-        return None, source, f"{source} is not finite: {value!r}"
-    return value, source, ""
 
 
 def oracle_check(task: Task, workspace: Path) -> tuple[Grade, Grade]:

@@ -15,8 +15,10 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from replaykit.envs.steps import Step, load_steps
+from replaykit.envs.task_env import validate_env_tables
 from replaykit.errors import TaskError
 
 #: The ``version`` values of task.toml this loader accepts ("1.0": Harbor's published format).
@@ -61,6 +63,14 @@ _FIELD_TYPES: dict[tuple[str, str], str] = {
     ("environment", "storage"): _SIZE,
 }
 _SECTIONS = ("metadata", "verifier", "agent", "environment", "solution", "task")
+#: Harbor fields replaykit cannot honour: refused with one line rather than silently ignored.
+_UNSUPPORTED: tuple[tuple[tuple[str, str], Callable[[Any], bool], str], ...] = (
+    (("environment", "os"), lambda v: str(v).lower() != "linux", "replaykit runs Linux containers only"),
+    (("environment", "gpus"), lambda v: bool(v), "replaykit does not attach GPUs to task containers"),
+    (("environment", "tpu"), lambda v: bool(v), "replaykit does not attach TPUs to task containers"),
+    (("verifier", "environment_mode"), lambda v: v == "separate", "replaykit verifies in the agent's environment (shared mode)"),
+    (("verifier", "environment"), lambda v: bool(v), "a separate verifier environment is not supported (shared mode only)"),
+)
 
 
 def size_mb(value: str) -> int | None:
@@ -84,6 +94,7 @@ class Task:
     instruction: str
     config: dict[str, Any] = field(hash=False)
     digest: str
+    steps: tuple[Step, ...] = field(default=(), hash=False)  # Harbor's [[steps]]; () for one step
 
     def _get(self, section: str, key: str, default: Any) -> Any:
         table = self.config.get(section)
@@ -131,6 +142,11 @@ class Task:
         return bool(self._get("environment", "allow_internet", False))
 
     @property
+    def reward_strategy(self) -> str:
+        """How a multi-step task's reward is derived: ``mean`` (default) or ``final``."""
+        return str(self.config.get("multi_step_reward_strategy", "mean"))
+
+    @property
     def environment_dir(self) -> Path:
         return self.path / "environment"
 
@@ -149,6 +165,8 @@ class Task:
 
     @property
     def has_solution(self) -> bool:
+        if self.steps:
+            return all(step.solution_dir is not None for step in self.steps)
         return (self.solution_dir / "solve.sh").is_file()
 
 
@@ -250,6 +268,11 @@ def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
             raise TaskError(
                 f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}"
             )
+    validate_env_tables(config, str(toml_path))
+    for (section, key), bad, why in _UNSUPPORTED:
+        table = config.get(section, {})
+        if key in table and bad(table[key]):
+            raise TaskError(f"{toml_path}: field '{section}.{key}' = {table[key]!r} is not supported: {why}")
 
 
 def load_task(path: str | os.PathLike[str]) -> Task:
@@ -268,17 +291,21 @@ def load_task(path: str | os.PathLike[str]) -> Task:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TaskError(f"{toml_path}: invalid TOML: {exc}") from exc
     _validate_config(config, toml_path)
+    steps = load_steps(folder, config)
     instruction_path = folder / "instruction.md"
-    if not instruction_path.is_file():
+    if steps and not instruction_path.is_file():
+        instruction = steps[0].instruction  # multi-step: the first step's instruction stands for the task
+    elif not instruction_path.is_file():
         raise TaskError(f"{instruction_path}: missing; write the task's instruction there")
-    try:
-        instruction = instruction_path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise TaskError(f"{instruction_path}: not valid UTF-8: {exc}") from exc
+    else:
+        try:
+            instruction = instruction_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TaskError(f"{instruction_path}: not valid UTF-8: {exc}") from exc
     if not instruction.strip():
         raise TaskError(f"{instruction_path}: empty; write the task's instruction there")
     test_path = folder / "tests" / "test.sh"
-    if not test_path.is_file():
+    if not steps and not test_path.is_file():
         raise TaskError(f"{test_path}: missing; the verifier must write $LOGS_DIR/verifier/reward.txt")
     return Task(
         id=folder.name,
@@ -286,6 +313,7 @@ def load_task(path: str | os.PathLike[str]) -> Task:
         instruction=instruction,
         config=config,
         digest=task_digest(folder),
+        steps=steps,
     )
 
 
@@ -293,17 +321,13 @@ def _is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
 
 
-def load_panel(patterns: list[str], root: Path) -> list[Task]:
-    """Load the tasks named by paths or globs (relative to ``root``), sorted by id.
-
-    A glob keeps only the folders that hold a task.toml; a pattern that matches no task
-    folder is an error, and so are two different folders with the same id. The same
-    folder matched by several patterns is loaded once.
-    """
+def panel_folders(patterns: list[str], root: Path) -> list[Path]:
+    """The task folders the paths/globs name (relative to ``root``), without loading them;
+    a pattern that matches no task folder is a ``TaskError``."""
     if not patterns:
         raise TaskError("panel is empty: give at least one task path or glob")
     root = Path(root)
-    by_id: dict[str, Task] = {}
+    found: list[Path] = []
     for pattern in patterns:
         full = pattern if os.path.isabs(pattern) else str(root / pattern)
         if _is_glob(pattern):
@@ -314,12 +338,24 @@ def load_panel(patterns: list[str], root: Path) -> list[Task]:
             folders = [Path(full)] if Path(full).is_dir() else []
         if not folders:
             raise TaskError(f"panel pattern {pattern!r} matches no task folder under {root}")
-        for folder in folders:
-            task = load_task(folder)
-            seen = by_id.get(task.id)
-            if seen is not None and seen.path != task.path:
-                raise TaskError(
-                    f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder"
-                )
-            by_id[task.id] = task
+        found.extend(f for f in folders if f.resolve() not in {g.resolve() for g in found})
+    return found
+
+
+def load_panel(patterns: list[str], root: Path) -> list[Task]:
+    """Load the tasks named by paths or globs (relative to ``root``), sorted by id.
+
+    A glob keeps only the folders that hold a task.toml; a pattern that matches no task
+    folder is an error, and so are two different folders with the same id. The same
+    folder matched by several patterns is loaded once.
+    """
+    by_id: dict[str, Task] = {}
+    for folder in panel_folders(patterns, root):
+        task = load_task(folder)
+        seen = by_id.get(task.id)
+        if seen is not None and seen.path != task.path:
+            raise TaskError(
+                f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder"
+            )
+        by_id[task.id] = task
     return [by_id[task_id] for task_id in sorted(by_id)]

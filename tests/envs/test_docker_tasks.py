@@ -183,13 +183,14 @@ def test_a_task_whose_solution_fails_is_reported(docker_base: str, tmp_path: Pat
 def test_malformed_task_is_one_clear_error(tmp_path: Path, edit: object, message: str) -> None:
     folder = write_harbor_task(tmp_path / "bad", TASK_TOML_V1, "debian:bookworm-slim")
     edit(folder)  # type: ignore[operator]
-    proc = cli("tasks", "check", str(folder))
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and str(folder) in lines[0]
+    proc = cli("tasks", "check", str(folder), "--json")  # a malformed task is its row's one-line problem
+    assert proc.returncode == 1 and proc.stderr == ""
+    (row,) = json.loads(proc.stdout)["tasks"]
+    problem = row["problem"]
+    assert not row["ok"] and "\n" not in problem and str(folder) in problem
     import re
 
-    assert re.search(message, lines[0]), lines[0]
+    assert re.search(message, problem), problem
 
 
 def test_sample_tasks_pass_in_docker_and_locally() -> None:
