@@ -157,13 +157,14 @@ def _reexecute(episode: Episode, task: Task) -> _Difference | None:
     bounds = list(meta.get("task", {}).get("step_actions") or [])
     plan: list[tuple[str, int]] = [p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]]
     graded: list[tuple[Any, Any]] = []
+    stepped: Any = env  # environments that run multi-step tasks have begin_step (local, docker)
 
     def advance(to_action: bool) -> None:
         """Run staged/grade points until the next recorded action (or to the end)."""
         while plan and not (to_action and plan[0][0] == "act"):
             what, i = plan.pop(0)
             if what == "begin":
-                getattr(env, "begin_step")(task.steps[i])
+                stepped.begin_step(task.steps[i])
             elif what == "grade":
                 graded.append((task.steps[i], env.grade()))
         if to_action and plan:

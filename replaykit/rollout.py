@@ -253,12 +253,13 @@ def _record_steps(solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, tape
     """A multi-step task: each step staged, driven with its own instruction, graded (envs/steps.py)."""
     from replaykit.envs.steps import run_steps
 
-    task = getattr(inner, "task")
+    stepped: Any = inner  # environments that run multi-step tasks have .task and .begin_step (local, docker)
+    task = stepped.task
     actions: list[int] = []  # how many actions each step took (certify re-runs them step by step)
 
     class _Graded:  # the env as run_steps sees it: grading goes through the infra-failure guard
         def begin_step(self, step: Any) -> None:
-            getattr(inner, "begin_step")(step)
+            stepped.begin_step(step)
 
         def grade(self) -> Grade:
             return _grade(inner, taped)

@@ -151,15 +151,15 @@ class DockerEnv:
             containers.live[name] = None
         ncpu = containers.host_cpus(self._client)
         self._image_workdir = images.image_workdir(self._client, self.image)
-        options = dict(
-            command=_INIT, name=name, hostname=HOSTNAME, working_dir=self.workdir,
-            environment=self.env_vars(), detach=True, tty=False, stdin_open=True,
-            labels={LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
-                    "replaykit.task": self.task.id},
-            network_mode="default" if self.task.allow_internet else "none",
-            nano_cpus=int(min(self.task.cpus, ncpu) * 1e9), mem_limit=f"{self.task.memory_mb}m",
-            memswap_limit=f"{self.task.memory_mb}m", pids_limit=self.pids_limit,
-        )
+        options: dict[str, Any] = {
+            "command": _INIT, "name": name, "hostname": HOSTNAME, "working_dir": self.workdir,
+            "environment": self.env_vars(), "detach": True, "tty": False, "stdin_open": True,
+            "labels": {LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
+                       "replaykit.task": self.task.id},
+            "network_mode": "default" if self.task.allow_internet else "none",
+            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9), "mem_limit": f"{self.task.memory_mb}m",
+            "memswap_limit": f"{self.task.memory_mb}m", "pids_limit": self.pids_limit,
+        }
         try:
             container, self._storage_by_driver = self._create(options)
             with containers.live_lock:

@@ -58,7 +58,7 @@ def _cgroup_file(pid: int, controller: str, name: str) -> Path | None:
     except OSError:
         return None
     for line in lines:
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        hid, controllers, path = [*line.split(":", 2), "", ""][:3]
         if controller in controllers.split(","):
             candidate = Path(f"/sys/fs/cgroup/{controller}{path}") / name
         elif hid == "0" and controllers == "":
@@ -85,7 +85,7 @@ def _oom_kills(path: Path | None) -> int:
 
 def _du_bytes(root: Path) -> int:
     total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512

@@ -17,8 +17,13 @@ from typing import Any
 from replaykit.errors import TaskError
 
 #: Harbor's HealthcheckConfig defaults.
-DEFAULTS: dict[str, float] = {"interval_sec": 5.0, "timeout_sec": 30.0, "start_period_sec": 0.0,
-                              "start_interval_sec": 5.0, "retries": 3}
+DEFAULTS: dict[str, float] = {
+    "interval_sec": 5.0,
+    "timeout_sec": 30.0,
+    "start_period_sec": 0.0,
+    "start_interval_sec": 5.0,
+    "retries": 3,
+}
 
 
 def healthcheck_config(task: Any) -> dict[str, Any] | None:
@@ -28,13 +33,19 @@ def healthcheck_config(task: Any) -> dict[str, Any] | None:
     if table is None:
         return None
     where = f"{task.path / 'task.toml'}"
-    if not isinstance(table, dict) or not isinstance(table.get("command"), str) or not table["command"].strip():
+    if (
+        not isinstance(table, dict)
+        or not isinstance(table.get("command"), str)
+        or not table["command"].strip()
+    ):
         raise TaskError(f"{where}: field 'environment.healthcheck.command' must be a non-empty string")
     config: dict[str, Any] = {"command": table["command"]}
     for key, default in DEFAULTS.items():
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise TaskError(f"{where}: field 'environment.healthcheck.{key}' must be a number >= 0, got {value!r}")
+            raise TaskError(
+                f"{where}: field 'environment.healthcheck.{key}' must be a number >= 0, got {value!r}"
+            )
         config[key] = value
     return config
 
@@ -46,15 +57,15 @@ def wait_healthy(env: Any, task: Any) -> str | None:
         return None
     started = time.monotonic()
     failures = 0
-    last = ""
     while True:
         obs = env.run(config["command"], timeout_sec=max(0.1, config["timeout_sec"]))
         if obs.exit_code == 0:
             return None
-        last = (obs.stderr or obs.stdout).strip().splitlines()[-1:] or [f"exit {obs.exit_code}"]
+        said = (obs.stderr or obs.stdout).strip().splitlines()
+        last = said[-1] if said else f"exit {obs.exit_code}"
         in_start = time.monotonic() - started < config["start_period_sec"]
         if not in_start:
             failures += 1
             if failures >= max(1, int(config["retries"])):
-                return f"the environment healthcheck failed {failures} time(s) in a row (last: {last[0][:200]})"
+                return f"the environment healthcheck failed {failures} time(s) in a row (last: {last[:200]})"
         time.sleep(config["start_interval_sec"] if in_start else config["interval_sec"])

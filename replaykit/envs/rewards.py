@@ -31,17 +31,19 @@ def scalar_reward(data: Any) -> tuple[float | None, str]:
         return None, f"reward.json must be a number or an object of numbers, got {type(data).__name__}"
     keys = ", ".join(sorted(data)) or "none"
     if not data:
-        return None, "reward.json is an empty object; write {\"reward\": x} or named rewards"
+        return None, 'reward.json is an empty object; write {"reward": x} or named rewards'
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None, f"reward.json key {key!r} is not a number ({value!r}); keys found: {keys}"
         if not math.isfinite(float(value)):
             return None, f"reward.json key {key!r} is not finite ({value!r}); keys found: {keys}"
     if "reward" in data:
-        extra = f" (other keys: {', '.join(sorted(k for k in data if k != 'reward'))})" if len(data) > 1 else ""
+        extra = (
+            f" (other keys: {', '.join(sorted(k for k in data if k != 'reward'))})" if len(data) > 1 else ""
+        )
         return float(data["reward"]), f"key 'reward'{extra}"
     if len(data) == 1:
-        (key, value), = data.items()
+        ((key, value),) = data.items()
         return float(value), f"key {key!r}"
     mean = sum(float(v) for v in data.values()) / len(data)
     parts = ", ".join(f"{k}={float(data[k]):g}" for k in sorted(data))

@@ -67,14 +67,18 @@ def load_steps(folder: Path, config: Mapping[str, Any]) -> tuple[Step, ...]:
         raise TaskError(f"{where}: field 'steps' must be one or more [[steps]] tables")
     strategy = config.get("multi_step_reward_strategy", "mean")
     if strategy not in STRATEGIES:
-        raise TaskError(f"{where}: field 'multi_step_reward_strategy' is {strategy!r}; expected one of: {', '.join(STRATEGIES)}")
+        raise TaskError(
+            f"{where}: field 'multi_step_reward_strategy' is {strategy!r}; expected one of: {', '.join(STRATEGIES)}"
+        )
     steps: list[Step] = []
     seen: set[str] = set()
     for i, table in enumerate(raw):
         name = table.get("name")
         label = f"steps[{i}]"
         if not isinstance(name, str) or not _STEP_NAME.match(name):
-            raise TaskError(f"{where}: field '{label}.name' must be a folder name (letters, digits, . _ -), got {name!r}")
+            raise TaskError(
+                f"{where}: field '{label}.name' must be a folder name (letters, digits, . _ -), got {name!r}"
+            )
         if name in seen:
             raise TaskError(f"{where}: field '{label}.name' repeats step {name!r}; step names must be unique")
         seen.add(name)
@@ -87,30 +91,47 @@ def load_steps(folder: Path, config: Mapping[str, Any]) -> tuple[Step, ...]:
             raise TaskError(f"{instruction_path}: empty; write step {name!r}'s instruction there")
         tests = step_dir / "tests" if (step_dir / "tests" / "test.sh").is_file() else folder / "tests"
         if not (tests / "test.sh").is_file():
-            raise TaskError(f"{step_dir / 'tests' / 'test.sh'}: missing (and no shared tests/test.sh); step {name!r} has no verifier")
+            raise TaskError(
+                f"{step_dir / 'tests' / 'test.sh'}: missing (and no shared tests/test.sh); step {name!r} has no verifier"
+            )
         min_reward = table.get("min_reward")
         if isinstance(min_reward, dict):
-            raise TaskError(f"{where}: field '{label}.min_reward' is a table of per-key thresholds, which replaykit does not support; use one number")
-        if min_reward is not None and (isinstance(min_reward, bool) or not isinstance(min_reward, (int, float))):
+            raise TaskError(
+                f"{where}: field '{label}.min_reward' is a table of per-key thresholds, which replaykit does not support; use one number"
+            )
+        if min_reward is not None and (
+            isinstance(min_reward, bool) or not isinstance(min_reward, (int, float))
+        ):
             raise TaskError(f"{where}: field '{label}.min_reward' must be a number, got {min_reward!r}")
         verifier = table.get("verifier") or {}
         if isinstance(verifier, dict) and verifier.get("environment_mode") == "separate":
-            raise TaskError(f"{where}: field '{label}.verifier.environment_mode' = \"separate\" is not supported (replaykit verifies in the agent's environment)")
-        env_tables = {s: (table.get(s) or {}).get("env", {}) if isinstance(table.get(s), dict) else {} for s in ("verifier", "solution")}
+            raise TaskError(
+                f"{where}: field '{label}.verifier.environment_mode' = \"separate\" is not supported (replaykit verifies in the agent's environment)"
+            )
+        env_tables = {
+            s: (table.get(s) or {}).get("env", {}) if isinstance(table.get(s), dict) else {}
+            for s in ("verifier", "solution")
+        }
         for section, env in env_tables.items():
             if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
                 raise TaskError(f"{where}: field '{label}.{section}.env' must be a table of strings")
         solution = step_dir / "solution"
         workdir = step_dir / "workdir"
-        steps.append(Step(
-            name=name, instruction=instruction, dir=step_dir, tests_dir=tests,
-            solution_dir=solution if (solution / "solve.sh").is_file() else None,
-            workdir_dir=workdir if workdir.is_dir() else None,
-            min_reward=None if min_reward is None else float(min_reward),
-            agent_timeout_sec=_timeout(table.get("agent"), where, f"{label}.agent"),
-            verifier_timeout_sec=_timeout(verifier, where, f"{label}.verifier"),
-            verifier_env=dict(env_tables["verifier"]), solution_env=dict(env_tables["solution"]),
-        ))
+        steps.append(
+            Step(
+                name=name,
+                instruction=instruction,
+                dir=step_dir,
+                tests_dir=tests,
+                solution_dir=solution if (solution / "solve.sh").is_file() else None,
+                workdir_dir=workdir if workdir.is_dir() else None,
+                min_reward=None if min_reward is None else float(min_reward),
+                agent_timeout_sec=_timeout(table.get("agent"), where, f"{label}.agent"),
+                verifier_timeout_sec=_timeout(verifier, where, f"{label}.verifier"),
+                verifier_env=dict(env_tables["verifier"]),
+                solution_env=dict(env_tables["solution"]),
+            )
+        )
     return tuple(steps)
 
 
@@ -118,10 +139,19 @@ def combine(graded: list[tuple[Step, Grade]], strategy: str, total: int) -> Grad
     """The episode's grade from the steps' grades (see the module docstring)."""
     if not graded:
         return Grade(0.0, False, infra_failure=True, detail="no step was graded")
-    lines = [f"step {s.name}: reward {g.reward:g}" + (" (infra failure)" if g.infra_failure else "") for s, g in graded]
+    lines = [
+        f"step {s.name}: reward {g.reward:g}" + (" (infra failure)" if g.infra_failure else "")
+        for s, g in graded
+    ]
     if len(graded) < total:
         last_step, last = graded[-1]
-        why = "infra failure" if last.infra_failure else f"below its min_reward {last_step.min_reward:g}" if last_step.min_reward is not None else "stopped"
+        why = (
+            "infra failure"
+            if last.infra_failure
+            else f"below its min_reward {last_step.min_reward:g}"
+            if last_step.min_reward is not None
+            else "stopped"
+        )
         lines.append(f"stopped after step {last_step.name}: {why}")
     infra = any(g.infra_failure for _, g in graded)
     if strategy == "final":
@@ -130,8 +160,12 @@ def combine(graded: list[tuple[Step, Grade]], strategy: str, total: int) -> Grad
         reward = sum(g.reward for _, g in graded) / len(graded)
     head = f"{strategy} over {len(graded)} of {total} steps: reward {reward:g}"
     details = "; ".join(f"[{s.name}] {g.detail}" for s, g in graded)
-    return Grade(0.0 if infra else reward, (not infra) and reward >= 1.0, infra_failure=infra,
-                 detail=f"{head} ({', '.join(lines)}); {details}"[:2000])
+    return Grade(
+        0.0 if infra else reward,
+        (not infra) and reward >= 1.0,
+        infra_failure=infra,
+        detail=f"{head} ({', '.join(lines)}); {details}"[:2000],
+    )
 
 
 def run_steps(env: Any, steps: tuple[Step, ...], strategy: str, act: Callable[[Step], None]) -> Grade:

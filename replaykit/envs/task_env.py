@@ -65,7 +65,9 @@ def validate_env_tables(config: Mapping[str, Any], where: str) -> None:
             if not _NAME.match(key):
                 raise TaskError(f"{where}: field '{section}.env.{key}' is not a valid variable name")
             if key in RESERVED:
-                raise TaskError(f"{where}: field '{section}.env.{key}' is set by replaykit itself; rename the variable")
+                raise TaskError(
+                    f"{where}: field '{section}.env.{key}' is set by replaykit itself; rename the variable"
+                )
             if not isinstance(value, str):
                 raise TaskError(f"{where}: field '{section}.env.{key}' must be a string, got {value!r}")
 
