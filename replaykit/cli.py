@@ -52,6 +52,9 @@ def root(
 
 StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+KeepGoingOpt = typer.Option(
+    False, "--keep-going", help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on."
+)
 
 
 def open_store(store: Optional[Path]) -> Any:
@@ -94,6 +97,7 @@ def run(
     record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
     harness: Optional[str] = typer.Option(None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
+    keep_going: bool = KeepGoingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
@@ -102,7 +106,7 @@ def run(
 
     cfg = load_config(config, {"model.name": model} if model else None)
     with render.progress(enabled=not as_json) as progress:
-        result = measure(cfg, record_mode=record_mode, harness_ref=harness, progress=progress)
+        result = measure(cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going)
     doc = with_errors(open_store(cfg.store_path), result.to_json())
     if as_json:
         emit_json(doc)
@@ -139,8 +143,9 @@ def replay(
 @app.command()
 def train(
     config: Path = typer.Argument(..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Number of epochs (default: train.epochs)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, help="Number of epochs (default: train.epochs)."),
     record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
+    keep_going: bool = KeepGoingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
@@ -149,7 +154,7 @@ def train(
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
-        trainer = Trainer(config_path=config, record_mode=record_mode, progress=progress)
+        trainer = Trainer(config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going)
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()

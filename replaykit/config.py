@@ -7,15 +7,17 @@ A bad config is one clear ``ConfigError`` line naming the file and the field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from replaykit.determinism import digest_of
 from replaykit.errors import ConfigError
 
 RECORD_MODES = ("once", "new_episodes", "none", "all")
+#: seeds are stored as SQLite integers and sent to endpoints: signed 64-bit
+Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class _Strict(BaseModel):
@@ -31,8 +33,8 @@ class HarnessConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    name: str = "reference-strong"
-    base_url: str = "builtin"
+    name: str = Field(default="reference-strong", min_length=1)
+    base_url: str = Field(default="builtin", min_length=1)
     revision: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
@@ -40,13 +42,13 @@ class ModelConfig(_Strict):
 
 class PanelConfig(_Strict):
     tasks: list[str] = Field(default_factory=lambda: ["../envs/*"])
-    seeds: list[int] = Field(default_factory=lambda: [0, 1])
+    seeds: list[Seed] = Field(default_factory=lambda: [0, 1], min_length=1)
 
 
 class EnvConfig(_Strict):
     kind: str = "local"
-    timeout_sec: float = 30.0
-    max_output_bytes: int = 65536
+    timeout_sec: float = Field(default=30.0, gt=0)
+    max_output_bytes: int = Field(default=65536, ge=1)
     snapshot: Literal["digest", "full"] = "digest"
     image_aliases: dict[str, str] = Field(default_factory=dict)
 
@@ -54,6 +56,16 @@ class EnvConfig(_Strict):
 class RecordConfig(_Strict):
     secrets: list[str] = Field(default_factory=list)  # env var names whose values never reach a cassette
     rules: list[str] = Field(default_factory=list)  # normalisation rules (replaykit.cassette.matchers)
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, rules: list[str]) -> list[str]:
+        from replaykit.cassette.matchers import known_rules
+
+        unknown = [r for r in rules if r not in known_rules()]
+        if unknown:
+            raise ValueError(f"unknown normalisation rule {unknown[0]!r}; known: {', '.join(known_rules())}")
+        return rules
 
 
 class ExecutorConfig(_Strict):
@@ -101,6 +113,21 @@ class RunConfig(_Strict):
         )[:16]
 
 
+def validation_line(exc: ValidationError, prefix: str = "") -> str:
+    """A pydantic error as one line: the field, the value given, what is wrong."""
+    err = exc.errors()[0]
+    field = prefix + ".".join(str(p) for p in err["loc"])
+    value = err.get("input")
+    shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, BaseModel)) else f" (got {_short(value)})"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"field {field!r}: {message}{shown}"
+
+
+def _short(value: Any) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     path = Path(path)
     if not path.is_file():
@@ -120,8 +147,6 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"config file {path}: field {field!r}: {err['msg']}") from None
+        raise ConfigError(f"config file {path}: {validation_line(exc)}") from None
     config.base_dir = path.resolve().parent
     return config

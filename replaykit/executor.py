@@ -52,5 +52,9 @@ class LocalExecutor:
         # unlike spawn it works for scripts read from stdin or without a __main__ guard
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("fork")) as pool:
             futures = {pool.submit(fn, job): job for job in jobs}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:  # a failure (e.g. the model endpoint) stops the run: queued episodes never start
+                for future in futures:
+                    future.cancel()

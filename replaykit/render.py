@@ -110,6 +110,9 @@ def run_table(doc: dict[str, Any]) -> None:
                ["task", "seed", "reward", "passed", "steps", "cassette", "source"], rows)
     line(f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
          f"reused {doc['reused_count']} cassette(s)" + (" (no model calls)" if doc["recorded_count"] == 0 else ""))
+    infra = [e for e in doc["episodes"] if e["infra_failure"]]
+    if infra:
+        line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
 
 
 def replay_report(report: dict[str, Any]) -> None:

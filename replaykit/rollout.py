@@ -23,9 +23,10 @@ from replaykit.cassette.recorder import episode_cassette
 from replaykit.cassette.tape import Tape
 from replaykit.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, Grade, Observation
-from replaykit.errors import DivergenceError, EnvError, ModelError
+from replaykit.errors import DivergenceError, EnvError
 from replaykit.harness import Context, load_solve
 from replaykit.models.clients import openai_client
+from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
 OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
 
@@ -121,6 +122,8 @@ class EpisodeSpec:
     env: dict[str, Any]
     secrets: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()
+    keep_going: bool = False  # an endpoint failure marks the episode infra instead of stopping the run
+    api_key_env: str = ""  # named in the endpoint-failure message
 
     def meta(self) -> dict[str, Any]:
         from replaykit.versions import tool_versions
@@ -172,8 +175,6 @@ def _client(base_url: str, api_key: str) -> Any:
 
 def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env: TapedEnv, base_url: str, api_key: str) -> None:
     """Run the harness once under the episode cassette; errors become events."""
-    import openai
-
     key: CassetteKey = spec_like["key"]
     ctx = Context(seed=key.seed, task_id=key.task_id, model=key.model.name, temperature=spec_like["temperature"], params=dict(spec_like["params"]))
     scrubber = Scrubber(spec_like.get("secrets") or {})
@@ -182,11 +183,9 @@ def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env
             solve(spec_like["task"], env, _client(base_url, api_key), ctx)
         except DivergenceError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # endpoint failures among them: record_episode judges the tape afterwards
             if tape.divergence is not None:
                 raise tape.divergence from None
-            if not tape.replaying and isinstance(exc, (openai.APIConnectionError, openai.InternalServerError)):
-                raise ModelError(f"model endpoint {base_url} failed during episode {key.id}: {exc}; is the server up?") from exc
             message = f"{type(exc).__name__}: {exc}"
             if tape.replaying:
                 tape.play_error(message)
@@ -226,15 +225,24 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         try:
             inner.start()
             taped = TapedEnv(tape, inner)
+            grade: Grade | None = None
             if spec.task.steps:
                 grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
                 meta["task"]["steps_run"] = len(meta["task"]["step_actions"])
             else:
                 _drive(solve, tape, spec.__dict__, taped, spec.base_url, spec.api_key)
+            failure = endpoint_failure(tape.events, tape.transport_errors)
+            if failure is None and grade is None:
                 grade = _grade(inner, taped)
             environment = inner.metadata()
         finally:
             inner.close()
+    if failure is not None:  # never a graded result: stop, or keep it as an infra failure (never reused)
+        message = Scrubber(spec.secrets).text(describe(failure, spec.base_url, spec.key.model.name, spec.api_key_env))
+        if not spec.keep_going:
+            raise EndpointFailure(message)
+        grade = Grade(reward=0.0, passed=False, infra_failure=True, detail=f"endpoint failure: {message}")
+    assert grade is not None
     tape.record(GradeEvent(grade))
     return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
 

@@ -21,6 +21,7 @@ from replaykit.errors import CassetteNotFound, ConfigError
 from replaykit.executor import LocalExecutor
 from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.models.failures import stored_endpoint_failure
 from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, env_key_extra, record_episode, replay_episode
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -65,6 +66,17 @@ def episode_keys(config: RunConfig, sha: str, tasks: list[Task], model_cfg: Mode
     return keys
 
 
+def reusable(store: Store, cassette_id: str) -> bool:
+    """A stored cassette that may stand for its key: present, not an infra failure, and
+    holding no endpoint error (older versions stored those as ordinary results)."""
+    if not store.has(cassette_id):
+        return False
+    row = store.cassette_row(cassette_id)
+    if row["infra_failure"]:
+        return False
+    return not stored_endpoint_failure(store.get_json(row["doc"]))
+
+
 def open_harness(config: RunConfig) -> HarnessRepo:
     return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template)
 
@@ -77,6 +89,7 @@ def measure(
     progress: Progress | None = None,
     store: Store | None = None,
     sha: str | None = None,
+    keep_going: bool = False,
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel."""
     check_record_mode(record_mode)
@@ -90,7 +103,10 @@ def measure(
         store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
     keys = episode_keys(config, sha, tasks, model)
-    missing = [(k, t) for k, t in keys if record_mode == "all" or not store.has(k.id)]
+    if record_mode == "none":
+        missing = [(k, t) for k, t in keys if not store.has(k.id)]
+    else:
+        missing = [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
     if record_mode == "none" and missing:
         k, t = missing[0]
         raise CassetteNotFound(
@@ -110,6 +126,7 @@ def measure(
                     tree_dir=tree, entry=config.harness.entry, params=config.harness.params,
                     temperature=model.temperature, base_url=endpoint.base_url, api_key=endpoint.api_key,
                     env=config.env.model_dump(), secrets=secrets, rules=tuple(config.record.rules),
+                    keep_going=keep_going, api_key_env=model.api_key_env,
                 )
                 for k, t in missing
             ]

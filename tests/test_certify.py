@@ -97,7 +97,7 @@ def record(tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[i
     data.update(store=str(tmp / "store"), train=None)
     data["harness"]["repo"] = str(tmp / "harness")
     data["panel"] = {"tasks": [str(t) for t in tasks], "seeds": seeds or [0]}
-    data["model"].update(base_url=base_url, name="reference-oracle")
+    data["model"].update(base_url=base_url, name="reference-oracle", api_key_env="")  # the loopback simulator needs no key
     data["env"]["kind"] = kind
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -36,6 +36,10 @@ def register_rule(name: str, fn: NormaliseRule) -> None:
     _RULES[name] = fn
 
 
+def known_rules() -> list[str]:
+    return sorted(_RULES)
+
+
 def get_rule(name: str) -> NormaliseRule:
     if name not in _RULES:
         from replaykit.errors import ConfigError

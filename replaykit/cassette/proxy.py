@@ -42,6 +42,7 @@ from replaykit.cassette.events import Event, LlmEvent
 from replaykit.cassette.matchers import Scrubber, request_form
 from replaykit.cassette.tape import Tape
 from replaykit.errors import ConfigError, DivergenceError
+from replaykit.models.failures import transport_failure
 from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
@@ -294,6 +295,7 @@ class _ProxyHandler(LoopbackHandler):
             except (OSError, http.client.HTTPException) as exc:
                 message = f"replaykit proxy: upstream {upstream.url} failed: {exc}"
                 self.server.errors.append(message)
+                self.server.tape.transport_errors.append(transport_failure(method, self.path, exc))
                 self.close_connection = True
                 self._send(502, [("content-type", "application/json")], [_error_body(message, "upstream_error", "upstream_unreachable")])
                 return

@@ -88,6 +88,12 @@ class EpisodeCassette(Cassette):
         self.tape.record(event)
         return event
 
+    def note_transport_error(self, request: Any, exc: BaseException) -> None:
+        """The endpoint could not be reached (refused, timed out): an infrastructure failure."""
+        from replaykit.models.failures import transport_failure
+
+        self.tape.transport_errors.append(transport_failure(request.method, request.uri, exc))
+
     def append(self, request: Any, response: dict[str, Any]) -> None:
         """vcrpy's stubs record through here (one chunk: they join the body)."""
         body = response["body"]["string"]

@@ -64,7 +64,11 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
             return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
-        real_response = real(self, real_request)
+        try:
+            real_response = real(self, real_request)
+        except Exception as exc:  # refused, timed out, ...: an endpoint failure with no event
+            cassette.note_transport_error(request, exc)
+            raise
         try:
             chunks = [bytes(c) for c in real_response.stream]
         finally:
@@ -86,7 +90,11 @@ def handle_async_request(cassette: "EpisodeCassette", real: Callable[..., Any], 
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
             return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
-        real_response = await real(self, real_request)
+        try:
+            real_response = await real(self, real_request)
+        except Exception as exc:
+            cassette.note_transport_error(request, exc)
+            raise
         try:
             chunks = [bytes(c) async for c in real_response.stream]
         finally:

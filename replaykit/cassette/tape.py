@@ -35,6 +35,7 @@ class Tape:
         self.events: list[Event] = []
         self.cursor = 0
         self.divergence: DivergenceError | None = None
+        self.transport_errors: list[Any] = []  # endpoint failures that left no event (refused, timed out)
 
     @property
     def replaying(self) -> bool:

@@ -14,6 +14,9 @@ import os
 import threading
 from typing import Any
 
+#: what the client sends to an endpoint declared keyless (``model.api_key_env: ""``): the
+#: openai client insists on a value; an unset key variable is an error before this is reached
+NO_KEY = "no-key"
 _CLIENTS: dict[tuple[int, str, str, float, int], Any] = {}
 _LOCK = threading.Lock()
 
@@ -22,7 +25,7 @@ def openai_client(base_url: str, api_key: str, timeout: float = 300, max_retries
     """The process's client for this endpoint (created on first use)."""
     import openai
 
-    key = (os.getpid(), base_url, api_key or "replaykit-no-key", float(timeout), int(max_retries))
+    key = (os.getpid(), base_url, api_key or NO_KEY, float(timeout), int(max_retries))
     with _LOCK:
         client = _CLIENTS.get(key)
         if client is None or client.is_closed():

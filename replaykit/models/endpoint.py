@@ -15,6 +15,7 @@ from typing import Iterator
 
 from replaykit.cassette.keys import ModelId
 from replaykit.config import ModelConfig
+from replaykit.errors import ConfigError
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"
@@ -33,9 +34,19 @@ def model_id(cfg: ModelConfig) -> ModelId:
 
 
 def api_key(cfg: ModelConfig) -> str:
+    """The key for ``cfg``'s endpoint. An unset ``api_key_env`` variable is an error, never a
+    placeholder sent silently; ``api_key_env: ""`` declares an endpoint that needs no key."""
     if cfg.base_url == BUILTIN:
         return BUILTIN_KEY
-    return os.environ.get(cfg.api_key_env, "")
+    if not cfg.api_key_env:
+        return ""
+    value = os.environ.get(cfg.api_key_env, "")
+    if not value:
+        raise ConfigError(
+            f"model {cfg.name!r} at {cfg.base_url}: ${cfg.api_key_env} (model.api_key_env) is not set; "
+            f"export it, or set model.api_key_env: \"\" for an endpoint that needs no key"
+        )
+    return value
 
 
 @contextlib.contextmanager

@@ -26,13 +26,14 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.matchers import Scrubber
 from replaykit.cassette.store import Store
 from replaykit.cassette.tape import Tape
-from replaykit.config import RunConfig, load_config
+from replaykit.config import RunConfig, Seed, load_config, validation_line
 from replaykit.determinism import digest_of, sha256_hex
 from replaykit.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.harness import load_solve
 from replaykit.models.endpoint import api_key, model_id, open_endpoint
 from replaykit.rollout import OFFLINE_BASE_URL
-from replaykit.run import measure, open_harness, secrets_for
+from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
+from replaykit.run import measure, open_harness, reusable, secrets_for
 from replaykit.train import gitops
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Criterion, make_criterion
@@ -43,8 +44,8 @@ from replaykit.train.optimizers import Optimizer, make_optimizer
 
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    epochs: int = 5
-    seed: int = 0
+    epochs: int = Field(default=5, ge=1)
+    seed: Seed = 0
     patch_surface: list[str] = Field(default_factory=lambda: ["harness.py"])
     estimator: dict[str, Any] = Field(default_factory=lambda: {"kind": "agentic", "backend": {"kind": "openai", "model": "reference-proposer", "base_url": "builtin"}})
     criterion: dict[str, Any] = Field(default_factory=lambda: {"name": "strict_pareto"})
@@ -56,8 +57,7 @@ def train_config(config: RunConfig) -> TrainConfig:
     try:
         return TrainConfig.model_validate(config.train or {})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(f"config field 'train.{'.'.join(str(p) for p in err['loc'])}': {err['msg']}") from None
+        raise ConfigError(f"config {validation_line(exc, 'train.')}") from None
 
 
 class Trainer:
@@ -73,6 +73,7 @@ class Trainer:
         progress: Any = None,
         persist: bool = True,
         store: Store | None = None,
+        keep_going: bool = False,
     ) -> None:
         if config is None:
             if config_path is None:
@@ -87,6 +88,7 @@ class Trainer:
         self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
         self.optimizer.attach(self)
         self.record_mode = record_mode
+        self.keep_going = keep_going
         self.progress = progress or (lambda event, data: None)
         self.persist = persist
         self.store = store or Store(config.store_path)
@@ -137,7 +139,7 @@ class Trainer:
             yield loss
 
     def _measure(self, sha: str, label: str) -> dict[str, Any]:
-        result = measure(self.config, record_mode=self.record_mode, sha=sha, store=self.store)
+        result = measure(self.config, record_mode=self.record_mode, sha=sha, store=self.store, keep_going=self.keep_going)
         if result.reused and not result.recorded:
             self.progress("note", {"message": f"{label} {sha[:10]}: reused {len(result.reused)} cassette(s), no model calls"})
         else:
@@ -200,7 +202,10 @@ class Trainer:
         backend = self.estimator.backend  # type: ignore[attr-defined]
         key = CassetteKey(baseline_sha, "proposal", sha256_hex(brief), model_id(mcfg), self.train_cfg.seed,
                           self.spec_digest[:16], kind="proposal", extra=self._proposal_extra(epoch, backend))
-        replaying = self.store.has(key.id) and self.record_mode != "all"
+        if self.record_mode == "none":
+            replaying = self.store.has(key.id)
+        else:  # a stored proposal holding an endpoint error (older versions) is re-recorded
+            replaying = self.record_mode != "all" and reusable(self.store, key.id)
         if not replaying and (self.record_mode == "none" or not self.persist):
             raise CassetteNotFound(f"no proposal cassette for epoch {epoch} of training {self.training_id} (key {key.id}); record it first")
         if replaying:
@@ -213,7 +218,18 @@ class Trainer:
         tape = Tape(key.id)
         with open_endpoint(mcfg) as endpoint:
             scrubber = Scrubber(secrets_for(self.config, endpoint.api_key or api_key(mcfg)))
-            yield ProposalSession(tape, endpoint.base_url, endpoint.api_key, self.train_cfg.seed, scrubber, tuple(self.config.record.rules)), key.id
+
+            def check_endpoint() -> None:  # a proposer's endpoint failure stops the training; nothing is stored
+                failure = endpoint_failure(tape.events, tape.transport_errors)
+                if failure is not None:
+                    raise EndpointFailure(scrubber.text(describe(failure, endpoint.base_url, mcfg.name, mcfg.api_key_env, "proposer endpoint", "train.estimator.backend.model")))
+
+            try:
+                yield ProposalSession(tape, endpoint.base_url, endpoint.api_key, self.train_cfg.seed, scrubber, tuple(self.config.record.rules)), key.id
+            except Exception:
+                check_endpoint()
+                raise
+            check_endpoint()
         self.store.put_episode(Episode(key, tape.events, {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": self.estimator.identity()}))
 
     @staticmethod

@@ -139,7 +139,7 @@ def test_killed_run_leaves_no_container(docker_base: str, docker_config: Callabl
     task = _slow_task(tmp_path / "slow-task")
     with ReferenceServer(task_dirs=[task]) as server:
         config = docker_config(tmp_path, {"panel.tasks": [str(task)], "panel.seeds": [0], "env.timeout_sec": 120,
-                                          "model.base_url": server.base_url, "model.name": "reference-oracle"})
+                                          "model.base_url": server.base_url, "model.name": "reference-oracle", "model.api_key_env": ""})
         proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "run", str(config)], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

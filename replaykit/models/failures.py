@@ -1,0 +1,114 @@
+"""Endpoint failures are infrastructure failures, never task results.
+
+An HTTP error from a model endpoint (any 4xx/5xx), a refused connection or a
+timeout says nothing about the harness or the task: such an exchange is never
+stored as a graded episode and never reused. While recording, the rollout and the
+trainer ask :func:`endpoint_failure` whether the tape saw one; the run then stops
+with one line naming the endpoint, the status and the fix (or, with
+``--keep-going``, the episode is kept as an *infra* failure, which is re-recorded
+on the next run). Cassettes stored by older versions with an endpoint error are
+recognised by :func:`stored_endpoint_failure` and re-recorded too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from replaykit.cassette.events import Event, LlmEvent
+from replaykit.errors import ModelError
+
+BODY_SNIPPET = 160
+
+
+class EndpointFailure(ModelError):
+    """A model endpoint answered with an HTTP error, refused the connection or timed out."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong with one exchange: an HTTP status, or a transport error (status 0)."""
+
+    method: str
+    path: str
+    status: int = 0
+    reason: str = ""
+    detail: str = ""
+
+    def what(self) -> str:
+        if self.status:
+            return f"answered HTTP {self.status}{(' ' + self.reason) if self.reason else ''} to {self.method} {self.path}"
+        return f"failed on {self.method} {self.path}: {self.detail}"
+
+
+def _error_message(content: bytes) -> str:
+    """The endpoint's own error message, if its body is OpenAI-style JSON; else the text."""
+    text = content.decode("utf-8", "replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:BODY_SNIPPET]
+    if isinstance(doc, dict):
+        err = doc.get("error", doc)
+        message = err.get("message") if isinstance(err, dict) else err
+        if isinstance(message, str):
+            return " ".join(message.split())[:BODY_SNIPPET]
+    return " ".join(text.split())[:BODY_SNIPPET]
+
+
+def http_failures(events: Iterable[Event]) -> list[Failure]:
+    """Every recorded exchange the endpoint answered with an HTTP error."""
+    return [
+        Failure(e.method, e.path, e.status, e.reason, _error_message(e.content))
+        for e in events
+        if isinstance(e, LlmEvent) and e.status >= 400
+    ]
+
+
+def endpoint_failure(events: Iterable[Event], transport: Iterable[Failure] = ()) -> Failure | None:
+    """The first endpoint failure of a recording (transport errors first: they come with no event)."""
+    found = list(transport) + http_failures(events)
+    return found[0] if found else None
+
+
+def fix_for(failure: Failure, model: str, api_key_env: str, model_field: str = "model.name") -> str:
+    status = failure.status
+    key = f"${api_key_env} (model.api_key_env)" if api_key_env else "model.api_key_env"
+    if status in (401, 403):
+        return f"check the API key in {key} for this endpoint"
+    if status == 404:
+        return f"check the model name {model!r} ({model_field}) and that base_url ends where the API lives (e.g. …/v1)"
+    if status == 429:
+        return "the endpoint is rate limiting: retry later or lower executor.workers"
+    if status >= 500:
+        return "the server failed: check its logs, then rerun (nothing was cached)"
+    if status >= 400:
+        return "the endpoint rejected the request: check model.name, model.base_url and the endpoint's limits"
+    if "timed out" in failure.detail.lower() or "timeout" in failure.detail.lower():
+        return "the endpoint timed out: check that it is up and not overloaded, then rerun"
+    return "is the server up at that address? check model.base_url, then rerun"
+
+
+def describe(
+    failure: Failure, endpoint: str, model: str, api_key_env: str, what: str = "model endpoint", model_field: str = "model.name"
+) -> str:
+    """One line: the endpoint, what it answered, the fix."""
+    said = f" ({failure.detail})" if failure.status and failure.detail else ""
+    return f"{what} {endpoint} {failure.what()}{said}; {fix_for(failure, model, api_key_env, model_field)}"
+
+
+def stored_endpoint_failure(doc: dict[str, Any]) -> bool:
+    """Whether a stored episode document holds an endpoint error (older versions stored them as results)."""
+    for event in doc.get("events", []):
+        if isinstance(event, dict) and event.get("kind") == "llm" and int(event.get("status") or 0) >= 400:
+            return True
+    return False
+
+
+def transport_failure(method: str, url: str, exc: BaseException) -> Failure:
+    from urllib.parse import urlsplit
+
+    kind = type(exc).__name__
+    text = str(exc).strip() or kind
+    return Failure(method.upper(), urlsplit(url).path, 0, "", f"{kind}: {text}"[:BODY_SNIPPET])
