@@ -413,6 +413,7 @@ def proxy(
 from replaykit.report import commands as report_cmd  # noqa: E402
 
 cassettes_app.command("diff")(report_cmd.cassettes_diff)
+app.command("report")(report_cmd.report)
 
 
 def main() -> None:

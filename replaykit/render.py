@@ -269,6 +269,8 @@ def compare_table(report: dict[str, Any]) -> None:
         sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
         rows.append([f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]]])
     show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
+    if report.get("compare_id"):
+        line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 
 
 def tasks_check(report: dict[str, Any]) -> None:

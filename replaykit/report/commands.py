@@ -52,3 +52,28 @@ def cassettes_diff(
 
     doc = diff_cassettes(open_store(store), a, b)
     emit_json(doc) if as_json else terminal.episode_diff(doc)
+
+
+def report(
+    report_id: str = typer.Argument(
+        ..., help="A training, run, verdict or compare id (a unique prefix is enough)."
+    ),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
+    png: Optional[Path] = typer.Option(None, "--png", help="Also write each chart as PNG into this folder."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write one self-contained offline HTML report (curve, verdicts, diffs, grids, transcripts)."""
+    from replaykit.report.html import write_report
+
+    summary = write_report(open_store(store), report_id, output, png)
+    if as_json:
+        emit_json(summary)
+        return
+    from replaykit.report import terminal
+
+    terminal._print(
+        f"wrote {summary['kind']} report {summary['id']} to {summary['path']} ({summary['bytes']} bytes): "
+        f"{summary['runs']} run(s), {summary['transcripts']} transcript(s), {summary['diffs']} diff(s)"
+        + (f"; charts as PNG in {png}" if png else "")
+    )

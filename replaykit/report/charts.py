@@ -1,0 +1,142 @@
+"""The report's charts, drawn with matplotlib (object API, no pyplot state) → inline SVG or PNG.
+
+Each function returns a ``Figure``; :func:`svg` turns it into an inline ``<svg>``
+string (text kept as text, fixed hash salt, no date: the same data gives the same
+bytes), :func:`save_png` writes a PNG for READMEs and papers.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+BASELINE, CANDIDATE, ACCEPT = "#4c72b0", "#dd8452", "#2ca02c"
+RC: Any = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "replaykit",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def svg(fig: Any) -> str:
+    """An inline ``<svg>`` element (no XML prolog, no DOCTYPE)."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context(RC):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    text = re.sub(
+        r"<metadata>.*?</metadata>\s*", "", text, flags=re.S
+    )  # RDF namespaces only; keep the page free of URLs
+    return text[text.index("<svg") :]
+
+
+def save_png(fig: Any, path: Path) -> Path:
+    import matplotlib
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with matplotlib.rc_context(RC):
+        fig.savefig(path, format="png", dpi=120, metadata={"Software": None})
+    return path
+
+
+def training_curve(epochs: list[dict[str, Any]]) -> Any:
+    """Solved per epoch (baseline vs candidate, accepted epochs marked), then tokens and steps per epoch."""
+    import matplotlib
+
+    with matplotlib.rc_context(RC):
+        fig = _figure(7.5, 5.6)
+        solved, tokens, steps = fig.subplots(3, 1, sharex=True, height_ratios=[2, 1, 1])
+        xs = [e["epoch"] for e in epochs]
+
+        def series(ax: Any, key: str, label: str, gid: str) -> None:
+            b = [e["baseline"][key] for e in epochs]
+            c = [e["candidate"][key] if e["candidate"] else math.nan for e in epochs]
+            ax.plot(xs, b, marker="o", color=BASELINE, label="baseline", gid=f"{gid}-baseline")
+            ax.plot(
+                xs, c, marker="s", linestyle="--", color=CANDIDATE, label="candidate", gid=f"{gid}-candidate"
+            )
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+
+        series(solved, "solved", "solved", "curve-solved")
+        accepted = [e for e in epochs if e["decision"] == "accepted"]
+        if accepted:
+            solved.scatter(
+                [e["epoch"] for e in accepted],
+                [e["candidate"]["solved"] for e in accepted],
+                s=180,
+                marker="*",
+                color=ACCEPT,
+                zorder=5,
+                label="accepted",
+                gid="curve-accepted",
+            )
+        total = max((e["baseline"]["total"] for e in epochs), default=0)
+        solved.set_ylim(-0.5, total + 0.5)
+        solved.legend(loc="lower right", fontsize=8)
+        solved.set_title("solved task instances per epoch")
+        series(tokens, "tokens", "tokens", "curve-tokens")
+        series(steps, "steps", "steps", "curve-steps")
+        steps.set_xlabel("epoch")
+        steps.set_xticks(xs)
+    return fig
+
+
+def heatmap(
+    rows: list[str], columns: list[str], values: list[list[float | None]], title: str, gid: str
+) -> Any:
+    """A rows × columns grid of fractions in [0, 1] (None: not measured), each cell labelled."""
+    import matplotlib
+    import numpy as np
+
+    with matplotlib.rc_context(RC):
+        fig = _figure(max(4.0, 1.0 + 0.75 * len(columns) + 1.6), max(2.0, 0.8 + 0.32 * len(rows)))
+        ax = fig.add_subplot()
+        data = np.array([[math.nan if v is None else v for v in row] for row in values], dtype=float).reshape(
+            len(rows), len(columns)
+        )
+        cmap = matplotlib.colormaps["RdYlGn"].copy()
+        cmap.set_bad("#dddddd")
+        image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto", gid=gid)
+        ax.set_xticks(range(len(columns)), columns)
+        ax.set_yticks(range(len(rows)), rows)
+        for i in range(len(rows)):
+            for j in range(len(columns)):
+                v = data[i, j]
+                ax.text(j, i, "–" if math.isnan(v) else f"{v:.0%}", ha="center", va="center", fontsize=7)
+        ax.set_title(title)
+        fig.colorbar(image, ax=ax, shrink=0.8, label="solved")
+    return fig
+
+
+def grouped_bars(groups: list[str], series: dict[str, list[float]], title: str, ylabel: str, gid: str) -> Any:
+    """One group of bars per model, one bar per harness (the "trained vs untrained per model" figure)."""
+    import matplotlib
+
+    with matplotlib.rc_context(RC):
+        fig = _figure(max(4.5, 1.5 + 1.2 * len(groups)), 3.2)
+        ax = fig.add_subplot()
+        width = 0.8 / max(len(series), 1)
+        for n, (name, values) in enumerate(series.items()):
+            xs = [g + (n - (len(series) - 1) / 2) * width for g in range(len(groups))]
+            bars = ax.bar(xs, values, width, label=name, gid=f"{gid}-{n}")
+            ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_ylim(0, 1.15)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,73 @@
+"""Render a report as ONE self-contained static HTML file (Jinja2; charts inline as SVG).
+
+No CDN, no script, no external resource: the file works offline from ``file://``
+(a Content-Security-Policy forbids any fetch). Links are in-page anchors: each
+episode's transcript and each regression/new-solve diff opens when its link is followed.
+
+    summary = write_report(store, "a1b2c3", Path("report.html"), png_dir=Path("figs"))
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from replaykit.errors import ReplaykitError
+from replaykit.report import charts
+from replaykit.report.build import build
+
+
+def render(ctx: dict[str, Any], figures: dict[str, Any]) -> str:
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("replaykit.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    svgs = {name: Markup(charts.svg(fig)) for name, fig in figures.items()}
+    return env.get_template("report.html.j2").render(ctx=ctx, charts=svgs)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(store: Any, report_id: str, output: Path, png_dir: Path | None = None) -> dict[str, Any]:
+    """Build and write the report of a training, run, verdict or compare result; optionally the charts as PNG."""
+    if output.exists() and output.is_dir():
+        raise ReplaykitError(f"report output {output} is a folder; give a file name such as report.html")
+    ctx, figures = build(store, report_id)
+    html = render(ctx, figures).encode("utf-8")
+    _write_atomic(output, html)
+    pngs = (
+        [str(charts.save_png(fig, png_dir / f"{name}.png")) for name, fig in figures.items()]
+        if png_dir
+        else []
+    )
+    return {
+        "id": ctx["id"],
+        "kind": ctx["kind"],
+        "path": str(output),
+        "bytes": len(html),
+        "charts": sorted(figures),
+        "pngs": pngs,
+        "runs": len(ctx["runs"]),
+        "transcripts": len(ctx["transcripts"]),
+        "diffs": len(ctx["diffs"]),
+    }
