@@ -206,11 +206,11 @@ def cassettes_ls(
 
 @app.command()
 def runs(
-    kind: Optional[Literal["measure", "training", "verdict"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
+    kind: Optional[Literal["measure", "training", "verdict", "compare"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs, trainings and verdicts in the store (newest last)."""
+    """List runs, trainings, verdicts and compare results in the store (newest last)."""
     everything = open_store(store).list_runs()
     rows = [r for r in everything if kind is None or r["kind"] == kind]
     rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
