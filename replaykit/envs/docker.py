@@ -327,8 +327,11 @@ class DockerEnv:
             exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")["Id"]
             api.exec_start(exec_id)
         except Exception:
-            self._stop(faults.stopped_reason(self.container)
-                       or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)")
+            pass
+        if self._procs is None or not faults.kill_leftovers(self._client, self.container, self._procs):
+            return
+        self._stop(faults.stopped_reason(self.container)
+                   or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)")
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
@@ -399,7 +402,8 @@ class DockerEnv:
             return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: {self._dead}")
         if prep.exit_code != 0:
             said = (prep.stderr or prep.stdout).strip().splitlines()
-            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {said[-1][:200] if said else prep.exit_code}")
+            why = said[-1][:200] if said else f"exit {prep.exit_code}"
+            return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: cannot prepare the verifier: {why}")
         verifier_env = verifier_vars(self.task, self.step)
         tests, timeout = (self.step.tests_dir, self.step.verifier_timeout_sec) if self.step else (self.task.tests_dir, None)
         timeout = timeout or self.task.verifier_timeout_sec

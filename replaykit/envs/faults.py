@@ -25,6 +25,7 @@ which (``limits.storage_enforced``: ``driver``, ``watchdog`` or ``no``).
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,50 @@ def _du_bytes(root: Path) -> int:
             except OSError:
                 continue
     return total
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie waiting for PID 1 to reap it, not gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _procs(path: Path) -> list[int]:
+    try:
+        return [int(p) for p in path.read_text().split() if _alive(int(p))]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_leftovers(client: Any, container: Any, procs_file: Path, rounds: int = 5) -> bool:
+    """Kill (from the host) every process of the container but its PID 1, with the
+    container frozen so nothing forks meanwhile. True when processes are still left
+    (e.g. not root here): the episode cannot go on."""
+    try:
+        init = int(container.attrs["State"]["Pid"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    for _ in range(rounds):
+        left = [p for p in _procs(procs_file) if p != init]
+        if not left:
+            return False
+        try:
+            client.api.pause(container.id)
+        except Exception:
+            pass
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            client.api.unpause(container.id)
+        except Exception:
+            pass
+        time.sleep(0.05)
+    return bool([p for p in _procs(procs_file) if p != init])
 
 
 class Watchdog:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from replaykit.determinism import digest_of
+from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task, task_digest
 from replaykit.errors import EnvError
 
@@ -45,6 +46,7 @@ DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
 Progress = Callable[[str], None]
 _clients: dict[int, Any] = {}
@@ -162,27 +164,33 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
     """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
+    for name in ("docker-compose.yaml", "docker-compose.yml"):
+        if (task.environment_dir / name).is_file():
+            raise EnvError(f"{task.environment_dir / name}: multi-container tasks (docker-compose) are not supported yet; "
+                           "remove the file to run the main container alone")
     env_table = task.config.get("environment")
     prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
     if dockerfile.is_file():
         try:
-            original = dockerfile.read_text(encoding="utf-8")
+            original = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
         except (OSError, UnicodeDecodeError) as exc:
             raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+        source = str(dockerfile)
     elif isinstance(prebuilt, str) and prebuilt.strip():
         original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
+        source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
     else:
         raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker")
     aliases = dict(aliases or {})
     text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
     if not any(_FROM.match(line) for line in original.splitlines()):
-        raise EnvError(f"{dockerfile}: field 'FROM' is missing; the Dockerfile names no base image")
+        raise EnvError(f"{source}: field 'FROM' is missing; the Dockerfile names no base image")
     base_ids: dict[str, str] = {}
     for ref in bases:
         found = image_exists(client, ref)
         if found is None:
             hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE})"
-            raise EnvError(f"{dockerfile}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
+            raise EnvError(f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
         base_ids[ref] = found
     digest = digest_of(
         {"format": IMAGE_FORMAT, "environment": task_digest(task.environment_dir), "dockerfile": text,
@@ -194,11 +202,16 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
         return TaskImage(existing, tag, digest, built=False)
     if progress:
         progress(f"building image {tag} for task {task.id}")
-    image_id = _build(client, task, text, tag, digest)
+    image_id = _build(client, task, text, tag, digest, source)
     return TaskImage(image_id, tag, digest, built=True)
 
 
-def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str) -> str:
+def plain(text: str) -> str:
+    """Build output as plain text: ANSI colour/cursor codes and carriage returns removed."""
+    return _ANSI.sub("", text).replace("\r", "")
+
+
+def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str, source: str) -> str:
     import docker.errors
 
     with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
@@ -218,17 +231,17 @@ def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str)
             )
             for chunk in stream:
                 if "stream" in chunk:
-                    log.extend(line for line in str(chunk["stream"]).splitlines() if line.strip())
+                    log.extend(line for line in plain(str(chunk["stream"])).splitlines() if line.strip())
                 if "error" in chunk:
                     tail = " | ".join(log[-4:])
-                    raise EnvError(f"{task.environment_dir / 'Dockerfile'}: build failed: {str(chunk['error']).strip()} ({tail})")
+                    raise EnvError(f"{source}: build failed: {plain(str(chunk['error'])).strip()} ({tail})")
         except docker.errors.APIError as exc:
-            raise EnvError(f"{task.environment_dir / 'Dockerfile'}: build failed: {exc.explanation or exc}") from None
+            raise EnvError(f"{source}: build failed: {plain(str(exc.explanation or exc))}") from None
         except OSError as exc:
             raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
     found = image_exists(client, tag)
     if found is None:
-        raise EnvError(f"{task.environment_dir / 'Dockerfile'}: the build produced no image {tag}")
+        raise EnvError(f"{source}: the build produced no image {tag}")
     return found
 
 
