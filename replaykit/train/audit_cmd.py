@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich import box
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from replaykit import render
 from replaykit.errors import ConfigError
@@ -34,109 +32,103 @@ def _rate(final: dict[str, Any]) -> str:
 
 
 def counterfactual_table(rep: dict[str, Any]) -> None:
-    out = render.out
-    table = Table(
-        title=escape(
-            f"training {rep['training_id']}: recorded {rep['recorded_criterion']['name']} × "
-            f"{rep['recorded_optimizer']['name']} vs {rep['criterion']['spec']} × {rep['optimizer']['spec']}"
-        ),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for col in ("ep", "recorded", "cf", "cf base", "cf cand", "off"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("why", overflow="fold")
+    """Short cells in the table (≠ marks what differs from the recorded training); reasons below, in full."""
+    rows: list[list[str | Text]] = []
+    notes = []
     for r in rep["epochs"]:
         moved = r["counterfactual_baseline"] and r["counterfactual_baseline"] != r["recorded_baseline"]
-        table.add_row(
-            str(r["epoch"]),
-            r["recorded_decision"],
-            r["counterfactual_decision"] + (" ≠" if r["flipped"] else ""),
-            _sha(r["counterfactual_baseline"])[:7] + (" ≠" if moved else ""),
-            _sha(r["counterfactual_candidate"])[:7] + (" *" if r["reapplied"] else ""),
-            "yes" if r["offline"] else "no",
-            escape(r["reason"][:70]),
+        rows.append(
+            [
+                str(r["epoch"]),
+                r["recorded_decision"],
+                r["counterfactual_decision"] + (" ≠" if r["flipped"] else ""),
+                _sha(r["counterfactual_baseline"]) + (" ≠" if moved else ""),
+                _sha(r["counterfactual_candidate"]) + (" *" if r["reapplied"] else ""),
+                "yes" if r["offline"] else "no",
+            ]
         )
-    out.print(table)
+        if r["reason"]:
+            notes.append(f"epoch {r['epoch']}: {r['reason']}")
+    render.line(
+        f"recorded: {rep['recorded_criterion']['name']} × {rep['recorded_optimizer']['name']} · "
+        f"counterfactual: {rep['criterion']['spec']} × {rep['optimizer']['spec']}"
+    )
+    render.show_table(
+        f"counterfactual of training {rep['training_id']}",
+        ["epoch", "recorded", "counterfactual", "cf baseline", "cf candidate", "offline"],
+        rows,
+    )
+    render.line("≠ differs from the recorded training · * recorded proposal re-applied to another baseline")
+    for note in notes:
+        render.line(note)
     rec, cf = rep["final"]["recorded"], rep["final"]["counterfactual"]
-    out.print(
-        f"final baseline: recorded {_sha(rec['sha'])} solves {_rate(rec)} · counterfactual "
-        + (
-            f"{_sha(cf['sha'])} solves {_rate(cf)}"
-            if cf["determined"]
-            else f"undetermined (last known {_sha(cf['last_known'])})"
-        ),
-        highlight=False,
+    shown = (
+        f"{_sha(cf['sha'])} solves {_rate(cf)}"
+        if cf["determined"]
+        else f"undetermined (last known {_sha(cf['last_known'])})"
     )
-    out.print(
-        "≠ differs from the recorded training · * recorded proposal re-applied to another baseline · off = computable offline",
-        highlight=False,
-    )
-    out.print(
-        f"flipped epochs: {', '.join(map(str, rep['flipped'])) or 'none'} · computable offline: "
-        f"{rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)",
-        highlight=False,
+    render.line(f"final baseline: recorded {_sha(rec['sha'])} solves {_rate(rec)} · counterfactual {shown}")
+    flipped = ", ".join(map(str, rep["flipped"])) or "none"
+    render.line(
+        f"flipped epochs: {flipped} · computable offline: {rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)"
     )
     if rep["reapplied"]:
-        out.print(f"approximation: {rep['approximation']}", markup=False, highlight=False)
+        render.line(f"approximation: {rep['approximation']}")
     if rep["needs_recording"]:
-        out.print(
-            f"to continue, record these {len(rep['needs_recording'])} episode(s) (or rerun with --record):",
-            highlight=False,
+        render.line(
+            f"to continue, record these {len(rep['needs_recording'])} episode(s) (or rerun with --record):"
         )
         for m in rep["needs_recording"]:
-            out.print(
-                f"  epoch {m['epoch']} {m['role']}: {m['task_id']} seed {m['seed']} harness {m['harness_sha'][:10]} (key {m['cassette_id']})",
-                markup=False,
-                highlight=False,
+            render.line(
+                f"  epoch {m['epoch']} {m['role']}: {m['task_id']} seed {m['seed']} harness {m['harness_sha'][:10]} "
+                f"(key {m['cassette_id']})"
             )
     elif rep["reproduces_recorded"]:
-        out.print("reproduces the recorded training: every decision and the final baseline", highlight=False)
+        render.line("reproduces the recorded training: every decision and the final baseline")
 
 
 def sweep_table(rep: dict[str, Any]) -> None:
-    table = Table(
-        title=f"sweep of training {rep['training_id']} (criterion × optimizer)",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for col in ("criterion", "optimizer", "accepted epochs", "final baseline", "final solve rate", "offline"):
-        table.add_column(col)
+    rows: list[list[str | Text]] = []
     for c in rep["cells"]:
-        final = _sha(c["final_baseline"]) if c["complete"] else f"? (after {_sha(c['last_known_baseline'])})"
+        final = _sha(c["final_baseline"]) if c["complete"] else f"? after {_sha(c['last_known_baseline'])}"
         rate = (
             "unknown"
             if c["final_solved"] is None
             else f"{c['final_solved']}/{c['final_total']} ({c['final_solve_rate']:.0%})"
         )
-        table.add_row(
-            escape(c["criterion"] + (" (recorded)" if c["recorded"] else "")),
-            escape(c["optimizer"]),
-            ", ".join(map(str, c["accepted_epochs"])) or "none",
-            final,
-            rate,
-            f"{c['offline_share']:.0%}",
+        rows.append(
+            [
+                c["criterion"] + (" (recorded)" if c["recorded"] else ""),
+                c["optimizer"],
+                ", ".join(map(str, c["accepted_epochs"])) or "none",
+                final,
+                rate,
+                f"{c['offline_share']:.0%}",
+            ]
         )
-    render.out.print(table)
+    render.show_table(
+        f"sweep of training {rep['training_id']} (criterion × optimizer)",
+        ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline"],
+        rows,
+    )
+    rec = rep["recorded_final"]
+    render.line(f"recorded final baseline {_sha(rec['sha'])} solves {_rate(rec)}")
 
 
 def robustness_table(rep: dict[str, Any]) -> None:
-    table = Table(
-        title=f"verdict {rep['verdict_id']}: {rep['criterion']['name']} on resampled seeds",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    rows: list[list[str | Text]] = [
+        [",".join(map(str, s["seeds"])), "accept" if s["accept"] else "reject", "yes" if s["holds"] else "NO"]
+        for s in rep["samples"]
+    ]
+    render.line(f"{rep['criterion']['name']} on seed subsets of verdict {rep['verdict_id']}")
+    render.show_table(
+        "",
+        ["seeds", "decision", "holds"],
+        rows,
     )
-    for col in ("seeds", "decision", "holds", "why"):
-        table.add_column(col)
     for s in rep["samples"]:
-        table.add_row(
-            ",".join(map(str, s["seeds"])),
-            "accept" if s["accept"] else "reject",
-            "yes" if s["holds"] else "NO",
-            escape(s["reason"][:90]),
-        )
-    render.out.print(table)
-    render.out.print(rep["summary"], markup=False, highlight=False)
+        render.line(f"seeds {','.join(map(str, s['seeds']))}: {s['reason']}")
+    render.line(rep["summary"])
 
 
 def _emit(value: Any) -> None:
@@ -235,8 +227,7 @@ def audit(
         return
     counterfactual_table(rep)
     if record:
-        render.out.print(
+        render.line(
             f"recorded as training {rep['recorded_training']} on branch {rep['recorded_branch']} "
-            f"(replay it: replaykit replay {rep['recorded_training']})",
-            highlight=False,
+            f"(replay it: replaykit replay {rep['recorded_training']})"
         )

@@ -228,10 +228,7 @@ def walk(
             verdict=verdict.to_dict() if verdict else None,
         )
         if progress:
-            progress(
-                "note",
-                {"message": f"epoch {epoch}: recorded {row['recorded_decision']}, counterfactual {decision}"},
-            )
+            progress("epoch", {"epoch": epoch})
     return {
         "rows": rows,
         "head": head,

@@ -126,12 +126,7 @@ def sweep(
                     }
                 )
                 if progress:
-                    progress(
-                        "note",
-                        {
-                            "message": f"{cells[-1]['criterion']} × {cells[-1]['optimizer']}: {rep['accepted']} accepted"
-                        },
-                    )
+                    progress("cell", {"epoch": len(cells)})
     return {
         "training_id": doc["training_id"],
         "kind": "sweep",
