@@ -206,11 +206,11 @@ def cassettes_ls(
 
 @app.command()
 def runs(
-    kind: Optional[Literal["measure", "training", "verdict", "compare"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
+    kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs, trainings, verdicts and compare results in the store (newest last)."""
+    """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
     everything = open_store(store).list_runs()
     rows = [r for r in everything if kind is None or r["kind"] == kind]
     rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
@@ -364,6 +364,7 @@ def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", help="Port to listen on."),
     tasks: Optional[list[Path]] = typer.Option(None, "--tasks", help="Task folders the simulator knows (default: envs/*)."),
+    noise: bool = typer.Option(False, "--noise", help="Batch-dependent sampling: replies vary with concurrent load (to test `replaykit probe`)."),
     as_json: bool = typer.Option(False, "--json", help="Print {\"base_url\": …} on stdout once listening."),
 ) -> None:
     """Run the reference model server (a deterministic simulator) until Ctrl-C."""
@@ -376,7 +377,7 @@ def serve_reference(
         render.err(f"reference model server on {url} (Ctrl-C to stop)")
 
     with port_in_use_error(host, port):
-        serve_forever(host, port, tasks, on_ready=ready)
+        serve_forever(host, port, tasks, on_ready=ready, noise=noise)
 
 
 @app.command()
@@ -414,6 +415,7 @@ from replaykit.report import commands as report_cmd  # noqa: E402
 
 cassettes_app.command("diff")(report_cmd.cassettes_diff)
 app.command("report")(report_cmd.report)
+app.command("probe")(report_cmd.probe)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
 from replaykit.report.transcript import episode_summary, transcript
 
-KINDS = ("training", "measure", "verdict", "compare")
+KINDS = ("training", "measure", "verdict", "compare", "probe")
 
 
 def anchor(*parts: Any) -> str:
@@ -246,6 +246,12 @@ class Report:
         return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
 
 
+def probes(store: Any, models: set[str] | None = None) -> list[dict[str, Any]]:
+    """Stored determinism probes (``replaykit probe --save``), of these models or all."""
+    rows = [r for r in store.list_runs() if r["kind"] == "probe" and (models is None or r["model"] in models)]
+    return [store.get_doc(r["id"], kind="probe") for r in rows]
+
+
 def _fraction(episodes: list[dict[str, Any]]) -> float | None:
     return sum(bool(e["passed"]) for e in episodes) / len(episodes) if episodes else None
 
@@ -284,6 +290,10 @@ def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         doc = store.get_doc(report_id, kind="verdict")
         ctx["verdict"] = report.verdict(doc)
         ctx["id"], ctx["title"] = doc["verdict_id"], f"verdict {doc['verdict_id']}"
+    elif kind == "probe":
+        doc = store.get_doc(report_id, kind="probe")
+        ctx["probes"] = [doc]
+        ctx["id"], ctx["title"] = doc["probe_id"], f"probe {doc['probe_id']} ({doc['model']})"
     else:
         doc = store.get_doc(report_id, kind="compare")
         ctx["compare"] = report.compare(doc)
@@ -291,6 +301,8 @@ def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
             doc.get("compare_id", report_id),
             f"compare {doc.get('compare_id', report_id)}",
         )
+    if kind != "probe":
+        ctx["probes"] = probes(store, {r["model"] for r in report.runs.values()})
     ctx["runs"] = list(report.runs.values())
     ctx["diffs"] = list(report.diffs.values())
     ctx["transcripts"] = list(report.transcripts.values())

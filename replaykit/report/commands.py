@@ -56,7 +56,7 @@ def cassettes_diff(
 
 def report(
     report_id: str = typer.Argument(
-        ..., help="A training, run, verdict or compare id (a unique prefix is enough)."
+        ..., help="A training, run, verdict, compare or probe id (a unique prefix is enough)."
     ),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write each chart as PNG into this folder."),
@@ -77,3 +77,54 @@ def report(
         f"{summary['runs']} run(s), {summary['transcripts']} transcript(s), {summary['diffs']} diff(s)"
         + (f"; charts as PNG in {png}" if png else "")
     )
+
+
+def probe(
+    base_url: str = typer.Option(
+        ..., "--base-url", help="OpenAI-compatible base URL (…/v1), or builtin (the reference server)."
+    ),
+    model: str = typer.Option(..., "--model", help="Model name to probe."),
+    n: int = typer.Option(8, "-n", help="Requests per phase (serial, then concurrent)."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Concurrent clients in the second phase."),
+    temperature: float = typer.Option(0.0, "--temperature", help="Temperature sent with every request."),
+    seed: int = typer.Option(0, "--seed", help="Seed sent with every request."),
+    prompt: Optional[str] = typer.Option(
+        None, "--prompt", help="The user message (default: a short fixed question)."
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="Env var holding the key (sent, never stored)."
+    ),
+    save: bool = typer.Option(False, "--save", help="Keep the result in the store (reports show it)."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Send the same request N times serially and concurrently: is the endpoint deterministic?"""
+    from replaykit.models.probe import DEFAULT_PROMPT, probe as run_probe, save_probe
+    from replaykit.render import err
+
+    def note(event: str, data: dict[str, Any]) -> None:
+        if not as_json and event == "note":
+            err(str(data.get("message", "")))
+
+    result = run_probe(
+        base_url,
+        model,
+        n,
+        concurrency,
+        temperature,
+        seed,
+        prompt or DEFAULT_PROMPT,
+        api_key_env,
+        progress=note,
+    )
+    if save:
+        save_probe(open_store(store), result)
+    result["saved"] = save
+    if as_json:
+        emit_json(result)
+    else:
+        from replaykit.report import terminal
+
+        terminal.probe(result)
+    if result["verdict"] != "deterministic":
+        raise typer.Exit(1)

@@ -105,3 +105,26 @@ def episode_diff(doc: dict[str, Any]) -> None:
         right = escape(row["b"]) if row["b"] is not None else ""
         table.add_row(f"[{s}]{left}[/]" if s and left else left, f"[{s}]{right}[/]" if s and right else right)
     out.print(table)
+
+
+def probe(r: dict[str, Any]) -> None:
+    _print(
+        f"probe {r['probe_id']}: {r['model']} at {r['base_url']} · temperature {r['temperature']} · seed {r['seed']}",
+        "bold",
+    )
+    _print(
+        f"{r['requests']} requests ({r['n']} serial, {r['n']} over {r['concurrency']} concurrent connections)"
+    )
+    _print(
+        f"distinct outputs: {r['distinct_outputs']} (serial {r['distinct_serial']}, concurrent {r['distinct_concurrent']})"
+    )
+    pos = r["first_difference_token"]
+    _print(
+        f"first differing token: {'-' if pos is None else pos} · system_fingerprints: {', '.join(r['system_fingerprints']) or '-'}"
+    )
+    ok = r["verdict"] == "deterministic"
+    _print(f"verdict: {r['verdict']}", "bold green" if ok else "bold red")
+    for tip in r["advice"]:
+        _print(f"  - {tip}")
+    if r.get("saved"):
+        _print(f"saved as probe {r['probe_id']} (`replaykit report {r['probe_id']}`)", "dim")

@@ -32,6 +32,7 @@ from replaykit.models.reference.protocol import (
     parse_chat_request,
     parse_json_object,
 )
+from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.simulator import Task, load_tasks, task_models
 from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
@@ -56,9 +57,10 @@ class _Server(LoopbackServer):
 
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], models: dict[str, ModelHandler]) -> None:
+    def __init__(self, address: tuple[str, int], models: dict[str, ModelHandler], noise: bool = False) -> None:
         super().__init__(address, _Handler)
         self.models = models
+        self.noise = noise  # batch-dependent sampling (noise.py): replies vary with the open connections
 
 
 class _Handler(LoopbackHandler):
@@ -146,6 +148,10 @@ class _Handler(LoopbackHandler):
         if handler is None:
             raise _model_not_found(request.model)
         turn = handler(request)
+        if self.server.noise:
+            with self.server.connections_lock:
+                load = len(self.server.connections)
+            turn = batch_noise(turn, request.digest, load)
         if request.stream:
             self._send_stream(sse_events(request, turn))
         else:
@@ -178,8 +184,9 @@ class ReferenceServer:
     task under ``<repo>/envs/``. Tasks are loaded at :meth:`start`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, task_dirs: list[Path] | None = None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, task_dirs: list[Path] | None = None, noise: bool = False) -> None:
         self.host = host
+        self.noise = noise
         self._requested_port = port
         self.task_dirs = task_dirs
         self._server: _Server | None = None
@@ -207,7 +214,7 @@ class ReferenceServer:
             return self.base_url
         models = build_models(load_tasks(self.task_dirs))
         try:
-            self._server = _Server((self.host, self._requested_port), models)
+            self._server = _Server((self.host, self._requested_port), models, noise=self.noise)
         except OSError as exc:
             raise ModelError(f"cannot bind the reference server to {self.host}:{self._requested_port}: {exc}") from exc
         self._thread = threading.Thread(
@@ -252,12 +259,14 @@ def serve_forever(
     port: int = 8642,
     task_dirs: list[Path] | None = None,
     on_ready: Callable[[str], None] | None = None,
+    noise: bool = False,
 ) -> None:
     """Serve in the foreground until interrupted (for ``replaykit serve reference``).
 
-    ``on_ready`` is called once with the ``base_url`` after the port is bound.
+    ``on_ready`` is called once with the ``base_url`` after the port is bound;
+    ``noise`` turns on batch-dependent sampling (``noise.py``).
     """
-    server = ReferenceServer(host=host, port=port, task_dirs=task_dirs)
+    server = ReferenceServer(host=host, port=port, task_dirs=task_dirs, noise=noise)
     url = server.start()
     if on_ready is not None:
         on_ready(url)
