@@ -221,3 +221,63 @@ def test_ctrl_c_prints_one_line_and_rerun_resumes(tmp_path: Path) -> None:
     again = cli("train", str(config), "--epochs", "4", "--json", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert len(json.loads(again.stdout)["epochs"]) == 4
+
+
+def small(tmp_path: Path) -> Path:
+    tasks = [str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")]
+    return write_config(tmp_path, {"panel.tasks": tasks, "panel.seeds": [0]})
+
+
+def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
+    from replaykit.train.trainer import Trainer
+
+    events: list[tuple[str, dict[str, object]]] = []
+    trainer = Trainer(config_path=small(tmp_path), progress=lambda event, data: events.append((event, data)))
+    for loss in trainer.epochs(2):
+        loss.backward()
+        trainer.optimizer.step()
+    assert events[0] == ("outer", {"total": 2, "label": "epoch"})
+    assert [d["epoch"] for e, d in events if e == "epoch"] == [0, 1]
+    plans = [d["label"] for e, d in events if e == "plan"]
+    assert plans[:2] == ["epoch 0: baseline", "epoch 0: candidate"]
+    episodes = [d for e, d in events if e == "episode"]
+    assert episodes and all(str(d["label"]).startswith("epoch ") for d in episodes)
+
+
+def test_compare_reports_cells(tmp_path: Path) -> None:
+    from replaykit.config import load_config
+    from replaykit.train.audit import compare
+
+    events: list[tuple[str, dict[str, object]]] = []
+    compare(
+        load_config(small(tmp_path)),
+        ["reference-weak", "reference-strong"],
+        ["main"],
+        progress=lambda event, data: events.append((event, data)),
+    )
+    assert events[0] == ("outer", {"total": 2, "label": "cell"})
+    assert [d["label"] for e, d in events if e == "outer_step"] == [
+        "main × reference-weak",
+        "main × reference-strong",
+    ]
+    assert sum(e == "episode" for e, _ in events) == 4
+
+
+def test_train_prints_the_epochs_of_this_invocation(tmp_path: Path) -> None:
+    config = small(tmp_path)
+    assert cli("train", str(config), "--epochs", "2", cwd=tmp_path).returncode == 0
+    proc = cli("train", str(config), "--epochs", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("epoch ") and ": " in line]
+    assert [n.split(":")[0] for n in notes] == ["epoch 0"]
+    assert "resumed 1 epoch(s)" in proc.stdout
+    assert "1 later epoch(s) recorded earlier are not shown" in proc.stdout
+
+
+def test_tasks_check_keeps_the_end_of_a_problem() -> None:
+    from replaykit.envs.check import tail
+
+    noise = "\n".join(f"apt: unpacking package {i}" for i in range(200))
+    kept = tail(noise + "\nE: the actual cause\n")
+    assert kept.endswith("E: the actual cause") and len(kept) <= 401
+    assert tail("short") == "short"

@@ -34,6 +34,12 @@ def _oracle(task: Task, kind: str, aliases: dict[str, str]) -> tuple[Grade, Grad
         return local_oracle(task, Path(tmp) / "ws")
 
 
+def tail(text: str, limit: int = 400) -> str:
+    """The end of a long output: the cause of a failure is usually in its last lines."""
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:].lstrip()
+
+
 def check_tasks(
     patterns: list[str],
     root: Path,
@@ -68,11 +74,11 @@ def check_tasks(
             else:
                 problems = []
                 if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
-                    problems.append(f"untouched environment scored {untouched.reward:g}" + (" (infra failure)" if untouched.infra_failure else "") + f": {untouched.detail[:200]}")
+                    problems.append(f"untouched environment scored {untouched.reward:g}" + (" (infra failure)" if untouched.infra_failure else "") + f": {tail(untouched.detail)}")
                 elif untouched.reward > 0:
                     row["warning"] = f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
                 if not solved.passed:
-                    problems.append(f"solution scored {solved.reward:g}" + (" (infra failure)" if solved.infra_failure else "") + f": {solved.detail[:200]}")
+                    problems.append(f"solution scored {solved.reward:g}" + (" (infra failure)" if solved.infra_failure else "") + f": {tail(solved.detail)}")
                 row.update(ok=not problems, untouched=untouched.reward, solved=solved.reward, problem="; ".join(problems))
         rows.append(row)
         if progress:

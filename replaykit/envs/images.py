@@ -189,7 +189,7 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
     for ref in bases:
         found = image_exists(client, ref)
         if found is None:
-            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE})"
+            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
             raise EnvError(f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
         base_ids[ref] = found
     digest = digest_of(

@@ -78,14 +78,18 @@ def replay_training(store: Store, training_id: str, episodes: bool = True, progr
     }
 
 
-def compare(config: RunConfig, models: list[str], harness_refs: list[str], record_mode: str = "once") -> dict[str, Any]:
+def compare(config: RunConfig, models: list[str], harness_refs: list[str], record_mode: str = "once", progress: Any = None) -> dict[str, Any]:
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
     cells = []
     repo = None
+    if progress:
+        progress("outer", {"total": len(models) * len(harness_refs), "label": "cell"})
     for ref in harness_refs:
         for name in models:
             model = config.model.model_copy(update={"name": name})
-            result = measure(config, record_mode=record_mode, harness_ref=ref, model=model)
+            result = measure(config, record_mode=record_mode, harness_ref=ref, model=model, progress=progress)
+            if progress:
+                progress("outer_step", {"label": f"{ref} × {name}"})
             run = result.run
             repo = repo or run["harness_repo"]
             cells.append({"harness": ref, "harness_sha": run["harness_sha"], "model": name, "run_id": run["run_id"],

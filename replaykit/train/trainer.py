@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -126,6 +126,7 @@ class Trainer:
     # -- the loop ------------------------------------------------------------------
     def epochs(self, n: int | None = None) -> Iterator[Loss]:
         n = self.train_cfg.epochs if n is None else n
+        self.progress("outer", {"total": n, "label": "epoch"})
         for epoch in range(n):
             head = self.harness.resolve()
             parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate
@@ -139,12 +140,17 @@ class Trainer:
             yield loss
 
     def _measure(self, sha: str, label: str) -> dict[str, Any]:
-        result = measure(self.config, record_mode=self.record_mode, sha=sha, store=self.store, keep_going=self.keep_going)
+        result = measure(self.config, record_mode=self.record_mode, sha=sha, store=self.store, keep_going=self.keep_going,
+                         progress=self._episode_progress(label))
         if result.reused and not result.recorded:
             self.progress("note", {"message": f"{label} {sha[:10]}: reused {len(result.reused)} cassette(s), no model calls"})
         else:
             self.progress("note", {"message": f"{label} {sha[:10]}: recorded {len(result.recorded)}, reused {len(result.reused)}"})
         return result.run
+
+    def _episode_progress(self, label: str) -> Callable[[str, dict[str, Any]], None]:
+        """Forward a measure's per-episode events, labelled with the epoch and side."""
+        return lambda event, data: self.progress(event, dict(data, label=label)) if event in ("plan", "episode") else None
 
     def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> Loss:
         loss = Loss(self, epoch, baseline_sha, baseline["run_id"])
