@@ -26,7 +26,7 @@ app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT, help="Train ag
 cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette store.")
 serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
 images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
-tasks_app = typer.Typer(no_args_is_help=True, help="Check task folders (Harbor format).")
+tasks_app = typer.Typer(no_args_is_help=True, help="Check and create task folders (Harbor format).")
 app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
 app.add_typer(images_app, name="images")
@@ -155,11 +155,19 @@ def train(
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
         trainer = Trainer(config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going)
+        resumed_before = len(trainer.recorded)
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()
     summary = trainer.summary()
-    emit_json(summary) if as_json else render.training_table(summary)
+    if as_json:
+        emit_json(summary)
+        return
+    ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
+    later = len(summary["epochs"]) - ran
+    render.training_table(dict(summary, epochs=summary["epochs"][:ran], resumed_epochs=min(resumed_before, ran)))
+    if later > 0:
+        render.line(f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)")
 
 
 app.command("audit")(audit_cmd.audit)
@@ -179,8 +187,9 @@ def compare(
     from replaykit.train.audit import compare as compare_cells
 
     check_record_mode(record_mode)
-    report = compare_cells(load_config(config), [m.strip() for m in models.split(",") if m.strip()],
-                           [h.strip() for h in harness.split(",") if h.strip()], record_mode)
+    with render.progress(enabled=not as_json) as progress:
+        report = compare_cells(load_config(config), [m.strip() for m in models.split(",") if m.strip()],
+                               [h.strip() for h in harness.split(",") if h.strip()], record_mode, progress=progress)
     emit_json(report) if as_json else render.compare_table(report)
 
 
@@ -416,6 +425,18 @@ from replaykit.report import commands as report_cmd  # noqa: E402
 cassettes_app.command("diff")(report_cmd.cassettes_diff)
 app.command("report")(report_cmd.report)
 app.command("probe")(report_cmd.probe)
+
+
+from replaykit.commands import maintenance  # noqa: E402
+
+app.command("doctor")(maintenance.doctor)
+app.command("gc")(maintenance.gc)
+cassettes_app.command("rm")(maintenance.cassettes_rm)
+
+from replaykit.commands import scaffold  # noqa: E402
+
+app.command("init")(scaffold.init)
+tasks_app.command("init")(scaffold.tasks_init)
 
 
 def main() -> None:

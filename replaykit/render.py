@@ -50,15 +50,15 @@ def short_ids(ids: list[str], minimum: int = 8) -> int:
 def show_table(title: str, headers: list[str], rows: list[list[str | Text]], styles: dict[str, str] | None = None) -> None:
     """A table of short cells when it fits the width; otherwise each row as one wrapped
     record (``header value · …``), so no cell is ever cut or split mid-word."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
     for h in headers:
         table.add_column(h, no_wrap=True, style=(styles or {}).get(h))
     for r in rows:
         table.add_row(*(Text(c) if isinstance(c, str) else c for c in r))
+    line(title)
     if Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum <= out.width:
         out.print(table)
         return
-    line(title)
     for r in rows:
         record = Text()
         for i, (h, cell) in enumerate(zip(headers, r, strict=True)):
@@ -69,7 +69,13 @@ def show_table(title: str, headers: list[str], rows: list[list[str | Text]], sty
 
 @contextlib.contextmanager
 def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], None]]:
-    """A progress callback for library calls: ``plan`` sets the total, other events advance."""
+    """A progress callback for library calls, drawn with rich on a terminal (stderr).
+
+    Events: ``outer`` {total, label} starts an outer bar (epochs of a training, cells
+    of a compare) that ``outer_step``/``epoch`` advance; ``plan`` {total|missing,
+    label?} (re)starts the inner bar that ``episode``/``task`` advance; ``note``
+    {message} prints a line. Off a terminal only notes are printed.
+    """
     if not enabled or not _err.is_terminal:
         yield lambda event, data: err(str(data.get("message", ""))) if event == "note" else None
         return
@@ -77,15 +83,26 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], N
     state: dict[str, Any] = {}
 
     def callback(event: str, data: dict[str, Any]) -> None:
-        if event == "plan":
-            state["task"] = bar.add_task("episodes", total=data.get("missing", data.get("total")))
-        elif event == "note":
-            err(str(data.get("message", "")))
-        else:
-            if "task" not in state:
-                state["task"] = bar.add_task(event, total=None)
-            label = " ".join(f"{k}={v}" for k, v in data.items() if k in ("task_id", "seed", "epoch"))
-            bar.update(state["task"], advance=1, description=label or event)
+        if event == "note":
+            bar.console.print(str(data.get("message", "")), markup=False, highlight=False, soft_wrap=True)
+        elif event == "outer":
+            state["outer_label"] = data.get("label", "step")
+            state["outer"] = bar.add_task(f"{state['outer_label']}s", total=data.get("total"))
+        elif event in ("outer_step", "epoch") and "outer" in state:
+            bar.advance(state["outer"])
+        elif event == "plan":
+            total = data.get("missing", data.get("total"))
+            label = str(data.get("label") or "episodes")
+            if "inner" in state:
+                bar.reset(state["inner"], total=total, description=label)
+            else:
+                state["inner"] = bar.add_task(label, total=total)
+        elif event in ("episode", "task"):
+            if "inner" not in state:
+                state["inner"] = bar.add_task(event, total=None)
+            detail = " ".join(f"{k}={v}" for k, v in data.items() if k in ("task_id", "seed"))
+            prefix = f"{data['label']} " if data.get("label") else ""
+            bar.update(state["inner"], advance=1, description=f"{prefix}{detail}" or event)
 
     with bar:
         yield callback
@@ -317,3 +334,20 @@ def run_rows(rows: list[dict[str, Any]], all_ids: list[str] | None = None) -> No
 def _when(iso: str) -> str:
     """``2026-11-30T08:01:22.123+00:00`` → ``2026-11-30 08:01``."""
     return iso[:16].replace("T", " ") if iso else ""
+
+
+def doctor_report(report: dict[str, Any]) -> None:
+    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+    for c in report["checks"]:
+        line(f"{marks[c['status']]}  {c['name']}: {c['detail']}" + (f" — fix: {c['fix']}" if c["fix"] and c["status"] != "ok" else ""))
+    line("ready" if report["ok"] else "not ready: fix the FAIL lines above")
+
+
+def removal_report(report: dict[str, Any]) -> None:
+    verb = "would remove" if report["dry_run"] else "removed"
+    for r in report["runs"]:
+        line(f"{verb} {r['kind'] or 'document'} {r['id']}")
+    for c in report["cassettes"]:
+        line(f"{verb} cassette {c}")
+    line(f"{verb} {len(report['runs'])} document(s), {len(report['cassettes'])} cassette(s), {len(report['trees'])} harness tree(s), "
+         f"{report['blobs']} blob(s) ({report['bytes']} bytes)")

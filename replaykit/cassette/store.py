@@ -12,6 +12,7 @@ half cassette. Look-ups are by key: no scan of a whole cassette.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
@@ -264,6 +265,34 @@ class Store:
         if len(rows) > 1 and rows[0][0] != prefix:
             raise CassetteNotFound(f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters")
         return str(rows[0][0])
+
+    # -- removal (replaykit.cassette.gc decides what; these only execute) ------------
+    def index_rows(self, table: str, columns: str) -> list[tuple[Any, ...]]:
+        """``columns`` of every row of a core table (``runs``, ``cassettes``, ``trees``, ``blobs``)."""
+        if table not in SCHEMA:
+            raise StoreError(f"unknown store table {table!r}")
+        return [tuple(r) for r in self.db.conn.execute(f"SELECT {columns} FROM [{table}]")]
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """One write transaction taken up front (BEGIN IMMEDIATE): what is read inside
+        cannot change before what is written inside commits."""
+        conn = self.db.conn
+        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def delete_rows(self, table: str, keys: Iterable[str]) -> int:
+        """Delete rows of a core table by primary key (call inside ``write_lock()``)."""
+        if table not in SCHEMA:
+            raise StoreError(f"unknown store table {table!r}")
+        pk = SCHEMA[table]["pk"]
+        cursor = self.db.conn.executemany(f"DELETE FROM [{table}] WHERE [{pk}] = ?", ((k,) for k in keys))
+        return int(cursor.rowcount)
 
     # -- harness trees ---------------------------------------------------------
     def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None:

@@ -1,0 +1,84 @@
+"""``doctor``, ``cassettes rm`` and ``gc``: thin mirrors of ``replaykit.doctor`` and
+``replaykit.cassette.gc`` (registered with one line each in ``replaykit/cli.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from replaykit import render
+
+StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+
+
+def _store(store: Optional[Path]) -> Any:
+    from replaykit.cassette.store import Store
+
+    return Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
+
+
+def _emit(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def doctor(
+    config: Optional[Path] = typer.Argument(
+        None, help="A run config to check (harness repo, endpoint, key); optional."
+    ),
+    store: Optional[Path] = typer.Option(
+        None,
+        "--store",
+        help="Store folder to check (default: the config's, else $REPLAYKIT_STORE or ./cassettes).",
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check Docker, the base image, the store, the harness repo, the endpoint and its key: one line each, with the fix."""
+    from replaykit.doctor import diagnose
+
+    report = diagnose(config, store)
+    _emit(report) if as_json else render.doctor_report(report)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def cassettes_rm(
+    ids: list[str] = typer.Argument(
+        ..., help="Run, training, verdict or cassette ids (unique prefixes are enough)."
+    ),
+    recursive: bool = typer.Option(
+        False,
+        "--recursive",
+        "-r",
+        help="Also remove what the named documents reference, unless a kept document references it.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="List what would be removed; change nothing."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Remove documents or cassettes (refused while a kept document references them), then their unreferenced blobs."""
+    from replaykit.cassette.gc import remove
+
+    report = remove(_store(store), ids, recursive=recursive, dry_run=dry_run)
+    _emit(report) if as_json else render.removal_report(report)
+
+
+def gc(
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="List what would be removed; change nothing."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Remove blobs and harness trees that no run, training, verdict or cassette references."""
+    from replaykit.cassette.gc import remove
+
+    report = remove(_store(store), [], dry_run=dry_run)
+    _emit(report) if as_json else render.removal_report(report)

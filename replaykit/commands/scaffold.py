@@ -1,0 +1,56 @@
+"""``replaykit init DIR`` and ``replaykit tasks init NAME``: thin mirrors of ``replaykit.scaffold``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from replaykit import render
+
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+
+
+def init(
+    folder: Path = typer.Argument(
+        ..., help="New (or empty) folder for the harness repo, a sample task and replaykit.yaml."
+    ),
+    template: str = typer.Option(
+        "quickstart", "--template", help="Harness template to start from (replaykit/templates/)."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Scaffold your own harness: a committed git repo with harness.py, a sample task and a config `replaykit run` accepts."""
+    from replaykit.scaffold import init_project
+
+    report = init_project(folder, template)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        return
+    render.line(
+        f"created {report['path']}: harness repo {report['harness']} ({report['harness_sha'][:10]}), task {report['task']}"
+    )
+    render.line(
+        f"next: edit and commit {report['harness']}/harness.py, add tasks with `replaykit tasks init NAME --dir {folder}/tasks`, "
+        f"then `replaykit run {report['config']}`"
+    )
+
+
+def tasks_init(
+    name: str = typer.Argument(..., help="Task id: lowercase letters, digits and dashes."),
+    parent: Path = typer.Option(Path("envs"), "--dir", help="Folder to create the task in."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Scaffold a Harbor-layout task (task.toml, instruction.md, environment/, tests/test.sh, solution/solve.sh)."""
+    from replaykit.scaffold import init_task
+
+    report = init_task(name, parent)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        return
+    render.line(
+        f"created task {report['path']}; edit instruction.md, tests/test.sh and solution/solve.sh, "
+        f"then `replaykit tasks check {report['path']} --env local`"
+    )

@@ -1,0 +1,203 @@
+"""``replaykit doctor``: is this machine ready to run a config? One check per line, each
+with the fix. Reading only: it never creates a store, pulls an image or writes a repo."""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_docker(needed: bool) -> list[Check]:
+    """The engine, then the local base image."""
+    from replaykit.envs.images import BASE_IMAGE, docker_client, image_exists
+
+    missing = FAIL if needed else WARN
+    why = "" if needed else " (only Docker tasks need it; env.kind is local)"
+    try:
+        client = docker_client()
+    except Exception as exc:  # EnvError, ImportError: one line either way
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [
+            Check(
+                "docker engine",
+                missing,
+                f"not reachable: {first}{why}",
+                "start the Docker daemon (scripts/setup-docker.sh), or use env.kind: local",
+            ),
+            Check(
+                "base image",
+                missing,
+                f"{BASE_IMAGE}: unknown (no engine){why}",
+                "start Docker, then `replaykit images build-base`",
+            ),
+        ]
+    version = client.version().get("Version", "?")
+    engine = Check("docker engine", OK, f"Docker {version} answers")
+    if image_exists(client, BASE_IMAGE):
+        return [engine, Check("base image", OK, f"{BASE_IMAGE} present")]
+    return [
+        engine,
+        Check("base image", missing, f"{BASE_IMAGE} is not built{why}", "replaykit images build-base"),
+    ]
+
+
+def check_store(root: Path) -> Check:
+    if not (root / "index.db").is_file():
+        return Check(
+            "store",
+            WARN,
+            f"no store at {root} yet (the first run creates it)",
+            "run `replaykit run CONFIG`, or pass --store",
+        )
+    from replaykit.cassette.store import Store
+    from replaykit.errors import ReplaykitError
+
+    try:
+        store = Store(root)
+        runs, cassettes = len(store.list_runs()), store.count_cassettes()
+    except (ReplaykitError, OSError) as exc:
+        return Check(
+            "store",
+            FAIL,
+            f"{root}: {exc}",
+            "check the path and permissions; `replaykit cassettes verify` checks a bundle",
+        )
+    return Check("store", OK, f"{root}: {runs} run document(s), {cassettes} cassette(s)")
+
+
+def check_harness(config: Any) -> Check:
+    import git
+
+    path = config.path(config.harness.repo)
+    entry = config.harness.entry
+    if not path.exists():
+        if config.harness.template:
+            return Check(
+                "harness repo",
+                OK,
+                f"{path} will be made from template {config.harness.template!r} on the first run",
+            )
+        return Check(
+            "harness repo",
+            FAIL,
+            f"{path} does not exist and harness.template is null",
+            f"create a git repo there with {entry} defining solve(), or `replaykit init DIR`",
+        )
+    try:
+        repo = git.Repo(path)
+        head = repo.commit(config.harness.branch)
+    except Exception as exc:  # not a repo, no such branch
+        return Check(
+            "harness repo",
+            FAIL,
+            f"{path}: not a git repo with branch {config.harness.branch!r} ({type(exc).__name__})",
+            f"git init there and commit {entry} on {config.harness.branch}",
+        )
+    try:
+        head.tree[entry]
+        committed = True
+    except KeyError:
+        committed = False
+    if not committed:
+        return Check(
+            "harness repo",
+            FAIL,
+            f"{path}@{config.harness.branch}: {entry} is not committed",
+            f"git add {entry} && git commit",
+        )
+    if repo.is_dirty(untracked_files=False):
+        return Check(
+            "harness repo",
+            FAIL,
+            f"{path} has uncommitted changes (a dirty harness is refused)",
+            "commit or stash them",
+        )
+    return Check(
+        "harness repo", OK, f"{path}@{config.harness.branch} = {head.hexsha[:10]}, {entry} committed"
+    )
+
+
+def check_endpoint(config: Any, timeout: float = 3.0) -> list[Check]:
+    """Reachability of ``model.base_url`` (GET /models) and whether its key is set."""
+    base_url, key_env = config.model.base_url, config.model.api_key_env
+    if base_url == "builtin":
+        return [
+            Check("endpoint", OK, "builtin reference model server (started in-process)"),
+            Check("api key", OK, "not needed for the builtin model"),
+        ]
+    key = os.environ.get(key_env, "")
+    key_check = (
+        Check("api key", OK, f"${key_env} is set")
+        if key
+        else Check(
+            "api key",
+            WARN,
+            f"${key_env} is not set (fine for servers that need no key, e.g. a local vLLM)",
+            f"export {key_env}=…",
+        )
+    )
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {key}"} if key else {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # the user's configured endpoint
+            return [Check("endpoint", OK, f"{base_url} answers (HTTP {response.status})"), key_check]
+    except urllib.error.HTTPError as exc:  # it answered: reachable, maybe unauthorised
+        status = WARN if exc.code in (401, 403) else OK
+        return [
+            Check(
+                "endpoint",
+                status,
+                f"{base_url} answers HTTP {exc.code} on /models",
+                f"check ${key_env}" if status == WARN else "",
+            ),
+            key_check,
+        ]
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return [
+            Check(
+                "endpoint",
+                FAIL,
+                f"{base_url} is not reachable: {reason}",
+                "start the server or fix model.base_url",
+            ),
+            key_check,
+        ]
+
+
+def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict[str, Any]:
+    """Every check, in order; ``ok`` is False when any check failed."""
+    checks: list[Check] = []
+    config = None
+    if config_path is not None:
+        from replaykit.config import load_config
+
+        config = load_config(config_path)
+    checks += check_docker(needed=config is not None and config.env.kind == "docker")
+    root = store or (config.store_path if config else Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
+    checks.append(check_store(Path(root)))
+    if config is not None:
+        checks.append(check_harness(config))
+        checks += check_endpoint(config)
+    else:
+        checks.append(
+            Check(
+                "config", WARN, "no config given: harness and endpoint not checked", "replaykit doctor CONFIG"
+            )
+        )
+    return {"ok": all(c.status != FAIL for c in checks), "checks": [asdict(c) for c in checks]}

@@ -1,0 +1,58 @@
+"""``replaykit init`` and ``replaykit tasks init`` produce things the rest of replaykit accepts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_init_makes_a_harness_repo_and_config_that_run_accepts(tmp_path: Path) -> None:
+    made = cli("init", "proj", "--json", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    report = json.loads(made.stdout)
+    assert (tmp_path / "proj" / "harness" / ".git").is_dir()
+    run = cli("run", report["config"], "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["harness_sha"] == report["harness_sha"] and doc["total"] == 1
+    assert (tmp_path / "proj" / "cassettes" / "index.db").is_file()  # the store lives in the project
+    again = cli("init", "proj", cwd=tmp_path)
+    assert again.returncode == 1 and again.stderr.startswith("Error:") and "already exists" in again.stderr
+
+
+def test_tasks_init_passes_the_local_oracle_check(tmp_path: Path) -> None:
+    made = cli("tasks", "init", "count-words", "--dir", "tasks", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "tasks" / "count-words"
+    assert {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} == {
+        "task.toml",
+        "instruction.md",
+        "environment/Dockerfile",
+        "tests/test.sh",
+        "solution/solve.sh",
+    }
+    check = cli("tasks", "check", str(folder), "--env", "local", "--json", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["passed"] == 1
+    bad = cli("tasks", "init", "Bad Name", cwd=tmp_path)
+    assert bad.returncode == 1 and "lowercase" in bad.stderr and bad.stderr.count("\n") == 1
+    taken = cli("tasks", "init", "count-words", "--dir", "tasks", cwd=tmp_path)
+    assert taken.returncode == 1 and "already exists" in taken.stderr
+
+
+@pytest.mark.docker
+def test_tasks_init_passes_the_docker_oracle_check(tmp_path: Path) -> None:
+    assert cli("tasks", "init", "in-docker", "--dir", ".", cwd=tmp_path).returncode == 0
+    check = cli("tasks", "check", "in-docker", "--json", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["passed"] == 1
