@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,3 +122,57 @@ def test_the_trials_are_not_vacuous() -> None:
         pytest.skip("runs after the six trials above")
     assert set(SEEN["optimizers"]) == {o["name"] for o in OPTIMIZERS}
     assert {"accepted", "rejected", "skipped"} <= set(SEEN["decisions"])
+
+
+def test_frontier_proposes_from_a_kept_candidate_and_the_audit_follows_it(
+    tmp_path: Path, no_network: Callable[[], None], store_state: Callable[[Store], dict[str, Any]]
+) -> None:
+    """A trade-off candidate (retry-nudge, but gives up on one task) is rejected by strict_pareto yet kept by
+    the frontier, which proposes the next epoch from it; the counterfactual follows the same parents, and
+    under greedy_monotonic the next proposal is re-applied to the head instead."""
+    source = (TEMPLATES / "quickstart" / "harness.py").read_text()
+    retry = next(c for c in CURRICULUM if c.id == "retry-nudge")
+    give_up = "def solve(task, env, llm, ctx):\n"
+    trade = source.replace(retry.search, retry.replace).replace(
+        give_up, give_up + '    if task.id == "count-error-lines":\n        return None\n'
+    )
+    stderr = next(c for c in CURRICULUM if c.id == "stderr-first")
+    diffs = [
+        unified_diff(ENTRY, source, trade),
+        unified_diff(ENTRY, source, source.replace(stderr.search, stderr.replace)),
+    ]
+    cfg = small_config(
+        tmp_path,
+        tasks=["count-error-lines", "csv-active-emails", "fix-config-port"],
+        seeds=[0],
+        **{
+            "model.name": "reference-weak",
+            "train.estimator": {"kind": "patch_queue", "diffs": diffs},
+            "train.optimizer": {"name": "pareto_frontier"},
+            "train.epochs": 2,
+        },
+    )
+    trainer = Trainer(config=cfg)
+    for loss in trainer.epochs():
+        loss.backward()
+        trainer.optimizer.step()
+    s = trainer.summary()
+    e0, e1 = s["epochs"]
+    assert (
+        e0["verdict"]["regressions"] == ["count-error-lines#0"]
+        and e0["verdict"]["new_solves"]
+        and not e0["promoted"]
+    )
+    assert e1["baseline_sha"] == e0["candidate_sha"] != s["initial_sha"]  # proposed from the kept candidate
+    assert s["final_baseline"] == s["initial_sha"]  # the branch never moved (only fast-forwards of the HEAD)
+    store = Store(cfg.store_path)
+    before = store_state(store)
+    no_network()
+    same = counterfactual(store, s["training_id"])
+    assert same["reproduces_recorded"] and [e["counterfactual_baseline"] for e in same["epochs"]] == [
+        e0["baseline_sha"],
+        e0["candidate_sha"],
+    ]
+    greedy = counterfactual(store, s["training_id"], optimizer="greedy_monotonic")
+    assert greedy["epochs"][1]["counterfactual_baseline"] == s["initial_sha"] and greedy["reapplied"] == [1]
+    assert store_state(store) == before
