@@ -118,7 +118,7 @@ def measure(
         progress("plan", {"total": len(keys), "missing": len(missing)})
     if missing:
         tree = str(store.materialise_tree(sha))
-        with open_endpoint(model) as endpoint:
+        with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)
             specs = [
                 EpisodeSpec(

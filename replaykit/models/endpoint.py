@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.keys import ModelId
@@ -50,11 +52,13 @@ def api_key(cfg: ModelConfig) -> str:
 
 
 @contextlib.contextmanager
-def open_endpoint(cfg: ModelConfig) -> Iterator[Endpoint]:
+def open_endpoint(cfg: ModelConfig, task_dirs: Sequence[Path] | None = None) -> Iterator[Endpoint]:
+    """The endpoint for ``cfg``; the built-in server is handed ``task_dirs`` (the panel's task
+    folders; None: the repository's ``envs/``), so it knows the tasks it is asked about."""
     if cfg.base_url != BUILTIN:
         yield Endpoint(cfg.base_url.rstrip("/"), api_key(cfg))
         return
     from replaykit.models.reference.server import ReferenceServer
 
-    with ReferenceServer() as server:
+    with ReferenceServer(task_dirs=None if task_dirs is None else [Path(d) for d in task_dirs]) as server:
         yield Endpoint(server.base_url, BUILTIN_KEY)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 
 from replaykit.determinism import canonical_json, derive_seed, sha256_hex
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, ToolCall, message_text
+from replaykit.models.reference.scripts import script_steps, solution_env
+from replaykit.models.reference.scripts import solution_steps as solution_steps  # re-exported
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,6 @@ EXIT_CODE_RE = re.compile(r"exit[_ ]code[:=]?\s*(-?\d+)", re.IGNORECASE)
 #: The retry nudge: the word "retry", any case.
 RETRY_RE = re.compile(r"\bretry\b", re.IGNORECASE)
 
-_SET_LINE_RE = re.compile(r"^set\s+[-+]")
 _WORD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.+-]*)(?=\s|$|;)")
 _SHELL_KEYWORDS = frozenset({"if", "for", "while", "until", "case", "select", "function", "time", "do", "then"})
 _REAL_COMMANDS = frozenset({"cpp", "ssh", "sl", "dc", "cc", "ed", "ex", "gcc", "ld", "as"})
@@ -82,37 +84,44 @@ def default_task_dirs() -> list[Path]:
     envs = Path(__file__).resolve().parents[3] / "envs"
     if not envs.is_dir():
         return []
-    return [d for d in sorted(envs.iterdir()) if (d / "instruction.md").is_file()]
+    return [d for d in sorted(envs.iterdir()) if _is_task(d)]
 
 
-def solution_steps(script: str) -> tuple[str, ...]:
-    """The steps of a ``solve.sh``: its non-empty, non-comment lines.
+def _is_task(path: Path) -> bool:
+    return (path / "instruction.md").is_file() or ((path / "task.toml").is_file() and (path / "steps").is_dir())
 
-    The shebang, comments and ``set -e``-style lines are skipped; a line ending
-    in ``\\`` is joined with the next one.
-    """
-    steps: list[str] = []
-    pending = ""
-    for raw in script.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1].rstrip() + " "
-            continue
-        if not line or line.startswith("#") or _SET_LINE_RE.match(line):
-            continue
-        steps.append(line)
-    if pending.strip():
-        steps.append(pending.strip())
-    return tuple(steps)
+
+def _step_names(path: Path) -> list[str]:
+    try:
+        config = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [t["name"] for t in config.get("steps") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
 
 
 def load_task(path: Path) -> Task:
+    """One simulator task from a task folder (single-step; see :func:`load_folder`)."""
     path = Path(path)
     instruction = (path / "instruction.md").read_text(encoding="utf-8").strip()
-    solve = path / "solution" / "solve.sh"
-    steps = solution_steps(solve.read_text(encoding="utf-8")) if solve.is_file() else ()
+    steps = script_steps(path / "solution", solution_env(path, None))
     return Task(task_id=path.name, path=path, instruction=instruction, steps=steps)
+
+
+def load_folder(path: Path) -> list[Task]:
+    """The simulator tasks of a task folder: the task itself, or one per step of a
+    multi-step task (``<id>/<step>``, each with its step's instruction and solve.sh)."""
+    path = Path(path)
+    names = _step_names(path)
+    if not names:
+        return [load_task(path)] if (path / "instruction.md").is_file() else []
+    tasks = []
+    for name in names:
+        step_dir = path / "steps" / name
+        if (step_dir / "instruction.md").is_file():
+            instruction = (step_dir / "instruction.md").read_text(encoding="utf-8").strip()
+            steps = script_steps(step_dir / "solution", solution_env(path, name))
+            tasks.append(Task(task_id=f"{path.name}/{name}", path=step_dir, instruction=instruction, steps=steps))
+    return tasks
 
 
 def load_tasks(dirs: Iterable[Path] | None = None) -> list[Task]:
@@ -125,15 +134,13 @@ def load_tasks(dirs: Iterable[Path] | None = None) -> list[Task]:
     tasks: list[Task] = []
     for d in default_task_dirs() if dirs is None else dirs:
         d = Path(d)
-        candidates = [d] if (d / "instruction.md").is_file() else sorted(d.iterdir()) if d.is_dir() else []
+        candidates = [d] if _is_task(d) else sorted(d.iterdir()) if d.is_dir() else []
         for c in candidates:
             resolved = c.resolve()
-            if resolved in seen or not (c / "instruction.md").is_file():
+            if resolved in seen or not _is_task(c):
                 continue
             seen.add(resolved)
-            task = load_task(c)
-            if task.instruction:
-                tasks.append(task)
+            tasks.extend(task for task in load_folder(c) if task.instruction)
     return tasks
 
 
