@@ -9,6 +9,8 @@ cassette; nothing touches the network, Docker or a key.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import fcntl
 import shutil
 import tempfile
@@ -138,7 +140,16 @@ class EpisodeSpec:
             "rules": list(self.rules),
             "pins": ENV_PINS,
             "versions": tool_versions(),
+            "secret_env": self.secret_env(),
         }
+
+    def secret_env(self) -> dict[str, str]:
+        """Secret label → the variable holding it (names, never values): a replay scrubs
+        their live values, where set, from what it compares and reports."""
+        names = {n: n for n in self.secrets if n != "api_key"}
+        if self.api_key_env:
+            names["api_key"] = self.api_key_env
+        return names
 
 
 class TapedEnv:
@@ -155,6 +166,7 @@ class TapedEnv:
         if self.tape.replaying:
             return self.tape.play_env(command).observation
         assert self.inner is not None
+        scrub = self.tape.scrubber
         try:
             obs = self.inner.run(command, timeout_sec)
             data = getattr(self.inner, "snapshot_bytes", lambda: None)()  # full snapshot, when the env was asked for one
@@ -163,7 +175,9 @@ class TapedEnv:
             self.env_error = self.env_error or str(exc)
             obs, data, state = Observation("", f"[replaykit: environment error: {exc}]\n", 125), None, "env-error"
         snapshot = sha256_hex(data) if data is not None else None
-        event = EnvEvent(action=command, observation=obs, state_digest=state, snapshot=snapshot, snapshot_data=data)
+        # stored scrubbed (``echo $KEY`` in an action); the harness gets the real output
+        stored = dataclasses.replace(obs, stdout=scrub.text(obs.stdout), stderr=scrub.text(obs.stderr))
+        event = EnvEvent(action=scrub.text(command), observation=stored, state_digest=state, snapshot=snapshot, snapshot_data=data)
         self.actions += 1
         self.tape.record(event)
         return obs
@@ -177,7 +191,7 @@ def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env
     """Run the harness once under the episode cassette; errors become events."""
     key: CassetteKey = spec_like["key"]
     ctx = Context(seed=key.seed, task_id=key.task_id, model=key.model.name, temperature=spec_like["temperature"], params=dict(spec_like["params"]))
-    scrubber = Scrubber(spec_like.get("secrets") or {})
+    scrubber = tape.scrubber
     with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ())):
         try:
             solve(spec_like["task"], env, _client(base_url, api_key), ctx)
@@ -190,7 +204,7 @@ def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env
             if tape.replaying:
                 tape.play_error(message)
             else:
-                tape.record(ErrorEvent(message))
+                tape.record(ErrorEvent(tape.scrubber.text(message)))
     if tape.divergence is not None:
         raise tape.divergence
 
@@ -219,6 +233,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     """Run the harness for real and return the recorded episode (not yet stored)."""
     solve = load_solve(Path(spec.tree_dir), spec.entry)
     tape = Tape(spec.key.id)
+    tape.scrubber = Scrubber(spec.secrets)
     meta = spec.meta()
     with episode_lock(spec.key):
         inner = make_env(spec)
@@ -238,12 +253,12 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         finally:
             inner.close()
     if failure is not None:  # never a graded result: stop, or keep it as an infra failure (never reused)
-        message = Scrubber(spec.secrets).text(describe(failure, spec.base_url, spec.key.model.name, spec.api_key_env))
+        message = tape.scrubber.text(describe(failure, spec.base_url, spec.key.model.name, spec.api_key_env))
         if not spec.keep_going:
             raise EndpointFailure(message)
         grade = Grade(reward=0.0, passed=False, infra_failure=True, detail=f"endpoint failure: {message}")
     assert grade is not None
-    tape.record(GradeEvent(grade))
+    tape.record(GradeEvent(dataclasses.replace(grade, detail=tape.scrubber.text(grade.detail))))
     return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
 
 
@@ -296,6 +311,13 @@ class ReplayResult:
         return self.divergence is None and self.recorded_digest == self.replayed_digest
 
 
+def replay_scrubber(meta: dict[str, Any]) -> Scrubber:
+    """What a replay scrubs from what it compares and reports: the live values of the
+    recording's secret variables (and of ``OPENAI_API_KEY``), where this process has them."""
+    names = {"api_key": "OPENAI_API_KEY", **(meta.get("secret_env") or {})}
+    return Scrubber({label: os.environ.get(var, "") for label, var in names.items()})
+
+
 def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     """Replay one recorded episode offline against the harness files in ``tree_dir``."""
     meta = episode.meta
@@ -308,6 +330,7 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
         "rules": meta.get("rules", []),
     }
     tape = Tape(episode.id, recorded=list(episode.events))
+    tape.scrubber = replay_scrubber(meta)
     grade: Grade | None = None
     steps = [tuple(s) for s in task_meta.get("steps", [])][: int(task_meta.get("steps_run", len(task_meta.get("steps", []))))]
     try:

@@ -17,6 +17,7 @@ import re
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from replaykit.cassette.scrub import Scrubber as Scrubber  # re-exported: forms are scrubbed here
 from replaykit.determinism import canonical_json
 
 Matcher = Callable[[dict[str, Any], dict[str, Any]], None]
@@ -202,26 +203,6 @@ def _codex_session(body: Any) -> Any:
 
 
 register_rule("codex-session", _codex_session)
-
-
-class Scrubber:
-    """Replaces configured secret values with ``<secret:NAME>`` in text and bytes."""
-
-    def __init__(self, secrets: dict[str, str] | None = None) -> None:
-        self.secrets = {n: v for n, v in (secrets or {}).items() if v and len(v) >= 4}
-
-    def text(self, value: str) -> str:
-        for name, secret in self.secrets.items():
-            if secret in value:
-                value = value.replace(secret, f"<secret:{name}>")
-        return value
-
-    def bytes(self, value: bytes) -> bytes:
-        for name, secret in self.secrets.items():
-            raw = secret.encode("utf-8")
-            if raw in value:
-                value = value.replace(raw, f"<secret:{name}>".encode())
-        return value
 
 
 def request_form(

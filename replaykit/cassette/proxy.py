@@ -23,7 +23,8 @@ Every exchange is kept (and handed to ``on_exchange``, which may persist it)
 before the client receives its last byte, so a completed exchange is never lost.
 ``GET /v1/models`` passes through while recording and is answered from the tape
 while replaying. Headers are never stored, so no API key reaches a cassette;
-secrets in bodies are scrubbed before anything is kept or relayed.
+secrets are scrubbed from what is kept (request forms, the joined response stream),
+never from what is relayed: the client gets the upstream's bytes unchanged.
 """
 
 from __future__ import annotations
@@ -302,17 +303,19 @@ class _ProxyHandler(LoopbackHandler):
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
             if streamed:
-                chunks, client_ok = self._relay(resp, headers, scrubber)
+                chunks, client_ok = self._relay(resp, headers)
             else:
-                data = scrubber.bytes(resp.read())
+                data = resp.read()
                 chunks = [data] if data else []
         finally:
             conn.close()
-        # kept (and persisted) before the client sees the end of the response
+        # kept (and persisted) before the client sees the end of the response; the stored copy is
+        # scrubbed as one joined stream, the client gets the upstream's bytes unchanged
+        stored = scrubber.chunks(chunks)
         self.server.keep(
             LlmEvent(
                 method=form["method"], path=form["path"], body=form["body"], status=resp.status,
-                reason=resp.reason or "", headers=headers, content=b"".join(chunks), chunks=[len(c) for c in chunks],
+                reason=resp.reason or "", headers=headers, content=b"".join(stored), chunks=[len(c) for c in stored],
             )
         )
         if not streamed:
@@ -325,7 +328,7 @@ class _ProxyHandler(LoopbackHandler):
         else:
             self.close_connection = True
 
-    def _relay(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]], scrubber: Scrubber) -> tuple[list[bytes], bool]:
+    def _relay(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]) -> tuple[list[bytes], bool]:
         """Relay an SSE body frame by frame as it arrives (all but the final empty frame);
         keep every frame for the tape. Returns the frames and whether the client is still there."""
         chunks: list[bytes] = []
@@ -341,7 +344,6 @@ class _ProxyHandler(LoopbackHandler):
         except OSError:
             client_ok = False
         for piece in _upstream_pieces(resp):
-            piece = scrubber.bytes(piece)
             if not piece:
                 continue
             chunks.append(piece)
@@ -365,7 +367,7 @@ class _ProxyHandler(LoopbackHandler):
         try:
             conn.request("GET", server.upstream.path_for(self.path), headers=self._forward_headers(b""))
             resp = conn.getresponse()
-            data = server.scrubber.bytes(resp.read())
+            data = resp.read()  # relayed as it is, never stored
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             self._send(resp.status, headers, [data], resp.reason)
         except (OSError, http.client.HTTPException) as exc:

@@ -73,7 +73,8 @@ class EpisodeCassette(Cassette):
         return {"status": {"code": event.status, "message": event.reason}, "headers": headers, "body": {"string": event.content}}
 
     def record_event(self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]) -> LlmEvent:
-        chunks = [self.scrubber.bytes(c) for c in chunks]
+        """Keep one exchange on the tape: the stored copy is scrubbed (the joined stream), the caller relays the original."""
+        chunks = self.scrubber.chunks(chunks)
         form = self.form(request)
         event = LlmEvent(
             method=form["method"],

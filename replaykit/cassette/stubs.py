@@ -75,8 +75,9 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
             real_response.stream.close()
         reason = real_response.reason_phrase
         headers = kept_headers(real_response.headers)
-        event = cassette.record_event(request, real_response.status_code, reason, headers, chunks)
-        return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
+        cassette.record_event(request, real_response.status_code, reason, headers, chunks)
+        # transparent: the client gets the upstream's bytes; only the stored copy is scrubbed
+        return _response(httpx2, real_response.status_code, reason or "", headers, chunks, False)
 
     return _handle
 
@@ -100,8 +101,8 @@ def handle_async_request(cassette: "EpisodeCassette", real: Callable[..., Any], 
         finally:
             await real_response.stream.aclose()
         headers = kept_headers(real_response.headers)
-        event = cassette.record_event(request, real_response.status_code, real_response.reason_phrase, headers, chunks)
-        return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
+        cassette.record_event(request, real_response.status_code, real_response.reason_phrase, headers, chunks)
+        return _response(httpx2, real_response.status_code, real_response.reason_phrase or "", headers, chunks, True)
 
     return _handle
 

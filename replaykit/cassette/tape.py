@@ -10,10 +10,12 @@ recording is an error naming it — never a network call.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LlmEvent, events_digest
 from replaykit.cassette.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.cassette.scrub import Scrubber
 from replaykit.errors import DivergenceError
 
 
@@ -35,6 +37,7 @@ class Tape:
         self.events: list[Event] = []
         self.cursor = 0
         self.divergence: DivergenceError | None = None
+        self.scrubber = Scrubber()  # what is stored, compared and reported is scrubbed with it
         self.transport_errors: list[Any] = []  # endpoint failures that left no event (refused, timed out)
 
     @property
@@ -57,6 +60,9 @@ class Tape:
                 "actual": actual,
                 "diff": diff,
             }
+            if self.scrubber:  # a divergence report never prints a secret
+                report = json.loads(self.scrubber.text(json.dumps(report, ensure_ascii=False, default=str)))
+                reason = self.scrubber.text(reason)
             self.divergence = DivergenceError(f"episode {self.label} diverged at event {self.cursor}: {reason}", report)
         return self.divergence
 
@@ -89,6 +95,7 @@ class Tape:
 
     # -- env ---------------------------------------------------------------------------
     def play_env(self, action: str) -> EnvEvent:
+        action = self.scrubber.text(action)  # recorded actions were stored scrubbed
         expected = self._next("env", action)
         assert isinstance(expected, EnvEvent)
         if expected.action != action:
@@ -102,6 +109,7 @@ class Tape:
 
     # -- error / grade -----------------------------------------------------------------
     def play_error(self, message: str) -> None:
+        message = self.scrubber.text(message)
         expected = self._next("error", message)
         assert isinstance(expected, ErrorEvent)
         if expected.message != message:
