@@ -252,7 +252,7 @@ def cassettes_show(
 def cassettes_export(
     root_id: str = typer.Argument(..., help="A run, training or cassette id (a unique prefix is enough)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/"),
-    fmt: Literal["bundle", "vcr"] = typer.Option("bundle", "--format", help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls."),
+    fmt: Literal["bundle", "vcr", "inspect"] = typer.Option("bundle", "--format", help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1)."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
@@ -260,8 +260,10 @@ def cassettes_export(
     """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
     from replaykit.cassette import bundle, vcr_export
 
-    if fmt not in ("bundle", "vcr"):
-        raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle or vcr")
+    if fmt not in ("bundle", "vcr", "inspect"):
+        raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
+    if fmt == "inspect":
+        return report_cmd.export_inspect(open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json)
     if fmt == "vcr":
         report = vcr_export.export_vcr(open_store(store), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
         emit_json(report) if as_json else render.vcr_export(report)

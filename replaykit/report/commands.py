@@ -128,3 +128,19 @@ def probe(
         terminal.probe(result)
     if result["verdict"] != "deterministic":
         raise typer.Exit(1)
+
+
+def export_inspect(store: Any, root_id: str, folder: Path, as_json: bool) -> None:
+    """``cassettes export ID --format inspect -o DIR``."""
+    from replaykit.report import terminal
+    from replaykit.report.inspect_log import export_inspect as write_logs
+
+    report = write_logs(store, root_id, folder)
+    if as_json:
+        emit_json(report)
+        return
+    for f in report["files"]:
+        terminal._print(f"{f['path']}: {f['samples']} sample(s)")
+    terminal._print(
+        f"wrote {len(report['files'])} Inspect eval log(s); browse them with `inspect view --log-dir {folder}`"
+    )
