@@ -321,7 +321,7 @@ def images_build_base(
 @tasks_app.command("check")
 def tasks_check(
     paths: list[str] = typer.Argument(..., help="Task folders, folders of tasks, or globs (e.g. 'envs/*')."),
-    env: Literal["docker", "local"] = typer.Option("docker", "--env", help="Environment kind to check the tasks in."),
+    env: str = typer.Option("docker", "--env", help="Environment kind to check the tasks in (docker, local, or one an installed package adds)."),
     alias: Optional[list[str]] = typer.Option(None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Take env.image_aliases from this run config."),
     as_json: bool = JsonOpt,

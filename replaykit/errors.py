@@ -35,10 +35,6 @@ class CassetteNotFound(StoreError):
     """No cassette (or run, training, verdict) with that id or key."""
 
 
-class CannotRecord(ReplaykitError):
-    """Record mode forbids recording (``none``) and a request was not recorded."""
-
-
 class DivergenceError(ReplaykitError):
     """Replay produced a request or action that differs from the recorded one."""
 
@@ -49,3 +45,7 @@ class DivergenceError(ReplaykitError):
 
 class ModelError(ReplaykitError):
     """A model endpoint answered with an error or could not be reached."""
+
+
+class TrainError(ReplaykitError):
+    """The training loop was driven wrongly or its git state is inconsistent."""

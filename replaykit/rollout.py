@@ -13,7 +13,6 @@ import dataclasses
 import os
 import fcntl
 import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,68 +23,14 @@ from replaykit.cassette.matchers import Scrubber
 from replaykit.cassette.recorder import episode_cassette
 from replaykit.cassette.tape import Tape
 from replaykit.determinism import ENV_PINS, sha256_hex
-from replaykit.envs.base import Environment, Grade, Observation
+from replaykit.envs.base import Environment, Grade, Observation, episode_workspace
+from replaykit.envs.registry import make_env
 from replaykit.errors import DivergenceError, EnvError
 from replaykit.harness import Context, load_solve
 from replaykit.models.clients import openai_client
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
 OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
-
-EnvFactory = Callable[["EpisodeSpec"], Environment]
-KeyExtra = Callable[[dict[str, Any], Any], tuple[tuple[str, str], ...]]
-_ENVIRONMENTS: dict[str, EnvFactory] = {}
-_KEY_EXTRAS: dict[str, KeyExtra] = {}
-
-
-def register_env(kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None) -> None:
-    """Environments are selected by name in configs (``env.kind``).
-
-    ``key_extra(env_config, task)`` adds identity to cassette keys (e.g. the
-    Docker image ID); the local environment adds nothing.
-    """
-    _ENVIRONMENTS[kind] = factory
-    if key_extra is not None:
-        _KEY_EXTRAS[kind] = key_extra
-
-
-def _ensure_registered(kind: str) -> None:
-    if kind == "docker" and "docker" not in _ENVIRONMENTS:
-        import replaykit.envs.docker  # noqa: F401  (registers itself)
-    if kind not in _ENVIRONMENTS:
-        raise EnvError(f"unknown environment kind {kind!r}; known: {', '.join(sorted(_ENVIRONMENTS))}")
-
-
-def env_key_extra(env: dict[str, Any], task: Any) -> tuple[tuple[str, str], ...]:
-    """The environment's part of a cassette key: always its kind first (so a new kind
-    never reuses another kind's cassettes), then whatever its ``key_extra`` adds."""
-    kind = env.get("kind", "local")
-    _ensure_registered(kind)
-    fn = _KEY_EXTRAS.get(kind)
-    extras = fn(env, task) if fn else ()
-    return (("env", kind), *tuple(pair for pair in extras if pair[0] != "env"))
-
-
-def _local_env(spec: "EpisodeSpec") -> Environment:
-    from replaykit.envs.local import LocalEnv
-    from replaykit.envs.tasks import load_task
-
-    workspace = workspace_path(spec.key)
-    return LocalEnv(
-        load_task(Path(spec.task_path)),
-        workspace=workspace,
-        timeout_sec=float(spec.env.get("timeout_sec", 30)),
-        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
-    )
-
-
-register_env("local", _local_env)
-
-
-def make_env(spec: "EpisodeSpec") -> Environment:
-    kind = spec.env.get("kind", "local")
-    _ensure_registered(kind)
-    return _ENVIRONMENTS[kind](spec)
 
 
 @dataclass(frozen=True)
@@ -211,7 +156,7 @@ def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env
 
 def workspace_path(key: CassetteKey) -> Path:
     """Derived from the key, so paths that show up in outputs repeat across runs."""
-    return Path(tempfile.gettempdir()) / "replaykit-ws" / key.id[:16]
+    return episode_workspace(key.id)
 
 
 @contextlib.contextmanager

@@ -21,8 +21,9 @@ from replaykit.errors import CassetteNotFound, ConfigError
 from replaykit.executor import LocalExecutor
 from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.envs.registry import env_key_extra
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, env_key_extra, record_episode, replay_episode
+from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
 
 Progress = Callable[[str, dict[str, Any]], None]
 

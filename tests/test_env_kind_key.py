@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from replaykit.cassette.store import Store
-from replaykit.rollout import _ENVIRONMENTS, _KEY_EXTRAS, env_key_extra, register_env
+from replaykit.envs.registry import ENVIRONMENTS, env_key_extra, get_env_kind, register_env
 from replaykit.run import measure
 from replaykit.testing import small_config
 
 
 def test_a_new_env_kind_never_reuses_local_cassettes(tmp_path: Path) -> None:
-    register_env("local-twin", _ENVIRONMENTS["local"])  # same behaviour, different kind, no key extra
+    register_env("local-twin", get_env_kind("local").factory)  # same behaviour, different kind, no key extra
     try:
         local_cfg = small_config(tmp_path, tasks=["hello-file"], seeds=[0])
         twin_cfg = small_config(tmp_path, tasks=["hello-file"], seeds=[0], **{"env.kind": "local-twin"})
@@ -26,15 +26,13 @@ def test_a_new_env_kind_never_reuses_local_cassettes(tmp_path: Path) -> None:
         key = store.get_episode(twin.run["cassettes"][0]).key
         assert dict(key.extra)["env"] == "local-twin"
     finally:
-        _ENVIRONMENTS.pop("local-twin", None)
-        _KEY_EXTRAS.pop("local-twin", None)
+        ENVIRONMENTS.unregister("local-twin")
 
 
 def test_kind_comes_first_and_is_not_duplicated() -> None:
-    register_env("extra-kind", _ENVIRONMENTS["local"], lambda env, task: (("env", "spoof"), ("image", "x")))
+    register_env("extra-kind", get_env_kind("local").factory, lambda env, task: (("env", "spoof"), ("image", "x")))
     try:
         assert env_key_extra({"kind": "extra-kind"}, None) == (("env", "extra-kind"), ("image", "x"))
         assert env_key_extra({"kind": "local"}, None) == (("env", "local"),)
     finally:
-        _ENVIRONMENTS.pop("extra-kind", None)
-        _KEY_EXTRAS.pop("extra-kind", None)
+        ENVIRONMENTS.unregister("extra-kind")

@@ -9,8 +9,13 @@ protocol from a cassette.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from replaykit.errors import EnvError
 
 
 @dataclass(frozen=True)
@@ -76,3 +81,60 @@ class Environment(Protocol):
     def metadata(self) -> dict[str, Any]:
         """Facts for the cassette metadata (image digest, pins in force, ...)."""
         ...
+
+
+def episode_workspace(episode_id: str) -> Path:
+    """An episode's scratch folder, derived from its cassette id so paths in outputs repeat."""
+    return Path(tempfile.gettempdir()) / "replaykit-ws" / episode_id[:16]
+
+
+# -- what an environment kind registers (see registry.py) ------------------------------
+
+KeyPairs = tuple[tuple[str, str], ...]
+
+
+class EpisodeKey(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def extra(self) -> KeyPairs: ...
+
+
+class EnvRequest(Protocol):
+    """What a factory gets: the episode's key, its task folder and the config's ``env`` table."""
+
+    @property
+    def key(self) -> EpisodeKey: ...
+
+    @property
+    def task_path(self) -> str: ...
+
+    @property
+    def env(self) -> dict[str, Any]: ...
+
+
+EnvFactory = Callable[[EnvRequest], Environment]
+KeyExtra = Callable[[dict[str, Any], Any], KeyPairs]  # (env config, Task) → extra key pairs
+Oracle = Callable[[Any, dict[str, Any]], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
+
+
+@dataclass(frozen=True)
+class EnvKind:
+    """One environment kind: how to build an episode's environment, key it, and oracle-check a task."""
+
+    kind: str
+    factory: EnvFactory
+    key_extra: KeyExtra | None = None
+    oracle: Oracle | None = None
+
+    def key(self, env: dict[str, Any], task: Any) -> KeyPairs:
+        """This kind's part of a cassette key: the kind first, then its extras."""
+        extras = self.key_extra(env, task) if self.key_extra else ()
+        return (("env", self.kind), *(pair for pair in extras if pair[0] != "env"))
+
+    def check(self, task: Any, env: dict[str, Any]) -> tuple[Grade, Grade]:
+        """The oracle check: grade the task untouched, then solved."""
+        if self.oracle is None:
+            raise EnvError(f"environment kind {self.kind!r} has no oracle check; use another --env")
+        return self.oracle(task, env)

@@ -11,27 +11,14 @@ goes on with the others.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from replaykit.envs.base import Grade
-from replaykit.envs.tasks import Task, load_task, panel_folders
+from replaykit.envs.registry import get_env_kind
+from replaykit.envs.tasks import load_task, panel_folders
 from replaykit.errors import EnvError, TaskError
 
-KINDS = ("docker", "local")
 Progress = Callable[[str, dict[str, Any]], None]
-
-
-def _oracle(task: Task, kind: str, aliases: dict[str, str]) -> tuple[Grade, Grade]:
-    if kind == "docker":
-        from replaykit.envs.docker import oracle_check
-
-        return oracle_check(task, aliases)
-    from replaykit.envs.local import oracle_check as local_oracle
-
-    with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:
-        return local_oracle(task, Path(tmp) / "ws")
 
 
 def tail(text: str, limit: int = 400) -> str:
@@ -48,8 +35,8 @@ def check_tasks(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the oracle check on every task the paths/globs name; one row per task."""
-    if kind not in KINDS:
-        raise EnvError(f"unknown environment kind {kind!r} for tasks check; use one of: {', '.join(KINDS)}")
+    env_kind = get_env_kind(kind)
+    env = {"kind": kind, "image_aliases": dict(aliases or {})}
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})
@@ -68,7 +55,7 @@ def check_tasks(
             row.update(ok=False, untouched=None, solved=None, problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check")
         else:
             try:
-                untouched, solved = _oracle(task, kind, dict(aliases or {}))
+                untouched, solved = env_kind.check(task, env)
             except (EnvError, TaskError) as exc:
                 row.update(ok=False, untouched=None, solved=None, problem=str(exc))
             else:

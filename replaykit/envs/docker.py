@@ -41,7 +41,7 @@ from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers 
     EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
     remove_stale_containers,
 )
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
 from replaykit.envs.local import TIMEOUT_EXIT_CODE, CappedOutput, oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
@@ -441,17 +441,22 @@ class DockerEnv:
         }
 
 
-# -- registration with the rollout -----------------------------------------------------------
+# -- the "docker" environment kind (envs/registry.py) --------------------------------------
 
 def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
     image = images.ensure_task_image(task, env.get("image_aliases") or {})
-    return (("env", "docker"), ("image", image.id))
+    return (("image", image.id),)
 
 
-def factory(spec: Any) -> DockerEnv:
+def factory(spec: EnvRequest) -> DockerEnv:
     task = load_task(Path(spec.task_path))
-    image = dict(spec.key.extra).get("image") or images.ensure_task_image(task, spec.env.get("image_aliases") or {}).id
+    image = dict(spec.key.extra).get("image")
+    if image:
+        if images.image_exists(images.docker_client(), image) is None:
+            raise EnvError(f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run")
+    else:
+        image = images.ensure_task_image(task, spec.env.get("image_aliases") or {}).id
     return DockerEnv(
         task, image,
         timeout_sec=float(spec.env.get("timeout_sec", 30)),
@@ -461,16 +466,10 @@ def factory(spec: Any) -> DockerEnv:
     )
 
 
-def oracle_check(task: Task, aliases: dict[str, str] | None = None) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
-    image = images.ensure_task_image(task, aliases)
+    image = images.ensure_task_image(task, env.get("image_aliases") or {})
     return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}"))
 
 
-def _register() -> None:
-    from replaykit.rollout import register_env
-
-    register_env("docker", factory, key_extra)
-
-
-_register()
+ENV = EnvKind("docker", factory, key_extra, oracle)

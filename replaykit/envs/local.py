@@ -22,6 +22,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,10 +31,10 @@ from typing import IO, Any
 
 from replaykit.determinism import ENV_PINS
 from replaykit.envs import task_env
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation, episode_workspace
 from replaykit.envs.rewards import read_reward
 from replaykit.envs.steps import Step, run_steps
-from replaykit.envs.tasks import Task
+from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -435,9 +436,23 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
     return untouched, solved
 
 
-def oracle_check(task: Task, workspace: Path) -> tuple[Grade, Grade]:
-    """Grade the untouched environment, then one where solution/solve.sh ran.
+# -- the "local" environment kind (envs/registry.py) ---------------------------------------
 
-    A sound task gives (reward 0, reward 1). The workspace is removed afterwards.
-    """
-    return oracle_grades(LocalEnv(task, workspace))
+def factory(request: EnvRequest) -> LocalEnv:
+    env = request.env
+    return LocalEnv(
+        load_task(Path(request.task_path)),
+        workspace=episode_workspace(request.key.id),
+        timeout_sec=float(env.get("timeout_sec", 30)),
+        max_output_bytes=int(env.get("max_output_bytes", 65536)),
+    )
+
+
+def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
+    """Grade the untouched environment, then one where solution/solve.sh ran, in a scratch
+    workspace removed afterwards. A sound task gives (reward 0, reward 1)."""
+    with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:
+        return oracle_grades(LocalEnv(task, Path(tmp) / "ws"))
+
+
+ENV = EnvKind("local", factory, oracle=oracle)

@@ -10,12 +10,15 @@ touches the network.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from replaykit.cassette.matchers import Scrubber
 from replaykit.cassette.tape import Tape
+from replaykit.errors import ConfigError
+from replaykit.registry import Registry
 
 
 @dataclass
@@ -49,3 +52,21 @@ class AgentBackend(Protocol):
     base_url: str  # "builtin" or an OpenAI-compatible URL (part of the key, never a port)
 
     def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str: ...
+
+
+BACKENDS: Registry[Callable[..., AgentBackend]] = Registry(
+    "agent backend", "replaykit.backends",
+    builtins={"openai": "replaykit.train.estimators:OpenAIBackend", "codex": "replaykit.models.codex:CodexAgentBackend"},
+)
+
+
+def register_backend(kind: str, factory: Callable[..., AgentBackend]) -> None:
+    BACKENDS.register(kind, factory)
+
+
+def make_backend(kind: str, **params: Any) -> AgentBackend:
+    factory = BACKENDS.get(kind)
+    try:
+        return factory(**params)
+    except TypeError as exc:
+        raise ConfigError(f"agent backend {kind!r}: bad parameters {params}: {exc}") from None

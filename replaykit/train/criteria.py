@@ -1,7 +1,10 @@
 """Criteria: the verdict on (candidate run, baseline run) → Verdict (loss, accept, movement).
 
 A *unit* is one task instance: a (task, seed) pair, written ``task#seed``.
-Registered by name so configs and ``replaykit audit --criterion`` can select them.
+Registered by name so configs (``train.criterion.name``) and ``replaykit audit
+--criterion`` can select them. Add one with one file: a class with ``name``,
+``params()`` and ``__call__(candidate, baseline, exclude) -> Verdict``, then
+``register_criterion(name, cls)`` or an entry point in the ``replaykit.criteria`` group.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from math import comb
 from typing import Any, Callable, Protocol
 
 from replaykit.errors import ConfigError
+from replaykit.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -161,11 +165,11 @@ class MeanReward:
                        {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p})
 
 
-_CRITERIA: dict[str, Callable[..., Criterion]] = {}
+CRITERIA: Registry[Callable[..., Criterion]] = Registry("criterion", "replaykit.criteria")
 
 
 def register_criterion(name: str, factory: Callable[..., Criterion]) -> None:
-    _CRITERIA[name] = factory
+    CRITERIA.register(name, factory)
 
 
 register_criterion(StrictPareto.name, StrictPareto)
@@ -173,9 +177,8 @@ register_criterion(MeanReward.name, MeanReward)
 
 
 def make_criterion(name: str, **params: Any) -> Criterion:
-    if name not in _CRITERIA:
-        raise ConfigError(f"unknown criterion {name!r}; known: {', '.join(sorted(_CRITERIA))}")
+    factory = CRITERIA.get(name)
     try:
-        return _CRITERIA[name](**params)
+        return factory(**params)
     except TypeError as exc:
         raise ConfigError(f"criterion {name!r}: bad parameters {params}: {exc}") from None

@@ -5,6 +5,11 @@ exactly one child commit (or a skipped epoch with its reason). ``AgenticEstimato
 asks an agent backend (``OpenAIBackend`` in-process, ``CodexAgentBackend`` as an
 external CLI) with a brief: the harness source and summaries of failed episodes.
 ``PatchQueue`` proposes hand-written diffs in order.
+
+Add an estimator with one file: a class following :class:`Estimator`, then
+``register_estimator(kind, factory)`` or an entry point in the
+``replaykit.estimators`` group; configs select it with ``train.estimator.kind``
+(the other keys of that table are the factory's keyword arguments).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any, Callable, Protocol
 from replaykit.config import ModelConfig
 from replaykit.errors import ConfigError
 from replaykit.models.clients import openai_client
-from replaykit.train.backends import AgentBackend, ProposalSession
+from replaykit.registry import Registry
+from replaykit.train.backends import AgentBackend, ProposalSession, make_backend
 from replaykit.train.gitops import TrainError, apply_diff
 
 SYSTEM_PROMPT = (
@@ -26,10 +32,19 @@ SYSTEM_PROMPT = (
 _DIFF_RE = re.compile(r"```diff\n(.*?)```", re.S)
 
 
-class Estimator(Protocol):
-    uses_model: bool
+KeyPairs = tuple[tuple[str, str], ...]
 
+
+class Estimator(Protocol):
     def identity(self) -> dict[str, Any]: ...
+
+    def model_config(self) -> ModelConfig | None:
+        """The proposer model, whose calls are recorded in a proposal cassette; None: no model."""
+        ...
+
+    def key_extra(self) -> KeyPairs:
+        """What else shapes the proposer's requests (part of the proposal cassette key)."""
+        ...
 
     def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str: ...
 
@@ -56,30 +71,9 @@ class OpenAIBackend:
         return text.strip().splitlines()[0] if text.strip() else "(no description)"
 
 
-_BACKENDS: dict[str, Callable[..., AgentBackend]] = {"openai": OpenAIBackend}
-
-
-def register_backend(kind: str, factory: Callable[..., AgentBackend]) -> None:
-    _BACKENDS[kind] = factory
-
-
-def make_backend(kind: str, **params: Any) -> AgentBackend:
-    if kind == "codex" and "codex" not in _BACKENDS:
-        from replaykit.models.codex import CodexAgentBackend
-
-        register_backend("codex", CodexAgentBackend)
-    if kind not in _BACKENDS:
-        raise ConfigError(f"unknown agent backend {kind!r}; known: {', '.join(sorted(_BACKENDS))}")
-    try:
-        return _BACKENDS[kind](**params)
-    except TypeError as exc:
-        raise ConfigError(f"agent backend {kind!r}: bad parameters {params}: {exc}") from None
-
-
 class AgenticEstimator:
     """A proposer agent reads the brief and edits the worktree through its backend."""
 
-    uses_model = True
 
     def __init__(self, backend: AgentBackend | None = None) -> None:
         self.backend = backend or OpenAIBackend()
@@ -91,6 +85,10 @@ class AgenticEstimator:
         return ModelConfig(name=self.backend.model, base_url=self.backend.base_url,
                            api_key_env=getattr(self.backend, "api_key_env", "OPENAI_API_KEY"))
 
+    def key_extra(self) -> KeyPairs:
+        version = getattr(self.backend, "version", "")  # an external agent's CLI version shapes its requests
+        return (("backend", self.backend.kind), *((("backend_version", str(version)),) if version else ()))
+
     def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
         assert session is not None
         return self.backend.propose(workdir, brief, session)
@@ -98,8 +96,6 @@ class AgenticEstimator:
 
 class PatchQueue:
     """Hand-written candidates: epoch *i* applies ``diffs[i]`` (past the end: an empty diff)."""
-
-    uses_model = False
 
     def __init__(self, diffs: list[str], descriptions: list[str] | None = None) -> None:
         self.diffs = list(diffs)
@@ -109,6 +105,12 @@ class PatchQueue:
         from replaykit.determinism import digest_of
 
         return {"estimator": "patch_queue", "diffs": digest_of(self.diffs)}
+
+    def model_config(self) -> None:
+        return None
+
+    def key_extra(self) -> KeyPairs:
+        return ()
 
     def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
         if epoch >= len(self.diffs):
@@ -125,8 +127,6 @@ class RecordedProposals:
     has; ``None`` is an epoch whose recorded proposal had no applicable change
     (``reasons[i]`` says why). The proposer is not asked again."""
 
-    uses_model = False
-
     def __init__(self, training: str, diffs: list[str | None], descriptions: list[str], reasons: list[str | None] | None = None) -> None:
         self.training, self.diffs, self.descriptions = training, list(diffs), list(descriptions)
         self.reasons = list(reasons or [None] * len(self.diffs))
@@ -135,6 +135,12 @@ class RecordedProposals:
         from replaykit.determinism import digest_of
 
         return {"estimator": "recorded_proposals", "training": self.training, "diffs": digest_of([self.diffs, self.descriptions])}
+
+    def model_config(self) -> None:
+        return None
+
+    def key_extra(self) -> KeyPairs:
+        return ()
 
     def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
         if epoch >= len(self.diffs):
@@ -146,17 +152,32 @@ class RecordedProposals:
         return self.descriptions[epoch]
 
 
+def _agentic(backend: dict[str, Any] | None = None) -> AgenticEstimator:
+    spec = dict(backend or {})
+    return AgenticEstimator(make_backend(spec.pop("kind", "openai"), **spec))
+
+
+def _patch_queue(diffs: list[str] | None = None, descriptions: list[str] | None = None) -> PatchQueue:
+    return PatchQueue([Path(p).read_text() if not p.startswith("diff") else p for p in diffs or []], descriptions)
+
+
+ESTIMATORS: Registry[Callable[..., Estimator]] = Registry("estimator", "replaykit.estimators")
+
+
+def register_estimator(kind: str, factory: Callable[..., Estimator]) -> None:
+    ESTIMATORS.register(kind, factory)
+
+
+register_estimator("agentic", _agentic)
+register_estimator("patch_queue", _patch_queue)
+register_estimator("recorded_proposals", RecordedProposals)
+
+
 def make_estimator(spec: dict[str, Any] | None) -> Estimator:
     spec = dict(spec or {})
     kind = spec.pop("kind", "agentic")
-    if kind == "agentic":
-        backend = dict(spec.pop("backend", {}) or {})
-        return AgenticEstimator(make_backend(backend.pop("kind", "openai"), **backend))
-    if kind == "patch_queue":
-        return PatchQueue([Path(p).read_text() if not p.startswith("diff") else p for p in spec.get("diffs", [])], spec.get("descriptions"))
-    if kind == "recorded_proposals":
-        try:
-            return RecordedProposals(**spec)
-        except TypeError as exc:
-            raise ConfigError(f"estimator recorded_proposals: bad parameters: {exc}") from None
-    raise ConfigError(f"unknown estimator {kind!r}; use agentic, patch_queue or recorded_proposals")
+    factory = ESTIMATORS.get(kind)
+    try:
+        return factory(**spec)
+    except TypeError as exc:
+        raise ConfigError(f"estimator {kind!r}: bad parameters {spec}: {exc}") from None

@@ -17,14 +17,10 @@ from typing import Iterator
 import git
 
 from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH
-from replaykit.errors import ReplaykitError
+from replaykit.errors import TrainError
 from replaykit.harness import commit_all
 
 REF_ROOT = "refs/replaykit"
-
-
-class TrainError(ReplaykitError):
-    """The training loop was driven wrongly or its git state is inconsistent."""
 
 
 def candidate_ref(training_id: str, epoch: int) -> str:

@@ -1,8 +1,9 @@
 """Loss: one epoch's verdict on (candidate, baseline), with PyTorch's verbs.
 
 ``loss.backward()`` persists the verdict and its evidence (both runs' cassettes,
-per-task movement) and hands the loss to the optimizer; ``optimizer.step()`` then
-promotes or rejects the candidate. ``loss.promoted`` is defined after ``step()``.
+per-task movement) and sets the harness parameter's ``.grad`` to this loss;
+``optimizer.step()`` then reads it and promotes or rejects the candidate.
+``loss.promoted`` is defined after ``step()``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from replaykit.errors import TrainError
 from replaykit.train.criteria import Verdict
-from replaykit.train.gitops import TrainError
 
 if TYPE_CHECKING:
     from replaykit.train.trainer import Trainer
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Loss:
-    trainer: "Trainer"
+    trainer: Trainer
     epoch: int
     baseline_sha: str
     baseline_run: str
@@ -50,14 +51,30 @@ class Loss:
             raise TrainError(f"loss.promoted of epoch {self.epoch} is defined after optimizer.step()")
         return self._promoted
 
+    @promoted.setter
+    def promoted(self, value: bool) -> None:
+        self._promoted = bool(value)
+
+    @property
+    def promoted_or_none(self) -> bool | None:
+        """``promoted``, or None before ``optimizer.step()``."""
+        return self._promoted
+
     @property
     def verdict_id(self) -> str | None:
         return self.trainer.verdict_id(self) if self.verdict else None
 
+    def runs(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The stored baseline and candidate runs (None where there is none)."""
+        store = self.trainer.store
+        return (store.get_run(self.baseline_run) if self.baseline_run else None,
+                store.get_run(self.candidate_run) if self.candidate_run else None)
+
     def backward(self) -> None:
-        """Persist the verdict (evidence included) and hand this loss to the optimizer."""
-        self.trainer._backward(self)
+        """Persist the verdict (evidence included) and set the parameter's ``.grad`` to this loss."""
+        self.trainer.record_verdict(self)
         self.backward_done = True
+        self.trainer.parameter.grad = self
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,8 +1,10 @@
-"""Optimizers: move the harness parameter (the baseline branch) from a verdict.
+"""Optimizers: move the harness parameter (the baseline branch) from its pending verdict.
 
-The protocol is PyTorch's verbs (``attach``/``receive``/``zero_grad``/``step``) plus
-a pure policy (``parent``/``decide``, see ``optim/base.py``) that offline audits
-reuse. Implementations live one per file in ``optim/`` and register here by name:
+An optimizer is attached to the trainer's :class:`~replaykit.train.parameter.Parameter`;
+``step()`` reads ``parameter.grad`` (the loss ``backward()`` left there) and calls
+``parameter.promote()`` or ``parameter.reject()``. Its *policy* is pure
+(``parent``/``decide``, see ``optim/base.py``), so offline audits reuse it.
+Implementations live one per file in ``optim/`` and register here by name:
 
 - ``greedy_monotonic`` (``GreedyMonotonic``): promote what the criterion accepts;
 - ``margin_greedy`` (``MarginGreedy``): also require an improvement margin and/or a
@@ -12,29 +14,35 @@ reuse. Implementations live one per file in ``optim/`` and register here by name
 
 Every candidate stays under ``refs/replaykit/candidates/<training>/epoch-NNN`` and,
 by decision, under ``refs/replaykit/accepted/…`` or ``refs/replaykit/rejected/…``.
+
+Add an optimizer with one file: a class following :class:`Optimizer` (subclass
+``optim.base.ParameterBound`` and write ``decide``), then ``register_optimizer(name,
+cls)`` or an entry point in the ``replaykit.optimizers`` group; configs select it
+with ``train.optimizer.name``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from replaykit.errors import ConfigError
+from replaykit.registry import Registry
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optim.frontier import ParetoFrontier
 from replaykit.train.optim.greedy import GreedyMonotonic
 from replaykit.train.optim.margin import MarginGreedy
-
-if TYPE_CHECKING:
-    from replaykit.train.loss import Loss
-    from replaykit.train.trainer import Trainer
+from replaykit.train.parameter import Parameter
 
 __all__ = [
+    "OPTIMIZERS",
     "GreedyMonotonic",
     "MarginGreedy",
     "Optimizer",
     "ParetoFrontier",
     "StepInput",
     "make_optimizer",
+    "optimizer_names",
     "register_optimizer",
 ]
 
@@ -44,26 +52,30 @@ class Optimizer(Protocol):
 
     def params(self) -> dict[str, Any]: ...
 
-    def parent(self, head: str) -> str: ...
+    def parent(self, head: str) -> str:
+        """The commit the next proposal starts from (greedy: the HEAD)."""
+        ...
 
-    def decide(self, step: StepInput) -> bool: ...
+    def decide(self, step: StepInput) -> bool:
+        """Pure: promote this epoch's candidate or not."""
+        ...
 
     def state(self) -> dict[str, Any]: ...
 
-    def attach(self, trainer: "Trainer") -> None: ...
-
-    def receive(self, loss: "Loss") -> None: ...
+    def attach(self, parameter: Parameter) -> None: ...
 
     def zero_grad(self) -> None: ...
 
-    def step(self) -> None: ...
+    def step(self) -> None:
+        """Read ``parameter.grad`` and move the parameter (``promote()`` or ``reject()``)."""
+        ...
 
 
-_OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
+OPTIMIZERS: Registry[Callable[..., Optimizer]] = Registry("optimizer", "replaykit.optimizers")
 
 
 def register_optimizer(name: str, factory: Callable[..., Optimizer]) -> None:
-    _OPTIMIZERS[name] = factory
+    OPTIMIZERS.register(name, factory)
 
 
 register_optimizer(GreedyMonotonic.name, GreedyMonotonic)
@@ -72,13 +84,12 @@ register_optimizer(ParetoFrontier.name, ParetoFrontier)
 
 
 def optimizer_names() -> list[str]:
-    return sorted(_OPTIMIZERS)
+    return OPTIMIZERS.names()
 
 
 def make_optimizer(name: str = GreedyMonotonic.name, **params: Any) -> Optimizer:
-    if name not in _OPTIMIZERS:
-        raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(sorted(_OPTIMIZERS))}")
+    factory = OPTIMIZERS.get(name)
     try:
-        return _OPTIMIZERS[name](**params)
+        return factory(**params)
     except TypeError as exc:
         raise ConfigError(f"optimizer {name!r}: bad parameters {params}: {exc}") from None

@@ -28,7 +28,7 @@ from replaykit.cassette.store import Store
 from replaykit.cassette.tape import Tape
 from replaykit.config import RunConfig, Seed, load_config, validation_line
 from replaykit.determinism import digest_of, sha256_hex
-from replaykit.errors import CassetteNotFound, ConfigError, HarnessError
+from replaykit.errors import CassetteNotFound, ConfigError, HarnessError, TrainError
 from replaykit.harness import load_solve
 from replaykit.models.endpoint import api_key, model_id, open_endpoint
 from replaykit.rollout import OFFLINE_BASE_URL
@@ -40,6 +40,7 @@ from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.estimators import Estimator, make_estimator
 from replaykit.train.loss import Loss
 from replaykit.train.optimizers import Optimizer, make_optimizer
+from replaykit.train.parameter import Parameter
 
 
 class TrainConfig(BaseModel):
@@ -50,7 +51,6 @@ class TrainConfig(BaseModel):
     estimator: dict[str, Any] = Field(default_factory=lambda: {"kind": "agentic", "backend": {"kind": "openai", "model": "reference-proposer", "base_url": "builtin"}})
     criterion: dict[str, Any] = Field(default_factory=lambda: {"name": "strict_pareto"})
     optimizer: dict[str, Any] = Field(default_factory=lambda: {"name": "greedy_monotonic"})
-    audit_criterion: str = "mean_reward"
 
 
 def train_config(config: RunConfig) -> TrainConfig:
@@ -86,7 +86,6 @@ class Trainer:
         self.estimator = estimator or make_estimator(self.train_cfg.estimator)
         self.criterion = criterion or make_criterion(crit.pop("name", "strict_pareto"), **crit)
         self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
-        self.optimizer.attach(self)
         self.record_mode = record_mode
         self.keep_going = keep_going
         self.progress = progress or (lambda event, data: None)
@@ -95,6 +94,9 @@ class Trainer:
         self.harness = open_harness(config)
         self.losses: list[Loss] = []
         self._resolve_training()
+        self.parameter = Parameter(self.harness, self.training_id, persist)
+        self.parameter.register_hook(lambda loss: self._save())
+        self.optimizer.attach(self.parameter)
 
     # -- identity ------------------------------------------------------------------
     @property
@@ -132,7 +134,7 @@ class Trainer:
             parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate
             baseline_sha = self.recorded[epoch]["baseline_sha"] if epoch < len(self.recorded) else parent
             if baseline_sha not in (head, parent) and not gitops.is_ancestor(self.harness.repo, baseline_sha, head):
-                raise gitops.TrainError(f"baseline {baseline_sha[:10]} of recorded epoch {epoch} is not on {self.harness.branch}; start a new training")
+                raise TrainError(f"baseline {baseline_sha[:10]} of recorded epoch {epoch} is not on {self.harness.branch}; start a new training")
             baseline = self._measure(baseline_sha, f"epoch {epoch}: baseline")
             loss = self._propose_and_measure(epoch, baseline_sha, baseline)
             self.losses.append(loss)
@@ -160,7 +162,7 @@ class Trainer:
             with self._proposal(epoch, baseline_sha, brief) as (session, cassette_id):
                 try:
                     loss.description = self.estimator.edit(workdir, brief, session, epoch)
-                except gitops.TrainError as exc:
+                except TrainError as exc:
                     loss.skipped = str(exc)
             loss.proposal_cassette = cassette_id
             if loss.skipped:
@@ -201,13 +203,12 @@ class Trainer:
     # -- the proposer's cassette ------------------------------------------------------
     @contextlib.contextmanager
     def _proposal(self, epoch: int, baseline_sha: str, brief: str) -> Iterator[tuple[ProposalSession | None, str | None]]:
-        if not self.estimator.uses_model:
+        mcfg = self.estimator.model_config()
+        if mcfg is None:
             yield None, None
             return
-        mcfg = self.estimator.model_config()  # type: ignore[attr-defined]
-        backend = self.estimator.backend  # type: ignore[attr-defined]
         key = CassetteKey(baseline_sha, "proposal", sha256_hex(brief), model_id(mcfg), self.train_cfg.seed,
-                          self.spec_digest[:16], kind="proposal", extra=self._proposal_extra(epoch, backend))
+                          self.spec_digest[:16], kind="proposal", extra=(("epoch", str(epoch)), *self.estimator.key_extra()))
         if self.record_mode == "none":
             replaying = self.store.has(key.id)
         else:  # a stored proposal holding an endpoint error (older versions) is re-recorded
@@ -237,12 +238,6 @@ class Trainer:
                 raise
             check_endpoint()
         self.store.put_episode(Episode(key, tape.events, {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": self.estimator.identity()}))
-
-    @staticmethod
-    def _proposal_extra(epoch: int, backend: Any) -> tuple[tuple[str, str], ...]:
-        extra = (("epoch", str(epoch)), ("backend", backend.kind))
-        version = getattr(backend, "version", "")  # an external agent's CLI version shapes its requests
-        return extra + ((("backend_version", str(version)),) if version else ())
 
     def brief(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> str:
         tried = [f"- epoch {lo.epoch}: {lo.description} => {lo.to_dict()['decision']}" for lo in self.losses]
@@ -280,8 +275,9 @@ class Trainer:
             "Reply with a one-line description, then a unified diff in a ```diff fenced block.",
         ])
 
-    # -- backward / step -----------------------------------------------------------
-    def _backward(self, loss: Loss) -> None:
+    # -- backward ------------------------------------------------------------------
+    def record_verdict(self, loss: Loss) -> None:
+        """Persist an epoch's verdict (what ``loss.backward()`` records) and the training document."""
         if loss.verdict is not None and self.persist:
             doc = {
                 "verdict_id": loss.verdict_id, "kind": "verdict", "training_id": self.training_id, "epoch": loss.epoch,
@@ -293,25 +289,9 @@ class Trainer:
             self.store.put_doc(doc["verdict_id"], "verdict", doc, name=self.config.name, harness_sha=loss.candidate_sha or "",
                                config_digest=self.spec_digest)
         self._save()
-        self.optimizer.receive(loss)
-
-    def _step(self, loss: Loss, promote: bool) -> None:
-        repo = self.harness.repo
-        if loss.skipped or loss.candidate_sha is None:
-            loss._promoted = False
-        elif promote:
-            gitops.fast_forward(repo, self.harness.branch, loss.candidate_sha)
-            if self.persist:
-                gitops.set_ref(repo, gitops.verdict_ref(self.training_id, loss.epoch, True), loss.candidate_sha)
-            loss._promoted = True
-        else:
-            if self.persist:
-                gitops.set_ref(repo, gitops.verdict_ref(self.training_id, loss.epoch, False), loss.candidate_sha)
-            loss._promoted = False
-        self._save()
 
     def chain(self) -> list[str]:
-        return [self.initial_sha] + [lo.candidate_sha for lo in self.losses if lo._promoted and lo.candidate_sha]
+        return [self.initial_sha] + [lo.candidate_sha for lo in self.losses if lo.promoted_or_none and lo.candidate_sha]
 
     def summary(self) -> dict[str, Any]:
         epochs = [lo.to_dict() for lo in self.losses] + self.recorded[len(self.losses):]

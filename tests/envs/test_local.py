@@ -11,7 +11,7 @@ import pytest
 
 from replaykit.determinism import ENV_PINS
 from replaykit.envs.base import Environment, Grade, Observation
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, LocalEnv, oracle_check, truncation_marker
+from replaykit.envs.local import TIMEOUT_EXIT_CODE, LocalEnv, oracle, truncation_marker
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError
 
@@ -57,7 +57,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("task_id", SAMPLE_IDS)
 def test_oracle_check(task_id: str, tmp_path: Path) -> None:
-    untouched, solved = oracle_check(load_task(ENVS / task_id), tmp_path / "ws")
+    untouched, solved = oracle(load_task(ENVS / task_id), {})
     assert (untouched.reward, untouched.passed, untouched.infra_failure) == (0.0, False, False), untouched
     assert (solved.reward, solved.passed, solved.infra_failure) == (1.0, True, False), solved
     assert not (tmp_path / "ws").exists()

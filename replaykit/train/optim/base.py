@@ -1,5 +1,5 @@
 """What every optimizer shares: the pure decision input (``StepInput``) and the
-PyTorch verbs bound to a Trainer (``attach``/``receive``/``zero_grad``/``step``).
+PyTorch verbs over the trainer's Parameter (``attach``/``zero_grad``/``step``).
 
 An optimizer's *policy* is two pure methods, so the same object drives a live
 training and an offline counterfactual (``replaykit audit TRAINING --optimizer``):
@@ -11,14 +11,11 @@ training and an offline counterfactual (``replaykit audit TRAINING --optimizer``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from replaykit.errors import TrainError
 from replaykit.train.criteria import Verdict
-from replaykit.train.gitops import TrainError
-
-if TYPE_CHECKING:
-    from replaykit.train.loss import Loss
-    from replaykit.train.trainer import Trainer
+from replaykit.train.parameter import Parameter
 
 
 @dataclass(frozen=True)
@@ -39,14 +36,14 @@ class StepInput:
         return self.verdict is not None and not self.skipped and self.candidate_sha is not None
 
 
-class TrainerBound:
-    """The PyTorch-style verbs; subclasses implement ``decide`` (and may override ``parent``)."""
+class ParameterBound:
+    """The PyTorch-style verbs over the trainer's :class:`Parameter`; subclasses implement
+    ``decide`` (and may override ``parent``)."""
 
     name = "optimizer"
 
     def __init__(self) -> None:
-        self.trainer: "Trainer | None" = None
-        self._pending: "Loss | None" = None
+        self.parameter: Parameter | None = None
 
     def params(self) -> dict[str, Any]:
         return {}
@@ -62,34 +59,22 @@ class TrainerBound:
         """What the optimizer keeps between steps (shown by audits)."""
         return {}
 
-    def attach(self, trainer: "Trainer") -> None:
-        self.trainer = trainer
-
-    def receive(self, loss: "Loss") -> None:
-        self._pending = loss
+    def attach(self, parameter: Parameter) -> None:
+        self.parameter = parameter
 
     def zero_grad(self) -> None:
-        self._pending = None
+        if self.parameter is not None:
+            self.parameter.zero_grad()
 
     def step(self) -> None:
-        loss = self._pending
-        if loss is None or not loss.backward_done:
-            raise TrainError("optimizer.step() called before loss.backward(): call loss.backward() first")
-        assert self.trainer is not None
-        trainer = self.trainer
-        runs = {r: trainer.store.get_run(r) for r in (loss.baseline_run, loss.candidate_run) if r}
-        step = StepInput(
-            loss.epoch,
-            trainer.harness.resolve(),
-            loss.baseline_sha,
-            loss.candidate_sha,
-            loss.verdict,
-            loss.skipped,
-            runs.get(loss.baseline_run),
-            runs.get(loss.candidate_run) if loss.candidate_run else None,
-        )
-        promote = bool(
-            self.decide(step) and step.measurable
-        )  # decide sees every epoch (stateful optimizers count them)
-        trainer._step(loss, promote=promote)
-        self._pending = None
+        """Read ``parameter.grad``, decide, and move the parameter."""
+        if self.parameter is None:
+            raise TrainError("optimizer.step(): this optimizer drives no parameter; pass it to Trainer(optimizer=...)")
+        loss = self.parameter.pending()
+        baseline_run, candidate_run = loss.runs()
+        step = StepInput(loss.epoch, self.parameter.data, loss.baseline_sha, loss.candidate_sha, loss.verdict,
+                         loss.skipped, baseline_run, candidate_run)
+        if self.decide(step) and step.measurable:  # decide sees every epoch (stateful optimizers count them)
+            self.parameter.promote()
+        else:
+            self.parameter.reject()

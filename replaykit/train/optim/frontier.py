@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.train.optim.base import StepInput, TrainerBound
+from replaykit.train.optim.base import StepInput, ParameterBound
 
 
 def solved_set(run: dict[str, Any] | None) -> frozenset[str]:
@@ -23,7 +23,7 @@ def solved_set(run: dict[str, Any] | None) -> frozenset[str]:
     )
 
 
-class ParetoFrontier(TrainerBound):
+class ParetoFrontier(ParameterBound):
     name = "pareto_frontier"
 
     def __init__(self) -> None:

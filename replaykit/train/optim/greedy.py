@@ -6,10 +6,10 @@ reject → keep the candidate under a ref.
 
 from __future__ import annotations
 
-from replaykit.train.optim.base import StepInput, TrainerBound
+from replaykit.train.optim.base import StepInput, ParameterBound
 
 
-class GreedyMonotonic(TrainerBound):
+class GreedyMonotonic(ParameterBound):
     name = "greedy_monotonic"
 
     def decide(self, step: StepInput) -> bool:

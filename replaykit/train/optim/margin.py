@@ -15,7 +15,7 @@ from math import comb
 from typing import Any
 
 from replaykit.errors import ConfigError
-from replaykit.train.optim.base import StepInput, TrainerBound
+from replaykit.train.optim.base import StepInput, ParameterBound
 
 
 def sign_test(wins: int, losses: int) -> float:
@@ -24,7 +24,7 @@ def sign_test(wins: int, losses: int) -> float:
     return sum(comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
 
 
-class MarginGreedy(TrainerBound):
+class MarginGreedy(ParameterBound):
     name = "margin_greedy"
 
     def __init__(self, margin: int = 1, alpha: float | None = None) -> None:

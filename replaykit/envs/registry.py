@@ -1,0 +1,61 @@
+"""Environment kinds, registered by name beside the protocol they implement (``base.py``).
+
+An environment kind is one :class:`EnvKind`: a ``factory`` that builds one
+episode's :class:`~replaykit.envs.base.Environment`, an optional ``key_extra``
+(identity the kind adds to cassette keys, e.g. the Docker image ID) and an
+optional ``oracle`` (``replaykit tasks check``: grade a task untouched, then
+solved). Configs select a kind with ``env.kind``; the rollout, ``tasks check`` and
+``certify`` dispatch through :func:`get_env_kind` only.
+
+The kind itself is always the first item of the cassette key's extras, so a new
+kind never reuses another kind's cassettes.
+
+Add a kind with one file: ``register_env("mine", factory, key_extra=..., oracle=...)``
+at run time, or from another package through the ``replaykit.envs`` entry-point
+group (the entry point names an ``EnvKind`` or a factory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replaykit.envs.base import EnvFactory, EnvKind, EnvRequest, Environment, KeyExtra, KeyPairs, Oracle
+from replaykit.errors import EnvError
+from replaykit.registry import Registry
+
+def _as_kind(name: str, obj: object) -> EnvKind:
+    if isinstance(obj, EnvKind):
+        return obj if obj.kind == name else EnvKind(name, obj.factory, obj.key_extra, obj.oracle)
+    if callable(obj):
+        return EnvKind(name, obj)
+    raise EnvError(f"environment kind {name!r}: expected an EnvKind or a factory, got {type(obj).__name__}")
+
+
+ENVIRONMENTS: Registry[EnvKind] = Registry(
+    "environment kind", "replaykit.envs",
+    builtins={"local": "replaykit.envs.local:ENV", "docker": "replaykit.envs.docker:ENV"},
+    convert=_as_kind, error=EnvError,
+)
+
+
+def register_env(kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None, oracle: Oracle | None = None) -> EnvKind:
+    """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name)."""
+    return ENVIRONMENTS.register(kind, EnvKind(kind, factory, key_extra, oracle))
+
+
+def get_env_kind(kind: str) -> EnvKind:
+    return ENVIRONMENTS.get(kind)
+
+
+def env_kind_of(env: dict[str, Any]) -> EnvKind:
+    return get_env_kind(str(env.get("kind", "local")))
+
+
+def env_key_extra(env: dict[str, Any], task: Any) -> KeyPairs:
+    """The environment's part of a cassette key (kind first, then the kind's extras)."""
+    return env_kind_of(env).key(env, task)
+
+
+def make_env(request: EnvRequest) -> Environment:
+    """Build one episode's environment of the kind its ``env`` config names."""
+    return env_kind_of(request.env).factory(request)

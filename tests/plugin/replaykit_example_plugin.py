@@ -1,0 +1,71 @@
+"""An example third-party replaykit extension: one env kind, one criterion, one backend."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from replaykit.envs.base import EnvKind, EnvRequest, Grade
+from replaykit.envs.local import LocalEnv, factory as local_factory, oracle_grades
+from replaykit.envs.tasks import Task
+from replaykit.train.backends import ProposalSession
+from replaykit.train.criteria import Verdict, outcomes
+
+
+class ExampleEnv(LocalEnv):
+    """The local sandbox under another kind (a real plugin would run somewhere else)."""
+
+    kind = "example"
+
+
+def factory(request: EnvRequest) -> ExampleEnv:
+    env = local_factory(request)
+    return ExampleEnv(env.task, env.workspace, env.timeout_sec, env.max_output_bytes)
+
+
+def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
+    return (("sandbox", "example-v1"),)
+
+
+def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="example-check-") as tmp:
+        return oracle_grades(ExampleEnv(task, Path(tmp) / "ws"))
+
+
+ENV = EnvKind("example", factory, key_extra, oracle)
+
+
+class NoWorse:
+    """Accept any candidate that solves at least as many task instances as the baseline."""
+
+    name = "no_worse"
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+        b, c = outcomes(baseline), outcomes(candidate)
+        units = sorted(set(b) & set(c))
+        solved_b = sum(b[u].passed for u in units)
+        solved_c = sum(c[u].passed for u in units)
+        accept = solved_c >= solved_b
+        return Verdict(self.name, {}, accept, float(solved_b - solved_c), f"solved {solved_b} → {solved_c}",
+                       [u for u in units if b[u].passed and not c[u].passed], [u for u in units if c[u].passed and not b[u].passed])
+
+
+class AppendNote:
+    """A proposer that needs no model: it appends a comment derived from the brief."""
+
+    kind = "append_note"
+
+    def __init__(self, model: str = "reference-proposer", base_url: str = "builtin") -> None:
+        self.model, self.base_url = model, base_url
+
+    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
+        tag = hashlib.sha256(brief.encode()).hexdigest()[:8]
+        path = workdir / "harness.py"
+        path.write_text(path.read_text() + f"# note {tag}\n")
+        return f"append note {tag}"

@@ -1,0 +1,108 @@
+"""Extension points through entry points: a third-party package (tests/plugin) adds an
+environment kind, a criterion and an agent backend, and the CLI uses all three by name.
+
+The package is "installed" the way pip leaves it: its module plus a ``.dist-info``
+folder whose ``entry_points.txt`` comes from the package's own pyproject.toml, on
+PYTHONPATH of the CLI processes. Nothing in replaykit is edited or configured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.cassette.store import Store
+from replaykit.testing import write_config
+
+PLUGIN = Path(__file__).parent / "plugin"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def install_plugin(site: Path) -> None:
+    meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"]
+    site.mkdir(parents=True)
+    shutil.copy(PLUGIN / "replaykit_example_plugin.py", site)
+    dist = site / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
+    lines = []
+    for group, entries in meta["entry-points"].items():
+        lines.append(f"[{group}]")
+        lines.extend(f"{name} = {ref}" for name, ref in entries.items())
+    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+def cli(args: list[str], site: Path | None, cwd: Path) -> tuple[int, Any, str]:
+    env = dict(os.environ)
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", *args, "--json"], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+    try:
+        doc = json.loads(proc.stdout) if proc.stdout.strip() else None
+    except json.JSONDecodeError:
+        doc = None
+    return proc.returncode, doc, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("plugin")
+    site = tmp / "site"
+    install_plugin(site)
+    config = write_config(tmp, {
+        "panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.kind": "example",
+        "train.epochs": 2,
+        "train.estimator": {"kind": "agentic", "backend": {"kind": "append_note"}},
+        "train.criterion": {"name": "no_worse"},
+    })
+    code, summary, err = cli(["train", str(config)], site, tmp)
+    assert code == 0, err
+    return {"tmp": tmp, "site": site, "config": config, "summary": summary}
+
+
+def test_plugin_env_kind_runs_and_keys_its_cassettes(plugin: dict[str, Any]) -> None:
+    summary = plugin["summary"]
+    store = Store(plugin["tmp"] / "store")
+    run = store.get_run(summary["runs"][0])
+    episode = store.get_episode(run["cassettes"][0])
+    assert dict(episode.key.extra) == {"env": "example", "sandbox": "example-v1"}
+    assert episode.meta["environment"]["kind"] == "example"
+
+
+def test_plugin_backend_and_criterion_drive_the_training(plugin: dict[str, Any]) -> None:
+    epochs = plugin["summary"]["epochs"]
+    assert [e["description"][:12] for e in epochs] == ["append note ", "append note "]
+    assert all(e["verdict"]["criterion"] == "no_worse" and e["decision"] == "accepted" for e in epochs)
+    assert plugin["summary"]["chain"][1:] == [e["candidate_sha"] for e in epochs]  # both promoted
+
+
+def test_plugin_criterion_in_audit_and_training_replay(plugin: dict[str, Any]) -> None:
+    site, tmp = plugin["site"], plugin["tmp"]
+    store = str(tmp / "store")
+    verdict = plugin["summary"]["verdicts"][0]
+    code, report, err = cli(["audit", verdict, "--store", store, "--criterion", "strict_pareto"], site, tmp)
+    assert code == 0 and report["reproduced"], err
+    assert report["counterfactual"]["differs"]  # a comment-only change is an exact tie: strict Pareto rejects it
+    code, report, err = cli(["replay", plugin["summary"]["training_id"], "--store", store], site, tmp)
+    assert code == 0 and report["identical"], err
+
+
+def test_tasks_check_with_the_plugin_env(plugin: dict[str, Any]) -> None:
+    code, report, err = cli(["tasks", "check", str(REPO / "envs" / "hello-file"), "--env", "example"], plugin["site"], plugin["tmp"])
+    assert code == 0 and report["env"] == "example" and report["ok"], err
+
+
+def test_without_the_plugin_names_are_one_line_errors(plugin: dict[str, Any]) -> None:
+    tmp = plugin["tmp"]
+    code, _, err = cli(["audit", plugin["summary"]["verdicts"][0], "--store", str(tmp / "store")], None, tmp)
+    assert code == 1 and err.strip().startswith("Error: unknown criterion 'no_worse'; known:")
+    assert len(err.strip().splitlines()) == 1
