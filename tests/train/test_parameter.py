@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from replaykit.harness import TEMPLATES
 from replaykit.models.reference.proposer import unified_diff
 from replaykit.testing import small_config
 from replaykit.train.estimators import PatchQueue
-from replaykit.train.optimizers import OPTIMIZERS, GreedyMonotonic, register_optimizer
+from replaykit.train.optimizers import OPTIMIZERS, GreedyMonotonic, StepInput, register_optimizer
 from replaykit.train.parameter import Parameter
 from replaykit.train.trainer import Trainer
 
@@ -27,6 +28,18 @@ class AlwaysPromote:
 
     def __init__(self) -> None:
         self.parameter: Parameter | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def parent(self, head: str) -> str:
+        return head
+
+    def decide(self, step: StepInput) -> bool:
+        return step.measurable
+
+    def state(self) -> dict[str, Any]:
+        return {}
 
     def attach(self, parameter: Parameter) -> None:
         self.parameter = parameter
