@@ -399,19 +399,20 @@ def proxy(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
     rule: Optional[list[str]] = typer.Option(None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."),
+    agent: Optional[Literal["codex"]] = typer.Option(None, "--agent", help="Apply the rules this agent needs (codex: --rule uuids --rule timestamps --rule codex-session)."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env var holding the upstream key (sent upstream, never stored)."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""
-    from replaykit.cassette.proxy_session import run_proxy_session
+    from replaykit.cassette.proxy_session import rules_for, run_proxy_session
 
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")
 
     with port_in_use_error(host, port):
         report = run_proxy_session(
-            open_store(store), name, upstream, record_mode, tuple(rule or ()),
+            open_store(store), name, upstream, record_mode, rules_for(agent, tuple(rule or ())),
             host=host, port=port, api_key_env=api_key_env, on_ready=ready,
         )
     if as_json:

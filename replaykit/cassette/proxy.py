@@ -85,6 +85,11 @@ class Upstream:
         return self.base + rest
 
 
+#: On answers a retry cannot fix (a divergence, a malformed request): the openai SDKs
+#: honour ``x-should-retry: false`` and give up at once instead of retrying with backoff.
+NO_RETRY = [("x-should-retry", "false")]
+
+
 def _error_body(message: str, type_: str, code: str | None = None, **extra: Any) -> bytes:
     error = {"message": message, "type": type_, "param": None, "code": code, **extra}
     return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
@@ -188,11 +193,11 @@ class _ProxyHandler(LoopbackHandler):
             body = self._read_body()
         except ValueError as exc:
             self.close_connection = True
-            self._send(400, [("content-type", "application/json")], [_error_body(f"replaykit proxy: {exc}", "invalid_request_error")])
+            self._send(400, [("content-type", "application/json"), *NO_RETRY], [_error_body(f"replaykit proxy: {exc}", "invalid_request_error")])
             return
         if route is None:
             message = f"replaykit proxy: no route for {method} {self.path}; it serves {', '.join(MODEL_PATHS)} and GET /v1/models"
-            self._send(404, [("content-type", "application/json")], [_error_body(message, "invalid_request_error", "unknown_url")])
+            self._send(404, [("content-type", "application/json"), *NO_RETRY], [_error_body(message, "invalid_request_error", "unknown_url")])
             return
         getattr(self, route)(method, body)
 
@@ -271,7 +276,7 @@ class _ProxyHandler(LoopbackHandler):
                 f"replaykit replay divergence: {exc}", "replaykit_divergence", "replay_divergence",
                 position=report.get("position"), diff=report.get("diff", []),
             )
-            self._send(409, [("content-type", "application/json")], [payload])
+            self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
             return
         self._send(event.status, event.headers, event.split_chunks(), event.reason)
 

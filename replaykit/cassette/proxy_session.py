@@ -39,6 +39,20 @@ def endpoint_identity(upstream: str) -> str:
     return "builtin" if upstream == "builtin" else upstream.rstrip("/")
 
 
+#: Normalisation rules an external agent needs so its replay matches its recording
+#: (``replaykit proxy --agent NAME``): Codex puts a fresh session id, UUIDs and times
+#: into every request.
+AGENT_RULES: dict[str, tuple[str, ...]] = {
+    "codex": ("uuids", "timestamps", "codex-session"),
+}
+
+
+def rules_for(agent: str | None, rules: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``rules`` plus the agent's, in order, each once."""
+    extra = AGENT_RULES[agent] if agent else ()
+    return tuple(dict.fromkeys((*extra, *rules)))
+
+
 def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
     return CassetteKey(
         harness_sha="", task_id=name, task_digest="", model=ModelId(name="", endpoint=endpoint_identity(upstream)),
