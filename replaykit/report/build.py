@@ -14,6 +14,7 @@ from replaykit.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
 from replaykit.report.transcript import episode_summary, transcript
+from replaykit.train.sweep import report_sweep
 
 KINDS = ("training", "measure", "verdict", "compare", "probe")
 
@@ -219,6 +220,7 @@ class Report:
             "accepted": sum(e["decision"] == "accepted" for e in epochs),
             "rejected": sum(e["decision"] == "rejected" for e in epochs),
             "skipped": sum(e["decision"] == "skipped" for e in epochs),
+            "sweep": report_sweep(self.store, doc["training_id"]),  # other criteria × optimizers, offline
         }
 
     def compare(self, doc: dict[str, Any]) -> dict[str, Any]:

@@ -135,3 +135,24 @@ def sweep(
         "recorded_final": measurements.rate(doc["chain"][-1]),
         "cells": cells,
     }
+
+
+REPORT_CRITERIA = ("strict_pareto", "mean_reward")
+
+
+def report_sweep(store: Store, training_id: str) -> dict[str, Any] | None:
+    """The sweep a training report shows: the recorded criterion and the built-in ones × every registered
+    optimizer, all with their default parameters. None when the training cannot be swept (nothing is raised:
+    a report never fails for its optional parts)."""
+    from replaykit.errors import ReplaykitError
+    from replaykit.train.optimizers import optimizer_names
+
+    try:
+        doc = store.get_doc(training_id, kind="training")
+        defaults = [spec_text(c.name, c.params()) for c in (make_criterion(n) for n in REPORT_CRITERIA)]
+        criteria = list(
+            dict.fromkeys([spec_text(doc["criterion"]["name"], doc["criterion"]["params"]), *defaults])
+        )
+        return sweep(store, training_id, criteria, optimizer_names())
+    except ReplaykitError:
+        return None

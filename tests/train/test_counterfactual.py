@@ -231,3 +231,17 @@ def test_cli_errors_are_one_line(quickstart: dict[str, Any]) -> None:
             proc.stderr
         )
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_training_report_shows_the_sweep(
+    quickstart: dict[str, Any], tmp_path: Any, store_state: Callable[[Store], dict[str, Any]]
+) -> None:
+    from replaykit.report.html import write_report
+
+    s, store = quickstart["summary"], Store(quickstart["store"])
+    before = store_state(store)
+    write_report(store, s["training_id"], tmp_path / "report.html", None)
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="sweep-table"' in html and html.count('class="sweep-row') == 2 * 3  # 2 criteria × 3 optimizers
+    assert html.count('class="sweep-row recorded"') == 1
+    assert store_state(store) == before
