@@ -1,8 +1,9 @@
 """The executor seam: episodes of a panel are independent.
 
-Workers record episodes and return them; the caller (one writer) persists them.
-``LocalExecutor`` runs them inline (``workers: 1``) or in a local process pool; a
-Ray executor for many machines would implement the same ``map``.
+Workers record (or replay, or certify) episodes and return them; the caller (one
+writer) persists them. ``LocalExecutor`` runs them inline (``workers: 1``) or in a
+local fork pool; ``RayExecutor`` (:mod:`replaykit.ray_executor`) runs them as Ray
+tasks on many machines. ``make_executor`` picks one from ``executor:`` in a config.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
-from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from replaykit.config import ExecutorConfig
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -58,3 +62,23 @@ class LocalExecutor:
             finally:  # a failure (e.g. the model endpoint) stops the run: queued episodes never start
                 for future in futures:
                     future.cancel()
+
+
+def make_executor(config: "ExecutorConfig", docker: bool = False) -> Executor:
+    """The executor a config names; ``docker``: episodes need a Docker engine on their node."""
+    if config.kind == "ray":
+        from replaykit.ray_executor import RayExecutor
+
+        return RayExecutor(config.address, config.cpus, config.memory_mb, docker, config.max_retries, config.resources)
+    return LocalExecutor(config.workers, config.oversubscribe)
+
+
+def cli_executor(workers: int | None = None, ray_address: str | None = None) -> Executor | None:
+    """The executor of ``--workers N`` / ``--ray ADDRESS`` (None: inline)."""
+    if ray_address:
+        from replaykit.ray_executor import RayExecutor
+
+        return RayExecutor(ray_address)
+    if workers and workers > 1:
+        return LocalExecutor(workers)
+    return None

@@ -15,7 +15,7 @@ import fcntl
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent
 from replaykit.cassette.keys import CassetteKey
@@ -56,6 +56,9 @@ class TaskView:
 @dataclass
 class EpisodeSpec:
     """Everything needed to record one episode; picklable, so workers can run it."""
+
+    #: folders a remote worker gets by content (replaykit.ray_executor), not by path
+    portable_paths: ClassVar[tuple[str, ...]] = ("tree_dir", "task_path")
 
     key: CassetteKey
     task_path: str

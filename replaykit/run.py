@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
@@ -18,7 +18,8 @@ from replaykit.config import RECORD_MODES, ModelConfig, RunConfig
 from replaykit.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.errors import CassetteNotFound, ConfigError
-from replaykit.executor import LocalExecutor
+from replaykit.cassette.events import Episode
+from replaykit.executor import Executor, make_executor
 from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra
@@ -131,7 +132,7 @@ def measure(
                 )
                 for k, t in missing
             ]
-            for spec, episode in LocalExecutor(config.executor.workers, config.executor.oversubscribe).map(record_episode, specs):
+            for spec, episode in make_executor(config.executor, docker=config.env.kind == "docker").map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:
@@ -170,22 +171,72 @@ def run_document(config: RunConfig, store: Store, sha: str, model: ModelConfig, 
     }
 
 
-def replay_run(store: Store, run_id: str, harness_ref: str | None = None, repo_path: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+@dataclass
+class ReplayJob:
+    """One episode to replay offline against a harness tree (picklable, portable)."""
+
+    episode: Episode
+    tree_dir: str
+
+    portable_paths: ClassVar[tuple[str, ...]] = ("tree_dir",)
+
+
+def replay_job(job: ReplayJob) -> ReplayResult:
+    return replay_episode(job.episode, Path(job.tree_dir))
+
+
+def replay_run(
+    store: Store, run_id: str, harness_ref: str | None = None, repo_path: str | None = None,
+    progress: Progress | None = None, executor: Executor | None = None,
+) -> dict[str, Any]:
     """Replay every episode of a run offline; compare digests."""
-    run = store.get_run(run_id)
-    sha = run["harness_sha"]
-    if harness_ref:
-        repo = HarnessRepo(Path(repo_path or run["harness_repo"]))
-        sha = repo.resolve(harness_ref)
-        if not store.has_tree(sha):
-            store.put_tree(sha, repo.tree_files(sha))
-    tree = store.materialise_tree(sha)
-    results: list[ReplayResult] = []
-    for cassette_id in run["cassettes"]:
-        outcome = replay_episode(store.get_episode(cassette_id), tree)
-        results.append(outcome)
+    return replay_runs(store, [run_id], harness_ref, repo_path, progress, executor)[0]
+
+
+def replay_runs(
+    store: Store, run_ids: list[str], harness_ref: str | None = None, repo_path: str | None = None,
+    progress: Progress | None = None, executor: Executor | None = None,
+) -> list[dict[str, Any]]:
+    """Replay the episodes of several runs (each distinct episode once) on ``executor``
+    (default: inline, one at a time); one report per run, in order."""
+    runs = [store.get_run(run_id) for run_id in run_ids]
+    trees: dict[str, Path] = {}
+    plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
+    for run in runs:
+        sha = run["harness_sha"]
+        if harness_ref:
+            repo = HarnessRepo(Path(repo_path or run["harness_repo"]))
+            sha = repo.resolve(harness_ref)
+            if not store.has_tree(sha):
+                store.put_tree(sha, repo.tree_files(sha))
+        run["_replayed_sha"] = sha
+        if sha not in trees:
+            trees[sha] = store.materialise_tree(sha)
+        plan.extend((cid, sha) for cid in run["cassettes"])
+    plan = list(dict.fromkeys(plan))
+    results: dict[tuple[str, str], ReplayResult] = {}
+
+    def done(item: tuple[str, str], outcome: ReplayResult) -> None:
+        results[item] = outcome
         if progress:
             progress("episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical})
+
+    if executor is None or getattr(executor, "workers", 0) == 1:
+        for cid, sha in plan:  # inline: one episode in memory at a time
+            done((cid, sha), replay_episode(store.get_episode(cid), trees[sha]))
+    else:
+        jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
+        for job, outcome in executor.map(replay_job, jobs):
+            done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
+    return [_replay_report(run, [results[(cid, run["_replayed_sha"])] for cid in run["cassettes"]]) for run in runs]
+
+
+def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
+    return next(sha for sha, path in trees.items() if str(path) == tree_dir)
+
+
+def _replay_report(run: dict[str, Any], results: list[ReplayResult]) -> dict[str, Any]:
+    sha = run["_replayed_sha"]
     divergences = [r.divergence for r in results if r.divergence]
     return {
         "run_id": run["run_id"],

@@ -11,7 +11,8 @@ from typing import Any
 from replaykit.cassette.store import Store
 from replaykit.config import RunConfig
 from replaykit.determinism import digest_of
-from replaykit.run import measure, replay_run
+from replaykit.executor import Executor
+from replaykit.run import measure, replay_runs
 from replaykit.train.criteria import make_criterion
 
 
@@ -38,7 +39,9 @@ def audit(store: Store, verdict_id: str, criterion: str | None = None) -> dict[s
     return out
 
 
-def replay_training(store: Store, training_id: str, episodes: bool = True, progress: Any = None) -> dict[str, Any]:
+def replay_training(
+    store: Store, training_id: str, episodes: bool = True, progress: Any = None, executor: Executor | None = None
+) -> dict[str, Any]:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
     from replaykit.train.trainer import Trainer
@@ -66,9 +69,8 @@ def replay_training(store: Store, training_id: str, episodes: bool = True, progr
         epochs.append({"epoch": rec["epoch"], "candidate_sha": rec["candidate_sha"], "replayed_candidate_sha": rep["candidate_sha"],
                        "decision": rec["decision"], "replayed_decision": rep["decision"], "identical": not diffs, "differs_in": diffs})
     runs = []
-    if episodes:
-        for run_id in doc["runs"]:
-            report = replay_run(store, run_id)
+    if episodes:  # every run's episodes in one batch: a training's replay fans out on the executor
+        for run_id, report in zip(doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor), strict=True):
             runs.append({"run_id": run_id, "identical": report["identical"], "divergence": report["divergence"]})
     same_final = replayed["chain"][-1] == doc["chain"][-1] and len(doc["epochs"]) == len(replayed["epochs"])
     return {

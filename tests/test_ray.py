@@ -1,0 +1,158 @@
+"""The Ray executor on a two-node cluster on loopback (``ray.cluster_utils.Cluster``).
+
+The head takes no episodes (0 CPUs); two worker nodes take one episode at a time
+each and carry the custom ``docker`` resource. One cluster for the whole module
+(Ray starts slowly). Episodes travel by content: the workers read no harness tree or
+task folder of the driver's. Results must equal the inline ones: same run id, same
+cassette ids, same digests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.cassette.store import Store
+from replaykit.config import load_config
+from replaykit.harness import TEMPLATES, commit_all
+from replaykit.run import measure, replay_run
+from replaykit.testing import small_config, write_config
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from tests.test_run import cli  # noqa: E402
+
+MB = 1024 * 1024
+NODE = {"num_cpus": 1, "memory": 768 * MB, "object_store_memory": 80 * MB, "resources": {"docker": 1}}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if ray.is_initialized():
+        ray.shutdown()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "memory": 512 * MB, "object_store_memory": 80 * MB,
+                                                      "include_dashboard": False})
+    for _ in range(2):
+        c.add_node(**NODE)
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _ray(address: str, **extra: Any) -> dict[str, Any]:
+    return {"executor.kind": "ray", "executor.address": address, "executor.memory_mb": 256, **extra}
+
+
+def test_quickstart_panel_on_ray_equals_inline(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "inline").mkdir()
+    on_ray = measure(load_config(write_config(tmp_path / "ray", _ray(cluster.address))))
+    inline = measure(load_config(write_config(tmp_path / "inline")))
+    assert len(on_ray.recorded) == len(inline.recorded) == inline.run["total"] >= 16
+    assert on_ray.run["run_id"] == inline.run["run_id"]
+    assert on_ray.run["cassettes"] == inline.run["cassettes"]
+    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+    store = Store(tmp_path / "ray" / "store")
+    episode = store.get_episode(on_ray.run["cassettes"][0])
+    assert episode.meta["task"]["path"].startswith(str(Path(__file__).resolve().parent.parent / "envs"))  # the driver's path
+    assert replay_run(store, on_ray.run["run_id"])["identical"]
+
+
+def _blocking_harness(repo: Path, marks: Path) -> None:
+    """The quickstart harness, held at its start until ``marks/release`` exists; each
+    start leaves a mark naming the Ray node it runs on."""
+    shutil.copytree(TEMPLATES / "quickstart", repo, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (repo / "harness.py").read_text()
+    source += f'''
+
+_quickstart_solve = solve
+
+
+def solve(task, env, llm, ctx):
+    import os, pathlib, time
+    import ray
+    marks = pathlib.Path({str(marks)!r})
+    (marks / f"{{task.id}}-{{ctx.seed}}-{{os.getpid()}}").write_text(ray.get_runtime_context().get_node_id())
+    while not (marks / "release").exists():
+        time.sleep(0.05)
+    return _quickstart_solve(task, env, llm, ctx)
+'''
+    (repo / "harness.py").write_text(source)
+    import git
+
+    commit_all(git.Repo.init(repo, initial_branch="main"), "blocking harness")
+
+
+def test_a_worker_node_killed_mid_episode_is_retried_elsewhere(cluster: Cluster, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    _blocking_harness(tmp_path / "harness-repo", marks)
+    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port"], seeds=[0, 1],
+                          **_ray(cluster.address, **{"harness.repo": str(tmp_path / "harness-repo"), "harness.template": None}))
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = measure(config)
+        except BaseException as exc:  # reported below
+            outcome["error"] = exc
+
+    driver = threading.Thread(target=run)
+    driver.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(marks.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = next(iter(marks.iterdir()))
+        victim_id = first.read_text()
+        victim = next(n for n in cluster.worker_nodes if n.node_id == victim_id)
+        cluster.remove_node(victim, allow_graceful=False)  # kills the raylet and the episode's worker
+        cluster.add_node(**NODE)  # the cluster is two workers again
+    finally:
+        (marks / "release").write_text("go")
+        driver.join(300)
+    assert "error" not in outcome, outcome.get("error")
+    result = outcome["result"]
+    assert len(result.recorded) == len(set(result.recorded)) == 4
+    starts: dict[str, set[str]] = {}
+    for mark in marks.iterdir():
+        if mark.name != "release":
+            starts.setdefault(mark.name.rsplit("-", 1)[0], set()).add(mark.read_text())
+    assert any(victim_id in nodes and len(nodes) > 1 for nodes in starts.values())  # started on the victim, finished elsewhere
+    store = Store(config.store_path)
+    rows = store.list_cassettes()
+    assert sorted(r["id"] for r in rows) == sorted(result.run["cassettes"])  # stored once each, none half
+    assert all(r["n_llm"] >= 1 and r["reward"] is not None for r in rows)
+
+
+def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")],
+                                     "train.epochs": 3})
+    trained = json.loads(cli("train", str(config), "--json").stdout)
+    report = json.loads(cli("replay", trained["training_id"], "--store", str(tmp_path / "store"), "--ray", cluster.address, "--json").stdout)
+    assert report["identical"] and report["final_baseline"] == trained["final_baseline"]
+    assert report["runs"] and all(r["identical"] for r in report["runs"])
+
+
+@pytest.mark.docker
+def test_docker_episodes_run_on_a_worker_node(cluster: Cluster, docker_base: str, docker_config: Any, tmp_path: Path) -> None:
+    tasks = {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / "hello-file")], "panel.seeds": [0]}
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "inline").mkdir()
+    on_ray = measure(load_config(docker_config(tmp_path / "ray", {**tasks, **_ray(cluster.address)})))
+    inline = measure(load_config(docker_config(tmp_path / "inline", tasks)))
+    assert on_ray.run["run_id"] == inline.run["run_id"] and len(on_ray.recorded) == 1
+    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+    episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run["cassettes"][0])
+    assert episode.meta["environment"]["kind"] == "docker" and episode.env_events
