@@ -8,9 +8,13 @@ are compared after narrow scrubbing (hex addresses, UUIDs, timestamps, durations
 and so is the grade (reward, passed, infra failure). A task is ``deterministic``
 when every episode matches, else ``forked`` with its first differing step.
 
-Certificates live in the store's ``certificates`` table, keyed by (task digest,
-environment kind, image ID): they are reused while those are unchanged.
-``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks.
+Certificates live in the store's ``certificates`` table, keyed by what was executed:
+(task digest, environment kind, image ID, and the digests of the task's episodes in
+the run — their actions, observations and grade). A certificate is only reused for
+the very episodes it re-executed: a run with other actions on the same task is
+certified on its own, and one run's verdict never flips another's.
+``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks;
+it reads certificates by the same key.
 """
 
 from __future__ import annotations
@@ -65,16 +69,28 @@ def env_kind(key: CassetteKey) -> str:
     return dict(key.extra).get("env", "local")
 
 
-def certificate_id(task_digest: str, kind: str, image_id: str) -> str:
-    return digest_of({"task_digest": task_digest, "env": kind, "image": image_id})[:24]
+def certificate_id(task_digest: str, kind: str, image_id: str, executed: list[str] | tuple[str, ...] = ()) -> str:
+    """``executed``: the digests of the episodes re-executed (order does not matter)."""
+    return digest_of({"task_digest": task_digest, "env": kind, "image": image_id, "executed": sorted(executed)})[:24]
 
 
 def _key_of(store: Store, cassette_id: str) -> CassetteKey:
     return CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
 
 
-def _cert_id_of(key: CassetteKey) -> str:
-    return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""))
+def _cert_id_of(store: Store, cassette_ids: list[str]) -> str:
+    """A task's certificate in one run: keyed by the episodes (their digests cover every
+    action, observation and the grade), never by the task alone."""
+    key = _key_of(store, cassette_ids[0])
+    digests = [str(store.cassette_row(c)["digest"]) for c in cassette_ids]
+    return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""), digests)
+
+
+def _by_task(store: Store, cassette_ids: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for cassette_id in cassette_ids:
+        out.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
+    return out
 
 
 def get_certificate(store: Store, cert_id: str) -> dict[str, Any] | None:
@@ -94,13 +110,11 @@ def forked_tasks(store: Store, run_doc: dict[str, Any]) -> dict[str, str]:
     first with :func:`certify_run`. Training verdicts exclude these tasks.
     """
     out: dict[str, str] = {}
-    for cassette_id in run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]:
-        key = _key_of(store, cassette_id)
-        if key.task_id in out:
-            continue
-        cert = get_certificate(store, _cert_id_of(key))
+    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    for task_id, cassette_ids in _by_task(store, cassettes).items():
+        cert = get_certificate(store, _cert_id_of(store, cassette_ids))
         if cert is not None and cert["status"] == FORKED:
-            out[key.task_id] = cert["reason"]
+            out[task_id] = cert["reason"]
     return out
 
 
@@ -217,7 +231,7 @@ def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task)
     except ReplaykitError as exc:
         status, reason = ERROR, str(exc)
     cert = {
-        "id": _cert_id_of(key), "task_id": task.id, "task_digest": key.task_digest, "env_kind": env_kind(key),
+        "id": _cert_id_of(store, [e.id for e in episodes]), "task_id": task.id, "task_digest": key.task_digest, "env_kind": env_kind(key),
         "image_id": image, "status": status, "reason": reason, "run_id": run_id, "episodes": len(episodes),
         "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}), "created_at": now_iso(),
     }
@@ -237,15 +251,13 @@ def certify_run(
     """Certify every task of a run (reusing certificates unless ``refresh``)."""
     run = store.get_run(run_id)
     root = Path(root or Path.cwd())
-    by_task: dict[str, list[str]] = {}
-    for cassette_id in run["cassettes"]:
-        by_task.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
+    by_task = _by_task(store, run["cassettes"])
     if progress:
         progress("plan", {"total": len(by_task)})
     rows = []
     for task_id, cassette_ids in sorted(by_task.items()):
         key = _key_of(store, cassette_ids[0])
-        cert = None if refresh else get_certificate(store, _cert_id_of(key))
+        cert = None if refresh else get_certificate(store, _cert_id_of(store, cassette_ids))
         reused = cert is not None
         if cert is None:
             episodes = [store.get_episode(c) for c in cassette_ids]

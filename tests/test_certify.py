@@ -49,11 +49,11 @@ def test_scrub_leaves_content_alone(text: str) -> None:
     assert scrub(text) == text
 
 
-def test_certificate_ids_follow_task_env_and_image() -> None:
-    base = certificate_id("d" * 64, "docker", "sha256:1")
-    assert base == certificate_id("d" * 64, "docker", "sha256:1")
-    assert len({base, certificate_id("e" * 64, "docker", "sha256:1"), certificate_id("d" * 64, "docker", "sha256:2"),
-                certificate_id("d" * 64, "local", "")}) == 4
+def test_certificate_ids_follow_task_env_image_and_what_was_executed() -> None:
+    base = certificate_id("d" * 64, "docker", "sha256:1", ["a", "b"])
+    assert base == certificate_id("d" * 64, "docker", "sha256:1", ["b", "a"])
+    assert len({base, certificate_id("e" * 64, "docker", "sha256:1", ["a", "b"]), certificate_id("d" * 64, "docker", "sha256:2", ["a", "b"]),
+                certificate_id("d" * 64, "local", "", ["a", "b"]), certificate_id("d" * 64, "docker", "sha256:1", ["a", "c"])}) == 5
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -180,7 +180,8 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(docker_base: 
     assert noisy["first_difference"]["step"] == 1 and noisy["first_difference"]["field"] == "stdout"
     forked = forked_tasks(store, run)
     assert list(forked) == ["noisy-ticket"] and "date +%s%N" in forked["noisy-ticket"]
-    cert = get_certificate(store, certificate_id(noisy_digest(store, run), "docker", noisy["image"]))
+    digest, episodes = noisy_digest(store, run)
+    cert = get_certificate(store, certificate_id(digest, "docker", noisy["image"], episodes))
     assert cert is not None and cert["status"] == FORKED and cert["run_id"] == run["run_id"]
     again = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
     assert all(r["reused"] for r in again["tasks"])
@@ -194,11 +195,11 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(docker_base: 
     store.close()
 
 
-def noisy_digest(store: Store, run: dict[str, Any]) -> str:
-    for cid in run["cassettes"]:
-        row = store.cassette_row(cid)
-        if row["task_id"] == "noisy-ticket":
-            return str(row["task_digest"])
-    raise AssertionError("no noisy-ticket cassette")
+def noisy_digest(store: Store, run: dict[str, Any]) -> tuple[str, list[str]]:
+    """The noisy task's digest and the digests of its episodes in the run."""
+    rows = [store.cassette_row(cid) for cid in run["cassettes"]]
+    rows = [r for r in rows if r["task_id"] == "noisy-ticket"]
+    assert rows, "no noisy-ticket cassette"
+    return str(rows[0]["task_digest"]), [str(r["digest"]) for r in rows]
 
 
