@@ -33,11 +33,6 @@ from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.errors import ReplaykitError, TaskError
 
-TABLE = "certificates"
-COLUMNS: dict[str, Any] = {
-    "id": str, "task_id": str, "task_digest": str, "env_kind": str, "image_id": str, "status": str,
-    "reason": str, "run_id": str, "episodes": int, "doc": str, "created_at": str,
-}
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
 REPO_ENVS = Path(__file__).resolve().parent.parent / "envs"
 Progress = Callable[[str, dict[str, Any]], None]
@@ -94,13 +89,7 @@ def _by_task(store: Store, cassette_ids: list[str]) -> dict[str, list[str]]:
 
 
 def get_certificate(store: Store, cert_id: str) -> dict[str, Any] | None:
-    table = store.ensure_table(TABLE, COLUMNS, pk="id")
-    rows = list(table.rows_where("id = ?", [cert_id]))
-    if not rows:
-        return None
-    row = dict(rows[0])
-    row["doc"] = json.loads(row["doc"]) if row.get("doc") else {}
-    return row
+    return store.get_certificate(cert_id)
 
 
 def forked_tasks(store: Store, run_doc: dict[str, Any]) -> dict[str, str]:
@@ -156,7 +145,7 @@ def _find_task(task_id: str, digest: str, meta: dict[str, Any], patterns: list[s
     raise TaskError(f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH")
 
 
-def _reexecute(episode: Episode, task: Task) -> _Difference | None:
+def _rerun(episode: Episode, task: Task) -> _Difference | None:
     """Run the episode's recorded actions in a fresh environment; the first difference."""
     from replaykit.rollout import EpisodeSpec, TaskView
 
@@ -224,7 +213,7 @@ def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task)
     status, reason, first = DETERMINISTIC, "", None
     try:
         for episode in episodes:
-            diff = _reexecute(episode, task)
+            diff = _rerun(episode, task)
             if diff is not None:
                 status, reason, first = FORKED, diff.reason(episode.key.seed), dict(diff.to_dict(), seed=episode.key.seed, cassette_id=episode.id)
                 break
@@ -236,7 +225,7 @@ def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task)
         "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}), "created_at": now_iso(),
     }
     if status != ERROR:  # an infrastructure error certifies nothing
-        store.ensure_table(TABLE, COLUMNS, pk="id").insert(cert, replace=True)
+        store.put_certificate(cert)
     return dict(cert, doc={"first_difference": first, "cassettes": [e.id for e in episodes]})
 
 

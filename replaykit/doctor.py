@@ -56,7 +56,9 @@ def check_docker(needed: bool) -> list[Check]:
 
 
 def check_store(root: Path) -> Check:
-    if not (root / "index.db").is_file():
+    from replaykit.cassette.store import Store
+
+    if not Store(root).exists():
         return Check(
             "store",
             WARN,

@@ -70,7 +70,7 @@ def replay_cassette(store: "Store", cassette_id: str, require_all: bool = False,
     from replaykit.cassette.recorder import EpisodeCassette
     from replaykit.errors import CassetteNotFound, DivergenceError
 
-    if not (store.root / "index.db").is_file():
+    if not store.exists():
         raise CassetteNotFound(f"no replaykit store at {store.root}; set --replaykit-store, ini replaykit_store or ${ENV_VAR}")
     episode = store.get_episode(store.resolve_id("cassettes", cassette_id, what="cassette"))
     replay = LlmReplay(episode, match_on)

@@ -34,14 +34,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
 
 from replaykit.cassette.bundle_format import (
     CONTENT,
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST,
-    PK,
     TABLES,
     BundleError,
     Selection,
@@ -59,8 +57,8 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "BundleError", "Selection", "collect
 
 # -- collecting from a store ----------------------------------------------------
 def _open_existing(store: Store) -> Store:
-    if not (store.root / "index.db").is_file():
-        raise CassetteNotFound(f"no store at {store.root} (no index.db); pass --store")
+    if not store.exists():
+        raise CassetteNotFound(f"no store at {store.root}; pass --store")
     return store
 
 
@@ -78,11 +76,11 @@ def resolve_root(store: Store, root_id: str) -> tuple[str, str]:
 
 
 def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
-    try:
-        return dict(store.db.table(table).get(key))
-    except sqlite_utils.db.NotFoundError:
-        what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
-        raise BundleError(f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle") from None
+    row = store.get_row(table, key)
+    if row is not None:
+        return row
+    what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
+    raise BundleError(f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle")
 
 
 def collect(store: Store, root_id: str) -> Selection:
@@ -189,24 +187,13 @@ def verify_bundle(path: Path | str, store: Store | None = None) -> dict[str, Any
 
 # -- importing ----------------------------------------------------------------------
 def _has_index(store: Store) -> bool:
-    return (store.root / "index.db").is_file()
+    return store.exists()
 
 
 def _full_plan(sel: Selection) -> dict[str, list[Any]]:
     plan: dict[str, list[Any]] = {t: [sel.rows[t][k] for k in sorted(sel.rows[t])] for t in TABLES}
     plan["blobs"] = sorted(sel.blobs)
     return plan
-
-
-def _present(store: Store, table: str, pk: str, cols: str, keys: list[str]) -> dict[str, Any]:
-    if not store.db[table].exists():
-        return {}
-    found: dict[str, Any] = {}
-    for i in range(0, len(keys), 500):
-        chunk = keys[i : i + 500]
-        sql = f"SELECT [{pk}], {cols} FROM [{table}] WHERE [{pk}] IN ({','.join('?' * len(chunk))})"
-        found.update((str(r[0]), r[1]) for r in store.db.conn.execute(sql, chunk))
-    return found
 
 
 def _same(table: str, ours: Any, theirs: Any) -> bool:
@@ -222,7 +209,7 @@ def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
     """What importing ``sel`` would write; an id present with other content is refused."""
     plan: dict[str, list[Any]] = {}
     for table in TABLES:
-        existing = _present(store, table, PK[table], f"[{CONTENT[table]}]", sorted(sel.rows[table]))
+        existing = store.present(table, sorted(sel.rows[table]), CONTENT[table])
         plan[table] = []
         for key in sorted(sel.rows[table]):
             row = sel.rows[table][key]
@@ -234,7 +221,7 @@ def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
                     f"{what} {key} already exists in store {store.root} with other content; refusing to import {path} "
                     "(import into another store, or remove that id first)"
                 )
-    have = _present(store, "blobs", "hash", "1", sorted(sel.blobs))
+    have = store.present("blobs", sorted(sel.blobs))
     plan["blobs"] = [h for h in sorted(sel.blobs) if h not in have]
     return plan
 
@@ -242,7 +229,7 @@ def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
 def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
     """Verify a bundle completely, then write all its rows and blobs in one transaction.
 
-    Nothing is written (not even an empty ``index.db``) unless the whole bundle
+    Nothing is written (not even an empty index) unless the whole bundle
     verifies and none of its ids exists in ``store`` with other content. Rows and
     blobs already present are left alone: importing the same bundle twice is a no-op.
     """
@@ -251,15 +238,11 @@ def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
     plan = _plan(store, sel, path) if _has_index(store) else _full_plan(sel)
     report: dict[str, Any] = {"path": str(path), "store": str(store.root), "root": sel.root, "counts": sel.counts()}
     if any(plan.values()):
-        with store.db.atomic():
+        with store.transaction():
             plan = _plan(store, sel, path)  # again inside the transaction: no writer slipped in between
-            store.db.conn.executemany(
-                "INSERT OR IGNORE INTO blobs(hash, size, data) VALUES (?, ?, ?)",
-                ((h, len(sel.blobs[h]), sel.blobs[h]) for h in plan["blobs"]),
-            )
+            store.insert_blobs({h: sel.blobs[h] for h in plan["blobs"]})
             for table in TABLES:
-                if plan[table]:
-                    store.db.table(table).insert_all(plan[table], pk=PK[table], alter=True)
+                store.insert_rows(table, plan[table])
     report["imported"] = {k: len(v) for k, v in plan.items()}
     report["noop"] = not any(plan.values())
     return report

@@ -133,8 +133,8 @@ def plan(store: Store, ids: list[str], recursive: bool = False) -> Plan:
 
 def remove(store: Store, ids: list[str], recursive: bool = False, dry_run: bool = False) -> dict[str, Any]:
     """Remove ``ids`` (none: only unreferenced blobs and trees) in one transaction."""
-    if not (store.root / "index.db").is_file():
-        raise StoreError(f"no store at {store.root} (no index.db); pass --store")
+    if not store.exists():
+        raise StoreError(f"no store at {store.root}; pass --store")
     if dry_run:
         return plan(store, ids, recursive).to_json(dry_run=True)
     with store.write_lock():  # plan and delete under one write transaction

@@ -62,10 +62,7 @@ def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
 
 def find_session(store: Store, name: str, upstream: str | None) -> dict[str, Any] | None:
     """The stored session called ``name`` (for this upstream, when given)."""
-    where, params = "kind = ? AND task_id = ?", ["proxy", name]
-    if upstream:
-        where, params = where + " AND endpoint = ?", [*params, endpoint_identity(upstream)]
-    rows = store.list_cassettes(where, params)
+    rows = store.find_proxy_sessions(name, endpoint_identity(upstream) if upstream else None)
     if len({r["endpoint"] for r in rows}) > 1:
         raise ConfigError(f"proxy session {name!r} was recorded against several upstreams; pass --upstream to pick one")
     return rows[-1] if rows else None

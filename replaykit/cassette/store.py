@@ -20,7 +20,7 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import sqlite_utils
 
@@ -28,6 +28,9 @@ from replaykit.cassette.codec import Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
 from replaykit.determinism import canonical_json
 from replaykit.errors import CassetteNotFound, StoreError
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import StoreBackend
 
 SCHEMA: dict[str, dict[str, Any]] = {
     "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash"},
@@ -69,8 +72,27 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+INDEX = "index.db"
+
+#: Tables other layers own, created on their first write (never by a read).
+EXTRA_TABLES: dict[str, dict[str, Any]] = {
+    "certificates": {
+        "columns": {
+            "id": str, "task_id": str, "task_digest": str, "env_kind": str, "image_id": str, "status": str,
+            "reason": str, "run_id": str, "episodes": int, "doc": str, "created_at": str,
+        },
+        "pk": "id",
+    },
+}
+
+
 class Store:
-    """A folder holding ``index.db``. Opened lazily; safe for one writer at a time."""
+    """A folder holding ``index.db``. Opened lazily; safe for one writer at a time.
+
+    The only module that speaks SQL: everything else asks through the named queries
+    below (``find_trainings``, ``find_proxy_sessions``, certificates, bundle rows, ...);
+    :class:`replaykit.cassette.backend.StoreBackend` lists what a second backend provides.
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -82,7 +104,7 @@ class Store:
         if self._db is None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(str(self.root / "index.db"), timeout=30, isolation_level=None)
+                conn = sqlite3.connect(str(self.root / INDEX), timeout=30, isolation_level=None)
                 db = sqlite_utils.Database(conn)
                 _retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
                 db.execute("PRAGMA synchronous=NORMAL")
@@ -99,12 +121,19 @@ class Store:
                 db.table(name).create(spec["columns"], pk=spec["pk"])
         db.table("cassettes").create_index(["task_id", "seed"], if_not_exists=True)
 
-    def ensure_table(self, name: str, columns: dict[str, Any], pk: str) -> sqlite_utils.db.Table:
-        """Let other parts (training, certification, ...) own tables in the same index."""
+    def exists(self) -> bool:
+        """Whether this folder holds a store (checking never creates one)."""
+        return (self.root / INDEX).is_file()
+
+    def _table(self, name: str) -> sqlite_utils.db.Table:
+        """A table, created on first use when another layer owns it (``EXTRA_TABLES``)."""
         table = self.db.table(name)
-        if not table.exists():
-            table.create(columns, pk=pk)
+        if name in EXTRA_TABLES and not table.exists():
+            table.create(EXTRA_TABLES[name]["columns"], pk=EXTRA_TABLES[name]["pk"])
         return table
+
+    def _has_table(self, name: str) -> bool:
+        return self.db.table(name).exists()
 
     def close(self) -> None:
         if self._db is not None:
@@ -130,6 +159,9 @@ class Store:
         if row is None:
             raise StoreError(f"blob {digest[:12]} is missing from store {self.root}; re-import its bundle")
         return bytes(row[0])
+
+    def has_blob(self, digest: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is not None
 
     def put_json(self, value: Any) -> str:
         return self.put_blob(canonical_json(value).encode("utf-8"))
@@ -294,6 +326,80 @@ class Store:
         cursor = self.db.conn.executemany(f"DELETE FROM [{table}] WHERE [{pk}] = ?", ((k,) for k in keys))
         return int(cursor.rowcount)
 
+    # -- named queries ---------------------------------------------------------------
+    def find_docs(self, kind: str, config_digest: str) -> list[dict[str, Any]]:
+        """Documents of ``kind`` whose ``config_digest`` column matches, oldest first."""
+        rows = self.db.conn.execute(
+            "SELECT doc FROM runs WHERE kind = ? AND config_digest = ? ORDER BY created_at, id", (kind, config_digest)
+        ).fetchall()
+        return [self.get_json(r[0]) for r in rows]
+
+    def find_trainings(self, spec_digest: str) -> list[dict[str, Any]]:
+        """Training documents recorded with this spec (a resumed training is one of them)."""
+        return self.find_docs("training", spec_digest)
+
+    def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[dict[str, Any]]:
+        """Index rows of the proxy sessions called ``name`` (for one upstream endpoint), oldest first."""
+        sql, args = "SELECT * FROM cassettes WHERE kind = ? AND task_id = ?", ["proxy", name]
+        if endpoint is not None:
+            sql, args = sql + " AND endpoint = ?", [*args, endpoint]
+        cursor = self.db.conn.execute(sql + " ORDER BY created_at, id", args)
+        cols = [c[0] for c in cursor.description]
+        return [dict(zip(cols, r, strict=True)) for r in cursor.fetchall()]
+
+    def get_certificate(self, cert_id: str) -> dict[str, Any] | None:
+        """A certification row by id (``doc`` decoded), or None. Never creates the table."""
+        if not self._has_table("certificates"):
+            return None
+        row = self._row("certificates", "id", cert_id)
+        if row is None:
+            return None
+        row["doc"] = json.loads(row["doc"]) if row.get("doc") else {}
+        return row
+
+    def put_certificate(self, row: dict[str, Any]) -> None:
+        with self.db.atomic():
+            self._table("certificates").insert(row, replace=True)
+
+    # -- rows, for bundles (export and import) ------------------------------------------
+    def get_row(self, table: str, key: str) -> dict[str, Any] | None:
+        """One row of a core table by primary key, as stored."""
+        if table not in SCHEMA:
+            raise StoreError(f"unknown store table {table!r}")
+        return self._row(table, SCHEMA[table]["pk"], key)
+
+    def present(self, table: str, keys: list[str], column: str | None = None) -> dict[str, Any]:
+        """Of ``keys``, those present in a core table → their ``column`` (or True)."""
+        if table not in SCHEMA:
+            raise StoreError(f"unknown store table {table!r}")
+        if not self.exists():
+            return {}
+        pk = SCHEMA[table]["pk"]
+        value = f"[{column}]" if column else "1"
+        found: dict[str, Any] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            sql = f"SELECT [{pk}], {value} FROM [{table}] WHERE [{pk}] IN ({','.join('?' * len(chunk))})"
+            found.update((str(r[0]), r[1]) for r in self.db.conn.execute(sql, chunk))
+        return found
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction: everything inside commits together or not at all."""
+        with self.db.atomic():
+            yield
+
+    def insert_blobs(self, blobs: dict[str, bytes]) -> None:
+        """Content-addressed blobs (``hash → bytes``; present ones are left alone)."""
+        self._write_blobs(blobs)
+
+    def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of a core table, as exported (an existing primary key is an error)."""
+        if table not in SCHEMA:
+            raise StoreError(f"unknown store table {table!r}")
+        if rows:
+            self.db.table(table).insert_all(rows, pk=SCHEMA[table]["pk"], alter=True)
+
     # -- harness trees ---------------------------------------------------------
     def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
         """Store the files of a harness commit so replay needs no git repository."""
@@ -335,3 +441,7 @@ class Store:
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
         return target
+
+
+if TYPE_CHECKING:
+    _conforms: type[StoreBackend] = Store  # mypy: Store implements the backend protocol

@@ -256,7 +256,7 @@ class LocalEnv:
             raise EnvError(f"environment for task {self.task.id!r} is not started; call start()")
 
     # -- actions --------------------------------------------------------------
-    def _execute(
+    def _run_process(
         self,
         argv: list[str],
         timeout_sec: float,
@@ -317,7 +317,7 @@ class LocalEnv:
         timeout = self.timeout_sec if timeout_sec is None else float(timeout_sec)
         if timeout <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
-        return self._execute(["bash", "-c", command], timeout)
+        return self._run_process(["bash", "-c", command], timeout)
 
     def state_digest(self) -> str:
         """sha256 of the app/ tree (paths, types, executable bits, contents; no mtimes)."""
@@ -335,7 +335,7 @@ class LocalEnv:
         except OSError as exc:
             raise EnvError(f"cannot stage step {step.name!r} of task {self.task.id!r}: {exc}") from exc
         if (step.workdir_dir / "setup.sh").is_file():
-            self._execute(["bash", str(self.app_dir / "setup.sh")], self.task.agent_timeout_sec)
+            self._run_process(["bash", str(self.app_dir / "setup.sh")], self.task.agent_timeout_sec)
 
     def _solution(self) -> tuple[Path, dict[str, str]]:
         env = task_env.task_env(self.task.path, self.task.config, "solution")
@@ -357,7 +357,7 @@ class LocalEnv:
             shutil.rmtree(self.solution_dir)
         shutil.copytree(source, self.solution_dir, symlinks=True)
         script = str(self.solution_dir / "solve.sh")
-        return self._execute(
+        return self._run_process(
             ["bash", script],
             self.step.agent_timeout_sec or self.task.agent_timeout_sec if self.step else self.task.agent_timeout_sec,
             extra_env={**env, "SOLUTION_DIR": str(self.solution_dir)},
@@ -382,7 +382,7 @@ class LocalEnv:
         secrets = {**self._env.secrets, **verifier_env.secrets}
         saved, self._env = self._env, task_env.ResolvedEnv(self._env.values, secrets)
         try:
-            obs = self._execute(["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values)
+            obs = self._run_process(["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values)
         finally:
             self._env = saved
         return verifier_grade(obs, verifier_logs, timeout)

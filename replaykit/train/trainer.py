@@ -113,8 +113,7 @@ class Trainer:
         head = self.harness.resolve()
         self.harness.ensure_clean()
         self.recorded: list[dict[str, Any]] = []
-        for row in self.store.db["runs"].rows_where("kind = ? AND config_digest = ?", ["training", self.spec_digest]):
-            doc = self.store.get_json(row["doc"])
+        for doc in self.store.find_trainings(self.spec_digest):
             if head in doc["chain"]:
                 self.training_id, self.initial_sha, self.recorded = doc["training_id"], doc["initial_sha"], doc["epochs"]
                 self.progress("note", {"message": f"resuming training {self.training_id}: {len(self.recorded)} epoch(s) recorded"})

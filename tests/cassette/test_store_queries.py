@@ -1,0 +1,78 @@
+"""The store boundary: named queries instead of SQL elsewhere, and the backend protocol."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from replaykit.cassette.events import Episode, GradeEvent
+from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.store import Store
+from replaykit.envs.base import Grade
+
+PACKAGE = Path(__file__).resolve().parents[2] / "replaykit"
+
+
+def proxy_episode(name: str, endpoint: str) -> Episode:
+    key = CassetteKey("", name, "", ModelId("", endpoint), 0, "cfg", kind="proxy")
+    return Episode(key, [GradeEvent(Grade(1.0, True))], {})
+
+
+def test_find_trainings_by_spec_digest(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.put_doc("t1", "training", {"training_id": "t1"}, config_digest="spec-a")
+    store.put_doc("t2", "training", {"training_id": "t2"}, config_digest="spec-b")
+    store.put_doc("v1", "verdict", {"verdict_id": "v1"}, config_digest="spec-a")
+    assert [d["training_id"] for d in store.find_trainings("spec-a")] == ["t1"]
+    assert store.find_trainings("spec-c") == []
+
+
+def test_find_proxy_sessions_by_name_and_endpoint(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.put_episode(proxy_episode("s", "http://a"))
+    store.put_episode(proxy_episode("s", "http://b"))
+    store.put_episode(proxy_episode("other", "http://a"))
+    assert {r["endpoint"] for r in store.find_proxy_sessions("s")} == {"http://a", "http://b"}
+    assert [r["endpoint"] for r in store.find_proxy_sessions("s", "http://b")] == ["http://b"]
+    assert store.find_proxy_sessions("nobody") == []
+
+
+def test_certificates_round_trip_and_reading_creates_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.put_episode(proxy_episode("s", "http://a"))  # an existing store without certificates
+    store.close()
+    before = (tmp_path / "index.db").read_bytes()
+    reader = Store(tmp_path)
+    assert reader.get_certificate("c1") is None
+    reader.close()
+    assert (tmp_path / "index.db").read_bytes() == before
+    row = {"id": "c1", "task_id": "t", "task_digest": "d", "env_kind": "local", "image_id": "", "status": "deterministic",
+           "reason": "", "run_id": "r", "episodes": 1, "doc": '{"cassettes": ["x"]}', "created_at": "now"}
+    store.put_certificate(row)
+    got = Store(tmp_path).get_certificate("c1")
+    assert got is not None and got["status"] == "deterministic" and got["doc"] == {"cassettes": ["x"]}
+
+
+def test_rows_for_bundles(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert not store.exists() and store.present("blobs", ["x"]) == {} and not tmp_path.joinpath("index.db").exists()
+    digest = store.put_blob(b"data")
+    assert digest == hashlib.sha256(b"data").hexdigest() and store.has_blob(digest) and not store.has_blob("0" * 64)
+    assert store.present("blobs", [digest, "0" * 64]) == {digest: 1}
+    other = Store(tmp_path / "other")
+    with other.transaction():
+        other.insert_blobs({digest: b"data"})
+        other.insert_rows("trees", [{"sha": "s1", "manifest": "{}"}])
+    assert other.get_blob(digest) == b"data" and other.get_row("trees", "s1") == {"sha": "s1", "manifest": "{}"}
+    assert other.present("trees", ["s1", "s2"], "manifest") == {"s1": "{}"}
+
+
+def test_sql_lives_in_the_store_module_only() -> None:
+    pattern = re.compile(r"\.db\[|index\.db|rows_where|execute\(|\bimport sqlite")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{n}"
+        for path in PACKAGE.rglob("*.py") if path.name != "store.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)
+    ]
+    assert offenders == []
