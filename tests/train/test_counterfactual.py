@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import git
@@ -245,3 +246,31 @@ def test_training_report_shows_the_sweep(
     assert 'id="sweep-table"' in html and html.count('class="sweep-row') == 2 * 3  # 2 criteria × 3 optimizers
     assert html.count('class="sweep-row recorded"') == 1
     assert store_state(store) == before
+
+
+def test_record_needs_the_harness_repository_and_writes_nothing_without_it(
+    quickstart: dict[str, Any], store_state: Callable[[Store], dict[str, Any]]
+) -> None:
+    from replaykit.errors import HarnessError
+
+    s, store = quickstart["summary"], Store(quickstart["store"])
+    repo = Path(s["harness_repo"])
+    before = store_state(store)
+    moved = repo.with_name(repo.name + ".away")
+    repo.rename(moved)
+    try:
+        with pytest.raises(HarnessError, match="--record needs the training's harness repository"):
+            record_counterfactual(store, s["training_id"], criterion="mean_reward:alpha=0.001")
+    finally:
+        moved.rename(repo)
+    assert store_state(store) == before
+
+
+def test_seed_robustness_with_another_criterion(quickstart: dict[str, Any]) -> None:
+    s, store = quickstart["summary"], str(quickstart["store"])
+    verdict = s["epochs"][0]["verdict_id"]
+    rob = cli(verdict, "--store", store, "--resample-seeds", "1", "--criterion", "mean_reward:alpha=0.1")
+    # seed 0 alone: 2 new solves (p=1/4 > 0.1) → reject; seed 1 alone: 4 (p=1/16) → accept; both seeds: accept
+    assert rob["criterion"]["name"] == "mean_reward" and rob["accept"] is True
+    assert [(x["seeds"], x["accept"]) for x in rob["samples"]] == [([0], False), ([1], True)]
+    assert rob["summary"] == "this acceptance survives 1 of 2 subsets of 1 of 2 seed(s)"
