@@ -17,6 +17,19 @@ no key is needed. A request that was not recorded at that position fails the tes
 with the divergence report (position, reason, diff of the two requests).
 ``require_all=True`` also fails a test that made fewer calls than were recorded.
 
+Record on first run, replay after (the pytest-recording habit)::
+
+    @pytest.mark.replaykit                      # or use the ``replaykit_llm`` fixture
+    def test_my_agent():
+        reply = openai.OpenAI().chat.completions.create(...)   # real endpoint, first run only
+
+The first run (``--replaykit-record-mode once``, the default) lets the test's LLM
+calls through and, if the test passes, stores them as a cassette named by the test
+id (``<module>::<test>``; ``@pytest.mark.replaykit(name=..., rules=("uuids",))`` to choose); later runs
+replay it offline. ``none`` only replays (a missing cassette fails the test), ``all``
+records again. API keys never reach the cassette (headers are not stored; the value
+of ``$OPENAI_API_KEY`` and of ``secrets=(ENV_VAR, ...)`` is scrubbed from bodies).
+
 The store is, first found: ``--replaykit-store PATH``, the ini option
 ``replaykit_store`` (relative to the ini file), ``$REPLAYKIT_STORE``, else
 ``<rootdir>/cassettes``. Fixtures: ``replaykit_cassette`` (the factory above) and
@@ -39,6 +52,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.store import Store
 
 ENV_VAR = "REPLAYKIT_STORE"
+RECORD_MODES = ("once", "none", "all")
 
 
 class LlmReplay:
@@ -104,12 +118,14 @@ def divergence_text(exc: Any) -> str:
 # -- pytest wiring ------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("replaykit", "replaykit cassette replay")
+    group.addoption("--replaykit-record-mode", dest="replaykit_record_mode", default="once", choices=RECORD_MODES,
+                    help="for @pytest.mark.replaykit / replaykit_llm: once (record if missing, else replay), none (replay only), all (re-record)")
     group.addoption("--replaykit-store", dest="replaykit_store", default=None, metavar="PATH", help=f"replaykit store folder (else ini replaykit_store, ${ENV_VAR}, <rootdir>/cassettes)")
     parser.addini("replaykit_store", "replaykit store folder for the replaykit_cassette fixture (relative to the ini file)", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "replaykit: tests that replay replaykit cassettes")
+    config.addinivalue_line("markers", "replaykit(name=None, rules=(), secrets=()): record this test's LLM calls on the first run, replay them after")
 
 
 def store_path(config: pytest.Config) -> Path:
@@ -143,12 +159,89 @@ def replaykit_cassette(replaykit_store: "Store") -> Callable[..., ContextManager
 
     @contextlib.contextmanager
     def use(cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None) -> Iterator[LlmReplay]:
+        failure = None
         try:
             with replay_cassette(replaykit_store, cassette_id, require_all, match_on) as replay:
                 yield replay
         except DivergenceError as exc:
-            pytest.fail(divergence_text(exc), pytrace=False)
+            failure = divergence_text(exc)
         except ReplaykitError as exc:
-            pytest.fail(f"replaykit: {exc}", pytrace=False)
+            failure = f"replaykit: {exc}"
+        if failure is not None:  # outside the except: the failure is reported once, with no chained traceback
+            pytest.fail(failure, pytrace=False)
 
     return use
+
+
+# -- record on first run, replay after ------------------------------------------------
+def test_key(name: str, rules: tuple[str, ...]) -> Any:
+    """The cassette key of a recorded test (kind ``pytest``): its name and rules."""
+    from replaykit.cassette.keys import CassetteKey, ModelId
+    from replaykit.determinism import digest_of
+
+    return CassetteKey(harness_sha="", task_id=name, task_digest="", model=ModelId(name="", endpoint=""), seed=0,
+                       config_digest=digest_of({"rules": list(rules)})[:16], kind="pytest")
+
+
+def default_name(item: pytest.Item) -> str:
+    """``<module file stem>::<test name>`` (the rootdir, hence the node id, varies with the arguments)."""
+    return f"{item.path.stem}::{item.nodeid.split('::', 1)[-1]}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
+        tape = item.stash.get(_TAPE, None)
+        if call.excinfo is not None and tape is not None and tape.divergence is not None:
+            report.longrepr = divergence_text(tape.divergence)  # once, without the client's traceback
+    return report
+
+
+_PASSED = pytest.StashKey[bool]()
+_TAPE = pytest.StashKey[Any]()
+
+
+@pytest.fixture
+def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> Iterator[Any]:
+    """Record this test's LLM calls on the first run (if it passes); replay them after."""
+    from replaykit.cassette.events import Episode
+    from replaykit.cassette.matchers import Scrubber
+    from replaykit.cassette.recorder import episode_cassette
+    from replaykit.cassette.tape import Tape
+    from replaykit.determinism import ENV_PINS
+
+    marker = request.node.get_closest_marker("replaykit")
+    options = dict(marker.kwargs) if marker else {}
+    rules = tuple(options.get("rules", ()))
+    key = test_key(str(options.get("name") or default_name(request.node)), rules)
+    mode = request.config.getoption("replaykit_record_mode", default="once") or "once"
+    exists = (replaykit_store.root / "index.db").is_file() and replaykit_store.has(key.id)
+    if exists and mode != "all":
+        from replaykit.cassette.recorder import EpisodeCassette
+
+        replay = LlmReplay(replaykit_store.get_episode(key.id))
+        request.node.stash[_TAPE] = replay.tape
+        with EpisodeCassette.use(path=f"replaykit:{key.id}", tape=replay.tape, rules=rules):
+            yield replay
+        if replay.tape.divergence is not None and request.node.stash.get(_PASSED, False):  # the test swallowed it
+            pytest.fail(divergence_text(replay.tape.divergence), pytrace=False)
+        return
+    if mode == "none":
+        pytest.fail(f"replaykit: no recording of {key.task_id!r} in {replaykit_store.root}; run once with --replaykit-record-mode once",
+                    pytrace=False)
+    secrets = {name: os.environ.get(name, "") for name in ("OPENAI_API_KEY", *options.get("secrets", ()))}
+    tape = Tape(key.id)
+    with episode_cassette(f"pytest:{key.task_id}", tape, Scrubber({k: v for k, v in secrets.items() if v}), rules):
+        yield tape
+    if request.node.stash.get(_PASSED, False):
+        replaykit_store.put_episode(Episode(key=key, events=list(tape.events),
+                                            meta={"pytest": {"name": key.task_id}, "rules": list(rules), "pins": ENV_PINS}))
+
+
+@pytest.fixture(autouse=True)
+def _replaykit_marker(request: pytest.FixtureRequest) -> None:
+    """``@pytest.mark.replaykit`` turns ``replaykit_llm`` on for the test (as ``@pytest.mark.vcr`` does)."""
+    if request.node.get_closest_marker("replaykit") is not None:
+        request.getfixturevalue("replaykit_llm")

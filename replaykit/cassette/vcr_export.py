@@ -1,7 +1,10 @@
 """Export replaykit cassettes as plain vcrpy YAML cassettes (one file per episode).
 
 ``replaykit cassettes export ID --format vcr -o DIR`` writes ``DIR/<cassette id>.yaml``
-for every episode reachable from ``ID`` (a run, a training, or one cassette). Each
+for every episode reachable from ``ID`` (a run, a training, or one cassette), and
+beside it ``<cassette id>.replaykit.json`` (task, seed, model, harness, digest). The
+YAML is plain vcrpy (no ``metadata:`` block), so pytest-recording and vcrpy load it
+as is: ``@pytest.mark.vcr`` with ``vcr_cassette_dir`` = DIR. Each
 holds the episode's LLM calls only, in order: method, uri, body and the exact
 response bytes (streamed SSE bodies included, as one body). Environment steps are
 not HTTP and stay in replaykit.
@@ -69,7 +72,7 @@ def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
 
 
 def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
-    """vcrpy's in-memory cassette dict (``requests``, ``responses``, ``metadata``)."""
+    """vcrpy's in-memory cassette dict (``requests``, ``responses``)."""
     from vcr.request import Request
 
     requests, responses = [], []
@@ -80,14 +83,20 @@ def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[s
         for name, value in event.headers:
             response_headers.setdefault(name, []).append(value)
         responses.append({"status": {"code": event.status, "message": event.reason}, "headers": response_headers, "body": {"string": event.content}})
+    return {"requests": requests, "responses": responses}
+
+
+def episode_metadata(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
+    """What the sidecar ``<id>.replaykit.json`` says about a cassette (kept out of the
+    YAML: vcrpy 9 returns a third value for a top-level ``metadata:`` block, which
+    pytest-recording and other loaders do not expect)."""
     key = episode.key
-    metadata = {
+    return {
         "replaykit": {
             "cassette_id": key.id, "task_id": key.task_id, "seed": key.seed, "model": key.model.name,
             "harness_sha": key.harness_sha, "digest": episode.digest, "base_url": base_url,
         }
     }
-    return {"requests": requests, "responses": responses, "metadata": metadata}
 
 
 def vcr_yaml(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> str:
@@ -115,7 +124,9 @@ def export_vcr(store: Store, root_id: str, out_dir: Path | str, base_url: str = 
         path = out / f"{cassette_id}.yaml"
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(vcr_yaml(episode, base_url), encoding="utf-8")
-        files.append({"path": str(path), "cassette_id": cassette_id, "task_id": episode.key.task_id, "seed": episode.key.seed, "interactions": len(episode.llm_events)})
+        sidecar = out / f"{cassette_id}.replaykit.json"
+        sidecar.write_text(json.dumps(episode_metadata(episode, base_url), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        files.append({"path": str(path), "metadata": str(sidecar), "cassette_id": cassette_id, "task_id": episode.key.task_id, "seed": episode.key.seed, "interactions": len(episode.llm_events)})
     return {"dir": str(out), "root": sel.root, "base_url": base_url, "files": files}
 
 

@@ -121,7 +121,9 @@ def test_uris_follow_the_base_url_and_no_secret_or_header_is_exported(recorded: 
     text = path.read_text()
     assert BUILTIN_KEY not in text and "uthorization" not in text and "stainless" not in text
     data = yaml.safe_load(text)
-    assert data["version"] == 1 and data["metadata"]["replaykit"]["cassette_id"] == recorded["episode"].id
+    assert data["version"] == 1 and "metadata" not in data
+    sidecar = json.loads(Path(report["files"][0]["metadata"]).read_text())
+    assert sidecar["replaykit"]["cassette_id"] == recorded["episode"].id and sidecar["replaykit"]["base_url"] == base
     for interaction in data["interactions"]:
         assert interaction["request"]["uri"] == base + "/chat/completions"
         assert interaction["request"]["headers"] == {"Content-Type": ["application/json"]}
@@ -149,6 +151,39 @@ def test_cli_exports_vcr_cassettes(recorded: dict[str, Any], tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     files = json.loads(out.stdout)["files"]
     assert len(files) == 1 and Path(files[0]["path"]).is_file() and files[0]["interactions"] == len(recorded["episode"].llm_events)
+
+
+PYTEST_RECORDING_TEST = """
+import json, openai, pytest
+
+@pytest.fixture(scope="module")
+def vcr_config():
+    return {{"match_on": ["method", "path", "body"]}}
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir():
+    return {dir!r}
+
+@pytest.fixture
+def default_cassette_name():
+    return {name!r}
+
+@pytest.mark.vcr
+def test_replayed_by_pytest_recording():
+    client = openai.OpenAI(base_url="http://127.0.0.1:8765/v1", api_key="sk-anything", max_retries=0)
+    reply = client.chat.completions.create(**json.loads({body!r}))
+    assert reply.choices[0].message.content == {expected!r}
+"""
+
+
+def test_pytest_recording_loads_an_export(recorded: dict[str, Any], pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr")
+    event = recorded["episode"].llm_events[0]
+    pytester.makepyfile(test_user=PYTEST_RECORDING_TEST.format(
+        dir=str(tmp_path / "vcr"), name=report["files"][0]["cassette_id"], body=json.dumps(event.body),
+        expected=message_of(event.content)["content"]))
+    result = pytester.runpytest("--record-mode=none", "-p", "no:cacheprovider", "-p", "recording")
+    result.assert_outcomes(passed=1)
 
 
 # -- the pytest plugin ------------------------------------------------------------------
