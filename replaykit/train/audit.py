@@ -55,7 +55,8 @@ def replay_training(
         data["store"] = str(store.root.resolve())
         config = RunConfig.model_validate(data)
         config.base_dir = Path(doc["config_base_dir"])
-        trainer = Trainer(config=config, record_mode="none", persist=False, store=store, progress=progress)
+        trainer = Trainer(config=config, estimator=Trainer.stored_estimator(store, doc), record_mode="none", persist=False,
+                          store=store, progress=progress)
         for loss in trainer.epochs(len(doc["epochs"])):
             loss.backward()
             trainer.optimizer.step()

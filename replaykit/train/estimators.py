@@ -157,8 +157,22 @@ def _agentic(backend: dict[str, Any] | None = None) -> AgenticEstimator:
     return AgenticEstimator(make_backend(spec.pop("kind", "openai"), **spec))
 
 
-def _patch_queue(diffs: list[str] | None = None, descriptions: list[str] | None = None) -> PatchQueue:
-    return PatchQueue([Path(p).read_text() if not p.startswith("diff") else p for p in diffs or []], descriptions)
+def _patch_queue(diffs: list[str] | None = None, descriptions: list[str] | None = None, base_dir: Path | None = None) -> PatchQueue:
+    """Each entry is a diff text, or the path of a diff file relative to the config file's folder."""
+    texts = []
+    for entry in diffs or []:
+        if entry.startswith(("diff", "---")) or "\n" in entry:
+            texts.append(entry)
+            continue
+        path = Path(entry).expanduser()
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        try:
+            texts.append(path.read_text())
+        except OSError as exc:
+            raise ConfigError(
+                f"train.estimator.diffs: cannot read {path}: {exc.strerror or exc}; paths are relative to the config file's folder"
+            ) from None
+    return PatchQueue(texts, descriptions)
 
 
 ESTIMATORS: Registry[Callable[..., Estimator]] = Registry("estimator", "replaykit.estimators")
@@ -173,9 +187,12 @@ register_estimator("patch_queue", _patch_queue)
 register_estimator("recorded_proposals", RecordedProposals)
 
 
-def make_estimator(spec: dict[str, Any] | None) -> Estimator:
+def make_estimator(spec: dict[str, Any] | None, base_dir: Path | None = None) -> Estimator:
+    """``base_dir``: the config file's folder, which relative paths (patch-queue diffs) resolve against."""
     spec = dict(spec or {})
     kind = spec.pop("kind", "agentic")
+    if kind == "patch_queue" and base_dir is not None:
+        spec["base_dir"] = base_dir
     factory = ESTIMATORS.get(kind)
     try:
         return factory(**spec)

@@ -37,7 +37,7 @@ from replaykit.run import measure, open_harness, reusable, secrets_for
 from replaykit.train import gitops
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Criterion, make_criterion
-from replaykit.train.estimators import Estimator, make_estimator
+from replaykit.train.estimators import Estimator, PatchQueue, make_estimator
 from replaykit.train.loss import Loss
 from replaykit.train.optimizers import Optimizer, make_optimizer
 from replaykit.train.parameter import Parameter
@@ -83,7 +83,7 @@ class Trainer:
         self.train_cfg = train_config(config)
         crit = dict(self.train_cfg.criterion)
         opt = dict(self.train_cfg.optimizer)
-        self.estimator = estimator or make_estimator(self.train_cfg.estimator)
+        self.estimator = estimator or make_estimator(self.train_cfg.estimator, base_dir=config.base_dir)
         self.criterion = criterion or make_criterion(crit.pop("name", "strict_pareto"), **crit)
         self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
         self.record_mode = record_mode
@@ -308,6 +308,15 @@ class Trainer:
             "config_base_dir": str(self.config.base_dir),
         }
 
+    @staticmethod
+    def stored_estimator(store: Store, doc: dict[str, Any]) -> Estimator | None:
+        """A recorded training's patch queue, read from the store (not from the diff files,
+        which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
+        queue = doc.get("patch_queue")
+        if not queue:
+            return None
+        return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue["diffs"]], queue.get("descriptions"))
+
     def _save(self) -> None:
         if not self.persist:
             return
@@ -317,5 +326,10 @@ class Trainer:
         bundle = self._bundle
         doc["initial_bundle"] = bundle
         doc["blobs"] = [bundle]
+        if isinstance(self.estimator, PatchQueue):  # the diff texts travel with the training (replay, bundles)
+            if getattr(self, "_diffs", None) is None:
+                self._diffs = [self.store.put_blob(d.encode("utf-8")) for d in self.estimator.diffs]
+            doc["patch_queue"] = {"diffs": self._diffs, "descriptions": list(self.estimator.descriptions)}
+            doc["blobs"] = [bundle, *self._diffs]
         self.store.put_doc(self.training_id, "training", doc, name=self.config.name, harness_sha=self.initial_sha,
                            model=self.config.model.name, endpoint=model_id(self.config.model).endpoint, config_digest=self.spec_digest)
