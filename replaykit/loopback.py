@@ -24,6 +24,10 @@ class LoopbackServer(ThreadingHTTPServer):
     """A threading HTTP server that knows its open connections."""
 
     daemon_threads = True
+    # socketserver's default listen backlog is 5: twenty agents connecting at once (each
+    # proxied call opens its own upstream connection) overflow it on a loaded machine and
+    # see resets. A deeper backlog costs nothing.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.connections: set[socket.socket] = set()
