@@ -275,8 +275,32 @@ def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
             raise TaskError(f"{toml_path}: field '{section}.{key}' = {table[key]!r} is not supported: {why}")
 
 
+_TASKS: dict[tuple[str, tuple[tuple[Any, ...], ...]], Task] = {}
+
+
 def load_task(path: str | os.PathLike[str]) -> Task:
-    """Load and validate one task folder; raises :class:`TaskError` naming file and field."""
+    """Load and validate one task folder; raises :class:`TaskError` naming file and field.
+
+    A folder whose entries are all unchanged (and settled, see ``task_digest``) since
+    this process last loaded it is not read again (a training loads its panel twice
+    an epoch)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return _load_task(folder)
+    sig = _stat_signature(folder)
+    key = (str(folder.resolve()), sig)
+    task = _TASKS.get(key)
+    if task is None:
+        task = _load_task(folder)
+        newest = max((max(e[5], e[6]) for e in sig), default=0)
+        if newest < time.time_ns() - 2_000_000_000:
+            if len(_TASKS) > 4096:
+                _TASKS.clear()
+            _TASKS[key] = task
+    return task
+
+
+def _load_task(path: str | os.PathLike[str]) -> Task:
     folder = Path(path)
     if not folder.is_dir():
         raise TaskError(f"{folder}: not a task folder (no such directory)")
@@ -328,6 +352,7 @@ def panel_folders(patterns: list[str], root: Path) -> list[Path]:
         raise TaskError("panel is empty: give at least one task path or glob")
     root = Path(root)
     found: list[Path] = []
+    seen: set[Path] = set()
     for pattern in patterns:
         full = pattern if os.path.isabs(pattern) else str(root / pattern)
         if _is_glob(pattern):
@@ -338,7 +363,11 @@ def panel_folders(patterns: list[str], root: Path) -> list[Path]:
             folders = [Path(full)] if Path(full).is_dir() else []
         if not folders:
             raise TaskError(f"panel pattern {pattern!r} matches no task folder under {root}")
-        found.extend(f for f in folders if f.resolve() not in {g.resolve() for g in found})
+        for folder in folders:
+            resolved = folder.resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                found.append(folder)
     return found
 
 

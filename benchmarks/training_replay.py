@@ -1,0 +1,126 @@
+"""Benchmark: offline replay of a worst-case training (every epoch a real candidate).
+
+A patch-queue training of E epochs on a panel of T tasks (the sample tasks copied
+under new ids until there are T) with one seed: each epoch's diff adds a new module
+to the harness, so every epoch commits a new candidate whose whole panel is
+recorded (E + 1 runs of T episodes). The training is recorded once into a cache
+folder (reused by later invocations), then ``replay_training`` replays it offline:
+every epoch's proposal, measure, verdict and every run's episodes.
+
+Prints the replay time, episodes per second, and — with ``--ray N`` — the same
+replay on a private Ray instance of N CPUs and its speed-up.
+
+Usage: python benchmarks/training_replay.py [--epochs 30] [--tasks 20] [--workers 2] [--ray 2] [--cache DIR]
+Target (issue 13): 30 epochs × 20 tasks replays in ≤ 10 s on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_tasks(folder: Path, count: int) -> None:
+    samples = sorted(p for p in (REPO / "envs").iterdir() if (p / "task.toml").is_file())
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        src = samples[i % len(samples)]
+        dest = folder / (src.name if i < len(samples) else f"{src.name}-{i // len(samples)}")
+        if not dest.exists():
+            shutil.copytree(src, dest)
+
+
+def diff_adding(epoch: int) -> str:
+    return (
+        f"diff --git a/extra_{epoch:03d}.py b/extra_{epoch:03d}.py\n"
+        "new file mode 100644\n"
+        "--- /dev/null\n"
+        f"+++ b/extra_{epoch:03d}.py\n"
+        "@@ -0,0 +1 @@\n"
+        f"+EPOCH = {epoch}\n"
+    )
+
+
+def prepare(cache: Path, epochs: int, tasks: int) -> tuple[Path, str]:
+    """Record the training once (into ``cache``); return the store and the training id."""
+    from replaykit.train.trainer import Trainer
+
+    marker = cache / "training_id"
+    if marker.exists():
+        return cache / "store", marker.read_text().strip()
+    make_tasks(cache / "tasks", tasks)
+    diffs = [diff_adding(e) for e in range(epochs)]
+    data = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
+    data.update(name="bench-training", store=str(cache / "store"))
+    data["harness"]["repo"] = str(cache / "harness")
+    data["panel"] = {"tasks": [str(cache / "tasks" / "*")], "seeds": [0]}
+    data["train"] = {
+        "epochs": epochs, "seed": 0, "patch_surface": ["harness.py", "extra_*.py"],
+        "estimator": {"kind": "patch_queue", "diffs": diffs},
+        "criterion": {"name": "strict_pareto", "secondary_metrics": ["steps", "tokens"]},
+        "optimizer": {"name": "greedy_monotonic"},
+    }
+    config = cache / "config.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    start = time.perf_counter()
+    trainer = Trainer(config_path=config)
+    for loss in trainer.epochs(epochs):
+        loss.backward()
+        trainer.optimizer.step()
+    summary = trainer.summary()
+    print(f"recorded the training once in {time.perf_counter() - start:.1f} s (cached in {cache})")
+    marker.write_text(summary["training_id"])
+    return cache / "store", summary["training_id"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=2, help="also replay in a local fork pool of N processes (0: skip)")
+    parser.add_argument("--ray", type=int, default=0, help="also replay on a private Ray instance with N CPUs")
+    parser.add_argument("--cache", type=Path, default=None)
+    args = parser.parse_args()
+    cache = args.cache or Path(tempfile.gettempdir()) / f"replaykit-bench-training-{args.epochs}x{args.tasks}"
+
+    from replaykit.cassette.store import Store
+    from replaykit.train.audit import replay_training
+
+    store_path, training_id = prepare(cache, args.epochs, args.tasks)
+    store = Store(store_path)
+    doc = store.get_doc(training_id, kind="training")
+    episodes = sum(len(store.get_run(r)["cassettes"]) for r in doc["runs"])
+    candidates = sum(1 for e in doc["epochs"] if e.get("candidate_sha") and not e.get("skipped"))
+
+    start = time.perf_counter()
+    report = replay_training(store, training_id)
+    inline = time.perf_counter() - start
+    print(f"training: {args.epochs} epochs x {args.tasks} tasks, {candidates} real candidates, {len(doc['runs'])} runs, {episodes} episodes replayed")
+    print(f"inline replay: {inline:6.2f} s  ({episodes / inline:6.1f} episodes/s)  identical={report['identical']}  target <= 10 s: {'met' if inline <= 10 else 'NOT met'}")
+    if args.workers > 1:
+        from replaykit.executor import LocalExecutor
+
+        start = time.perf_counter()
+        report = replay_training(store, training_id, executor=LocalExecutor(args.workers))
+        pooled = time.perf_counter() - start
+        print(f"pool replay ({args.workers} workers): {pooled:6.2f} s  speed-up {inline / pooled:.2f}x  identical={report['identical']}  "
+              f"target <= 10 s: {'met' if pooled <= 10 else 'NOT met'}")
+    if args.ray:
+        from replaykit.ray_executor import RayExecutor, connect
+
+        connect("local", num_cpus=args.ray)
+        start = time.perf_counter()
+        report = replay_training(store, training_id, executor=RayExecutor("local"))
+        on_ray = time.perf_counter() - start
+        print(f"ray replay ({args.ray} CPUs): {on_ray:6.2f} s  speed-up {inline / on_ray:.2f}x (ideal {args.ray}x)  identical={report['identical']}")
+
+
+if __name__ == "__main__":
+    main()
