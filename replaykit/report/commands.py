@@ -38,19 +38,35 @@ def show_transcript(store: Any, cassette_id: str, as_json: bool) -> None:
 
 def cassettes_diff(
     a: str = typer.Argument(
-        ..., help="First cassette id (e.g. the baseline's episode; a unique prefix is enough)."
+        ...,
+        help="First cassette id (e.g. the baseline's episode), or a verdict id. A unique prefix is enough.",
     ),
-    b: str = typer.Argument(
-        ..., help="Second cassette id (e.g. the candidate's episode on the same task and seed)."
+    b: Optional[str] = typer.Argument(
+        None,
+        help="Second cassette id (e.g. the candidate's episode on the same task and seed); none with a verdict.",
+    ),
+    unit: Optional[str] = typer.Option(
+        None, "--unit", help="With a verdict: only this TASK#SEED (default: every new solve and regression)."
     ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Align two episodes call by call and step by step; show the first point where they part."""
-    from replaykit.report import terminal
-    from replaykit.report.diff import diff_cassettes
+    """Align two episodes call by call and step by step; show the first point where they part.
 
-    doc = diff_cassettes(open_store(store), a, b)
+    Given a verdict instead, diff the baseline and candidate episodes of each task that moved."""
+    from replaykit.report import terminal
+    from replaykit.report.diff import diff_cassettes, diff_verdict
+
+    st = open_store(store)
+    if b is None:
+        report = diff_verdict(st, a, unit)
+        emit_json(report) if as_json else terminal.verdict_diff(report)
+        return
+    if unit is not None:
+        raise typer.BadParameter(
+            "--unit goes with a verdict id, not with two cassette ids", param_hint="--unit"
+        )
+    doc = diff_cassettes(st, a, b)
     emit_json(doc) if as_json else terminal.episode_diff(doc)
 
 

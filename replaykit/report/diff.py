@@ -177,3 +177,47 @@ def diff_cassettes(store: Any, a: str, b: str) -> dict[str, Any]:
     a_id = store.resolve_id("cassettes", a, what="cassette")
     b_id = store.resolve_id("cassettes", b, what="cassette")
     return diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)
+
+
+def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> dict[str, Any]:
+    """``cassettes diff VERDICT [--unit TASK#SEED]``: the baseline vs candidate episode of each
+    new solve and regression (or of one unit), each with its first difference."""
+    from replaykit.errors import ReplaykitError
+
+    try:
+        kind = store.doc_kind(verdict_id)
+    except ReplaykitError:
+        kind = "cassette"
+    if kind != "verdict":
+        raise ReplaykitError(f"{verdict_id!r} is a {kind}: give two cassette ids (A B), or one verdict id")
+    doc = store.get_doc(verdict_id, kind="verdict")
+    v = doc["verdict"]
+    runs = []
+    for run_id in (doc["baseline_run"], doc["candidate_run"]):
+        runs.append(
+            {f"{e['task_id']}#{e['seed']}": e["cassette_id"] for e in store.get_run(run_id)["episodes"]}
+        )
+    moved = [(u, "new solve") for u in v.get("new_solves") or []] + [
+        (u, "regression") for u in v.get("regressions") or []
+    ]
+    if unit is not None:
+        if unit not in runs[0] or unit not in runs[1]:
+            known = ", ".join(sorted(set(runs[0]) & set(runs[1]))[:8])
+            raise ReplaykitError(
+                f"--unit {unit!r} is not in both runs of verdict {doc['verdict_id']}; use TASK#SEED, e.g. {known}"
+            )
+        moved = [(unit, dict(moved).get(unit, "unchanged"))]
+    units = []
+    for name, movement in moved:
+        a_id, b_id = runs[0][name], runs[1][name]
+        diff = diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)
+        diff.pop("aligned")
+        units.append({"unit": name, "movement": movement, **diff})
+    return {
+        "verdict_id": doc["verdict_id"],
+        "accept": v["accept"],
+        "reason": v["reason"],
+        "baseline_sha": doc["baseline_sha"],
+        "candidate_sha": doc["candidate_sha"],
+        "units": units,
+    }

@@ -128,3 +128,17 @@ def probe(r: dict[str, Any]) -> None:
         _print(f"  - {tip}")
     if r.get("saved"):
         _print(f"saved as probe {r['probe_id']} (`replaykit report {r['probe_id']}`)", "dim")
+
+
+def verdict_diff(report: dict[str, Any]) -> None:
+    decision = "accepted" if report["accept"] else "rejected"
+    _print(
+        f"verdict {report['verdict_id']} ({decision}): {report['baseline_sha'][:10]} → {report['candidate_sha'][:10]}",
+        "bold",
+    )
+    _print(report["reason"])
+    if not report["units"]:
+        _print("no task moved: nothing to diff (pick one with --unit TASK#SEED)")
+    for unit in report["units"]:
+        _print(f"\n═══ {unit['movement']}: {unit['unit']}", "bold magenta")
+        episode_diff(unit)

@@ -62,3 +62,23 @@ def test_an_episode_that_ends_early_parts_at_its_end() -> None:
     ]
     rows = side_by_side(["x", "y", "z"], ["x", "Y", "z", "w"])
     assert [r["tag"] for r in rows] == ["equal", "replace", "equal", "insert"]
+
+
+def test_diff_of_the_accepted_verdict_shows_the_retry_nudge_for_each_new_solve(
+    quickstart_training: dict[str, Any],
+) -> None:
+    summary, store = quickstart_training["summary"], str(quickstart_training["store"])
+    epoch = next(e for e in summary["epochs"] if e["decision"] == "accepted")
+    doc = json.loads(cli("cassettes", "diff", epoch["verdict_id"][:8], "--store", store, "--json").stdout)
+    assert doc["verdict_id"] == epoch["verdict_id"] and doc["accept"] is True
+    assert [u["unit"] for u in doc["units"]] == epoch["verdict"]["new_solves"]
+    for u in doc["units"]:
+        assert u["movement"] == "new solve" and u["first_difference"]["part"] == "request"
+        assert any(
+            line.startswith("+The command failed (exit code ") for line in u["first_difference"]["unified"]
+        )
+    one = epoch["verdict"]["new_solves"][0]
+    text = cli("cassettes", "diff", epoch["verdict_id"], "--unit", one, "--store", store).stdout
+    assert f"new solve: {one}" in text and "Fix it and retry." in text
+    bad = cli("cassettes", "diff", epoch["verdict_id"], "--unit", "nope#9", "--store", store, check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: --unit 'nope#9' is not in both runs")
