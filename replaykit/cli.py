@@ -311,12 +311,19 @@ def cassettes_verify(
 def images_build_base(
     tag: str = typer.Option("replaykit/base:bookworm", "--tag", help="Tag of the local base image."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image exists."),
+    flavor: Literal["debian", "python"] = typer.Option("debian", "--flavor", help="debian: bash, coreutils, python3, pytest; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
     from replaykit.envs.images import build_base_image
 
-    result = build_base_image(tag=tag, force=force, progress=None if as_json else render.err)
+    if flavor == "python":
+        from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image
+
+        result = build_python_image(tag=PYTHON_IMAGE if tag == "replaykit/base:bookworm" else tag, force=force,
+                                    progress=None if as_json else render.err)
+    else:
+        result = build_base_image(tag=tag, force=force, progress=None if as_json else render.err)
     if as_json:
         emit_json(result)
     else:

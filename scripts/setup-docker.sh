@@ -3,7 +3,9 @@
 #  1. when no Docker engine answers: install docker.io (and debootstrap) from the
 #     Debian archive if missing, start dockerd in the background (log under /tmp),
 #     and wait until it answers (bounded);
-#  2. build the local base image replaykit/base:bookworm (cached: skipped when present).
+#  2. build the local base image replaykit/base:bookworm and its python flavour
+#     replaykit/base:bookworm-python (pip, venv, uv, pytest; wheels downloaded on the host)
+#     (cached: each skipped when present).
 # Nothing is pulled from an image registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,3 +49,4 @@ fi
 echo "setup-docker: engine $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?') is up"
 
 PATH="/usr/sbin:/sbin:$PATH" python3 -m replaykit.cli images build-base
+PATH="/usr/sbin:/sbin:$PATH" python3 -m replaykit.cli images build-base --flavor python

@@ -27,6 +27,7 @@ OWNER_LABEL = "replaykit.owner"
 EPISODE_LABEL = "replaykit.episode"
 
 live: dict[str, Any] = {}  # container name -> container (or None before create returns)
+live_networks: set[str] = set()  # per-episode networks of multi-container tasks (compose.py)
 live_lock = threading.Lock()
 _installed = False
 _swept: set[int] = set()
@@ -66,12 +67,25 @@ def remove_container(name: str) -> None:
         live.pop(name, None)
 
 
+def remove_network(name: str) -> None:
+    """Remove one network by name or id (gone already is fine)."""
+    try:
+        images.docker_client().api.remove_network(name)
+    except Exception:
+        pass
+    with live_lock:
+        live_networks.discard(name)
+
+
 def cleanup_all() -> None:
-    """Remove every container this process started (atexit and signal handler)."""
+    """Remove every container (then network) this process started (atexit and signal handler)."""
     with live_lock:
         names = list(live)
+        networks = list(live_networks)
     for name in names:
         remove_container(name)
+    for network in networks:
+        remove_network(network)
 
 
 def remove_stale_containers() -> list[str]:
@@ -87,6 +101,15 @@ def remove_stale_containers() -> list[str]:
         if owner and not _owner_alive(owner):
             remove_container(info["Id"])
             removed.append(info["Id"][:12])
+    try:
+        networks = client.api.networks(filters={"label": f"{LABEL}=1"})
+    except Exception:
+        networks = []
+    for net in networks:
+        owner = (net.get("Labels") or {}).get(OWNER_LABEL, "")
+        if owner and not _owner_alive(owner):
+            remove_network(net["Id"])
+            removed.append(net["Id"][:12])
     return removed
 
 

@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH
-from replaykit.envs import containers, faults, healthcheck, images, snapshot, task_env
+from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers and tests)
     EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
     remove_stale_containers,
@@ -95,6 +95,7 @@ class DockerEnv:
         max_output_bytes: int = 65536,
         snapshot_mode: str = "digest",
         episode: str = "",
+        aliases: dict[str, str] | None = None,
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -106,7 +107,9 @@ class DockerEnv:
         self.max_output_bytes = int(max_output_bytes)
         self.snapshot_mode = snapshot_mode
         self.episode = episode
+        self.aliases = dict(aliases or {})
         self.container: Any = None
+        self._sidecars: compose.Sidecars | None = None
         self._state: str | None = None
         self._client: Any = None
         self._procs: Path | None = None
@@ -147,16 +150,27 @@ class DockerEnv:
         self._client = images.docker_client()
         install_cleanup()
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
+        labels = {LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-", "replaykit.task": self.task.id}
+        spec = compose.load_compose(self.task, self._env.values)
+        unhealthy: str | None = None
+        if spec is not None:
+            self._sidecars = compose.Sidecars(self._client, spec, compose.service_images(self.task, spec, self.aliases),
+                                              self.task, self.episode, labels)
+            try:
+                unhealthy = self._sidecars.start()
+            except Exception as exc:
+                self._sidecars.close()
+                self._sidecars = None
+                raise EnvError(f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}") from None
         with containers.live_lock:
             containers.live[name] = None
         ncpu = containers.host_cpus(self._client)
         self._image_workdir = images.image_workdir(self._client, self.image)
         options: dict[str, Any] = {
             "command": _INIT, "name": name, "hostname": HOSTNAME, "working_dir": self.workdir,
-            "environment": self.env_vars(), "detach": True, "tty": False, "stdin_open": True,
-            "labels": {LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-",
-                       "replaykit.task": self.task.id},
-            "network_mode": "default" if self.task.allow_internet else "none",
+            "environment": {**(spec.main_env if spec else {}), **self.env_vars()}, "detach": True, "tty": False, "stdin_open": True,
+            "labels": labels,
+            "network_mode": self._sidecars.network if self._sidecars else "default" if self.task.allow_internet else "none",
             "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9), "mem_limit": f"{self.task.memory_mb}m",
             "memswap_limit": f"{self.task.memory_mb}m", "pids_limit": self.pids_limit,
         }
@@ -168,15 +182,20 @@ class DockerEnv:
             container.start()
         except EnvError:
             remove_container(name)
+            self.close()
             raise
         except Exception as exc:
             remove_container(name)
+            self.close()
             raise EnvError(f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}") from None
         self.container = container
         self._state = None
         self._dead = None
         self._procs = containers.cgroup_procs(container)
         self._watchdog = faults.Watchdog(container, self.task.storage_mb, self._storage_by_driver)
+        if unhealthy:
+            self._stop(unhealthy)
+            return
         unhealthy = healthcheck.wait_healthy(self, self.task)
         if unhealthy:
             self._stop(unhealthy)
@@ -207,6 +226,9 @@ class DockerEnv:
         container, self.container = self.container, None
         if container is not None:
             remove_container(container.name)
+        sidecars, self._sidecars = self._sidecars, None
+        if sidecars is not None:
+            sidecars.close()
 
     def __enter__(self) -> "DockerEnv":
         self.start()
@@ -445,8 +467,14 @@ class DockerEnv:
 
 def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
-    image = images.ensure_task_image(task, env.get("image_aliases") or {})
-    return (("image", image.id),)
+    aliases = env.get("image_aliases") or {}
+    image = images.ensure_task_image(task, aliases)
+    extra: tuple[tuple[str, str], ...] = (("image", image.id),)
+    spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
+    if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
+        services = compose.service_images(task, spec, aliases)
+        extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)
+    return extra
 
 
 def factory(spec: EnvRequest) -> DockerEnv:
@@ -463,13 +491,15 @@ def factory(spec: EnvRequest) -> DockerEnv:
         max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
         snapshot_mode=str(spec.env.get("snapshot", "digest")),
         episode=spec.key.id,
+        aliases=spec.env.get("image_aliases") or {},
     )
 
 
 def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
-    image = images.ensure_task_image(task, env.get("image_aliases") or {})
-    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}"))
+    aliases = env.get("image_aliases") or {}
+    image = images.ensure_task_image(task, aliases)
+    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
 
 
 ENV = EnvKind("docker", factory, key_extra, oracle)

@@ -42,7 +42,11 @@ DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
     "ubuntu:24.04", "ubuntu:22.04", "ubuntu:noble", "ubuntu:jammy", "ubuntu:latest",
     "python:3.11-slim", "python:3.12-slim", "python:3.13-slim", "python:3.11", "python:3.12",
     "python:3.13", "python:3.12-slim-bookworm", "python:3.11-slim-bookworm", "python:3-slim",
+    "python:3.13-slim-bookworm", "python:3.13-bookworm", "python:3.12-bookworm", "python:3.11-bookworm",
 )
+#: Where ``python:*`` tags (any ``python:3…``) go: the python flavour when built, else the base.
+PYTHON_FLAVOUR = "replaykit/base:bookworm-python"
+_PYTHON_TAG = re.compile(r"^python:3(\.\d+)*(-[a-z0-9.-]+)?$")
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
@@ -119,7 +123,10 @@ def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
         return normalised[normalise_ref(ref)]
     if image_exists(client, ref):
         return ref
-    if normalise_ref(ref) in DEFAULT_ALIAS_SOURCES:
+    name = normalise_ref(ref)
+    if _PYTHON_TAG.match(name) and name.split("-")[0] != "python:3.10" and "alpine" not in name:
+        return PYTHON_FLAVOUR if image_exists(client, PYTHON_FLAVOUR) else BASE_IMAGE
+    if name in DEFAULT_ALIAS_SOURCES:
         return BASE_IMAGE
     return ref
 
@@ -155,8 +162,8 @@ class TaskImage:
     built: bool
 
 
-def image_tag(task: Task, digest: str) -> str:
-    name = re.sub(r"[^a-z0-9._-]+", "-", task.id.lower()).strip(".-_") or "task"
+def image_tag(task: Task | str, digest: str) -> str:
+    name = re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_") or "task"
     return f"{TASK_REPO}/{name}:{digest[:12]}"
 
 
@@ -164,10 +171,6 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
     """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
-    for name in ("docker-compose.yaml", "docker-compose.yml"):
-        if (task.environment_dir / name).is_file():
-            raise EnvError(f"{task.environment_dir / name}: multi-container tasks (docker-compose) are not supported yet; "
-                           "remove the file to run the main container alone")
     env_table = task.config.get("environment")
     prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
     if dockerfile.is_file():
@@ -181,6 +184,13 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
         source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
     else:
         raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker")
+    return build_cached(client, task, task.environment_dir, original, source, task.id, aliases, progress)
+
+
+def build_cached(client: Any, task: Task, context_dir: Path, original: str, source: str, name: str,
+                 aliases: dict[str, str] | None = None, progress: Progress | None = None) -> TaskImage:
+    """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
+    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
     aliases = dict(aliases or {})
     text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
     if not any(_FROM.match(line) for line in original.splitlines()):
@@ -189,20 +199,20 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
     for ref in bases:
         found = image_exists(client, ref)
         if found is None:
-            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
+            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else "run `replaykit images build-base --flavor python`" if ref == PYTHON_FLAVOUR else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
             raise EnvError(f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
         base_ids[ref] = found
     digest = digest_of(
-        {"format": IMAGE_FORMAT, "environment": task_digest(task.environment_dir), "dockerfile": text,
+        {"format": IMAGE_FORMAT, "environment": task_digest(context_dir), "dockerfile": text,
          "bases": base_ids, "network": task.allow_internet}
     )
-    tag = image_tag(task, digest)
+    tag = image_tag(name, digest)
     existing = image_exists(client, tag)
     if existing is not None:
         return TaskImage(existing, tag, digest, built=False)
     if progress:
         progress(f"building image {tag} for task {task.id}")
-    image_id = _build(client, task, text, tag, digest, source)
+    image_id = _build(client, task, context_dir, text, tag, digest, source)
     return TaskImage(image_id, tag, digest, built=True)
 
 
@@ -211,13 +221,13 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text).replace("\r", "")
 
 
-def _build(client: Any, task: Task, dockerfile_text: str, tag: str, digest: str, source: str) -> str:
+def _build(client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag: str, digest: str, source: str) -> str:
     import docker.errors
 
     with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
         context = Path(tmp) / "context"
-        if task.environment_dir.is_dir():
-            shutil.copytree(task.environment_dir, context, symlinks=True)
+        if context_dir.is_dir():
+            shutil.copytree(context_dir, context, symlinks=True)
         else:
             context.mkdir()
         (context / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
@@ -272,7 +282,8 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
     return None
 
 
-def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Progress | None = None,
+                     packages: tuple[str, ...] = BASE_PACKAGES) -> dict[str, Any]:
     """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
     client = docker_client()
     existing = image_exists(client, tag)
@@ -288,7 +299,7 @@ def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Progr
     mirror = host_mirror()
     with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        argv = [debootstrap, "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", BASE_SUITE, str(rootfs)]
+        argv = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}", BASE_SUITE, str(rootfs)]
         if mirror:
             argv.append(mirror)
         if progress:

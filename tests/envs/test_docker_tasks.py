@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.envs.check import check_tasks
+from replaykit.envs.tasks import load_task
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +197,10 @@ def test_malformed_task_is_one_clear_error(tmp_path: Path, edit: object, message
 def test_sample_tasks_pass_in_docker_and_locally() -> None:
     for env in ("docker", "local"):
         proc = cli("tasks", "check", "envs/*", "--env", env, "--json")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
         report = json.loads(proc.stdout)
-        assert report["total"] >= 8 and report["passed"] == report["total"]
+        failed = {r["task_id"]: r["problem"] for r in report["tasks"] if not r["ok"]}
+        if env == "local":  # tasks tagged docker-only need their image (a verifier shim, a sidecar)
+            failed = {t: p for t, p in failed.items() if "docker-only" not in load_task(REPO / "envs" / t).metadata["tags"]}
+        else:
+            assert proc.returncode == 0 and report["passed"] == report["total"], proc.stdout + proc.stderr
+        assert report["total"] >= 13 and not failed, failed

@@ -11,6 +11,7 @@ import pytest
 
 from replaykit.envs.tasks import Task, load_panel, load_task, task_digest
 from replaykit.errors import TaskError
+from replaykit.testing import QUICKSTART_TASKS
 
 REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "envs"
@@ -53,7 +54,16 @@ def test_at_least_seven_sample_tasks() -> None:
 
 
 @pytest.mark.parametrize("task_id", SAMPLE_IDS)
+def test_every_sample_task_loads_with_harbor_fields(task_id: str) -> None:
+    task = load_task(ENVS / task_id)
+    assert task.config["version"] == "2.0" and {"difficulty", "category", "tags"} <= set(task.metadata)
+    assert task.workdir == "/app" and task.allow_internet is False and task.instruction.strip()
+    assert task.has_solution and (task.environment_dir / "Dockerfile").is_file()
+
+
+@pytest.mark.parametrize("task_id", QUICKSTART_TASKS)
 def test_sample_task_layout(task_id: str) -> None:
+    """The quickstart tasks' stricter rules (one-line solve.sh steps, Debian base)."""
     task = load_task(ENVS / task_id)
     assert task.id == task_id
     assert task.config["version"] == "2.0"

@@ -1,0 +1,381 @@
+"""Multi-container tasks: ``environment/docker-compose.yaml``, run with the Docker SDK.
+
+As in Harbor, the service ``main`` is the agent's container (built from
+``environment/Dockerfile``, run by ``DockerEnv``); every other service is a
+*sidecar*. No ``docker compose`` binary is needed: replaykit reads the file itself.
+
+* **Network.** Each episode gets its own bridge network (``replaykit-<episode>-<id>``,
+  ``internal`` unless the task has ``allow_internet``); ``main`` and every sidecar join
+  it, reachable by service name (and ``hostname``). Nothing is published on the host.
+* **Sidecars** start in ``depends_on`` order before ``main``; a service with a
+  ``healthcheck`` (compose syntax: ``test``, ``interval``, ``timeout``, ``retries``,
+  ``start_period``) must report healthy before the next one starts; a sidecar that
+  exits, or stays unhealthy past :data:`HEALTH_WAIT_SEC`, makes the episode an
+  infrastructure failure. Images: ``build`` (a context folder under ``environment/``,
+  optional ``dockerfile``) is built like the main image (aliases, heredocs, cache);
+  ``image`` must be present locally (or aliased). ``environment``, ``command``,
+  ``entrypoint``, ``working_dir``, ``hostname`` are honoured; ``${VAR}`` /
+  ``${VAR:-default}`` in values take ``[environment.env]``, else the default.
+* **Cleanup.** Sidecars and the network carry the same labels as episode containers
+  and are removed on close, at exit, on signals, and as stale leftovers.
+* **Refused** (one line, ``TaskError``): ``volumes``, ``privileged``, ``cap_add``,
+  ``network_mode``, ``networks``, ``devices``, ``pid``, ``ipc``, ``extends``, ``secrets``,
+  ``configs``; ``ports`` are ignored (services talk over the private network).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replaykit.envs import containers, images
+from replaykit.envs.heredoc import rewrite_heredocs
+from replaykit.envs.tasks import Task
+from replaykit.errors import EnvError, TaskError
+
+MAIN = "main"
+FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+HEALTH_WAIT_SEC = 120.0
+_REFUSED = (
+    "volumes",
+    "privileged",
+    "cap_add",
+    "network_mode",
+    "networks",
+    "devices",
+    "pid",
+    "ipc",
+    "extends",
+    "secrets",
+    "configs",
+    "volumes_from",
+    "runtime",
+)
+_KNOWN = {
+    "image",
+    "build",
+    "command",
+    "entrypoint",
+    "environment",
+    "healthcheck",
+    "depends_on",
+    "working_dir",
+    "hostname",
+    "ports",
+    "expose",
+    "container_name",
+    "restart",
+    "init",
+    "tty",
+    "stdin_open",
+    "labels",
+    "pull_policy",
+    "platform",
+    "mem_limit",
+    "cpus",
+    "deploy",
+    "env_file",
+    "user",
+}
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)")
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    image: str | None
+    build_context: Path | None
+    dockerfile: str
+    command: Any
+    entrypoint: Any
+    environment: dict[str, str]
+    healthcheck: dict[str, Any] | None
+    depends_on: tuple[str, ...]
+    working_dir: str | None
+    hostname: str | None
+
+
+@dataclass
+class Compose:
+    path: Path
+    services: dict[str, Service]
+    main_env: dict[str, str] = field(default_factory=dict)
+    main_depends: tuple[str, ...] = ()
+
+    @property
+    def sidecars(self) -> list[Service]:
+        """Sidecars in start order (dependencies first; ties by name)."""
+        ordered: list[Service] = []
+        seen: set[str] = set()
+
+        def visit(name: str, trail: tuple[str, ...]) -> None:
+            if name in seen or name == MAIN:
+                return
+            if name in trail:
+                raise TaskError(
+                    f"{self.path}: services depend on each other in a cycle: {' -> '.join((*trail, name))}"
+                )
+            service = self.services[name]
+            for dep in service.depends_on:
+                visit(dep, (*trail, name))
+            seen.add(name)
+            ordered.append(service)
+
+        for name in sorted(self.services):
+            visit(name, ())
+        return ordered
+
+
+def compose_file(task: Task) -> Path | None:
+    return next((task.environment_dir / f for f in FILES if (task.environment_dir / f).is_file()), None)
+
+
+def duration_ns(value: Any, where: str) -> int:
+    """Compose durations (``"1m30s"``, ``"500ms"``, a number of seconds) in nanoseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value * 1e9)
+    text = str(value).strip()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise TaskError(f'{where}: {value!r} is not a duration such as "5s", "500ms" or "1m30s"')
+    scale = {"h": 3600e9, "m": 60e9, "s": 1e9, "ms": 1e6, "us": 1e3}
+    return int(sum(float(n) * scale[u] for n, u in parts))
+
+
+def _interpolate(value: Any, env: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _VAR.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value).replace("$$", "$")
+    if isinstance(value, list):
+        return [_interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: _interpolate(v, env) for k, v in value.items()}
+    return value
+
+
+def _env_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return dict(str(item).partition("=")[::2] for item in value)
+    raise TaskError(f"{where}: field 'environment' must be a mapping or a list of NAME=value")
+
+
+def _healthcheck(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None or (isinstance(value, dict) and value.get("disable")):
+        return None
+    if not isinstance(value, dict) or "test" not in value:
+        raise TaskError(f"{where}: field 'healthcheck' needs a 'test'")
+    test = value["test"]
+    if isinstance(test, str):
+        test = ["CMD-SHELL", test]
+    if not isinstance(test, list) or not test or test[0] not in ("CMD", "CMD-SHELL", "NONE"):
+        raise TaskError(f'{where}: field \'healthcheck.test\' must be a string or ["CMD"|"CMD-SHELL", ...]')
+    check: dict[str, Any] = {"test": [str(t) for t in test]}
+    for key, default in (("interval", "5s"), ("timeout", "30s"), ("start_period", "0s")):
+        check[key] = duration_ns(value.get(key, default), f"{where}: field 'healthcheck.{key}'")
+    check["retries"] = int(value.get("retries", 3))
+    return check
+
+
+def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
+    """The task's compose file, validated; None when it has none."""
+    path = compose_file(task)
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    raw = data.get("services") if isinstance(data, dict) else None
+    if not isinstance(raw, dict) or not raw:
+        raise TaskError(f"{path}: field 'services' must map service names to their definitions")
+    for top in set(data) - {"services", "version", "name", "x-replaykit"}:
+        raise TaskError(
+            f"{path}: top-level field {top!r} is not supported (services only, on a private network)"
+        )
+    compose = Compose(path, {})
+    for name, spec in raw.items():
+        where = f"{path}: service {name!r}"
+        spec = _interpolate(spec or {}, env)
+        if not isinstance(spec, dict):
+            raise TaskError(f"{where}: must be a mapping")
+        for key in spec:
+            if key in _REFUSED:
+                raise TaskError(
+                    f"{where}: field {key!r} is not supported (replaykit runs services isolated, on a private network)"
+                )
+            if key not in _KNOWN and not str(key).startswith("x-"):
+                raise TaskError(f"{where}: field {key!r} is not supported")
+        depends = spec.get("depends_on") or []
+        depends = tuple(sorted(depends)) if isinstance(depends, (list, dict)) else ()
+        for dep in depends:
+            if dep not in raw:
+                raise TaskError(f"{where}: depends_on names {dep!r}, which is not a service")
+        environment = _env_map(spec.get("environment"), where)
+        if name == MAIN:
+            compose.main_env, compose.main_depends = environment, depends
+            continue
+        build = spec.get("build")
+        context: Path | None = None
+        dockerfile = "Dockerfile"
+        if isinstance(build, str):
+            context = task.environment_dir / build
+        elif isinstance(build, dict):
+            context = task.environment_dir / str(build.get("context", "."))
+            dockerfile = str(build.get("dockerfile", "Dockerfile"))
+        if context is not None:
+            context = context.resolve()
+            if (
+                not context.is_relative_to(task.environment_dir.resolve())
+                or not (context / dockerfile).is_file()
+            ):
+                raise TaskError(
+                    f"{where}: field 'build' must name a folder under environment/ holding {dockerfile}"
+                )
+        image = spec.get("image") if context is None else None
+        if context is None and not isinstance(image, str):
+            raise TaskError(f"{where}: needs 'build' or 'image'")
+        compose.services[name] = Service(
+            name=name,
+            image=image,
+            build_context=context,
+            dockerfile=dockerfile,
+            command=spec.get("command"),
+            entrypoint=spec.get("entrypoint"),
+            environment=environment,
+            healthcheck=_healthcheck(spec.get("healthcheck"), where),
+            depends_on=tuple(d for d in depends if d != MAIN),
+            working_dir=spec.get("working_dir"),
+            hostname=spec.get("hostname"),
+        )
+    compose.sidecars  # noqa: B018  (validates the dependency graph)
+    return compose
+
+
+def service_images(task: Task, compose: Compose, aliases: dict[str, str] | None = None) -> dict[str, str]:
+    """Build (cached) or find each sidecar's image; service name -> image ID."""
+    client = images.docker_client()
+    found: dict[str, str] = {}
+    for service in compose.sidecars:
+        if service.build_context is not None:
+            dockerfile = service.build_context / service.dockerfile
+            text = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
+            built = images.build_cached(
+                client,
+                task,
+                service.build_context,
+                text,
+                str(dockerfile),
+                f"{task.id}-{service.name}",
+                aliases,
+            )
+            found[service.name] = built.id
+        else:
+            assert service.image is not None
+            ref = images.alias_for(client, service.image, dict(aliases or {}))
+            image_id = images.image_exists(client, ref)
+            if image_id is None:
+                raise EnvError(
+                    f"{compose.path}: service {service.name!r}: image {service.image!r} is not present locally "
+                    "and replaykit never pulls; build it, or map it in env.image_aliases"
+                )
+            found[service.name] = image_id
+    return found
+
+
+class Sidecars:
+    """One episode's network and sidecar containers."""
+
+    def __init__(
+        self,
+        client: Any,
+        compose: Compose,
+        images_by_service: dict[str, str],
+        task: Task,
+        episode: str,
+        labels: dict[str, str],
+    ) -> None:
+        self.client = client
+        self.compose = compose
+        self.images = images_by_service
+        self.task = task
+        self.labels = labels
+        self.network = f"replaykit-{(episode or 'ep')[:12]}-{uuid.uuid4().hex[:8]}"
+        self.names: list[str] = []
+
+    def start(self) -> str | None:
+        """Create the network and start every sidecar; None when all are up (and healthy), else why not."""
+        with containers.live_lock:
+            containers.live_networks.add(self.network)
+        self.client.api.create_network(
+            self.network, driver="bridge", internal=not self.task.allow_internet, labels=self.labels
+        )
+        for service in self.compose.sidecars:
+            name = f"{self.network}-{service.name}"
+            with containers.live_lock:
+                containers.live[name] = None
+            host_config = self.client.api.create_host_config(
+                network_mode=self.network,
+                mem_limit=f"{self.task.memory_mb}m",
+                pids_limit=1024,
+                nano_cpus=int(min(self.task.cpus, containers.host_cpus(self.client)) * 1e9),
+            )
+            networking = self.client.api.create_networking_config(
+                {
+                    self.network: self.client.api.create_endpoint_config(
+                        aliases=[service.name] + ([service.hostname] if service.hostname else [])
+                    )
+                }
+            )
+            created = self.client.api.create_container(
+                self.images[service.name],
+                command=service.command,
+                entrypoint=service.entrypoint,
+                name=name,
+                environment=service.environment or None,
+                working_dir=service.working_dir,
+                hostname=service.hostname or service.name,
+                labels={**self.labels, "replaykit.service": service.name},
+                host_config=host_config,
+                networking_config=networking,
+                healthcheck=service.healthcheck,
+                detach=True,
+            )
+            self.names.append(name)
+            self.client.api.start(created["Id"])
+            problem = self._wait(name, service)
+            if problem:
+                return problem
+        return None
+
+    def _wait(self, name: str, service: Service) -> str | None:
+        deadline = time.monotonic() + HEALTH_WAIT_SEC
+        while True:
+            state = self.client.api.inspect_container(name).get("State") or {}
+            if not state.get("Running"):
+                return (
+                    f"service {service.name!r} exited (code {state.get('ExitCode')}) before the episode began"
+                )
+            health = (state.get("Health") or {}).get("Status")
+            if service.healthcheck is None or health == "healthy":
+                return None
+            if health == "unhealthy":
+                return f"service {service.name!r} is unhealthy (its compose healthcheck failed)"
+            if time.monotonic() > deadline:
+                return f"service {service.name!r} was not healthy within {HEALTH_WAIT_SEC:g}s"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for name in self.names:
+            containers.remove_container(name)
+        self.names = []
+        containers.remove_network(self.network)
