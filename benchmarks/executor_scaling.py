@@ -6,7 +6,7 @@ workers: wall time and speed-up against inline, with the ideal (min(N, cores)).
 (2) The scheduling itself, without CPU contention: 64 sleep-bound jobs (each sleeps
 ``--sleep`` s) on 1..16 workers; speed-up against one worker should stay >= 0.8 N.
 
-Usage: python benchmarks/executor_scaling.py [--workers 1,2,4] [--sleep-workers 1,2,4,8,16] [--sleep 0.25] [--no-ray]
+Usage: python benchmarks/executor_scaling.py [--workers 1,2,4] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--no-ray]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--sleep-workers", default="1,2,4,8,16")
-    parser.add_argument("--sleep", type=float, default=0.25)
+    parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -94,7 +94,8 @@ def main() -> None:
         def on_ray(n: int) -> _Executor:
             _ray_restart(n)
             executor = RayExecutor("local")
-            sleep_round(executor, 0.01)  # start the workers
+            for _ in executor.map(sleeper, [1.0] * n):  # start all N worker processes before timing
+                pass
             return executor
 
         kinds.append(("ray", on_ray))

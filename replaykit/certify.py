@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
@@ -32,6 +32,7 @@ from replaykit.determinism import canonical_json, digest_of
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.errors import ReplaykitError, TaskError
+from replaykit.executor import Executor
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
 REPO_ENVS = Path(__file__).resolve().parent.parent / "envs"
@@ -206,10 +207,12 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
     return None
 
 
-def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task) -> dict[str, Any]:
-    """Re-execute every episode of one task; store and return its certificate."""
-    key = episodes[0].key
-    image = dict(key.extra).get("image", "")
+Check = tuple[str, str, dict[str, Any] | None]  # status, reason, first difference
+
+
+def check_task(episodes: list[Episode], task: Task) -> Check:
+    """Re-execute every episode of one task: deterministic, forked (with the first
+    difference) or error. Writes nothing, so it can run on any worker."""
     status, reason, first = DETERMINISTIC, "", None
     try:
         for episode in episodes:
@@ -219,6 +222,28 @@ def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task)
                 break
     except ReplaykitError as exc:
         status, reason = ERROR, str(exc)
+    return status, reason, first
+
+
+@dataclass
+class CertifyJob:
+    """One task's episodes to re-execute (picklable; the task folder travels by content)."""
+
+    episodes: list[Episode]
+    task_path: str
+
+    portable_paths: ClassVar[tuple[str, ...]] = ("task_path",)
+
+
+def certify_job(job: CertifyJob) -> Check:
+    return check_task(job.episodes, load_task(job.task_path))
+
+
+def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None) -> dict[str, Any]:
+    """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
+    key = episodes[0].key
+    image = dict(key.extra).get("image", "")
+    status, reason, first = check if check is not None else check_task(episodes, task)
     cert = {
         "id": _cert_id_of(store, [e.id for e in episodes]), "task_id": task.id, "task_digest": key.task_digest, "env_kind": env_kind(key),
         "image_id": image, "status": status, "reason": reason, "run_id": run_id, "episodes": len(episodes),
@@ -236,33 +261,50 @@ def certify_run(
     root: Path | None = None,
     refresh: bool = False,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
-    """Certify every task of a run (reusing certificates unless ``refresh``)."""
+    """Certify every task of a run (reusing certificates unless ``refresh``); the
+    re-executions fan out on ``executor`` (default: inline), the driver writes."""
     run = store.get_run(run_id)
     root = Path(root or Path.cwd())
     by_task = _by_task(store, run["cassettes"])
     if progress:
         progress("plan", {"total": len(by_task)})
-    rows = []
+    certs: dict[str, tuple[dict[str, Any], bool]] = {}
+    todo: dict[str, tuple[list[Episode], Task]] = {}
     for task_id, cassette_ids in sorted(by_task.items()):
         key = _key_of(store, cassette_ids[0])
         cert = None if refresh else get_certificate(store, _cert_id_of(store, cassette_ids))
-        reused = cert is not None
-        if cert is None:
-            episodes = [store.get_episode(c) for c in cassette_ids]
-            try:
-                task = _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root)
-            except TaskError as exc:
-                cert = {"task_id": task_id, "env_kind": env_kind(key), "image_id": dict(key.extra).get("image", ""),
-                        "status": ERROR, "reason": str(exc), "episodes": len(episodes), "doc": {}}
-            else:
-                cert = certify_task(store, run["run_id"], episodes, task)
+        if cert is not None:
+            certs[task_id] = (cert, True)
+            continue
+        episodes = [store.get_episode(c) for c in cassette_ids]
+        try:
+            todo[task_id] = (episodes, _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
+        except TaskError as exc:
+            certs[task_id] = ({"task_id": task_id, "env_kind": env_kind(key), "image_id": dict(key.extra).get("image", ""),
+                               "status": ERROR, "reason": str(exc), "episodes": len(episodes), "doc": {}}, False)
+
+    def finished(task_id: str, check: Check | None) -> None:
+        episodes, task = todo[task_id]
+        certs[task_id] = (certify_task(store, run["run_id"], episodes, task, check), False)
+        if progress:
+            progress("task", {"task_id": task_id})
+
+    if executor is None:
+        for task_id in todo:
+            finished(task_id, None)
+    else:
+        jobs = [CertifyJob(episodes, str(task.path)) for episodes, task in todo.values()]
+        for job, check in executor.map(certify_job, jobs):
+            finished(job.episodes[0].key.task_id, check)
+    rows = []
+    for task_id in sorted(by_task):
+        cert, reused = certs[task_id]
         rows.append({
             "task_id": task_id, "env": cert["env_kind"], "image": cert["image_id"], "status": cert["status"],
             "reason": cert["reason"], "episodes": cert["episodes"], "reused": reused,
             "first_difference": (cert.get("doc") or {}).get("first_difference"),
         })
-        if progress:
-            progress("task", {"task_id": task_id})
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
     return {"run_id": run["run_id"], "tasks": rows, **counts, "certified": counts[ERROR] == 0}

@@ -366,14 +366,18 @@ def certify(
     run_id: str = typer.Argument(..., help="A run id from `replaykit run`."),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."),
     refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Re-execute tasks in N local processes."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-execute a run's recorded actions and classify each task deterministic or forked."""
     from replaykit.certify import certify_run
+    from replaykit.executor import cli_executor
 
     with render.progress(enabled=not as_json) as progress:
-        report = certify_run(open_store(store), run_id, tasks=tasks, root=Path.cwd(), refresh=refresh, progress=progress)
+        report = certify_run(open_store(store), run_id, tasks=tasks, root=Path.cwd(), refresh=refresh, progress=progress,
+                             executor=cli_executor(workers, ray))
     if as_json:
         emit_json(report)
     else:

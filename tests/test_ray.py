@@ -156,3 +156,19 @@ def test_docker_episodes_run_on_a_worker_node(cluster: Cluster, docker_base: str
     assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
     episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run["cassettes"][0])
     assert episode.meta["environment"]["kind"] == "docker" and episode.env_events
+
+
+def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    from replaykit.certify import certify_run
+    from replaykit.ray_executor import RayExecutor
+
+    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1])
+    run = measure(config).run
+    store = Store(config.store_path)
+    on_ray = certify_run(store, run["run_id"], refresh=True, executor=RayExecutor(cluster.address))
+    inline = certify_run(store, run["run_id"], refresh=True)
+    assert on_ray["certified"] and len(on_ray["tasks"]) == 3
+    strip = [{k: v for k, v in row.items() if k != "reused"} for row in on_ray["tasks"]]
+    assert strip == [{k: v for k, v in row.items() if k != "reused"} for row in inline["tasks"]]
+    reused = certify_run(store, run["run_id"], executor=RayExecutor(cluster.address))
+    assert all(row["reused"] for row in reused["tasks"])  # the driver stored the certificates
