@@ -96,19 +96,24 @@ def report(
 
 
 def probe(
-    base_url: str = typer.Option(
-        ..., "--base-url", help="OpenAI-compatible base URL (…/v1), or builtin (the reference server)."
+    base_url: Optional[str] = typer.Option(
+        None, "--base-url", help="OpenAI-compatible base URL (…/v1), or builtin (the reference server)."
     ),
-    model: str = typer.Option(..., "--model", help="Model name to probe."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name to probe."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="Take base URL, model, temperature and key variable from this run config."
+    ),
     n: int = typer.Option(8, "-n", help="Requests per phase (serial, then concurrent)."),
     concurrency: int = typer.Option(4, "--concurrency", help="Concurrent clients in the second phase."),
-    temperature: float = typer.Option(0.0, "--temperature", help="Temperature sent with every request."),
+    temperature: Optional[float] = typer.Option(
+        None, "--temperature", help="Temperature sent with every request (default: the config's, else 0)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed sent with every request."),
     prompt: Optional[str] = typer.Option(
         None, "--prompt", help="The user message (default: a short fixed question)."
     ),
-    api_key_env: str = typer.Option(
-        "OPENAI_API_KEY", "--api-key-env", help="Env var holding the key (sent, never stored)."
+    api_key_env: Optional[str] = typer.Option(
+        None, "--api-key-env", help="Env var holding the key (sent, never stored; default OPENAI_API_KEY)."
     ),
     save: bool = typer.Option(False, "--save", help="Keep the result in the store (reports show it)."),
     store: Optional[Path] = StoreOpt,
@@ -117,6 +122,16 @@ def probe(
     """Send the same request N times serially and concurrently: is the endpoint deterministic?"""
     from replaykit.models.probe import DEFAULT_PROMPT, probe as run_probe, save_probe
     from replaykit.render import err
+
+    if config is not None:
+        from replaykit.config import load_config
+
+        cfg = load_config(config).model
+        base_url, model = base_url or cfg.base_url, model or cfg.name
+        temperature = cfg.temperature if temperature is None else temperature
+        api_key_env = cfg.api_key_env if api_key_env is None else api_key_env
+    if not base_url or not model:
+        raise typer.BadParameter("give --base-url and --model, or --config", param_hint="--base-url/--model")
 
     def note(event: str, data: dict[str, Any]) -> None:
         if not as_json and event == "note":
@@ -127,10 +142,10 @@ def probe(
         model,
         n,
         concurrency,
-        temperature,
+        0.0 if temperature is None else temperature,
         seed,
         prompt or DEFAULT_PROMPT,
-        api_key_env,
+        "OPENAI_API_KEY" if api_key_env is None else api_key_env,
         progress=note,
     )
     if save:

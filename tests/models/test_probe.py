@@ -65,6 +65,23 @@ def test_builtin_server_is_deterministic() -> None:
     )
 
 
+def test_probe_takes_the_endpoint_and_temperature_from_a_config(tmp_path: Path) -> None:
+    from replaykit.testing import write_config
+
+    config = write_config(tmp_path, {"model.name": "reference-strong", "model.temperature": 0.0})
+    done = cli("probe", "--config", str(config), "-n", "3", "--concurrency", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert (r["base_url"], r["model"], r["temperature"], r["verdict"]) == (
+        "builtin",
+        "reference-strong",
+        0.0,
+        "deterministic",
+    )
+    missing = cli("probe", "--model", "m")
+    assert missing.returncode == 2 and "--base-url and --model, or --config" in missing.stderr
+
+
 def test_noisy_server_is_caught_and_the_result_is_stored_and_reported(
     noisy_server: str, tmp_path: Path
 ) -> None:
