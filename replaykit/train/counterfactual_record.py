@@ -19,7 +19,7 @@ import git
 from replaykit.cassette.store import Store
 from replaykit.config import RunConfig
 from replaykit.determinism import digest_of
-from replaykit.errors import HarnessError
+from replaykit.errors import CassetteNotFound, HarnessError
 from replaykit.train.counterfactual import (
     Progress,
     counterfactual,
@@ -28,6 +28,7 @@ from replaykit.train.counterfactual import (
     training_config,
 )
 from replaykit.train.criteria import make_criterion
+from replaykit.train.loss import Loss
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
 from replaykit.train.trainer import Trainer, train_config
@@ -44,6 +45,19 @@ class LinkedTrainer(Trainer):
 
     def summary(self) -> dict[str, Any]:
         return dict(super().summary(), counterfactual_of=self.link)
+
+    def record_verdict(self, loss: Loss) -> None:
+        """A verdict already stored (same two runs, same criterion: the same verdict) keeps its document, so it
+        stays attributed to the training that recorded it first; this training lists it all the same."""
+        vid = loss.verdict_id
+        if vid and self.persist:
+            try:
+                if self.store.doc_kind(vid) == "verdict":
+                    self._save()
+                    return
+            except CassetteNotFound:
+                pass
+        super().record_verdict(loss)
 
 
 def _harness_repo(doc: dict[str, Any]) -> git.Repo:

@@ -140,6 +140,11 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
     first_cf_run = store.get_run(training["epochs"][1]["candidate_run"])
     assert set(first_cf_run["cassettes"]) == needed  # ... and they are exactly epoch 1's candidate run
     assert repo.commit("main").hexsha == main_before  # the user's baseline branch never moves
+    shared = training["epochs"][0]["verdict_id"]  # epoch 0: the same runs and criterion, so the same verdict
+    assert (
+        shared == s["epochs"][0]["verdict_id"]
+        and store.get_doc(shared, kind="verdict")["training_id"] == s["training_id"]
+    )
     assert (
         repo.commit(f"refs/replaykit/candidates/{new_id}/epoch-001").hexsha
         == before["epochs"][1]["counterfactual_candidate"]
