@@ -35,7 +35,6 @@ from replaykit.errors import ReplaykitError, TaskError
 from replaykit.executor import Executor
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
-REPO_ENVS = Path(__file__).resolve().parent.parent / "envs"
 Progress = Callable[[str, dict[str, Any]], None]
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
@@ -132,7 +131,7 @@ def _find_task(task_id: str, digest: str, meta: dict[str, Any], patterns: list[s
     candidates: list[Task] = []
     if path and Path(path).is_dir():
         candidates.append(load_task(path))
-    searches = [(patterns, root)] if patterns else [(["envs/*"], root), ([str(REPO_ENVS / "*")], REPO_ENVS)]
+    searches = [(patterns, root)] if patterns else [(["envs/*"], root)]
     for pats, base in searches:
         try:
             candidates.extend(t for t in load_panel(pats, base) if t.id == task_id)

@@ -134,6 +134,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Set dotted keys in a config mapping, in place: ``{"env.snapshot": "full"}``."""
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return data
+
+
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     path = Path(path)
     if not path.is_file():
@@ -144,12 +155,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
         raise ConfigError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    for dotted, value in (overrides or {}).items():
-        node = data
-        *parents, last = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    apply_overrides(data, overrides)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:

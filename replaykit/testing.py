@@ -1,15 +1,21 @@
-"""Helpers for tests (replaykit's own and users'): small configs in a temp folder."""
+"""Helpers for tests (replaykit's own and users'): small configs in a temp folder.
+
+The configs and sample tasks come from a *project* folder (one holding ``configs/``
+and ``envs/``, such as a replaykit checkout): ``root=`` when given, else
+``$REPLAYKIT_PROJECT``, else the nearest such folder at or above the working
+directory. Nothing here reads the installed package's location.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from replaykit.config import RunConfig, load_config
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from replaykit.config import RunConfig, apply_overrides, load_config
+from replaykit.errors import ConfigError
 
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.
@@ -19,19 +25,34 @@ QUICKSTART_TASKS: tuple[str, ...] = (
 )
 
 
-def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml", base: str = "quickstart.yaml") -> Path:
+def project_root(start: Path | None = None) -> Path:
+    """The project folder holding ``configs/`` and ``envs/`` (see the module docstring)."""
+    explicit = os.environ.get("REPLAYKIT_PROJECT")
+    if explicit:
+        return Path(explicit).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "configs").is_dir() and (folder / "envs").is_dir():
+            return folder
+    raise ConfigError(f"no project folder (with configs/ and envs/) at or above {here}; set REPLAYKIT_PROJECT or pass root=")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "REPO_ROOT":  # the project folder, resolved on use (no work at import)
+        return project_root()
+    raise AttributeError(f"module 'replaykit.testing' has no attribute {name!r}")
+
+
+def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml", base: str = "quickstart.yaml",
+                 root: Path | None = None) -> Path:
     """A copy of ``configs/<base>`` whose store and harness repo live under ``tmp``
     (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
-    data: dict[str, Any] = yaml.safe_load((REPO_ROOT / "configs" / base).read_text())
+    root = Path(root) if root is not None else project_root()
+    data: dict[str, Any] = yaml.safe_load((root / "configs" / base).read_text())
     data["store"] = str(tmp / "store")
     data["harness"]["repo"] = str(tmp / "harness")
-    data["panel"]["tasks"] = [str(REPO_ROOT / "envs" / t) for t in QUICKSTART_TASKS]
-    for dotted, value in (overrides or {}).items():
-        node = data
-        *parents, last = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    data["panel"]["tasks"] = [str(root / "envs" / t) for t in QUICKSTART_TASKS]
+    apply_overrides(data, overrides)
     path = tmp / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -41,7 +62,7 @@ def small_config(tmp: Path, tasks: list[str] | None = None, seeds: list[int] | N
     """A config over a few sample tasks (by id) and seeds, for fast tests."""
     values: dict[str, Any] = dict(overrides)
     if tasks is not None:
-        values["panel.tasks"] = [str(REPO_ROOT / "envs" / t) for t in tasks]
+        values["panel.tasks"] = [str(project_root() / "envs" / t) for t in tasks]
     if seeds is not None:
         values["panel.seeds"] = seeds
     return load_config(write_config(tmp, values))

@@ -27,6 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 _state: dict[str, Any] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("REPLAYKIT_PROJECT", str(REPO))  # where replaykit.testing finds configs/ and envs/
+
+
 def docker_unavailable() -> str | None:
     """None when a Docker engine answers, else a one-line reason (checked once)."""
     if "reason" not in _state:
