@@ -23,28 +23,28 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store, now_iso
-from replaykit.determinism import canonical_json, digest_of
+from replaykit.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json, digest_of
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.errors import ReplaykitError, TaskError
 from replaykit.executor import Executor
+from replaykit.progress import Progress
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
-Progress = Callable[[str, dict[str, Any]], None]
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 #: (pattern, replacement), applied in order. Narrow on purpose: a scrubbed field can no
 #: longer fork, so nothing broader than these volatile shapes is hidden.
 SCRUBBERS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    (re.compile(rf"\b{UUID_PATTERN}\b"), "<uuid>"),
     (re.compile(r"\b0x[0-9a-fA-F]{4,16}\b"), "0x<addr>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?"), "<timestamp>"),
+    (re.compile(rf"\b{DATE_PATTERN}[T ]{CLOCK_PATTERN}(?:{ZONE_PATTERN}|\s?UTC)?"), "<timestamp>"),
     (re.compile(rf"\b{_DAY},? (?:\d{{1,2}} {_MONTH}|{_MONTH} +\d{{1,2}}),? \d{{2}}:\d{{2}}:\d{{2}}(?: [A-Z]{{2,5}})? \d{{4}}\b"), "<timestamp>"),
     (re.compile(rf"\b{_MONTH} +\d{{1,2}} +(?:\d{{2}}:\d{{2}}|\d{{4}})\b"), "<date>"),
     (re.compile(r"\b\d{2}:\d{2}:\d{2}\.\d+\b"), "<time>"),

@@ -189,7 +189,7 @@ def compare(
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
     from replaykit.config import load_config
     from replaykit.run import check_record_mode
-    from replaykit.train.audit import compare as compare_cells
+    from replaykit.compare import compare as compare_cells
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tarfile
 from typing import Any
 
 SOURCE_DATE_EPOCH = 1_700_000_000  # 2023-11-14T22:13:20Z, the frozen clock
@@ -49,3 +50,19 @@ def digest_of(value: Any) -> str:
 def derive_seed(*parts: Any) -> int:
     """A 31-bit seed derived from any parts (run seed, task id, step, ...)."""
     return int(sha256_hex(canonical_json([str(p) for p in parts]))[:8], 16) & 0x7FFFFFFF
+
+
+def normal_tarinfo(info: tarfile.TarInfo, mtime: int = SOURCE_DATE_EPOCH) -> tarfile.TarInfo:
+    """A tar member with nothing machine- or time-specific: owner 0, no names, a fixed mtime."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mtime = mtime
+    return info
+
+
+#: Shapes of volatile values, shared by the request matchers and certification's
+#: scrubbers (each adds its own boundaries and replacements).
+UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DATE_PATTERN = r"\d{4}-\d{2}-\d{2}"
+CLOCK_PATTERN = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+ZONE_PATTERN = r"(?:Z|[+-]\d{2}:?\d{2})"

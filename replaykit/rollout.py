@@ -27,10 +27,10 @@ from replaykit.envs.base import Environment, Grade, Observation, episode_workspa
 from replaykit.envs.registry import make_env
 from replaykit.errors import DivergenceError, EnvError
 from replaykit.harness import Context, load_solve
+from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.models.clients import openai_client
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
-OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, nothing leaves the host
 
 
 @dataclass(frozen=True)

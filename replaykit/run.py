@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
@@ -25,8 +25,8 @@ from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
+from replaykit.progress import Progress
 
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass

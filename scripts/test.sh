@@ -18,5 +18,7 @@ echo "== ruff check"
 python3 -m ruff check replaykit tests
 echo "== mypy"
 python3 -m mypy replaykit
+echo "== import cycles and layers"
+python3 scripts/check_imports.py
 
 python3 -m pytest -q "$@"

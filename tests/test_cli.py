@@ -246,7 +246,7 @@ def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
 
 def test_compare_reports_cells(tmp_path: Path) -> None:
     from replaykit.config import load_config
-    from replaykit.train.audit import compare
+    from replaykit.compare import compare
 
     events: list[tuple[str, dict[str, object]]] = []
     compare(

@@ -49,7 +49,7 @@ from replaykit.cassette.bundle_format import (
     tree_blobs,
 )
 from replaykit.cassette.store import Store
-from replaykit.determinism import SOURCE_DATE_EPOCH, sha256_hex
+from replaykit.determinism import normal_tarinfo, sha256_hex
 from replaykit.errors import CassetteNotFound
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "BundleError", "Selection", "collect", "export_bundle", "import_bundle", "read_bundle", "verify_bundle"]
@@ -143,10 +143,8 @@ def bundle_bytes(sel: Selection, compress: bool = True) -> bytes:
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, data in members:
             info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), SOURCE_DATE_EPOCH, 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            tar.addfile(info, io.BytesIO(data))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(normal_tarinfo(info), io.BytesIO(data))
     raw = buf.getvalue()
     return gzip.compress(raw, compresslevel=6, mtime=0) if compress else raw
 

@@ -19,6 +19,10 @@ from replaykit.determinism import canonical_json, sha256_hex
 from replaykit.envs.base import Grade, Observation
 
 
+#: Response headers a cassette keeps (everything else is volatile or a secret).
+KEPT_HEADERS = ("content-type", "content-encoding")
+
+
 @dataclass
 class LlmEvent:
     """One HTTP exchange with a model endpoint."""

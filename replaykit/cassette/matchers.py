@@ -18,7 +18,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from replaykit.cassette.scrub import Scrubber as Scrubber  # re-exported: forms are scrubbed here
-from replaykit.determinism import canonical_json
+from replaykit.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
 
 Matcher = Callable[[dict[str, Any], dict[str, Any]], None]
 NormaliseRule = Callable[[Any], Any]
@@ -80,7 +80,7 @@ def mismatches(actual: dict[str, Any], recorded: dict[str, Any], match_on: tuple
 
 
 # -- building forms ----------------------------------------------------------------
-UUID_RE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+UUID_RE = re.compile(rf"\b{UUID_PATTERN}\b", re.I)
 
 
 def _walk_strings(value: Any, fn: Callable[[str], str]) -> Any:
@@ -107,9 +107,7 @@ register_rule("uuids", _uuids)
 
 # ``timestamps``: ISO-8601 dates/times anywhere in a string, and epoch numbers under
 # time-like keys (also inside JSON text embedded in a string, e.g. Codex metadata).
-ISO_TIME_RE = re.compile(
-    r"(?<![0-9])\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![0-9])"
-)
+ISO_TIME_RE = re.compile(rf"(?<![0-9]){DATE_PATTERN}(?:[T ]{CLOCK_PATTERN}{ZONE_PATTERN}?)?(?![0-9])")
 _TIME_KEY = r"(?:\w*(?:time|date|created|_at|unix|timestamp)\w*|ts)"
 _TIME_KEY_RE = re.compile(rf"^{_TIME_KEY}$", re.I)
 _EMBEDDED_EPOCH_RE = re.compile(rf'("{_TIME_KEY}"\s*:\s*)\d{{9,14}}(?:\.\d+)?', re.I)
@@ -146,9 +144,7 @@ register_rule("timestamps", _timestamps)
 # ``Chunk ID`` / ``Wall time`` lines. Object keys are sorted first (Codex serialises
 # some maps in hash order), so ids — and ``<uuid:N>`` labels left by the ``uuids``
 # rule — are numbered by first appearance in a stable walk: ``<id:0>``, ``<id:1>``...
-_ID_RE = re.compile(
-    r"<uuid:\d+>|(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])"
-)
+_ID_RE = re.compile(rf"<uuid:\d+>|(?<![0-9a-fA-F]){UUID_PATTERN}(?![0-9a-fA-F])")
 _CWD_RE = re.compile(r"<cwd>([^<\n]+)</cwd>")
 _CODEX_HOME_RE = re.compile(r"`(/[^`\n]*?)/skills/\.system`")
 _CODEX_TELEMETRY = ("client_metadata", "prompt_cache_key")

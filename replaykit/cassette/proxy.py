@@ -39,7 +39,7 @@ from typing import Any, Callable, ClassVar, Iterator
 from urllib.parse import urlsplit
 
 from replaykit.cassette.conversations import ConversationPlayer, split_session
-from replaykit.cassette.events import Event, LlmEvent
+from replaykit.cassette.events import KEPT_HEADERS, Event, LlmEvent
 from replaykit.cassette.matchers import Scrubber, request_form
 from replaykit.cassette.tape import Tape
 from replaykit.errors import ConfigError, DivergenceError
@@ -47,7 +47,6 @@ from replaykit.models.failures import transport_failure
 from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
-KEPT_HEADERS = ("content-type", "content-encoding")
 #: never forwarded upstream: hop-by-hop headers, the client's credentials, framing we redo
 DROPPED_HEADERS = frozenset(
     {

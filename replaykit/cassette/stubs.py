@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 from vcr.request import Request as VcrRequest
 
+from replaykit.cassette.events import KEPT_HEADERS
+
 if TYPE_CHECKING:
     from replaykit.cassette.recorder import EpisodeCassette
 
-KEPT_HEADERS = ("content-type", "content-encoding")
 
 
 def kept_headers(headers: Any) -> list[tuple[str, str]]:

@@ -12,13 +12,13 @@ goes on with the others.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
 from replaykit.errors import EnvError, TaskError
+from replaykit.progress import Progress
 
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 def tail(text: str, limit: int = 400) -> str:

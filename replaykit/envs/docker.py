@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH
+from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers and tests)
     EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
@@ -63,12 +63,7 @@ _storage_opt_supported: dict[int, bool] = {}  # per client: does the daemon take
 def _tar_of(folder: Path, arcname: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = SOURCE_DATE_EPOCH
-            return info
-        tar.add(str(folder), arcname=arcname, filter=normalise)
+        tar.add(str(folder), arcname=arcname, filter=normal_tarinfo)
     return buf.getvalue()
 
 

@@ -28,7 +28,7 @@ import tarfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from replaykit.determinism import SOURCE_DATE_EPOCH, sha256_hex
+from replaykit.determinism import SOURCE_DATE_EPOCH, normal_tarinfo, sha256_hex
 from replaykit.errors import EnvError
 
 MODIFIED, ADDED, DELETED = 0, 1, 2
@@ -201,10 +201,7 @@ def _normalised(info: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
     out.mode = info.mode & 0o7777
     out.linkname = info.linkname
     out.size = info.size if info.isreg() else 0
-    out.mtime = SOURCE_DATE_EPOCH
-    out.uid = out.gid = 0
-    out.uname = out.gname = ""
-    return out
+    return normal_tarinfo(out)
 
 
 def full_snapshot(container: Any, workdir: str) -> bytes:

@@ -35,13 +35,13 @@ from replaykit.cassette.proxy import recording_proxy
 from replaykit.cassette.tape import Tape
 from replaykit.determinism import ENV_PINS, derive_seed
 from replaykit.errors import ModelError
-from replaykit.train.backends import ProposalSession
+from replaykit.models.endpoint import OFFLINE_BASE_URL
+from replaykit.models.session import ProposalSession
 
 INSTALL_HINT = "npm install -g @openai/codex"
 CODEX_RULES = ("uuids", "timestamps", "codex-session")
 PROVIDER_ID = "replaykit"
 KEY_ENV = "REPLAYKIT_CODEX_KEY"
-OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens: a replay never needs the endpoint
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 
 

@@ -21,6 +21,7 @@ from replaykit.errors import ConfigError
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"
+OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens; a replay never needs an endpoint
 
 
 @dataclass(frozen=True)

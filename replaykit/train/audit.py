@@ -1,5 +1,5 @@
-"""Audit a recorded verdict offline (with its criterion or a counterfactual one),
-replay a whole training, and compare harnesses × models."""
+"""Audit a recorded verdict offline (with its criterion or a counterfactual one) and
+replay a whole training. (``compare`` lives beside ``measure``: ``replaykit.compare``.)"""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Any
 
 from replaykit.cassette.store import Store
 from replaykit.config import RunConfig
-from replaykit.determinism import digest_of
 from replaykit.executor import Executor
-from replaykit.run import measure, replay_runs
+from replaykit.run import replay_runs
 from replaykit.train.criteria import make_criterion
 
 
@@ -79,34 +78,3 @@ def replay_training(
         "final_baseline": doc["chain"][-1], "replayed_final_baseline": replayed["chain"][-1],
         "epochs": epochs, "runs": runs,
     }
-
-
-def compare(config: RunConfig, models: list[str], harness_refs: list[str], record_mode: str = "once", progress: Any = None) -> dict[str, Any]:
-    """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
-    cells = []
-    repo = None
-    if progress:
-        progress("outer", {"total": len(models) * len(harness_refs), "label": "cell"})
-    for ref in harness_refs:
-        for name in models:
-            model = config.model.model_copy(update={"name": name})
-            result = measure(config, record_mode=record_mode, harness_ref=ref, model=model, progress=progress)
-            if progress:
-                progress("outer_step", {"label": f"{ref} × {name}"})
-            run = result.run
-            repo = repo or run["harness_repo"]
-            cells.append({"harness": ref, "harness_sha": run["harness_sha"], "model": name, "run_id": run["run_id"],
-                          "solved": run["solved"], "total": run["total"], "solve_rate": run["solved"] / max(run["total"], 1),
-                          "recorded": len(result.recorded), "reused": len(result.reused)})
-    return {**store_compare(Store(config.store_path), config.name, models, harness_refs, cells), "cells": cells}
-
-
-def store_compare(store: Store, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
-    stable = [{k: v for k, v in c.items() if k not in ("recorded", "reused")} for c in cells]
-    doc: dict[str, Any] = {"kind": "compare", "name": name, "models": models, "harnesses": harness_refs, "cells": stable,
-           "runs": [c["run_id"] for c in stable], "trees": sorted({c["harness_sha"] for c in stable})}
-    compare_id = digest_of([models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]])[:16]
-    doc["compare_id"] = compare_id
-    store.put_doc(compare_id, "compare", doc, name=name, model=",".join(models))
-    return doc

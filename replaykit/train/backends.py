@@ -11,36 +11,12 @@ touches the network.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.tape import Tape
 from replaykit.errors import ConfigError
+from replaykit.models.session import ProposalSession
 from replaykit.registry import Registry
-
-
-@dataclass
-class ProposalSession:
-    """One proposer episode: its tape, and where the model is (real or offline)."""
-
-    tape: Tape
-    base_url: str  # the real endpoint while recording; an offline address while replaying
-    api_key: str
-    seed: int
-    scrubber: Scrubber = field(default_factory=Scrubber)
-    rules: tuple[str, ...] = ()
-
-    @property
-    def replaying(self) -> bool:
-        return self.tape.replaying
-
-    def cassette(self) -> Any:
-        """Context manager intercepting in-process HTTP clients into this tape."""
-        from replaykit.cassette.recorder import episode_cassette
-
-        return episode_cassette(self.tape.label, self.tape, self.scrubber, self.rules)
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -29,12 +29,12 @@ from replaykit.run import run_document
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
+from replaykit.progress import Progress
 
 APPROXIMATION = (
     "after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "
     "counterfactual baseline; the proposer is not asked again, though its brief would have differed"
 )
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 def parse_spec(text: str) -> tuple[str, dict[str, Any]]:

@@ -106,7 +106,7 @@ def fast_forward(repo: git.Repo, branch: str, sha: str) -> None:
         repo.git.update_ref(f"refs/heads/{branch}", sha, head)
 
 
-def bundle_bytes(repo: git.Repo, sha: str) -> bytes:
+def git_bundle(repo: git.Repo, sha: str) -> bytes:
     """A git bundle holding ``sha`` and its history (stored so replay needs no original repo)."""
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-"))
     ref = f"{REF_ROOT}/bundle-tmp"

@@ -30,8 +30,7 @@ from replaykit.config import RunConfig, Seed, load_config, validation_line
 from replaykit.determinism import digest_of, sha256_hex
 from replaykit.errors import CassetteNotFound, ConfigError, HarnessError, TrainError
 from replaykit.harness import load_solve
-from replaykit.models.endpoint import api_key, model_id, open_endpoint
-from replaykit.rollout import OFFLINE_BASE_URL
+from replaykit.models.endpoint import OFFLINE_BASE_URL, api_key, model_id, open_endpoint
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.run import measure, open_harness, reusable, secrets_for
 from replaykit.train import gitops
@@ -322,7 +321,7 @@ class Trainer:
             return
         doc = self.summary()
         if getattr(self, "_bundle", None) is None:
-            self._bundle = self.store.put_blob(gitops.bundle_bytes(self.harness.repo, self.initial_sha))
+            self._bundle = self.store.put_blob(gitops.git_bundle(self.harness.repo, self.initial_sha))
         bundle = self._bundle
         doc["initial_bundle"] = bundle
         doc["blobs"] = [bundle]

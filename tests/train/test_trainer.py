@@ -14,7 +14,8 @@ import replaykit.models.endpoint as endpoint
 from replaykit.cassette.store import Store
 from replaykit.config import RunConfig
 from replaykit.testing import small_config
-from replaykit.train.audit import audit, compare, replay_training
+from replaykit.compare import compare
+from replaykit.train.audit import audit, replay_training
 from replaykit.train.estimators import PatchQueue
 from replaykit.train.gitops import TrainError, fast_forward
 from replaykit.train.trainer import Trainer

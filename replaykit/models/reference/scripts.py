@@ -25,6 +25,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from replaykit.determinism import normal_tarinfo
+
 _SET_LINE_RE = re.compile(r"^set\s+[-+]")
 _KEYWORDS = re.compile(
     r"^(if|then|else|elif|fi|for|while|until|do|done|case|esac|select|function|[{}]|\(|\))(\s|$|;)"
@@ -83,9 +85,7 @@ def _tar_gz(folder: Path) -> bytes:
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(p for p in folder.rglob("*")):
             info = tar.gettarinfo(str(path), arcname=path.relative_to(folder).as_posix())
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = 0
+            normal_tarinfo(info, mtime=0)
             if path.is_file() and not path.is_symlink():
                 tar.addfile(info, io.BytesIO(path.read_bytes()))
             else:
