@@ -119,7 +119,7 @@ def download_wheels(dest: Path) -> None:
 
 
 def build_python_image(
-    tag: str = PYTHON_IMAGE, force: bool = False, progress: images.Progress | None = None
+    tag: str = PYTHON_IMAGE, force: bool = False, progress: images.BuildLog | None = None
 ) -> dict[str, Any]:
     """Build the python flavour (see the module docstring); cached by tag."""
     client = images.docker_client()

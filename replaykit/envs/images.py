@@ -52,7 +52,7 @@ _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
-Progress = Callable[[str], None]
+BuildLog = Callable[[str], None]  # one line of build output (not the (event, data) Progress of replaykit.progress)
 _clients: dict[int, Any] = {}
 
 
@@ -167,7 +167,7 @@ def image_tag(task: Task | str, digest: str) -> str:
     return f"{TASK_REPO}/{name}:{digest[:12]}"
 
 
-def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progress: Progress | None = None) -> TaskImage:
+def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None) -> TaskImage:
     """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
@@ -188,7 +188,7 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
 
 
 def build_cached(client: Any, task: Task, context_dir: Path, original: str, source: str, name: str,
-                 aliases: dict[str, str] | None = None, progress: Progress | None = None) -> TaskImage:
+                 aliases: dict[str, str] | None = None, progress: BuildLog | None = None) -> TaskImage:
     """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
     ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
     aliases = dict(aliases or {})
@@ -282,7 +282,7 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
     return None
 
 
-def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Progress | None = None,
+def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: BuildLog | None = None,
                      packages: tuple[str, ...] = BASE_PACKAGES) -> dict[str, Any]:
     """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
     client = docker_client()
