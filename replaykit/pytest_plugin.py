@@ -217,7 +217,7 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> I
     rules = tuple(options.get("rules", ()))
     key = test_key(str(options.get("name") or default_name(request.node)), rules)
     mode = request.config.getoption("replaykit_record_mode", default="once") or "once"
-    exists = (replaykit_store.root / "index.db").is_file() and replaykit_store.has(key.id)
+    exists = replaykit_store.exists() and replaykit_store.has(key.id)
     if exists and mode != "all":
         from replaykit.cassette.recorder import EpisodeCassette
 
