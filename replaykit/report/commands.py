@@ -17,10 +17,15 @@ StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
 
 
-def open_store(store: Optional[Path]) -> Any:
+def open_store(store: Optional[Path], existing: bool = True) -> Any:
+    """The store at --store / $REPLAYKIT_STORE / ./cassettes; a reading command never creates one."""
     from replaykit.cassette.store import Store
+    from replaykit.errors import StoreError
 
-    return Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
+    root = store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes"))
+    if existing and not (root / "index.db").is_file():
+        raise StoreError(f"no store at {root} (no index.db there); pass --store or set REPLAYKIT_STORE")
+    return Store(root)
 
 
 def emit_json(value: Any) -> None:
@@ -149,7 +154,7 @@ def probe(
         progress=note,
     )
     if save:
-        save_probe(open_store(store), result)
+        save_probe(open_store(store, existing=False), result)
     result["saved"] = save
     if as_json:
         emit_json(result)

@@ -155,3 +155,12 @@ def test_bad_report_ids_and_outputs_are_one_line_errors(
     )
     assert folder.returncode == 1 and "is a folder" in folder.stderr and "Traceback" not in folder.stderr
     assert not (tmp_path / "x.html").exists()
+    nowhere = tmp_path / "no-store"
+    missing = cli("report", "abc123", "-o", str(tmp_path / "y.html"), "--store", str(nowhere), check=False)
+    assert (
+        missing.returncode == 1 and missing.stderr.startswith("Error: no store at") and not nowhere.exists()
+    )
+    missing = cli("cassettes", "diff", "abc123", "def456", "--store", str(nowhere), check=False)
+    assert (
+        missing.returncode == 1 and missing.stderr.startswith("Error: no store at") and not nowhere.exists()
+    )
