@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import random
 from itertools import combinations
+from math import comb
 from typing import Any
 
 from replaykit.cassette.store import Store
 from replaykit.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
+
+MAX_SUBSETS = 10_000
 
 
 def _restrict(run: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, Any]:
@@ -53,6 +56,11 @@ def resample_seeds(
         rng = random.Random(rng_seed)
         samples = [tuple(sorted(rng.choice(seeds) for _ in range(k))) for _ in range(bootstrap)]
     else:
+        if comb(len(seeds), k) > MAX_SUBSETS:
+            raise ConfigError(
+                f"--resample-seeds {k} of {len(seeds)} seeds makes {comb(len(seeds), k)} subsets (more than "
+                f"{MAX_SUBSETS}); add --bootstrap N to draw N samples instead"
+            )
         samples = list(combinations(seeds, k))
     rows = []
     for sample in samples:
