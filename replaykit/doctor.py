@@ -133,6 +133,29 @@ def check_harness(config: Any) -> Check:
     )
 
 
+def _reach(base_url: str, key: str, timeout: float) -> Check:
+    """GET ``/models`` of the endpoint: does it answer?"""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # the user's configured endpoint
+            return Check("endpoint", OK, f"{base_url} answers (HTTP {response.status})")
+    except urllib.error.HTTPError as exc:  # it answered: reachable, maybe unauthorised
+        if exc.code in (401, 403):
+            return Check(
+                "endpoint", WARN, f"{base_url} answers HTTP {exc.code} on /models", "check the API key"
+            )
+        return Check("endpoint", OK, f"{base_url} answers (HTTP {exc.code} on /models)")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check(
+            "endpoint",
+            FAIL,
+            f"{base_url} is not reachable: {reason}",
+            "start the server or fix model.base_url",
+        )
+
+
 def check_endpoint(config: Any, timeout: float = 3.0) -> list[Check]:
     """Reachability of ``model.base_url`` (GET /models) and whether its key is set."""
     base_url, key_env = config.model.base_url, config.model.api_key_env
@@ -141,45 +164,22 @@ def check_endpoint(config: Any, timeout: float = 3.0) -> list[Check]:
             Check("endpoint", OK, "builtin reference model server (started in-process)"),
             Check("api key", OK, "not needed for the builtin model"),
         ]
+    if not key_env:
+        return [
+            _reach(base_url, "", timeout),
+            Check("api key", OK, "model.api_key_env is empty: no key is sent"),
+        ]
     key = os.environ.get(key_env, "")
-    key_check = (
-        Check("api key", OK, f"${key_env} is set")
-        if key
-        else Check(
+    if key:
+        key_check = Check("api key", OK, f"${key_env} is set")
+    else:
+        key_check = Check(
             "api key",
-            WARN,
-            f"${key_env} is not set (fine for servers that need no key, e.g. a local vLLM)",
-            f"export {key_env}=…",
+            FAIL,
+            f"${key_env} is not set (a run would stop)",
+            f'export {key_env}=…, or set model.api_key_env: "" for a server that needs no key',
         )
-    )
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {key}"} if key else {}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # the user's configured endpoint
-            return [Check("endpoint", OK, f"{base_url} answers (HTTP {response.status})"), key_check]
-    except urllib.error.HTTPError as exc:  # it answered: reachable, maybe unauthorised
-        status = WARN if exc.code in (401, 403) else OK
-        return [
-            Check(
-                "endpoint",
-                status,
-                f"{base_url} answers HTTP {exc.code} on /models",
-                f"check ${key_env}" if status == WARN else "",
-            ),
-            key_check,
-        ]
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return [
-            Check(
-                "endpoint",
-                FAIL,
-                f"{base_url} is not reachable: {reason}",
-                "start the server or fix model.base_url",
-            ),
-            key_check,
-        ]
+    return [_reach(base_url, key, timeout), key_check]
 
 
 def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict[str, Any]:

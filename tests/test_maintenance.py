@@ -142,4 +142,4 @@ def test_doctor(tmp_path: Path) -> None:
     lines = {line.split(":")[0].split()[-1]: line for line in proc.stdout.splitlines() if ":" in line}
     assert lines["endpoint"].startswith("FAIL") and "fix:" in lines["endpoint"]
     assert lines["repo"].startswith("FAIL") and "harness.py" in lines["repo"]
-    assert lines["key"].startswith("warn") and "REPLAYKIT_NO_SUCH_KEY" in lines["key"]
+    assert lines["key"].startswith("FAIL") and "REPLAYKIT_NO_SUCH_KEY" in lines["key"]

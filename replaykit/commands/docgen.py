@@ -1,0 +1,246 @@
+"""Generated documentation: the config reference and JSON Schema from the pydantic
+models, and stubs for CLI commands missing from ``docs/cli.md``.
+
+    python -m replaykit.commands.docgen          # rewrite docs/config.md + docs/replaykit.schema.json,
+                                                 # append a stub section for every undocumented command
+
+``tests/test_docs.py`` fails when these files are not current, or when a command or
+option of the typer app is missing from ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
+
+#: What each config field means, where the model itself says nothing (``Field(description=…)``
+#: wins). A new field without either fails tests/test_docs.py.
+NOTES: dict[str, str] = {
+    "name": "Name of the run or training (shown by `runs`; part of a training's identity).",
+    "store": "Store folder (index.db + blobs). Relative paths resolve against the config file's folder.",
+    "harness": "The harness repository: a git repo whose committed `entry` file defines `solve(task, env, llm, ctx)`.",
+    "harness.repo": "Path of the harness git repo. Must be committed and clean; replaykit refuses a dirty tree.",
+    "harness.template": "If `repo` does not exist, create it from this template (`replaykit/templates/`); `null` for your own repo.",
+    "harness.branch": "The baseline branch: training only ever fast-forwards it to accepted candidates.",
+    "harness.entry": "The file that defines `solve()` (and what `train.patch_surface` usually names).",
+    "harness.params": "Free-form values the harness reads from `ctx.params` (e.g. `max_steps`).",
+    "model": "The task model: any OpenAI-compatible endpoint, or `builtin` (the reference simulator).",
+    "model.name": "Model name sent in every request (`reference-weak`, `reference-strong`, or your endpoint's model).",
+    "model.base_url": "`builtin`, or an OpenAI-compatible base URL ending in `/v1` (OpenAI, vLLM, SGLang, llama.cpp, Ollama).",
+    "model.revision": "A declared model revision, part of the cassette key: bump it when the weights behind `name` change.",
+    "model.api_key_env": "Environment variable holding the API key; the key is sent, never stored.",
+    "model.temperature": "Sampling temperature sent with every call (keep 0 for reproducible recordings).",
+    "panel": "The tasks × seeds a harness is measured on (one episode each).",
+    "panel.tasks": "Task folders (Harbor layout) or globs, relative to the config file.",
+    "panel.seeds": "Seeds; each gives the harness a seeded `ctx.rng` and per-call seeds.",
+    "env": "Where actions run.",
+    "env.kind": "`local` (temporary folders) or `docker` (one container per episode); other kinds register in `replaykit.envs`.",
+    "env.timeout_sec": "Timeout of one action.",
+    "env.max_output_bytes": "Output kept per action stream (the rest is cut, and the cut is recorded).",
+    "env.snapshot": "`digest`: a state digest per step; `full`: also a snapshot of the workdir (needed to inspect states).",
+    "env.image_aliases": "Docker: base images to replace (`FROM python:3.12-slim` → a local image); replaykit never pulls.",
+    "record": "What is kept, and how requests are compared.",
+    "record.secrets": "Names of environment variables whose values are scrubbed (`<secret:NAME>`) before anything is stored.",
+    "record.rules": "Normalisation rules applied to requests before matching (`uuids`, `timestamps`, `codex-session`, …).",
+    "executor": "How episodes run: in this process, a local fork pool, or Ray.",
+    "executor.kind": "`local` (this machine) or `ray` (a Ray cluster).",
+    "executor.workers": "Local: processes in the fork pool (1 = inline).",
+    "executor.oversubscribe": "Local: allow more workers than cores (I/O-bound episodes).",
+    "executor.address": "Ray: `auto`, `ray://host:10001`, `local` or `host:port`.",
+    "executor.cpus": "Ray: CPUs each episode declares.",
+    "executor.memory_mb": "Ray: memory each episode declares.",
+    "executor.max_retries": "Ray: retries of an episode whose worker or node died.",
+    "executor.resources": "Ray: extra custom resources each episode declares.",
+    "train": "Training (only `replaykit train` reads it).",
+    "train.epochs": "Epochs when `--epochs` is not given.",
+    "train.seed": "Seed of the proposer's calls.",
+    "train.patch_surface": "Globs of the files a candidate may change; a proposal touching others is skipped.",
+    "train.estimator": "Who proposes candidates: `{kind: agentic, backend: {kind: openai|codex, model, base_url}}` or "
+    "`{kind: patch_queue, diffs: [file.diff, …], descriptions: […]}` (hand-written diffs, applied in order).",
+    "train.criterion": "How a candidate is judged: `{name: strict_pareto|mean_reward|…, …params}`.",
+    "train.optimizer": "What a verdict does: `{name: greedy_monotonic|margin_greedy|pareto_frontier, …params}`.",
+}
+
+
+def _models() -> list[tuple[str, Any]]:
+    from replaykit.config import RunConfig
+    from replaykit.train.trainer import TrainConfig
+
+    return [("", RunConfig), ("train", TrainConfig)]
+
+
+def _type_name(annotation: Any) -> str:
+    """``list[int]``, ``str | None``, ``"local" | "ray"`` (constraints left to the schema)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if annotation is Any:
+        return "any"
+    return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()
+    elif field.is_required():
+        return "required"
+    else:
+        value = field.default
+    return "`" + json.dumps(value, default=str) + "`"
+
+
+def config_fields() -> list[tuple[str, str, str, str]]:
+    """(dotted name, type, default, meaning) of every config field, sections first."""
+    from pydantic import BaseModel
+
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            dotted = f"{prefix}.{name}" if prefix else name
+            annotation = field.annotation
+            nested = (
+                annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            )
+            if dotted == "train":
+                nested = None  # documented from TrainConfig below
+            meaning = field.description or NOTES.get(dotted, "")
+            rows.append(
+                (
+                    dotted,
+                    "section" if nested else _type_name(annotation),
+                    "" if nested else _default(field),
+                    meaning,
+                )
+            )
+            if nested is not None:
+                walk(dotted, nested)
+
+    for prefix, model in _models():
+        walk(prefix, model)
+    return rows
+
+
+def config_markdown() -> str:
+    lines = [
+        "# Config reference",
+        "",
+        "Generated from the pydantic models (`replaykit/config.py`, `replaykit/train/trainer.py`) by",
+        "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
+        "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
+        "Unknown keys are errors. Relative paths resolve against the config file's folder.",
+        "",
+        "| key | type | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for dotted, type_, default, meaning in config_fields():
+        lines.append(
+            f"| `{dotted}` | {type_.replace('|', '&#124;')} | {default.replace('|', '&#124;')} | {meaning.replace('|', '&#124;')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def config_schema() -> dict[str, Any]:
+    from replaykit.config import RunConfig
+    from replaykit.train.trainer import TrainConfig
+
+    schema = RunConfig.model_json_schema()
+    schema["properties"]["train"] = {
+        "anyOf": [TrainConfig.model_json_schema(), {"type": "null"}],
+        "default": None,
+    }
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "replaykit run/training config"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(config_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def command_paths() -> list[tuple[str, Any]]:
+    """``("replaykit run", click command)`` for every leaf command of the typer app."""
+    import typer
+
+    from replaykit.cli import app
+    from replaykit.commands.shell import polish
+
+    found: list[tuple[str, Any]] = []
+
+    def walk(path: str, command: Any) -> None:
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in sorted(subs.items()):
+                walk(f"{path} {name}", sub)
+        else:
+            found.append((path, command))
+
+    walk("replaykit", polish(typer.main.get_command(app)))
+    return found
+
+
+def options_of(command: Any) -> list[str]:
+    return [
+        next((o for o in p.opts if o.startswith("--")), p.opts[0])
+        for p in command.params
+        if p.param_type_name == "option"
+    ]
+
+
+def cli_sections(text: str) -> dict[str, str]:
+    """``docs/cli.md`` split at its ``## replaykit …`` headings."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("## replaykit"):
+            current = line[3:].strip().strip("`")
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line + "\n"
+    return sections
+
+
+def cli_stub(path: str, command: Any) -> str:
+    lines = [f"## {path}", "", (command.help or "").strip().splitlines()[0] if command.help else "", ""]
+    for p in command.params:
+        if p.param_type_name == "argument":
+            lines.append(f"- `{(p.metavar or p.name or '').upper()}`: {p.help or ''}")
+    for p in command.params:
+        if p.param_type_name == "option":
+            names = ", ".join(f"`{o}`" for o in p.opts)
+            lines.append(f"- {names}: {p.help or ''}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    DOCS.mkdir(exist_ok=True)
+    (DOCS / "config.md").write_text(config_markdown())
+    (DOCS / "replaykit.schema.json").write_text(schema_text())
+    cli = DOCS / "cli.md"
+    text = cli.read_text() if cli.exists() else "# Command reference\n"
+    have = cli_sections(text)
+    missing = [cli_stub(path, cmd) for path, cmd in command_paths() if path not in have]
+    if missing:
+        cli.write_text(text.rstrip("\n") + "\n\n" + "\n".join(missing))
+    sys.stdout.write(
+        f"wrote docs/config.md, docs/replaykit.schema.json; {len(missing)} command stub(s) added to docs/cli.md\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
