@@ -2,7 +2,7 @@
 models, and stubs for CLI commands missing from ``docs/cli.md``.
 
     python -m replaykit.commands.docgen          # rewrite docs/config.md + docs/replaykit.schema.json,
-                                                 # append a stub section for every undocumented command
+                                                 # append a stub for every undocumented command or option
 
 ``tests/test_docs.py`` fails when these files are not current, or when a command or
 option of the typer app is missing from ``docs/cli.md``.
@@ -227,6 +227,24 @@ def cli_stub(path: str, command: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_missing_options(text: str, path: str, command: Any) -> str:
+    """Append a line for each option of ``command`` its section does not name yet."""
+    head = f"## {path}\n"
+    start = text.index(head) + len(head)
+    end = text.find("\n## ", start)
+    end = len(text) if end < 0 else end + 1
+    section = text[start:end]
+    lines = [
+        f"- {', '.join(f'`{o}`' for o in p.opts)}: {p.help or ''}\n"
+        for p in command.params
+        if p.param_type_name == "option" and not any(f"`{o}`" in section for o in p.opts if o.startswith("--"))
+    ]
+    if not lines:
+        return text
+    body = section.rstrip("\n") + "\n" + "".join(lines) + ("\n" if end < len(text) else "")
+    return text[:start] + body + text[end:]
+
+
 def main() -> None:
     DOCS.mkdir(exist_ok=True)
     (DOCS / "config.md").write_text(config_markdown())
@@ -234,6 +252,10 @@ def main() -> None:
     cli = DOCS / "cli.md"
     text = cli.read_text() if cli.exists() else "# Command reference\n"
     have = cli_sections(text)
+    for path, cmd in command_paths():
+        if path in have:
+            text = add_missing_options(text, path, cmd)
+    cli.write_text(text)
     missing = [cli_stub(path, cmd) for path, cmd in command_paths() if path not in have]
     if missing:
         cli.write_text(text.rstrip("\n") + "\n\n" + "\n".join(missing))
