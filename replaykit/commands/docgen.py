@@ -237,7 +237,8 @@ def add_missing_options(text: str, path: str, command: Any) -> str:
     lines = [
         f"- {', '.join(f'`{o}`' for o in p.opts)}: {p.help or ''}\n"
         for p in command.params
-        if p.param_type_name == "option" and not any(f"`{o}`" in section for o in p.opts if o.startswith("--"))
+        if p.param_type_name == "option"
+        and not any(f"`{o}`" in section for o in ([o for o in p.opts if o.startswith("--")] or p.opts))
     ]
     if not lines:
         return text
