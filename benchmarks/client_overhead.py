@@ -25,8 +25,8 @@ import openai
 
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.recorder import episode_cassette
-from replaykit.cassette.tape import Tape
+from replaykit.capture.recorder import episode_cassette
+from replaykit.capture.tape import Tape
 
 CALLS = 25
 OFFLINE = "http://127.0.0.1:9/v1"

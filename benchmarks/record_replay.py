@@ -18,10 +18,10 @@ import openai
 
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.recorder import episode_cassette
+from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
 from replaykit.determinism import canonical_json
-from replaykit.cassette.tape import Tape
+from replaykit.capture.tape import Tape
 from replaykit.envs.base import Grade
 from replaykit.models.reference.server import ReferenceServer
 

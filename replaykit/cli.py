@@ -263,7 +263,7 @@ def cassettes_export(
     as_json: bool = JsonOpt,
 ) -> None:
     """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
-    from replaykit.cassette import bundle, vcr_export
+    from replaykit.exchange import bundle, vcr_export
 
     if fmt not in ("bundle", "vcr", "inspect"):
         raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
@@ -288,7 +288,7 @@ def cassettes_import(
     as_json: bool = JsonOpt,
 ) -> None:
     """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
-    from replaykit.cassette.bundle import import_bundle
+    from replaykit.exchange.bundle import import_bundle
 
     report = import_bundle(open_store(store), bundle_file)
     emit_json(report) if as_json else render.bundle_report(report, "import")
@@ -301,7 +301,7 @@ def cassettes_verify(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a bundle (manifest, hashes, sizes, references, safety) without importing it."""
-    from replaykit.cassette.bundle import verify_bundle
+    from replaykit.exchange.bundle import verify_bundle
 
     report = verify_bundle(bundle_file, open_store(store) if store else None)
     emit_json(report) if as_json else render.bundle_report(report, "verify")
@@ -421,7 +421,7 @@ def proxy(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""
-    from replaykit.cassette.proxy_session import rules_for, run_proxy_session
+    from replaykit.proxy_session import rules_for, run_proxy_session
 
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")

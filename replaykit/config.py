@@ -55,12 +55,12 @@ class EnvConfig(_Strict):
 
 class RecordConfig(_Strict):
     secrets: list[str] = Field(default_factory=list)  # env var names whose values never reach a cassette
-    rules: list[str] = Field(default_factory=list)  # normalisation rules (replaykit.cassette.matchers)
+    rules: list[str] = Field(default_factory=list)  # normalisation rules (replaykit.capture.matchers)
 
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, rules: list[str]) -> list[str]:
-        from replaykit.cassette.matchers import known_rules
+        from replaykit.capture.matchers import known_rules
 
         unknown = [r for r in rules if r not in known_rules()]
         if unknown:

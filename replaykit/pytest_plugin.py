@@ -59,8 +59,8 @@ class LlmReplay:
     """One cassette's LLM calls being replayed: what was recorded and how far it got."""
 
     def __init__(self, episode: "Episode", match_on: tuple[str, ...] | None = None) -> None:
-        from replaykit.cassette.matchers import DEFAULT_MATCH_ON
-        from replaykit.cassette.tape import Tape
+        from replaykit.capture.matchers import DEFAULT_MATCH_ON
+        from replaykit.capture.tape import Tape
 
         self.episode = episode
         self.tape = Tape(episode.id, recorded=list(episode.llm_events), match_on=match_on or DEFAULT_MATCH_ON)
@@ -81,7 +81,7 @@ class LlmReplay:
 @contextlib.contextmanager
 def replay_cassette(store: "Store", cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None) -> Iterator[LlmReplay]:
     """Serve the LLM calls of one stored cassette to httpx2 clients inside the block."""
-    from replaykit.cassette.recorder import EpisodeCassette
+    from replaykit.capture.recorder import EpisodeCassette
     from replaykit.errors import CassetteNotFound, DivergenceError
 
     if not store.exists():
@@ -207,9 +207,9 @@ _TAPE = pytest.StashKey[Any]()
 def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> Iterator[Any]:
     """Record this test's LLM calls on the first run (if it passes); replay them after."""
     from replaykit.cassette.events import Episode
-    from replaykit.cassette.matchers import Scrubber
-    from replaykit.cassette.recorder import episode_cassette
-    from replaykit.cassette.tape import Tape
+    from replaykit.capture.matchers import Scrubber
+    from replaykit.capture.recorder import episode_cassette
+    from replaykit.capture.tape import Tape
     from replaykit.determinism import ENV_PINS
 
     marker = request.node.get_closest_marker("replaykit")
@@ -219,7 +219,7 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> I
     mode = request.config.getoption("replaykit_record_mode", default="once") or "once"
     exists = replaykit_store.exists() and replaykit_store.has(key.id)
     if exists and mode != "all":
-        from replaykit.cassette.recorder import EpisodeCassette
+        from replaykit.capture.recorder import EpisodeCassette
 
         replay = LlmReplay(replaykit_store.get_episode(key.id))
         request.node.stash[_TAPE] = replay.tape

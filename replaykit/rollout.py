@@ -19,9 +19,9 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.recorder import episode_cassette
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.recorder import episode_cassette
+from replaykit.capture.tape import Tape
 from replaykit.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, Grade, Observation, episode_workspace
 from replaykit.envs.registry import make_env

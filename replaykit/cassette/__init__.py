@@ -1,2 +1,2 @@
-"""Cassettes: keys, events, the store (sqlite-utils index + content-addressed blobs),
-the vcrpy recorder and, later, the proxy and bundles. See README.md in this folder."""
+"""Cassettes, the format and the store: keys, events, the codec, the store (the only
+module that speaks SQL) and its backend protocol, secret scrubbing. See README.md."""

@@ -341,7 +341,7 @@ class Store:
             raise CassetteNotFound(f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters")
         return str(rows[0][0])
 
-    # -- removal (replaykit.cassette.gc decides what; these only execute) ------------
+    # -- removal (replaykit.exchange.gc decides what; these only execute) ------------
     def index_rows(self, table: str, columns: str) -> list[tuple[Any, ...]]:
         """``columns`` of every row of a core table (``runs``, ``cassettes``, ``trees``, ``blobs``)."""
         if table not in SCHEMA:

@@ -1,5 +1,5 @@
 """``doctor``, ``cassettes rm`` and ``gc``: thin mirrors of ``replaykit.doctor`` and
-``replaykit.cassette.gc`` (registered with one line each in ``replaykit/cli.py``)."""
+``replaykit.exchange.gc`` (registered with one line each in ``replaykit/cli.py``)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def cassettes_rm(
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove documents or cassettes (refused while a kept document references them), then their unreferenced blobs."""
-    from replaykit.cassette.gc import remove
+    from replaykit.exchange.gc import remove
 
     report = remove(_store(store), ids, recursive=recursive, dry_run=dry_run)
     _emit(report) if as_json else render.removal_report(report)
@@ -78,7 +78,7 @@ def gc(
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove blobs and harness trees that no run, training, verdict or cassette references."""
-    from replaykit.cassette.gc import remove
+    from replaykit.exchange.gc import remove
 
     report = remove(_store(store), [], dry_run=dry_run)
     _emit(report) if as_json else render.removal_report(report)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.proxy import recording_proxy
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.proxy import recording_proxy
+from replaykit.capture.tape import Tape
 from replaykit.determinism import ENV_PINS, derive_seed
 from replaykit.errors import ModelError
 from replaykit.models.endpoint import OFFLINE_BASE_URL

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.tape import Tape
 
 
 @dataclass
@@ -31,6 +31,6 @@ class ProposalSession:
 
     def cassette(self) -> Any:
         """Context manager intercepting in-process HTTP clients into this tape."""
-        from replaykit.cassette.recorder import episode_cassette
+        from replaykit.capture.recorder import episode_cassette
 
         return episode_cassette(self.tape.label, self.tape, self.scrubber, self.rules)

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replaykit.cassette.events import Episode, EnvEvent
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.matchers import Scrubber
+from replaykit.capture.matchers import Scrubber
 from replaykit.cassette.store import Store
-from replaykit.cassette.tape import Tape
+from replaykit.capture.tape import Tape
 from replaykit.config import RunConfig, Seed, load_config, validation_line
 from replaykit.determinism import digest_of, sha256_hex
 from replaykit.errors import CassetteNotFound, ConfigError, HarnessError, TrainError

@@ -83,7 +83,7 @@ class ResponsesRequest:
 
 # -- request -----------------------------------------------------------------------
 def normalised_digest(body: dict[str, Any]) -> str:
-    from replaykit.cassette.matchers import get_rule
+    from replaykit.capture.matchers import get_rule
 
     value: Any = body
     for name in NORMALISE_RULES:

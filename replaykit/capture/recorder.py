@@ -15,9 +15,9 @@ from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
 
 from replaykit.cassette.events import LlmEvent
-from replaykit.cassette.matchers import Scrubber, request_form
-from replaykit.cassette.stubs import httpx2_patches
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.capture.stubs import httpx2_patches
+from replaykit.capture.tape import Tape
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
 #: requests/urllib3 during an episode, and only model traffic belongs in a cassette.

@@ -19,9 +19,9 @@ from typing import Any
 import openai
 import pytest
 
-from replaykit.cassette.conversations import ConversationPlayer, split_session
+from replaykit.capture.conversations import ConversationPlayer, split_session
 from replaykit.cassette.events import LlmEvent
-from replaykit.cassette.proxy_session import run_proxy_session
+from replaykit.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
 from replaykit.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from replaykit.cassette.bundle import collect
+from replaykit.exchange.bundle import collect
 from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.store import Store
 from replaykit.determinism import canonical_json

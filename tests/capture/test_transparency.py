@@ -18,10 +18,10 @@ import openai
 import pytest
 
 from replaykit.cassette.events import LlmEvent
-from replaykit.cassette.proxy import recording_proxy
-from replaykit.cassette.recorder import episode_cassette
+from replaykit.capture.proxy import recording_proxy
+from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.scrub import Scrubber, is_secret
-from replaykit.cassette.tape import Tape
+from replaykit.capture.tape import Tape
 from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 CANARY = "sk-canary-4b1d2e9f0c7a"

@@ -1,6 +1,6 @@
 """What a replaykit bundle is, and how one is read and checked (in memory, writing nothing).
 
-See :mod:`replaykit.cassette.bundle` for the layout and for export/import. This
+See :mod:`replaykit.exchange.bundle` for the layout and for export/import. This
 module holds the format constants, the reference walkers shared by export and
 import, and :func:`read_bundle`: safe member names and types, the manifest's
 format and version, every member's sha256 and size, every blob's hash against its

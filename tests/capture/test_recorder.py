@@ -9,9 +9,9 @@ from typing import Any
 import openai
 import pytest
 
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.recorder import episode_cassette
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.recorder import episode_cassette
+from replaykit.capture.tape import Tape
 from replaykit.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 

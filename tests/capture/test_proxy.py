@@ -22,11 +22,11 @@ import pytest
 
 from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.matchers import Scrubber
-from replaykit.cassette.proxy import recording_proxy
-from replaykit.cassette.proxy_session import run_proxy_session
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.proxy import recording_proxy
+from replaykit.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
-from replaykit.cassette.tape import Tape
+from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
 
 MESSAGES = [{"role": "user", "content": "Say something about replay."}]

@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any
 
 from replaykit.cassette.events import Event, LlmEvent, events_digest
-from replaykit.cassette.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.determinism import canonical_json
 from replaykit.errors import DivergenceError
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from replaykit.cassette.bundle import BundleError, export_bundle, import_bundle, read_bundle, verify_bundle
+from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle, read_bundle, verify_bundle
 from replaykit.cassette.events import GradeEvent
 from replaykit.cassette.store import Store
 from replaykit.config import load_config

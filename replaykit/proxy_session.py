@@ -6,7 +6,7 @@ the normalisation rules. Record modes: ``once`` (replay the session if it exists
 else record it), ``all`` (re-record), ``none`` (replay only).
 
 Many agents may share one session (each on ``/v1``, or on its own ``/s/<name>/v1``;
-see :mod:`replaykit.cassette.conversations`). While recording, the episode is
+see :mod:`replaykit.capture.conversations`). While recording, the episode is
 rewritten (one transaction) after every exchange, before the client gets the end of
 its response: a proxy killed with SIGKILL keeps every exchange that completed. The
 final write happens when the session ends (Ctrl-C, SIGTERM or ``stop``).
@@ -24,10 +24,10 @@ from typing import Any, Callable, Iterator
 
 from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.matchers import Scrubber, get_rule
-from replaykit.cassette.proxy import ProxyServer
+from replaykit.capture.matchers import Scrubber, get_rule
+from replaykit.capture.proxy import ProxyServer
 from replaykit.cassette.store import Store
-from replaykit.cassette.tape import Tape
+from replaykit.capture.tape import Tape
 from replaykit.determinism import ENV_PINS, digest_of
 from replaykit.errors import CassetteNotFound, ConfigError
 

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LlmEvent, events_digest
-from replaykit.cassette.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.scrub import Scrubber
 from replaykit.errors import DivergenceError
 

@@ -11,9 +11,9 @@ import httpx2
 import openai
 import pytest
 
-from replaykit.cassette.proxy import recording_proxy
-from replaykit.cassette.proxy_session import AGENT_RULES, rules_for
-from replaykit.cassette.tape import Tape
+from replaykit.capture.proxy import recording_proxy
+from replaykit.proxy_session import AGENT_RULES, rules_for
+from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -16,7 +16,7 @@ from vcr.request import Request as VcrRequest
 from replaykit.cassette.events import KEPT_HEADERS
 
 if TYPE_CHECKING:
-    from replaykit.cassette.recorder import EpisodeCassette
+    from replaykit.capture.recorder import EpisodeCassette
 
 
 

@@ -2,7 +2,7 @@
 
 A CLI agent (Codex, …) cannot be intercepted in-process, so it talks to this proxy
 on a loopback port instead of its model endpoint. The proxy is bound to a
-:class:`~replaykit.cassette.tape.Tape`:
+:class:`~replaykit.capture.tape.Tape`:
 
 * **recording** — each ``POST /v1/chat/completions`` / ``POST /v1/responses`` is
   forwarded to the upstream with the *configured* key (never the client's); an SSE
@@ -17,7 +17,7 @@ on a loopback port instead of its model endpoint. The proxy is bound to a
 Exchanges are serialised (one at a time) so positions in the tape are stable —
 unless the server is ``concurrent`` (many agents at once, ``replaykit proxy``):
 then exchanges overlap, are kept in the order they complete, and a replay matches
-each request within its conversation (:mod:`replaykit.cassette.conversations`:
+each request within its conversation (:mod:`replaykit.capture.conversations`:
 by content on ``/v1``, in order per client on a session path ``/s/<session>/v1``).
 Every exchange is kept (and handed to ``on_exchange``, which may persist it)
 before the client receives its last byte, so a completed exchange is never lost.
@@ -38,10 +38,10 @@ import zlib
 from typing import Any, Callable, ClassVar, Iterator
 from urllib.parse import urlsplit
 
-from replaykit.cassette.conversations import ConversationPlayer, split_session
+from replaykit.capture.conversations import ConversationPlayer, split_session
 from replaykit.cassette.events import KEPT_HEADERS, Event, LlmEvent
-from replaykit.cassette.matchers import Scrubber, request_form
-from replaykit.cassette.tape import Tape
+from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.capture.tape import Tape
 from replaykit.errors import ConfigError, DivergenceError
 from replaykit.models.failures import transport_failure
 from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk

@@ -18,7 +18,7 @@ cassette also pulls in its harness tree when the store has it. Members are
 sorted and their metadata fixed, so the same content gives the same bytes.
 
 Import verifies everything before writing anything (:func:`read_bundle` in
-:mod:`~replaykit.cassette.bundle_format`), refuses an id that already exists in
+:mod:`~replaykit.exchange.reader`), refuses an id that already exists in
 the target with other content, and writes all rows and blobs in one transaction.
 Importing the same bundle twice is a no-op.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 
-from replaykit.cassette.bundle_format import (
+from replaykit.exchange.reader import (
     CONTENT,
     FORMAT_NAME,
     FORMAT_VERSION,

@@ -18,10 +18,10 @@ from vcr.request import Request
 
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.recorder import episode_cassette
+from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
-from replaykit.cassette.tape import Tape
-from replaykit.cassette.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
+from replaykit.capture.tape import Tape
+from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
 from replaykit.config import load_config
 from replaykit.envs.base import Grade
 from replaykit.models.endpoint import BUILTIN_KEY

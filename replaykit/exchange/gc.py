@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from replaykit.cassette.bundle import resolve_root
-from replaykit.cassette.bundle_format import doc_refs, episode_blobs, tree_blobs
+from replaykit.exchange.bundle import resolve_root
+from replaykit.exchange.reader import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.store import Store
 from replaykit.errors import StoreError
 
