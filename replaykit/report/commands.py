@@ -22,10 +22,10 @@ def open_store(store: Optional[Path], existing: bool = True) -> Any:
     from replaykit.cassette.store import Store
     from replaykit.errors import StoreError
 
-    root = store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes"))
-    if existing and not (root / "index.db").is_file():
-        raise StoreError(f"no store at {root} (no index.db there); pass --store or set REPLAYKIT_STORE")
-    return Store(root)
+    st = Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
+    if existing and not st.exists():
+        raise StoreError(f"no store at {st.root}; pass --store or set REPLAYKIT_STORE")
+    return st
 
 
 def emit_json(value: Any) -> None:
