@@ -1,5 +1,6 @@
 """Extension points through entry points: a third-party package (tests/plugin) adds an
-environment kind, a criterion and an agent backend, and the CLI uses all three by name.
+environment kind, a criterion, an optimizer and an agent backend, and the CLI uses
+them by name.
 
 The package is "installed" the way pip leaves it: its module plus a ``.dist-info``
 folder whose ``entry_points.txt`` comes from the package's own pyproject.toml, on
@@ -63,6 +64,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "train.epochs": 2,
         "train.estimator": {"kind": "agentic", "backend": {"kind": "append_note"}},
         "train.criterion": {"name": "no_worse"},
+        "train.optimizer": {"name": "even_epochs"},
     })
     code, summary, err = cli(["train", str(config)], site, tmp)
     assert code == 0, err
@@ -78,11 +80,12 @@ def test_plugin_env_kind_runs_and_keys_its_cassettes(plugin: dict[str, Any]) -> 
     assert episode.meta["environment"]["kind"] == "example"
 
 
-def test_plugin_backend_and_criterion_drive_the_training(plugin: dict[str, Any]) -> None:
+def test_plugin_backend_criterion_and_optimizer_drive_the_training(plugin: dict[str, Any]) -> None:
     epochs = plugin["summary"]["epochs"]
     assert [e["description"][:12] for e in epochs] == ["append note ", "append note "]
     assert all(e["verdict"]["criterion"] == "no_worse" and e["decision"] == "accepted" for e in epochs)
-    assert plugin["summary"]["chain"][1:] == [e["candidate_sha"] for e in epochs]  # both promoted
+    assert [e["promoted"] for e in epochs] == [True, False]  # even_epochs: the criterion accepts both, epoch 1 is odd
+    assert plugin["summary"]["chain"][1:] == [epochs[0]["candidate_sha"]]
 
 
 def test_plugin_criterion_in_audit_and_training_replay(plugin: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""An example third-party replaykit extension: one env kind, one criterion, one backend."""
+"""An example third-party replaykit extension: an env kind, a criterion, an optimizer, a backend."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from replaykit.envs.local import LocalEnv, factory as local_factory, oracle_grad
 from replaykit.envs.tasks import Task
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes
+from replaykit.train.optim.base import ParameterBound, StepInput
 
 
 class ExampleEnv(LocalEnv):
@@ -69,3 +70,12 @@ class AppendNote:
         path = workdir / "harness.py"
         path.write_text(path.read_text() + f"# note {tag}\n")
         return f"append note {tag}"
+
+
+class EvenEpochs(ParameterBound):
+    """Promote what the criterion accepts, but only on even epochs."""
+
+    name = "even_epochs"
+
+    def decide(self, step: StepInput) -> bool:
+        return bool(step.verdict and step.verdict.accept) and step.epoch % 2 == 0
