@@ -190,7 +190,9 @@ def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict
         from replaykit.config import load_config
 
         config = load_config(config_path)
-    checks += check_docker(needed=config is not None and config.env.kind == "docker")
+    from replaykit.envs.registry import uses_docker
+
+    checks += check_docker(needed=config is not None and uses_docker(config.env.kind))
     root = store or (config.store_path if config else Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
     checks.append(check_store(Path(root)))
     if config is not None:

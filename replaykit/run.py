@@ -22,7 +22,7 @@ from replaykit.cassette.events import Episode
 from replaykit.executor import Executor, make_executor
 from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
-from replaykit.envs.registry import env_key_extra
+from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
 from replaykit.progress import Progress
@@ -132,7 +132,7 @@ def measure(
                 )
                 for k, t in missing
             ]
-            for spec, episode in make_executor(config.executor, docker=config.env.kind == "docker").map(record_episode, specs):
+            for spec, episode in make_executor(config.executor, docker=get_env_kind(config.env.kind).uses_docker).map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:

@@ -127,6 +127,7 @@ class EnvKind:
     factory: EnvFactory
     key_extra: KeyExtra | None = None
     oracle: Oracle | None = None
+    uses_docker: bool = False  # doctor checks the engine; the executor prepares workers for it
 
     def key(self, env: dict[str, Any], task: Any) -> KeyPairs:
         """This kind's part of a cassette key: the kind first, then its extras."""

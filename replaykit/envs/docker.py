@@ -497,4 +497,4 @@ def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
     return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
 
 
-ENV = EnvKind("docker", factory, key_extra, oracle)
+ENV = EnvKind("docker", factory, key_extra, oracle, uses_docker=True)

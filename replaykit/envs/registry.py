@@ -25,7 +25,7 @@ from replaykit.registry import Registry
 
 def _as_kind(name: str, obj: object) -> EnvKind:
     if isinstance(obj, EnvKind):
-        return obj if obj.kind == name else EnvKind(name, obj.factory, obj.key_extra, obj.oracle)
+        return obj if obj.kind == name else EnvKind(name, obj.factory, obj.key_extra, obj.oracle, obj.uses_docker)
     if callable(obj):
         return EnvKind(name, obj)
     raise EnvError(f"environment kind {name!r}: expected an EnvKind or a factory, got {type(obj).__name__}")
@@ -45,6 +45,14 @@ def register_env(kind: str, factory: EnvFactory, key_extra: KeyExtra | None = No
 
 def get_env_kind(kind: str) -> EnvKind:
     return ENVIRONMENTS.get(kind)
+
+
+def uses_docker(kind: str) -> bool:
+    """Whether an environment kind runs in Docker (False for a kind that is not installed)."""
+    try:
+        return get_env_kind(kind).uses_docker
+    except EnvError:
+        return False
 
 
 def env_kind_of(env: dict[str, Any]) -> EnvKind:
