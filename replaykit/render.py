@@ -296,10 +296,14 @@ def tasks_check(report: dict[str, Any]) -> None:
         for r in report["tasks"]
     ]
     show_table(f"oracle check ({report['env']})", ["task", "untouched", "solved", "ok"], rows)
+    problems: dict[str, list[str]] = {}
     for r in report["tasks"]:
         if r["problem"]:
-            line(f"{r['task_id']}: {r['problem']}")
-        elif r.get("warning"):
+            problems.setdefault(r["problem"], []).append(r["task_id"])
+    for problem, tasks in problems.items():  # one line per distinct problem (Docker down is said once)
+        line(f"{', '.join(tasks)}: {problem}")
+    for r in report["tasks"]:
+        if not r["problem"] and r.get("warning"):
             line(f"{r['task_id']}: warning: {r['warning']}")
     warned = f" ({report['warnings']} with a warning)" if report.get("warnings") else ""
     line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")

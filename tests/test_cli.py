@@ -281,3 +281,65 @@ def test_tasks_check_keeps_the_end_of_a_problem() -> None:
     kept = tail(noise + "\nE: the actual cause\n")
     assert kept.endswith("E: the actual cause") and len(kept) <= 401
     assert tail("short") == "short"
+
+
+def test_huge_seed_is_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"panel.seeds": [1180591620717411303424]})
+    line = assert_one_line_error(cli("run", str(config), cwd=tmp_path), 1)
+    assert "panel.seeds" in line
+
+
+def test_an_episode_whose_harness_raised_shows_the_exception_type(tmp_path: Path) -> None:
+    assert cli("init", "proj", cwd=tmp_path).returncode == 0
+    harness = tmp_path / "proj" / "harness"
+    (harness / "harness.py").write_text(
+        "def solve(task, env, llm, ctx):\n    raise LookupError('no such thing')\n"
+    )
+    subprocess.run(
+        ["git", "commit", "-qam", "raise"],
+        cwd=harness,
+        check=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
+    proc = cli("run", str(tmp_path / "proj" / "replaykit.yaml"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no (LookupError)" in proc.stdout
+    doc = json.loads(cli("run", str(tmp_path / "proj" / "replaykit.yaml"), "--json", cwd=tmp_path).stdout)
+    assert doc["episodes"][0]["error"] == "LookupError"
+
+
+@pytest.mark.docker
+def test_docker_unreachable_is_said_once(tmp_path: Path) -> None:
+    tasks = [str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")]
+    config = write_config(tmp_path, {"panel.tasks": tasks, "panel.seeds": [0]}, base="quickstart-docker.yaml")
+    run = cli("run", str(config), "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    down = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    certify = cli(
+        "certify",
+        json.loads(run.stdout)["run_id"],
+        "--store",
+        str(tmp_path / "store"),
+        *[arg for t in tasks for arg in ("--tasks", t)],
+        cwd=tmp_path,
+        env=down,
+    )
+    assert certify.returncode == 1 and "Traceback" not in certify.stderr
+    reasons = [line for line in certify.stdout.splitlines() if "no-docker.sock" in line or "Docker" in line]
+    assert len(reasons) == 1 and "fix-config-port" in reasons[0] and "hello-file" in reasons[0], (
+        certify.stdout
+    )
+    check = cli("tasks", "check", *tasks, cwd=tmp_path, env=down)
+    assert check.returncode == 1 and "Traceback" not in check.stderr
+    problems = [
+        line
+        for line in check.stdout.splitlines()
+        if line.startswith(("fix-config-port", "hello-file")) and ": " in line
+    ]
+    assert len(problems) == 1, check.stdout
