@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import random
 import shutil
 import sys
@@ -22,6 +23,7 @@ import git
 
 from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
 from replaykit.errors import HarnessError
+from replaykit.stale import clean_dead_scratch, scratch_dir
 
 TEMPLATES = Path(__file__).parent / "templates"
 GIT_DATE = f"{SOURCE_DATE_EPOCH} +0000"
@@ -77,6 +79,8 @@ class HarnessRepo:
     def open(cls, path: Path, branch: str = "main", template: str | None = None) -> "HarnessRepo":
         if not path.exists() and template:
             materialise_template(template, path, branch)
+        else:
+            clean_dead_scratch(path.parent, path.name)  # a killed first run's half-made repo
         return cls(path, branch)
 
     def resolve(self, ref: str | None = None) -> str:
@@ -105,17 +109,24 @@ def materialise_template(template: str, path: Path, branch: str = "main") -> str
     if not source.is_dir():
         known = ", ".join(sorted(p.name for p in TEMPLATES.iterdir() if p.is_dir()))
         raise HarnessError(f"unknown harness template {template!r}; known: {known}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    repo = git.Repo.init(tmp, initial_branch=branch)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", ACTOR.name)
-        cw.set_value("user", "email", ACTOR.email)
-    sha = commit_all(repo, f"harness template {template}")
-    repo.close()
-    tmp.rename(path)
+    clean_dead_scratch(path.parent, path.name)  # what killed first runs left
+    tmp = scratch_dir(path.parent, path.name)  # this process's own: concurrent first runs never share one
+    try:
+        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        repo = git.Repo.init(tmp, initial_branch=branch)
+        with repo.config_writer() as cw:
+            cw.set_value("user", "name", ACTOR.name)
+            cw.set_value("user", "email", ACTOR.email)
+        sha = commit_all(repo, f"harness template {template}")
+        repo.close()
+        try:
+            os.rename(tmp, path)  # atomic: the repo appears whole or not at all
+        except OSError:
+            if not (path / ".git").exists():
+                raise HarnessError(f"cannot create harness repo {path}: it exists and is not a git repository") from None
+            # another process materialised it first: the same template gives the same commit
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return sha
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import fcntl
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from replaykit.envs.registry import make_env
 from replaykit.errors import DivergenceError, EnvError
 from replaykit.harness import Context, load_solve
 from replaykit.models.endpoint import OFFLINE_BASE_URL
+from replaykit.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.models.clients import openai_client
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
@@ -167,14 +167,17 @@ def episode_lock(key: CassetteKey) -> Iterator[None]:
     """One process at a time per episode key (its workspace path is shared); whatever a
     killed run left at that path, inside replaykit's own folder, is cleared under the lock."""
     path = workspace_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with locked_file(path.parent / f".{path.name}.lock"):  # unlinked when released: no lock files pile up
         shutil.rmtree(path, ignore_errors=True)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+
+
+def clean_workspaces() -> None:
+    """Clear what killed runs left among episode workspaces: half-removed folders of dead
+    processes, and lock files nobody holds."""
+    parent = episode_workspace("0" * 16).parent
+    clean_dead_scratch(parent)
+    clean_free_locks(parent)
 
 
 def record_episode(spec: EpisodeSpec) -> Episode:

@@ -24,7 +24,7 @@ from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, record_episode, replay_episode
+from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, clean_workspaces, record_episode, replay_episode
 from replaykit.progress import Progress
 
 
@@ -119,6 +119,7 @@ def measure(
     if progress:
         progress("plan", {"total": len(keys), "missing": len(missing)})
     if missing:
+        clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)

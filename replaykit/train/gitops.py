@@ -8,6 +8,7 @@ same SHA everywhere. The baseline branch only ever moves by fast-forward.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ from typing import Iterator
 import git
 
 from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH
+from replaykit.stale import WORKTREE_PREFIX
 from replaykit.errors import TrainError
 from replaykit.harness import commit_all
 
@@ -34,7 +36,7 @@ def verdict_ref(training_id: str, epoch: int, accepted: bool) -> str:
 @contextlib.contextmanager
 def worktree(repo: git.Repo, sha: str) -> Iterator[Path]:
     """A detached worktree of ``sha`` in a temporary folder, removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="replaykit-wt-"))
+    path = Path(tempfile.mkdtemp(prefix=f"{WORKTREE_PREFIX}{os.getpid()}-"))  # the pid: a killed owner's is cleaned later
     shutil.rmtree(path)
     repo.git.worktree("add", "--detach", str(path), sha)
     try:

@@ -33,6 +33,7 @@ from replaykit.harness import load_solve
 from replaykit.models.endpoint import OFFLINE_BASE_URL, api_key, model_id, open_endpoint
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.run import measure, open_harness, reusable, secrets_for
+from replaykit.stale import clean_stale_worktrees
 from replaykit.train import gitops
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Criterion, make_criterion
@@ -91,6 +92,8 @@ class Trainer:
         self.persist = persist
         self.store = store or Store(config.store_path)
         self.harness = open_harness(config)
+        if persist:  # a killed training's registered worktrees (only those of dead processes)
+            clean_stale_worktrees(self.harness.repo)
         self.losses: list[Loss] = []
         self._resolve_training()
         self.parameter = Parameter(self.harness, self.training_id, persist)
