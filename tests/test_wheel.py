@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -48,9 +49,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     inst = run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--quiet",
                 "--disable-pip-version-check", str(wheel)], tmp)
     assert inst.returncode == 0, inst.stderr
-    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp).stdout.strip())
-    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    (site / "_replaykit_test_deps.pth").write_text("".join(f"{p}\n" for p in paths))
+    venv_site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp).stdout.strip())
+    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])
+    (venv_site / "_replaykit_test_deps.pth").write_text("".join(f"{p}\n" for p in paths))
 
     project = tmp / "project"
     (project / "configs").mkdir(parents=True)
