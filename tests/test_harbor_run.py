@@ -54,10 +54,10 @@ def make_suite(root: Path) -> None:
         root / "env-tables",
         {
             "task.toml": HEAD
-            + '[environment.env]\nREGION = "eu-west"\n[verifier.env]\nEXPECTED = "eu-west:blue"\n[solution.env]\nCOLOR = "blue"\n',
+            + '[environment.env]\nREGION = "eu-west"\nTOKEN = "${RK_HARBOR_TOKEN}"\n[verifier.env]\nEXPECTED = "eu-west:blue"\n[solution.env]\nCOLOR = "blue"\n',
             "instruction.md": "Write region.txt as REGION:COLOR (env-tables suite).\n",
             "tests/test.sh": REWARD_IF.format(cond='[ "$(cat "$APP_DIR/region.txt")" = "$EXPECTED" ]'),
-            "solution/solve.sh": 'echo "$REGION:$COLOR" > region.txt\n',
+            "solution/solve.sh": 'echo "$REGION:$COLOR" > region.txt\necho "token is $TOKEN"\n',
         },
     )
     write(
@@ -87,7 +87,9 @@ def cli(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
 
 def test_oracle_solves_harbor_shaped_tasks_and_replays(tmp_path: Path) -> None:
     make_suite(tmp_path / "suite")
-    check = cli("tasks", "check", str(tmp_path / "suite" / "*"), "--env", "local")
+    secret = "tok-5e3f9a1c-host-only"
+    host = {"RK_HARBOR_TOKEN": secret}  # a host value templated into [environment.env]: a configured secret
+    check = cli("tasks", "check", str(tmp_path / "suite" / "*"), "--env", "local", env=host)
     assert check["passed"] == check["total"] == 4, check
     config = write_config(
         tmp_path,
@@ -98,11 +100,16 @@ def test_oracle_solves_harbor_shaped_tasks_and_replays(tmp_path: Path) -> None:
             "env.kind": "local",
         },
     )
-    run = cli("run", str(config))
+    run = cli("run", str(config), env=host)
     assert run["total"] == 4 and run["solved"] == 4, run
     store = str(tmp_path / "store")
     replay = cli("replay", run["run_id"], "--store", store, env={"DOCKER_HOST": "unix:///nonexistent"})
     assert replay["identical"] is True and replay["divergence"] is None, replay
     assert [e["replayed_digest"] for e in replay["episodes"]] == [e["digest"] for e in run["episodes"]]
-    cert = cli("certify", run["run_id"], "--store", store, "--tasks", str(tmp_path / "suite" / "*"))
+    cert = cli("certify", run["run_id"], "--store", store, "--tasks", str(tmp_path / "suite" / "*"), env=host)
     assert [t["status"] for t in cert["tasks"]] == ["deterministic"] * 4, cert
+    stored = [p for p in Path(store).rglob("*") if p.is_file()]
+    assert stored and not [p for p in stored if secret.encode() in p.read_bytes()]  # never in the store
+    env_tables = next(e["cassette_id"] for e in run["episodes"] if e["task_id"] == "env-tables")
+    shown = json.dumps(cli("cassettes", "show", env_tables, "--store", store, "--full"))
+    assert "token is <secret:TOKEN>" in shown and secret not in shown
