@@ -57,10 +57,15 @@ KeepGoingOpt = typer.Option(
 )
 
 
-def open_store(store: Optional[Path]) -> Any:
+def open_store(store: Optional[Path], readonly: bool = False) -> Any:
+    """The store at --store / $REPLAYKIT_STORE / ./cassettes; ``readonly`` never creates nor writes it."""
+    import atexit
+
     from replaykit.cassette.store import Store
 
-    return Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
+    st = Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=readonly)
+    atexit.register(st.close)
+    return st
 
 
 @contextlib.contextmanager
@@ -128,7 +133,7 @@ def replay(
     from replaykit.executor import cli_executor
     from replaykit.run import replay_run
 
-    st = open_store(store)
+    st = open_store(store, readonly=True)
     executor = cli_executor(workers, ray)
     if st.doc_kind(run_id) == "training":
         from replaykit.train.audit import replay_training
@@ -208,7 +213,7 @@ def cassettes_ls(
     """List cassettes (one row per episode), oldest first."""
     from replaykit.views import count_cassettes, list_cassettes
 
-    st = open_store(store)
+    st = open_store(store, readonly=True)
     if limit is None and not as_json:
         limit = 100
     rows = list_cassettes(st, run_id, limit)
@@ -225,7 +230,7 @@ def runs(
     as_json: bool = JsonOpt,
 ) -> None:
     """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
-    everything = open_store(store).list_runs()
+    everything = open_store(store, readonly=True).list_runs()
     rows = [r for r in everything if kind is None or r["kind"] == kind]
     rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
@@ -245,8 +250,8 @@ def cassettes_show(
     if transcript:
         from replaykit.report import commands as report_cmd
 
-        return report_cmd.show_transcript(open_store(store), cassette_id, as_json)
-    doc = show_cassette(open_store(store), cassette_id, full=full or as_json)
+        return report_cmd.show_transcript(open_store(store, readonly=True), cassette_id, as_json)
+    doc = show_cassette(open_store(store, readonly=True), cassette_id, full=full or as_json)
     if as_json:
         emit_json(doc)
     else:
@@ -270,12 +275,12 @@ def cassettes_export(
     if fmt == "inspect":
         return report_cmd.export_inspect(open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json)
     if fmt == "vcr":
-        report = vcr_export.export_vcr(open_store(store), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
+        report = vcr_export.export_vcr(open_store(store, readonly=True), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
         emit_json(report) if as_json else render.vcr_export(report)
         return
     target = output or Path(f"replaykit-{root_id}.tar.gz")
     try:
-        report = bundle.export_bundle(open_store(store), root_id, target)
+        report = bundle.export_bundle(open_store(store, readonly=True), root_id, target)
     except OSError as exc:
         raise bundle.BundleError(f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output") from exc
     emit_json(report) if as_json else render.bundle_report(report, "export")
@@ -303,7 +308,7 @@ def cassettes_verify(
     """Check a bundle (manifest, hashes, sizes, references, safety) without importing it."""
     from replaykit.exchange.bundle import verify_bundle
 
-    report = verify_bundle(bundle_file, open_store(store) if store else None)
+    report = verify_bundle(bundle_file, open_store(store, readonly=True) if store else None)
     emit_json(report) if as_json else render.bundle_report(report, "verify")
 
 

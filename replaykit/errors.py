@@ -31,6 +31,26 @@ class StoreError(ReplaykitError):
     """The cassette store is unreadable or a lookup failed."""
 
 
+class StoreCorrupt(StoreError):
+    """Stored data does not match its address, its row or its events: the store is damaged.
+
+    Never reported as "identical" and never as a divergence of the harness. ``what``
+    names the damaged item (``blob 11299b…``, ``cassette 3fa2… column passed``),
+    ``where`` the document that reached it.
+    """
+
+    def __init__(self, what: str, where: str = "", store: str = "") -> None:
+        self.what, self.where, self.store = what, where, store
+        text = f"store corrupt: {what}" + (f" ({where})" if where else "")
+        if store:
+            text += f" in store {store}; `replaykit cassettes verify --store {store}` lists all damage"
+        super().__init__(text)
+
+    def within(self, where: str, store: str = "") -> "StoreCorrupt":
+        """The same damage, reached from ``where`` (kept when already set)."""
+        return StoreCorrupt(self.what, self.where or where, self.store or store)
+
+
 class CassetteNotFound(StoreError):
     """No cassette (or run, training, verdict) with that id or key."""
 

@@ -17,7 +17,7 @@ from replaykit.cassette.store import Store
 from replaykit.config import RECORD_MODES, ModelConfig, RunConfig
 from replaykit.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
-from replaykit.errors import CassetteNotFound, ConfigError
+from replaykit.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.cassette.events import Episode
 from replaykit.executor import Executor, make_executor
 from replaykit.harness import HarnessRepo
@@ -79,7 +79,14 @@ def reusable(store: Store, cassette_id: str) -> bool:
     return not stored_endpoint_failure(store.get_json(row["doc"]))
 
 
-def open_harness(config: RunConfig) -> HarnessRepo:
+def open_harness(config: RunConfig, create: bool = True) -> HarnessRepo:
+    """The harness repo; materialised from ``harness.template`` only when ``create`` (never
+    under record mode ``none``: a mistyped ``harness.repo`` must not silently become a new repo)."""
+    if not create and not config.repo_path.exists():
+        raise HarnessError(
+            f"harness repo {config.repo_path} does not exist; record mode none never creates one "
+            "(check harness.repo, or run once with --record-mode once to create it from its template)"
+        )
     return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template)
 
 
@@ -92,16 +99,19 @@ def measure(
     store: Store | None = None,
     sha: str | None = None,
     keep_going: bool = False,
+    persist: bool = True,
 ) -> MeasureResult:
-    """Measure one harness commit (default: the baseline branch HEAD) on the panel."""
+    """Measure one harness commit (default: the baseline branch HEAD) on the panel.
+
+    ``persist=False`` (replaying a training) writes nothing: no tree, no run document."""
     check_record_mode(record_mode)
     store = store or Store(config.store_path)
     model = model or config.model
-    repo = open_harness(config)
+    repo = open_harness(config, create=record_mode != "none")
     if sha is None:
         repo.ensure_clean()
         sha = repo.resolve(harness_ref)
-    if not store.has_tree(sha):
+    if persist and not store.has_tree(sha):
         store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
     keys = episode_keys(config, sha, tasks, model)
@@ -119,6 +129,8 @@ def measure(
     if progress:
         progress("plan", {"total": len(keys), "missing": len(missing)})
     if missing:
+        if not persist:
+            raise CassetteNotFound(f"replay: no cassette for task {missing[0][1].id} seed {missing[0][0].seed} (key {missing[0][0].id})")
         clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
@@ -139,15 +151,23 @@ def measure(
                 if progress:
                     progress("episode", {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade})
     result.run = run_document(config, store, sha, model, keys, str(repo.path))
-    store.put_run(result.run)
+    if persist:
+        put_run_once(store, result.run)
     return result
+
+
+def put_run_once(store: Store, run: dict[str, Any]) -> None:
+    """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
+    if store.has_doc(run["run_id"], digest_of(run)):
+        return
+    store.put_run(run)
 
 
 def run_document(config: RunConfig, store: Store, sha: str, model: ModelConfig, keys: list[tuple[CassetteKey, Task]], repo_path: str) -> dict[str, Any]:
     mid = model_id(model)
     episodes = []
     for key, _ in keys:
-        row = store.cassette_row(key.id)
+        row = store.verified_columns(key.id)  # cached columns checked against the events
         episodes.append(
             {
                 "task_id": key.task_id, "seed": key.seed, "cassette_id": key.id,
@@ -205,14 +225,14 @@ def replay_runs(
     plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
     for run in runs:
         sha = run["harness_sha"]
+        files = None
         if harness_ref:
             repo = HarnessRepo(Path(repo_path or run["harness_repo"]))
             sha = repo.resolve(harness_ref)
-            if not store.has_tree(sha):
-                store.put_tree(sha, repo.tree_files(sha))
+            files = None if store.has_tree(sha) else repo.tree_files(sha)
         run["_replayed_sha"] = sha
         if sha not in trees:
-            trees[sha] = store.materialise_tree(sha)
+            trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
         plan.extend((cid, sha) for cid in run["cassettes"])
     plan = list(dict.fromkeys(plan))
     results: dict[tuple[str, str], ReplayResult] = {}
@@ -229,6 +249,8 @@ def replay_runs(
         jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
         for job, outcome in executor.map(replay_job, jobs):
             done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
+    for run in runs:  # what the run says of each episode, against the (verified) cassette read above
+        store.check_run(run)
     return [_replay_report(run, [results[(cid, run["_replayed_sha"])] for cid in run["cassettes"]]) for run in runs]
 
 

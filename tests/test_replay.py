@@ -45,7 +45,8 @@ def test_altered_stored_request_is_a_divergence(recorded: dict[str, Any]) -> Non
     first = episode.events[0]
     assert isinstance(first, LlmEvent)
     first.body["messages"][0]["content"] = "You are a tampered agent."
-    store.put_episode(episode)
+    store.put_episode(episode)  # a consistent rewrite (not damage): the run is re-measured from cassettes
+    measure(recorded["config"], record_mode="none", store=store)
     report = replay_run(store, recorded["run"]["run_id"])
     assert not report["identical"] and report["divergences"] == 1
     div = report["divergence"]

@@ -100,7 +100,8 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     mode = cli("run", str(write_config(tmp_path)), "--record-mode", "sometimes", check=False)
     assert mode.returncode == 2 and "'sometimes' is not one of" in mode.stderr and mode.stderr.count("\n") == 1  # a usage error
     unknown = cli("replay", "deadbeef00", "--store", str(tmp_path / "store"), check=False)
-    assert unknown.returncode == 1 and "no run or training 'deadbeef00'" in unknown.stderr
+    assert unknown.returncode == 1 and "no store at" in unknown.stderr and unknown.stderr.count("\n") == 1
+    assert not (tmp_path / "store").exists()  # a read-only command never creates a store
 
 
 def test_dirty_harness_is_refused(tmp_path: Path) -> None:

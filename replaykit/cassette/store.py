@@ -8,10 +8,18 @@ Layout of a store folder (default ``./cassettes``)::
 Every write of an episode (its blobs, its document, its index row) is one SQLite
 transaction, so a process killed mid-record leaves a readable store and never a
 half cassette. Look-ups are by key: no scan of a whole cassette.
+
+Every read is verified (:mod:`~replaykit.cassette.integrity`): a blob against its
+content address, a document against its row's id, a cassette row's cached columns
+against its events. Damage raises :class:`~replaykit.errors.StoreCorrupt`.
+``Store(root, readonly=True)`` (replay, audit, listings, export) refuses a missing
+store instead of creating one, cannot write (``PRAGMA query_only``) and
+materialises harness trees in a temporary folder, so the store stays byte-identical.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -19,15 +27,17 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from urllib.parse import quote
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import sqlite_utils
 
-from replaykit.cassette.codec import Blobs, decode_episode, encode_episode, put
+from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
-from replaykit.determinism import canonical_json
-from replaykit.errors import CassetteNotFound, StoreError
+from replaykit.cassette.integrity import blob_ok, cassette_columns, cassette_mismatches, doc_mismatches, run_episode_mismatches
+from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
@@ -133,13 +143,18 @@ class Store:
     :class:`replaykit.cassette.backend.StoreBackend` lists what a second backend provides.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, readonly: bool = False) -> None:
         self.root = Path(root)
+        self.readonly = readonly
         self._db: sqlite_utils.Database | None = None
+        self._checked: dict[str, tuple[str, dict[str, Any]]] = {}  # cassette id -> (doc hash, derived columns)
+        self._scratch: Path | None = None
 
     # -- plumbing ---------------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
+        if self._db is None and self.readonly:
+            self._db = self._open_readonly()
         if self._db is None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -152,6 +167,21 @@ class Store:
                 raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
             self._db = db
         return self._db
+
+    def _open_readonly(self) -> sqlite_utils.Database:
+        path = self.root / "index.db"
+        if not path.is_file():
+            raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA query_only=ON")  # reading never writes
+            db = sqlite_utils.Database(conn)
+            missing = [name for name in SCHEMA if not db.table(name).exists()]
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
+        if missing:
+            raise StoreError(f"{path} is not a replaykit store (no table {missing[0]!r}); check --store")
+        return db
 
     @staticmethod
     def _ensure_schema(db: sqlite_utils.Database) -> None:
@@ -171,7 +201,7 @@ class Store:
     def _table(self, name: str) -> sqlite_utils.db.Table:
         """A table, created on first use when another layer owns it (``EXTRA_TABLES``)."""
         table = self.db.table(name)
-        if name in EXTRA_TABLES and not table.exists():
+        if name in EXTRA_TABLES and not table.exists() and not self.readonly:  # read-only: an absent table reads as empty
             table.create(EXTRA_TABLES[name]["columns"], pk=EXTRA_TABLES[name]["pk"])
         return table
 
@@ -182,9 +212,21 @@ class Store:
         if self._db is not None:
             self._db.conn.close()
             self._db = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def writable(self) -> None:
+        """Refuse a write through a read-only store (replay, audit, listings, export)."""
+        if self.readonly:
+            raise StoreError(f"store {self.root} is open read-only (replay, audit and listings never write)")
+
+    def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
+        return StoreCorrupt(what, where, str(self.root))
 
     # -- blobs -----------------------------------------------------------------
     def _write_blobs(self, blobs: Blobs) -> None:
+        self.writable()
         self.db.conn.executemany(
             "INSERT OR IGNORE INTO blobs(hash, size, data) VALUES (?, ?, ?)",
             ((h, len(d), d) for h, d in blobs.items()),
@@ -198,10 +240,14 @@ class Store:
         return digest
 
     def get_blob(self, digest: str) -> bytes:
-        row = self.db.conn.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
+        """The blob at ``digest``, verified against its content address."""
+        row = self.db.conn.execute("SELECT data, size FROM blobs WHERE hash = ?", (digest,)).fetchone()
         if row is None:
-            raise StoreError(f"blob {digest[:12]} is missing from store {self.root}; re-import its bundle")
-        return bytes(row[0])
+            raise self.corrupt(f"blob {str(digest)[:12]}… is missing (re-import its bundle)")
+        data = bytes(row[0]) if row[0] is not None else b""
+        if not blob_ok(digest, data, row[1]):
+            raise self.corrupt(f"blob {digest[:12]}… does not match its content address")
+        return data
 
     def has_blob(self, digest: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is not None
@@ -212,30 +258,25 @@ class Store:
     def get_json(self, digest: str) -> Any:
         return json.loads(self.get_blob(digest))
 
+    def _write_row(self, table: str, row: dict[str, Any], blobs: Blobs) -> None:
+        """Blobs + one row in one transaction; ``created_at`` is set once, at first write."""
+        pk = SCHEMA[table]["pk"]
+        self.writable()
+        with self.db.atomic():
+            self._write_blobs(blobs)
+            old = self.db.conn.execute(f"SELECT created_at FROM [{table}] WHERE [{pk}] = ?", (row[pk],)).fetchone()
+            row["created_at"] = old[0] if old and old[0] else now_iso()
+            self.db.table(table).insert(row, replace=True)
+
     # -- episodes ----------------------------------------------------------------
     def put_episode(self, episode: Episode) -> None:
         """Write an episode atomically (replacing one with the same key)."""
         blobs: Blobs = {}
         doc = encode_episode(episode, blobs)
-        doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
-        grade = episode.grade
-        key = episode.key
-        row = {
-            "id": key.id, "kind": key.kind, "harness_sha": key.harness_sha,
-            "task_id": key.task_id, "task_digest": key.task_digest, "model": key.model.name,
-            "endpoint": key.model.endpoint, "model_revision": key.model.revision,
-            "seed": key.seed, "config_digest": key.config_digest,
-            "key_json": canonical_json(key.canonical()), "doc": doc_hash,
-            "digest": episode.digest, "n_llm": len(episode.llm_events),
-            "n_env": len(episode.env_events),
-            "reward": grade.reward if grade else None,
-            "passed": int(grade.passed) if grade else None,
-            "infra_failure": int(grade.infra_failure) if grade else None,
-            "tokens": episode.usage_tokens(), "created_at": now_iso(),
-        }
-        with self.db.atomic():
-            self._write_blobs(blobs)
-            self.db.table("cassettes").insert(row, replace=True)
+        row = cassette_columns(episode)
+        row["doc"] = put(blobs, canonical_json(doc).encode("utf-8"))
+        self._write_row("cassettes", row, blobs)
+        self._checked.pop(episode.id, None)
 
     def has(self, cassette_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone() is not None
@@ -258,11 +299,42 @@ class Store:
         return row
 
     def get_episode(self, cassette_id: str) -> Episode:
+        """Decode a cassette, verifying every blob, its key against its row and its cached columns."""
         row = self.cassette_row(cassette_id)
+        where = f"cassette {cassette_id}"
         try:
-            return decode_episode(self.get_json(row["doc"]), self.get_blob)
-        except (ValueError, KeyError) as exc:
-            raise StoreError(f"cassette {cassette_id} is unreadable: {exc}") from exc
+            doc = self.get_json(row["doc"])
+            if isinstance(doc, dict) and doc.get("format") not in READABLE_FORMATS:
+                raise StoreError(f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit")
+            episode = decode_episode(doc, self.get_blob)
+        except StoreCorrupt as exc:
+            raise exc.within(where, str(self.root)) from None
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise self.corrupt(f"document {str(row['doc'])[:12]}… is unreadable ({type(exc).__name__}: {str(exc)[:80]})", where) from None
+        derived = cassette_columns(episode)
+        if derived["id"] != cassette_id:
+            raise self.corrupt(f"cassette row {cassette_id} points at the document of cassette {derived['id']}")
+        bad = cassette_mismatches(row, episode, derived)
+        if bad:
+            raise self.corrupt(f"cassette {cassette_id}: column(s) {', '.join(bad)} do not match its events")
+        self._checked[cassette_id] = (row["doc"], derived)
+        return episode
+
+    def verified_columns(self, cassette_id: str) -> dict[str, Any]:
+        """A cassette's derived columns, checked against its events (decoded once per store object)."""
+        checked = self._checked.get(cassette_id)
+        if checked is None or checked[0] != self.cassette_row(cassette_id)["doc"]:
+            self.get_episode(cassette_id)
+            checked = self._checked[cassette_id]
+        return dict(checked[1])
+
+    def check_run(self, run: dict[str, Any]) -> None:
+        """Every episode entry of a run document against its cassette's events (what verdicts are computed from)."""
+        for entry in run.get("episodes") or []:
+            cid = str(entry.get("cassette_id"))
+            bad = run_episode_mismatches(entry, self.verified_columns(cid))
+            if bad:
+                raise self.corrupt(f"run {run.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette")
 
     def list_cassettes(self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
         rows = self.db.table("cassettes").rows_where(where, list(params), order_by="created_at, id", limit=limit)
@@ -296,10 +368,27 @@ class Store:
         doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
         row = {"name": "", "harness_sha": "", "model": "", "endpoint": "", "config_digest": ""}
         row.update(columns)
-        row.update({"id": doc_id, "kind": kind, "doc": doc_hash, "created_at": now_iso()})
-        with self.db.atomic():
-            self._write_blobs(blobs)
-            self.db.table("runs").insert(row, replace=True)
+        row.update({"id": doc_id, "kind": kind, "doc": doc_hash})
+        self._write_row("runs", row, blobs)
+
+    def verified_doc(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A runs-table row's document, its blob verified and its id checked against the row."""
+        where = f"{row.get('kind') or 'document'} {row['id']}"
+        try:
+            doc = self.get_json(row["doc"])
+        except StoreCorrupt as exc:
+            raise exc.within(where, str(self.root)) from None
+        except ValueError:
+            raise self.corrupt(f"document {str(row['doc'])[:12]}… is not JSON", where) from None
+        bad = doc_mismatches(row, doc)
+        if bad:
+            raise self.corrupt(f"{where}: {'; '.join(bad)} (row and document disagree)")
+        return doc
+
+    def has_doc(self, doc_id: str, doc_digest: str) -> bool:
+        """Is ``doc_id`` stored with exactly the document whose canonical JSON hashes to ``doc_digest``?"""
+        row = self.db.conn.execute("SELECT doc FROM runs WHERE id = ?", (doc_id,)).fetchone()
+        return row is not None and row[0] == doc_digest
 
     def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
         what = kind or "document"
@@ -307,7 +396,7 @@ class Store:
         row = self._runs_row(full)
         if kind and row["kind"] != kind:
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
-        return self.get_json(row["doc"])
+        return self.verified_doc(dict(row))
 
     def doc_kind(self, doc_id: str) -> str:
         full = self.resolve_id("runs", doc_id, what="run or training")
@@ -323,7 +412,7 @@ class Store:
         row = self._runs_row(full)
         if row["kind"] != "measure":
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
-        return self.get_json(row["doc"])
+        return self.verified_doc(dict(row))
 
     def list_runs(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]
@@ -352,6 +441,7 @@ class Store:
     def write_lock(self) -> Iterator[None]:
         """One write transaction taken up front (BEGIN IMMEDIATE): what is read inside
         cannot change before what is written inside commits."""
+        self.writable()
         conn = self.db.conn
         _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
@@ -448,6 +538,7 @@ class Store:
         """Store the files of a harness commit so replay needs no git repository."""
         if self.has_tree(sha):
             return
+        self.writable()
         blobs: Blobs = {}
         manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
         with self.db.atomic():
@@ -457,18 +548,53 @@ class Store:
     def has_tree(self, sha: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None
 
-    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
+    def _tree_manifest(self, sha: str) -> dict[str, tuple[int, str]]:
         row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
         if row is None:
             raise CassetteNotFound(f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first")
-        return {p: (int(m), self.get_blob(h)) for p, (m, h) in json.loads(row[0]).items()}
+        try:
+            return {str(p): (int(m), str(h)) for p, (m, h) in json.loads(row[0]).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise self.corrupt("its manifest is not a {path: [mode, blob]} mapping", f"harness tree {sha[:12]}") from None
 
-    def materialise_tree(self, sha: str) -> Path:
-        """Write a stored harness tree under ``cache/trees/<sha>`` (atomically) and return it."""
-        target = self.root / "cache" / "trees" / sha
-        if (target / ".complete").exists():
+    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
+        try:
+            return {p: (m, self.get_blob(h)) for p, (m, h) in self._tree_manifest(sha).items()}
+        except StoreCorrupt as exc:
+            raise exc.within(f"harness tree {sha[:12]}", str(self.root)) from None
+
+    def _cache_ok(self, target: Path, sha: str) -> bool:
+        """A materialised tree is used only while every file still matches the stored manifest."""
+        if not (target / ".complete").exists():
+            return False
+        try:
+            return all(sha256_hex((target / p).read_bytes()) == h for p, (_, h) in self._tree_manifest(sha).items())
+        except OSError:
+            return False
+
+    def materialise_tree(self, sha: str, files: dict[str, tuple[int, bytes]] | None = None) -> Path:
+        """Write a stored harness tree under ``cache/trees/<sha>`` (atomically) and return it.
+
+        A read-only store writes it in a temporary folder instead (removed by ``close``);
+        ``files`` stands in for a tree the store does not hold (e.g. ``replay --harness REF``)."""
+        if files is not None and not self.has_tree(sha):
+            target = self._scratch_dir() / sha
+            if not (target / ".complete").exists():
+                self._write_tree(target, sha, files)
             return target
-        files = self.get_tree(sha)
+        target = self._scratch_dir() / sha if self.readonly else self.root / "cache" / "trees" / sha
+        if not self._cache_ok(target, sha):
+            self._write_tree(target, sha, self.get_tree(sha))
+        return target
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="replaykit-trees-"))
+            atexit.register(shutil.rmtree, self._scratch, True)
+        return self._scratch
+
+    @staticmethod
+    def _write_tree(target: Path, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
         for path, (mode, data) in files.items():
@@ -483,7 +609,6 @@ class Store:
             os.replace(tmp, target)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
-        return target
 
 
 if TYPE_CHECKING:

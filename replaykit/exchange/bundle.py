@@ -50,7 +50,7 @@ from replaykit.exchange.reader import (
 )
 from replaykit.cassette.store import Store
 from replaykit.determinism import normal_tarinfo, sha256_hex
-from replaykit.errors import CassetteNotFound
+from replaykit.errors import CassetteNotFound, StoreCorrupt
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "BundleError", "Selection", "collect", "export_bundle", "import_bundle", "read_bundle", "verify_bundle"]
 
@@ -84,7 +84,10 @@ def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
 
 
 def collect(store: Store, root_id: str) -> Selection:
-    """The closed subset of ``store`` reachable from a run/training/verdict or cassette id."""
+    """The closed subset of ``store`` reachable from a run/training/verdict or cassette id.
+
+    Everything is verified on the way (blobs, documents against rows, cached columns
+    against events): a damaged store raises ``StoreCorrupt`` and nothing is exported."""
     table, full = resolve_root(store, root_id)
     kind = "cassette" if table == "cassettes" else str(_row(store, "runs", full, "root")["kind"] or "measure")
     sel = Selection(root={"table": table, "id": full, "kind": kind})
@@ -98,8 +101,17 @@ def collect(store: Store, root_id: str) -> Selection:
         where = f"{table[:-1]} {key}"
         if table == "trees":
             for digest in tree_blobs(row["manifest"], where):
-                sel.blobs[digest] = store.get_blob(digest)
+                try:
+                    sel.blobs[digest] = store.get_blob(digest)
+                except StoreCorrupt as exc:
+                    raise exc.within(where, str(store.root)) from None
             continue
+        if table == "cassettes":
+            store.get_episode(key)  # verifies the blobs, the key and the cached columns
+        else:
+            verified = store.verified_doc(row)
+            if row.get("kind") == "measure":
+                store.check_run(verified)
         sel.blobs[row["doc"]] = store.get_blob(row["doc"])
         doc = json.loads(sel.blobs[row["doc"]])
         if table == "cassettes":

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from replaykit.cassette.codec import decode_episode
+from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, doc_mismatches, run_episode_mismatches
 from replaykit.determinism import sha256_hex
 from replaykit.errors import ReplaykitError
 
@@ -224,6 +225,7 @@ def _check_graph(path: Path, sel: Selection) -> None:
     for key, row in sel.rows["trees"].items():
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
             get(digest)
+    derived: dict[str, dict[str, Any]] = {}
     for table in ("cassettes", "runs"):
         for key, row in sel.rows[table].items():
             where = f"bundle {path}: {table[:-1]} {key}"
@@ -234,11 +236,21 @@ def _check_graph(path: Path, sel: Selection) -> None:
                     get(digest)
                 if episode.key.id != key:
                     raise BundleError(f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing")
-                if row.get("digest") not in (None, episode.digest):
-                    raise BundleError(f"{where}: row digest does not match its events; refusing")
+                derived[key] = cassette_columns(episode)  # recomputed from the events, never trusted from the row
+                bad = cassette_mismatches(row, episode, derived[key])
+                if bad:
+                    raise BundleError(f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing")
                 continue
-            if row.get("kind", "measure") == "measure" and isinstance(doc, dict) and doc.get("run_id", key) != key:
-                raise BundleError(f"{where}: its document is for run {doc.get('run_id')}, not {key}; refusing")
+            bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
+            if bad:
+                raise BundleError(f"{where}: {'; '.join(bad)} (row and document disagree); refusing")
+            for entry in doc.get("episodes") or [] if row.get("kind", "measure") == "measure" else []:
+                cid = entry.get("cassette_id") if isinstance(entry, dict) else None
+                if cid not in derived and cid not in sel.rows["cassettes"]:
+                    raise BundleError(f"{where} references cassette {cid} which is not in the bundle; refusing")
+                wrong = run_episode_mismatches(entry, derived[cid]) if cid in derived else []
+                if wrong:
+                    raise BundleError(f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing")
             listed = doc_refs(doc, where)
             for digest in listed.pop("blobs"):
                 get(digest)

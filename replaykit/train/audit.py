@@ -20,6 +20,8 @@ def audit(store: Store, verdict_id: str, criterion: str | None = None) -> dict[s
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
     baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
+    store.check_run(baseline)  # the columns a verdict is computed from, against the cassettes' events
+    store.check_run(candidate)
     own = make_criterion(recorded["criterion"], **recorded["params"])(candidate, baseline, recorded.get("excluded"))
     out: dict[str, Any] = {
         "verdict_id": doc["verdict_id"], "training_id": doc.get("training_id"), "epoch": doc.get("epoch"),

@@ -91,7 +91,7 @@ class Trainer:
         self.progress = progress or (lambda event, data: None)
         self.persist = persist
         self.store = store or Store(config.store_path)
-        self.harness = open_harness(config)
+        self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)
         self.losses: list[Loss] = []
@@ -144,7 +144,7 @@ class Trainer:
 
     def _measure(self, sha: str, label: str) -> dict[str, Any]:
         result = measure(self.config, record_mode=self.record_mode, sha=sha, store=self.store, keep_going=self.keep_going,
-                         progress=self._episode_progress(label))
+                         progress=self._episode_progress(label), persist=self.persist)
         if result.reused and not result.recorded:
             self.progress("note", {"message": f"{label} {sha[:10]}: reused {len(result.reused)} cassette(s), no model calls"})
         else:
@@ -180,9 +180,11 @@ class Trainer:
         if outside:
             loss.skipped = f"edits outside the patch surface ({', '.join(self.train_cfg.patch_surface)}): {', '.join(outside)}"
             return loss
-        self.store.put_tree(sha, self.harness.tree_files(sha))
+        files = self.harness.tree_files(sha)
+        if self.persist:
+            self.store.put_tree(sha, files)
         try:
-            load_solve(self.store.materialise_tree(sha), self.config.harness.entry)
+            load_solve(self.store.materialise_tree(sha, files), self.config.harness.entry)
         except HarnessError as exc:
             loss.skipped = f"harness no longer imports: {exc}"
             return loss

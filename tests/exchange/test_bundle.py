@@ -142,7 +142,7 @@ BAD = {
     "tampered blob": (tamper_blob, "does not match its sha256"),
     "resized blob": (grow_blob, "the manifest says"),
     "tampered blob, manifest rewritten": (tamper_blob_and_manifest, "does not hash to its name"),
-    "tampered index row": (tamper_row("digest", "0" * 64), "row digest does not match"),
+    "tampered index row": (tamper_row("digest", "0" * 64), "column\\(s\\) digest do not match its events"),
     "odd column in a row": (tamper_row("x]; DROP TABLE blobs; --", 1), "invalid column"),
     "nested value in a row": (tamper_row("extra", {"a": 1}), "invalid column"),
     "missing blob": (drop_blob, "referenced but not in the bundle"),

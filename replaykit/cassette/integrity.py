@@ -1,0 +1,115 @@
+"""What a stored row must agree with: one source of truth for writing and verifying.
+
+A cassette row caches columns derived from its episode (key columns, digest,
+counts, the grade, tokens). :func:`cassette_columns` computes them; the store
+writes exactly that, and every read (``Store.get_episode``), ``cassettes verify``
+and bundle import/export compare a row with it (:func:`cassette_mismatches`). A
+runs-table row (run, training, verdict, …) must name itself in its document
+(:func:`doc_mismatches`). A blob must hash to its address (:func:`blob_ok`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from replaykit.cassette.events import Episode
+from replaykit.determinism import canonical_json
+
+#: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
+CASSETTE_DERIVED = (
+    "id", "kind", "harness_sha", "task_id", "task_digest", "model", "endpoint", "model_revision", "seed",
+    "config_digest", "key_json", "digest", "n_llm", "n_env", "reward", "passed", "infra_failure", "tokens",
+)
+#: the field of a runs-table document that names its own row id, by kind
+DOC_ID_FIELD = {"measure": "run_id", "training": "training_id", "verdict": "verdict_id"}
+#: runs-table columns mirrored from a measure document
+RUN_MIRRORS = {"harness_sha": ("harness_sha",), "model": ("model", "name"), "endpoint": ("model", "endpoint"), "config_digest": ("config_digest",)}
+
+
+def blob_ok(digest: str, data: bytes, size: int | None = None) -> bool:
+    """Does ``data`` hash to ``digest`` (and have the recorded ``size``, when given)?"""
+    if size is not None and size != len(data):
+        return False
+    return hashlib.sha256(data).hexdigest() == digest
+
+
+def cassette_columns(episode: Episode) -> dict[str, Any]:
+    """Every derived column of an episode's row, computed from its key and events."""
+    key, grade = episode.key, episode.grade
+    return {
+        "id": key.id, "kind": key.kind, "harness_sha": key.harness_sha,
+        "task_id": key.task_id, "task_digest": key.task_digest, "model": key.model.name,
+        "endpoint": key.model.endpoint, "model_revision": key.model.revision,
+        "seed": key.seed, "config_digest": key.config_digest,
+        "key_json": canonical_json(key.canonical()), "digest": episode.digest,
+        "n_llm": len(episode.llm_events), "n_env": len(episode.env_events),
+        "reward": grade.reward if grade else None,
+        "passed": int(grade.passed) if grade else None,
+        "infra_failure": int(grade.infra_failure) if grade else None,
+        "tokens": episode.usage_tokens(),
+    }
+
+
+def _same(stored: Any, derived: Any) -> bool:
+    if isinstance(derived, bool) or isinstance(stored, bool):
+        return stored is not None and derived is not None and int(stored) == int(derived)
+    if derived is None or stored is None:
+        return derived is None and stored is None
+    if isinstance(derived, (int, float)) and isinstance(stored, (int, float)):
+        return float(stored) == float(derived)
+    return type(stored) is type(derived) and stored == derived
+
+
+def cassette_mismatches(row: dict[str, Any], episode: Episode, derived: dict[str, Any] | None = None) -> list[str]:
+    """Names of the row's columns that disagree with its episode (empty: consistent)."""
+    derived = derived or cassette_columns(episode)
+    bad = []
+    for column in CASSETTE_DERIVED:
+        if column == "key_json":
+            try:
+                ok = json.loads(row.get("key_json") or "null") == episode.key.canonical()
+            except (TypeError, ValueError):
+                ok = False
+        else:
+            ok = _same(row.get(column), derived[column])
+        if not ok:
+            bad.append(column)
+    return bad
+
+
+def run_episode_mismatches(entry: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+    """Fields of a run document's episode entry that disagree with its cassette's events."""
+    pairs = {"cassette_id": "id", "task_id": "task_id", "seed": "seed", "reward": "reward", "passed": "passed",
+             "infra_failure": "infra_failure", "steps": "n_env", "llm_calls": "n_llm", "tokens": "tokens", "digest": "digest"}
+    return [name for name, column in pairs.items() if name in entry and not _same(entry[name], derived[column])]
+
+
+def doc_mismatches(row: dict[str, Any], doc: Any) -> list[str]:
+    """What in a runs-table row disagrees with its document (empty: consistent)."""
+    if not isinstance(doc, dict):
+        return ["document is not a JSON object"]
+    kind = str(row.get("kind") or "")
+    bad = []
+    if doc.get("kind") not in (None, kind):
+        bad.append(f"kind (row says {kind}, document {doc.get('kind')})")
+    field = DOC_ID_FIELD.get(kind)
+    if field and field in doc and doc[field] != row.get("id"):  # every document replaykit writes names itself
+        bad.append(f"document is for {str(doc.get(field))[:16]}, not {row.get('id')}")
+    if kind == "measure":
+        for column, path in RUN_MIRRORS.items():
+            value: Any = doc
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+            if row.get(column) not in (None, "") and row.get(column) != value:
+                bad.append(column)
+        episodes, ids = doc.get("episodes"), doc.get("cassettes")
+        if isinstance(episodes, list) and isinstance(ids, list):
+            if [e.get("cassette_id") for e in episodes if isinstance(e, dict)] != ids:
+                bad.append("episodes (do not list the run's cassettes)")
+            elif "solved" in doc and doc["solved"] != sum(1 for e in episodes if e.get("passed")):
+                bad.append("solved")
+            elif "total" in doc and doc["total"] != len(episodes):
+                bad.append("total")
+    return bad
