@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.cassette.bundle import export_bundle, import_bundle
+from replaykit.exchange.bundle import export_bundle, import_bundle
 from replaykit.cassette.store import Store
 from replaykit.errors import HarnessError
 from replaykit.run import measure

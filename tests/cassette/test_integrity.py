@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.cassette.bundle import BundleError, export_bundle, import_bundle
+from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
 from replaykit.cassette.store import Store
 from replaykit.determinism import sha256_hex
 from replaykit.errors import StoreCorrupt
