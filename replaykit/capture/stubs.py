@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
-from vcr.request import Request as VcrRequest
-
 from replaykit.cassette.events import KEPT_HEADERS
 
 if TYPE_CHECKING:
@@ -35,25 +33,53 @@ def _response(httpx2: Any, status: int, reason: str, headers: list[tuple[str, st
     )
 
 
-def _SyncChunks(chunks: list[bytes], httpx2: Any) -> Any:
-    class SyncChunks(httpx2.SyncByteStream):
-        def __iter__(self) -> Iterator[bytes]:
-            yield from chunks
+_STREAMS: dict[int, tuple[type, type]] = {}
 
-    return SyncChunks()
+
+def _stream_classes(httpx2: Any) -> tuple[type, type]:
+    """Byte-stream classes over a list of chunks, defined once per httpx2 module."""
+    classes = _STREAMS.get(id(httpx2))
+    if classes is None:
+
+        class SyncChunks(httpx2.SyncByteStream):
+            def __init__(self, chunks: list[bytes]) -> None:
+                self.chunks = chunks
+
+            def __iter__(self) -> Iterator[bytes]:
+                yield from self.chunks
+
+        class AsyncChunks(httpx2.AsyncByteStream):
+            def __init__(self, chunks: list[bytes]) -> None:
+                self.chunks = chunks
+
+            async def __aiter__(self) -> AsyncIterator[bytes]:
+                for chunk in self.chunks:
+                    yield chunk
+
+        classes = _STREAMS[id(httpx2)] = (SyncChunks, AsyncChunks)
+    return classes
+
+
+def _SyncChunks(chunks: list[bytes], httpx2: Any) -> Any:
+    return _stream_classes(httpx2)[0](chunks)
 
 
 def _AsyncChunks(chunks: list[bytes], httpx2: Any) -> Any:
-    class AsyncChunks(httpx2.AsyncByteStream):
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            for chunk in chunks:
-                yield chunk
-
-    return AsyncChunks()
+    return _stream_classes(httpx2)[1](chunks)
 
 
-def _vcr_request(real_request: Any, body: bytes) -> VcrRequest:
-    return VcrRequest(real_request.method, str(real_request.url), body, dict(real_request.headers))
+class _Request:
+    """What the cassette reads of an intercepted request (method, uri, body): built
+    once per call, without vcrpy's header bookkeeping (headers are never matched)."""
+
+    __slots__ = ("body", "method", "uri")
+
+    def __init__(self, method: str, uri: str, body: bytes) -> None:
+        self.method, self.uri, self.body = method, uri, body
+
+
+def _vcr_request(real_request: Any, body: bytes) -> Any:
+    return _Request(real_request.method, str(real_request.url), body)
 
 
 def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
