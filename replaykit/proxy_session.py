@@ -29,6 +29,7 @@ from replaykit.capture.proxy import ProxyServer
 from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
 from replaykit.determinism import ENV_PINS, digest_of
+from replaykit.models.failures import stored_endpoint_failure
 from replaykit.errors import CassetteNotFound, ConfigError
 
 PROXY_MODES = ("once", "none", "all")
@@ -171,6 +172,8 @@ def run_proxy_session(
     for rule in rules:
         get_rule(rule)
     existing = find_session(store, name, upstream) if record_mode != "all" else None
+    if existing is not None and record_mode == "once" and upstream and stored_endpoint_failure(store.get_json(existing["doc"])):
+        existing = None  # a session that recorded endpoint errors is re-recorded, never replayed as the answer
     if record_mode == "none" and existing is None:
         raise CassetteNotFound(f"record mode none: no proxy session {name!r} in store {store.root}; record it with --record-mode once")
     if existing is not None:

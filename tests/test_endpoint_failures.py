@@ -204,3 +204,40 @@ def test_bad_config_is_one_line_before_anything_is_recorded(tmp_path: Path, over
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert expected in proc.stderr, proc.stderr
     assert stored_cassettes(tmp_path) == 0
+
+
+def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(tmp_path: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from replaykit.proxy_session import run_proxy_session
+
+    monkeypatch.setenv("GATE_KEY", GOOD_KEY)
+
+    def session() -> dict[str, Any]:
+        stop, result, statuses = threading.Event(), {}, []
+
+        def ready(url: str, kind: str) -> None:
+            client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+            try:
+                client.chat.completions.create(model="reference-strong", messages=[{"role": "user", "content": "hi"}])
+                statuses.append(200)
+            except openai.APIStatusError as exc:
+                statuses.append(exc.status_code)
+            stop.set()
+
+        def work() -> None:
+            result.update(run_proxy_session(Store(tmp_path / "store"), "s", gate.base_url, "once", api_key_env="GATE_KEY", on_ready=ready, stop=stop))
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join(60)
+        return {**result, "statuses": statuses}
+
+    gate.status = 401
+    failed = session()
+    assert failed["mode"] == "record" and failed["statuses"] == [401]
+    gate.status = 0  # fixed: the next `once` records again instead of replaying the 401
+    fixed = session()
+    assert fixed["mode"] == "record" and fixed["statuses"] == [200]
+    again = session()
+    assert again["mode"] == "replay" and again["identical"] and again["statuses"] == [200]
