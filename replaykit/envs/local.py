@@ -206,6 +206,10 @@ class LocalEnv:
 
     def start(self) -> None:
         """Recreate the workspace and copy the task's starting files into app/."""
+        for name in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
+            if (self.task.environment_dir / name).is_file():
+                raise EnvError(f"{self.task.environment_dir / name}: task {self.task.id!r} has several containers; "
+                               "it runs only in Docker (env.kind: docker, or tasks check --env docker)")
         self._env = task_env.task_env(self.task.path, self.task.config, "environment")
         self.step = None
         self._remove_workspace()

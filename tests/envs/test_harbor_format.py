@@ -272,3 +272,11 @@ def test_check_cli_prints_warning_and_goes_on(tmp_path: Path) -> None:
     assert (
         report["tasks"][1]["warning"] == "untouched environment scores 0.5 (partial credit without any work)"
     )
+
+
+def test_multi_container_task_is_refused_locally_in_one_line(tmp_path: Path) -> None:
+    folder = simple_task(tmp_path / "two", "", 'echo 1 > "$LOGS_DIR/verifier/reward.txt"\n')
+    write(folder, {"environment/docker-compose.yaml": "services:\n  db:\n    image: x\n"})
+    report = check_tasks([str(folder)], tmp_path, kind="local")
+    (row,) = report["tasks"]
+    assert not row["ok"] and "has several containers; it runs only in Docker" in row["problem"]
