@@ -112,6 +112,11 @@ class Measurements:
                 if missing
                 else run_document(self.config, self.store, sha, self.config.model, pairs, self.repo)
             )
+            check = getattr(
+                self.store, "check_run", None
+            )  # verify-on-read of the columns verdicts use, where offered
+            if run is not None and check is not None:
+                check(run)
             self.cache[sha] = (run, missing)
         return self.cache[sha]
 
