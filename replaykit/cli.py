@@ -301,11 +301,26 @@ def cassettes_import(
 
 @cassettes_app.command("verify")
 def cassettes_verify(
-    bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Also check against this store (conflicts, what an import would add)."),
+    bundle_file: Optional[Path] = typer.Argument(None, help="A bundle from `replaykit cassettes export`; without one, the whole store is checked."),
+    store: Optional[Path] = typer.Option(None, "--store", help="The store to check (with a bundle: also check the bundle against it)."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Check a bundle (manifest, hashes, sizes, references, safety) without importing it."""
+    """Check a bundle without importing it, or (no bundle) every blob, row and document of a store (an fsck)."""
+    if bundle_file is None:
+        from replaykit.exchange.fsck import verify_store
+
+        result = verify_store(open_store(store, readonly=True))
+        if as_json:
+            emit_json(result)
+        else:
+            for item in result["damaged"]:
+                render.out.print(f"damaged {item['table'][:-1]} {item['id']}: {item['error']}", markup=False, highlight=False)
+            counts = ", ".join(f"{n} {t}" for t, n in result["checked"].items())
+            verdict = "ok" if result["ok"] else f"{len(result['damaged'])} damaged"
+            render.out.print(f"{verdict}: checked {counts} in {result['store']}", markup=False, highlight=False)
+        if not result["ok"]:
+            raise typer.Exit(1)
+        return
     from replaykit.exchange.bundle import verify_bundle
 
     report = verify_bundle(bundle_file, open_store(store, readonly=True) if store else None)

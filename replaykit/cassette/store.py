@@ -304,7 +304,8 @@ class Store:
         where = f"cassette {cassette_id}"
         try:
             doc = self.get_json(row["doc"])
-            if isinstance(doc, dict) and doc.get("format") not in READABLE_FORMATS:
+            fmt = doc.get("format") if isinstance(doc, dict) else None
+            if isinstance(fmt, int) and fmt > max(READABLE_FORMATS):  # written by a newer replaykit, not damage
                 raise StoreError(f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit")
             episode = decode_episode(doc, self.get_blob)
         except StoreCorrupt as exc:
@@ -395,6 +396,7 @@ class Store:
         full = self.resolve_id("runs", doc_id, what=what)
         row = self._runs_row(full)
         if kind and row["kind"] != kind:
+            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
         return self.verified_doc(dict(row))
 
@@ -411,6 +413,7 @@ class Store:
         full = self.resolve_id("runs", run_id, what="run")
         row = self._runs_row(full)
         if row["kind"] != "measure":
+            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
         return self.verified_doc(dict(row))
 
