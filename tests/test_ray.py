@@ -1,5 +1,7 @@
 """The Ray executor on a two-node cluster on loopback (``ray.cluster_utils.Cluster``).
 
+The worker-kill test runs last: it replaces a node of the shared cluster.
+
 The head takes no episodes (0 CPUs); two worker nodes take one episode at a time
 each and carry the custom ``docker`` resource. One cluster for the whole module
 (Ray starts slowly). Episodes travel by content: the workers read no harness tree or
@@ -69,6 +71,46 @@ def test_quickstart_panel_on_ray_equals_inline(cluster: Cluster, tmp_path: Path)
     assert replay_run(store, on_ray.run["run_id"])["identical"]
 
 
+def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")],
+                                     "train.epochs": 3})
+    trained = json.loads(cli("train", str(config), "--json").stdout)
+    replayed = cli("replay", trained["training_id"], "--store", str(tmp_path / "store"), "--ray", cluster.address, "--json")
+    assert replayed.stdout.strip(), f"replay printed nothing; stderr:\n{replayed.stderr[-3000:]}"
+    report = json.loads(replayed.stdout)
+    assert report["identical"] and report["final_baseline"] == trained["final_baseline"]
+    assert report["runs"] and all(r["identical"] for r in report["runs"])
+
+
+@pytest.mark.docker
+def test_docker_episodes_run_on_a_worker_node(cluster: Cluster, docker_base: str, docker_config: Any, tmp_path: Path) -> None:
+    tasks = {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / "hello-file")], "panel.seeds": [0]}
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "inline").mkdir()
+    on_ray = measure(load_config(docker_config(tmp_path / "ray", {**tasks, **_ray(cluster.address)})))
+    inline = measure(load_config(docker_config(tmp_path / "inline", tasks)))
+    assert on_ray.run["run_id"] == inline.run["run_id"] and len(on_ray.recorded) == 1
+    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+    episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run["cassettes"][0])
+    assert episode.meta["environment"]["kind"] == "docker" and episode.env_events
+
+
+def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    from replaykit.certify import certify_run
+    from replaykit.ray_executor import RayExecutor
+
+    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1])
+    run = measure(config).run
+    store = Store(config.store_path)
+    on_ray = certify_run(store, run["run_id"], refresh=True, executor=RayExecutor(cluster.address))
+    inline = certify_run(store, run["run_id"], refresh=True)
+    assert on_ray["certified"] and len(on_ray["tasks"]) == 3
+    strip = [{k: v for k, v in row.items() if k != "reused"} for row in on_ray["tasks"]]
+    assert strip == [{k: v for k, v in row.items() if k != "reused"} for row in inline["tasks"]]
+    reused = certify_run(store, run["run_id"], executor=RayExecutor(cluster.address))
+    assert all(row["reused"] for row in reused["tasks"])  # the driver stored the certificates
+
+
 def _blocking_harness(repo: Path, marks: Path) -> None:
     """The quickstart harness, held at its start until ``marks/release`` exists; each
     start leaves a mark naming the Ray node it runs on."""
@@ -134,41 +176,3 @@ def test_a_worker_node_killed_mid_episode_is_retried_elsewhere(cluster: Cluster,
     rows = store.list_cassettes()
     assert sorted(r["id"] for r in rows) == sorted(result.run["cassettes"])  # stored once each, none half
     assert all(r["n_llm"] >= 1 and r["reward"] is not None for r in rows)
-
-
-def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")],
-                                     "train.epochs": 3})
-    trained = json.loads(cli("train", str(config), "--json").stdout)
-    report = json.loads(cli("replay", trained["training_id"], "--store", str(tmp_path / "store"), "--ray", cluster.address, "--json").stdout)
-    assert report["identical"] and report["final_baseline"] == trained["final_baseline"]
-    assert report["runs"] and all(r["identical"] for r in report["runs"])
-
-
-@pytest.mark.docker
-def test_docker_episodes_run_on_a_worker_node(cluster: Cluster, docker_base: str, docker_config: Any, tmp_path: Path) -> None:
-    tasks = {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / "hello-file")], "panel.seeds": [0]}
-    (tmp_path / "ray").mkdir()
-    (tmp_path / "inline").mkdir()
-    on_ray = measure(load_config(docker_config(tmp_path / "ray", {**tasks, **_ray(cluster.address)})))
-    inline = measure(load_config(docker_config(tmp_path / "inline", tasks)))
-    assert on_ray.run["run_id"] == inline.run["run_id"] and len(on_ray.recorded) == 1
-    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
-    episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run["cassettes"][0])
-    assert episode.meta["environment"]["kind"] == "docker" and episode.env_events
-
-
-def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    from replaykit.certify import certify_run
-    from replaykit.ray_executor import RayExecutor
-
-    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1])
-    run = measure(config).run
-    store = Store(config.store_path)
-    on_ray = certify_run(store, run["run_id"], refresh=True, executor=RayExecutor(cluster.address))
-    inline = certify_run(store, run["run_id"], refresh=True)
-    assert on_ray["certified"] and len(on_ray["tasks"]) == 3
-    strip = [{k: v for k, v in row.items() if k != "reused"} for row in on_ray["tasks"]]
-    assert strip == [{k: v for k, v in row.items() if k != "reused"} for row in inline["tasks"]]
-    reused = certify_run(store, run["run_id"], executor=RayExecutor(cluster.address))
-    assert all(row["reused"] for row in reused["tasks"])  # the driver stored the certificates
