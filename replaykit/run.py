@@ -26,6 +26,7 @@ from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, clean_workspaces, record_episode, replay_episode
 from replaykit.progress import Progress
+from replaykit.records import EpisodeSummary, RunDoc
 
 
 
@@ -168,28 +169,18 @@ def run_document(config: RunConfig, store: Store, sha: str, model: ModelConfig, 
     episodes = []
     for key, _ in keys:
         row = store.verified_columns(key.id)  # cached columns checked against the events
-        episodes.append(
-            {
-                "task_id": key.task_id, "seed": key.seed, "cassette_id": key.id,
-                "reward": row["reward"], "passed": bool(row["passed"]), "infra_failure": bool(row["infra_failure"]),
-                "steps": row["n_env"], "llm_calls": row["n_llm"], "tokens": row["tokens"], "digest": row["digest"],
-            }
-        )
+        episodes.append(EpisodeSummary(
+            task_id=key.task_id, seed=key.seed, cassette_id=key.id, reward=row["reward"], passed=bool(row["passed"]),
+            infra_failure=bool(row["infra_failure"]), steps=row["n_env"], llm_calls=row["n_llm"], tokens=row["tokens"],
+            digest=row["digest"],
+        ))
     ids = [k.id for k, _ in keys]
-    return {
-        "run_id": digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[:16],
-        "kind": "measure",
-        "name": config.name,
-        "harness_sha": sha,
-        "harness_repo": repo_path,
-        "model": asdict(mid),
-        "config_digest": config.digest(),
-        "panel": {"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
-        "cassettes": ids,
-        "episodes": episodes,
-        "solved": sum(1 for e in episodes if e["passed"]),
-        "total": len(episodes),
-    }
+    return RunDoc(
+        run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[:16],
+        name=config.name, harness_sha=sha, harness_repo=repo_path, model=asdict(mid), config_digest=config.digest(),
+        panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
+        cassettes=ids, episodes=episodes,
+    ).to_dict()
 
 
 @dataclass

@@ -14,6 +14,7 @@ from math import comb
 from typing import Any, Callable, Protocol
 
 from replaykit.errors import ConfigError
+from replaykit.records import EpisodeSummary
 from replaykit.registry import Registry
 
 
@@ -30,10 +31,8 @@ class Outcome:
 
 def outcomes(run: dict[str, Any]) -> dict[str, Outcome]:
     out = {}
-    for e in run["episodes"]:
-        unit = f"{e['task_id']}#{e['seed']}"
-        out[unit] = Outcome(unit, e["task_id"], bool(e["passed"]), bool(e["infra_failure"]), float(e["reward"] or 0.0),
-                            int(e.get("steps") or 0), int(e.get("tokens") or 0))
+    for e in map(EpisodeSummary.from_dict, run["episodes"]):
+        out[e.unit] = Outcome(e.unit, e.task_id, e.passed, e.infra_failure, e.reward or 0.0, e.steps, e.tokens)
     return out
 
 

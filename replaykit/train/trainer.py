@@ -40,6 +40,7 @@ from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.estimators import Estimator, PatchQueue, make_estimator
 from replaykit.train.loss import Loss
 from replaykit.train.optimizers import Optimizer, make_optimizer
+from replaykit.records import VerdictDoc
 from replaykit.train.parameter import Parameter
 
 
@@ -282,15 +283,13 @@ class Trainer:
     def record_verdict(self, loss: Loss) -> None:
         """Persist an epoch's verdict (what ``loss.backward()`` records) and the training document."""
         if loss.verdict is not None and self.persist:
-            doc = {
-                "verdict_id": loss.verdict_id, "kind": "verdict", "training_id": self.training_id, "epoch": loss.epoch,
-                "baseline_run": loss.baseline_run, "candidate_run": loss.candidate_run,
-                "baseline_sha": loss.baseline_sha, "candidate_sha": loss.candidate_sha,
-                "runs": [loss.baseline_run, loss.candidate_run], "trees": [loss.baseline_sha, loss.candidate_sha],
-                "verdict": loss.verdict.to_dict(),
-            }
-            self.store.put_doc(doc["verdict_id"], "verdict", doc, name=self.config.name, harness_sha=loss.candidate_sha or "",
-                               config_digest=self.spec_digest)
+            doc = VerdictDoc(
+                verdict_id=self.verdict_id(loss), training_id=self.training_id, epoch=loss.epoch,
+                baseline_run=loss.baseline_run, candidate_run=loss.candidate_run, baseline_sha=loss.baseline_sha,
+                candidate_sha=loss.candidate_sha, verdict=loss.verdict.to_dict(),
+            )
+            self.store.put_doc(doc.verdict_id, "verdict", doc.to_dict(), name=self.config.name,
+                               harness_sha=loss.candidate_sha or "", config_digest=self.spec_digest)
         self._save()
 
     def chain(self) -> list[str]:

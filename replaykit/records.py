@@ -1,0 +1,110 @@
+"""Typed records: the documents several modules read, as dataclasses.
+
+The store keeps documents as canonical JSON; these give them a shape on the way in
+(``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
+``measure``) and its per-episode rows (``EpisodeSummary``), a verdict (``VerdictDoc``,
+what ``loss.backward()`` records). Field order is the stored key order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """One (task, seed) row of a run."""
+
+    task_id: str
+    seed: int | str  # an int in stored runs; audits label resampled instances (e.g. "1~0")
+    cassette_id: str = ""
+    reward: float | None = None
+    passed: bool = False
+    infra_failure: bool = False
+    steps: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    digest: str = ""
+
+    @property
+    def unit(self) -> str:
+        """A task instance, written ``task#seed``."""
+        return f"{self.task_id}#{self.seed}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeSummary:
+        return cls(
+            task_id=str(data["task_id"]), seed=data["seed"], cassette_id=str(data.get("cassette_id", "")),
+            reward=None if data.get("reward") is None else float(data["reward"]), passed=bool(data.get("passed")),
+            infra_failure=bool(data.get("infra_failure")), steps=int(data.get("steps") or 0),
+            llm_calls=int(data.get("llm_calls") or 0), tokens=int(data.get("tokens") or 0), digest=str(data.get("digest", "")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunDoc:
+    """A measured panel: one harness SHA × one model × tasks × seeds."""
+
+    run_id: str
+    name: str
+    harness_sha: str
+    harness_repo: str
+    model: dict[str, Any]
+    config_digest: str
+    panel: dict[str, Any]
+    cassettes: list[str]
+    episodes: list[EpisodeSummary] = field(default_factory=list)
+    kind: str = "measure"
+
+    @property
+    def solved(self) -> int:
+        return sum(1 for e in self.episodes if e.passed)
+
+    @property
+    def total(self) -> int:
+        return len(self.episodes)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunDoc:
+        return cls(
+            run_id=data["run_id"], name=data.get("name", ""), harness_sha=data["harness_sha"],
+            harness_repo=data.get("harness_repo", ""), model=dict(data["model"]), config_digest=data["config_digest"],
+            panel=dict(data.get("panel") or {}), cassettes=list(data["cassettes"]),
+            episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]], kind=data.get("kind", "measure"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "kind": self.kind, "name": self.name, "harness_sha": self.harness_sha,
+            "harness_repo": self.harness_repo, "model": self.model, "config_digest": self.config_digest,
+            "panel": self.panel, "cassettes": self.cassettes, "episodes": [e.to_dict() for e in self.episodes],
+            "solved": self.solved, "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class VerdictDoc:
+    """A recorded verdict: (baseline run, candidate run, criterion) → the Verdict, with its evidence."""
+
+    verdict_id: str
+    training_id: str
+    epoch: int
+    baseline_run: str
+    candidate_run: str | None
+    baseline_sha: str
+    candidate_sha: str | None
+    verdict: dict[str, Any]
+    kind: str = "verdict"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict_id": self.verdict_id, "kind": self.kind, "training_id": self.training_id, "epoch": self.epoch,
+            "baseline_run": self.baseline_run, "candidate_run": self.candidate_run,
+            "baseline_sha": self.baseline_sha, "candidate_sha": self.candidate_sha,
+            "runs": [self.baseline_run, self.candidate_run], "trees": [self.baseline_sha, self.candidate_sha],
+            "verdict": self.verdict,
+        }

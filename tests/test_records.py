@@ -1,0 +1,24 @@
+"""Typed records: a stored run document round-trips through RunDoc unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replaykit.records import EpisodeSummary, RunDoc
+from replaykit.run import measure
+from replaykit.testing import small_config
+from replaykit.train.criteria import outcomes
+
+
+def test_a_measured_run_round_trips_through_rundoc(tmp_path: Path) -> None:
+    run = measure(small_config(tmp_path, tasks=["hello-file"], seeds=[0, 1])).run
+    doc = RunDoc.from_dict(run)
+    assert doc.to_dict() == run
+    assert list(doc.to_dict()) == list(run)  # same key order as stored
+    assert doc.total == 2 and doc.solved == sum(e["passed"] for e in run["episodes"])
+    assert {e.unit for e in doc.episodes} == set(outcomes(run)) == {"hello-file#0", "hello-file#1"}
+
+
+def test_episode_summary_tolerates_the_minimal_rows_criteria_accept() -> None:
+    e = EpisodeSummary.from_dict({"task_id": "t", "seed": 3, "passed": 1, "infra_failure": 0, "reward": None})
+    assert (e.unit, e.passed, e.reward, e.steps, e.tokens) == ("t#3", True, None, 0, 0)
