@@ -76,7 +76,7 @@ def read_file(container: Any, path: str) -> bytes | None:
                 return f.read()
     for _, info, content in _archive(container, path):
         if info.isreg():
-            return content
+            return content if isinstance(content, bytes) else b""
     return None
 
 
@@ -114,29 +114,65 @@ def change_roots(entries: list[tuple[str, int]]) -> list[str]:
     return roots
 
 
-def _archive(container: Any, path: str) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
-    """Members of ``get_archive(path)`` as (absolute path without leading /, info, content)."""
+class _Chunks(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (the Docker archive stream)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.pending = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.pending:
+            try:
+                self.pending = next(self.chunks)
+            except StopIteration:
+                return 0
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending = self.pending[:n], self.pending[n:]
+        return n
+
+
+def _archive(container: Any, path: str, digest_only: bool = False) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
+    """Members of ``get_archive(path)`` as (absolute path without leading /, info, content),
+    streamed; with ``digest_only`` a file's content is its sha256 (hashed in chunks)."""
     import docker.errors
 
     try:
         stream, _ = container.get_archive(path)
-        data = b"".join(stream)
+        fileobj = io.BufferedReader(_Chunks(iter(stream)), CHUNK)
+        fileobj.peek(1)  # the request's errors surface here, not mid-walk
     except docker.errors.NotFound:
         return  # vanished between diff and archive (a path the step deleted again)
     except Exception as exc:
         raise EnvError(f"cannot read {path} from container {container.name}: {exc}") from None
     base = posixpath.dirname(path.rstrip("/")).lstrip("/")
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+    with tarfile.open(fileobj=fileobj, mode="r|") as tar:
         for info in tar:
             name = posixpath.normpath(posixpath.join(base, info.name)).lstrip("/")
-            content = None
+            content: bytes | str | None = None
             if info.isreg():
                 f = tar.extractfile(info)
-                content = f.read() if f is not None else b""
+                if f is None:
+                    content = b""
+                else:
+                    content = _file_sha256(f) if digest_only else f.read()
             yield name, info, content
 
 
-def _overlay_members(upper: Path, path: str) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
+CHUNK = 1 << 20
+
+
+def _file_sha256(f: Any) -> str:
+    """sha256 of a file object, read in 1 MiB chunks (a task writing gigabytes costs no memory)."""
+    h = hashlib.sha256()
+    for block in iter(lambda: f.read(CHUNK), b""):
+        h.update(block)
+    return h.hexdigest()
+
+
+def _overlay_members(upper: Path, path: str, digest_only: bool = False) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
     """The same members ``_archive`` would give, read from the upper dir (a root is
     wholly in the upper dir: it was added, or it is a changed leaf)."""
     top = str(upper) + path
@@ -151,12 +187,12 @@ def _overlay_members(upper: Path, path: str) -> Iterator[tuple[str, tarfile.TarI
         name = os.path.relpath(full, upper)
         info = tarfile.TarInfo(name)
         info.mode = st.st_mode & 0o7777
-        content = None
+        content: bytes | str | None = None
         if stat.S_ISREG(st.st_mode):
             info.type = tarfile.REGTYPE
             with open(full, "rb") as f:
-                content = f.read()
-            info.size = len(content)
+                content = _file_sha256(f) if digest_only else f.read()
+            info.size = st.st_size
         elif stat.S_ISLNK(st.st_mode):
             info.type, info.linkname = tarfile.SYMTYPE, os.readlink(full)
         elif stat.S_ISDIR(st.st_mode):
@@ -166,10 +202,11 @@ def _overlay_members(upper: Path, path: str) -> Iterator[tuple[str, tarfile.TarI
         yield name, info, content
 
 
-def _entry(name: str, info: tarfile.TarInfo, content: bytes | None) -> str:
+def _entry(name: str, info: tarfile.TarInfo, content: bytes | str | None) -> str:
+    """One line of the state digest; ``content`` is a file's bytes or already its sha256."""
     mode = f"{info.mode & 0o7777:o}"
     if info.isreg():
-        return f"F\0{name}\0{mode}\0{sha256_hex(content or b'')}"
+        return f"F\0{name}\0{mode}\0{content if isinstance(content, str) else sha256_hex(content or b'')}"
     if info.issym():
         return f"L\0{name}\0{info.linkname}"
     if info.islnk():
@@ -188,7 +225,7 @@ def state_digest(container: Any) -> str:
     dirs = overlay_dirs(container)
     lines: list[str] = []
     for root in change_roots(entries):
-        members = _overlay_members(dirs[0], root) if dirs is not None else _archive(container, root)
+        members = _overlay_members(dirs[0], root, digest_only=True) if dirs is not None else _archive(container, root, digest_only=True)
         lines.extend(_entry(name, info, content) for name, info, content in members)
     for line in sorted(lines):
         h.update(line.encode("utf-8", "surrogateescape") + b"\n")
@@ -212,7 +249,7 @@ def full_snapshot(container: Any, workdir: str) -> bytes:
     members: dict[str, tuple[tarfile.TarInfo, bytes | None]] = {}
     for root in roots:
         for name, info, content in _archive(container, root):
-            members.setdefault(name, (info, content))
+            members.setdefault(name, (info, content if not isinstance(content, str) else None))
     deleted = "".join(f"{path}\n" for path, kind in entries if kind == DELETED).encode("utf-8", "surrogateescape")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
