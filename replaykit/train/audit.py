@@ -40,6 +40,20 @@ def audit(store: Store, verdict_id: str, criterion: str | None = None) -> dict[s
     return out
 
 
+def recorded_base_dir(doc: dict[str, Any]) -> Path:
+    """The folder a training's relative task paths resolve against: where it was recorded or,
+    for a bundle made on another machine, this project's ``configs/`` (task digests in the
+    cassette keys make sure the tasks found are the recorded ones)."""
+    base = Path(doc["config_base_dir"])
+    if base.is_dir():
+        return base
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "configs").is_dir() and (folder / "envs").is_dir():
+            return folder / "configs"
+    return base
+
+
 def replay_training(
     store: Store, training_id: str, episodes: bool = True, progress: Any = None, executor: Executor | None = None
 ) -> dict[str, Any]:
@@ -55,7 +69,7 @@ def replay_training(
         data["harness"] = dict(data["harness"], repo=str(tmp / "harness"), template=None)
         data["store"] = str(store.root.resolve())
         config = RunConfig.model_validate(data)
-        config.base_dir = Path(doc["config_base_dir"])
+        config.base_dir = recorded_base_dir(doc)
         trainer = Trainer(config=config, estimator=Trainer.stored_estimator(store, doc), record_mode="none", persist=False,
                           store=store, progress=progress)
         for loss in trainer.epochs(len(doc["epochs"])):

@@ -1,0 +1,44 @@
+"""The shipped bundle (cassettes/quickstart-training.tar.gz, made by scripts/make-shipped-bundle.sh)
+imports into a fresh store and replays and audits with no model at all (sockets blocked), on
+every run: a change of the cassette or bundle format must come with a version bump and a
+migration, or this fails."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.cassette.store import Store
+from replaykit.train.audit import audit, replay_training
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
+
+
+def test_shipped_training_imports_and_replays_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = subprocess.run([sys.executable, "-m", "replaykit.cli", "cassettes", "import", str(BUNDLE), "--store", str(tmp_path / "store"), "--json"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["root"]["kind"] == "training"
+    training_id = report["root"]["id"]
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the shipped bundle's replay tried to open a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.chdir(REPO)
+    store = Store(tmp_path / "store", readonly=True)
+    replayed = replay_training(store, training_id)
+    assert replayed["identical"] and replayed["epochs"] and all(r["identical"] for r in replayed["runs"]), replayed
+    doc = store.get_doc(training_id, kind="training")
+    assert doc["verdicts"], "the shipped training holds no verdict"
+    for verdict_id in doc["verdicts"]:
+        assert audit(store, verdict_id)["reproduced"]
