@@ -23,3 +23,8 @@ def test_client_overhead_runs_small() -> None:
 def test_training_replay_runs_small(tmp_path: Path) -> None:
     out = bench("training_replay.py", "--epochs", "1", "--tasks", "2", "--workers", "0", "--cache", str(tmp_path / "cache"))
     assert "identical=True" in out and "1 real candidates" in out
+
+
+def test_verify_on_read_runs_small() -> None:
+    out = bench("verify_on_read.py", "--repeats", "1")
+    assert "verification costs" in out and "of offline replay time" in out
