@@ -28,3 +28,12 @@ def test_training_replay_runs_small(tmp_path: Path) -> None:
 def test_verify_on_read_runs_small() -> None:
     out = bench("verify_on_read.py", "--repeats", "1")
     assert "verification costs" in out and "of offline replay time" in out
+
+
+def test_bundle_bomb_is_refused_in_bounded_memory() -> None:
+    """1 GiB of zeros in about 1 MB of gzip: refused, the importing process stays under 200 MB."""
+    out = bench("bundle_bomb.py", "--gib", "1")
+    first = out.splitlines()[0]
+    assert "exit 1" in first and "Error: bundle" in out and "refusing" in out, out
+    peak = float(first.split("peak RSS of the importing process ")[1].split(" MB")[0])
+    assert peak < 200, first

@@ -10,8 +10,8 @@ name, and every row's references.
 from __future__ import annotations
 
 import gzip
-import io
 import json
+import os
 import re
 import tarfile
 import zlib
@@ -119,19 +119,41 @@ def _safe_name(name: str) -> bool:
 
 
 # -- reading and verifying ---------------------------------------------------------
-def _read_members(path: Path) -> dict[str, bytes]:
+#: default cap on a bundle's decompressed size (``REPLAYKIT_BUNDLE_MAX_BYTES`` overrides)
+MAX_BYTES = 4 << 30
+#: no single member is held in memory past this (a blob that large is refused;
+#: ``REPLAYKIT_BUNDLE_MAX_MEMBER_BYTES`` overrides)
+MAX_MEMBER_BYTES = 128 << 20
+CHUNK = 1 << 20
+
+
+def max_bytes() -> int:
+    raw = os.environ.get("REPLAYKIT_BUNDLE_MAX_BYTES", "")
     try:
-        raw = path.read_bytes()
+        return int(raw) if raw else MAX_BYTES
+    except ValueError:
+        raise BundleError(f"REPLAYKIT_BUNDLE_MAX_BYTES={raw!r} is not a number of bytes") from None
+
+
+def _read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
+    """Stream the archive (gzip or plain): never more than one member in memory beyond
+    those kept, each checked against the manifest (which comes first) before its data is
+    read, the decompressed total capped (a bundle bomb is refused early, in bounded memory)."""
+    cap = max_bytes() if cap is None else cap
+    member_cap = min(cap, int(os.environ.get("REPLAYKIT_BUNDLE_MAX_MEMBER_BYTES") or MAX_MEMBER_BYTES))
+    members: dict[str, bytes] = {}
+    listed: dict[str, Any] | None = None
+    total = 0
+    try:
+        raw = open(path, "rb")
+        magic = raw.read(2)
+        raw.seek(0)
     except OSError as exc:
         raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error):
-            raise BundleError(f"bundle {path} is truncated or corrupt (bad gzip stream); fetch it again") from None
-    members: dict[str, bytes] = {}
+    # gzip.GzipFile checks the CRC and length trailer (tarfile's stream mode does not)
+    fileobj: Any = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
     try:
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+        with raw, fileobj, tarfile.open(fileobj=fileobj, mode="r|") as tar:
             for info in tar:
                 name = info.name
                 if not _safe_name(name):
@@ -146,13 +168,44 @@ def _read_members(path: Path) -> dict[str, bytes]:
                     raise BundleError(f"bundle {path}: unexpected member {name!r}; not a replaykit bundle")
                 if name in members:
                     raise BundleError(f"bundle {path}: member {name!r} appears twice; refusing")
+                total += info.size
+                if total > cap:
+                    raise BundleError(
+                        f"bundle {path} decompresses to more than {cap} bytes (the cap); refusing "
+                        "(raise it with REPLAYKIT_BUNDLE_MAX_BYTES if the bundle is trusted)"
+                    )
+                if info.size > member_cap:
+                    raise BundleError(f"bundle {path}: member {name!r} holds {info.size} bytes, more than {member_cap}; refusing")
+                if listed is not None:
+                    entry = listed.get(name)
+                    if not isinstance(entry, dict):
+                        raise BundleError(f"bundle {path}: member {name!r} is not in the manifest; refusing")
+                    if entry.get("size") != info.size:
+                        raise BundleError(f"bundle {path}: member {name!r} has {info.size} bytes, the manifest says {entry.get('size')}; refusing")
+                elif name != MANIFEST:
+                    raise BundleError(f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle")
                 fh = tar.extractfile(info)
-                data = fh.read() if fh else b""
-                if len(data) != info.size:
+                parts: list[bytes] = []
+                got = 0
+                while fh is not None:
+                    block = fh.read(CHUNK)
+                    if not block:
+                        break
+                    got += len(block)
+                    parts.append(block)
+                data = b"".join(parts)
+                if got != info.size:
                     raise BundleError(f"bundle {path} is truncated (member {name!r} is cut short); fetch it again")
                 members[name] = data
-    except tarfile.TarError as exc:
-        raise BundleError(f"bundle {path} is truncated or not a tar archive ({exc}); fetch it again") from None
+                if name == MANIFEST:
+                    manifest = _json(data, f"bundle {path}: {MANIFEST}")
+                    listed = manifest.get("members") if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict) else {}
+            while fileobj.read(CHUNK):  # to the end: a cut gzip trailer is truncation too
+                pass
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        if isinstance(exc, tarfile.TarError) and "bad checksum" not in str(exc) and not members:
+            raise BundleError(f"bundle {path} is truncated or not a tar archive ({exc}); fetch it again") from None
+        raise BundleError(f"bundle {path} is truncated or corrupt ({type(exc).__name__}); fetch it again") from None
     return members
 
 
