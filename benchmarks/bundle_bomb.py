@@ -37,8 +37,14 @@ class Zeros(io.RawIOBase):
 
 def write_bomb(path: Path, size: int) -> None:
     name = "blobs/" + "0" * 64
-    manifest = json.dumps({"format": "replaykit-bundle", "version": 1, "root": {"table": "runs", "id": "bomb"},
-                           "members": {name: {"sha256": "0" * 64, "size": size}}}).encode()
+    manifest = json.dumps(
+        {
+            "format": "replaykit-bundle",
+            "version": 1,
+            "root": {"table": "runs", "id": "bomb"},
+            "members": {name: {"sha256": "0" * 64, "size": size}},
+        }
+    ).encode()
     with gzip.open(path, "wb", compresslevel=1) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
         info = tarfile.TarInfo("manifest.json")
         info.size = len(manifest)
@@ -53,8 +59,21 @@ def run(gib: float) -> tuple[int, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         bomb = Path(tmp) / "bomb.tar.gz"
         write_bomb(bomb, int(gib * (1 << 30)))
-        proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "cassettes", "import", str(bomb), "--store", str(Path(tmp) / "s")],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "replaykit.cli",
+                "cassettes",
+                "import",
+                str(bomb),
+                "--store",
+                str(Path(tmp) / "s"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return proc.returncode, peak_mb, proc.stderr.strip()
 
@@ -64,7 +83,9 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0)
     args = parser.parse_args()
     code, peak, err = run(args.gib)
-    print(f"bomb of {args.gib:g} GiB zeros: exit {code}, peak RSS of the importing process {peak:.0f} MB (target < 200 MB)")
+    print(
+        f"bomb of {args.gib:g} GiB zeros: exit {code}, peak RSS of the importing process {peak:.0f} MB (target < 200 MB)"
+    )
     print(err)
 
 

@@ -36,11 +36,22 @@ def _answer(request: Any) -> Any:
     body = json.loads(request.content or b"{}")
     n = len(body.get("messages", []))
     payload = {
-        "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": f"reply to {n} messages"}}],
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": f"reply to {n} messages"},
+            }
+        ],
         "usage": {"prompt_tokens": n, "completion_tokens": 4, "total_tokens": n + 4},
     }
-    return httpx2.Response(200, headers={"content-type": "application/json"}, content=json.dumps(payload).encode())
+    return httpx2.Response(
+        200, headers={"content-type": "application/json"}, content=json.dumps(payload).encode()
+    )
 
 
 def _mock_handle(self: Any, request: Any) -> Any:
@@ -49,7 +60,10 @@ def _mock_handle(self: Any, request: Any) -> Any:
 
 
 def agent(llm: openai.OpenAI, episode: int) -> None:
-    messages = [{"role": "system", "content": "You are a benchmark agent. " * 10}, {"role": "user", "content": f"Episode {episode}."}]
+    messages = [
+        {"role": "system", "content": "You are a benchmark agent. " * 10},
+        {"role": "user", "content": f"Episode {episode}."},
+    ]
     for step in range(CALLS):
         reply = llm.chat.completions.create(model="m", messages=messages, seed=episode * 1000 + step)  # type: ignore[arg-type]
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
@@ -98,16 +112,22 @@ def run(episodes: int) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,1000,10000,50000", help="total calls per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="the best of N runs per size (a shared machine is noisy)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="the best of N runs per size (a shared machine is noisy)"
+    )
     args = parser.parse_args()
     run(4)  # warm up imports and caches
-    print(f"{'calls':>7}  {'stock client':>12}  {'record':>9}  {'replay':>9}  {'rec. overhead':>13}  {'replay overhead':>15}")
+    print(
+        f"{'calls':>7}  {'stock client':>12}  {'record':>9}  {'replay':>9}  {'rec. overhead':>13}  {'replay overhead':>15}"
+    )
     for size in [int(s) for s in args.sizes.split(",")]:
         rounds = [run(max(1, size // CALLS)) for _ in range(args.repeats)]
         base, record, replay = (min(r[i] for r in rounds) for i in range(3))
         rec_o, rep_o = (record - base) * 1e3, (replay - base) * 1e3
-        print(f"{size:>7}  {base * 1e3:>9.3f} ms  {record * 1e3:>6.3f} ms  {replay * 1e3:>6.3f} ms  "
-              f"{rec_o:>+10.3f} ms  {rep_o:>+12.3f} ms   (targets: <= 0.1 / <= 0.2 ms: {'met' if rec_o <= 0.1 and rep_o <= 0.2 else 'NOT met'})")
+        print(
+            f"{size:>7}  {base * 1e3:>9.3f} ms  {record * 1e3:>6.3f} ms  {replay * 1e3:>6.3f} ms  "
+            f"{rec_o:>+10.3f} ms  {rep_o:>+12.3f} ms   (targets: <= 0.1 / <= 0.2 ms: {'met' if rec_o <= 0.1 and rep_o <= 0.2 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ def record_64(executor: dict[str, Any]) -> float:
     from replaykit.testing import small_config
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = small_config(Path(tmp), seeds=list(range(8)), **{f"executor.{k}": v for k, v in executor.items()})
+        config = small_config(
+            Path(tmp), seeds=list(range(8)), **{f"executor.{k}": v for k, v in executor.items()}
+        )
         start = time.perf_counter()
         result = measure(config, record_mode="all")
         took = time.perf_counter() - start
@@ -76,18 +78,24 @@ def main() -> None:
     print(f"    inline              {inline:6.2f} s")
     for n in sizes:
         pooled = record_64({"workers": n, "oversubscribe": True})
-        print(f"    local pool  {n:>2} workers {pooled:6.2f} s  speed-up {inline / pooled:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)")
+        print(
+            f"    local pool  {n:>2} workers {pooled:6.2f} s  speed-up {inline / pooled:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
+        )
     if not args.no_ray:
         for n in sizes:
             _ray_restart(n)
             record_64({"kind": "ray", "address": "local"})  # warm the workers
             on_ray = record_64({"kind": "ray", "address": "local"})
-            print(f"    ray         {n:>2} workers {on_ray:6.2f} s  speed-up {inline / on_ray:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)")
+            print(
+                f"    ray         {n:>2} workers {on_ray:6.2f} s  speed-up {inline / on_ray:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
+            )
 
     from replaykit.executor import LocalExecutor
 
     print(f"(2) scheduling: {JOBS} jobs sleeping {args.sleep} s each (serial: {JOBS * args.sleep:.1f} s)")
-    kinds: list[tuple[str, Callable[[int], _Executor]]] = [("local pool", lambda n: LocalExecutor(n, oversubscribe=True))]
+    kinds: list[tuple[str, Callable[[int], _Executor]]] = [
+        ("local pool", lambda n: LocalExecutor(n, oversubscribe=True))
+    ]
     if not args.no_ray:
         from replaykit.ray_executor import RayExecutor
 
@@ -105,7 +113,9 @@ def main() -> None:
             took = sleep_round(executor, args.sleep)
             speedup = JOBS * args.sleep / took
             verdict = "ok" if speedup >= 0.8 * n else "below 0.8 N"
-            print(f"    {label:<10} {n:>2} workers {took:6.2f} s  speed-up {speedup:5.2f}x  (ideal {n}x; {speedup / n:.2f} of ideal: {verdict})")
+            print(
+                f"    {label:<10} {n:>2} workers {took:6.2f} s  speed-up {speedup:5.2f}x  (ideal {n}x; {speedup / n:.2f} of ideal: {verdict})"
+            )
 
 
 if __name__ == "__main__":

@@ -34,13 +34,17 @@ def agent(llm: openai.OpenAI, episode: int, calls: int) -> None:
         {"role": "user", "content": f"Episode {episode}: keep going."},
     ]
     for step in range(calls):
-        reply = llm.chat.completions.create(model="reference-strong", messages=messages, seed=episode * 1000 + step)
+        reply = llm.chat.completions.create(
+            model="reference-strong", messages=messages, seed=episode * 1000 + step
+        )
         messages.append({"role": "assistant", "content": reply.choices[0].message.content})
         messages.append({"role": "user", "content": f"step {step}: {FILLER}"})
 
 
 def key(i: int) -> CassetteKey:
-    return CassetteKey("0" * 40, f"bench-{i}", "0" * 64, ModelId("reference-strong", "builtin", "sim-1"), i, "bench")
+    return CassetteKey(
+        "0" * 40, f"bench-{i}", "0" * 64, ModelId("reference-strong", "builtin", "sim-1"), i, "bench"
+    )
 
 
 def main() -> None:
@@ -86,10 +90,16 @@ def main() -> None:
 
     print(f"calls: {total} ({args.episodes} episodes x {args.calls} calls, history growing every call)")
     print(f"baseline (no recording): {total / baseline:8.1f} calls/s")
-    print(f"record:                  {total / record:8.1f} calls/s  ({baseline / record:.2f}x baseline speed)")
-    print(f"replay (offline):        {total / replay:8.1f} calls/s  ({baseline / replay:.2f}x baseline speed)")
+    print(
+        f"record:                  {total / record:8.1f} calls/s  ({baseline / record:.2f}x baseline speed)"
+    )
+    print(
+        f"replay (offline):        {total / replay:8.1f} calls/s  ({baseline / replay:.2f}x baseline speed)"
+    )
     print(f"replayed identically:    {identical}/{args.episodes} episodes")
-    print(f"stored bytes per call:   {stored / total:8.0f} B  (the requests+responses themselves: {raw / total:.0f} B per call)")
+    print(
+        f"stored bytes per call:   {stored / total:8.0f} B  (the requests+responses themselves: {raw / total:.0f} B per call)"
+    )
 
 
 if __name__ == "__main__":

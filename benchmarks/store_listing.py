@@ -62,8 +62,10 @@ def main() -> None:
         meta_inline = sum(len(canonical_json(e.meta)) for e in episodes) / len(episodes)
         meta_refs = sum(len(canonical_json(encode_episode(e, {})["meta"])) for e in episodes) / len(episodes)
         print("(e) store bytes per episode (quickstart panel)")
-        print(f"    document: {sum(map(len, docs)) / len(docs):7.0f} B; meta inline (format 1) would add {meta_inline:6.0f} B, "
-              f"as references (format 2) it takes {meta_refs:5.0f} B (+ shared blobs stored once)")
+        print(
+            f"    document: {sum(map(len, docs)) / len(docs):7.0f} B; meta inline (format 1) would add {meta_inline:6.0f} B, "
+            f"as references (format 2) it takes {meta_refs:5.0f} B (+ shared blobs stored once)"
+        )
 
         print("(d) listing commands (fresh CLI process each)")
         baseline: dict[str, float] = {}

@@ -62,7 +62,9 @@ def prepare(cache: Path, epochs: int, tasks: int) -> tuple[Path, str]:
     data["harness"]["repo"] = str(cache / "harness")
     data["panel"] = {"tasks": [str(cache / "tasks" / "*")], "seeds": [0]}
     data["train"] = {
-        "epochs": epochs, "seed": 0, "patch_surface": ["harness.py", "extra_*.py"],
+        "epochs": epochs,
+        "seed": 0,
+        "patch_surface": ["harness.py", "extra_*.py"],
         "estimator": {"kind": "patch_queue", "diffs": diffs},
         "criterion": {"name": "strict_pareto", "secondary_metrics": ["steps", "tokens"]},
         "optimizer": {"name": "greedy_monotonic"},
@@ -84,8 +86,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--tasks", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=2, help="also replay in a local fork pool of N processes (0: skip)")
-    parser.add_argument("--ray", type=int, default=0, help="also replay on a private Ray instance with N CPUs")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="also replay in a local fork pool of N processes (0: skip)"
+    )
+    parser.add_argument(
+        "--ray", type=int, default=0, help="also replay on a private Ray instance with N CPUs"
+    )
     parser.add_argument("--cache", type=Path, default=None)
     args = parser.parse_args()
     cache = args.cache or Path(tempfile.gettempdir()) / f"replaykit-bench-training-{args.epochs}x{args.tasks}"
@@ -102,16 +108,22 @@ def main() -> None:
     start = time.perf_counter()
     report = replay_training(store, training_id)
     inline = time.perf_counter() - start
-    print(f"training: {args.epochs} epochs x {args.tasks} tasks, {candidates} real candidates, {len(doc['runs'])} runs, {episodes} episodes replayed")
-    print(f"inline replay: {inline:6.2f} s  ({episodes / inline:6.1f} episodes/s)  identical={report['identical']}  target <= 10 s: {'met' if inline <= 10 else 'NOT met'}")
+    print(
+        f"training: {args.epochs} epochs x {args.tasks} tasks, {candidates} real candidates, {len(doc['runs'])} runs, {episodes} episodes replayed"
+    )
+    print(
+        f"inline replay: {inline:6.2f} s  ({episodes / inline:6.1f} episodes/s)  identical={report['identical']}  target <= 10 s: {'met' if inline <= 10 else 'NOT met'}"
+    )
     if args.workers > 1:
         from replaykit.executor import LocalExecutor
 
         start = time.perf_counter()
         report = replay_training(store, training_id, executor=LocalExecutor(args.workers))
         pooled = time.perf_counter() - start
-        print(f"pool replay ({args.workers} workers): {pooled:6.2f} s  speed-up {inline / pooled:.2f}x  identical={report['identical']}  "
-              f"target <= 10 s: {'met' if pooled <= 10 else 'NOT met'}")
+        print(
+            f"pool replay ({args.workers} workers): {pooled:6.2f} s  speed-up {inline / pooled:.2f}x  identical={report['identical']}  "
+            f"target <= 10 s: {'met' if pooled <= 10 else 'NOT met'}"
+        )
     if args.ray:
         from replaykit.ray_executor import RayExecutor, connect
 
@@ -119,7 +131,9 @@ def main() -> None:
         start = time.perf_counter()
         report = replay_training(store, training_id, executor=RayExecutor("local"))
         on_ray = time.perf_counter() - start
-        print(f"ray replay ({args.ray} CPUs): {on_ray:6.2f} s  speed-up {inline / on_ray:.2f}x (ideal {args.ray}x)  identical={report['identical']}")
+        print(
+            f"ray replay ({args.ray} CPUs): {on_ray:6.2f} s  speed-up {inline / on_ray:.2f}x (ideal {args.ray}x)  identical={report['identical']}"
+        )
 
 
 if __name__ == "__main__":

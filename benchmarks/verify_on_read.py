@@ -53,7 +53,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = small_config(Path(tmp), **{"env.timeout_sec": 31})
         run = measure(config).run
-        checked, unchecked = Store(config.store_path, readonly=True), UncheckedStore(config.store_path, readonly=True)
+        checked, unchecked = (
+            Store(config.store_path, readonly=True),
+            UncheckedStore(config.store_path, readonly=True),
+        )
         timed(checked, run["run_id"]), timed(unchecked, run["run_id"])  # warm both (imports, trees)
         with_checks, without = [], []
         for _ in range(args.repeats):
@@ -64,7 +67,9 @@ def main() -> None:
         print(f"replay of {len(run['episodes'])} episodes ({calls} LLM calls), median of {args.repeats}:")
         print(f"  without verification {best_without * 1000:8.1f} ms")
         print(f"  with verification    {best_with * 1000:8.1f} ms")
-        print(f"verification costs {(best_with - best_without) / best_without:+.1%} of offline replay time (target <= 10%)")
+        print(
+            f"verification costs {(best_with - best_without) / best_without:+.1%} of offline replay time (target <= 10%)"
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ from typing import Any, ClassVar
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store, now_iso
-from replaykit.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json, digest_of
+from replaykit.determinism import (
+    CLOCK_PATTERN,
+    DATE_PATTERN,
+    UUID_PATTERN,
+    ZONE_PATTERN,
+    canonical_json,
+    digest_of,
+)
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.errors import ReplaykitError, TaskError
@@ -45,7 +52,12 @@ SCRUBBERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(rf"\b{UUID_PATTERN}\b"), "<uuid>"),
     (re.compile(r"\b0x[0-9a-fA-F]{4,16}\b"), "0x<addr>"),
     (re.compile(rf"\b{DATE_PATTERN}[T ]{CLOCK_PATTERN}(?:{ZONE_PATTERN}|\s?UTC)?"), "<timestamp>"),
-    (re.compile(rf"\b{_DAY},? (?:\d{{1,2}} {_MONTH}|{_MONTH} +\d{{1,2}}),? \d{{2}}:\d{{2}}:\d{{2}}(?: [A-Z]{{2,5}})? \d{{4}}\b"), "<timestamp>"),
+    (
+        re.compile(
+            rf"\b{_DAY},? (?:\d{{1,2}} {_MONTH}|{_MONTH} +\d{{1,2}}),? \d{{2}}:\d{{2}}:\d{{2}}(?: [A-Z]{{2,5}})? \d{{4}}\b"
+        ),
+        "<timestamp>",
+    ),
     (re.compile(rf"\b{_MONTH} +\d{{1,2}} +(?:\d{{2}}:\d{{2}}|\d{{4}})\b"), "<date>"),
     (re.compile(r"\b\d{2}:\d{2}:\d{2}\.\d+\b"), "<time>"),
     (re.compile(r"\b\d+\.\d+ ?(?:s|ms|us|µs|ns|sec|secs|seconds?)\b"), "<duration>"),
@@ -64,9 +76,13 @@ def env_kind(key: CassetteKey) -> str:
     return dict(key.extra).get("env", "local")
 
 
-def certificate_id(task_digest: str, kind: str, image_id: str, executed: list[str] | tuple[str, ...] = ()) -> str:
+def certificate_id(
+    task_digest: str, kind: str, image_id: str, executed: list[str] | tuple[str, ...] = ()
+) -> str:
     """``executed``: the digests of the episodes re-executed (order does not matter)."""
-    return digest_of({"task_digest": task_digest, "env": kind, "image": image_id, "executed": sorted(executed)})[:24]
+    return digest_of(
+        {"task_digest": task_digest, "env": kind, "image": image_id, "executed": sorted(executed)}
+    )[:24]
 
 
 def _key_of(store: Store, cassette_id: str) -> CassetteKey:
@@ -117,16 +133,28 @@ class _Difference:
     reexecuted: Any
 
     def to_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "step": self.step, "field": self.field, "action": self.action,
-                "recorded": self.recorded, "reexecuted": self.reexecuted}
+        return {
+            "position": self.position,
+            "step": self.step,
+            "field": self.field,
+            "action": self.action,
+            "recorded": self.recorded,
+            "reexecuted": self.reexecuted,
+        }
 
     def reason(self, seed: int) -> str:
-        where = f"step {self.step} (event {self.position})" if self.step is not None else f"the grade (event {self.position})"
+        where = (
+            f"step {self.step} (event {self.position})"
+            if self.step is not None
+            else f"the grade (event {self.position})"
+        )
         rec, new = json.dumps(self.recorded)[:120], json.dumps(self.reexecuted)[:120]
         return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
 
 
-def _find_task(task_id: str, digest: str, meta: dict[str, Any], patterns: list[str] | None, root: Path) -> Task:
+def _find_task(
+    task_id: str, digest: str, meta: dict[str, Any], patterns: list[str] | None, root: Path
+) -> Task:
     path = (meta.get("task") or {}).get("path")
     candidates: list[Task] = []
     if path and Path(path).is_dir():
@@ -141,8 +169,12 @@ def _find_task(task_id: str, digest: str, meta: dict[str, Any], patterns: list[s
         if task.digest == digest:
             return task
     if candidates:
-        raise TaskError(f"task {task_id!r} changed since it was recorded (digest {candidates[0].digest[:12]}, recorded {digest[:12]}); re-record it")
-    raise TaskError(f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH")
+        raise TaskError(
+            f"task {task_id!r} changed since it was recorded (digest {candidates[0].digest[:12]}, recorded {digest[:12]}); re-record it"
+        )
+    raise TaskError(
+        f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH"
+    )
 
 
 def _rerun(episode: Episode, task: Task) -> _Difference | None:
@@ -152,14 +184,24 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
     meta = episode.meta
     env_cfg = dict(meta.get("env") or {"kind": env_kind(episode.key)})
     spec = EpisodeSpec(
-        key=episode.key, task_path=str(task.path), task=TaskView.of(task),
-        tree_dir="", entry="", params={}, temperature=0.0, base_url="", api_key="", env=env_cfg,
+        key=episode.key,
+        task_path=str(task.path),
+        task=TaskView.of(task),
+        tree_dir="",
+        entry="",
+        params={},
+        temperature=0.0,
+        base_url="",
+        api_key="",
+        env=env_cfg,
     )
     env = make_env(spec)
     step = 0
     # multi-step tasks: stage each step before its first action, grade it after its last
     bounds = list(meta.get("task", {}).get("step_actions") or [])
-    plan: list[tuple[str, int]] = [p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]]
+    plan: list[tuple[str, int]] = [
+        p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]
+    ]
     graded: list[tuple[Any, Any]] = []
     stepped: Any = env  # environments that run multi-step tasks have begin_step (local, docker)
 
@@ -187,7 +229,9 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
                     if isinstance(a, str):
                         a, b = scrub(a), scrub(b)
                     if a != b:
-                        return _Difference(position, step, field, event.action, getattr(rec, field), getattr(obs, field))
+                        return _Difference(
+                            position, step, field, event.action, getattr(rec, field), getattr(obs, field)
+                        )
                 step += 1
             elif isinstance(event, GradeEvent):
                 if bounds:
@@ -197,7 +241,11 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
                     grade = combine(graded, task.reward_strategy, len(task.steps))
                 else:
                     grade = env.grade()
-                rec_g = {"reward": event.grade.reward, "passed": event.grade.passed, "infra_failure": event.grade.infra_failure}
+                rec_g = {
+                    "reward": event.grade.reward,
+                    "passed": event.grade.passed,
+                    "infra_failure": event.grade.infra_failure,
+                }
                 new_g = {"reward": grade.reward, "passed": grade.passed, "infra_failure": grade.infra_failure}
                 if rec_g != new_g:
                     return _Difference(position, None, "grade", "tests/test.sh", rec_g, new_g)
@@ -217,7 +265,11 @@ def check_task(episodes: list[Episode], task: Task) -> Check:
         for episode in episodes:
             diff = _rerun(episode, task)
             if diff is not None:
-                status, reason, first = FORKED, diff.reason(episode.key.seed), dict(diff.to_dict(), seed=episode.key.seed, cassette_id=episode.id)
+                status, reason, first = (
+                    FORKED,
+                    diff.reason(episode.key.seed),
+                    dict(diff.to_dict(), seed=episode.key.seed, cassette_id=episode.id),
+                )
                 break
     except ReplaykitError as exc:
         status, reason = ERROR, str(exc)
@@ -238,15 +290,25 @@ def certify_job(job: CertifyJob) -> Check:
     return check_task(job.episodes, load_task(job.task_path))
 
 
-def certify_task(store: Store, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None) -> dict[str, Any]:
+def certify_task(
+    store: Store, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
+) -> dict[str, Any]:
     """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
     key = episodes[0].key
     image = dict(key.extra).get("image", "")
     status, reason, first = check if check is not None else check_task(episodes, task)
     cert = {
-        "id": _cert_id_of(store, [e.id for e in episodes]), "task_id": task.id, "task_digest": key.task_digest, "env_kind": env_kind(key),
-        "image_id": image, "status": status, "reason": reason, "run_id": run_id, "episodes": len(episodes),
-        "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}), "created_at": now_iso(),
+        "id": _cert_id_of(store, [e.id for e in episodes]),
+        "task_id": task.id,
+        "task_digest": key.task_digest,
+        "env_kind": env_kind(key),
+        "image_id": image,
+        "status": status,
+        "reason": reason,
+        "run_id": run_id,
+        "episodes": len(episodes),
+        "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}),
+        "created_at": now_iso(),
     }
     if status != ERROR:  # an infrastructure error certifies nothing
         store.put_certificate(cert)
@@ -281,8 +343,18 @@ def certify_run(
         try:
             todo[task_id] = (episodes, _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
         except TaskError as exc:
-            certs[task_id] = ({"task_id": task_id, "env_kind": env_kind(key), "image_id": dict(key.extra).get("image", ""),
-                               "status": ERROR, "reason": str(exc), "episodes": len(episodes), "doc": {}}, False)
+            certs[task_id] = (
+                {
+                    "task_id": task_id,
+                    "env_kind": env_kind(key),
+                    "image_id": dict(key.extra).get("image", ""),
+                    "status": ERROR,
+                    "reason": str(exc),
+                    "episodes": len(episodes),
+                    "doc": {},
+                },
+                False,
+            )
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]
@@ -300,10 +372,17 @@ def certify_run(
     rows = []
     for task_id in sorted(by_task):
         cert, reused = certs[task_id]
-        rows.append({
-            "task_id": task_id, "env": cert["env_kind"], "image": cert["image_id"], "status": cert["status"],
-            "reason": cert["reason"], "episodes": cert["episodes"], "reused": reused,
-            "first_difference": (cert.get("doc") or {}).get("first_difference"),
-        })
+        rows.append(
+            {
+                "task_id": task_id,
+                "env": cert["env_kind"],
+                "image": cert["image_id"],
+                "status": cert["status"],
+                "reason": cert["reason"],
+                "episodes": cert["episodes"],
+                "reused": reused,
+                "first_difference": (cert.get("doc") or {}).get("first_difference"),
+            }
+        )
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
     return {"run_id": run["run_id"], "tasks": rows, **counts, "certified": counts[ERROR] == 0}

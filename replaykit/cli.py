@@ -22,7 +22,9 @@ from replaykit.train import audit_cmd
 from replaykit.errors import ReplaykitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT, help="Train agent harnesses; record and replay every run.")
+app = typer.Typer(
+    no_args_is_help=True, context_settings=CONTEXT, help="Train agent harnesses; record and replay every run."
+)
 cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette store.")
 serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
 images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
@@ -45,7 +47,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", "-V", is_eager=True, callback=_version, help="Print the version and exit."
+    ),
 ) -> None:
     """Train agent harnesses; record and replay every run."""
 
@@ -53,7 +57,9 @@ def root(
 StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
 KeepGoingOpt = typer.Option(
-    False, "--keep-going", help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on."
+    False,
+    "--keep-going",
+    help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on.",
 )
 
 
@@ -76,7 +82,9 @@ def port_in_use_error(host: str, port: int) -> Iterator[None]:
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        raise ReplaykitError(f"cannot listen on {host}:{port}: address already in use; choose another --port (0 picks a free one)") from exc
+        raise ReplaykitError(
+            f"cannot listen on {host}:{port}: address already in use; choose another --port (0 picks a free one)"
+        ) from exc
 
 
 def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
@@ -99,8 +107,14 @@ def emit_json(value: Any) -> None:
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="YAML run config, e.g. configs/quickstart.yaml"),
-    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
-    harness: Optional[str] = typer.Option(None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
+    ),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."
+    ),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
     keep_going: bool = KeepGoingOpt,
     as_json: bool = JsonOpt,
@@ -111,7 +125,9 @@ def run(
 
     cfg = load_config(config, {"model.name": model} if model else None)
     with render.progress(enabled=not as_json) as progress:
-        result = measure(cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going)
+        result = measure(
+            cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
+        )
     doc = with_errors(open_store(cfg.store_path), result.to_json())
     if as_json:
         emit_json(doc)
@@ -122,10 +138,16 @@ def run(
 @app.command()
 def replay(
     run_id: str = typer.Argument(..., help="A run id (or a training id) from `replaykit run`/`train`."),
-    harness: Optional[str] = typer.Option(None, "--harness", help="Replay the recorded responses against another harness ref."),
-    harness_repo: Optional[Path] = typer.Option(None, "--harness-repo", help="Harness repo for --harness (default: the run's)."),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="Replay the recorded responses against another harness ref."
+    ),
+    harness_repo: Optional[Path] = typer.Option(
+        None, "--harness-repo", help="Harness repo for --harness (default: the run's)."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Replay episodes in N local processes."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -143,8 +165,14 @@ def replay(
         emit_json(report) if as_json else render.training_replay(report)
     else:
         with render.progress(enabled=not as_json) as progress:
-            report = replay_run(st, run_id, harness_ref=harness, repo_path=str(harness_repo) if harness_repo else None,
-                                progress=progress, executor=executor)
+            report = replay_run(
+                st,
+                run_id,
+                harness_ref=harness,
+                repo_path=str(harness_repo) if harness_repo else None,
+                progress=progress,
+                executor=executor,
+            )
         emit_json(report) if as_json else render.replay_report(report)
     if not report["identical"]:
         raise typer.Exit(1)
@@ -152,9 +180,17 @@ def replay(
 
 @app.command()
 def train(
-    config: Path = typer.Argument(..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"),
-    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, help="Number of epochs (default: train.epochs)."),
-    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored episodes, record the missing; none: replay only; all: re-record."),
+    config: Path = typer.Argument(
+        ..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"
+    ),
+    epochs: Optional[int] = typer.Option(
+        None, "--epochs", min=1, help="Number of epochs (default: train.epochs)."
+    ),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
+    ),
     keep_going: bool = KeepGoingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -164,7 +200,9 @@ def train(
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
-        trainer = Trainer(config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going)
+        trainer = Trainer(
+            config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going
+        )
         resumed_before = len(trainer.recorded)
         for loss in trainer.epochs(epochs):
             loss.backward()
@@ -175,9 +213,13 @@ def train(
         return
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
     later = len(summary["epochs"]) - ran
-    render.training_table(dict(summary, epochs=summary["epochs"][:ran], resumed_epochs=min(resumed_before, ran)))
+    render.training_table(
+        dict(summary, epochs=summary["epochs"][:ran], resumed_epochs=min(resumed_before, ran))
+    )
     if later > 0:
-        render.line(f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)")
+        render.line(
+            f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
+        )
 
 
 app.command("audit")(audit_cmd.audit)
@@ -186,9 +228,17 @@ app.command("audit")(audit_cmd.audit)
 @app.command()
 def compare(
     config: Path = typer.Argument(..., help="YAML run config."),
-    models: str = typer.Option(..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"),
-    harness: str = typer.Option(..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"),
-    record_mode: RecordMode = typer.Option("once", "--record-mode", help="once: reuse stored cells, record the missing; none: replay only; all: re-record."),
+    models: str = typer.Option(
+        ..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"
+    ),
+    harness: str = typer.Option(
+        ..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"
+    ),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored cells, record the missing; none: replay only; all: re-record.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
@@ -198,15 +248,22 @@ def compare(
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
-        report = compare_cells(load_config(config), [m.strip() for m in models.split(",") if m.strip()],
-                               [h.strip() for h in harness.split(",") if h.strip()], record_mode, progress=progress)
+        report = compare_cells(
+            load_config(config),
+            [m.strip() for m in models.split(",") if m.strip()],
+            [h.strip() for h in harness.split(",") if h.strip()],
+            record_mode,
+            progress=progress,
+        )
     emit_json(report) if as_json else render.compare_table(report)
 
 
 @cassettes_app.command("ls")
 def cassettes_ls(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only the cassettes of this run."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -225,7 +282,9 @@ def cassettes_ls(
 
 @app.command()
 def runs(
-    kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(None, "--kind", help="Only documents of this kind."),
+    kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(
+        None, "--kind", help="Only documents of this kind."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -240,7 +299,9 @@ def runs(
 def cassettes_show(
     cassette_id: str = typer.Argument(..., help="Cassette id (a unique prefix is enough)."),
     full: bool = typer.Option(False, "--full", help="Do not truncate bodies."),
-    transcript: bool = typer.Option(False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."),
+    transcript: bool = typer.Option(
+        False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -261,9 +322,22 @@ def cassettes_show(
 @cassettes_app.command("export")
 def cassettes_export(
     root_id: str = typer.Argument(..., help="A run, training or cassette id (a unique prefix is enough)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/"),
-    fmt: Literal["bundle", "vcr", "inspect"] = typer.Option("bundle", "--format", help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/",
+    ),
+    fmt: Literal["bundle", "vcr", "inspect"] = typer.Option(
+        "bundle",
+        "--format",
+        help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder).",
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1).",
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -273,16 +347,25 @@ def cassettes_export(
     if fmt not in ("bundle", "vcr", "inspect"):
         raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
     if fmt == "inspect":
-        return report_cmd.export_inspect(open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json)
+        return report_cmd.export_inspect(
+            open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json
+        )
     if fmt == "vcr":
-        report = vcr_export.export_vcr(open_store(store, readonly=True), root_id, output or Path(f"replaykit-{root_id}-vcr"), base_url or vcr_export.DEFAULT_BASE_URL)
+        report = vcr_export.export_vcr(
+            open_store(store, readonly=True),
+            root_id,
+            output or Path(f"replaykit-{root_id}-vcr"),
+            base_url or vcr_export.DEFAULT_BASE_URL,
+        )
         emit_json(report) if as_json else render.vcr_export(report)
         return
     target = output or Path(f"replaykit-{root_id}.tar.gz")
     try:
         report = bundle.export_bundle(open_store(store, readonly=True), root_id, target)
     except OSError as exc:
-        raise bundle.BundleError(f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output") from exc
+        raise bundle.BundleError(
+            f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output"
+        ) from exc
     emit_json(report) if as_json else render.bundle_report(report, "export")
 
 
@@ -301,8 +384,12 @@ def cassettes_import(
 
 @cassettes_app.command("verify")
 def cassettes_verify(
-    bundle_file: Optional[Path] = typer.Argument(None, help="A bundle from `replaykit cassettes export`; without one, the whole store is checked."),
-    store: Optional[Path] = typer.Option(None, "--store", help="The store to check (with a bundle: also check the bundle against it)."),
+    bundle_file: Optional[Path] = typer.Argument(
+        None, help="A bundle from `replaykit cassettes export`; without one, the whole store is checked."
+    ),
+    store: Optional[Path] = typer.Option(
+        None, "--store", help="The store to check (with a bundle: also check the bundle against it)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a bundle without importing it, or (no bundle) every blob, row and document of a store (an fsck)."""
@@ -314,10 +401,16 @@ def cassettes_verify(
             emit_json(result)
         else:
             for item in result["damaged"]:
-                render.out.print(f"damaged {item['table'][:-1]} {item['id']}: {item['error']}", markup=False, highlight=False)
+                render.out.print(
+                    f"damaged {item['table'][:-1]} {item['id']}: {item['error']}",
+                    markup=False,
+                    highlight=False,
+                )
             counts = ", ".join(f"{n} {t}" for t, n in result["checked"].items())
             verdict = "ok" if result["ok"] else f"{len(result['damaged'])} damaged"
-            render.out.print(f"{verdict}: checked {counts} in {result['store']}", markup=False, highlight=False)
+            render.out.print(
+                f"{verdict}: checked {counts} in {result['store']}", markup=False, highlight=False
+            )
         if not result["ok"]:
             raise typer.Exit(1)
         return
@@ -331,7 +424,11 @@ def cassettes_verify(
 def images_build_base(
     tag: str = typer.Option("replaykit/base:bookworm", "--tag", help="Tag of the local base image."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image exists."),
-    flavor: Literal["debian", "python"] = typer.Option("debian", "--flavor", help="debian: bash, coreutils, python3, pytest; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python)."),
+    flavor: Literal["debian", "python"] = typer.Option(
+        "debian",
+        "--flavor",
+        help="debian: bash, coreutils, python3, pytest; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
@@ -340,22 +437,37 @@ def images_build_base(
     if flavor == "python":
         from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image
 
-        result = build_python_image(tag=PYTHON_IMAGE if tag == "replaykit/base:bookworm" else tag, force=force,
-                                    progress=None if as_json else render.err)
+        result = build_python_image(
+            tag=PYTHON_IMAGE if tag == "replaykit/base:bookworm" else tag,
+            force=force,
+            progress=None if as_json else render.err,
+        )
     else:
         result = build_base_image(tag=tag, force=force, progress=None if as_json else render.err)
     if as_json:
         emit_json(result)
     else:
-        render.out.print(f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})", markup=False, highlight=False)
+        render.out.print(
+            f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})",
+            markup=False,
+            highlight=False,
+        )
 
 
 @tasks_app.command("check")
 def tasks_check(
     paths: list[str] = typer.Argument(..., help="Task folders, folders of tasks, or globs (e.g. 'envs/*')."),
-    env: str = typer.Option("docker", "--env", help="Environment kind to check the tasks in (docker, local, or one an installed package adds)."),
-    alias: Optional[list[str]] = typer.Option(None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Take env.image_aliases from this run config."),
+    env: str = typer.Option(
+        "docker",
+        "--env",
+        help="Environment kind to check the tasks in (docker, local, or one an installed package adds).",
+    ),
+    alias: Optional[list[str]] = typer.Option(
+        None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="Take env.image_aliases from this run config."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
@@ -384,10 +496,14 @@ def tasks_check(
 @app.command()
 def certify(
     run_id: str = typer.Argument(..., help="A run id from `replaykit run`."),
-    tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."),
+    tasks: Optional[list[str]] = typer.Option(
+        None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."
+    ),
     refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Re-execute tasks in N local processes."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -396,8 +512,15 @@ def certify(
     from replaykit.executor import cli_executor
 
     with render.progress(enabled=not as_json) as progress:
-        report = certify_run(open_store(store), run_id, tasks=tasks, root=Path.cwd(), refresh=refresh, progress=progress,
-                             executor=cli_executor(workers, ray))
+        report = certify_run(
+            open_store(store),
+            run_id,
+            tasks=tasks,
+            root=Path.cwd(),
+            refresh=refresh,
+            progress=progress,
+            executor=cli_executor(workers, ray),
+        )
     if as_json:
         emit_json(report)
     else:
@@ -410,9 +533,15 @@ def certify(
 def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", help="Port to listen on."),
-    tasks: Optional[list[Path]] = typer.Option(None, "--tasks", help="Task folders the simulator knows (default: envs/*)."),
-    noise: bool = typer.Option(False, "--noise", help="Batch-dependent sampling: replies vary with concurrent load (to test `replaykit probe`)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {\"base_url\": …} on stdout once listening."),
+    tasks: Optional[list[Path]] = typer.Option(
+        None, "--tasks", help="Task folders the simulator knows (default: envs/*)."
+    ),
+    noise: bool = typer.Option(
+        False,
+        "--noise",
+        help="Batch-dependent sampling: replies vary with concurrent load (to test `replaykit probe`).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help='Print {"base_url": …} on stdout once listening.'),
 ) -> None:
     """Run the reference model server (a deterministic simulator) until Ctrl-C."""
     from replaykit.models.reference.server import serve_forever
@@ -430,13 +559,29 @@ def serve_reference(
 @app.command()
 def proxy(
     name: str = typer.Option(..., "--name", help="Session name (the cassette's task id)."),
-    upstream: Optional[str] = typer.Option(None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."),
-    record_mode: Literal["once", "none", "all"] = typer.Option("once", "--record-mode", help="once: record if the session is not stored, else replay; none: replay only; all: re-record."),
+    upstream: Optional[str] = typer.Option(
+        None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."
+    ),
+    record_mode: Literal["once", "none", "all"] = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: record if the session is not stored, else replay; none: replay only; all: re-record.",
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
-    rule: Optional[list[str]] = typer.Option(None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."),
-    agent: Optional[Literal["codex"]] = typer.Option(None, "--agent", help="Apply the rules this agent needs (codex: --rule uuids --rule timestamps --rule codex-session)."),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env var holding the upstream key (sent upstream, never stored)."),
+    rule: Optional[list[str]] = typer.Option(
+        None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."
+    ),
+    agent: Optional[Literal["codex"]] = typer.Option(
+        None,
+        "--agent",
+        help="Apply the rules this agent needs (codex: --rule uuids --rule timestamps --rule codex-session).",
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY",
+        "--api-key-env",
+        help="Env var holding the upstream key (sent upstream, never stored).",
+    ),
     store: Optional[Path] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -448,8 +593,15 @@ def proxy(
 
     with port_in_use_error(host, port):
         report = run_proxy_session(
-            open_store(store), name, upstream, record_mode, rules_for(agent, tuple(rule or ())),
-            host=host, port=port, api_key_env=api_key_env, on_ready=ready,
+            open_store(store),
+            name,
+            upstream,
+            record_mode,
+            rules_for(agent, tuple(rule or ())),
+            host=host,
+            port=port,
+            api_key_env=api_key_env,
+            on_ready=ready,
         )
     if as_json:
         emit_json(report)

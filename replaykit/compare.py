@@ -11,7 +11,13 @@ from replaykit.determinism import digest_of
 from replaykit.run import measure
 
 
-def compare(config: RunConfig, models: list[str], harness_refs: list[str], record_mode: str = "once", progress: Any = None) -> dict[str, Any]:
+def compare(
+    config: RunConfig,
+    models: list[str],
+    harness_refs: list[str],
+    record_mode: str = "once",
+    progress: Any = None,
+) -> dict[str, Any]:
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
     cells = []
     repo = None
@@ -25,18 +31,42 @@ def compare(config: RunConfig, models: list[str], harness_refs: list[str], recor
                 progress("outer_step", {"label": f"{ref} × {name}"})
             run = result.run
             repo = repo or run["harness_repo"]
-            cells.append({"harness": ref, "harness_sha": run["harness_sha"], "model": name, "run_id": run["run_id"],
-                          "solved": run["solved"], "total": run["total"], "solve_rate": run["solved"] / max(run["total"], 1),
-                          "recorded": len(result.recorded), "reused": len(result.reused)})
-    return {**store_compare(Store(config.store_path), config.name, models, harness_refs, cells), "cells": cells}
+            cells.append(
+                {
+                    "harness": ref,
+                    "harness_sha": run["harness_sha"],
+                    "model": name,
+                    "run_id": run["run_id"],
+                    "solved": run["solved"],
+                    "total": run["total"],
+                    "solve_rate": run["solved"] / max(run["total"], 1),
+                    "recorded": len(result.recorded),
+                    "reused": len(result.reused),
+                }
+            )
+    return {
+        **store_compare(Store(config.store_path), config.name, models, harness_refs, cells),
+        "cells": cells,
+    }
 
 
-def store_compare(store: Store, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]) -> dict[str, Any]:
+def store_compare(
+    store: Store, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
     stable = [{k: v for k, v in c.items() if k not in ("recorded", "reused")} for c in cells]
-    doc: dict[str, Any] = {"kind": "compare", "name": name, "models": models, "harnesses": harness_refs, "cells": stable,
-           "runs": [c["run_id"] for c in stable], "trees": sorted({c["harness_sha"] for c in stable})}
-    compare_id = digest_of([models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]])[:16]
+    doc: dict[str, Any] = {
+        "kind": "compare",
+        "name": name,
+        "models": models,
+        "harnesses": harness_refs,
+        "cells": stable,
+        "runs": [c["run_id"] for c in stable],
+        "trees": sorted({c["harness_sha"] for c in stable}),
+    }
+    compare_id = digest_of(
+        [models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]]
+    )[:16]
     doc["compare_id"] = compare_id
     store.put_doc(compare_id, "compare", doc, name=name, model=",".join(models))
     return doc

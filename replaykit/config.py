@@ -72,7 +72,9 @@ class ExecutorConfig(_Strict):
     kind: Literal["local", "ray"] = "local"
     workers: int = Field(default=1, ge=1)  # local: processes in the fork pool
     oversubscribe: bool = False  # local: allow more workers than cores (I/O-bound episodes)
-    address: str = "auto"  # ray: auto (this node's cluster) | ray://host:10001 | local (a private one) | host:port
+    address: str = (
+        "auto"  # ray: auto (this node's cluster) | ray://host:10001 | local (a private one) | host:port
+    )
     cpus: float = Field(default=1.0, gt=0)  # ray: CPUs each episode declares
     memory_mb: int | None = Field(default=None, gt=0)  # ray: memory each episode declares
     max_retries: int = Field(default=3, ge=0)  # ray: retries of an episode whose worker or node died
@@ -112,8 +114,11 @@ class RunConfig(_Strict):
                 "entry": self.harness.entry,
                 "params": self.harness.params,
                 "temperature": self.model.temperature,
-                "env": {"timeout_sec": self.env.timeout_sec, "max_output_bytes": self.env.max_output_bytes,
-                        "snapshot": self.env.snapshot},
+                "env": {
+                    "timeout_sec": self.env.timeout_sec,
+                    "max_output_bytes": self.env.max_output_bytes,
+                    "snapshot": self.env.snapshot,
+                },
                 "rules": self.record.rules,
             }
         )[:16]
@@ -124,7 +129,11 @@ def validation_line(exc: ValidationError, prefix: str = "") -> str:
     err = exc.errors()[0]
     field = prefix + ".".join(str(p) for p in err["loc"])
     value = err.get("input")
-    shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, BaseModel)) else f" (got {_short(value)})"
+    shown = (
+        ""
+        if err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, BaseModel))
+        else f" (got {_short(value)})"
+    )
     message = str(err["msg"]).removeprefix("Value error, ")
     return f"field {field!r}: {message}{shown}"
 
@@ -148,7 +157,9 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> d
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist; pass a YAML file such as configs/quickstart.yaml")
+        raise ConfigError(
+            f"config file {path} does not exist; pass a YAML file such as configs/quickstart.yaml"
+        )
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:

@@ -69,7 +69,9 @@ def make_executor(config: "ExecutorConfig", docker: bool = False) -> Executor:
     if config.kind == "ray":
         from replaykit.ray_executor import RayExecutor
 
-        return RayExecutor(config.address, config.cpus, config.memory_mb, docker, config.max_retries, config.resources)
+        return RayExecutor(
+            config.address, config.cpus, config.memory_mb, docker, config.max_retries, config.resources
+        )
     return LocalExecutor(config.workers, config.oversubscribe)
 
 

@@ -73,7 +73,9 @@ class HarnessRepo:
         try:
             self.repo = git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise HarnessError(f"harness repo {self.path} is not a git repository; set harness.repo or harness.template") from None
+            raise HarnessError(
+                f"harness repo {self.path} is not a git repository; set harness.repo or harness.template"
+            ) from None
 
     @classmethod
     def open(cls, path: Path, branch: str = "main", template: str | None = None) -> "HarnessRepo":
@@ -88,7 +90,9 @@ class HarnessRepo:
         try:
             return self.repo.commit(ref).hexsha
         except (git.BadName, ValueError, git.GitCommandError):
-            raise HarnessError(f"harness ref {ref!r} does not exist in {self.path}; give a branch, tag or SHA") from None
+            raise HarnessError(
+                f"harness ref {ref!r} does not exist in {self.path}; give a branch, tag or SHA"
+            ) from None
 
     def ensure_clean(self) -> None:
         if self.repo.is_dirty(untracked_files=True):
@@ -112,7 +116,9 @@ def materialise_template(template: str, path: Path, branch: str = "main") -> str
     clean_dead_scratch(path.parent, path.name)  # what killed first runs left
     tmp = scratch_dir(path.parent, path.name)  # this process's own: concurrent first runs never share one
     try:
-        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         repo = git.Repo.init(tmp, initial_branch=branch)
         with repo.config_writer() as cw:
             cw.set_value("user", "name", ACTOR.name)
@@ -123,7 +129,9 @@ def materialise_template(template: str, path: Path, branch: str = "main") -> str
             os.rename(tmp, path)  # atomic: the repo appears whole or not at all
         except OSError:
             if not (path / ".git").exists():
-                raise HarnessError(f"cannot create harness repo {path}: it exists and is not a git repository") from None
+                raise HarnessError(
+                    f"cannot create harness repo {path}: it exists and is not a git repository"
+                ) from None
             # another process materialised it first: the same template gives the same commit
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -56,8 +56,13 @@ def rules_for(agent: str | None, rules: tuple[str, ...] = ()) -> tuple[str, ...]
 
 def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
     return CassetteKey(
-        harness_sha="", task_id=name, task_digest="", model=ModelId(name="", endpoint=endpoint_identity(upstream)),
-        seed=0, config_digest=digest_of({"rules": list(rules)})[:16], kind="proxy",
+        harness_sha="",
+        task_id=name,
+        task_digest="",
+        model=ModelId(name="", endpoint=endpoint_identity(upstream)),
+        seed=0,
+        config_digest=digest_of({"rules": list(rules)})[:16],
+        kind="proxy",
     )
 
 
@@ -65,7 +70,9 @@ def find_session(store: Store, name: str, upstream: str | None) -> dict[str, Any
     """The stored session called ``name`` (for this upstream, when given)."""
     rows = store.find_proxy_sessions(name, endpoint_identity(upstream) if upstream else None)
     if len({r["endpoint"] for r in rows}) > 1:
-        raise ConfigError(f"proxy session {name!r} was recorded against several upstreams; pass --upstream to pick one")
+        raise ConfigError(
+            f"proxy session {name!r} was recorded against several upstreams; pass --upstream to pick one"
+        )
     return rows[-1] if rows else None
 
 
@@ -168,26 +175,49 @@ def run_proxy_session(
 ) -> dict[str, Any]:
     """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
     if record_mode not in PROXY_MODES:
-        raise ConfigError(f"unknown record mode {record_mode!r} for the proxy; use one of: {', '.join(PROXY_MODES)}")
+        raise ConfigError(
+            f"unknown record mode {record_mode!r} for the proxy; use one of: {', '.join(PROXY_MODES)}"
+        )
     for rule in rules:
         get_rule(rule)
     existing = find_session(store, name, upstream) if record_mode != "all" else None
-    if existing is not None and record_mode == "once" and upstream and stored_endpoint_failure(store.get_json(existing["doc"])):
-        existing = None  # a session that recorded endpoint errors is re-recorded, never replayed as the answer
+    if (
+        existing is not None
+        and record_mode == "once"
+        and upstream
+        and stored_endpoint_failure(store.get_json(existing["doc"]))
+    ):
+        existing = (
+            None  # a session that recorded endpoint errors is re-recorded, never replayed as the answer
+        )
     if record_mode == "none" and existing is None:
-        raise CassetteNotFound(f"record mode none: no proxy session {name!r} in store {store.root}; record it with --record-mode once")
+        raise CassetteNotFound(
+            f"record mode none: no proxy session {name!r} in store {store.root}; record it with --record-mode once"
+        )
     if existing is not None:
         return _replay(store, existing, rules, host, port, on_ready, stop)
     if not upstream:
         raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
     key = proxy_key(name, upstream, rules)
     tape = Tape(key.id)
-    meta = {"proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)}, "rules": list(rules), "pins": ENV_PINS}
+    meta = {
+        "proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)},
+        "rules": list(rules),
+        "pins": ENV_PINS,
+    }
     writer = _SessionWriter(store.root, key, meta)
     try:
         with _upstream(upstream, api_key_env) as (url, api_key):
             server = ProxyServer(
-                tape, url, Scrubber({"api_key": api_key}), rules, api_key, host, port, concurrent=True, on_exchange=writer.write
+                tape,
+                url,
+                Scrubber({"api_key": api_key}),
+                rules,
+                api_key,
+                host,
+                port,
+                concurrent=True,
+                on_exchange=writer.write,
             )
             try:
                 base_url = server.start()
@@ -201,14 +231,24 @@ def run_proxy_session(
     episode = Episode(key=key, events=list(tape.events), meta=meta)
     store.put_episode(episode)
     return {
-        "mode": "record", "cassette_id": key.id, "name": name, "llm_calls": len(episode.llm_events),
-        "digest": episode.digest, "upstream_errors": server.errors,
+        "mode": "record",
+        "cassette_id": key.id,
+        "name": name,
+        "llm_calls": len(episode.llm_events),
+        "digest": episode.digest,
+        "upstream_errors": server.errors,
         "store_errors": [f"{type(writer.error).__name__}: {writer.error}"] if writer.error else [],
     }
 
 
 def _replay(
-    store: Store, row: dict[str, Any], rules: tuple[str, ...], host: str, port: int, on_ready: Ready | None, stop: threading.Event | None
+    store: Store,
+    row: dict[str, Any],
+    rules: tuple[str, ...],
+    host: str,
+    port: int,
+    on_ready: Ready | None,
+    stop: threading.Event | None,
 ) -> dict[str, Any]:
     episode = store.get_episode(row["id"])
     rules = rules or tuple(episode.meta.get("proxy", {}).get("rules", ()))
@@ -224,10 +264,14 @@ def _replay(
     finally:
         server.stop()
     return {
-        "mode": "replay", "cassette_id": episode.id, "name": episode.key.task_id,
-        "served": player.cursor, "recorded": len(episode.events),
+        "mode": "replay",
+        "cassette_id": episode.id,
+        "name": episode.key.task_id,
+        "served": player.cursor,
+        "recorded": len(episode.events),
         "identical": player.divergence is None and player.complete and player.digest == episode.digest,
-        "recorded_digest": episode.digest, "replayed_digest": player.digest,
+        "recorded_digest": episode.digest,
+        "replayed_digest": player.digest,
         "divergence": player.divergence.report if player.divergence else None,
         "divergences": len(player.divergences),
     }

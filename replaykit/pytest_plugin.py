@@ -79,13 +79,17 @@ class LlmReplay:
 
 
 @contextlib.contextmanager
-def replay_cassette(store: "Store", cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None) -> Iterator[LlmReplay]:
+def replay_cassette(
+    store: "Store", cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None
+) -> Iterator[LlmReplay]:
     """Serve the LLM calls of one stored cassette to httpx2 clients inside the block."""
     from replaykit.capture.recorder import EpisodeCassette
     from replaykit.errors import CassetteNotFound, DivergenceError
 
     if not store.exists():
-        raise CassetteNotFound(f"no replaykit store at {store.root}; set --replaykit-store, ini replaykit_store or ${ENV_VAR}")
+        raise CassetteNotFound(
+            f"no replaykit store at {store.root}; set --replaykit-store, ini replaykit_store or ${ENV_VAR}"
+        )
     episode = store.get_episode(store.resolve_id("cassettes", cassette_id, what="cassette"))
     replay = LlmReplay(episode, match_on)
     rules = tuple(episode.meta.get("rules", []))
@@ -101,7 +105,13 @@ def replay_cassette(store: "Store", cassette_id: str, require_all: bool = False,
     if require_all and replay.remaining:
         raise DivergenceError(
             f"cassette {episode.id}: the test made {replay.played} of {len(replay.recorded)} recorded LLM calls",
-            {"episode": episode.id, "position": replay.played, "kind": "end", "reason": "fewer calls than recorded", "diff": []},
+            {
+                "episode": episode.id,
+                "position": replay.played,
+                "kind": "end",
+                "reason": "fewer calls than recorded",
+                "diff": [],
+            },
         )
 
 
@@ -118,14 +128,32 @@ def divergence_text(exc: Any) -> str:
 # -- pytest wiring ------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("replaykit", "replaykit cassette replay")
-    group.addoption("--replaykit-record-mode", dest="replaykit_record_mode", default="once", choices=RECORD_MODES,
-                    help="for @pytest.mark.replaykit / replaykit_llm: once (record if missing, else replay), none (replay only), all (re-record)")
-    group.addoption("--replaykit-store", dest="replaykit_store", default=None, metavar="PATH", help=f"replaykit store folder (else ini replaykit_store, ${ENV_VAR}, <rootdir>/cassettes)")
-    parser.addini("replaykit_store", "replaykit store folder for the replaykit_cassette fixture (relative to the ini file)", default="")
+    group.addoption(
+        "--replaykit-record-mode",
+        dest="replaykit_record_mode",
+        default="once",
+        choices=RECORD_MODES,
+        help="for @pytest.mark.replaykit / replaykit_llm: once (record if missing, else replay), none (replay only), all (re-record)",
+    )
+    group.addoption(
+        "--replaykit-store",
+        dest="replaykit_store",
+        default=None,
+        metavar="PATH",
+        help=f"replaykit store folder (else ini replaykit_store, ${ENV_VAR}, <rootdir>/cassettes)",
+    )
+    parser.addini(
+        "replaykit_store",
+        "replaykit store folder for the replaykit_cassette fixture (relative to the ini file)",
+        default="",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "replaykit(name=None, rules=(), secrets=()): record this test's LLM calls on the first run, replay them after")
+    config.addinivalue_line(
+        "markers",
+        "replaykit(name=None, rules=(), secrets=()): record this test's LLM calls on the first run, replay them after",
+    )
 
 
 def store_path(config: pytest.Config) -> Path:
@@ -158,7 +186,9 @@ def replaykit_cassette(replaykit_store: "Store") -> Callable[..., ContextManager
     from replaykit.errors import DivergenceError, ReplaykitError
 
     @contextlib.contextmanager
-    def use(cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None) -> Iterator[LlmReplay]:
+    def use(
+        cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None
+    ) -> Iterator[LlmReplay]:
         failure = None
         try:
             with replay_cassette(replaykit_store, cassette_id, require_all, match_on) as replay:
@@ -179,8 +209,15 @@ def test_key(name: str, rules: tuple[str, ...]) -> Any:
     from replaykit.cassette.keys import CassetteKey, ModelId
     from replaykit.determinism import digest_of
 
-    return CassetteKey(harness_sha="", task_id=name, task_digest="", model=ModelId(name="", endpoint=""), seed=0,
-                       config_digest=digest_of({"rules": list(rules)})[:16], kind="pytest")
+    return CassetteKey(
+        harness_sha="",
+        task_id=name,
+        task_digest="",
+        model=ModelId(name="", endpoint=""),
+        seed=0,
+        config_digest=digest_of({"rules": list(rules)})[:16],
+        kind="pytest",
+    )
 
 
 def default_name(item: pytest.Item) -> str:
@@ -225,19 +262,30 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> I
         request.node.stash[_TAPE] = replay.tape
         with EpisodeCassette.use(path=f"replaykit:{key.id}", tape=replay.tape, rules=rules):
             yield replay
-        if replay.tape.divergence is not None and request.node.stash.get(_PASSED, False):  # the test swallowed it
+        if replay.tape.divergence is not None and request.node.stash.get(
+            _PASSED, False
+        ):  # the test swallowed it
             pytest.fail(divergence_text(replay.tape.divergence), pytrace=False)
         return
     if mode == "none":
-        pytest.fail(f"replaykit: no recording of {key.task_id!r} in {replaykit_store.root}; run once with --replaykit-record-mode once",
-                    pytrace=False)
+        pytest.fail(
+            f"replaykit: no recording of {key.task_id!r} in {replaykit_store.root}; run once with --replaykit-record-mode once",
+            pytrace=False,
+        )
     secrets = {name: os.environ.get(name, "") for name in ("OPENAI_API_KEY", *options.get("secrets", ()))}
     tape = Tape(key.id)
-    with episode_cassette(f"pytest:{key.task_id}", tape, Scrubber({k: v for k, v in secrets.items() if v}), rules):
+    with episode_cassette(
+        f"pytest:{key.task_id}", tape, Scrubber({k: v for k, v in secrets.items() if v}), rules
+    ):
         yield tape
     if request.node.stash.get(_PASSED, False):
-        replaykit_store.put_episode(Episode(key=key, events=list(tape.events),
-                                            meta={"pytest": {"name": key.task_id}, "rules": list(rules), "pins": ENV_PINS}))
+        replaykit_store.put_episode(
+            Episode(
+                key=key,
+                events=list(tape.events),
+                meta={"pytest": {"name": key.task_id}, "rules": list(rules), "pins": ENV_PINS},
+            )
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,9 @@ def connect(address: str = "auto", num_cpus: int | None = None) -> None:
             ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot connect to the Ray cluster at {address!r}: {first}; start one with `ray start --head` or set executor.address") from None
+        raise ConfigError(
+            f"cannot connect to the Ray cluster at {address!r}: {first}; start one with `ray start --head` or set executor.address"
+        ) from None
 
 
 def read_folder(folder: Path) -> Files:
@@ -144,7 +146,11 @@ class RayExecutor:
         resources = dict(self.resources)
         if self.docker:
             resources.setdefault("docker", 1)
-        opts: dict[str, Any] = {"num_cpus": self.cpus, "max_retries": self.max_retries, "retry_exceptions": False}
+        opts: dict[str, Any] = {
+            "num_cpus": self.cpus,
+            "max_retries": self.max_retries,
+            "retry_exceptions": False,
+        }
         if resources:
             opts["resources"] = resources
         if self.memory_mb:
@@ -179,7 +185,9 @@ class RayExecutor:
             return
         connect(self.address)
         remote = ray.remote(run_portable).options(**self.options())
-        pending = {remote.remote(fn, job, folders): job for job, folders in zip(jobs, self._ship(jobs), strict=True)}
+        pending = {
+            remote.remote(fn, job, folders): job for job, folders in zip(jobs, self._ship(jobs), strict=True)
+        }
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -198,7 +206,11 @@ class RayExecutor:
             if isinstance(cause, BaseException):
                 raise cause from None
             raise
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.RayError) as exc:
+        except (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.RayError,
+        ) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ReplaykitError(
                 f"a Ray task ({_label(job)}) failed after {self.max_retries} retries: {first}; rerun to resume (finished episodes are stored)"

@@ -35,10 +35,16 @@ class EpisodeSummary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EpisodeSummary:
         return cls(
-            task_id=str(data["task_id"]), seed=data["seed"], cassette_id=str(data.get("cassette_id", "")),
-            reward=None if data.get("reward") is None else float(data["reward"]), passed=bool(data.get("passed")),
-            infra_failure=bool(data.get("infra_failure")), steps=int(data.get("steps") or 0),
-            llm_calls=int(data.get("llm_calls") or 0), tokens=int(data.get("tokens") or 0), digest=str(data.get("digest", "")),
+            task_id=str(data["task_id"]),
+            seed=data["seed"],
+            cassette_id=str(data.get("cassette_id", "")),
+            reward=None if data.get("reward") is None else float(data["reward"]),
+            passed=bool(data.get("passed")),
+            infra_failure=bool(data.get("infra_failure")),
+            steps=int(data.get("steps") or 0),
+            llm_calls=int(data.get("llm_calls") or 0),
+            tokens=int(data.get("tokens") or 0),
+            digest=str(data.get("digest", "")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,18 +77,32 @@ class RunDoc:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunDoc:
         return cls(
-            run_id=data["run_id"], name=data.get("name", ""), harness_sha=data["harness_sha"],
-            harness_repo=data.get("harness_repo", ""), model=dict(data["model"]), config_digest=data["config_digest"],
-            panel=dict(data.get("panel") or {}), cassettes=list(data["cassettes"]),
-            episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]], kind=data.get("kind", "measure"),
+            run_id=data["run_id"],
+            name=data.get("name", ""),
+            harness_sha=data["harness_sha"],
+            harness_repo=data.get("harness_repo", ""),
+            model=dict(data["model"]),
+            config_digest=data["config_digest"],
+            panel=dict(data.get("panel") or {}),
+            cassettes=list(data["cassettes"]),
+            episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]],
+            kind=data.get("kind", "measure"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "kind": self.kind, "name": self.name, "harness_sha": self.harness_sha,
-            "harness_repo": self.harness_repo, "model": self.model, "config_digest": self.config_digest,
-            "panel": self.panel, "cassettes": self.cassettes, "episodes": [e.to_dict() for e in self.episodes],
-            "solved": self.solved, "total": self.total,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "name": self.name,
+            "harness_sha": self.harness_sha,
+            "harness_repo": self.harness_repo,
+            "model": self.model,
+            "config_digest": self.config_digest,
+            "panel": self.panel,
+            "cassettes": self.cassettes,
+            "episodes": [e.to_dict() for e in self.episodes],
+            "solved": self.solved,
+            "total": self.total,
         }
 
 
@@ -102,9 +122,15 @@ class VerdictDoc:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "verdict_id": self.verdict_id, "kind": self.kind, "training_id": self.training_id, "epoch": self.epoch,
-            "baseline_run": self.baseline_run, "candidate_run": self.candidate_run,
-            "baseline_sha": self.baseline_sha, "candidate_sha": self.candidate_sha,
-            "runs": [self.baseline_run, self.candidate_run], "trees": [self.baseline_sha, self.candidate_sha],
+            "verdict_id": self.verdict_id,
+            "kind": self.kind,
+            "training_id": self.training_id,
+            "epoch": self.epoch,
+            "baseline_run": self.baseline_run,
+            "candidate_run": self.candidate_run,
+            "baseline_sha": self.baseline_sha,
+            "candidate_sha": self.candidate_sha,
+            "runs": [self.baseline_run, self.candidate_run],
+            "trees": [self.baseline_sha, self.candidate_sha],
             "verdict": self.verdict,
         }

@@ -65,7 +65,9 @@ class Registry(Generic[T]):
                 try:
                     return ep.load()
                 except Exception as exc:  # a broken third-party package: one clear line
-                    raise self._error(f"{self.what} {name!r} from entry point {ep.value!r} failed to load: {exc}") from None
+                    raise self._error(
+                        f"{self.what} {name!r} from entry point {ep.value!r} failed to load: {exc}"
+                    ) from None
         return None
 
     def get(self, name: str) -> T:

@@ -47,7 +47,9 @@ def short_ids(ids: list[str], minimum: int = 8) -> int:
     return longest
 
 
-def show_table(title: str, headers: list[str], rows: list[list[str | Text]], styles: dict[str, str] | None = None) -> None:
+def show_table(
+    title: str, headers: list[str], rows: list[list[str | Text]], styles: dict[str, str] | None = None
+) -> None:
     """A table of short cells when it fits the width; otherwise each row as one wrapped
     record (``header value · …``), so no cell is ever cut or split mid-word."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
@@ -79,7 +81,14 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], N
     if not enabled or not _err.is_terminal:
         yield lambda event, data: err(str(data.get("message", ""))) if event == "note" else None
         return
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_err, transient=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_err,
+        transient=True,
+    )
     state: dict[str, Any] = {}
 
     def callback(event: str, data: dict[str, Any]) -> None:
@@ -119,14 +128,27 @@ def _passed(e: dict[str, Any]) -> str:
 def run_table(doc: dict[str, Any]) -> None:
     n = short_ids([e["cassette_id"] for e in doc["episodes"]])
     rows: list[list[str | Text]] = [
-        [e["task_id"], str(e["seed"]), f"{e['reward']:.2f}" if e["reward"] is not None else "-", _passed(e), str(e["steps"]),
-         e["cassette_id"][:n], "reused" if e.get("reused") else "recorded"]
+        [
+            e["task_id"],
+            str(e["seed"]),
+            f"{e['reward']:.2f}" if e["reward"] is not None else "-",
+            _passed(e),
+            str(e["steps"]),
+            e["cassette_id"][:n],
+            "reused" if e.get("reused") else "recorded",
+        ]
         for e in doc["episodes"]
     ]
-    show_table(f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
-               ["task", "seed", "reward", "passed", "steps", "cassette", "source"], rows)
-    line(f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
-         f"reused {doc['reused_count']} cassette(s)" + (" (no model calls)" if doc["recorded_count"] == 0 else ""))
+    show_table(
+        f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
+        ["task", "seed", "reward", "passed", "steps", "cassette", "source"],
+        rows,
+    )
+    line(
+        f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
+        f"reused {doc['reused_count']} cassette(s)"
+        + (" (no model calls)" if doc["recorded_count"] == 0 else "")
+    )
     infra = [e for e in doc["episodes"] if e["infra_failure"]]
     if infra:
         line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
@@ -134,11 +156,20 @@ def run_table(doc: dict[str, Any]) -> None:
 
 def replay_report(report: dict[str, Any]) -> None:
     rows: list[list[str | Text]] = [
-        [e["task_id"], str(e["seed"]), "yes" if e["identical"] else "NO", e["recorded_digest"][:12], (e["replayed_digest"] or "-")[:12]]
+        [
+            e["task_id"],
+            str(e["seed"]),
+            "yes" if e["identical"] else "NO",
+            e["recorded_digest"][:12],
+            (e["replayed_digest"] or "-")[:12],
+        ]
         for e in report["episodes"]
     ]
-    show_table(f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
-               ["task", "seed", "identical", "recorded digest", "replayed digest"], rows)
+    show_table(
+        f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
+        ["task", "seed", "identical", "recorded digest", "replayed digest"],
+        rows,
+    )
     divergence(report.get("divergence"))
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
@@ -147,7 +178,10 @@ def divergence(report: dict[str, Any] | None) -> None:
     if not report:
         return
     head = Text("divergence", style="bold red")
-    head.append(f" in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}", style="")
+    head.append(
+        f" in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}",
+        style="",
+    )
     line(head)
     for label in ("expected", "actual"):
         value = report.get(label)
@@ -159,11 +193,23 @@ def divergence(report: dict[str, Any] | None) -> None:
 
 
 def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
-    shown = f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)" if total is not None and total > len(rows) else f"{len(rows)} cassette(s)"
+    shown = (
+        f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)"
+        if total is not None and total > len(rows)
+        else f"{len(rows)} cassette(s)"
+    )
     n = short_ids([r["id"] for r in rows])
     cells: list[list[str | Text]] = [
-        [r["id"][:n], r["task_id"], str(r["seed"]), r["model"], r["harness_sha"][:8], str(r["n_llm"]), str(r["n_env"]),
-         "-" if r["reward"] is None else f"{r['reward']:.2f}"]
+        [
+            r["id"][:n],
+            r["task_id"],
+            str(r["seed"]),
+            r["model"],
+            r["harness_sha"][:8],
+            str(r["n_llm"]),
+            str(r["n_env"]),
+            "-" if r["reward"] is None else f"{r['reward']:.2f}",
+        ]
         for r in rows
     ]
     show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward"], cells)
@@ -171,16 +217,23 @@ def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
 
 def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
     key = doc["key"]
-    line(f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}")
+    line(
+        f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}"
+    )
     line(f"digest {doc['digest']}")
     for e in doc["events"]:
         head = f"[{e['position']:>3}] {e['kind']}"
         if e["kind"] == "llm":
-            line(f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)")
+            line(
+                f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
+            )
             line(f"      request: {e['request']['body']}")
             line(f"      response: {e['response']['body']}")
         elif e["kind"] == "env":
-            line(f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}" + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else ""))
+            line(
+                f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}"
+                + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else "")
+            )
             for stream in ("stdout", "stderr"):
                 if e[stream]:
                     line(f"      {stream}: {e[stream]}")
@@ -213,8 +266,10 @@ def bundle_report(report: dict[str, Any], action: str) -> None:
 def vcr_export(report: dict[str, Any]) -> None:
     for f in report["files"]:
         line(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)")
-    line(f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
-         "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])")
+    line(
+        f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
+        "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])"
+    )
 
 
 def proxy_report(report: dict[str, Any]) -> None:
@@ -238,11 +293,23 @@ def training_table(doc: dict[str, Any]) -> None:
         v = e.get("verdict") or {}
         m = v.get("metrics", {})
         solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
-        rows.append([str(e["epoch"]), (e["candidate_sha"] or "-")[:10], e["decision"], (e.get("verdict_id") or "-")[:10], f"{e['loss']:+.3f}", solved])
+        rows.append(
+            [
+                str(e["epoch"]),
+                (e["candidate_sha"] or "-")[:10],
+                e["decision"],
+                (e.get("verdict_id") or "-")[:10],
+                f"{e['loss']:+.3f}",
+                solved,
+            ]
+        )
         why = e["skipped"] or v.get("reason", "")
         notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
-    show_table(f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
-               ["epoch", "candidate", "verdict", "verdict id", "loss", "solved"], rows)
+    show_table(
+        f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
+        ["epoch", "candidate", "verdict", "verdict id", "loss", "solved"],
+        rows,
+    )
     resumed = doc.get("resumed_epochs")
     if resumed:
         line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
@@ -250,19 +317,32 @@ def training_table(doc: dict[str, Any]) -> None:
     for note in notes:
         line(note)
     accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
-    line(f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
-         f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
+    line(
+        f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
+        f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}"
+    )
 
 
 def training_replay(report: dict[str, Any]) -> None:
     rows: list[list[str | Text]] = [
-        [str(e["epoch"]), (e["candidate_sha"] or "-")[:10], (e["replayed_candidate_sha"] or "-")[:10],
-         f"{e['decision']} / {e['replayed_decision']}", "yes" if e["identical"] else "NO " + ",".join(e["differs_in"])]
+        [
+            str(e["epoch"]),
+            (e["candidate_sha"] or "-")[:10],
+            (e["replayed_candidate_sha"] or "-")[:10],
+            f"{e['decision']} / {e['replayed_decision']}",
+            "yes" if e["identical"] else "NO " + ",".join(e["differs_in"]),
+        ]
         for e in report["epochs"]
     ]
-    show_table(f"replay of training {report['training_id']}", ["epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"], rows)
+    show_table(
+        f"replay of training {report['training_id']}",
+        ["epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"],
+        rows,
+    )
     runs_ok = sum(r["identical"] for r in report["runs"])
-    line(f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}")
+    line(
+        f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}"
+    )
     for r in report["runs"]:
         divergence(r.get("divergence"))
     line("identical" if report["identical"] else "DIVERGED")
@@ -270,13 +350,20 @@ def training_replay(report: dict[str, Any]) -> None:
 
 def audit_report(report: dict[str, Any]) -> None:
     rec = report["recorded"]
-    line(f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}")
+    line(
+        f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}"
+    )
     line(f"  {rec['reason']}")
-    line(f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}")
+    line(
+        f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}"
+    )
     line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
     cf = report.get("counterfactual")
     if cf:
-        line(("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ") + f"— {cf['summary']}")
+        line(
+            ("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ")
+            + f"— {cf['summary']}"
+        )
 
 
 def compare_table(report: dict[str, Any]) -> None:
@@ -284,7 +371,15 @@ def compare_table(report: dict[str, Any]) -> None:
     for h in report["harnesses"]:
         cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
-        rows.append([f"{h} ({sha})", *[f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})" for m in report["models"]]])
+        rows.append(
+            [
+                f"{h} ({sha})",
+                *[
+                    f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})"
+                    for m in report["models"]
+                ],
+            ]
+        )
     show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
     if report.get("compare_id"):
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
@@ -292,7 +387,12 @@ def compare_table(report: dict[str, Any]) -> None:
 
 def tasks_check(report: dict[str, Any]) -> None:
     rows: list[list[str | Text]] = [
-        [r["task_id"], "-" if r["untouched"] is None else f"{r['untouched']:g}", "-" if r["solved"] is None else f"{r['solved']:g}", "yes" if r["ok"] else "NO"]
+        [
+            r["task_id"],
+            "-" if r["untouched"] is None else f"{r['untouched']:g}",
+            "-" if r["solved"] is None else f"{r['solved']:g}",
+            "yes" if r["ok"] else "NO",
+        ]
         for r in report["tasks"]
     ]
     show_table(f"oracle check ({report['env']})", ["task", "untouched", "solved", "ok"], rows)
@@ -313,23 +413,44 @@ def certify_report(report: dict[str, Any]) -> None:
     rows: list[list[str | Text]] = []
     for r in report["tasks"]:
         style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
-        rows.append([r["task_id"], r["env"], (r["image"] or "-").removeprefix("sha256:")[:12], Text(r["status"], style=style),
-                     str(r["episodes"]), "reused" if r["reused"] else "re-executed"])
-    show_table(f"certification of run {report['run_id']}", ["task", "env", "image", "status", "episodes", "source"], rows)
+        rows.append(
+            [
+                r["task_id"],
+                r["env"],
+                (r["image"] or "-").removeprefix("sha256:")[:12],
+                Text(r["status"], style=style),
+                str(r["episodes"]),
+                "reused" if r["reused"] else "re-executed",
+            ]
+        )
+    show_table(
+        f"certification of run {report['run_id']}",
+        ["task", "env", "image", "status", "episodes", "source"],
+        rows,
+    )
     reasons: dict[str, list[str]] = {}
     for r in report["tasks"]:
         if r["status"] != "deterministic":
             reasons.setdefault(f"{r['status']}: {r['reason']}", []).append(r["task_id"])
     for reason, tasks in reasons.items():  # one line per distinct reason (Docker down is said once)
         line(f"{', '.join(tasks)} {reason}")
-    line(f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
-         + (" (forked tasks are excluded from training verdicts)" if report["forked"] else ""))
+    line(
+        f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
+        + (" (forked tasks are excluded from training verdicts)" if report["forked"] else "")
+    )
 
 
 def run_rows(rows: list[dict[str, Any]], all_ids: list[str] | None = None) -> None:
     n = short_ids(all_ids or [r["id"] for r in rows])
     cells: list[list[str | Text]] = [
-        [r["id"][:n], r["kind"], r["name"] or "", (r["harness_sha"] or "")[:8], r["model"] or "", _when(r["created_at"])]
+        [
+            r["id"][:n],
+            r["kind"],
+            r["name"] or "",
+            (r["harness_sha"] or "")[:8],
+            r["model"] or "",
+            _when(r["created_at"]),
+        ]
         for r in rows
     ]
     show_table(f"{len(rows)} document(s)", ["id", "kind", "name", "harness", "model", "created (UTC)"], cells)
@@ -343,7 +464,10 @@ def _when(iso: str) -> str:
 def doctor_report(report: dict[str, Any]) -> None:
     marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
     for c in report["checks"]:
-        line(f"{marks[c['status']]}  {c['name']}: {c['detail']}" + (f" — fix: {c['fix']}" if c["fix"] and c["status"] != "ok" else ""))
+        line(
+            f"{marks[c['status']]}  {c['name']}: {c['detail']}"
+            + (f" — fix: {c['fix']}" if c["fix"] and c["status"] != "ok" else "")
+        )
     line("ready" if report["ok"] else "not ready: fix the FAIL lines above")
 
 
@@ -353,5 +477,7 @@ def removal_report(report: dict[str, Any]) -> None:
         line(f"{verb} {r['kind'] or 'document'} {r['id']}")
     for c in report["cassettes"]:
         line(f"{verb} cassette {c}")
-    line(f"{verb} {len(report['runs'])} document(s), {len(report['cassettes'])} cassette(s), {len(report['trees'])} harness tree(s), "
-         f"{report['blobs']} blob(s) ({report['bytes']} bytes)")
+    line(
+        f"{verb} {len(report['runs'])} document(s), {len(report['cassettes'])} cassette(s), {len(report['trees'])} harness tree(s), "
+        f"{report['blobs']} blob(s) ({report['bytes']} bytes)"
+    )

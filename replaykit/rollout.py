@@ -32,7 +32,6 @@ from replaykit.models.clients import openai_client
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
 
-
 @dataclass(frozen=True)
 class TaskView:
     """What a harness sees of a task (the same in record and replay)."""
@@ -79,8 +78,13 @@ class EpisodeSpec:
         from replaykit.versions import tool_versions
 
         return {
-            "task": {"id": self.task.id, "instruction": self.task.instruction, "metadata": self.task.metadata, "path": self.task_path,
-                     **({"steps": [list(s) for s in self.task.steps]} if self.task.steps else {})},
+            "task": {
+                "id": self.task.id,
+                "instruction": self.task.instruction,
+                "metadata": self.task.metadata,
+                "path": self.task_path,
+                **({"steps": [list(s) for s in self.task.steps]} if self.task.steps else {}),
+            },
             "harness": {"entry": self.entry, "params": self.params},
             "model": {"name": self.key.model.name, "temperature": self.temperature},
             "seed": self.key.seed,
@@ -107,7 +111,9 @@ class TapedEnv:
         self.tape = tape
         self.inner = inner
         self.kind = inner.kind if inner else "replay"
-        self.env_error: str | None = None  # an environment failure during an action: the episode's infra failure
+        self.env_error: str | None = (
+            None  # an environment failure during an action: the episode's infra failure
+        )
         self.actions = 0  # actions recorded so far
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
@@ -117,15 +123,27 @@ class TapedEnv:
         scrub = self.tape.scrubber
         try:
             obs = self.inner.run(command, timeout_sec)
-            data = getattr(self.inner, "snapshot_bytes", lambda: None)()  # full snapshot, when the env was asked for one
+            data = getattr(
+                self.inner, "snapshot_bytes", lambda: None
+            )()  # full snapshot, when the env was asked for one
             state = self.inner.state_digest()
         except EnvError as exc:  # recorded as the action's outcome, so a replay sees the same
             self.env_error = self.env_error or str(exc)
-            obs, data, state = Observation("", f"[replaykit: environment error: {exc}]\n", 125), None, "env-error"
+            obs, data, state = (
+                Observation("", f"[replaykit: environment error: {exc}]\n", 125),
+                None,
+                "env-error",
+            )
         snapshot = sha256_hex(data) if data is not None else None
         # stored scrubbed (``echo $KEY`` in an action); the harness gets the real output
         stored = dataclasses.replace(obs, stdout=scrub.text(obs.stdout), stderr=scrub.text(obs.stderr))
-        event = EnvEvent(action=scrub.text(command), observation=stored, state_digest=state, snapshot=snapshot, snapshot_data=data)
+        event = EnvEvent(
+            action=scrub.text(command),
+            observation=stored,
+            state_digest=state,
+            snapshot=snapshot,
+            snapshot_data=data,
+        )
         self.actions += 1
         self.tape.record(event)
         return obs
@@ -135,10 +153,23 @@ def _client(base_url: str, api_key: str) -> Any:
     return openai_client(base_url, api_key)
 
 
-def _drive(solve: Callable[..., Any], tape: Tape, spec_like: dict[str, Any], env: TapedEnv, base_url: str, api_key: str) -> None:
+def _drive(
+    solve: Callable[..., Any],
+    tape: Tape,
+    spec_like: dict[str, Any],
+    env: TapedEnv,
+    base_url: str,
+    api_key: str,
+) -> None:
     """Run the harness once under the episode cassette; errors become events."""
     key: CassetteKey = spec_like["key"]
-    ctx = Context(seed=key.seed, task_id=key.task_id, model=key.model.name, temperature=spec_like["temperature"], params=dict(spec_like["params"]))
+    ctx = Context(
+        seed=key.seed,
+        task_id=key.task_id,
+        model=key.model.name,
+        temperature=spec_like["temperature"],
+        params=dict(spec_like["params"]),
+    )
     scrubber = tape.scrubber
     with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ())):
         try:
@@ -216,14 +247,18 @@ def record_episode(spec: EpisodeSpec) -> Episode:
 def _grade(inner: Environment, taped: TapedEnv) -> Grade:
     """The verifier's grade; an environment failure (during an action or grading) is an infra failure."""
     if taped.env_error is not None:
-        return Grade(0.0, False, infra_failure=True, detail=f"environment error during the episode: {taped.env_error}")
+        return Grade(
+            0.0, False, infra_failure=True, detail=f"environment error during the episode: {taped.env_error}"
+        )
     try:
         return inner.grade()
     except EnvError as exc:
         return Grade(0.0, False, infra_failure=True, detail=f"environment error while grading: {exc}")
 
 
-def _record_steps(solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, taped: TapedEnv, inner: Environment) -> tuple[Grade, list[int]]:
+def _record_steps(
+    solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, taped: TapedEnv, inner: Environment
+) -> tuple[Grade, list[int]]:
     """A multi-step task: each step staged, driven with its own instruction, graded (envs/steps.py)."""
     from replaykit.envs.steps import run_steps
 
@@ -240,7 +275,14 @@ def _record_steps(solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, tape
 
     def act(step: Any) -> None:
         before = taped.actions
-        _drive(solve, tape, {**spec.__dict__, "task": spec.task.for_step(step.name, step.instruction)}, taped, spec.base_url, spec.api_key)
+        _drive(
+            solve,
+            tape,
+            {**spec.__dict__, "task": spec.task.for_step(step.name, step.instruction)},
+            taped,
+            spec.base_url,
+            spec.api_key,
+        )
         actions.append(taped.actions - before)
 
     grade = run_steps(_Graded(), task.steps, task.reward_strategy, act)
@@ -275,7 +317,9 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     task_meta = meta["task"]
     spec_like = {
         "key": episode.key,
-        "task": TaskView(id=task_meta["id"], instruction=task_meta["instruction"], metadata=task_meta.get("metadata", {})),
+        "task": TaskView(
+            id=task_meta["id"], instruction=task_meta["instruction"], metadata=task_meta.get("metadata", {})
+        ),
         "params": meta["harness"]["params"],
         "temperature": meta["model"]["temperature"],
         "rules": meta.get("rules", []),
@@ -283,14 +327,27 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     tape = Tape(episode.id, recorded=list(episode.events))
     tape.scrubber = replay_scrubber(meta)
     grade: Grade | None = None
-    steps = [tuple(s) for s in task_meta.get("steps", [])][: int(task_meta.get("steps_run", len(task_meta.get("steps", []))))]
+    steps = [tuple(s) for s in task_meta.get("steps", [])][
+        : int(task_meta.get("steps_run", len(task_meta.get("steps", []))))
+    ]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
         for name, instruction in steps or [(None, None)]:
             view = spec_like["task"] if name is None else spec_like["task"].for_step(name, instruction)
-            _drive(solve, tape, {**spec_like, "task": view}, TapedEnv(tape, None), OFFLINE_BASE_URL, "replaykit-offline")
+            _drive(
+                solve,
+                tape,
+                {**spec_like, "task": view},
+                TapedEnv(tape, None),
+                OFFLINE_BASE_URL,
+                "replaykit-offline",
+            )
         grade = tape.play_grade().grade
         tape.check_complete()
     except DivergenceError as exc:
-        return ReplayResult(episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, exc.report, grade)
-    return ReplayResult(episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, None, grade)
+        return ReplayResult(
+            episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, exc.report, grade
+        )
+    return ReplayResult(
+        episode.id, episode.key.task_id, episode.key.seed, episode.digest, tape.digest, None, grade
+    )

@@ -24,10 +24,16 @@ from replaykit.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.rollout import EpisodeSpec, ReplayResult, TaskView, clean_workspaces, record_episode, replay_episode
+from replaykit.rollout import (
+    EpisodeSpec,
+    ReplayResult,
+    TaskView,
+    clean_workspaces,
+    record_episode,
+    replay_episode,
+)
 from replaykit.progress import Progress
 from replaykit.records import EpisodeSummary, RunDoc
-
 
 
 @dataclass
@@ -58,14 +64,19 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
     return secrets
 
 
-def episode_keys(config: RunConfig, sha: str, tasks: list[Task], model_cfg: ModelConfig) -> list[tuple[CassetteKey, Task]]:
+def episode_keys(
+    config: RunConfig, sha: str, tasks: list[Task], model_cfg: ModelConfig
+) -> list[tuple[CassetteKey, Task]]:
     mid = model_id(model_cfg)
     digest = config.digest()
     env = config.env.model_dump()
     keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
         extra = env_key_extra(env, task)
-        keys.extend((CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task) for seed in config.panel.seeds)
+        keys.extend(
+            (CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task)
+            for seed in config.panel.seeds
+        )
     return keys
 
 
@@ -131,26 +142,42 @@ def measure(
         progress("plan", {"total": len(keys), "missing": len(missing)})
     if missing:
         if not persist:
-            raise CassetteNotFound(f"replay: no cassette for task {missing[0][1].id} seed {missing[0][0].seed} (key {missing[0][0].id})")
+            raise CassetteNotFound(
+                f"replay: no cassette for task {missing[0][1].id} seed {missing[0][0].seed} (key {missing[0][0].id})"
+            )
         clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)
             specs = [
                 EpisodeSpec(
-                    key=k, task_path=str(t.path), task=TaskView.of(t),
-                    tree_dir=tree, entry=config.harness.entry, params=config.harness.params,
-                    temperature=model.temperature, base_url=endpoint.base_url, api_key=endpoint.api_key,
-                    env=config.env.model_dump(), secrets=secrets, rules=tuple(config.record.rules),
-                    keep_going=keep_going, api_key_env=model.api_key_env,
+                    key=k,
+                    task_path=str(t.path),
+                    task=TaskView.of(t),
+                    tree_dir=tree,
+                    entry=config.harness.entry,
+                    params=config.harness.params,
+                    temperature=model.temperature,
+                    base_url=endpoint.base_url,
+                    api_key=endpoint.api_key,
+                    env=config.env.model_dump(),
+                    secrets=secrets,
+                    rules=tuple(config.record.rules),
+                    keep_going=keep_going,
+                    api_key_env=model.api_key_env,
                 )
                 for k, t in missing
             ]
-            for spec, episode in make_executor(config.executor, docker=get_env_kind(config.env.kind).uses_docker).map(record_episode, specs):
+            for spec, episode in make_executor(
+                config.executor, docker=get_env_kind(config.env.kind).uses_docker
+            ).map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:
-                    progress("episode", {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade})
+                    progress(
+                        "episode",
+                        {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade},
+                    )
     result.run = run_document(config, store, sha, model, keys, str(repo.path))
     if persist:
         put_run_once(store, result.run)
@@ -164,22 +191,45 @@ def put_run_once(store: Store, run: dict[str, Any]) -> None:
     store.put_run(run)
 
 
-def run_document(config: RunConfig, store: Store, sha: str, model: ModelConfig, keys: list[tuple[CassetteKey, Task]], repo_path: str) -> dict[str, Any]:
+def run_document(
+    config: RunConfig,
+    store: Store,
+    sha: str,
+    model: ModelConfig,
+    keys: list[tuple[CassetteKey, Task]],
+    repo_path: str,
+) -> dict[str, Any]:
     mid = model_id(model)
     episodes = []
     for key, _ in keys:
         row = store.verified_columns(key.id)  # cached columns checked against the events
-        episodes.append(EpisodeSummary(
-            task_id=key.task_id, seed=key.seed, cassette_id=key.id, reward=row["reward"], passed=bool(row["passed"]),
-            infra_failure=bool(row["infra_failure"]), steps=row["n_env"], llm_calls=row["n_llm"], tokens=row["tokens"],
-            digest=row["digest"],
-        ))
+        episodes.append(
+            EpisodeSummary(
+                task_id=key.task_id,
+                seed=key.seed,
+                cassette_id=key.id,
+                reward=row["reward"],
+                passed=bool(row["passed"]),
+                infra_failure=bool(row["infra_failure"]),
+                steps=row["n_env"],
+                llm_calls=row["n_llm"],
+                tokens=row["tokens"],
+                digest=row["digest"],
+            )
+        )
     ids = [k.id for k, _ in keys]
     return RunDoc(
-        run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[:16],
-        name=config.name, harness_sha=sha, harness_repo=repo_path, model=asdict(mid), config_digest=config.digest(),
+        run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[
+            :16
+        ],
+        name=config.name,
+        harness_sha=sha,
+        harness_repo=repo_path,
+        model=asdict(mid),
+        config_digest=config.digest(),
         panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
-        cassettes=ids, episodes=episodes,
+        cassettes=ids,
+        episodes=episodes,
     ).to_dict()
 
 
@@ -198,16 +248,24 @@ def replay_job(job: ReplayJob) -> ReplayResult:
 
 
 def replay_run(
-    store: Store, run_id: str, harness_ref: str | None = None, repo_path: str | None = None,
-    progress: Progress | None = None, executor: Executor | None = None,
+    store: Store,
+    run_id: str,
+    harness_ref: str | None = None,
+    repo_path: str | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Replay every episode of a run offline; compare digests."""
     return replay_runs(store, [run_id], harness_ref, repo_path, progress, executor)[0]
 
 
 def replay_runs(
-    store: Store, run_ids: list[str], harness_ref: str | None = None, repo_path: str | None = None,
-    progress: Progress | None = None, executor: Executor | None = None,
+    store: Store,
+    run_ids: list[str],
+    harness_ref: str | None = None,
+    repo_path: str | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> list[dict[str, Any]]:
     """Replay the episodes of several runs (each distinct episode once) on ``executor``
     (default: inline, one at a time); one report per run, in order."""
@@ -231,7 +289,9 @@ def replay_runs(
     def done(item: tuple[str, str], outcome: ReplayResult) -> None:
         results[item] = outcome
         if progress:
-            progress("episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical})
+            progress(
+                "episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical}
+            )
 
     if executor is None or getattr(executor, "workers", 0) == 1:
         for cid, sha in plan:  # inline: one episode in memory at a time
@@ -242,7 +302,10 @@ def replay_runs(
             done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
-    return [_replay_report(run, [results[(cid, run["_replayed_sha"])] for cid in run["cassettes"]]) for run in runs]
+    return [
+        _replay_report(run, [results[(cid, run["_replayed_sha"])] for cid in run["cassettes"]])
+        for run in runs
+    ]
 
 
 def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
@@ -259,8 +322,12 @@ def _replay_report(run: dict[str, Any], results: list[ReplayResult]) -> dict[str
         "identical": all(r.identical for r in results),
         "episodes": [
             {
-                "cassette_id": r.cassette_id, "task_id": r.task_id, "seed": r.seed, "identical": r.identical,
-                "recorded_digest": r.recorded_digest, "replayed_digest": r.replayed_digest,
+                "cassette_id": r.cassette_id,
+                "task_id": r.task_id,
+                "seed": r.seed,
+                "identical": r.identical,
+                "recorded_digest": r.recorded_digest,
+                "replayed_digest": r.replayed_digest,
             }
             for r in results
         ],

@@ -121,7 +121,7 @@ def clean_stale_worktrees(repo: git.Repo) -> list[str]:
     for line in listing.splitlines():
         if not line.startswith("worktree "):
             continue
-        path = Path(line[len("worktree "):])
+        path = Path(line[len("worktree ") :])
         if path.name.startswith(WORKTREE_PREFIX) and owner_dead(path.name):
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("remove", "--force", str(path))

@@ -20,8 +20,14 @@ from replaykit.errors import ConfigError
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.
 QUICKSTART_TASKS: tuple[str, ...] = (
-    "checksum-release", "count-error-lines", "csv-active-emails", "fix-config-port",
-    "hello-file", "json-release-tag", "organize-files", "run-build-script",
+    "checksum-release",
+    "count-error-lines",
+    "csv-active-emails",
+    "fix-config-port",
+    "hello-file",
+    "json-release-tag",
+    "organize-files",
+    "run-build-script",
 )
 
 
@@ -34,7 +40,9 @@ def project_root(start: Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "configs").is_dir() and (folder / "envs").is_dir():
             return folder
-    raise ConfigError(f"no project folder (with configs/ and envs/) at or above {here}; set REPLAYKIT_PROJECT or pass root=")
+    raise ConfigError(
+        f"no project folder (with configs/ and envs/) at or above {here}; set REPLAYKIT_PROJECT or pass root="
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -43,8 +51,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'replaykit.testing' has no attribute {name!r}")
 
 
-def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str = "config.yaml", base: str = "quickstart.yaml",
-                 root: Path | None = None) -> Path:
+def write_config(
+    tmp: Path,
+    overrides: dict[str, Any] | None = None,
+    name: str = "config.yaml",
+    base: str = "quickstart.yaml",
+    root: Path | None = None,
+) -> Path:
     """A copy of ``configs/<base>`` whose store and harness repo live under ``tmp``
     (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
     root = Path(root) if root is not None else project_root()
@@ -58,7 +71,9 @@ def write_config(tmp: Path, overrides: dict[str, Any] | None = None, name: str =
     return path
 
 
-def small_config(tmp: Path, tasks: list[str] | None = None, seeds: list[int] | None = None, **overrides: Any) -> RunConfig:
+def small_config(
+    tmp: Path, tasks: list[str] | None = None, seeds: list[int] | None = None, **overrides: Any
+) -> RunConfig:
     """A config over a few sample tasks (by id) and seeds, for fast tests."""
     values: dict[str, Any] = dict(overrides)
     if tasks is not None:

@@ -18,7 +18,20 @@ def _cut(text: str, full: bool) -> str:
     return text[:TRUNCATE] + f"… [{len(text) - TRUNCATE} more chars; --full shows all]"
 
 
-LS_COLUMNS = ("id", "task_id", "seed", "model", "harness_sha", "kind", "n_llm", "n_env", "reward", "passed", "digest", "created_at")
+LS_COLUMNS = (
+    "id",
+    "task_id",
+    "seed",
+    "model",
+    "harness_sha",
+    "kind",
+    "n_llm",
+    "n_env",
+    "reward",
+    "passed",
+    "digest",
+    "created_at",
+)
 
 
 def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -28,7 +41,7 @@ def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = 
     if run_id:
         ids = store.get_run(run_id)["cassettes"]
         if limit is not None:
-            ids = ids[len(ids) - limit:] if limit else []
+            ids = ids[len(ids) - limit :] if limit else []
         rows = [store.cassette_row(i) for i in ids]
         return [{c: r[c] for c in LS_COLUMNS} for r in rows]
     return store.cassette_summaries(LS_COLUMNS, limit)
@@ -46,8 +59,17 @@ def show_cassette(store: Store, cassette_id: str, full: bool = False) -> dict[st
         item: dict[str, Any] = {"position": position, "kind": event.kind}
         if isinstance(event, LlmEvent):
             item.update(
-                request={"method": event.method, "path": event.path, "body": _cut(json.dumps(event.body, ensure_ascii=False), full)},
-                response={"status": event.status, "chunks": len(event.chunks), "bytes": len(event.content), "body": _cut(event.content.decode("utf-8", "replace"), full)},
+                request={
+                    "method": event.method,
+                    "path": event.path,
+                    "body": _cut(json.dumps(event.body, ensure_ascii=False), full),
+                },
+                response={
+                    "status": event.status,
+                    "chunks": len(event.chunks),
+                    "bytes": len(event.content),
+                    "body": _cut(event.content.decode("utf-8", "replace"), full),
+                },
             )
         elif isinstance(event, EnvEvent):
             item.update(
@@ -64,4 +86,10 @@ def show_cassette(store: Store, cassette_id: str, full: bool = False) -> dict[st
         elif isinstance(event, GradeEvent):
             item["grade"] = event.grade.to_dict()
         events.append(item)
-    return {"id": cid, "key": episode.key.canonical(), "digest": episode.digest, "meta": episode.meta, "events": events}
+    return {
+        "id": cid,
+        "key": episode.key.canonical(),
+        "digest": episode.digest,
+        "meta": episode.meta,
+        "events": events,
+    }

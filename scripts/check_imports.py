@@ -18,16 +18,53 @@ PACKAGE = "replaykit"
 
 #: Lower layers may not import the higher ones listed for them (prefix match).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "replaykit.envs": ("replaykit.cassette", "replaykit.models", "replaykit.rollout", "replaykit.run",
-                       "replaykit.train", "replaykit.certify", "replaykit.cli", "replaykit.report"),
-    "replaykit.models": ("replaykit.train", "replaykit.rollout", "replaykit.run", "replaykit.certify", "replaykit.cli"),
-    "replaykit.cassette": ("replaykit.capture", "replaykit.exchange", "replaykit.models", "replaykit.train",
-                           "replaykit.rollout", "replaykit.run", "replaykit.certify", "replaykit.cli", "replaykit.report",
-                           "replaykit.proxy_session"),
-    "replaykit.capture": ("replaykit.exchange", "replaykit.train", "replaykit.rollout", "replaykit.run",
-                          "replaykit.certify", "replaykit.cli", "replaykit.report", "replaykit.proxy_session"),
-    "replaykit.exchange": ("replaykit.train", "replaykit.rollout", "replaykit.run", "replaykit.certify",
-                           "replaykit.cli", "replaykit.proxy_session"),
+    "replaykit.envs": (
+        "replaykit.cassette",
+        "replaykit.models",
+        "replaykit.rollout",
+        "replaykit.run",
+        "replaykit.train",
+        "replaykit.certify",
+        "replaykit.cli",
+        "replaykit.report",
+    ),
+    "replaykit.models": (
+        "replaykit.train",
+        "replaykit.rollout",
+        "replaykit.run",
+        "replaykit.certify",
+        "replaykit.cli",
+    ),
+    "replaykit.cassette": (
+        "replaykit.capture",
+        "replaykit.exchange",
+        "replaykit.models",
+        "replaykit.train",
+        "replaykit.rollout",
+        "replaykit.run",
+        "replaykit.certify",
+        "replaykit.cli",
+        "replaykit.report",
+        "replaykit.proxy_session",
+    ),
+    "replaykit.capture": (
+        "replaykit.exchange",
+        "replaykit.train",
+        "replaykit.rollout",
+        "replaykit.run",
+        "replaykit.certify",
+        "replaykit.cli",
+        "replaykit.report",
+        "replaykit.proxy_session",
+    ),
+    "replaykit.exchange": (
+        "replaykit.train",
+        "replaykit.rollout",
+        "replaykit.run",
+        "replaykit.certify",
+        "replaykit.cli",
+        "replaykit.proxy_session",
+    ),
     "replaykit.rollout": ("replaykit.run", "replaykit.train", "replaykit.certify", "replaykit.cli"),
     "replaykit.run": ("replaykit.train", "replaykit.cli"),
     "replaykit.train": ("replaykit.cli",),
@@ -71,7 +108,9 @@ def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if base.startswith(PACKAGE):
                 for alias in node.names:
                     sub = f"{base}.{alias.name}"

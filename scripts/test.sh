@@ -14,8 +14,9 @@ for setup in scripts/setup-*.sh; do
   bash "$setup"
 done
 
-echo "== ruff check"
+echo "== ruff check, ruff format --check"
 python3 -m ruff check replaykit tests
+python3 -m ruff format --check --quiet .
 echo "== mypy"
 python3 -m mypy replaykit
 echo "== import cycles and layers"

@@ -59,7 +59,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"Docker tests must run in CI (run scripts/setup-docker.sh): {reason}", pytrace=False)
     if os.environ.get("REPLAYKIT_ALLOW_DOCKER_SKIP") == "1":
         pytest.skip(f"no Docker engine: {reason}")
-    pytest.fail(f"no Docker engine: {reason} (run scripts/setup-docker.sh, or set REPLAYKIT_ALLOW_DOCKER_SKIP=1 to skip)", pytrace=False)
+    pytest.fail(
+        f"no Docker engine: {reason} (run scripts/setup-docker.sh, or set REPLAYKIT_ALLOW_DOCKER_SKIP=1 to skip)",
+        pytrace=False,
+    )
 
 
 def leftover_containers(since: float) -> list[dict[str, Any]]:
@@ -72,8 +75,12 @@ def leftover_containers(since: float) -> list[dict[str, Any]]:
 
     me = owner_id()
     found = docker_client().api.containers(all=True, filters={"label": "replaykit=1"})
-    return [c for c in found if c.get("Created", 0) >= int(since) - 1
-            and ((owner := (c.get("Labels") or {}).get(OWNER_LABEL, "")) == me or not _owner_alive(owner))]
+    return [
+        c
+        for c in found
+        if c.get("Created", 0) >= int(since) - 1
+        and ((owner := (c.get("Labels") or {}).get(OWNER_LABEL, "")) == me or not _owner_alive(owner))
+    ]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -95,6 +102,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 # -- fixtures ------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def docker_base() -> str:
@@ -119,7 +127,9 @@ def docker_config() -> Callable[..., Path]:
 
 
 @pytest.fixture(scope="session")
-def docker_quickstart(docker_base: str, docker_config: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def docker_quickstart(
+    docker_base: str, docker_config: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """The quickstart panel recorded once in Docker with the reference model."""
     from replaykit.cassette.store import Store
     from replaykit.config import load_config
@@ -130,6 +140,12 @@ def docker_quickstart(docker_base: str, docker_config: Callable[..., Path], tmp_
     start = time.monotonic()
     result = measure(load_config(config_path))
     store = Store(tmp / "store")
-    yield {"tmp": tmp, "config": config_path, "store": store, "run": result.run,
-           "recorded": result.recorded, "seconds": time.monotonic() - start}
+    yield {
+        "tmp": tmp,
+        "config": config_path,
+        "store": store,
+        "run": result.run,
+        "recorded": result.recorded,
+        "seconds": time.monotonic() - start,
+    }
     store.close()

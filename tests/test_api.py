@@ -10,7 +10,14 @@ from replaykit.testing import write_config
 def test_readme_loop(tmp_path: Path) -> None:
     from replaykit import AgenticEstimator, GreedyMonotonic, OpenAIBackend, StrictPareto, Trainer
 
-    config_path = write_config(tmp_path, {"panel.tasks": [str(Path(__file__).parents[1] / "envs" / t) for t in ("hello-file", "fix-config-port")]})
+    config_path = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [
+                str(Path(__file__).parents[1] / "envs" / t) for t in ("hello-file", "fix-config-port")
+            ]
+        },
+    )
     criterion = StrictPareto()
     optimizer = GreedyMonotonic()
     trainer = Trainer(

@@ -10,7 +10,9 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def bench(name: str, *args: str) -> str:
-    proc = subprocess.run([sys.executable, str(BENCH / name), *args], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / name), *args], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -21,7 +23,17 @@ def test_client_overhead_runs_small() -> None:
 
 
 def test_training_replay_runs_small(tmp_path: Path) -> None:
-    out = bench("training_replay.py", "--epochs", "1", "--tasks", "2", "--workers", "0", "--cache", str(tmp_path / "cache"))
+    out = bench(
+        "training_replay.py",
+        "--epochs",
+        "1",
+        "--tasks",
+        "2",
+        "--workers",
+        "0",
+        "--cache",
+        str(tmp_path / "cache"),
+    )
     assert "identical=True" in out and "1 real candidates" in out
 
 

@@ -16,7 +16,14 @@ import yaml
 
 from replaykit.cassette.store import Store
 from replaykit.certify import (
-    DETERMINISTIC, ERROR, FORKED, certificate_id, certify_run, forked_tasks, get_certificate, scrub,
+    DETERMINISTIC,
+    ERROR,
+    FORKED,
+    certificate_id,
+    certify_run,
+    forked_tasks,
+    get_certificate,
+    scrub,
 )
 from replaykit.config import load_config
 from replaykit.run import measure
@@ -25,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 # -- scrubbing ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),
@@ -44,7 +52,10 @@ def test_scrub_volatile_shapes(text: str, expected: str) -> None:
     assert scrub(text) == expected
 
 
-@pytest.mark.parametrize("text", ["1700000000123456789", "ticket 1234567", "sha256 " + "ab" * 32, "port = 9090", "3 modules", "v3.4.1"])
+@pytest.mark.parametrize(
+    "text",
+    ["1700000000123456789", "ticket 1234567", "sha256 " + "ab" * 32, "port = 9090", "3 modules", "v3.4.1"],
+)
 def test_scrub_leaves_content_alone(text: str) -> None:
     assert scrub(text) == text
 
@@ -52,13 +63,23 @@ def test_scrub_leaves_content_alone(text: str) -> None:
 def test_certificate_ids_follow_task_env_image_and_what_was_executed() -> None:
     base = certificate_id("d" * 64, "docker", "sha256:1", ["a", "b"])
     assert base == certificate_id("d" * 64, "docker", "sha256:1", ["b", "a"])
-    assert len({base, certificate_id("e" * 64, "docker", "sha256:1", ["a", "b"]), certificate_id("d" * 64, "docker", "sha256:2", ["a", "b"]),
-                certificate_id("d" * 64, "local", "", ["a", "b"]), certificate_id("d" * 64, "docker", "sha256:1", ["a", "c"])}) == 5
+    assert (
+        len(
+            {
+                base,
+                certificate_id("e" * 64, "docker", "sha256:1", ["a", "b"]),
+                certificate_id("d" * 64, "docker", "sha256:2", ["a", "b"]),
+                certificate_id("d" * 64, "local", "", ["a", "b"]),
+                certificate_id("d" * 64, "docker", "sha256:1", ["a", "c"]),
+            }
+        )
+        == 5
+    )
 
 
 # -- helpers -----------------------------------------------------------------------------------
 
-NOISY_SOLVE = "#!/usr/bin/env bash\necho start\ndate +%s%N\necho \"ticket $RANDOM$RANDOM\" > ticket.txt\n"
+NOISY_SOLVE = '#!/usr/bin/env bash\necho start\ndate +%s%N\necho "ticket $RANDOM$RANDOM" > ticket.txt\n'
 CALM_SOLVE = "#!/usr/bin/env bash\necho start\nprintf 'ticket 42\\n' > ticket.txt\ncat ticket.txt\n"
 
 
@@ -78,7 +99,11 @@ def write_task(folder: Path, solve: str, instruction: str) -> Path:
 @pytest.fixture(scope="module")
 def task_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suite = tmp_path_factory.mktemp("certify-tasks")
-    write_task(suite / "noisy-ticket", NOISY_SOLVE, "Print the clock and write a random ticket number to ticket.txt.\n")
+    write_task(
+        suite / "noisy-ticket",
+        NOISY_SOLVE,
+        "Print the clock and write a random ticket number to ticket.txt.\n",
+    )
     write_task(suite / "calm-ticket", CALM_SOLVE, "Write the fixed ticket number 42 to ticket.txt.\n")
     return suite
 
@@ -91,13 +116,17 @@ def reference(task_suite: Path) -> Iterator[str]:
         yield server.base_url
 
 
-def record(tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[int] | None = None) -> tuple[Store, dict[str, Any]]:
+def record(
+    tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[int] | None = None
+) -> tuple[Store, dict[str, Any]]:
     tmp.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
     data.update(store=str(tmp / "store"), train=None)
     data["harness"]["repo"] = str(tmp / "harness")
     data["panel"] = {"tasks": [str(t) for t in tasks], "seeds": seeds or [0]}
-    data["model"].update(base_url=base_url, name="reference-oracle", api_key_env="")  # the loopback simulator needs no key
+    data["model"].update(
+        base_url=base_url, name="reference-oracle", api_key_env=""
+    )  # the loopback simulator needs no key
     data["env"]["kind"] = kind
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -111,8 +140,13 @@ def by_task(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # -- local environment (no Docker) ----------------------------------------------------------------
 
-def test_local_certification_noisy_forked_calm_deterministic(task_suite: Path, reference: str, tmp_path: Path) -> None:
-    store, run = record(tmp_path, "local", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference, seeds=[0, 1])
+
+def test_local_certification_noisy_forked_calm_deterministic(
+    task_suite: Path, reference: str, tmp_path: Path
+) -> None:
+    store, run = record(
+        tmp_path, "local", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference, seeds=[0, 1]
+    )
     report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
     rows = by_task(report)
     assert rows["calm-ticket"]["status"] == DETERMINISTIC
@@ -126,7 +160,9 @@ def test_local_certification_noisy_forked_calm_deterministic(task_suite: Path, r
     store.close()
 
 
-def test_missing_or_changed_task_is_an_error_not_a_certificate(task_suite: Path, reference: str, tmp_path: Path) -> None:
+def test_missing_or_changed_task_is_an_error_not_a_certificate(
+    task_suite: Path, reference: str, tmp_path: Path
+) -> None:
     import shutil
 
     copy = tmp_path / "tasks" / "calm-ticket"
@@ -146,13 +182,17 @@ def test_missing_or_changed_task_is_an_error_not_a_certificate(task_suite: Path,
 
 # -- Docker --------------------------------------------------------------------------------------
 
+
 @pytest.mark.docker
 def test_quickstart_in_docker_certifies_deterministic(docker_quickstart: dict[str, Any]) -> None:
     store, run = docker_quickstart["store"], docker_quickstart["run"]
     report = certify_run(store, run["run_id"], root=REPO)
     assert report["certified"] and report["forked"] == 0 and report["error"] == 0
     assert sorted(by_task(report)) == sorted(run["panel"]["tasks"])
-    assert all(r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("sha256:") for r in report["tasks"])
+    assert all(
+        r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("sha256:")
+        for r in report["tasks"]
+    )
     assert not any(r["reused"] for r in report["tasks"])
     again = certify_run(store, run["run_id"], root=REPO)  # certificates reused: nothing re-executed
     assert all(r["reused"] for r in again["tasks"]) and again["deterministic"] == report["deterministic"]
@@ -161,17 +201,31 @@ def test_quickstart_in_docker_certifies_deterministic(docker_quickstart: dict[st
 
 @pytest.mark.docker
 def test_cli_certify_table_and_json(docker_quickstart: dict[str, Any]) -> None:
-    args = [sys.executable, "-m", "replaykit.cli", "certify", docker_quickstart["run"]["run_id"], "--store", str(docker_quickstart["tmp"] / "store")]
+    args = [
+        sys.executable,
+        "-m",
+        "replaykit.cli",
+        "certify",
+        docker_quickstart["run"]["run_id"],
+        "--store",
+        str(docker_quickstart["tmp"] / "store"),
+    ]
     human = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=600)
     assert human.returncode == 0, human.stderr
     assert "deterministic" in human.stdout and "forked 0" in human.stdout
-    doc = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, cwd=REPO, timeout=600).stdout)
+    doc = json.loads(
+        subprocess.run([*args, "--json"], capture_output=True, text=True, cwd=REPO, timeout=600).stdout
+    )
     assert doc["run_id"] == docker_quickstart["run"]["run_id"] and doc["forked"] == 0
 
 
 @pytest.mark.docker
-def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(docker_base: str, task_suite: Path, reference: str, tmp_path: Path) -> None:
-    store, run = record(tmp_path, "docker", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference)
+def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
+    docker_base: str, task_suite: Path, reference: str, tmp_path: Path
+) -> None:
+    store, run = record(
+        tmp_path, "docker", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference
+    )
     report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
     rows = by_task(report)
     assert rows["calm-ticket"]["status"] == DETERMINISTIC
@@ -186,7 +240,10 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(docker_base: 
     again = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
     assert all(r["reused"] for r in again["tasks"])
     refreshed = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path, refresh=True)
-    assert not any(r["reused"] for r in refreshed["tasks"]) and by_task(refreshed)["noisy-ticket"]["status"] == FORKED
+    assert (
+        not any(r["reused"] for r in refreshed["tasks"])
+        and by_task(refreshed)["noisy-ticket"]["status"] == FORKED
+    )
 
     from replaykit.train.criteria import StrictPareto
 
@@ -201,5 +258,3 @@ def noisy_digest(store: Store, run: dict[str, Any]) -> tuple[str, list[str]]:
     rows = [r for r in rows if r["task_id"] == "noisy-ticket"]
     assert rows, "no noisy-ticket cassette"
     return str(rows[0]["task_digest"]), [str(r["digest"]) for r in rows]
-
-

@@ -13,9 +13,9 @@ from replaykit.run import measure
 from replaykit.testing import REPO_ROOT, small_config
 
 TASK = REPO_ROOT / "envs" / "hello-file"
-HARNESS = '''def solve(task, env, llm, ctx):
+HARNESS = """def solve(task, env, llm, ctx):
     env.run({action!r})
-'''
+"""
 CALM = "printf 'ticket 42\\n' > ticket.txt; cat ticket.txt"
 NOISY = "echo ticket $RANDOM$RANDOM$RANDOM > ticket.txt; cat ticket.txt"
 

@@ -24,14 +24,21 @@ def env_for(tmp: Path) -> dict[str, str]:
 
 
 def small(tmp: Path) -> Path:
-    return write_config(tmp, {"panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")], "panel.seeds": [0], "train.epochs": 1})
+    return write_config(
+        tmp, {"panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")], "panel.seeds": [0], "train.epochs": 1}
+    )
 
 
 def test_twelve_concurrent_first_runs_all_succeed_and_leave_one_valid_repo(tmp_path: Path) -> None:
     config = small(tmp_path)
     procs = [
-        subprocess.Popen([sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"], env=env_for(tmp_path),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"],
+            env=env_for(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(12)
     ]
     results = [(p.wait(timeout=600), p.stdout.read(), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
@@ -39,9 +46,9 @@ def test_twelve_concurrent_first_runs_all_succeed_and_leave_one_valid_repo(tmp_p
     assert failed == []
     repo = git.Repo(tmp_path / "harness")
     assert not repo.is_dirty(untracked_files=True) and repo.active_branch.name == "main"
-    assert len(list(repo.iter_commits())) == 1 and sorted(p.name for p in (tmp_path / "harness").iterdir()) == sorted(
-        [".git", *(p.name for p in (TEMPLATES / "quickstart").iterdir() if p.name != "__pycache__")]
-    )
+    assert len(list(repo.iter_commits())) == 1 and sorted(
+        p.name for p in (tmp_path / "harness").iterdir()
+    ) == sorted([".git", *(p.name for p in (TEMPLATES / "quickstart").iterdir() if p.name != "__pycache__")])
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
     assert len({out for _, out, _ in results}) >= 1  # every run printed its run document
 
@@ -80,16 +87,31 @@ harness.materialise_template("quickstart", Path(sys.argv[4]))
 def test_a_killed_runs_leftovers_are_cleaned_by_the_next_run(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     config = small(tmp_path)
-    first = subprocess.run([sys.executable, "-m", "replaykit.cli", "run", str(config)], env=env, capture_output=True, text=True, timeout=600)
+    first = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "run", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert first.returncode == 0, first.stderr
     ws_parent = Path(env["TMPDIR"]) / "replaykit-ws"
     ws_parent.mkdir(exist_ok=True)
-    args = [str(tmp_path / "harness"), str(REPO_ROOT / "envs" / "hello-file"), str(ws_parent / "killedworkspace"), str(tmp_path / "harness")]
+    args = [
+        str(tmp_path / "harness"),
+        str(REPO_ROOT / "envs" / "hello-file"),
+        str(ws_parent / "killedworkspace"),
+        str(tmp_path / "harness"),
+    ]
     for name, script in KILLERS.items():
-        proc = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == -signal.SIGKILL, (name, proc.stderr)
     repo = git.Repo(tmp_path / "harness")
-    assert len(repo.git.worktree("list").splitlines()) == 2  # the killed training's worktree is still registered
+    assert (
+        len(repo.git.worktree("list").splitlines()) == 2
+    )  # the killed training's worktree is still registered
     assert [p for p in ws_parent.iterdir() if ".removing-" in p.name]
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".harness.tmp-")]
     for i in range(3):  # lock files an older version left behind, one per episode
@@ -97,8 +119,13 @@ def test_a_killed_runs_leftovers_are_cleaned_by_the_next_run(tmp_path: Path) -> 
     held = ws_parent / ".held-by-a-live-process.lock"
     with open(held, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        train = subprocess.run([sys.executable, "-m", "replaykit.cli", "train", str(config), "--record-mode", "all"],
-                               env=env, capture_output=True, text=True, timeout=600)
+        train = subprocess.run(
+            [sys.executable, "-m", "replaykit.cli", "train", str(config), "--record-mode", "all"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert train.returncode == 0, train.stderr
         assert held.exists()  # a live holder's lock is never taken away
     assert len(repo.git.worktree("list").splitlines()) == 1

@@ -52,7 +52,11 @@ class _GateHandler(LoopbackHandler):
         if status == 0 and self.headers.get("Authorization") != f"Bearer {GOOD_KEY}":
             status = 401
         if status:
-            messages = {401: "Incorrect API key provided", 404: "The model does not exist", 500: "internal error"}
+            messages = {
+                401: "Incorrect API key provided",
+                404: "The model does not exist",
+                500: "internal error",
+            }
             data = json.dumps({"error": {"message": messages.get(status, "error"), "type": "error"}}).encode()
             self._reply(status, "application/json", data)
             return
@@ -87,12 +91,23 @@ def gate() -> Iterator[Gate]:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def config_for(tmp: Path, base_url: str, **overrides: Any) -> Path:
-    values = {"panel.tasks": TASKS, "panel.seeds": [0], "model.base_url": base_url, "model.api_key_env": "GATE_KEY", **overrides}
+    values = {
+        "panel.tasks": TASKS,
+        "panel.seeds": [0],
+        "model.base_url": base_url,
+        "model.api_key_env": "GATE_KEY",
+        **overrides,
+    }
     return write_config(tmp, values)
 
 
@@ -102,14 +117,22 @@ def stored_cassettes(tmp: Path) -> int:
     return len(Store(tmp / "store").list_cassettes())
 
 
-@pytest.mark.parametrize(("status", "fix"), [(401, "check the API key in $GATE_KEY"), (404, "check the model name"), (500, "the server failed")])
-def test_http_error_stops_the_run_and_nothing_is_cached(tmp_path: Path, gate: Gate, status: int, fix: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "fix"),
+    [(401, "check the API key in $GATE_KEY"), (404, "check the model name"), (500, "the server failed")],
+)
+def test_http_error_stops_the_run_and_nothing_is_cached(
+    tmp_path: Path, gate: Gate, status: int, fix: str
+) -> None:
     gate.status = status
     config = config_for(tmp_path, gate.base_url)
     proc = cli("run", str(config), env={"GATE_KEY": "sk-gate-bad-000000000000"})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"Error: model endpoint {gate.base_url} answered HTTP {status}") and fix in proc.stderr
+    assert (
+        proc.stderr.startswith(f"Error: model endpoint {gate.base_url} answered HTTP {status}")
+        and fix in proc.stderr
+    )
     assert stored_cassettes(tmp_path) == 0
 
 
@@ -129,7 +152,9 @@ def test_fixed_endpoint_rerun_records_instead_of_reusing(tmp_path: Path, gate: G
     assert again["reused_count"] == 2 and again["recorded_count"] == 0
 
 
-def test_cassette_stored_with_an_endpoint_error_by_an_older_version_is_rerecorded(tmp_path: Path, gate: Gate) -> None:
+def test_cassette_stored_with_an_endpoint_error_by_an_older_version_is_rerecorded(
+    tmp_path: Path, gate: Gate
+) -> None:
     gate.status = 0
     config = config_for(tmp_path, gate.base_url)
     first = json.loads(cli("run", str(config), "--json", env={"GATE_KEY": GOOD_KEY}).stdout)
@@ -137,7 +162,11 @@ def test_cassette_stored_with_an_endpoint_error_by_an_older_version_is_rerecorde
     victim = first["episodes"][0]["cassette_id"]
     episode = store.get_episode(victim)
     llm = next(e for e in episode.events if isinstance(e, LlmEvent))
-    llm.status, llm.reason, llm.content = 401, "Unauthorized", b'{"error": {"message": "Incorrect API key provided"}}'
+    llm.status, llm.reason, llm.content = (
+        401,
+        "Unauthorized",
+        b'{"error": {"message": "Incorrect API key provided"}}',
+    )
     store.put_episode(episode)  # what an older replaykit stored: an endpoint error inside a graded episode
     store.close()
     again = json.loads(cli("run", str(config), "--json", env={"GATE_KEY": GOOD_KEY}).stdout)
@@ -152,7 +181,9 @@ def test_refused_connection_is_an_endpoint_failure(tmp_path: Path) -> None:
     config = config_for(tmp_path, f"http://127.0.0.1:{port}/v1")
     proc = cli("run", str(config), env={"GATE_KEY": GOOD_KEY})
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert f"Error: model endpoint http://127.0.0.1:{port}/v1 failed on POST /v1/chat/completions" in proc.stderr
+    assert (
+        f"Error: model endpoint http://127.0.0.1:{port}/v1 failed on POST /v1/chat/completions" in proc.stderr
+    )
     assert "is the server up" in proc.stderr and stored_cassettes(tmp_path) == 0
 
 
@@ -165,10 +196,17 @@ def test_unknown_model_on_the_builtin_server_is_an_error_not_a_result(tmp_path: 
 
 
 def test_unknown_proposer_model_stops_the_training(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {
-        "panel.tasks": TASKS, "panel.seeds": [0],
-        "train.estimator": {"kind": "agentic", "backend": {"kind": "openai", "model": "reference-proposr", "base_url": "builtin"}},
-    })
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": TASKS,
+            "panel.seeds": [0],
+            "train.estimator": {
+                "kind": "agentic",
+                "backend": {"kind": "openai", "model": "reference-proposr", "base_url": "builtin"},
+            },
+        },
+    )
     proc = cli("train", str(config), "--epochs", "1")
     last = proc.stderr.splitlines()[-1]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
@@ -181,7 +219,13 @@ def test_unknown_proposer_model_stops_the_training(tmp_path: Path) -> None:
 def test_unset_api_key_env_is_an_error_not_a_placeholder(tmp_path: Path, gate: Gate) -> None:
     env = {k: v for k, v in os.environ.items() if k != "GATE_KEY"}
     config = config_for(tmp_path, gate.base_url)
-    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", "run", str(config)], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "run", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     assert "$GATE_KEY (model.api_key_env) is not set" in proc.stderr and 'api_key_env: ""' in proc.stderr
     assert stored_cassettes(tmp_path) == 0
@@ -190,23 +234,38 @@ def test_unset_api_key_env_is_an_error_not_a_placeholder(tmp_path: Path, gate: G
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"panel.seeds": [1180591620717411303424]}, "field 'panel.seeds.0': Input should be less than or equal to 9223372036854775807 (got 1180591620717411303424)"),
+        (
+            {"panel.seeds": [1180591620717411303424]},
+            "field 'panel.seeds.0': Input should be less than or equal to 9223372036854775807 (got 1180591620717411303424)",
+        ),
         ({"panel.seeds": []}, "field 'panel.seeds': List should have at least 1 item"),
-        ({"executor.workers": 0}, "field 'executor.workers': Input should be greater than or equal to 1 (got 0)"),
+        (
+            {"executor.workers": 0},
+            "field 'executor.workers': Input should be greater than or equal to 1 (got 0)",
+        ),
         ({"model.name": ""}, "field 'model.name': String should have at least 1 character (got '')"),
-        ({"record.rules": ["uuid"]}, "field 'record.rules': unknown normalisation rule 'uuid'; known: codex-session, timestamps, uuids"),
+        (
+            {"record.rules": ["uuid"]},
+            "field 'record.rules': unknown normalisation rule 'uuid'; known: codex-session, timestamps, uuids",
+        ),
         ({"train.epochs": 0}, "field 'train.epochs': Input should be greater than or equal to 1 (got 0)"),
     ],
 )
-def test_bad_config_is_one_line_before_anything_is_recorded(tmp_path: Path, overrides: dict[str, Any], expected: str) -> None:
+def test_bad_config_is_one_line_before_anything_is_recorded(
+    tmp_path: Path, overrides: dict[str, Any], expected: str
+) -> None:
     config = write_config(tmp_path, {"panel.tasks": TASKS, **overrides})
     proc = cli("train" if "train.epochs" in overrides else "run", str(config))
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, (
+        proc.stderr
+    )
     assert expected in proc.stderr, proc.stderr
     assert stored_cassettes(tmp_path) == 0
 
 
-def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(tmp_path: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(
+    tmp_path: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import openai
 
     from replaykit.proxy_session import run_proxy_session
@@ -219,14 +278,26 @@ def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(tmp_path: P
         def ready(url: str, kind: str) -> None:
             client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
             try:
-                client.chat.completions.create(model="reference-strong", messages=[{"role": "user", "content": "hi"}])
+                client.chat.completions.create(
+                    model="reference-strong", messages=[{"role": "user", "content": "hi"}]
+                )
                 statuses.append(200)
             except openai.APIStatusError as exc:
                 statuses.append(exc.status_code)
             stop.set()
 
         def work() -> None:
-            result.update(run_proxy_session(Store(tmp_path / "store"), "s", gate.base_url, "once", api_key_env="GATE_KEY", on_ready=ready, stop=stop))
+            result.update(
+                run_proxy_session(
+                    Store(tmp_path / "store"),
+                    "s",
+                    gate.base_url,
+                    "once",
+                    api_key_env="GATE_KEY",
+                    on_ready=ready,
+                    stop=stop,
+                )
+            )
 
         worker = threading.Thread(target=work)
         worker.start()

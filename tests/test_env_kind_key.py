@@ -30,7 +30,9 @@ def test_a_new_env_kind_never_reuses_local_cassettes(tmp_path: Path) -> None:
 
 
 def test_kind_comes_first_and_is_not_duplicated() -> None:
-    register_env("extra-kind", get_env_kind("local").factory, lambda env, task: (("env", "spoof"), ("image", "x")))
+    register_env(
+        "extra-kind", get_env_kind("local").factory, lambda env, task: (("env", "spoof"), ("image", "x"))
+    )
     try:
         assert env_key_extra({"kind": "extra-kind"}, None) == (("env", "extra-kind"), ("image", "x"))
         assert env_key_extra({"kind": "local"}, None) == (("env", "local"),)

@@ -43,9 +43,13 @@ def test_one_client_per_process_and_endpoint() -> None:
 
 
 def test_harness_compiled_once_runs_in_a_fresh_module(tmp_path: Path) -> None:
-    (tmp_path / "harness.py").write_text("CALLS = []\ndef solve(task, env, llm, ctx):\n    CALLS.append(1)\n    return len(CALLS)\n")
+    (tmp_path / "harness.py").write_text(
+        "CALLS = []\ndef solve(task, env, llm, ctx):\n    CALLS.append(1)\n    return len(CALLS)\n"
+    )
     first, second = load_solve(tmp_path), load_solve(tmp_path)
-    assert first(None, None, None, None) == 1 and second(None, None, None, None) == 1  # no state leaks between episodes
+    assert (
+        first(None, None, None, None) == 1 and second(None, None, None, None) == 1
+    )  # no state leaks between episodes
     (tmp_path / "harness.py").write_text("def solve(task, env, llm, ctx):\n    return 'edited'\n")
     assert load_solve(tmp_path)(None, None, None, None) == "edited"  # new content, new code
 
@@ -71,7 +75,9 @@ def test_meta_is_stored_once_and_old_documents_still_read(tmp_path: Path) -> Non
     docs = [store.get_json(store.cassette_row(i)["doc"]) for i in result.run["cassettes"]]
     assert all(d["format"] == 2 for d in docs)
     shared = [name for name in ("pins", "versions", "task", "env") if "b" in docs[0]["meta"][name]]
-    assert shared and all(docs[0]["meta"][n] == docs[1]["meta"][n] for n in shared)  # one blob, referenced twice
+    assert shared and all(
+        docs[0]["meta"][n] == docs[1]["meta"][n] for n in shared
+    )  # one blob, referenced twice
     episode = store.get_episode(result.run["cassettes"][0])
     assert episode.meta["seed"] == 0 and episode.meta["task"]["id"] == "hello-file"
     # a format-1 document (meta inline) decodes to the same episode
@@ -91,7 +97,9 @@ def test_cassettes_ls_limit(tmp_path: Path) -> None:
     assert len(every) == 4
     newest = json.loads(cli("cassettes", "ls", "--store", store, "--json", "--limit", "2").stdout)
     assert newest == every[-2:]
-    of_run = json.loads(cli("cassettes", "ls", "--store", store, "--run", run["run_id"], "--json", "-n", "1").stdout)
+    of_run = json.loads(
+        cli("cassettes", "ls", "--store", store, "--run", run["run_id"], "--json", "-n", "1").stdout
+    )
     assert [r["id"] for r in of_run] == run["cassettes"][-1:]
     table = cli("cassettes", "ls", "--store", store, "--limit", "3").stdout
     assert "newest 3 of 4" in table

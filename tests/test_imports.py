@@ -30,7 +30,12 @@ def test_lazy_imports_count_and_type_checking_ones_do_not(tmp_path: Path) -> Non
         "if TYPE_CHECKING:\n    from replaykit.train import trainer\n"
         "def f():\n    from replaykit.rollout import record_episode\n    import replaykit.cassette.store\n"
     )
-    modules = {"replaykit.train.trainer", "replaykit.rollout", "replaykit.cassette.store", "replaykit.cassette"}
+    modules = {
+        "replaykit.train.trainer",
+        "replaykit.rollout",
+        "replaykit.cassette.store",
+        "replaykit.cassette",
+    }
     assert check.imports_of(mod, "replaykit.m", modules) == {"replaykit.rollout", "replaykit.cassette.store"}
 
 

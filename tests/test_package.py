@@ -15,8 +15,10 @@ INIT = Path(replaykit.__file__)
 def test_all_is_literal_and_every_name_resolves() -> None:
     tree = ast.parse(INIT.read_text())
     literal = next(
-        node.value for node in tree.body
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
     )
     assert isinstance(literal, ast.List) and all(isinstance(e, ast.Constant) for e in literal.elts)
     for name in replaykit.__all__:
@@ -26,8 +28,15 @@ def test_all_is_literal_and_every_name_resolves() -> None:
 
 def test_type_checking_block_imports_exactly_the_public_names() -> None:
     tree = ast.parse(INIT.read_text())
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    imported = {alias.asname or alias.name for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
+    )
+    imported = {
+        alias.asname or alias.name
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     assert imported == set(replaykit.__all__)
 
 

@@ -33,7 +33,9 @@ def install_plugin(site: Path) -> None:
     shutil.copy(PLUGIN / "replaykit_example_plugin.py", site)
     dist = site / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n"
+    )
     lines = []
     for group, entries in meta["entry-points"].items():
         lines.append(f"[{group}]")
@@ -45,8 +47,14 @@ def cli(args: list[str], site: Path | None, cwd: Path) -> tuple[int, Any, str]:
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", *args, "--json"], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
     try:
         doc = json.loads(proc.stdout) if proc.stdout.strip() else None
     except json.JSONDecodeError:
@@ -59,13 +67,18 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("plugin")
     site = tmp / "site"
     install_plugin(site)
-    config = write_config(tmp, {
-        "panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.kind": "example",
-        "train.epochs": 2,
-        "train.estimator": {"kind": "agentic", "backend": {"kind": "append_note"}},
-        "train.criterion": {"name": "no_worse"},
-        "train.optimizer": {"name": "even_epochs"},
-    })
+    config = write_config(
+        tmp,
+        {
+            "panel.tasks": [str(REPO / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "env.kind": "example",
+            "train.epochs": 2,
+            "train.estimator": {"kind": "agentic", "backend": {"kind": "append_note"}},
+            "train.criterion": {"name": "no_worse"},
+            "train.optimizer": {"name": "even_epochs"},
+        },
+    )
     code, summary, err = cli(["train", str(config)], site, tmp)
     assert code == 0, err
     return {"tmp": tmp, "site": site, "config": config, "summary": summary}
@@ -84,7 +97,10 @@ def test_plugin_backend_criterion_and_optimizer_drive_the_training(plugin: dict[
     epochs = plugin["summary"]["epochs"]
     assert [e["description"][:12] for e in epochs] == ["append note ", "append note "]
     assert all(e["verdict"]["criterion"] == "no_worse" and e["decision"] == "accepted" for e in epochs)
-    assert [e["promoted"] for e in epochs] == [True, False]  # even_epochs: the criterion accepts both, epoch 1 is odd
+    assert [e["promoted"] for e in epochs] == [
+        True,
+        False,
+    ]  # even_epochs: the criterion accepts both, epoch 1 is odd
     assert plugin["summary"]["chain"][1:] == [epochs[0]["candidate_sha"]]
 
 
@@ -94,13 +110,19 @@ def test_plugin_criterion_in_audit_and_training_replay(plugin: dict[str, Any]) -
     verdict = plugin["summary"]["verdicts"][0]
     code, report, err = cli(["audit", verdict, "--store", store, "--criterion", "strict_pareto"], site, tmp)
     assert code == 0 and report["reproduced"], err
-    assert report["counterfactual"]["differs"]  # a comment-only change is an exact tie: strict Pareto rejects it
+    assert report["counterfactual"][
+        "differs"
+    ]  # a comment-only change is an exact tie: strict Pareto rejects it
     code, report, err = cli(["replay", plugin["summary"]["training_id"], "--store", store], site, tmp)
     assert code == 0 and report["identical"], err
 
 
 def test_tasks_check_with_the_plugin_env(plugin: dict[str, Any]) -> None:
-    code, report, err = cli(["tasks", "check", str(REPO / "envs" / "hello-file"), "--env", "example"], plugin["site"], plugin["tmp"])
+    code, report, err = cli(
+        ["tasks", "check", str(REPO / "envs" / "hello-file"), "--env", "example"],
+        plugin["site"],
+        plugin["tmp"],
+    )
     assert code == 0 and report["env"] == "example" and report["ok"], err
 
 

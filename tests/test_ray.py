@@ -40,8 +40,15 @@ NODE = {"num_cpus": 1, "memory": 768 * MB, "object_store_memory": 80 * MB, "reso
 def cluster() -> Iterator[Cluster]:
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "memory": 512 * MB, "object_store_memory": 80 * MB,
-                                                      "include_dashboard": False})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "memory": 512 * MB,
+            "object_store_memory": 80 * MB,
+            "include_dashboard": False,
+        },
+    )
     for _ in range(2):
         c.add_node(**NODE)
     ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
@@ -67,15 +74,33 @@ def test_quickstart_panel_on_ray_equals_inline(cluster: Cluster, tmp_path: Path)
     assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
     store = Store(tmp_path / "ray" / "store")
     episode = store.get_episode(on_ray.run["cassettes"][0])
-    assert episode.meta["task"]["path"].startswith(str(Path(__file__).resolve().parent.parent / "envs"))  # the driver's path
+    assert episode.meta["task"]["path"].startswith(
+        str(Path(__file__).resolve().parent.parent / "envs")
+    )  # the driver's path
     assert replay_run(store, on_ray.run["run_id"])["identical"]
 
 
 def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")],
-                                     "train.epochs": 3})
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [
+                str(Path(__file__).resolve().parent.parent / "envs" / t)
+                for t in ("hello-file", "fix-config-port")
+            ],
+            "train.epochs": 3,
+        },
+    )
     trained = json.loads(cli("train", str(config), "--json").stdout)
-    replayed = cli("replay", trained["training_id"], "--store", str(tmp_path / "store"), "--ray", cluster.address, "--json")
+    replayed = cli(
+        "replay",
+        trained["training_id"],
+        "--store",
+        str(tmp_path / "store"),
+        "--ray",
+        cluster.address,
+        "--json",
+    )
     assert replayed.stdout.strip(), f"replay printed nothing; stderr:\n{replayed.stderr[-3000:]}"
     report = json.loads(replayed.stdout)
     assert report["identical"] and report["final_baseline"] == trained["final_baseline"]
@@ -83,8 +108,13 @@ def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> 
 
 
 @pytest.mark.docker
-def test_docker_episodes_run_on_a_worker_node(cluster: Cluster, docker_base: str, docker_config: Any, tmp_path: Path) -> None:
-    tasks = {"panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / "hello-file")], "panel.seeds": [0]}
+def test_docker_episodes_run_on_a_worker_node(
+    cluster: Cluster, docker_base: str, docker_config: Any, tmp_path: Path
+) -> None:
+    tasks = {
+        "panel.tasks": [str(Path(__file__).resolve().parent.parent / "envs" / "hello-file")],
+        "panel.seeds": [0],
+    }
     (tmp_path / "ray").mkdir()
     (tmp_path / "inline").mkdir()
     on_ray = measure(load_config(docker_config(tmp_path / "ray", {**tasks, **_ray(cluster.address)})))
@@ -99,7 +129,9 @@ def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> No
     from replaykit.certify import certify_run
     from replaykit.ray_executor import RayExecutor
 
-    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1])
+    config = small_config(
+        tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1]
+    )
     run = measure(config).run
     store = Store(config.store_path)
     on_ray = certify_run(store, run["run_id"], refresh=True, executor=RayExecutor(cluster.address))
@@ -116,7 +148,7 @@ def _blocking_harness(repo: Path, marks: Path) -> None:
     start leaves a mark naming the Ray node it runs on."""
     shutil.copytree(TEMPLATES / "quickstart", repo, ignore=shutil.ignore_patterns("__pycache__"))
     source = (repo / "harness.py").read_text()
-    source += f'''
+    source += f"""
 
 _quickstart_solve = solve
 
@@ -129,7 +161,7 @@ def solve(task, env, llm, ctx):
     while not (marks / "release").exists():
         time.sleep(0.05)
     return _quickstart_solve(task, env, llm, ctx)
-'''
+"""
     (repo / "harness.py").write_text(source)
     import git
 
@@ -140,8 +172,12 @@ def test_a_worker_node_killed_mid_episode_is_retried_elsewhere(cluster: Cluster,
     marks = tmp_path / "marks"
     marks.mkdir()
     _blocking_harness(tmp_path / "harness-repo", marks)
-    config = small_config(tmp_path, tasks=["hello-file", "fix-config-port"], seeds=[0, 1],
-                          **_ray(cluster.address, **{"harness.repo": str(tmp_path / "harness-repo"), "harness.template": None}))
+    config = small_config(
+        tmp_path,
+        tasks=["hello-file", "fix-config-port"],
+        seeds=[0, 1],
+        **_ray(cluster.address, **{"harness.repo": str(tmp_path / "harness-repo"), "harness.template": None}),
+    )
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -171,7 +207,9 @@ def test_a_worker_node_killed_mid_episode_is_retried_elsewhere(cluster: Cluster,
     for mark in marks.iterdir():
         if mark.name != "release":
             starts.setdefault(mark.name.rsplit("-", 1)[0], set()).add(mark.read_text())
-    assert any(victim_id in nodes and len(nodes) > 1 for nodes in starts.values())  # started on the victim, finished elsewhere
+    assert any(
+        victim_id in nodes and len(nodes) > 1 for nodes in starts.values()
+    )  # started on the victim, finished elsewhere
     store = Store(config.store_path)
     rows = store.list_cassettes()
     assert sorted(r["id"] for r in rows) == sorted(result.run["cassettes"])  # stored once each, none half

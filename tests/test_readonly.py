@@ -25,12 +25,18 @@ TASKS = ["hello-file", "fix-config-port"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
 
 
 def snapshot(root: Path) -> dict[str, str]:
     """sha256 of every file under a store folder (index.db, its WAL files if any, cache/)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +60,16 @@ def test_read_only_commands_leave_the_store_byte_identical(trained: dict[str, An
     cassette = json.loads(cli("cassettes", "ls", "--run", run_id, "--store", store, "--json").stdout)[0]["id"]
     before = snapshot(trained["store"])
     commands = [
-        ("replay", run_id), ("replay", training_id), ("audit", verdicts[0]), ("audit", verdicts[0], "--criterion", "mean_reward"),
-        ("runs",), ("cassettes", "ls"), ("cassettes", "ls", "--run", run_id), ("cassettes", "show", cassette),
-        ("cassettes", "export", training_id, "-o", str(tmp_path / "t.tgz")), ("cassettes", "export", run_id, "-o", str(tmp_path / "r.tar")),
+        ("replay", run_id),
+        ("replay", training_id),
+        ("audit", verdicts[0]),
+        ("audit", verdicts[0], "--criterion", "mean_reward"),
+        ("runs",),
+        ("cassettes", "ls"),
+        ("cassettes", "ls", "--run", run_id),
+        ("cassettes", "show", cassette),
+        ("cassettes", "export", training_id, "-o", str(tmp_path / "t.tgz")),
+        ("cassettes", "export", run_id, "-o", str(tmp_path / "r.tar")),
         ("cassettes", "export", run_id, "--format", "vcr", "-o", str(tmp_path / "vcr")),
         ("cassettes", "verify", str(tmp_path / "t.tgz"), "--store", store),
     ]
@@ -66,18 +79,32 @@ def test_read_only_commands_leave_the_store_byte_identical(trained: dict[str, An
         assert out.returncode == 0, f"{args}: {out.stderr}"
         assert snapshot(trained["store"]) == before, f"`replaykit {' '.join(args)}` changed the store"
     # the training's runs still point at the real harness repo: replaying one against another ref works
-    run = json.loads(cli("replay", run_id, "--store", store, "--harness", summary["final_baseline"], "--json").stdout or "{}")
+    run = json.loads(
+        cli("replay", run_id, "--store", store, "--harness", summary["final_baseline"], "--json").stdout
+        or "{}"
+    )
     assert run.get("replayed_harness_sha") == summary["final_baseline"], run
     assert snapshot(trained["store"]) == before
 
 
-@pytest.mark.parametrize("args", [
-    ("replay", "abcdef123456"), ("audit", "abcdef123456"), ("runs",), ("cassettes", "ls"), ("cassettes", "show", "abcdef123456"),
-    ("cassettes", "export", "abcdef123456"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", "abcdef123456"),
+        ("audit", "abcdef123456"),
+        ("runs",),
+        ("cassettes", "ls"),
+        ("cassettes", "show", "abcdef123456"),
+        ("cassettes", "export", "abcdef123456"),
+    ],
+)
 def test_read_only_commands_on_a_missing_store_create_nothing(tmp_path: Path, args: tuple[str, ...]) -> None:
     out = cli(*args, "--store", str(tmp_path / "typo"), cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.startswith("Error: no store at ") and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert (
+        out.returncode == 1
+        and out.stderr.startswith("Error: no store at ")
+        and len(out.stderr.strip().splitlines()) == 1
+    ), out.stderr
     assert sorted(os.listdir(tmp_path)) == []
 
 
@@ -101,9 +128,13 @@ def test_created_at_is_set_once_and_exports_are_stable(trained: dict[str, Any], 
     assert import_bundle(target, second)["noop"]
 
 
-def test_record_mode_none_never_materialises_a_mistyped_harness_repo(trained: dict[str, Any], tmp_path: Path) -> None:
+def test_record_mode_none_never_materialises_a_mistyped_harness_repo(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
     cfg = trained["cfg"]
-    typo = cfg.model_copy(update={"harness": cfg.harness.model_copy(update={"repo": str(tmp_path / "harnes")})})
+    typo = cfg.model_copy(
+        update={"harness": cfg.harness.model_copy(update={"repo": str(tmp_path / "harnes")})}
+    )
     with pytest.raises(HarnessError, match="does not exist; record mode none never creates one"):
         measure(typo, record_mode="none")
     assert not (tmp_path / "harnes").exists()

@@ -27,7 +27,9 @@ def recorded(tmp_path: Path) -> dict[str, Any]:
     return {"config": config, "run": result.run, "store": Store(config.store_path), "tmp": tmp_path}
 
 
-def test_replay_with_server_down_and_sockets_blocked(recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_with_server_down_and_sockets_blocked(
+    recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("replay tried to open a socket")
 
@@ -35,7 +37,9 @@ def test_replay_with_server_down_and_sockets_blocked(recorded: dict[str, Any], m
     monkeypatch.setattr(socket, "create_connection", refuse)
     report = replay_run(recorded["store"], recorded["run"]["run_id"])
     assert report["identical"] and len(report["episodes"]) == 4
-    assert {e["replayed_digest"] for e in report["episodes"]} == {e["digest"] for e in recorded["run"]["episodes"]}
+    assert {e["replayed_digest"] for e in report["episodes"]} == {
+        e["digest"] for e in recorded["run"]["episodes"]
+    }
 
 
 def test_altered_stored_request_is_a_divergence(recorded: dict[str, Any]) -> None:
@@ -59,12 +63,25 @@ def test_harness_with_other_prompt_diverges_via_cli(recorded: dict[str, Any]) ->
     repo_path = recorded["config"].repo_path
     repo = git.Repo(repo_path)
     source = (repo_path / "harness.py").read_text()
-    (repo_path / "harness.py").write_text(source.replace("You are a shell agent.", "You are a meticulous shell agent."))
+    (repo_path / "harness.py").write_text(
+        source.replace("You are a shell agent.", "You are a meticulous shell agent.")
+    )
     sha = commit_all(repo, "reword the system prompt")
     proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "replay", recorded["run"]["run_id"], "--harness", sha[:10],
-         "--store", str(recorded["config"].store_path)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "replaykit.cli",
+            "replay",
+            recorded["run"]["run_id"],
+            "--harness",
+            sha[:10],
+            "--store",
+            str(recorded["config"].store_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "divergence" in proc.stdout and "at event 0" in proc.stdout

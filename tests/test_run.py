@@ -17,13 +17,20 @@ from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 
 
-def cli(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "replaykit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -59,7 +66,9 @@ def test_second_run_reuses_every_cassette(quickstart: dict[str, Any]) -> None:
 def test_replay_is_identical_offline(quickstart: dict[str, Any]) -> None:
     report = run_json("replay", quickstart["first"]["run_id"], "--store", quickstart["store"])
     assert report["identical"] is True and report["divergence"] is None
-    assert [e["replayed_digest"] for e in report["episodes"]] == [e["digest"] for e in quickstart["first"]["episodes"]]
+    assert [e["replayed_digest"] for e in report["episodes"]] == [
+        e["digest"] for e in quickstart["first"]["episodes"]
+    ]
 
 
 def test_two_models_solve_different_counts(quickstart: dict[str, Any]) -> None:
@@ -69,9 +78,14 @@ def test_two_models_solve_different_counts(quickstart: dict[str, Any]) -> None:
 
 
 def test_record_mode_none_refuses_missing_cassettes(quickstart: dict[str, Any]) -> None:
-    proc = cli("run", str(quickstart["config"]), "--model", "reference-oracle", "--record-mode", "none", check=False)
+    proc = cli(
+        "run", str(quickstart["config"]), "--model", "reference-oracle", "--record-mode", "none", check=False
+    )
     assert proc.returncode == 1
-    assert proc.stderr.startswith("Error: record mode none: no cassette for task") and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.startswith("Error: record mode none: no cassette for task")
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_record_mode_all_rerecords_identically(quickstart: dict[str, Any]) -> None:
@@ -96,16 +110,23 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  temperature: hot\n")
     proc = cli("run", str(bad), check=False)
-    assert proc.returncode == 1 and "field 'model.temperature'" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 1 and "field 'model.temperature'" in proc.stderr and "Traceback" not in proc.stderr
+    )
     mode = cli("run", str(write_config(tmp_path)), "--record-mode", "sometimes", check=False)
-    assert mode.returncode == 2 and "'sometimes' is not one of" in mode.stderr and mode.stderr.count("\n") == 1  # a usage error
+    assert (
+        mode.returncode == 2 and "'sometimes' is not one of" in mode.stderr and mode.stderr.count("\n") == 1
+    )  # a usage error
     unknown = cli("replay", "deadbeef00", "--store", str(tmp_path / "store"), check=False)
     assert unknown.returncode == 1 and "no store at" in unknown.stderr and unknown.stderr.count("\n") == 1
     assert not (tmp_path / "store").exists()  # a read-only command never creates a store
 
 
 def test_dirty_harness_is_refused(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"panel.seeds": [0], "panel.tasks": [str(Path(__file__).parents[1] / "envs" / "hello-file")]})
+    config = write_config(
+        tmp_path,
+        {"panel.seeds": [0], "panel.tasks": [str(Path(__file__).parents[1] / "envs" / "hello-file")]},
+    )
     cli("run", str(config))
     (tmp_path / "harness" / "harness.py").write_text("# edited\n")
     proc = cli("run", str(config), check=False)
@@ -114,12 +135,17 @@ def test_dirty_harness_is_refused(tmp_path: Path) -> None:
 
 def test_kill_during_recording_leaves_store_readable(tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     store = Store(tmp_path / "store")
     deadline = time.time() + 120
     while time.time() < deadline:
-        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] >= 1:
+        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute(
+            "SELECT count(*) FROM cassettes"
+        ).fetchone()[0] >= 1:
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)

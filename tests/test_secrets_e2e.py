@@ -18,7 +18,7 @@ from replaykit.testing import REPO_ROOT, write_config
 
 CANARY = "sk-canary-4b1d2e9f0c7a"
 
-HARNESS = '''import os
+HARNESS = """import os
 
 
 def solve(task, env, llm, ctx):
@@ -26,12 +26,14 @@ def solve(task, env, llm, ctx):
     reply = llm.chat.completions.create(messages=[{"role": "user", "content": task.instruction}], **ctx.llm_kwargs())
     obs = env.run("echo {action} " + key)
     raise RuntimeError("giving up with key " + key + " after " + obs.stdout.strip() + " / " + (reply.choices[0].message.content or "")[:10])
-'''
+"""
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CANARY_API_KEY": CANARY}
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def harness_repo(path: Path) -> git.Repo:
@@ -46,10 +48,16 @@ def test_canary_key_reaches_no_store_bundle_or_output(tmp_path: Path) -> None:
     repo = harness_repo(tmp_path / "harness")
     outputs: list[str] = []
     with ReferenceServer() as server:
-        config = write_config(tmp_path, {
-            "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")], "panel.seeds": [0],
-            "harness.template": None, "model.base_url": server.base_url, "model.api_key_env": "CANARY_API_KEY",
-        })
+        config = write_config(
+            tmp_path,
+            {
+                "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")],
+                "panel.seeds": [0],
+                "harness.template": None,
+                "model.base_url": server.base_url,
+                "model.api_key_env": "CANARY_API_KEY",
+            },
+        )
         run = cli("run", str(config), "--json")
         assert run.returncode == 0, run.stderr
         outputs += [run.stdout, run.stderr]
@@ -61,17 +69,25 @@ def test_canary_key_reaches_no_store_bundle_or_output(tmp_path: Path) -> None:
     shown = json.loads(show.stdout)
     env_events = [e for e in shown["events"] if e["kind"] == "env"]
     assert env_events and "<secret:api_key>" in json.dumps(env_events)  # action and output, scrubbed
-    assert "<secret:api_key>" in json.dumps([e for e in shown["events"] if e["kind"] == "error"])  # exception text
+    assert "<secret:api_key>" in json.dumps(
+        [e for e in shown["events"] if e["kind"] == "error"]
+    )  # exception text
     outputs += [show.stdout, cli("cassettes", "show", cassette, "--full", "--store", store).stdout]
-    replay = cli("replay", doc["run_id"], "--json", "--store", store)  # the key is live in this process's environment
-    assert replay.returncode == 0 and json.loads(replay.stdout)["identical"] is True, replay.stdout + replay.stderr
+    replay = cli(
+        "replay", doc["run_id"], "--json", "--store", store
+    )  # the key is live in this process's environment
+    assert replay.returncode == 0 and json.loads(replay.stdout)["identical"] is True, (
+        replay.stdout + replay.stderr
+    )
     outputs += [replay.stdout, replay.stderr]
     # a harness change that diverges on the action holding the key: the report never prints it
     (tmp_path / "harness" / "harness.py").write_text(HARNESS.replace("{action}", "second"))
     repo.index.add(["harness.py"])
     repo.index.commit("diverging canary harness")
     diverged = cli("replay", doc["run_id"], "--harness", "main", "--json", "--store", store)
-    assert diverged.returncode == 1 and json.loads(diverged.stdout)["divergence"]["kind"] == "env", diverged.stdout + diverged.stderr
+    assert diverged.returncode == 1 and json.loads(diverged.stdout)["divergence"]["kind"] == "env", (
+        diverged.stdout + diverged.stderr
+    )
     human = cli("replay", doc["run_id"], "--harness", "main", "--store", store)
     assert "<secret:api_key>" in diverged.stdout
     outputs += [diverged.stdout, diverged.stderr, human.stdout, human.stderr]
@@ -79,7 +95,9 @@ def test_canary_key_reaches_no_store_bundle_or_output(tmp_path: Path) -> None:
     export = cli("cassettes", "export", doc["run_id"], "-o", str(bundle), "--store", store)
     assert export.returncode == 0, export.stderr
     outputs += [export.stdout, export.stderr]
-    leaks = [str(p) for p in (tmp_path / "store").rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    leaks = [
+        str(p) for p in (tmp_path / "store").rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()
+    ]
     assert leaks == []
     import gzip
 

@@ -21,9 +21,26 @@ REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
 
 
-def test_shipped_training_imports_and_replays_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = subprocess.run([sys.executable, "-m", "replaykit.cli", "cassettes", "import", str(BUNDLE), "--store", str(tmp_path / "store"), "--json"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+def test_shipped_training_imports_and_replays_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replaykit.cli",
+            "cassettes",
+            "import",
+            str(BUNDLE),
+            "--store",
+            str(tmp_path / "store"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["root"]["kind"] == "training"
@@ -37,7 +54,9 @@ def test_shipped_training_imports_and_replays_offline(tmp_path: Path, monkeypatc
     monkeypatch.chdir(REPO)
     store = Store(tmp_path / "store", readonly=True)
     replayed = replay_training(store, training_id)
-    assert replayed["identical"] and replayed["epochs"] and all(r["identical"] for r in replayed["runs"]), replayed
+    assert replayed["identical"] and replayed["epochs"] and all(r["identical"] for r in replayed["runs"]), (
+        replayed
+    )
     doc = store.get_doc(training_id, kind="training")
     assert doc["verdicts"], "the shipped training holds no verdict"
     for verdict_id in doc["verdicts"]:

@@ -36,9 +36,25 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src)
-    shutil.copytree(REPO / "replaykit", src / "replaykit", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "replaykit", src / "replaykit", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     dist = tmp / "dist"
-    built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(dist), str(src)], tmp)
+    built = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        tmp,
+    )
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("replaykit-*.whl"))
 
@@ -46,11 +62,30 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     made = run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
-    inst = run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--quiet",
-                "--disable-pip-version-check", str(wheel)], tmp)
+    inst = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        tmp,
+    )
     assert inst.returncode == 0, inst.stderr
-    venv_site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp).stdout.strip())
-    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])
+    venv_site = Path(
+        run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp
+        ).stdout.strip()
+    )
+    paths = dict.fromkeys(
+        [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    )
     (venv_site / "_replaykit_test_deps.pth").write_text("".join(f"{p}\n" for p in paths))
 
     project = tmp / "project"
@@ -62,21 +97,33 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REPLAYKIT_PROJECT", "VIRTUAL_ENV")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix))
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix)
+    )
     return env
 
 
 def test_wheel_ships_package_data(installed: dict[str, Path]) -> None:
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
-    assert {"replaykit/py.typed", "replaykit/templates/quickstart/harness.py", "replaykit/train/README.md"} <= names
+    assert {
+        "replaykit/py.typed",
+        "replaykit/templates/quickstart/harness.py",
+        "replaykit/train/README.md",
+    } <= names
     assert not any(n.startswith(("tests/", "envs/", "configs/")) for n in names)
 
 
 def test_installed_package_is_the_wheel_not_the_checkout(installed: dict[str, Path]) -> None:
     python = installed["venv"] / "bin" / "python"
-    out = run([str(python), "-c", "import replaykit.cli, replaykit; print(replaykit.__file__)"], installed["tmp"], clean_env())
+    out = run(
+        [str(python), "-c", "import replaykit.cli, replaykit; print(replaykit.__file__)"],
+        installed["tmp"],
+        clean_env(),
+    )
     assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()).is_relative_to(installed["venv"]) and not Path(out.stdout.strip()).is_relative_to(REPO)
+    assert Path(out.stdout.strip()).is_relative_to(installed["venv"]) and not Path(
+        out.stdout.strip()
+    ).is_relative_to(REPO)
 
 
 def test_quickstart_training_and_replay_from_the_wheel(installed: dict[str, Path]) -> None:

@@ -45,7 +45,9 @@ def content_key(form: dict[str, Any]) -> str:
 class ConversationPlayer:
     """Serves recorded LLM exchanges to concurrent clients; thread-safe."""
 
-    def __init__(self, label: str, recorded: list[Event], match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> None:
+    def __init__(
+        self, label: str, recorded: list[Event], match_on: tuple[str, ...] = DEFAULT_MATCH_ON
+    ) -> None:
         self.label = label
         self.recorded = list(recorded)
         self.match_on = match_on
@@ -81,10 +83,16 @@ class ConversationPlayer:
     def complete(self) -> bool:
         return all(self.served)
 
-    def _diverge(self, position: int | None, reason: str, expected: Any, actual: dict[str, Any]) -> DivergenceError:
+    def _diverge(
+        self, position: int | None, reason: str, expected: Any, actual: dict[str, Any]
+    ) -> DivergenceError:
         report = {
-            "episode": self.label, "position": position, "kind": "llm", "reason": reason,
-            "expected": expected, "actual": actual,
+            "episode": self.label,
+            "position": position,
+            "kind": "llm",
+            "reason": reason,
+            "expected": expected,
+            "actual": actual,
             "diff": request_diff(expected, actual) if expected is not None else [],
         }
         where = f"event {position}" if position is not None else "no recorded event"
@@ -108,22 +116,39 @@ class ConversationPlayer:
             nearest = self._nearest(form)
             what = f"request {form['method']} {form['path']}"
             if nearest is None:
-                raise self._diverge(None, f"{what} was not recorded here (the recording has no unserved request left)", None, form)
+                raise self._diverge(
+                    None,
+                    f"{what} was not recorded here (the recording has no unserved request left)",
+                    None,
+                    form,
+                )
             expected = self.recorded[nearest]
             assert isinstance(expected, LlmEvent)
-            raise self._diverge(nearest, f"{what} matches no unserved recorded request (diff against the nearest)", expected.request_form(), form)
+            raise self._diverge(
+                nearest,
+                f"{what} matches no unserved recorded request (diff against the nearest)",
+                expected.request_form(),
+                form,
+            )
 
     def _play_session(self, session: str, form: dict[str, Any]) -> LlmEvent:
         queue = self.sessions.get(session)
         what = f"request {form['method']} {form['path']}"
         if not queue:
-            raise self._diverge(None, f"{what} was not recorded here (the end of the recording of session {session!r})", None, form)
+            raise self._diverge(
+                None,
+                f"{what} was not recorded here (the end of the recording of session {session!r})",
+                None,
+                form,
+            )
         i = queue[0]
         expected = self.recorded[i]
         assert isinstance(expected, LlmEvent)
         reasons = mismatches(form, expected.request_form(), self.match_on)
         if reasons:
-            raise self._diverge(i, "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form)
+            raise self._diverge(
+                i, "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form
+            )
         queue.popleft()
         self.served[i] = True
         return expected

@@ -69,7 +69,9 @@ register_matcher("path", _path)
 register_matcher("body", _body)
 
 
-def mismatches(actual: dict[str, Any], recorded: dict[str, Any], match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> list[str]:
+def mismatches(
+    actual: dict[str, Any], recorded: dict[str, Any], match_on: tuple[str, ...] = DEFAULT_MATCH_ON
+) -> list[str]:
     reasons = []
     for name in match_on:
         try:
@@ -130,7 +132,10 @@ def _timestamps(body: Any) -> Any:
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, dict):
-            return {k: "<timestamp>" if _TIME_KEY_RE.match(k) and _is_epoch(v) else walk(v) for k, v in value.items()}
+            return {
+                k: "<timestamp>" if _TIME_KEY_RE.match(k) and _is_epoch(v) else walk(v)
+                for k, v in value.items()
+            }
         return value
 
     return walk(body)
@@ -234,4 +239,6 @@ def request_diff(expected: dict[str, Any] | None, actual: dict[str, Any] | None)
             return ["(no request)"]
         return json.dumps(form, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 
-    return list(difflib.unified_diff(lines(expected), lines(actual), "recorded", "replayed", lineterm="", n=2))
+    return list(
+        difflib.unified_diff(lines(expected), lines(actual), "recorded", "replayed", lineterm="", n=2)
+    )

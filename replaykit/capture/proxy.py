@@ -50,9 +50,22 @@ MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
 #: never forwarded upstream: hop-by-hop headers, the client's credentials, framing we redo
 DROPPED_HEADERS = frozenset(
     {
-        "host", "authorization", "api-key", "x-api-key", "proxy-authorization", "proxy-connection",
-        "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
-        "accept-encoding", "content-encoding", "expect",
+        "host",
+        "authorization",
+        "api-key",
+        "x-api-key",
+        "proxy-authorization",
+        "proxy-connection",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "accept-encoding",
+        "content-encoding",
+        "expect",
     }
 )
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -64,7 +77,9 @@ class Upstream:
     def __init__(self, url: str, api_key: str = "", timeout: float = 600.0) -> None:
         parts = urlsplit(url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"upstream {url!r} is not an http(s) URL; pass e.g. --upstream https://api.example.com/v1")
+            raise ConfigError(
+                f"upstream {url!r} is not an http(s) URL; pass e.g. --upstream https://api.example.com/v1"
+            )
         self.url = url.rstrip("/")
         self.scheme = parts.scheme
         self.host = parts.hostname
@@ -144,7 +159,11 @@ class ProxyServer(LoopbackServer):
         self.keep_lock = threading.Lock()
         self.concurrent = concurrent
         self.on_exchange = on_exchange
-        self.player = ConversationPlayer(tape.label, tape.recorded) if concurrent and tape.recorded is not None else None
+        self.player = (
+            ConversationPlayer(tape.label, tape.recorded)
+            if concurrent and tape.recorded is not None
+            else None
+        )
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _ProxyHandler)
@@ -155,7 +174,9 @@ class ProxyServer(LoopbackServer):
         return f"http://{host!s}:{port}/v1"
 
     def start(self) -> str:
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="replaykit-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="replaykit-proxy", daemon=True
+        )
         self._thread.start()
         return self.base_url
 
@@ -192,11 +213,19 @@ class _ProxyHandler(LoopbackHandler):
             body = self._read_body()
         except ValueError as exc:
             self.close_connection = True
-            self._send(400, [("content-type", "application/json"), *NO_RETRY], [_error_body(f"replaykit proxy: {exc}", "invalid_request_error")])
+            self._send(
+                400,
+                [("content-type", "application/json"), *NO_RETRY],
+                [_error_body(f"replaykit proxy: {exc}", "invalid_request_error")],
+            )
             return
         if route is None:
             message = f"replaykit proxy: no route for {method} {self.path}; it serves {', '.join(MODEL_PATHS)} and GET /v1/models"
-            self._send(404, [("content-type", "application/json"), *NO_RETRY], [_error_body(message, "invalid_request_error", "unknown_url")])
+            self._send(
+                404,
+                [("content-type", "application/json"), *NO_RETRY],
+                [_error_body(message, "invalid_request_error", "unknown_url")],
+            )
             return
         getattr(self, route)(method, body)
 
@@ -220,10 +249,14 @@ class _ProxyHandler(LoopbackHandler):
         if encoding == "deflate":
             return zlib.decompress(body)
         if encoding not in ("identity", ""):
-            raise ValueError(f"cannot read a {encoding!r}-encoded request body; turn request compression off in the client")
+            raise ValueError(
+                f"cannot read a {encoding!r}-encoded request body; turn request compression off in the client"
+            )
         return body
 
-    def _send(self, status: int, headers: list[tuple[str, str]], chunks: list[bytes], reason: str | None = None) -> None:
+    def _send(
+        self, status: int, headers: list[tuple[str, str]], chunks: list[bytes], reason: str | None = None
+    ) -> None:
         """A whole response: SSE as one chunk frame per recorded chunk, anything else with Content-Length."""
         streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
         self.send_response(status, reason or None)
@@ -272,8 +305,11 @@ class _ProxyHandler(LoopbackHandler):
         except DivergenceError as exc:
             report = exc.report or {}
             payload = _error_body(
-                f"replaykit replay divergence: {exc}", "replaykit_divergence", "replay_divergence",
-                position=report.get("position"), diff=report.get("diff", []),
+                f"replaykit replay divergence: {exc}",
+                "replaykit_divergence",
+                "replay_divergence",
+                position=report.get("position"),
+                diff=report.get("diff", []),
             )
             self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
             return
@@ -295,14 +331,20 @@ class _ProxyHandler(LoopbackHandler):
         conn = upstream.connect()
         try:
             try:
-                conn.request(method, upstream.path_for(self.path), body=body, headers=self._forward_headers(body))
+                conn.request(
+                    method, upstream.path_for(self.path), body=body, headers=self._forward_headers(body)
+                )
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 message = f"replaykit proxy: upstream {upstream.url} failed: {exc}"
                 self.server.errors.append(message)
                 self.server.tape.transport_errors.append(transport_failure(method, self.path, exc))
                 self.close_connection = True
-                self._send(502, [("content-type", "application/json")], [_error_body(message, "upstream_error", "upstream_unreachable")])
+                self._send(
+                    502,
+                    [("content-type", "application/json")],
+                    [_error_body(message, "upstream_error", "upstream_unreachable")],
+                )
                 return
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
@@ -318,8 +360,14 @@ class _ProxyHandler(LoopbackHandler):
         stored = scrubber.chunks(chunks)
         self.server.keep(
             LlmEvent(
-                method=form["method"], path=form["path"], body=form["body"], status=resp.status,
-                reason=resp.reason or "", headers=headers, content=b"".join(stored), chunks=[len(c) for c in stored],
+                method=form["method"],
+                path=form["path"],
+                body=form["body"],
+                status=resp.status,
+                reason=resp.reason or "",
+                headers=headers,
+                content=b"".join(stored),
+                chunks=[len(c) for c in stored],
             )
         )
         if not streamed:
@@ -332,7 +380,9 @@ class _ProxyHandler(LoopbackHandler):
         else:
             self.close_connection = True
 
-    def _relay(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]) -> tuple[list[bytes], bool]:
+    def _relay(
+        self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]
+    ) -> tuple[list[bytes], bool]:
         """Relay an SSE body frame by frame as it arrives (all but the final empty frame);
         keep every frame for the tape. Returns the frames and whether the client is still there."""
         chunks: list[bytes] = []
@@ -363,8 +413,22 @@ class _ProxyHandler(LoopbackHandler):
         """Pass-through while recording (not recorded); the models the tape used while replaying."""
         server = self.server
         if server.tape.replaying or server.upstream is None:
-            names = sorted({e.body["model"] for e in server.tape.recorded or [] if isinstance(e, LlmEvent) and isinstance(e.body, dict) and isinstance(e.body.get("model"), str)})
-            listing = {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "replaykit-cassette"} for n in names]}
+            names = sorted(
+                {
+                    e.body["model"]
+                    for e in server.tape.recorded or []
+                    if isinstance(e, LlmEvent)
+                    and isinstance(e.body, dict)
+                    and isinstance(e.body.get("model"), str)
+                }
+            )
+            listing = {
+                "object": "list",
+                "data": [
+                    {"id": n, "object": "model", "created": 0, "owned_by": "replaykit-cassette"}
+                    for n in names
+                ],
+            }
             self._send(200, [("content-type", "application/json")], [json.dumps(listing).encode()])
             return
         conn = server.upstream.connect()
@@ -375,7 +439,11 @@ class _ProxyHandler(LoopbackHandler):
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             self._send(resp.status, headers, [data], resp.reason)
         except (OSError, http.client.HTTPException) as exc:
-            self._send(502, [("content-type", "application/json")], [_error_body(f"replaykit proxy: upstream failed: {exc}", "upstream_error")])
+            self._send(
+                502,
+                [("content-type", "application/json")],
+                [_error_body(f"replaykit proxy: upstream failed: {exc}", "upstream_error")],
+            )
         finally:
             conn.close()
 

@@ -70,9 +70,15 @@ class EpisodeCassette(Cassette):
         headers: dict[str, list[str]] = {}
         for name, value in event.headers:
             headers.setdefault(name, []).append(value)
-        return {"status": {"code": event.status, "message": event.reason}, "headers": headers, "body": {"string": event.content}}
+        return {
+            "status": {"code": event.status, "message": event.reason},
+            "headers": headers,
+            "body": {"string": event.content},
+        }
 
-    def record_event(self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]) -> LlmEvent:
+    def record_event(
+        self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]
+    ) -> LlmEvent:
         """Keep one exchange on the tape: the stored copy is scrubbed (the joined stream), the caller relays the original."""
         chunks = self.scrubber.chunks(chunks)
         form = self.form(request)
@@ -99,10 +105,19 @@ class EpisodeCassette(Cassette):
         """vcrpy's stubs record through here (one chunk: they join the body)."""
         body = response["body"]["string"]
         body = body.encode("utf-8") if isinstance(body, str) else body
-        headers = [(k.lower(), v) for k, vs in response.get("headers", {}).items() for v in vs if k.lower() in ("content-type", "content-encoding")]
-        self.record_event(request, response["status"]["code"], response["status"].get("message", ""), headers, [body])
+        headers = [
+            (k.lower(), v)
+            for k, vs in response.get("headers", {}).items()
+            for v in vs
+            if k.lower() in ("content-type", "content-encoding")
+        ]
+        self.record_event(
+            request, response["status"]["code"], response["status"].get("message", ""), headers, [body]
+        )
 
 
-def episode_cassette(label: str, tape: Tape, scrubber: Scrubber | None = None, rules: tuple[str, ...] = ()) -> Any:
+def episode_cassette(
+    label: str, tape: Tape, scrubber: Scrubber | None = None, rules: tuple[str, ...] = ()
+) -> Any:
     """A context manager that patches HTTP clients for one episode."""
     return EpisodeCassette.use(path=label, tape=tape, scrubber=scrubber, rules=rules)

@@ -17,13 +17,14 @@ if TYPE_CHECKING:
     from replaykit.capture.recorder import EpisodeCassette
 
 
-
 def kept_headers(headers: Any) -> list[tuple[str, str]]:
     """The response headers replaykit stores and presents: the same in record and replay."""
     return [(k.lower(), v) for k, v in headers.multi_items() if k.lower() in KEPT_HEADERS]
 
 
-def _response(httpx2: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes], is_async: bool) -> Any:
+def _response(
+    httpx2: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes], is_async: bool
+) -> Any:
     stream = _AsyncChunks(chunks, httpx2) if is_async else _SyncChunks(chunks, httpx2)
     return httpx2.Response(
         status,
@@ -109,7 +110,9 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
     return _handle
 
 
-def handle_async_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
+def handle_async_request(
+    cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any
+) -> Callable[..., Any]:
     @functools.wraps(real)
     async def _handle(self: Any, real_request: Any) -> Any:
         body = b"".join([part async for part in real_request.stream])
@@ -128,8 +131,12 @@ def handle_async_request(cassette: "EpisodeCassette", real: Callable[..., Any], 
         finally:
             await real_response.stream.aclose()
         headers = kept_headers(real_response.headers)
-        cassette.record_event(request, real_response.status_code, real_response.reason_phrase, headers, chunks)
-        return _response(httpx2, real_response.status_code, real_response.reason_phrase or "", headers, chunks, True)
+        cassette.record_event(
+            request, real_response.status_code, real_response.reason_phrase, headers, chunks
+        )
+        return _response(
+            httpx2, real_response.status_code, real_response.reason_phrase or "", headers, chunks, True
+        )
 
     return _handle
 
@@ -141,7 +148,11 @@ def httpx2_patches(cassette: "EpisodeCassette") -> list[tuple[Any, str, Any]]:
     except ImportError:  # pragma: no cover
         return []
     return [
-        (httpx2.HTTPTransport, "handle_request", handle_request(cassette, httpx2.HTTPTransport.handle_request, httpx2)),
+        (
+            httpx2.HTTPTransport,
+            "handle_request",
+            handle_request(cassette, httpx2.HTTPTransport.handle_request, httpx2),
+        ),
         (
             httpx2.AsyncHTTPTransport,
             "handle_async_request",

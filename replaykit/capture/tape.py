@@ -31,7 +31,9 @@ def _describe(event: Event | None) -> str:
 
 
 class Tape:
-    def __init__(self, label: str, recorded: list[Event] | None = None, match_on: tuple[str, ...] = DEFAULT_MATCH_ON) -> None:
+    def __init__(
+        self, label: str, recorded: list[Event] | None = None, match_on: tuple[str, ...] = DEFAULT_MATCH_ON
+    ) -> None:
         self.label = label
         self.recorded = recorded
         self.match_on = match_on
@@ -65,7 +67,9 @@ class Tape:
             if self.scrubber:  # a divergence report never prints a secret
                 report = json.loads(self.scrubber.text(json.dumps(report, ensure_ascii=False, default=str)))
                 reason = self.scrubber.text(reason)
-            self.divergence = DivergenceError(f"episode {self.label} diverged at event {self.cursor}: {reason}", report)
+            self.divergence = DivergenceError(
+                f"episode {self.label} diverged at event {self.cursor}: {reason}", report
+            )
         return self.divergence
 
     def _next(self, kind: str, actual: Any) -> Event:
@@ -88,7 +92,11 @@ class Tape:
     def _same(self, form: dict[str, Any], expected: LlmEvent) -> bool:
         """Fast path of the default matchers: the same method, path and canonical body
         (the recorded body's canonical form computed once per event)."""
-        if self.match_on != DEFAULT_MATCH_ON or form["method"] != expected.method or form["path"] != expected.path:
+        if (
+            self.match_on != DEFAULT_MATCH_ON
+            or form["method"] != expected.method
+            or form["path"] != expected.path
+        ):
             return False
         canon = self._canonical.get(id(expected))
         if canon is None:
@@ -98,9 +106,17 @@ class Tape:
     def play_llm(self, form: dict[str, Any]) -> LlmEvent:
         expected = self._next("llm", form)
         assert isinstance(expected, LlmEvent)
-        reasons = [] if self._same(form, expected) else mismatches(form, expected.request_form(), self.match_on)
+        reasons = (
+            [] if self._same(form, expected) else mismatches(form, expected.request_form(), self.match_on)
+        )
         if reasons:
-            raise self.diverge("llm", "request differs (" + "; ".join(reasons) + ")", expected.request_form(), form, request_diff(expected.request_form(), form))
+            raise self.diverge(
+                "llm",
+                "request differs (" + "; ".join(reasons) + ")",
+                expected.request_form(),
+                form,
+                request_diff(expected.request_form(), form),
+            )
         self.cursor += 1
         self.events.append(expected)
         return expected
@@ -113,7 +129,11 @@ class Tape:
         if expected.action != action:
             import difflib
 
-            diff = list(difflib.unified_diff(expected.action.splitlines(), action.splitlines(), "recorded", "replayed", lineterm=""))
+            diff = list(
+                difflib.unified_diff(
+                    expected.action.splitlines(), action.splitlines(), "recorded", "replayed", lineterm=""
+                )
+            )
             raise self.diverge("env", "env action differs", expected.action, action, diff)
         self.cursor += 1
         self.events.append(expected)
@@ -139,7 +159,13 @@ class Tape:
     def check_complete(self, what: str = "replay") -> None:
         """Raise the divergence, if any, or if a replay stopped before the recording's end."""
         if self.divergence is None and self.replaying and self.cursor != len(self.recorded or []):
-            self.diverge("end", f"{what} ended after {self.cursor} of {len(self.recorded or [])} recorded events", None, None, [])
+            self.diverge(
+                "end",
+                f"{what} ended after {self.cursor} of {len(self.recorded or [])} recorded events",
+                None,
+                None,
+                [],
+            )
         if self.divergence is not None:
             raise self.divergence
 

@@ -19,13 +19,34 @@ from replaykit.determinism import canonical_json
 
 #: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
 CASSETTE_DERIVED = (
-    "id", "kind", "harness_sha", "task_id", "task_digest", "model", "endpoint", "model_revision", "seed",
-    "config_digest", "key_json", "digest", "n_llm", "n_env", "reward", "passed", "infra_failure", "tokens",
+    "id",
+    "kind",
+    "harness_sha",
+    "task_id",
+    "task_digest",
+    "model",
+    "endpoint",
+    "model_revision",
+    "seed",
+    "config_digest",
+    "key_json",
+    "digest",
+    "n_llm",
+    "n_env",
+    "reward",
+    "passed",
+    "infra_failure",
+    "tokens",
 )
 #: the field of a runs-table document that names its own row id, by kind
 DOC_ID_FIELD = {"measure": "run_id", "training": "training_id", "verdict": "verdict_id"}
 #: runs-table columns mirrored from a measure document
-RUN_MIRRORS = {"harness_sha": ("harness_sha",), "model": ("model", "name"), "endpoint": ("model", "endpoint"), "config_digest": ("config_digest",)}
+RUN_MIRRORS = {
+    "harness_sha": ("harness_sha",),
+    "model": ("model", "name"),
+    "endpoint": ("model", "endpoint"),
+    "config_digest": ("config_digest",),
+}
 
 
 def blob_ok(digest: str, data: bytes, size: int | None = None) -> bool:
@@ -39,12 +60,20 @@ def cassette_columns(episode: Episode) -> dict[str, Any]:
     """Every derived column of an episode's row, computed from its key and events."""
     key, grade = episode.key, episode.grade
     return {
-        "id": key.id, "kind": key.kind, "harness_sha": key.harness_sha,
-        "task_id": key.task_id, "task_digest": key.task_digest, "model": key.model.name,
-        "endpoint": key.model.endpoint, "model_revision": key.model.revision,
-        "seed": key.seed, "config_digest": key.config_digest,
-        "key_json": canonical_json(key.canonical()), "digest": episode.digest,
-        "n_llm": len(episode.llm_events), "n_env": len(episode.env_events),
+        "id": key.id,
+        "kind": key.kind,
+        "harness_sha": key.harness_sha,
+        "task_id": key.task_id,
+        "task_digest": key.task_digest,
+        "model": key.model.name,
+        "endpoint": key.model.endpoint,
+        "model_revision": key.model.revision,
+        "seed": key.seed,
+        "config_digest": key.config_digest,
+        "key_json": canonical_json(key.canonical()),
+        "digest": episode.digest,
+        "n_llm": len(episode.llm_events),
+        "n_env": len(episode.env_events),
         "reward": grade.reward if grade else None,
         "passed": int(grade.passed) if grade else None,
         "infra_failure": int(grade.infra_failure) if grade else None,
@@ -62,7 +91,9 @@ def _same(stored: Any, derived: Any) -> bool:
     return type(stored) is type(derived) and stored == derived
 
 
-def cassette_mismatches(row: dict[str, Any], episode: Episode, derived: dict[str, Any] | None = None) -> list[str]:
+def cassette_mismatches(
+    row: dict[str, Any], episode: Episode, derived: dict[str, Any] | None = None
+) -> list[str]:
     """Names of the row's columns that disagree with its episode (empty: consistent)."""
     derived = derived or cassette_columns(episode)
     bad = []
@@ -81,9 +112,21 @@ def cassette_mismatches(row: dict[str, Any], episode: Episode, derived: dict[str
 
 def run_episode_mismatches(entry: dict[str, Any], derived: dict[str, Any]) -> list[str]:
     """Fields of a run document's episode entry that disagree with its cassette's events."""
-    pairs = {"cassette_id": "id", "task_id": "task_id", "seed": "seed", "reward": "reward", "passed": "passed",
-             "infra_failure": "infra_failure", "steps": "n_env", "llm_calls": "n_llm", "tokens": "tokens", "digest": "digest"}
-    return [name for name, column in pairs.items() if name in entry and not _same(entry[name], derived[column])]
+    pairs = {
+        "cassette_id": "id",
+        "task_id": "task_id",
+        "seed": "seed",
+        "reward": "reward",
+        "passed": "passed",
+        "infra_failure": "infra_failure",
+        "steps": "n_env",
+        "llm_calls": "n_llm",
+        "tokens": "tokens",
+        "digest": "digest",
+    }
+    return [
+        name for name, column in pairs.items() if name in entry and not _same(entry[name], derived[column])
+    ]
 
 
 def doc_mismatches(row: dict[str, Any], doc: Any) -> list[str]:

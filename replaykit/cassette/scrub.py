@@ -24,11 +24,45 @@ MIN_DISTINCT = 5
 #: keys people put in configs for endpoints that check none (compared case-insensitively)
 PLACEHOLDER_KEYS = frozenset(
     {
-        "none", "null", "empty", "dummy", "test", "testing", "ollama", "lmstudio", "lm-studio", "vllm",
-        "no-key", "nokey", "no_key", "sk-no-key-required", "not-needed", "not-used", "unused", "placeholder",
-        "changeme", "sk-xxx", "sk-dummy", "sk-test", "sk-fake", "fake", "fake-key", "dummy-key", "test-key",
-        "api-key", "apikey", "your-api-key", "sk-1234", "sk-12345678", "replaykit-no-key", "replaykit-offline",
-        "sk-reference-simulator", "token-abc123", "key", "secret", "password",
+        "none",
+        "null",
+        "empty",
+        "dummy",
+        "test",
+        "testing",
+        "ollama",
+        "lmstudio",
+        "lm-studio",
+        "vllm",
+        "no-key",
+        "nokey",
+        "no_key",
+        "sk-no-key-required",
+        "not-needed",
+        "not-used",
+        "unused",
+        "placeholder",
+        "changeme",
+        "sk-xxx",
+        "sk-dummy",
+        "sk-test",
+        "sk-fake",
+        "fake",
+        "fake-key",
+        "dummy-key",
+        "test-key",
+        "api-key",
+        "apikey",
+        "your-api-key",
+        "sk-1234",
+        "sk-12345678",
+        "replaykit-no-key",
+        "replaykit-offline",
+        "sk-reference-simulator",
+        "token-abc123",
+        "key",
+        "secret",
+        "password",
     }
 )
 
@@ -47,8 +81,12 @@ class Scrubber:
     def __init__(self, secrets: dict[str, str] | None = None) -> None:
         self.secrets = {n: v for n, v in (secrets or {}).items() if v and is_secret(v)}
         ordered = sorted(self.secrets.items(), key=lambda item: len(item[1]), reverse=True)
-        self._names: dict[_Bytes, _Bytes] = {v.encode("utf-8"): f"<secret:{n}>".encode() for n, v in reversed(ordered)}
-        self._pattern = re.compile(b"|".join(re.escape(v.encode("utf-8")) for _, v in ordered)) if ordered else None
+        self._names: dict[_Bytes, _Bytes] = {
+            v.encode("utf-8"): f"<secret:{n}>".encode() for n, v in reversed(ordered)
+        }
+        self._pattern = (
+            re.compile(b"|".join(re.escape(v.encode("utf-8")) for _, v in ordered)) if ordered else None
+        )
 
     def __bool__(self) -> bool:
         return bool(self.secrets)

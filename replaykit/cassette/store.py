@@ -35,7 +35,13 @@ import sqlite_utils
 
 from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
-from replaykit.cassette.integrity import blob_ok, cassette_columns, cassette_mismatches, doc_mismatches, run_episode_mismatches
+from replaykit.cassette.integrity import (
+    blob_ok,
+    cassette_columns,
+    cassette_mismatches,
+    doc_mismatches,
+    run_episode_mismatches,
+)
 from replaykit.determinism import canonical_json, sha256_hex
 from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
 
@@ -46,18 +52,40 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash"},
     "cassettes": {
         "columns": {
-            "id": str, "kind": str, "harness_sha": str, "task_id": str, "task_digest": str,
-            "model": str, "endpoint": str, "model_revision": str, "seed": int,
-            "config_digest": str, "key_json": str, "doc": str, "digest": str,
-            "n_llm": int, "n_env": int, "reward": float, "passed": int,
-            "infra_failure": int, "tokens": int, "created_at": str,
+            "id": str,
+            "kind": str,
+            "harness_sha": str,
+            "task_id": str,
+            "task_digest": str,
+            "model": str,
+            "endpoint": str,
+            "model_revision": str,
+            "seed": int,
+            "config_digest": str,
+            "key_json": str,
+            "doc": str,
+            "digest": str,
+            "n_llm": int,
+            "n_env": int,
+            "reward": float,
+            "passed": int,
+            "infra_failure": int,
+            "tokens": int,
+            "created_at": str,
         },
         "pk": "id",
     },
     "runs": {
         "columns": {
-            "id": str, "kind": str, "name": str, "harness_sha": str, "model": str,
-            "endpoint": str, "config_digest": str, "doc": str, "created_at": str,
+            "id": str,
+            "kind": str,
+            "name": str,
+            "harness_sha": str,
+            "model": str,
+            "endpoint": str,
+            "config_digest": str,
+            "doc": str,
+            "created_at": str,
         },
         "pk": "id",
     },
@@ -127,8 +155,17 @@ INDEX = "index.db"
 EXTRA_TABLES: dict[str, dict[str, Any]] = {
     "certificates": {
         "columns": {
-            "id": str, "task_id": str, "task_digest": str, "env_kind": str, "image_id": str, "status": str,
-            "reason": str, "run_id": str, "episodes": int, "doc": str, "created_at": str,
+            "id": str,
+            "task_id": str,
+            "task_digest": str,
+            "env_kind": str,
+            "image_id": str,
+            "status": str,
+            "reason": str,
+            "run_id": str,
+            "episodes": int,
+            "doc": str,
+            "created_at": str,
         },
         "pk": "id",
     },
@@ -147,7 +184,9 @@ class Store:
         self.root = Path(root)
         self.readonly = readonly
         self._db: sqlite_utils.Database | None = None
-        self._checked: dict[str, tuple[str, dict[str, Any]]] = {}  # cassette id -> (doc hash, derived columns)
+        self._checked: dict[
+            str, tuple[str, dict[str, Any]]
+        ] = {}  # cassette id -> (doc hash, derived columns)
         self._scratch: Path | None = None
 
     # -- plumbing ---------------------------------------------------------------
@@ -164,7 +203,9 @@ class Store:
                 db.execute("PRAGMA synchronous=NORMAL")
                 _retry_locked(lambda: self._ensure_schema(db))
             except (sqlite3.DatabaseError, OSError) as exc:
-                raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
+                raise StoreError(
+                    f"cannot open store {self.root}: {exc}; check the path or pass --store"
+                ) from exc
             self._db = db
         return self._db
 
@@ -173,7 +214,9 @@ class Store:
         if not path.is_file():
             raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
         try:
-            conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(
+                f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30, isolation_level=None
+            )
             conn.execute("PRAGMA query_only=ON")  # reading never writes
             db = sqlite_utils.Database(conn)
             missing = [name for name in SCHEMA if not db.table(name).exists()]
@@ -201,7 +244,9 @@ class Store:
     def _table(self, name: str) -> sqlite_utils.db.Table:
         """A table, created on first use when another layer owns it (``EXTRA_TABLES``)."""
         table = self.db.table(name)
-        if name in EXTRA_TABLES and not table.exists() and not self.readonly:  # read-only: an absent table reads as empty
+        if (
+            name in EXTRA_TABLES and not table.exists() and not self.readonly
+        ):  # read-only: an absent table reads as empty
             table.create(EXTRA_TABLES[name]["columns"], pk=EXTRA_TABLES[name]["pk"])
         return table
 
@@ -264,7 +309,9 @@ class Store:
         self.writable()
         with self.db.atomic():
             self._write_blobs(blobs)
-            old = self.db.conn.execute(f"SELECT created_at FROM [{table}] WHERE [{pk}] = ?", (row[pk],)).fetchone()
+            old = self.db.conn.execute(
+                f"SELECT created_at FROM [{table}] WHERE [{pk}] = ?", (row[pk],)
+            ).fetchone()
             row["created_at"] = old[0] if old and old[0] else now_iso()
             self.db.table(table).insert(row, replace=True)
 
@@ -279,7 +326,10 @@ class Store:
         self._checked.pop(episode.id, None)
 
     def has(self, cassette_id: str) -> bool:
-        return self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone() is not None
+        return (
+            self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone()
+            is not None
+        )
 
     def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
         """One row by primary key (a plain query: sqlite-utils' ``Table.get`` reads the
@@ -305,16 +355,25 @@ class Store:
         try:
             doc = self.get_json(row["doc"])
             fmt = doc.get("format") if isinstance(doc, dict) else None
-            if isinstance(fmt, int) and fmt > max(READABLE_FORMATS):  # written by a newer replaykit, not damage
-                raise StoreError(f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit")
+            if isinstance(fmt, int) and fmt > max(
+                READABLE_FORMATS
+            ):  # written by a newer replaykit, not damage
+                raise StoreError(
+                    f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit"
+                )
             episode = decode_episode(doc, self.get_blob)
         except StoreCorrupt as exc:
             raise exc.within(where, str(self.root)) from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise self.corrupt(f"document {str(row['doc'])[:12]}… is unreadable ({type(exc).__name__}: {str(exc)[:80]})", where) from None
+            raise self.corrupt(
+                f"document {str(row['doc'])[:12]}… is unreadable ({type(exc).__name__}: {str(exc)[:80]})",
+                where,
+            ) from None
         derived = cassette_columns(episode)
         if derived["id"] != cassette_id:
-            raise self.corrupt(f"cassette row {cassette_id} points at the document of cassette {derived['id']}")
+            raise self.corrupt(
+                f"cassette row {cassette_id} points at the document of cassette {derived['id']}"
+            )
         bad = cassette_mismatches(row, episode, derived)
         if bad:
             raise self.corrupt(f"cassette {cassette_id}: column(s) {', '.join(bad)} do not match its events")
@@ -335,10 +394,16 @@ class Store:
             cid = str(entry.get("cassette_id"))
             bad = run_episode_mismatches(entry, self.verified_columns(cid))
             if bad:
-                raise self.corrupt(f"run {run.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette")
+                raise self.corrupt(
+                    f"run {run.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
+                )
 
-    def list_cassettes(self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
-        rows = self.db.table("cassettes").rows_where(where, list(params), order_by="created_at, id", limit=limit)
+    def list_cassettes(
+        self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        rows = self.db.table("cassettes").rows_where(
+            where, list(params), order_by="created_at, id", limit=limit
+        )
         return [dict(r) for r in rows]
 
     def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[dict[str, Any]]:
@@ -359,8 +424,14 @@ class Store:
     # -- runs ------------------------------------------------------------------
     def put_run(self, run: dict[str, Any]) -> None:
         self.put_doc(
-            run["run_id"], run.get("kind", "measure"), run, name=run.get("name", ""), harness_sha=run["harness_sha"],
-            model=run["model"]["name"], endpoint=run["model"]["endpoint"], config_digest=run["config_digest"],
+            run["run_id"],
+            run.get("kind", "measure"),
+            run,
+            name=run.get("name", ""),
+            harness_sha=run["harness_sha"],
+            model=run["model"]["name"],
+            endpoint=run["model"]["endpoint"],
+            config_digest=run["config_digest"],
         )
 
     def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None:
@@ -430,7 +501,9 @@ class Store:
         if not rows:
             raise CassetteNotFound(f"no {what} {prefix!r} in store {self.root}; check the id or pass --store")
         if len(rows) > 1 and rows[0][0] != prefix:
-            raise CassetteNotFound(f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters")
+            raise CassetteNotFound(
+                f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters"
+            )
         return str(rows[0][0])
 
     # -- removal (replaykit.exchange.gc decides what; these only execute) ------------
@@ -466,7 +539,8 @@ class Store:
     def find_docs(self, kind: str, config_digest: str) -> list[dict[str, Any]]:
         """Documents of ``kind`` whose ``config_digest`` column matches, oldest first."""
         rows = self.db.conn.execute(
-            "SELECT doc FROM runs WHERE kind = ? AND config_digest = ? ORDER BY created_at, id", (kind, config_digest)
+            "SELECT doc FROM runs WHERE kind = ? AND config_digest = ? ORDER BY created_at, id",
+            (kind, config_digest),
         ).fetchall()
         return [self.get_json(r[0]) for r in rows]
 
@@ -554,11 +628,15 @@ class Store:
     def _tree_manifest(self, sha: str) -> dict[str, tuple[int, str]]:
         row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
         if row is None:
-            raise CassetteNotFound(f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first")
+            raise CassetteNotFound(
+                f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first"
+            )
         try:
             return {str(p): (int(m), str(h)) for p, (m, h) in json.loads(row[0]).items()}
         except (TypeError, ValueError, AttributeError):
-            raise self.corrupt("its manifest is not a {path: [mode, blob]} mapping", f"harness tree {sha[:12]}") from None
+            raise self.corrupt(
+                "its manifest is not a {path: [mode, blob]} mapping", f"harness tree {sha[:12]}"
+            ) from None
 
     def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
         try:
@@ -571,7 +649,9 @@ class Store:
         if not (target / ".complete").exists():
             return False
         try:
-            return all(sha256_hex((target / p).read_bytes()) == h for p, (_, h) in self._tree_manifest(sha).items())
+            return all(
+                sha256_hex((target / p).read_bytes()) == h for p, (_, h) in self._tree_manifest(sha).items()
+            )
         except OSError:
             return False
 

@@ -20,7 +20,6 @@ from replaykit.errors import EnvError, TaskError
 from replaykit.progress import Progress
 
 
-
 def tail(text: str, limit: int = 400) -> str:
     """The end of a long output: the cause of a failure is usually in its last lines."""
     text = text.strip()
@@ -45,14 +44,34 @@ def check_tasks(
         try:
             task = load_task(folder)
         except TaskError as exc:
-            rows.append({"task_id": folder.name, "path": str(folder), "digest": None, "ok": False, "untouched": None,
-                         "solved": None, "problem": str(exc), "warning": ""})
+            rows.append(
+                {
+                    "task_id": folder.name,
+                    "path": str(folder),
+                    "digest": None,
+                    "ok": False,
+                    "untouched": None,
+                    "solved": None,
+                    "problem": str(exc),
+                    "warning": "",
+                }
+            )
             if progress:
                 progress("task", {"task_id": folder.name})
             continue
-        row: dict[str, Any] = {"task_id": task.id, "path": str(task.path), "digest": task.digest[:12], "warning": ""}
+        row: dict[str, Any] = {
+            "task_id": task.id,
+            "path": str(task.path),
+            "digest": task.digest[:12],
+            "warning": "",
+        }
         if not task.has_solution:
-            row.update(ok=False, untouched=None, solved=None, problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check")
+            row.update(
+                ok=False,
+                untouched=None,
+                solved=None,
+                problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check",
+            )
         else:
             try:
                 untouched, solved = env_kind.check(task, env)
@@ -61,14 +80,35 @@ def check_tasks(
             else:
                 problems = []
                 if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
-                    problems.append(f"untouched environment scored {untouched.reward:g}" + (" (infra failure)" if untouched.infra_failure else "") + f": {tail(untouched.detail)}")
+                    problems.append(
+                        f"untouched environment scored {untouched.reward:g}"
+                        + (" (infra failure)" if untouched.infra_failure else "")
+                        + f": {tail(untouched.detail)}"
+                    )
                 elif untouched.reward > 0:
-                    row["warning"] = f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
+                    row["warning"] = (
+                        f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
+                    )
                 if not solved.passed:
-                    problems.append(f"solution scored {solved.reward:g}" + (" (infra failure)" if solved.infra_failure else "") + f": {tail(solved.detail)}")
-                row.update(ok=not problems, untouched=untouched.reward, solved=solved.reward, problem="; ".join(problems))
+                    problems.append(
+                        f"solution scored {solved.reward:g}"
+                        + (" (infra failure)" if solved.infra_failure else "")
+                        + f": {tail(solved.detail)}"
+                    )
+                row.update(
+                    ok=not problems,
+                    untouched=untouched.reward,
+                    solved=solved.reward,
+                    problem="; ".join(problems),
+                )
         rows.append(row)
         if progress:
             progress("task", {"task_id": task.id})
-    return {"env": kind, "tasks": rows, "passed": sum(1 for r in rows if r["ok"]), "total": len(rows),
-            "warnings": sum(1 for r in rows if r.get("warning")), "ok": all(r["ok"] for r in rows)}
+    return {
+        "env": kind,
+        "tasks": rows,
+        "passed": sum(1 for r in rows if r["ok"]),
+        "total": len(rows),
+        "warnings": sum(1 for r in rows if r.get("warning")),
+        "ok": all(r["ok"] for r in rows),
+    }

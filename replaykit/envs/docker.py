@@ -38,7 +38,13 @@ from typing import Any
 from replaykit.determinism import ENV_PINS, HOSTNAME, SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers and tests)
-    EPISODE_LABEL, LABEL, OWNER_LABEL, cleanup_all, install_cleanup, owner_id, remove_container,
+    EPISODE_LABEL,
+    LABEL,
+    OWNER_LABEL,
+    cleanup_all,
+    install_cleanup,
+    owner_id,
+    remove_container,
     remove_stale_containers,
 )
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
@@ -145,29 +151,54 @@ class DockerEnv:
         self._client = images.docker_client()
         install_cleanup()
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
-        labels = {LABEL: "1", OWNER_LABEL: owner_id(), EPISODE_LABEL: self.episode or "-", "replaykit.task": self.task.id}
+        labels = {
+            LABEL: "1",
+            OWNER_LABEL: owner_id(),
+            EPISODE_LABEL: self.episode or "-",
+            "replaykit.task": self.task.id,
+        }
         spec = compose.load_compose(self.task, self._env.values)
         unhealthy: str | None = None
         if spec is not None:
-            self._sidecars = compose.Sidecars(self._client, spec, compose.service_images(self.task, spec, self.aliases),
-                                              self.task, self.episode, labels)
+            self._sidecars = compose.Sidecars(
+                self._client,
+                spec,
+                compose.service_images(self.task, spec, self.aliases),
+                self.task,
+                self.episode,
+                labels,
+            )
             try:
                 unhealthy = self._sidecars.start()
             except Exception as exc:
                 self._sidecars.close()
                 self._sidecars = None
-                raise EnvError(f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}") from None
+                raise EnvError(
+                    f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}"
+                ) from None
         with containers.live_lock:
             containers.live[name] = None
         ncpu = containers.host_cpus(self._client)
         self._image_workdir = images.image_workdir(self._client, self.image)
         options: dict[str, Any] = {
-            "command": _INIT, "name": name, "hostname": HOSTNAME, "working_dir": self.workdir,
-            "environment": {**(spec.main_env if spec else {}), **self.env_vars()}, "detach": True, "tty": False, "stdin_open": True,
+            "command": _INIT,
+            "name": name,
+            "hostname": HOSTNAME,
+            "working_dir": self.workdir,
+            "environment": {**(spec.main_env if spec else {}), **self.env_vars()},
+            "detach": True,
+            "tty": False,
+            "stdin_open": True,
             "labels": labels,
-            "network_mode": self._sidecars.network if self._sidecars else "default" if self.task.allow_internet else "none",
-            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9), "mem_limit": f"{self.task.memory_mb}m",
-            "memswap_limit": f"{self.task.memory_mb}m", "pids_limit": self.pids_limit,
+            "network_mode": self._sidecars.network
+            if self._sidecars
+            else "default"
+            if self.task.allow_internet
+            else "none",
+            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
+            "mem_limit": f"{self.task.memory_mb}m",
+            "memswap_limit": f"{self.task.memory_mb}m",
+            "pids_limit": self.pids_limit,
         }
         try:
             container, self._storage_by_driver = self._create(options)
@@ -182,7 +213,9 @@ class DockerEnv:
         except Exception as exc:
             remove_container(name)
             self.close()
-            raise EnvError(f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}") from None
+            raise EnvError(
+                f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
+            ) from None
         self.container = container
         self._state = None
         self._dead = None
@@ -199,7 +232,11 @@ class DockerEnv:
     def pids_limit(self) -> int:
         table = self.task.config.get("environment")
         value = table.get("pids_limit") if isinstance(table, dict) else None
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else faults.DEFAULT_PIDS_LIMIT
+        return (
+            int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0
+            else faults.DEFAULT_PIDS_LIMIT
+        )
 
     def _create(self, options: dict[str, Any]) -> tuple[Any, bool]:
         """Create the container, with a driver storage quota where the daemon supports one."""
@@ -207,7 +244,9 @@ class DockerEnv:
 
         if _storage_opt_supported.get(id(self._client)) is not False:
             try:
-                made = self._client.containers.create(self.image, storage_opt={"size": f"{self.task.storage_mb}M"}, **options)
+                made = self._client.containers.create(
+                    self.image, storage_opt={"size": f"{self.task.storage_mb}M"}, **options
+                )
                 _storage_opt_supported[id(self._client)] = True
                 return made, True
             except docker.errors.APIError as exc:
@@ -229,7 +268,9 @@ class DockerEnv:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def _require_started(self) -> Any:
@@ -240,7 +281,9 @@ class DockerEnv:
     # -- actions --------------------------------------------------------------------
     def _dead_obs(self, out: str = "", err: str = "") -> Observation:
         assert self._dead is not None
-        return Observation(stdout=out, stderr=err + faults.dead_marker(self._dead), exit_code=faults.DEAD_EXIT_CODE)
+        return Observation(
+            stdout=out, stderr=err + faults.dead_marker(self._dead), exit_code=faults.DEAD_EXIT_CODE
+        )
 
     def _stop(self, reason: str) -> None:
         """The episode cannot go on: remember why (once) and stop every process."""
@@ -251,15 +294,29 @@ class DockerEnv:
         except Exception:
             pass
 
-    def _exec(self, argv: list[str], timeout_sec: float, extra_env: dict[str, str] | None = None, cwd: str | None = None) -> Observation:
+    def _exec(
+        self,
+        argv: list[str],
+        timeout_sec: float,
+        extra_env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Observation:
         container = self._require_started()
         if self._dead is not None:
             return self._dead_obs()
         api = self._client.api
         self._state = None
         try:
-            exec_id = api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
-                                      workdir=cwd or self.workdir, environment=extra_env or None)["Id"]
+            exec_id = api.exec_create(
+                container.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
+                workdir=cwd or self.workdir,
+                environment=extra_env or None,
+            )["Id"]
             sock = api.exec_start(exec_id, socket=True)
             getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
         except Exception:
@@ -314,7 +371,10 @@ class DockerEnv:
             if reason:
                 self._stop(reason)
         if self._dead is not None:
-            return self._dead_obs(task_env.scrub(out.text("stdout"), self._secrets), task_env.scrub(err.text("stderr"), self._secrets))
+            return self._dead_obs(
+                task_env.scrub(out.text("stdout"), self._secrets),
+                task_env.scrub(err.text("stderr"), self._secrets),
+            )
         exit_code = None
         for _ in range(250):
             info = api.exec_inspect(exec_id)
@@ -327,8 +387,12 @@ class DockerEnv:
         elif exit_code is None:
             self._stop(f"the {argv[0]} process never finished")
             return self._dead_obs()
-        return Observation(stdout=task_env.scrub(out.text("stdout"), self._secrets),
-                           stderr=task_env.scrub(err.text("stderr"), self._secrets), exit_code=exit_code, timed_out=timed_out)
+        return Observation(
+            stdout=task_env.scrub(out.text("stdout"), self._secrets),
+            stderr=task_env.scrub(err.text("stderr"), self._secrets),
+            exit_code=exit_code,
+            timed_out=timed_out,
+        )
 
     def _kill_all(self) -> None:
         """Kill every process of the container but PID 1 (nothing outlives a step); when that
@@ -341,14 +405,18 @@ class DockerEnv:
                 pass
         try:
             api = self._client.api
-            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")["Id"]
+            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")[
+                "Id"
+            ]
             api.exec_start(exec_id)
         except Exception:
             pass
         if self._procs is None or not faults.kill_leftovers(self._client, self.container, self._procs):
             return
-        self._stop(faults.stopped_reason(self.container)
-                   or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)")
+        self._stop(
+            faults.stopped_reason(self.container)
+            or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)"
+        )
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
@@ -398,15 +466,23 @@ class DockerEnv:
         source, timeout = self.task.solution_dir, self.task.agent_timeout_sec
         if self.step is not None:
             if self.step.solution_dir is None:
-                raise TaskError(f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle")
+                raise TaskError(
+                    f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle"
+                )
             source, timeout = self.step.solution_dir, self.step.agent_timeout_sec or timeout
-            env = env.merged(task_env.resolve(self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"))
+            env = env.merged(
+                task_env.resolve(
+                    self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"
+                )
+            )
         elif not (source / "solve.sh").is_file():
             raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
         self._exec(["bash", "-c", f"rm -rf {SOLUTION_DIR}"], 60, cwd="/")
         self._put(source, SOLUTION_DIR)
         self._secrets.update(env.secrets)
-        return self._exec(["bash", f"{SOLUTION_DIR}/solve.sh"], timeout, {**env.values, "SOLUTION_DIR": SOLUTION_DIR})
+        return self._exec(
+            ["bash", f"{SOLUTION_DIR}/solve.sh"], timeout, {**env.values, "SOLUTION_DIR": SOLUTION_DIR}
+        )
 
     def grade(self) -> Grade:
         """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
@@ -414,15 +490,28 @@ class DockerEnv:
         container = self._require_started()
         if self._dead is not None:
             return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: {self._dead}")
-        prep = self._exec(["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"], 60, cwd="/")
+        prep = self._exec(
+            ["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"],
+            60,
+            cwd="/",
+        )
         if self._dead is not None:
             return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: {self._dead}")
         if prep.exit_code != 0:
             said = (prep.stderr or prep.stdout).strip().splitlines()
             why = said[-1][:200] if said else f"exit {prep.exit_code}"
-            return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure: cannot prepare the verifier: {why}")
+            return Grade(
+                0.0,
+                False,
+                infra_failure=True,
+                detail=f"infrastructure failure: cannot prepare the verifier: {why}",
+            )
         verifier_env = verifier_vars(self.task, self.step)
-        tests, timeout = (self.step.tests_dir, self.step.verifier_timeout_sec) if self.step else (self.task.tests_dir, None)
+        tests, timeout = (
+            (self.step.tests_dir, self.step.verifier_timeout_sec)
+            if self.step
+            else (self.task.tests_dir, None)
+        )
         timeout = timeout or self.task.verifier_timeout_sec
         try:
             self._put(tests, TESTS_DIR)
@@ -436,7 +525,12 @@ class DockerEnv:
                 if data is not None:
                     (Path(tmp) / name).write_bytes(data)
             if self._dead is not None:
-                return Grade(0.0, False, infra_failure=True, detail=f"infrastructure failure while verifying: {self._dead}")
+                return Grade(
+                    0.0,
+                    False,
+                    infra_failure=True,
+                    detail=f"infrastructure failure while verifying: {self._dead}",
+                )
             return verifier_grade(obs, Path(tmp), timeout)
 
     def metadata(self) -> dict[str, Any]:
@@ -449,9 +543,14 @@ class DockerEnv:
             "task_digest": self.task.digest,
             "timeout_sec": self.timeout_sec,
             "max_output_bytes": self.max_output_bytes,
-            "limits": {"cpus": self.task.cpus, "memory_mb": self.task.memory_mb, "network": self.task.allow_internet,
-                       "pids": self.pids_limit, "storage_mb": self.task.storage_mb,
-                       "storage_enforced": self._watchdog.enforced if self._watchdog else "no"},
+            "limits": {
+                "cpus": self.task.cpus,
+                "memory_mb": self.task.memory_mb,
+                "network": self.task.allow_internet,
+                "pids": self.pids_limit,
+                "storage_mb": self.task.storage_mb,
+                "storage_enforced": self._watchdog.enforced if self._watchdog else "no",
+            },
             "workdir": self.workdir,
             "env_vars": sorted(self.env_vars()),
             "snapshot": self.snapshot_mode,
@@ -459,6 +558,7 @@ class DockerEnv:
 
 
 # -- the "docker" environment kind (envs/registry.py) --------------------------------------
+
 
 def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
@@ -477,11 +577,14 @@ def factory(spec: EnvRequest) -> DockerEnv:
     image = dict(spec.key.extra).get("image")
     if image:
         if images.image_exists(images.docker_client(), image) is None:
-            raise EnvError(f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run")
+            raise EnvError(
+                f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run"
+            )
     else:
         image = images.ensure_task_image(task, spec.env.get("image_aliases") or {}).id
     return DockerEnv(
-        task, image,
+        task,
+        image,
         timeout_sec=float(spec.env.get("timeout_sec", 30)),
         max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
         snapshot_mode=str(spec.env.get("snapshot", "digest")),

@@ -37,12 +37,31 @@ IMAGE_FORMAT = 1  # bump to rebuild every task image
 
 #: Base images mapped to the local base image when they are not present locally.
 DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
-    "debian:bookworm-slim", "debian:bookworm", "debian:12-slim", "debian:12",
-    "debian:stable-slim", "debian:stable", "debian:latest",
-    "ubuntu:24.04", "ubuntu:22.04", "ubuntu:noble", "ubuntu:jammy", "ubuntu:latest",
-    "python:3.11-slim", "python:3.12-slim", "python:3.13-slim", "python:3.11", "python:3.12",
-    "python:3.13", "python:3.12-slim-bookworm", "python:3.11-slim-bookworm", "python:3-slim",
-    "python:3.13-slim-bookworm", "python:3.13-bookworm", "python:3.12-bookworm", "python:3.11-bookworm",
+    "debian:bookworm-slim",
+    "debian:bookworm",
+    "debian:12-slim",
+    "debian:12",
+    "debian:stable-slim",
+    "debian:stable",
+    "debian:latest",
+    "ubuntu:24.04",
+    "ubuntu:22.04",
+    "ubuntu:noble",
+    "ubuntu:jammy",
+    "ubuntu:latest",
+    "python:3.11-slim",
+    "python:3.12-slim",
+    "python:3.13-slim",
+    "python:3.11",
+    "python:3.12",
+    "python:3.13",
+    "python:3.12-slim-bookworm",
+    "python:3.11-slim-bookworm",
+    "python:3-slim",
+    "python:3.13-slim-bookworm",
+    "python:3.13-bookworm",
+    "python:3.12-bookworm",
+    "python:3.11-bookworm",
 )
 #: Where ``python:*`` tags (any ``python:3…``) go: the python flavour when built, else the base.
 PYTHON_FLAVOUR = "replaykit/base:bookworm-python"
@@ -52,7 +71,9 @@ _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
-BuildLog = Callable[[str], None]  # one line of build output (not the (event, data) Progress of replaykit.progress)
+BuildLog = Callable[
+    [str], None
+]  # one line of build output (not the (event, data) Progress of replaykit.progress)
 _clients: dict[int, Any] = {}
 
 
@@ -82,7 +103,7 @@ def normalise_ref(ref: str) -> str:
     name = ref.split("@", 1)[0]
     for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "library/"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     if ":" not in name.rsplit("/", 1)[-1]:
         name += ":latest"
@@ -163,11 +184,16 @@ class TaskImage:
 
 
 def image_tag(task: Task | str, digest: str) -> str:
-    name = re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_") or "task"
+    name = (
+        re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_")
+        or "task"
+    )
     return f"{TASK_REPO}/{name}:{digest[:12]}"
 
 
-def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None) -> TaskImage:
+def ensure_task_image(
+    task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None
+) -> TaskImage:
     """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
@@ -183,12 +209,22 @@ def ensure_task_image(task: Task, aliases: dict[str, str] | None = None, progres
         original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
         source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
     else:
-        raise EnvError(f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker")
+        raise EnvError(
+            f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker"
+        )
     return build_cached(client, task, task.environment_dir, original, source, task.id, aliases, progress)
 
 
-def build_cached(client: Any, task: Task, context_dir: Path, original: str, source: str, name: str,
-                 aliases: dict[str, str] | None = None, progress: BuildLog | None = None) -> TaskImage:
+def build_cached(
+    client: Any,
+    task: Task,
+    context_dir: Path,
+    original: str,
+    source: str,
+    name: str,
+    aliases: dict[str, str] | None = None,
+    progress: BuildLog | None = None,
+) -> TaskImage:
     """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
     ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
     aliases = dict(aliases or {})
@@ -199,12 +235,25 @@ def build_cached(client: Any, task: Task, context_dir: Path, original: str, sour
     for ref in bases:
         found = image_exists(client, ref)
         if found is None:
-            hint = "run `replaykit images build-base`" if ref == BASE_IMAGE else "run `replaykit images build-base --flavor python`" if ref == PYTHON_FLAVOUR else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
-            raise EnvError(f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}")
+            hint = (
+                "run `replaykit images build-base`"
+                if ref == BASE_IMAGE
+                else "run `replaykit images build-base --flavor python`"
+                if ref == PYTHON_FLAVOUR
+                else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
+            )
+            raise EnvError(
+                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}"
+            )
         base_ids[ref] = found
     digest = digest_of(
-        {"format": IMAGE_FORMAT, "environment": task_digest(context_dir), "dockerfile": text,
-         "bases": base_ids, "network": task.allow_internet}
+        {
+            "format": IMAGE_FORMAT,
+            "environment": task_digest(context_dir),
+            "dockerfile": text,
+            "bases": base_ids,
+            "network": task.allow_internet,
+        }
     )
     tag = image_tag(name, digest)
     existing = image_exists(client, tag)
@@ -221,7 +270,9 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text).replace("\r", "")
 
 
-def _build(client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag: str, digest: str, source: str) -> str:
+def _build(
+    client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag: str, digest: str, source: str
+) -> str:
     import docker.errors
 
     with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
@@ -234,8 +285,14 @@ def _build(client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag
         log: list[str] = []
         try:
             stream = client.api.build(
-                path=str(context), dockerfile="Dockerfile", tag=tag, rm=True, forcerm=True, pull=False,
-                decode=True, timeout=max(60, int(task.build_timeout_sec)),
+                path=str(context),
+                dockerfile="Dockerfile",
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                timeout=max(60, int(task.build_timeout_sec)),
                 network_mode="default" if task.allow_internet else "none",
                 labels={"replaykit.task": task.id, "replaykit.digest": digest},
             )
@@ -257,6 +314,7 @@ def _build(client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag
 
 # -- the base image -------------------------------------------------------------------------
 
+
 def host_mirror(suite: str = BASE_SUITE) -> str | None:
     """The Debian mirror this host's apt uses for ``suite`` (None: debootstrap's default)."""
     override = os.environ.get("REPLAYKIT_DEBIAN_MIRROR")
@@ -271,7 +329,12 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
         for block in re.split(r"\n\s*\n", text):  # deb822 stanzas
             uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
             suites = re.search(r"^Suites:\s*(.+)$", block, re.M)
-            if uris and suites and suite in suites.group(1).split() and uris.group(1).rstrip("/").endswith("/debian"):
+            if (
+                uris
+                and suites
+                and suite in suites.group(1).split()
+                and uris.group(1).rstrip("/").endswith("/debian")
+            ):
                 return uris.group(1)
         for line in text.splitlines():  # one-line format
             parts = line.split("#", 1)[0].split()
@@ -282,8 +345,12 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
     return None
 
 
-def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: BuildLog | None = None,
-                     packages: tuple[str, ...] = BASE_PACKAGES) -> dict[str, Any]:
+def build_base_image(
+    tag: str = BASE_IMAGE,
+    force: bool = False,
+    progress: BuildLog | None = None,
+    packages: tuple[str, ...] = BASE_PACKAGES,
+) -> dict[str, Any]:
     """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
     client = docker_client()
     existing = image_exists(client, tag)
@@ -293,9 +360,13 @@ def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Build
         (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if os.path.exists(p)), None
     )
     if debootstrap is None:
-        raise EnvError("debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)")
+        raise EnvError(
+            "debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)"
+        )
     if os.geteuid() != 0:
-        raise EnvError("building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh")
+        raise EnvError(
+            "building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh"
+        )
     mirror = host_mirror()
     with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp) / "rootfs"
@@ -308,7 +379,13 @@ def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Build
         if proc.returncode != 0:
             tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
             raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {proc.returncode}): {tail}")
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"):
+        for junk in (
+            "var/cache/apt/archives",
+            "var/lib/apt/lists",
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/info",
+        ):
             folder = rootfs / junk
             if folder.is_dir():
                 for child in folder.iterdir():
@@ -322,7 +399,9 @@ def build_base_image(tag: str = BASE_IMAGE, force: bool = False, progress: Build
             progress(f"docker import → {tag}")
         repository, _, version = tag.rpartition(":")
         client.api.import_image(
-            src=str(archive), repository=repository, tag=version,
+            src=str(archive),
+            repository=repository,
+            tag=version,
             changes=[
                 "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "ENV LANG=C.UTF-8",

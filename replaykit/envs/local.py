@@ -179,9 +179,7 @@ class LocalEnv:
         """The complete environment every action (and the verifier) runs with."""
         env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": str(self.home_dir)}
         env.update(ENV_PINS)
-        env.update(
-            APP_DIR=str(self.app_dir), TESTS_DIR=str(self.tests_dir), LOGS_DIR=str(self.logs_dir)
-        )
+        env.update(APP_DIR=str(self.app_dir), TESTS_DIR=str(self.tests_dir), LOGS_DIR=str(self.logs_dir))
         env.update(self._env.values)  # [environment.env]
         return env
 
@@ -208,8 +206,10 @@ class LocalEnv:
         """Recreate the workspace and copy the task's starting files into app/."""
         for name in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
             if (self.task.environment_dir / name).is_file():
-                raise EnvError(f"{self.task.environment_dir / name}: task {self.task.id!r} has several containers; "
-                               "it runs only in Docker (env.kind: docker, or tasks check --env docker)")
+                raise EnvError(
+                    f"{self.task.environment_dir / name}: task {self.task.id!r} has several containers; "
+                    "it runs only in Docker (env.kind: docker, or tasks check --env docker)"
+                )
         self._env = task_env.task_env(self.task.path, self.task.config, "environment")
         self.step = None
         self._remove_workspace()
@@ -348,8 +348,12 @@ class LocalEnv:
                 raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
             return self.task.solution_dir, env.values
         if self.step.solution_dir is None:
-            raise TaskError(f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle")
-        extra = task_env.resolve(self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]")
+            raise TaskError(
+                f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle"
+            )
+        extra = task_env.resolve(
+            self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"
+        )
         return self.step.solution_dir, env.merged(extra).values
 
     def run_solution(self) -> Observation:
@@ -363,7 +367,9 @@ class LocalEnv:
         script = str(self.solution_dir / "solve.sh")
         return self._run_process(
             ["bash", script],
-            self.step.agent_timeout_sec or self.task.agent_timeout_sec if self.step else self.task.agent_timeout_sec,
+            self.step.agent_timeout_sec or self.task.agent_timeout_sec
+            if self.step
+            else self.task.agent_timeout_sec,
             extra_env={**env, "SOLUTION_DIR": str(self.solution_dir)},
         )
 
@@ -371,7 +377,11 @@ class LocalEnv:
         """Copy tests/ in, run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
         self._require_started()
         verifier_env = verifier_vars(self.task, self.step)
-        tests, timeout = (self.step.tests_dir, self.step.verifier_timeout_sec) if self.step else (self.task.tests_dir, None)
+        tests, timeout = (
+            (self.step.tests_dir, self.step.verifier_timeout_sec)
+            if self.step
+            else (self.task.tests_dir, None)
+        )
         timeout = timeout or self.task.verifier_timeout_sec
         try:
             if self.tests_dir.exists():
@@ -386,7 +396,9 @@ class LocalEnv:
         secrets = {**self._env.secrets, **verifier_env.secrets}
         saved, self._env = self._env, task_env.ResolvedEnv(self._env.values, secrets)
         try:
-            obs = self._run_process(["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values)
+            obs = self._run_process(
+                ["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values
+            )
         finally:
             self._env = saved
         return verifier_grade(obs, verifier_logs, timeout)
@@ -407,7 +419,9 @@ def verifier_vars(task: Task, step: Step | None) -> task_env.ResolvedEnv:
     """``[verifier.env]`` of the task, plus the current step's ``[steps.verifier.env]``."""
     env = task_env.task_env(task.path, task.config, "verifier")
     if step is not None and step.verifier_env:
-        env = env.merged(task_env.resolve(step.verifier_env, f"{task.path / 'task.toml'} [steps.verifier.env]"))
+        env = env.merged(
+            task_env.resolve(step.verifier_env, f"{task.path / 'task.toml'} [steps.verifier.env]")
+        )
     return env
 
 
@@ -416,11 +430,25 @@ def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Gr
     (the same semantics for every environment)."""
     tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
     if obs.timed_out:
-        return Grade(0.0, False, infra_failure=True, detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip())
+        return Grade(
+            0.0,
+            False,
+            infra_failure=True,
+            detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip(),
+        )
     reward, source, problem = read_reward(reward_dir)
     if reward is None:
-        return Grade(0.0, False, infra_failure=True, detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip())
-    return Grade(reward, reward >= 1.0, detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip())
+        return Grade(
+            0.0,
+            False,
+            infra_failure=True,
+            detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip(),
+        )
+    return Grade(
+        reward,
+        reward >= 1.0,
+        detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip(),
+    )
 
 
 def oracle_grades(env: Any) -> tuple[Grade, Grade]:
@@ -428,7 +456,9 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
     steps = env.task.steps
     try:
         env.start()
-        untouched = run_steps(env, steps, env.task.reward_strategy, lambda step: None) if steps else env.grade()
+        untouched = (
+            run_steps(env, steps, env.task.reward_strategy, lambda step: None) if steps else env.grade()
+        )
         env.start()
         if steps:
             solved = run_steps(env, steps, env.task.reward_strategy, lambda step: env.run_solution())
@@ -441,6 +471,7 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
 
 
 # -- the "local" environment kind (envs/registry.py) ---------------------------------------
+
 
 def factory(request: EnvRequest) -> LocalEnv:
     env = request.env

@@ -23,22 +23,31 @@ from replaykit.envs.base import EnvFactory, EnvKind, EnvRequest, Environment, Ke
 from replaykit.errors import EnvError
 from replaykit.registry import Registry
 
+
 def _as_kind(name: str, obj: object) -> EnvKind:
     if isinstance(obj, EnvKind):
-        return obj if obj.kind == name else EnvKind(name, obj.factory, obj.key_extra, obj.oracle, obj.uses_docker)
+        return (
+            obj
+            if obj.kind == name
+            else EnvKind(name, obj.factory, obj.key_extra, obj.oracle, obj.uses_docker)
+        )
     if callable(obj):
         return EnvKind(name, obj)
     raise EnvError(f"environment kind {name!r}: expected an EnvKind or a factory, got {type(obj).__name__}")
 
 
 ENVIRONMENTS: Registry[EnvKind] = Registry(
-    "environment kind", "replaykit.envs",
+    "environment kind",
+    "replaykit.envs",
     builtins={"local": "replaykit.envs.local:ENV", "docker": "replaykit.envs.docker:ENV"},
-    convert=_as_kind, error=EnvError,
+    convert=_as_kind,
+    error=EnvError,
 )
 
 
-def register_env(kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None, oracle: Oracle | None = None) -> EnvKind:
+def register_env(
+    kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None, oracle: Oracle | None = None
+) -> EnvKind:
     """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name)."""
     return ENVIRONMENTS.register(kind, EnvKind(kind, factory, key_extra, oracle))
 

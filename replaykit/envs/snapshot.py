@@ -134,7 +134,9 @@ class _Chunks(io.RawIOBase):
         return n
 
 
-def _archive(container: Any, path: str, digest_only: bool = False) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
+def _archive(
+    container: Any, path: str, digest_only: bool = False
+) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
     """Members of ``get_archive(path)`` as (absolute path without leading /, info, content),
     streamed; with ``digest_only`` a file's content is its sha256 (hashed in chunks)."""
     import docker.errors
@@ -172,7 +174,9 @@ def _file_sha256(f: Any) -> str:
     return h.hexdigest()
 
 
-def _overlay_members(upper: Path, path: str, digest_only: bool = False) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
+def _overlay_members(
+    upper: Path, path: str, digest_only: bool = False
+) -> Iterator[tuple[str, tarfile.TarInfo, bytes | str | None]]:
     """The same members ``_archive`` would give, read from the upper dir (a root is
     wholly in the upper dir: it was added, or it is a changed leaf)."""
     top = str(upper) + path
@@ -225,7 +229,11 @@ def state_digest(container: Any) -> str:
     dirs = overlay_dirs(container)
     lines: list[str] = []
     for root in change_roots(entries):
-        members = _overlay_members(dirs[0], root, digest_only=True) if dirs is not None else _archive(container, root, digest_only=True)
+        members = (
+            _overlay_members(dirs[0], root, digest_only=True)
+            if dirs is not None
+            else _archive(container, root, digest_only=True)
+        )
         lines.extend(_entry(name, info, content) for name, info, content in members)
     for line in sorted(lines):
         h.update(line.encode("utf-8", "surrogateescape") + b"\n")
@@ -245,12 +253,16 @@ def full_snapshot(container: Any, workdir: str) -> bytes:
     """A normalised tar of the workdir and every changed root (see module doc)."""
     entries = changes(container)
     workdir = "/" + workdir.strip("/")
-    roots = [workdir] + [r for r in change_roots(entries) if not (r == workdir or r.startswith(workdir + "/"))]
+    roots = [workdir] + [
+        r for r in change_roots(entries) if not (r == workdir or r.startswith(workdir + "/"))
+    ]
     members: dict[str, tuple[tarfile.TarInfo, bytes | None]] = {}
     for root in roots:
         for name, info, content in _archive(container, root):
             members.setdefault(name, (info, content if not isinstance(content, str) else None))
-    deleted = "".join(f"{path}\n" for path, kind in entries if kind == DELETED).encode("utf-8", "surrogateescape")
+    deleted = "".join(f"{path}\n" for path, kind in entries if kind == DELETED).encode(
+        "utf-8", "surrogateescape"
+    )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):

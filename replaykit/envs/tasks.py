@@ -41,7 +41,7 @@ _POS_INT = "integer > 0"
 _STR = "string"
 _BOOL = "boolean"
 _STR_LIST = "list of strings"
-_SIZE = "size string such as \"2G\" or \"512M\""
+_SIZE = 'size string such as "2G" or "512M"'
 _SIZE_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 #: (section, key) -> expected kind; checked when the key is present.
@@ -68,8 +68,16 @@ _UNSUPPORTED: tuple[tuple[tuple[str, str], Callable[[Any], bool], str], ...] = (
     (("environment", "os"), lambda v: str(v).lower() != "linux", "replaykit runs Linux containers only"),
     (("environment", "gpus"), lambda v: bool(v), "replaykit does not attach GPUs to task containers"),
     (("environment", "tpu"), lambda v: bool(v), "replaykit does not attach TPUs to task containers"),
-    (("verifier", "environment_mode"), lambda v: v == "separate", "replaykit verifies in the agent's environment (shared mode)"),
-    (("verifier", "environment"), lambda v: bool(v), "a separate verifier environment is not supported (shared mode only)"),
+    (
+        ("verifier", "environment_mode"),
+        lambda v: v == "separate",
+        "replaykit verifies in the agent's environment (shared mode)",
+    ),
+    (
+        ("verifier", "environment"),
+        lambda v: bool(v),
+        "a separate verifier environment is not supported (shared mode only)",
+    ),
 )
 
 
@@ -256,7 +264,9 @@ def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
                 + ", ".join(f'"{v}"' for v in SUPPORTED_SCHEMA_VERSIONS)
             )
     elif version is None:
-        raise TaskError(f"{toml_path}: field 'version' is missing; expected {expected} (or schema_version = \"1.x\")")
+        raise TaskError(
+            f"{toml_path}: field 'version' is missing; expected {expected} (or schema_version = \"1.x\")"
+        )
     elif version not in SUPPORTED_VERSIONS:
         raise TaskError(f"{toml_path}: field 'version' is {version!r}; expected {expected}")
     for section in _SECTIONS:
@@ -265,9 +275,7 @@ def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
     for (section, key), kind in _FIELD_TYPES.items():
         table = config.get(section, {})
         if key in table and not _kind_ok(table[key], kind):
-            raise TaskError(
-                f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}"
-            )
+            raise TaskError(f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}")
     validate_env_tables(config, str(toml_path))
     for (section, key), bad, why in _UNSUPPORTED:
         table = config.get(section, {})
@@ -357,7 +365,11 @@ def panel_folders(patterns: list[str], root: Path) -> list[Path]:
         full = pattern if os.path.isabs(pattern) else str(root / pattern)
         if _is_glob(pattern):
             folders = [Path(m) for m in sorted(glob.glob(full)) if (Path(m) / "task.toml").is_file()]
-        elif Path(full).is_dir() and not (Path(full) / "task.toml").exists() and any(Path(full).glob("*/task.toml")):
+        elif (
+            Path(full).is_dir()
+            and not (Path(full) / "task.toml").exists()
+            and any(Path(full).glob("*/task.toml"))
+        ):
             folders = sorted(p.parent for p in Path(full).glob("*/task.toml"))  # a folder of tasks
         else:
             folders = [Path(full)] if Path(full).is_dir() else []
@@ -383,8 +395,6 @@ def load_panel(patterns: list[str], root: Path) -> list[Task]:
         task = load_task(folder)
         seen = by_id.get(task.id)
         if seen is not None and seen.path != task.path:
-            raise TaskError(
-                f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder"
-            )
+            raise TaskError(f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder")
         by_id[task.id] = task
     return [by_id[task_id] for task_id in sorted(by_id)]

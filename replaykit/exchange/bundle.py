@@ -52,7 +52,17 @@ from replaykit.cassette.store import Store
 from replaykit.determinism import normal_tarinfo, sha256_hex
 from replaykit.errors import CassetteNotFound, StoreCorrupt
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "BundleError", "Selection", "collect", "export_bundle", "import_bundle", "read_bundle", "verify_bundle"]
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "BundleError",
+    "Selection",
+    "collect",
+    "export_bundle",
+    "import_bundle",
+    "read_bundle",
+    "verify_bundle",
+]
 
 
 # -- collecting from a store ----------------------------------------------------
@@ -72,7 +82,9 @@ def resolve_root(store: Store, root_id: str) -> tuple[str, str]:
     try:
         return "cassettes", store.resolve_id("cassettes", root_id, what="cassette")
     except CassetteNotFound:
-        raise CassetteNotFound(f"no run, training or cassette {root_id!r} in store {store.root}; check the id or pass --store") from None
+        raise CassetteNotFound(
+            f"no run, training or cassette {root_id!r} in store {store.root}; check the id or pass --store"
+        ) from None
 
 
 def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
@@ -80,7 +92,9 @@ def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
     if row is not None:
         return row
     what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
-    raise BundleError(f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle")
+    raise BundleError(
+        f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle"
+    )
 
 
 def collect(store: Store, root_id: str) -> Selection:
@@ -130,7 +144,18 @@ def collect(store: Store, root_id: str) -> Selection:
 # -- writing ----------------------------------------------------------------------
 def _members(sel: Selection) -> list[tuple[str, bytes]]:
     members = [
-        (f"index/{t}.json", (json.dumps([sel.rows[t][k] for k in sorted(sel.rows[t])], indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+        (
+            f"index/{t}.json",
+            (
+                json.dumps(
+                    [sel.rows[t][k] for k in sorted(sel.rows[t])],
+                    indent=1,
+                    sort_keys=True,
+                    ensure_ascii=False,
+                )
+                + "\n"
+            ).encode("utf-8"),
+        )
         for t in TABLES
     ]
     members += [(f"blobs/{h}", sel.blobs[h]) for h in sorted(sel.blobs)]
@@ -165,7 +190,9 @@ def is_gzip_name(path: Path | str) -> bool:
     return str(path).endswith((".gz", ".tgz"))
 
 
-def export_bundle(store: Store, root_id: str, out: Path | str, compress: bool | None = None) -> dict[str, Any]:
+def export_bundle(
+    store: Store, root_id: str, out: Path | str, compress: bool | None = None
+) -> dict[str, Any]:
     """Write the bundle of ``root_id`` to ``out`` (atomically); return a summary."""
     out = Path(out)
     sel = collect(store, root_id)
@@ -179,15 +206,26 @@ def export_bundle(store: Store, root_id: str, out: Path | str, compress: bool | 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return {"path": str(out), "root": sel.root, "counts": sel.counts(), "bytes": len(data), "sha256": sha256_hex(data)}
+    return {
+        "path": str(out),
+        "root": sel.root,
+        "counts": sel.counts(),
+        "bytes": len(data),
+        "sha256": sha256_hex(data),
+    }
 
 
 def verify_bundle(path: Path | str, store: Store | None = None) -> dict[str, Any]:
     """Check a bundle without importing it; with ``store``, also what an import would do."""
     sel = read_bundle(path)
     report: dict[str, Any] = {
-        "path": str(path), "ok": True, "format": FORMAT_NAME, "version": FORMAT_VERSION,
-        "root": sel.root, "counts": sel.counts(), "tools": sel.manifest.get("tools", {}),
+        "path": str(path),
+        "ok": True,
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "root": sel.root,
+        "counts": sel.counts(),
+        "tools": sel.manifest.get("tools", {}),
     }
     if store is not None:
         plan = _plan(store, sel, Path(path)) if _has_index(store) else _full_plan(sel)
@@ -246,7 +284,12 @@ def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
     path = Path(path)
     sel = read_bundle(path)
     plan = _plan(store, sel, path) if _has_index(store) else _full_plan(sel)
-    report: dict[str, Any] = {"path": str(path), "store": str(store.root), "root": sel.root, "counts": sel.counts()}
+    report: dict[str, Any] = {
+        "path": str(path),
+        "store": str(store.root),
+        "root": sel.root,
+        "counts": sel.counts(),
+    }
     if any(plan.values()):
         with store.transaction():
             plan = _plan(store, sel, path)  # again inside the transaction: no writer slipped in between

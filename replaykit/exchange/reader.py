@@ -20,7 +20,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from replaykit.cassette.codec import decode_episode
-from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, doc_mismatches, run_episode_mismatches
+from replaykit.cassette.integrity import (
+    cassette_columns,
+    cassette_mismatches,
+    doc_mismatches,
+    run_episode_mismatches,
+)
 from replaykit.determinism import sha256_hex
 from replaykit.errors import ReplaykitError
 
@@ -76,7 +81,12 @@ def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
     bad = next((b for b in blobs if not HEX64.fullmatch(b)), None)
     if bad is not None:
         raise BundleError(f"{where}: {bad[:40]!r} under 'blobs' is not a sha256 blob hash")
-    return {"runs": _ids(doc, "runs", where) + _ids(doc, "verdicts", where), "cassettes": _ids(doc, "cassettes", where), "trees": trees, "blobs": blobs}
+    return {
+        "runs": _ids(doc, "runs", where) + _ids(doc, "verdicts", where),
+        "cassettes": _ids(doc, "cassettes", where),
+        "trees": trees,
+        "blobs": blobs,
+    }
 
 
 def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[set[str], Any]:
@@ -113,9 +123,17 @@ def tree_blobs(manifest_text: Any, where: str) -> list[str]:
 
 
 def _safe_name(name: str) -> bool:
-    if not name or name.startswith(("/", "\\")) or "\\" in name or "\x00" in name or re.match(r"^[A-Za-z]:", name):
+    if (
+        not name
+        or name.startswith(("/", "\\"))
+        or "\\" in name
+        or "\x00" in name
+        or re.match(r"^[A-Za-z]:", name)
+    ):
         return False
-    return all(part not in ("", ".", "..") for part in PurePosixPath(name).parts) and ".." not in name.split("/")
+    return all(part not in ("", ".", "..") for part in PurePosixPath(name).parts) and ".." not in name.split(
+        "/"
+    )
 
 
 # -- reading and verifying ---------------------------------------------------------
@@ -157,9 +175,13 @@ def _read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
             for info in tar:
                 name = info.name
                 if not _safe_name(name):
-                    raise BundleError(f"bundle {path}: member {name!r} escapes the archive (absolute or '..' path); refusing")
+                    raise BundleError(
+                        f"bundle {path}: member {name!r} escapes the archive (absolute or '..' path); refusing"
+                    )
                 if info.issym() or info.islnk():
-                    raise BundleError(f"bundle {path}: member {name!r} is a link ({info.linkname!r}); refusing")
+                    raise BundleError(
+                        f"bundle {path}: member {name!r} is a link ({info.linkname!r}); refusing"
+                    )
                 if info.isdev():
                     raise BundleError(f"bundle {path}: member {name!r} is a device or fifo; refusing")
                 if not info.isreg():
@@ -175,15 +197,21 @@ def _read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
                         "(raise it with REPLAYKIT_BUNDLE_MAX_BYTES if the bundle is trusted)"
                     )
                 if info.size > member_cap:
-                    raise BundleError(f"bundle {path}: member {name!r} holds {info.size} bytes, more than {member_cap}; refusing")
+                    raise BundleError(
+                        f"bundle {path}: member {name!r} holds {info.size} bytes, more than {member_cap}; refusing"
+                    )
                 if listed is not None:
                     entry = listed.get(name)
                     if not isinstance(entry, dict):
                         raise BundleError(f"bundle {path}: member {name!r} is not in the manifest; refusing")
                     if entry.get("size") != info.size:
-                        raise BundleError(f"bundle {path}: member {name!r} has {info.size} bytes, the manifest says {entry.get('size')}; refusing")
+                        raise BundleError(
+                            f"bundle {path}: member {name!r} has {info.size} bytes, the manifest says {entry.get('size')}; refusing"
+                        )
                 elif name != MANIFEST:
-                    raise BundleError(f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle")
+                    raise BundleError(
+                        f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle"
+                    )
                 fh = tar.extractfile(info)
                 parts: list[bytes] = []
                 got = 0
@@ -195,17 +223,27 @@ def _read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
                     parts.append(block)
                 data = b"".join(parts)
                 if got != info.size:
-                    raise BundleError(f"bundle {path} is truncated (member {name!r} is cut short); fetch it again")
+                    raise BundleError(
+                        f"bundle {path} is truncated (member {name!r} is cut short); fetch it again"
+                    )
                 members[name] = data
                 if name == MANIFEST:
                     manifest = _json(data, f"bundle {path}: {MANIFEST}")
-                    listed = manifest.get("members") if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict) else {}
+                    listed = (
+                        manifest.get("members")
+                        if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict)
+                        else {}
+                    )
             while fileobj.read(CHUNK):  # to the end: a cut gzip trailer is truncation too
                 pass
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         if isinstance(exc, tarfile.TarError) and "bad checksum" not in str(exc) and not members:
-            raise BundleError(f"bundle {path} is truncated or not a tar archive ({exc}); fetch it again") from None
-        raise BundleError(f"bundle {path} is truncated or corrupt ({type(exc).__name__}); fetch it again") from None
+            raise BundleError(
+                f"bundle {path} is truncated or not a tar archive ({exc}); fetch it again"
+            ) from None
+        raise BundleError(
+            f"bundle {path} is truncated or corrupt ({type(exc).__name__}); fetch it again"
+        ) from None
     return members
 
 
@@ -221,7 +259,9 @@ def _check_manifest(path: Path, members: dict[str, bytes]) -> dict[str, Any]:
         raise BundleError(f"bundle {path} has no {MANIFEST}; not a replaykit bundle (or truncated)")
     manifest = _json(members[MANIFEST], f"bundle {path}: {MANIFEST}")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise BundleError(f"bundle {path}: {MANIFEST} does not name format {FORMAT_NAME!r}; not a replaykit bundle")
+        raise BundleError(
+            f"bundle {path}: {MANIFEST} does not name format {FORMAT_NAME!r}; not a replaykit bundle"
+        )
     if manifest.get("version") != FORMAT_VERSION:
         raise BundleError(
             f"bundle {path} has format version {manifest.get('version')!r}; this replaykit reads version {FORMAT_VERSION} — upgrade replaykit"
@@ -234,14 +274,22 @@ def _check_manifest(path: Path, members: dict[str, bytes]) -> dict[str, Any]:
             raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
         data = members[name]
         if not isinstance(entry, dict) or entry.get("size") != len(data):
-            raise BundleError(f"bundle {path}: member {name!r} has {len(data)} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing")
+            raise BundleError(
+                f"bundle {path}: member {name!r} has {len(data)} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
+            )
         if entry.get("sha256") != sha256_hex(data):
-            raise BundleError(f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing")
+            raise BundleError(
+                f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing"
+            )
     extra = sorted(set(members) - set(listed) - {MANIFEST})
     if extra:
         raise BundleError(f"bundle {path}: member {extra[0]!r} is not in the manifest; refusing")
     root = manifest.get("root")
-    if not isinstance(root, dict) or root.get("table") not in ("runs", "cassettes") or not isinstance(root.get("id"), str):
+    if (
+        not isinstance(root, dict)
+        or root.get("table") not in ("runs", "cassettes")
+        or not isinstance(root.get("id"), str)
+    ):
         raise BundleError(f"bundle {path}: {MANIFEST} has no valid root")
     return manifest
 
@@ -256,11 +304,21 @@ def _load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
             raise BundleError(f"bundle {path}: {name} must hold a list of rows")
         pk, content = PK[table], CONTENT[table]
         for row in rows:
-            if not isinstance(row, dict) or not isinstance(row.get(pk), str) or not isinstance(row.get(content), str):
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get(pk), str)
+                or not isinstance(row.get(content), str)
+            ):
                 raise BundleError(f"bundle {path}: {name} holds a row without {pk!r} and {content!r}")
-            bad = [c for c, v in row.items() if not COLUMN_RE.fullmatch(c) or not isinstance(v, (str, int, float, type(None)))]
+            bad = [
+                c
+                for c, v in row.items()
+                if not COLUMN_RE.fullmatch(c) or not isinstance(v, (str, int, float, type(None)))
+            ]
             if bad:
-                raise BundleError(f"bundle {path}: {name} row {row[pk]} has an invalid column {bad[0][:40]!r}; refusing")
+                raise BundleError(
+                    f"bundle {path}: {name} row {row[pk]} has an invalid column {bad[0][:40]!r}; refusing"
+                )
             if row[pk] in sel.rows[table]:
                 raise BundleError(f"bundle {path}: {name} lists {row[pk]} twice")
             sel.rows[table][row[pk]] = row
@@ -269,7 +327,9 @@ def _load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
 def _check_graph(path: Path, sel: Selection) -> None:
     def get(digest: str) -> bytes:
         if digest not in sel.blobs:
-            raise BundleError(f"bundle {path}: blob {digest[:12]} is referenced but not in the bundle; refusing")
+            raise BundleError(
+                f"bundle {path}: blob {digest[:12]} is referenced but not in the bundle; refusing"
+            )
         return sel.blobs[digest]
 
     root = sel.root
@@ -288,11 +348,17 @@ def _check_graph(path: Path, sel: Selection) -> None:
                 for digest in refs:
                     get(digest)
                 if episode.key.id != key:
-                    raise BundleError(f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing")
-                derived[key] = cassette_columns(episode)  # recomputed from the events, never trusted from the row
+                    raise BundleError(
+                        f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing"
+                    )
+                derived[key] = cassette_columns(
+                    episode
+                )  # recomputed from the events, never trusted from the row
                 bad = cassette_mismatches(row, episode, derived[key])
                 if bad:
-                    raise BundleError(f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing")
+                    raise BundleError(
+                        f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing"
+                    )
                 continue
             bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
             if bad:
@@ -300,17 +366,23 @@ def _check_graph(path: Path, sel: Selection) -> None:
             for entry in doc.get("episodes") or [] if row.get("kind", "measure") == "measure" else []:
                 cid = entry.get("cassette_id") if isinstance(entry, dict) else None
                 if cid not in derived and cid not in sel.rows["cassettes"]:
-                    raise BundleError(f"{where} references cassette {cid} which is not in the bundle; refusing")
+                    raise BundleError(
+                        f"{where} references cassette {cid} which is not in the bundle; refusing"
+                    )
                 wrong = run_episode_mismatches(entry, derived[cid]) if cid in derived else []
                 if wrong:
-                    raise BundleError(f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing")
+                    raise BundleError(
+                        f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"
+                    )
             listed = doc_refs(doc, where)
             for digest in listed.pop("blobs"):
                 get(digest)
             for ref_table, ids in listed.items():
                 for ref in ids:
                     if ref not in sel.rows[ref_table]:
-                        raise BundleError(f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing")
+                        raise BundleError(
+                            f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing"
+                        )
 
 
 def read_bundle(path: Path | str) -> Selection:
@@ -329,7 +401,9 @@ def read_bundle(path: Path | str) -> Selection:
         if name.startswith("blobs/"):
             digest = name[len("blobs/") :]
             if sha256_hex(data) != digest:
-                raise BundleError(f"bundle {path}: blob {digest[:12]} does not hash to its name (tampered); refusing")
+                raise BundleError(
+                    f"bundle {path}: blob {digest[:12]} does not hash to its name (tampered); refusing"
+                )
             sel.blobs[digest] = data
     _load_rows(path, members, sel)
     _check_graph(path, sel)

@@ -68,7 +68,9 @@ def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
         return None, {}
     if isinstance(body, dict) and set(body) == {"$text"}:
         return str(body["$text"]).encode("utf-8"), {}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), {"Content-Type": "application/json"}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), {
+        "Content-Type": "application/json"
+    }
 
 
 def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
@@ -78,11 +80,19 @@ def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[s
     requests, responses = [], []
     for event in episode.llm_events:
         body, headers = request_body(event.body)
-        requests.append(Request(event.method, event_uri(event, episode.key.model.endpoint, base_url), body, headers))
+        requests.append(
+            Request(event.method, event_uri(event, episode.key.model.endpoint, base_url), body, headers)
+        )
         response_headers: dict[str, list[str]] = {}
         for name, value in event.headers:
             response_headers.setdefault(name, []).append(value)
-        responses.append({"status": {"code": event.status, "message": event.reason}, "headers": response_headers, "body": {"string": event.content}})
+        responses.append(
+            {
+                "status": {"code": event.status, "message": event.reason},
+                "headers": response_headers,
+                "body": {"string": event.content},
+            }
+        )
     return {"requests": requests, "responses": responses}
 
 
@@ -93,8 +103,13 @@ def episode_metadata(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict
     key = episode.key
     return {
         "replaykit": {
-            "cassette_id": key.id, "task_id": key.task_id, "seed": key.seed, "model": key.model.name,
-            "harness_sha": key.harness_sha, "digest": episode.digest, "base_url": base_url,
+            "cassette_id": key.id,
+            "task_id": key.task_id,
+            "seed": key.seed,
+            "model": key.model.name,
+            "harness_sha": key.harness_sha,
+            "digest": episode.digest,
+            "base_url": base_url,
         }
     }
 
@@ -113,7 +128,9 @@ def check_base_url(base_url: str) -> str:
     return base_url
 
 
-def export_vcr(store: Store, root_id: str, out_dir: Path | str, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
+def export_vcr(
+    store: Store, root_id: str, out_dir: Path | str, base_url: str = DEFAULT_BASE_URL
+) -> dict[str, Any]:
     """Write one vcrpy YAML cassette per episode reachable from ``root_id`` into ``out_dir``."""
     check_base_url(base_url)
     out = Path(out_dir)
@@ -125,8 +142,19 @@ def export_vcr(store: Store, root_id: str, out_dir: Path | str, base_url: str = 
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(vcr_yaml(episode, base_url), encoding="utf-8")
         sidecar = out / f"{cassette_id}.replaykit.json"
-        sidecar.write_text(json.dumps(episode_metadata(episode, base_url), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        files.append({"path": str(path), "metadata": str(sidecar), "cassette_id": cassette_id, "task_id": episode.key.task_id, "seed": episode.key.seed, "interactions": len(episode.llm_events)})
+        sidecar.write_text(
+            json.dumps(episode_metadata(episode, base_url), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        files.append(
+            {
+                "path": str(path),
+                "metadata": str(sidecar),
+                "cassette_id": cassette_id,
+                "task_id": episode.key.task_id,
+                "seed": episode.key.seed,
+                "interactions": len(episode.llm_events),
+            }
+        )
     return {"dir": str(out), "root": sel.root, "base_url": base_url, "files": files}
 
 

@@ -29,7 +29,9 @@ def openai_client(base_url: str, api_key: str, timeout: float = 300, max_retries
     with _LOCK:
         client = _CLIENTS.get(key)
         if client is None or client.is_closed():
-            client = openai.OpenAI(base_url=base_url, api_key=key[2], max_retries=max_retries, timeout=timeout)
+            client = openai.OpenAI(
+                base_url=base_url, api_key=key[2], max_retries=max_retries, timeout=timeout
+            )
             _CLIENTS[key] = client
         return client
 

@@ -50,7 +50,9 @@ def codex_binary() -> str:
     name = os.environ.get("REPLAYKIT_CODEX_BIN", "codex")
     found = shutil.which(name)
     if found is None:
-        raise ModelError(f"the Codex CLI ({name!r}) is not installed or not on PATH; install it with `{INSTALL_HINT}`")
+        raise ModelError(
+            f"the Codex CLI ({name!r}) is not installed or not on PATH; install it with `{INSTALL_HINT}`"
+        )
     return found
 
 
@@ -67,16 +69,28 @@ def _toml(value: Any) -> str:
     return json.dumps(str(value))  # a TOML basic string is a JSON string
 
 
-def config_toml(model: str, base_url: str, sandbox: str, stream_idle_ms: int, extra: dict[str, Any] | None = None) -> str:
+def config_toml(
+    model: str, base_url: str, sandbox: str, stream_idle_ms: int, extra: dict[str, Any] | None = None
+) -> str:
     """The throwaway ``config.toml``: one provider (the proxy), no retries, no prompts, no updates."""
     top = {
-        "model": model, "model_provider": PROVIDER_ID, "approval_policy": "never", "sandbox_mode": sandbox,
-        "check_for_update_on_startup": False, "web_search": "disabled", **(extra or {}),
+        "model": model,
+        "model_provider": PROVIDER_ID,
+        "approval_policy": "never",
+        "sandbox_mode": sandbox,
+        "check_for_update_on_startup": False,
+        "web_search": "disabled",
+        **(extra or {}),
     }
     lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
     provider = {
-        "name": "replaykit proxy", "base_url": base_url, "wire_api": "responses", "env_key": KEY_ENV,
-        "request_max_retries": 0, "stream_max_retries": 0, "stream_idle_timeout_ms": stream_idle_ms,
+        "name": "replaykit proxy",
+        "base_url": base_url,
+        "wire_api": "responses",
+        "env_key": KEY_ENV,
+        "request_max_retries": 0,
+        "stream_max_retries": 0,
+        "stream_idle_timeout_ms": stream_idle_ms,
     }
     lines += ["", f"[model_providers.{PROVIDER_ID}]", *(f"{k} = {_toml(v)}" for k, v in provider.items())]
     lines += ["", "[analytics]", "enabled = false", "", "[sandbox_workspace_write]", "network_access = false"]
@@ -86,8 +100,10 @@ def config_toml(model: str, base_url: str, sandbox: str, stream_idle_ms: int, ex
 def codex_environment(home: Path) -> dict[str, str]:
     """The parent's environment without credentials, plus the pins and the throwaway CODEX_HOME."""
     env = {
-        k: v for k, v in os.environ.items()
-        if not k.upper().endswith(_SECRET_SUFFIXES) and not k.upper().startswith(("OPENAI_", "CODEX_", "RUST_LOG"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith(_SECRET_SUFFIXES)
+        and not k.upper().startswith(("OPENAI_", "CODEX_", "RUST_LOG"))
     }
     env.update(ENV_PINS)
     env.update({"CODEX_HOME": str(home), KEY_ENV: "replaykit-proxy", "NO_COLOR": "1"})
@@ -178,14 +194,23 @@ class CodexAgentBackend:
             home = Path(tmp) / "codex-home"
             home.mkdir()
             (home / "installation_id").write_text(_stable_uuid(session.tape.label, session.seed))
-            with recording_proxy(session.tape, upstream, session.scrubber, rules, api_key=session.api_key) as url:
+            with recording_proxy(
+                session.tape, upstream, session.scrubber, rules, api_key=session.api_key
+            ) as url:
                 idle_ms = int(self.turn_timeout_sec * 1000)
-                (home / "config.toml").write_text(config_toml(self.model, url, self.sandbox, idle_ms, self.config))
+                (home / "config.toml").write_text(
+                    config_toml(self.model, url, self.sandbox, idle_ms, self.config)
+                )
                 code, stdout, stderr = self._exec(binary, workdir, prompt, codex_environment(home))
         if session.tape.divergence is not None:
             raise session.tape.divergence
         events = parse_events(stdout)
-        changes = [c for e in events if (e.get("item") or {}).get("type") == "file_change" and e.get("type") == "item.completed" for c in e["item"].get("changes", [])]
+        changes = [
+            c
+            for e in events
+            if (e.get("item") or {}).get("type") == "file_change" and e.get("type") == "item.completed"
+            for c in e["item"].get("changes", [])
+        ]
         run = CodexRun(code, events, stderr, version=self.version, file_changes=changes)
         run.trace_path = self._save_trace(session.tape.label, stdout, stderr)
         if code != 0:
@@ -193,10 +218,27 @@ class CodexAgentBackend:
         return run
 
     def _exec(self, binary: str, workdir: Path, prompt: str, env: dict[str, str]) -> tuple[int, str, str]:
-        argv = [binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--color", "never", "-C", str(workdir), "-"]
+        argv = [
+            binary,
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "--color",
+            "never",
+            "-C",
+            str(workdir),
+            "-",
+        ]
         proc = subprocess.Popen(
-            argv, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         try:
             stdout, stderr = proc.communicate(prompt, timeout=self.turn_timeout_sec)
@@ -204,7 +246,9 @@ class CodexAgentBackend:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            raise ModelError(f"codex exec timed out after {self.turn_timeout_sec:g}s in {workdir}; raise turn_timeout_sec") from None
+            raise ModelError(
+                f"codex exec timed out after {self.turn_timeout_sec:g}s in {workdir}; raise turn_timeout_sec"
+            ) from None
         return proc.returncode, stdout, stderr
 
     def _save_trace(self, label: str, stdout: str, stderr: str) -> Path | None:
@@ -220,7 +264,9 @@ class CodexAgentBackend:
 
     # -- as a task agent -------------------------------------------------------------
     @contextlib.contextmanager
-    def session(self, tape: Tape, seed: int = 0, secrets: dict[str, str] | None = None) -> Iterator[ProposalSession]:
+    def session(
+        self, tape: Tape, seed: int = 0, secrets: dict[str, str] | None = None
+    ) -> Iterator[ProposalSession]:
         """A session on ``tape``: the endpoint (``builtin`` starts the reference server) while recording, nothing while replaying."""
         if tape.replaying:
             yield ProposalSession(tape, OFFLINE_BASE_URL, "", seed, Scrubber(secrets), CODEX_RULES)

@@ -21,7 +21,9 @@ from replaykit.errors import ConfigError
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"
-OFFLINE_BASE_URL = "http://127.0.0.1:9/v1"  # the discard port: nothing listens; a replay never needs an endpoint
+OFFLINE_BASE_URL = (
+    "http://127.0.0.1:9/v1"  # the discard port: nothing listens; a replay never needs an endpoint
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def api_key(cfg: ModelConfig) -> str:
     if not value:
         raise ConfigError(
             f"model {cfg.name!r} at {cfg.base_url}: ${cfg.api_key_env} (model.api_key_env) is not set; "
-            f"export it, or set model.api_key_env: \"\" for an endpoint that needs no key"
+            f'export it, or set model.api_key_env: "" for an endpoint that needs no key'
         )
     return value
 

@@ -91,7 +91,12 @@ def fix_for(failure: Failure, model: str, api_key_env: str, model_field: str = "
 
 
 def describe(
-    failure: Failure, endpoint: str, model: str, api_key_env: str, what: str = "model endpoint", model_field: str = "model.name"
+    failure: Failure,
+    endpoint: str,
+    model: str,
+    api_key_env: str,
+    what: str = "model endpoint",
+    model_field: str = "model.name",
 ) -> str:
     """One line: the endpoint, what it answered, the fix."""
     said = f" ({failure.detail})" if failure.status and failure.detail else ""

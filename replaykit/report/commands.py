@@ -22,7 +22,9 @@ def open_store(store: Optional[Path], existing: bool = True) -> Any:
     from replaykit.cassette.store import Store
     from replaykit.errors import StoreError
 
-    st = Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=existing)  # reading never writes
+    st = Store(
+        store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=existing
+    )  # reading never writes
     if existing and not st.exists():
         raise StoreError(f"no store at {st.root}; pass --store or set REPLAYKIT_STORE")
     return st

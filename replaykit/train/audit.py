@@ -22,20 +22,29 @@ def audit(store: Store, verdict_id: str, criterion: str | None = None) -> dict[s
     baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
     store.check_run(baseline)  # the columns a verdict is computed from, against the cassettes' events
     store.check_run(candidate)
-    own = make_criterion(recorded["criterion"], **recorded["params"])(candidate, baseline, recorded.get("excluded"))
+    own = make_criterion(recorded["criterion"], **recorded["params"])(
+        candidate, baseline, recorded.get("excluded")
+    )
     out: dict[str, Any] = {
-        "verdict_id": doc["verdict_id"], "training_id": doc.get("training_id"), "epoch": doc.get("epoch"),
-        "baseline_sha": doc["baseline_sha"], "candidate_sha": doc["candidate_sha"],
-        "recorded": recorded, "recomputed": own.to_dict(),
+        "verdict_id": doc["verdict_id"],
+        "training_id": doc.get("training_id"),
+        "epoch": doc.get("epoch"),
+        "baseline_sha": doc["baseline_sha"],
+        "candidate_sha": doc["candidate_sha"],
+        "recorded": recorded,
+        "recomputed": own.to_dict(),
         "reproduced": own.to_dict() == recorded,
     }
     if criterion:
         other = make_criterion(criterion)(candidate, baseline, recorded.get("excluded"))
         out["counterfactual"] = {
-            "criterion": criterion, "verdict": other.to_dict(),
+            "criterion": criterion,
+            "verdict": other.to_dict(),
             "differs": other.accept != recorded["accept"],
-            "summary": (f"under {criterion}: {'accept' if other.accept else 'reject'} ({other.reason}); "
-                        f"recorded {recorded['criterion']}: {'accept' if recorded['accept'] else 'reject'} ({recorded['reason']})"),
+            "summary": (
+                f"under {criterion}: {'accept' if other.accept else 'reject'} ({other.reason}); "
+                f"recorded {recorded['criterion']}: {'accept' if recorded['accept'] else 'reject'} ({recorded['reason']})"
+            ),
         }
     return out
 
@@ -55,7 +64,11 @@ def recorded_base_dir(doc: dict[str, Any]) -> Path:
 
 
 def replay_training(
-    store: Store, training_id: str, episodes: bool = True, progress: Any = None, executor: Executor | None = None
+    store: Store,
+    training_id: str,
+    episodes: bool = True,
+    progress: Any = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
@@ -64,14 +77,22 @@ def replay_training(
     doc = store.get_doc(training_id, kind="training")
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
-        gitops.clone_bundle(store.get_blob(doc["initial_bundle"]), tmp / "harness", doc["initial_sha"], doc["branch"])
+        gitops.clone_bundle(
+            store.get_blob(doc["initial_bundle"]), tmp / "harness", doc["initial_sha"], doc["branch"]
+        )
         data = dict(doc["config"])
         data["harness"] = dict(data["harness"], repo=str(tmp / "harness"), template=None)
         data["store"] = str(store.root.resolve())
         config = RunConfig.model_validate(data)
         config.base_dir = recorded_base_dir(doc)
-        trainer = Trainer(config=config, estimator=Trainer.stored_estimator(store, doc), record_mode="none", persist=False,
-                          store=store, progress=progress)
+        trainer = Trainer(
+            config=config,
+            estimator=Trainer.stored_estimator(store, doc),
+            record_mode="none",
+            persist=False,
+            store=store,
+            progress=progress,
+        )
         for loss in trainer.epochs(len(doc["epochs"])):
             loss.backward()
             trainer.optimizer.step()
@@ -82,15 +103,31 @@ def replay_training(
     epochs = []
     for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):
         diffs = [f for f in fields if rec.get(f) != rep.get(f)]
-        epochs.append({"epoch": rec["epoch"], "candidate_sha": rec["candidate_sha"], "replayed_candidate_sha": rep["candidate_sha"],
-                       "decision": rec["decision"], "replayed_decision": rep["decision"], "identical": not diffs, "differs_in": diffs})
+        epochs.append(
+            {
+                "epoch": rec["epoch"],
+                "candidate_sha": rec["candidate_sha"],
+                "replayed_candidate_sha": rep["candidate_sha"],
+                "decision": rec["decision"],
+                "replayed_decision": rep["decision"],
+                "identical": not diffs,
+                "differs_in": diffs,
+            }
+        )
     runs = []
     if episodes:  # every run's episodes in one batch: a training's replay fans out on the executor
-        for run_id, report in zip(doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor), strict=True):
-            runs.append({"run_id": run_id, "identical": report["identical"], "divergence": report["divergence"]})
+        for run_id, report in zip(
+            doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor), strict=True
+        ):
+            runs.append(
+                {"run_id": run_id, "identical": report["identical"], "divergence": report["divergence"]}
+            )
     same_final = replayed["chain"][-1] == doc["chain"][-1] and len(doc["epochs"]) == len(replayed["epochs"])
     return {
-        "training_id": doc["training_id"], "identical": same_final and all(e["identical"] for e in epochs) and all(r["identical"] for r in runs),
-        "final_baseline": doc["chain"][-1], "replayed_final_baseline": replayed["chain"][-1],
-        "epochs": epochs, "runs": runs,
+        "training_id": doc["training_id"],
+        "identical": same_final and all(e["identical"] for e in epochs) and all(r["identical"] for r in runs),
+        "final_baseline": doc["chain"][-1],
+        "replayed_final_baseline": replayed["chain"][-1],
+        "epochs": epochs,
+        "runs": runs,
     }

@@ -167,7 +167,9 @@ def audit(
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
     from replaykit.cassette.store import Store
 
-    st = Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=not record)  # reading never writes
+    st = Store(
+        store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=not record
+    )  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
         for flag, given in (("--optimizer", optimizer), ("--record", record), ("--sweep", sweep)):

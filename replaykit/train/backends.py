@@ -31,8 +31,12 @@ class AgentBackend(Protocol):
 
 
 BACKENDS: Registry[Callable[..., AgentBackend]] = Registry(
-    "agent backend", "replaykit.backends",
-    builtins={"openai": "replaykit.train.estimators:OpenAIBackend", "codex": "replaykit.models.codex:CodexAgentBackend"},
+    "agent backend",
+    "replaykit.backends",
+    builtins={
+        "openai": "replaykit.train.estimators:OpenAIBackend",
+        "codex": "replaykit.models.codex:CodexAgentBackend",
+    },
 )
 
 

@@ -32,7 +32,9 @@ class Outcome:
 def outcomes(run: dict[str, Any]) -> dict[str, Outcome]:
     out = {}
     for e in map(EpisodeSummary.from_dict, run["episodes"]):
-        out[e.unit] = Outcome(e.unit, e.task_id, e.passed, e.infra_failure, e.reward or 0.0, e.steps, e.tokens)
+        out[e.unit] = Outcome(
+            e.unit, e.task_id, e.passed, e.infra_failure, e.reward or 0.0, e.steps, e.tokens
+        )
     return out
 
 
@@ -57,10 +59,14 @@ class Criterion(Protocol):
 
     def params(self) -> dict[str, Any]: ...
 
-    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict: ...
+    def __call__(
+        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
+    ) -> Verdict: ...
 
 
-def _paired(candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None) -> tuple[dict[str, Outcome], dict[str, Outcome], list[str], dict[str, str]]:
+def _paired(
+    candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None
+) -> tuple[dict[str, Outcome], dict[str, Outcome], list[str], dict[str, str]]:
     b, c = outcomes(baseline), outcomes(candidate)
     excluded = dict(exclude or {})
     units = sorted(u for u in set(b) & set(c) if b[u].task_id not in excluded)
@@ -70,7 +76,9 @@ def _paired(candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[s
 def _with_exclusions(reason: str, excluded: dict[str, str]) -> str:
     if not excluded:
         return reason
-    return f"{reason}; excluded (not counted): " + ", ".join(f"{t} ({why})" for t, why in sorted(excluded.items()))
+    return f"{reason}; excluded (not counted): " + ", ".join(
+        f"{t} ({why})" for t, why in sorted(excluded.items())
+    )
 
 
 def _movement(b: dict[str, Outcome], c: dict[str, Outcome], units: list[str]) -> tuple[list[str], list[str]]:
@@ -98,12 +106,17 @@ class StrictPareto:
     def params(self) -> dict[str, Any]:
         return {"secondary_metrics": list(self.secondary_metrics)}
 
-    def _decide(self, b: dict[str, Outcome], c: dict[str, Outcome], units: list[str], case: str) -> tuple[bool, str]:
+    def _decide(
+        self, b: dict[str, Outcome], c: dict[str, Outcome], units: list[str], case: str
+    ) -> tuple[bool, str]:
         solved_b = {u for u in units if b[u].passed or (b[u].infra and case == "worst")}
         solved_c = {u for u in units if c[u].passed or (c[u].infra and case == "best")}
         regressions = sorted(solved_b - solved_c)
         if regressions:
-            return False, f"regression on {len(regressions)} task instance(s) the baseline solved: {', '.join(regressions)}"
+            return (
+                False,
+                f"regression on {len(regressions)} task instance(s) the baseline solved: {', '.join(regressions)}",
+            )
         new = sorted(solved_c - solved_b)
         if new:
             return True, f"solves {len(new)} more task instance(s) with no regression: {', '.join(new)}"
@@ -116,23 +129,40 @@ class StrictPareto:
                 return False, f"same solved set; tie-break rejects: more {metric} ({before} → {after})"
         return False, "exact tie: same solved set and secondary metrics; no improvement"
 
-    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+    def __call__(
+        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
+    ) -> Verdict:
         b, c, units, excluded = _paired(candidate, baseline, exclude)
         regressions, new = _movement(b, c, units)
         infra = [u for u in units if b[u].infra or c[u].infra]
         best = self._decide(b, c, units, "best")
         worst = self._decide(b, c, units, "worst")
         if infra and best[0] != worst[0]:
-            accept, reason = False, f"unmeasurable: {len(infra)} infrastructure failure(s) ({', '.join(infra)}) flip the verdict between best and worst case"
+            accept, reason = (
+                False,
+                f"unmeasurable: {len(infra)} infrastructure failure(s) ({', '.join(infra)}) flip the verdict between best and worst case",
+            )
         else:
             accept, reason = worst
         solved_b = sum(b[u].passed for u in units)
         solved_c = sum(c[u].passed for u in units)
         return Verdict(
-            self.name, self.params(), accept, (solved_b - solved_c) / max(len(units), 1), _with_exclusions(reason, excluded), regressions, new, excluded,
-            {"units": len(units), "solved_baseline": solved_b, "solved_candidate": solved_c, "infra": infra,
-             "steps": [sum(b[u].steps for u in units), sum(c[u].steps for u in units)],
-             "tokens": [sum(b[u].tokens for u in units), sum(c[u].tokens for u in units)]},
+            self.name,
+            self.params(),
+            accept,
+            (solved_b - solved_c) / max(len(units), 1),
+            _with_exclusions(reason, excluded),
+            regressions,
+            new,
+            excluded,
+            {
+                "units": len(units),
+                "solved_baseline": solved_b,
+                "solved_candidate": solved_c,
+                "infra": infra,
+                "steps": [sum(b[u].steps for u in units), sum(c[u].steps for u in units)],
+                "tokens": [sum(b[u].tokens for u in units), sum(c[u].tokens for u in units)],
+            },
         )
 
 
@@ -148,7 +178,9 @@ class MeanReward:
     def params(self) -> dict[str, Any]:
         return {"alpha": self.alpha}
 
-    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+    def __call__(
+        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
+    ) -> Verdict:
         b, c, units, excluded = _paired(candidate, baseline, exclude)
         regressions, new = _movement(b, c, units)
         kept = [u for u in units if not (b[u].infra or c[u].infra)]
@@ -158,10 +190,21 @@ class MeanReward:
         n = wins + losses
         p = sum(comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
         accept = mean > 0 and p <= self.alpha
-        reason = (f"mean reward {mean:+.3f} over {len(kept)} paired instance(s); sign test {wins} up / {losses} down, "
-                  f"p={p:.3f} {'≤' if p <= self.alpha else '>'} alpha={self.alpha}")
-        return Verdict(self.name, self.params(), accept, -mean, _with_exclusions(reason, excluded), regressions, new, excluded,
-                       {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p})
+        reason = (
+            f"mean reward {mean:+.3f} over {len(kept)} paired instance(s); sign test {wins} up / {losses} down, "
+            f"p={p:.3f} {'≤' if p <= self.alpha else '>'} alpha={self.alpha}"
+        )
+        return Verdict(
+            self.name,
+            self.params(),
+            accept,
+            -mean,
+            _with_exclusions(reason, excluded),
+            regressions,
+            new,
+            excluded,
+            {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p},
+        )
 
 
 CRITERIA: Registry[Callable[..., Criterion]] = Registry("criterion", "replaykit.criteria")

@@ -54,14 +54,27 @@ class OpenAIBackend:
 
     kind = "openai"
 
-    def __init__(self, model: str = "reference-proposer", base_url: str = "builtin", api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0) -> None:
-        self.model, self.base_url, self.api_key_env, self.temperature = model, base_url, api_key_env, temperature
+    def __init__(
+        self,
+        model: str = "reference-proposer",
+        base_url: str = "builtin",
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float = 0.0,
+    ) -> None:
+        self.model, self.base_url, self.api_key_env, self.temperature = (
+            model,
+            base_url,
+            api_key_env,
+            temperature,
+        )
 
     def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
         with session.cassette():
             client = openai_client(session.base_url, session.api_key)
             reply = client.chat.completions.create(
-                model=self.model, temperature=self.temperature, seed=session.seed,
+                model=self.model,
+                temperature=self.temperature,
+                seed=session.seed,
                 messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief}],
             )
         text = reply.choices[0].message.content or ""
@@ -74,16 +87,23 @@ class OpenAIBackend:
 class AgenticEstimator:
     """A proposer agent reads the brief and edits the worktree through its backend."""
 
-
     def __init__(self, backend: AgentBackend | None = None) -> None:
         self.backend = backend or OpenAIBackend()
 
     def identity(self) -> dict[str, Any]:
-        return {"estimator": "agentic", "backend": self.backend.kind, "model": self.backend.model, "base_url": self.backend.base_url}
+        return {
+            "estimator": "agentic",
+            "backend": self.backend.kind,
+            "model": self.backend.model,
+            "base_url": self.backend.base_url,
+        }
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(name=self.backend.model, base_url=self.backend.base_url,
-                           api_key_env=getattr(self.backend, "api_key_env", "OPENAI_API_KEY"))
+        return ModelConfig(
+            name=self.backend.model,
+            base_url=self.backend.base_url,
+            api_key_env=getattr(self.backend, "api_key_env", "OPENAI_API_KEY"),
+        )
 
     def key_extra(self) -> KeyPairs:
         version = getattr(self.backend, "version", "")  # an external agent's CLI version shapes its requests
@@ -127,14 +147,24 @@ class RecordedProposals:
     has; ``None`` is an epoch whose recorded proposal had no applicable change
     (``reasons[i]`` says why). The proposer is not asked again."""
 
-    def __init__(self, training: str, diffs: list[str | None], descriptions: list[str], reasons: list[str | None] | None = None) -> None:
+    def __init__(
+        self,
+        training: str,
+        diffs: list[str | None],
+        descriptions: list[str],
+        reasons: list[str | None] | None = None,
+    ) -> None:
         self.training, self.diffs, self.descriptions = training, list(diffs), list(descriptions)
         self.reasons = list(reasons or [None] * len(self.diffs))
 
     def identity(self) -> dict[str, Any]:
         from replaykit.determinism import digest_of
 
-        return {"estimator": "recorded_proposals", "training": self.training, "diffs": digest_of([self.diffs, self.descriptions])}
+        return {
+            "estimator": "recorded_proposals",
+            "training": self.training,
+            "diffs": digest_of([self.diffs, self.descriptions]),
+        }
 
     def model_config(self) -> None:
         return None
@@ -157,7 +187,9 @@ def _agentic(backend: dict[str, Any] | None = None) -> AgenticEstimator:
     return AgenticEstimator(make_backend(spec.pop("kind", "openai"), **spec))
 
 
-def _patch_queue(diffs: list[str] | None = None, descriptions: list[str] | None = None, base_dir: Path | None = None) -> PatchQueue:
+def _patch_queue(
+    diffs: list[str] | None = None, descriptions: list[str] | None = None, base_dir: Path | None = None
+) -> PatchQueue:
     """Each entry is a diff text, or the path of a diff file relative to the config file's folder."""
     texts = []
     for entry in diffs or []:

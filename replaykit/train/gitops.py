@@ -36,7 +36,9 @@ def verdict_ref(training_id: str, epoch: int, accepted: bool) -> str:
 @contextlib.contextmanager
 def worktree(repo: git.Repo, sha: str) -> Iterator[Path]:
     """A detached worktree of ``sha`` in a temporary folder, removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix=f"{WORKTREE_PREFIX}{os.getpid()}-"))  # the pid: a killed owner's is cleaned later
+    path = Path(
+        tempfile.mkdtemp(prefix=f"{WORKTREE_PREFIX}{os.getpid()}-")
+    )  # the pid: a killed owner's is cleaned later
     shutil.rmtree(path)
     repo.git.worktree("add", "--detach", str(path), sha)
     try:
@@ -51,8 +53,12 @@ def worktree(repo: git.Repo, sha: str) -> Iterator[Path]:
 
 def changed_paths(workdir: Path) -> list[str]:
     """Paths changed in a worktree (tracked and untracked), sorted."""
-    out = subprocess.run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=workdir,
-                         capture_output=True, check=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "-z", "--untracked-files=all"],
+        cwd=workdir,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
     paths = set()
     entries = out.split("\0")
     i = 0
@@ -69,9 +75,13 @@ def changed_paths(workdir: Path) -> list[str]:
 
 
 def apply_diff(workdir: Path, diff: str) -> None:
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=workdir, input=diff.encode(), capture_output=True)
+    proc = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", "-"], cwd=workdir, input=diff.encode(), capture_output=True
+    )
     if proc.returncode != 0:
-        raise TrainError(f"patch does not apply: {proc.stderr.decode().strip().splitlines()[0] if proc.stderr else 'git apply failed'}")
+        raise TrainError(
+            f"patch does not apply: {proc.stderr.decode().strip().splitlines()[0] if proc.stderr else 'git apply failed'}"
+        )
 
 
 def commit_candidate(workdir: Path, message: str, epoch: int) -> str:
@@ -126,7 +136,11 @@ def clone_bundle(data: bytes, dest: Path, sha: str, branch: str) -> git.Repo:
     dest.mkdir(parents=True, exist_ok=True)
     (dest.parent / f"{dest.name}.bundle").write_bytes(data)
     repo = git.Repo.init(dest, initial_branch=branch)
-    repo.git.fetch("--update-head-ok", str(dest.parent / f"{dest.name}.bundle"), f"{REF_ROOT}/bundle-tmp:refs/heads/{branch}")
+    repo.git.fetch(
+        "--update-head-ok",
+        str(dest.parent / f"{dest.name}.bundle"),
+        f"{REF_ROOT}/bundle-tmp:refs/heads/{branch}",
+    )
     repo.git.reset("--hard", sha)
     repo.git.checkout(branch)
     if repo.head.commit.hexsha != sha:

@@ -67,8 +67,10 @@ class Loss:
     def runs(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The stored baseline and candidate runs (None where there is none)."""
         store = self.trainer.store
-        return (store.get_run(self.baseline_run) if self.baseline_run else None,
-                store.get_run(self.candidate_run) if self.candidate_run else None)
+        return (
+            store.get_run(self.baseline_run) if self.baseline_run else None,
+            store.get_run(self.candidate_run) if self.candidate_run else None,
+        )
 
     def backward(self) -> None:
         """Persist the verdict (evidence included) and set the parameter's ``.grad`` to this loss."""
@@ -78,10 +80,18 @@ class Loss:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "epoch": self.epoch, "baseline_sha": self.baseline_sha, "baseline_run": self.baseline_run,
-            "candidate_sha": self.candidate_sha, "candidate_run": self.candidate_run, "description": self.description,
-            "skipped": self.skipped, "proposal_cassette": self.proposal_cassette, "changed": self.changed,
-            "verdict_id": self.verdict_id, "verdict": self.verdict.to_dict() if self.verdict else None,
-            "loss": self.value, "decision": "skipped" if self.skipped else ("accepted" if self.accept else "rejected"),
+            "epoch": self.epoch,
+            "baseline_sha": self.baseline_sha,
+            "baseline_run": self.baseline_run,
+            "candidate_sha": self.candidate_sha,
+            "candidate_run": self.candidate_run,
+            "description": self.description,
+            "skipped": self.skipped,
+            "proposal_cassette": self.proposal_cassette,
+            "changed": self.changed,
+            "verdict_id": self.verdict_id,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "loss": self.value,
+            "decision": "skipped" if self.skipped else ("accepted" if self.accept else "rejected"),
             "promoted": self._promoted,
         }

@@ -57,14 +57,18 @@ class Parameter:
             return
         gitops.fast_forward(self.harness.repo, self.harness.branch, loss.candidate_sha)
         if self.persist:
-            gitops.set_ref(self.harness.repo, gitops.verdict_ref(self.training_id, loss.epoch, True), loss.candidate_sha)
+            gitops.set_ref(
+                self.harness.repo, gitops.verdict_ref(self.training_id, loss.epoch, True), loss.candidate_sha
+            )
         self._settle(loss, True)
 
     def reject(self) -> None:
         """Keep the pending candidate as rejected (under a ref); the baseline stays."""
         loss = self.pending()
         if self.persist and not loss.skipped and loss.candidate_sha is not None:
-            gitops.set_ref(self.harness.repo, gitops.verdict_ref(self.training_id, loss.epoch, False), loss.candidate_sha)
+            gitops.set_ref(
+                self.harness.repo, gitops.verdict_ref(self.training_id, loss.epoch, False), loss.candidate_sha
+            )
         self._settle(loss, False)
 
     def _settle(self, loss: Loss, promoted: bool) -> None:

@@ -45,11 +45,19 @@ def _agent(url: str, i: int, turns: int = TURNS, done: Callable[[int, str], None
     messages: list[dict[str, str]] = [{"role": "user", "content": f"agent {i}: say something about replay."}]
     replies = []
     for turn in range(turns):
-        reply = llm.chat.completions.create(model="reference-strong", messages=messages, seed=i).choices[0].message.content or ""
+        reply = (
+            llm.chat.completions.create(model="reference-strong", messages=messages, seed=i)
+            .choices[0]
+            .message.content
+            or ""
+        )
         replies.append(reply)
         if done:
             done(i, reply)
-        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"agent {i} turn {turn}: go on."}]
+        messages += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": f"agent {i} turn {turn}: go on."},
+        ]
     return replies
 
 
@@ -72,7 +80,9 @@ def _swarm(url_for: Callable[[int], str]) -> dict[int, list[str]]:
     return results
 
 
-def _session(store: Path, mode: str, upstream: str | None, url_for: Callable[[str, int], str]) -> tuple[dict[str, Any], dict[int, list[str]]]:
+def _session(
+    store: Path, mode: str, upstream: str | None, url_for: Callable[[str, int], str]
+) -> tuple[dict[str, Any], dict[int, list[str]]]:
     stop = threading.Event()
     report: dict[str, Any] = {}
     seen: dict[int, list[str]] = {}
@@ -93,12 +103,18 @@ def _session(store: Path, mode: str, upstream: str | None, url_for: Callable[[st
 
 
 @pytest.mark.parametrize("paths", ["shared", "sessions"])
-def test_twenty_concurrent_clients_record_and_replay_300_of_300(reference: ReferenceServer, tmp_path: Path, paths: str) -> None:
+def test_twenty_concurrent_clients_record_and_replay_300_of_300(
+    reference: ReferenceServer, tmp_path: Path, paths: str
+) -> None:
     def url_for(url: str, i: int) -> str:
         return url if paths == "shared" else url.replace("/v1", f"/s/agent-{i}/v1")
 
     recorded, live = _session(tmp_path / "store", "once", reference.base_url, url_for)
-    assert recorded["mode"] == "record" and recorded["llm_calls"] == CLIENTS * TURNS and not recorded["store_errors"]
+    assert (
+        recorded["mode"] == "record"
+        and recorded["llm_calls"] == CLIENTS * TURNS
+        and not recorded["store_errors"]
+    )
     replayed, again = _session(tmp_path / "store", "none", None, url_for)
     assert replayed["mode"] == "replay" and replayed["served"] == replayed["recorded"] == CLIENTS * TURNS
     assert replayed["identical"] and replayed["divergences"] == 0
@@ -107,12 +123,25 @@ def test_twenty_concurrent_clients_record_and_replay_300_of_300(reference: Refer
 
 def _event(path: str, content: str, reply: bytes) -> LlmEvent:
     body = {"model": "m", "messages": [{"role": "user", "content": content}]}
-    return LlmEvent(method="POST", path=path, body=body, status=200, reason="OK", headers=[], content=reply, chunks=[len(reply)])
+    return LlmEvent(
+        method="POST",
+        path=path,
+        body=body,
+        status=200,
+        reason="OK",
+        headers=[],
+        content=reply,
+        chunks=[len(reply)],
+    )
 
 
 def test_session_paths_keep_the_order_check_and_shared_paths_match_by_content() -> None:
-    recorded = [_event("/s/a/v1/chat/completions", "one", b"1"), _event("/s/a/v1/chat/completions", "two", b"2"),
-                _event("/v1/chat/completions", "x", b"x"), _event("/v1/chat/completions", "y", b"y")]
+    recorded = [
+        _event("/s/a/v1/chat/completions", "one", b"1"),
+        _event("/s/a/v1/chat/completions", "two", b"2"),
+        _event("/v1/chat/completions", "x", b"x"),
+        _event("/v1/chat/completions", "y", b"y"),
+    ]
     player = ConversationPlayer("p", recorded)
     assert player.play(recorded[3].request_form()).content == b"y"  # shared path: any order, by content
     with pytest.raises(DivergenceError) as info:  # a session's requests must come in its recorded order
@@ -129,8 +158,22 @@ def test_session_paths_keep_the_order_check_and_shared_paths_match_by_content() 
 
 def test_a_sigkilled_proxy_keeps_every_completed_exchange(reference: ReferenceServer, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    argv = [sys.executable, "-m", "replaykit.cli", "proxy", "--upstream", reference.base_url, "--name", "killed", "--store", str(store), "--json"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "400"})
+    argv = [
+        sys.executable,
+        "-m",
+        "replaykit.cli",
+        "proxy",
+        "--upstream",
+        reference.base_url,
+        "--name",
+        "killed",
+        "--store",
+        str(store),
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "400"}
+    )
     completed: list[tuple[int, str]] = []
     lock = threading.Lock()
     enough = threading.Event()

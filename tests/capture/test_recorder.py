@@ -25,7 +25,9 @@ def server() -> Iterator[ReferenceServer]:
 
 
 def client(base_url: str, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key="sk-test-key-123456", max_retries=0, default_headers=headers or None)
+    return openai.OpenAI(
+        base_url=base_url, api_key="sk-test-key-123456", max_retries=0, default_headers=headers or None
+    )
 
 
 def record(server: ReferenceServer, calls: int = 2, **headers: str) -> Tape:
@@ -52,7 +54,10 @@ def test_volatile_headers_do_not_affect_matching(server: ReferenceServer) -> Non
     tape = record(server, **{"x-stainless-retry-count": "0", "x-request-trace": "abc"})
     replay = Tape("test", recorded=list(tape.events))
     with episode_cassette("test", replay):
-        llm = client("http://127.0.0.1:9/v1", **{"x-stainless-retry-count": "7", "x-request-trace": "zzz", "user-agent": "other/9"})
+        llm = client(
+            "http://127.0.0.1:9/v1",
+            **{"x-stainless-retry-count": "7", "x-request-trace": "zzz", "user-agent": "other/9"},
+        )
         for i in range(2):
             llm.chat.completions.create(model="reference-strong", messages=MESSAGES, seed=i)
     assert replay.divergence is None
@@ -76,7 +81,9 @@ def test_altered_request_reports_position_and_diff(server: ReferenceServer) -> N
         llm = client("http://127.0.0.1:9/v1")
         llm.chat.completions.create(model="reference-strong", messages=MESSAGES, seed=0)
         with pytest.raises(DivergenceError) as info:
-            llm.chat.completions.create(model="reference-strong", messages=[{"role": "user", "content": "different"}], seed=1)
+            llm.chat.completions.create(
+                model="reference-strong", messages=[{"role": "user", "content": "different"}], seed=1
+            )
     report = info.value.report
     assert report["position"] == 1 and report["kind"] == "llm"
     assert any(line.startswith("+") and "different" in line for line in report["diff"])

@@ -30,8 +30,13 @@ PLACEHOLDERS = ["none", "EMPTY", "dummy", "test", "ollama", "sk-no-key-required"
 
 def sse_frames(text: str, split_at: int) -> list[bytes]:
     """A chat-completion stream whose content is ``text``; the first frame boundary cuts ``text`` at ``split_at``."""
+
     def frame(piece: str) -> bytes:
-        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}).encode() + b"\n\n"
+        return (
+            b"data: "
+            + json.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}).encode()
+            + b"\n\n"
+        )
 
     whole = b"".join([frame(text), b"data: [DONE]\n\n"])
     cut = whole.index(text.encode()) + split_at
@@ -90,7 +95,12 @@ def post_raw(base_url: str, body: dict[str, Any], key: str) -> bytes:
     """The decoded body exactly as the client receives it."""
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    conn.request("POST", parts.path + "/chat/completions", json.dumps(body), {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    conn.request(
+        "POST",
+        parts.path + "/chat/completions",
+        json.dumps(body),
+        {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     data = conn.getresponse().read()
     conn.close()
     return data
@@ -103,12 +113,16 @@ def stored(tape: Tape) -> LlmEvent:
 
 
 @pytest.mark.parametrize("key", PLACEHOLDERS)
-def test_placeholder_client_keys_are_not_secrets_and_replies_reach_the_agent_unchanged(upstream_factory: Any, key: str) -> None:
+def test_placeholder_client_keys_are_not_secrets_and_replies_reach_the_agent_unchanged(
+    upstream_factory: Any, key: str
+) -> None:
     frames = sse_frames(f"echo {key}; echo none", 3)
     upstream = upstream_factory(frames)
     tape = Tape("placeholder")
     with recording_proxy(tape, upstream.base_url) as url:
-        received = post_raw(url, {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"key {key}"}]}, key)
+        received = post_raw(
+            url, {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"key {key}"}]}, key
+        )
     assert received == b"".join(frames)  # what the upstream sent, byte for byte
     event = stored(tape)
     assert event.content == b"".join(frames) and "<secret:" not in json.dumps(event.body)
@@ -116,13 +130,17 @@ def test_placeholder_client_keys_are_not_secrets_and_replies_reach_the_agent_unc
 
 
 @pytest.mark.parametrize("streamed", [True, False])
-def test_proxy_relays_a_secret_unchanged_and_stores_the_joined_stream_scrubbed(upstream_factory: Any, streamed: bool) -> None:
+def test_proxy_relays_a_secret_unchanged_and_stores_the_joined_stream_scrubbed(
+    upstream_factory: Any, streamed: bool
+) -> None:
     frames = sse_frames(f"the key is {CANARY} ok", 20)  # the canary straddles the first frame boundary
     assert CANARY.encode() not in frames[0] and CANARY.encode() not in frames[1]
     upstream = upstream_factory(frames, streamed)
     tape = Tape("split")
     with recording_proxy(tape, upstream.base_url) as url:
-        received = post_raw(url, {"model": "m", "stream": streamed, "messages": [{"role": "user", "content": CANARY}]}, CANARY)
+        received = post_raw(
+            url, {"model": "m", "stream": streamed, "messages": [{"role": "user", "content": CANARY}]}, CANARY
+        )
     assert received == b"".join(frames)  # transparent: the client's own key echoed back reaches it as sent
     event = stored(tape)
     assert CANARY.encode() not in event.content and b"<secret:client_authorization>" in event.content
@@ -136,7 +154,9 @@ def test_in_process_recorder_is_transparent_and_scrubs_the_joined_stream(upstrea
     tape = Tape("recorder")
     client = openai.OpenAI(base_url=upstream.base_url, api_key=CANARY, max_retries=0)
     with episode_cassette("recorder", tape, Scrubber({"api_key": CANARY, "placeholder": "none"})):
-        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+        stream = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text == f"echo {CANARY} none"  # the harness saw the real reply
     event = stored(tape)
@@ -146,8 +166,13 @@ def test_in_process_recorder_is_transparent_and_scrubs_the_joined_stream(upstrea
     replay = Tape("recorder", recorded=list(tape.events))
     with episode_cassette("recorder", replay):
         offline = openai.OpenAI(base_url=upstream.base_url, api_key="replaykit-offline", max_retries=0)
-        stream = offline.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
-        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "echo <secret:api_key> none"
+        stream = offline.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        assert (
+            "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+            == "echo <secret:api_key> none"
+        )
 
 
 def test_scrubber_cuts_chunks_where_they_were() -> None:
@@ -156,4 +181,9 @@ def test_scrubber_cuts_chunks_where_they_were() -> None:
     out = scrub.chunks(chunks)
     assert out == [b"aaaaa<secret:k>", b"b", b"c"]
     assert scrub.chunks([b"plain", b"", b"text"]) == [b"plain", b"text"]
-    assert [is_secret(v) for v in ("none", "sk-no-key-required", "aaaaaaaaaaaa", CANARY)] == [False, False, False, True]
+    assert [is_secret(v) for v in ("none", "sk-no-key-required", "aaaaaaaaaaaa", CANARY)] == [
+        False,
+        False,
+        False,
+        True,
+    ]

@@ -25,15 +25,35 @@ from replaykit.testing import small_config
 
 MUTATIONS = 120
 CLI_EVERY = 12  # every 12th mutation is replayed through the real CLI, the rest through the library
-CASSETTE_COLUMNS = ("digest", "passed", "reward", "infra_failure", "n_llm", "n_env", "tokens", "task_id", "seed",
-                    "harness_sha", "key_json", "doc", "created_at", "model", "config_digest")
+CASSETTE_COLUMNS = (
+    "digest",
+    "passed",
+    "reward",
+    "infra_failure",
+    "n_llm",
+    "n_env",
+    "tokens",
+    "task_id",
+    "seed",
+    "harness_sha",
+    "key_json",
+    "doc",
+    "created_at",
+    "model",
+    "config_digest",
+)
 RUN_COLUMNS = ("doc", "harness_sha", "model", "config_digest", "created_at", "kind")
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("campaign")
-    config = small_config(tmp, tasks=["hello-file", "fix-config-port"], seeds=[0, 1], **{"model.name": "reference-weak", "env.timeout_sec": 21})
+    config = small_config(
+        tmp,
+        tasks=["hello-file", "fix-config-port"],
+        seeds=[0, 1],
+        **{"model.name": "reference-weak", "env.timeout_sec": 21},
+    )
     run = measure(config).run
     store = Store(config.store_path, readonly=True)
     truth = fingerprint(store, run["run_id"])
@@ -92,7 +112,9 @@ def _other(old: Any, rng: random.Random, conn: sqlite3.Connection) -> Any:
         doc["seed"] = int(doc.get("seed", 0)) + 1
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
     if isinstance(old, str):
-        return rng.choice([old[:-1] + ("x" if not old.endswith("x") else "y"), "", old.upper(), "2001-01-01T00:00:00Z"])
+        return rng.choice(
+            [old[:-1] + ("x" if not old.endswith("x") else "y"), "", old.upper(), "2001-01-01T00:00:00Z"]
+        )
     return rng.choice([0, 1, "x"])
 
 
@@ -107,14 +129,21 @@ def test_randomised_corruption_campaign(source: dict[str, Any], tmp_path: Path) 
         what = mutate(conn, rng, source["run"])
         conn.close()
         if i % CLI_EVERY == 0:
-            out = subprocess.run([sys.executable, "-m", "replaykit.cli", "replay", run_id, "--store", str(path), "--json"],
-                                 capture_output=True, text=True, timeout=300)
+            out = subprocess.run(
+                [sys.executable, "-m", "replaykit.cli", "replay", run_id, "--store", str(path), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert "Traceback" not in out.stderr, (what, out.stderr)
             if out.returncode == 0:
                 identical = json.loads(out.stdout)["identical"]
                 error = None
             else:
-                assert out.stderr.startswith("Error: store corrupt: ") and len(out.stderr.strip().splitlines()) == 1, (what, out.stdout, out.stderr)
+                assert (
+                    out.stderr.startswith("Error: store corrupt: ")
+                    and len(out.stderr.strip().splitlines()) == 1
+                ), (what, out.stdout, out.stderr)
                 identical, error = False, out.stderr
         else:
             try:
@@ -129,17 +158,37 @@ def test_randomised_corruption_campaign(source: dict[str, Any], tmp_path: Path) 
         # not detected: then it must be provably harmless
         assert identical, f"{what}: neither detected nor identical (a divergence blamed on the harness?)"
         assert report["ok"], f"{what}: replay identical but the fsck found {report['damaged']}"
-        assert fingerprint(Store(path, readonly=True), run_id) == source["truth"], f"{what}: 'identical' on changed data"
+        assert fingerprint(Store(path, readonly=True), run_id) == source["truth"], (
+            f"{what}: 'identical' on changed data"
+        )
         outcomes["harmless"] += 1
         shutil.rmtree(path)
     assert sum(outcomes.values()) == MUTATIONS and outcomes["detected"] >= MUTATIONS // 2, outcomes
 
 
 def test_fsck_of_a_healthy_store_via_cli(source: dict[str, Any]) -> None:
-    out = subprocess.run([sys.executable, "-m", "replaykit.cli", "cassettes", "verify", "--store", str(source["path"]), "--json"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replaykit.cli",
+            "cassettes",
+            "verify",
+            "--store",
+            str(source["path"]),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(out.stdout)
-    assert out.returncode == 0 and report["ok"] and report["checked"]["cassettes"] == 4 and report["checked"]["blobs"] > 4
+    assert (
+        out.returncode == 0
+        and report["ok"]
+        and report["checked"]["cassettes"] == 4
+        and report["checked"]["blobs"] > 4
+    )
 
 
 def test_fsck_names_what_is_damaged(source: dict[str, Any], tmp_path: Path) -> None:
@@ -149,7 +198,14 @@ def test_fsck_names_what_is_damaged(source: dict[str, Any], tmp_path: Path) -> N
     conn = sqlite3.connect(str(path / "index.db"), isolation_level=None)
     conn.execute("UPDATE cassettes SET passed = 1 - passed WHERE id = ?", (cid,))
     conn.close()
-    out = subprocess.run([sys.executable, "-m", "replaykit.cli", "cassettes", "verify", "--store", str(path)],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1 and f"damaged cassette {cid}: store corrupt: cassette {cid}: column(s) passed" in out.stdout, out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "cassettes", "verify", "--store", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        out.returncode == 1
+        and f"damaged cassette {cid}: store corrupt: cassette {cid}: column(s) passed" in out.stdout
+    ), out.stdout
     assert f"damaged run {source['run']['run_id']}" in out.stdout  # its run reads that cassette

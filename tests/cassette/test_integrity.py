@@ -34,7 +34,9 @@ TASKS = ["hello-file", "fix-config-port"]
 def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two tasks × two seeds, recorded once; tests damage copies of its store."""
     tmp = tmp_path_factory.mktemp("integrity")
-    config = small_config(tmp, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak", "env.timeout_sec": 23})
+    config = small_config(
+        tmp, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak", "env.timeout_sec": 23}
+    )
     run = measure(config).run
     Store(config.store_path).close()
     return {"tmp": tmp, "config": config, "run": run, "store": Path(config.store_path)}
@@ -51,7 +53,9 @@ def damaged(source: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def replay_error(path: Path, run_id: str) -> str:
@@ -60,7 +64,9 @@ def replay_error(path: Path, run_id: str) -> str:
         replay_run(Store(path, readonly=True), run_id)
     out = cli("replay", run_id, "--store", str(path))
     assert out.returncode == 1, out.stdout + out.stderr
-    assert out.stderr.startswith("Error: store corrupt: ") and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("Error: store corrupt: ") and len(out.stderr.strip().splitlines()) == 1, (
+        out.stderr
+    )
     assert "identical" not in out.stdout and "Traceback" not in out.stderr and "diverge" not in out.stderr
     return str(info.value)
 
@@ -72,7 +78,9 @@ def a_doc_blob(conn: sqlite3.Connection, cassette_id: str) -> str:
 def test_flipped_byte_in_a_blob_is_store_corrupt(damaged: dict[str, Any]) -> None:
     conn, cid = damaged["conn"], damaged["run"]["cassettes"][0]
     # a response body: decoding it would still "work", only its hash shows the damage
-    doc = json.loads(conn.execute("SELECT data FROM blobs WHERE hash = ?", (a_doc_blob(conn, cid),)).fetchone()[0])
+    doc = json.loads(
+        conn.execute("SELECT data FROM blobs WHERE hash = ?", (a_doc_blob(conn, cid),)).fetchone()[0]
+    )
     digest = next(e["content"] for e in doc["events"] if e["kind"] == "llm")
     data = bytearray(conn.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()[0])
     data[len(data) // 2] ^= 0x01
@@ -89,14 +97,28 @@ def test_row_pointing_at_another_cassettes_document_is_caught(damaged: dict[str,
     assert f"cassette row {first} points at the document of cassette {second}" in message
 
 
-@pytest.mark.parametrize("column,value", [("digest", "0" * 64), ("passed", 1), ("reward", 1.0), ("n_llm", 99), ("tokens", 7), ("infra_failure", 1)])
+@pytest.mark.parametrize(
+    "column,value",
+    [
+        ("digest", "0" * 64),
+        ("passed", 1),
+        ("reward", 1.0),
+        ("n_llm", 99),
+        ("tokens", 7),
+        ("infra_failure", 1),
+    ],
+)
 def test_edited_cached_column_is_caught(damaged: dict[str, Any], column: str, value: Any) -> None:
     conn, run = damaged["conn"], damaged["run"]
-    failed = next(e["cassette_id"] for e in run["episodes"] if not e["passed"])  # passed=1 on a failed episode
+    failed = next(
+        e["cassette_id"] for e in run["episodes"] if not e["passed"]
+    )  # passed=1 on a failed episode
     conn.execute(f"UPDATE cassettes SET [{column}] = ? WHERE id = ?", (value, failed))
     message = replay_error(damaged["path"], run["run_id"])
     assert f"cassette {failed}: column(s) {column} do not match its events" in message
-    if column == "infra_failure":  # an infra failure is never reused: measuring re-records it, a fresh verified cassette
+    if (
+        column == "infra_failure"
+    ):  # an infra failure is never reused: measuring re-records it, a fresh verified cassette
         assert failed in measure(damaged_config(damaged), record_mode="once").recorded
         return
     # measuring from the cassettes (what a training's verdicts are computed from) refuses too
@@ -105,16 +127,30 @@ def test_edited_cached_column_is_caught(damaged: dict[str, Any], column: str, va
 
 
 def damaged_config(damaged: dict[str, Any]) -> Any:
-    cfg = small_config(damaged["path"].parent, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak", "env.timeout_sec": 23})
+    cfg = small_config(
+        damaged["path"].parent,
+        tasks=TASKS,
+        seeds=[0, 1],
+        **{"model.name": "reference-weak", "env.timeout_sec": 23},
+    )
     return cfg
 
 
-def test_run_row_pointing_at_another_document_is_caught(damaged: dict[str, Any], source: dict[str, Any]) -> None:
+def test_run_row_pointing_at_another_document_is_caught(
+    damaged: dict[str, Any], source: dict[str, Any]
+) -> None:
     conn, run = damaged["conn"], damaged["run"]
     store = Store(damaged["path"])
     other = dict(run, run_id="f" * 16)
-    store.put_doc("f" * 16, "measure", other, harness_sha=run["harness_sha"], model=run["model"]["name"],
-                  endpoint=run["model"]["endpoint"], config_digest=run["config_digest"])
+    store.put_doc(
+        "f" * 16,
+        "measure",
+        other,
+        harness_sha=run["harness_sha"],
+        model=run["model"]["name"],
+        endpoint=run["model"]["endpoint"],
+        config_digest=run["config_digest"],
+    )
     store.close()
     other_doc = conn.execute("SELECT doc FROM runs WHERE id = ?", ("f" * 16,)).fetchone()[0]
     conn.execute("UPDATE runs SET doc = ? WHERE id = ?", (other_doc, run["run_id"]))
@@ -153,7 +189,11 @@ def test_show_and_ls_run_say_store_corrupt(damaged: dict[str, Any]) -> None:
     conn, cid = damaged["conn"], damaged["run"]["cassettes"][0]
     conn.execute("UPDATE cassettes SET digest = ? WHERE id = ?", ("1" * 64, cid))
     out = cli("cassettes", "show", cid, "--store", str(damaged["path"]))
-    assert out.returncode == 1 and out.stderr.startswith("Error: store corrupt: cassette") and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 1
+        and out.stderr.startswith("Error: store corrupt: cassette")
+        and "Traceback" not in out.stderr
+    )
 
 
 # -- forged bundles ----------------------------------------------------------------------------------
@@ -163,7 +203,9 @@ def rewrite_bundle(path: Path, out: Path, edit: Any) -> None:
         members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
     edit(members)
     manifest = json.loads(members["manifest.json"])
-    manifest["members"] = {n: {"sha256": sha256_hex(d), "size": len(d)} for n, d in members.items() if n != "manifest.json"}
+    manifest["members"] = {
+        n: {"sha256": sha256_hex(d), "size": len(d)} for n, d in members.items() if n != "manifest.json"
+    }
     members["manifest.json"] = json.dumps(manifest).encode()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -174,7 +216,9 @@ def rewrite_bundle(path: Path, out: Path, edit: Any) -> None:
     out.write_bytes(gzip.compress(buf.getvalue()))
 
 
-def test_forged_bundle_with_a_pass_on_a_failed_episode_is_refused(source: dict[str, Any], tmp_path: Path) -> None:
+def test_forged_bundle_with_a_pass_on_a_failed_episode_is_refused(
+    source: dict[str, Any], tmp_path: Path
+) -> None:
     run = source["run"]
     bundle = tmp_path / "run.tar.gz"
     export_bundle(Store(source["store"], readonly=True), run["run_id"], bundle)
@@ -189,7 +233,9 @@ def test_forged_bundle_with_a_pass_on_a_failed_episode_is_refused(source: dict[s
 
     forged = tmp_path / "forged.tar.gz"
     rewrite_bundle(bundle, forged, forge)
-    with pytest.raises(BundleError, match=f"cassette {failed}: column\\(s\\) reward, passed do not match its events"):
+    with pytest.raises(
+        BundleError, match=f"cassette {failed}: column\\(s\\) reward, passed do not match its events"
+    ):
         import_bundle(Store(tmp_path / "target"), forged)
     assert not (tmp_path / "target").exists()
 
@@ -209,5 +255,7 @@ def test_forged_bundle_with_a_pass_on_a_failed_episode_is_refused(source: dict[s
 
     rewrite_bundle(bundle, forged, forge_run_too)
     out = cli("cassettes", "import", str(forged), "--store", str(tmp_path / "target"))
-    assert out.returncode == 1 and "do not match its events (forged or corrupt); refusing" in out.stderr, out.stderr
+    assert out.returncode == 1 and "do not match its events (forged or corrupt); refusing" in out.stderr, (
+        out.stderr
+    )
     assert not (tmp_path / "target").exists()

@@ -19,8 +19,14 @@ def test_canary_key_appears_nowhere_under_the_store(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("CANARY_SECRET", CANARY_SECRET)
     with ReferenceServer() as server:
         config = small_config(
-            tmp_path, tasks=["hello-file", "count-error-lines"], seeds=[0],
-            **{"model.base_url": server.base_url, "model.api_key_env": "CANARY_API_KEY", "record.secrets": ["CANARY_SECRET"]},
+            tmp_path,
+            tasks=["hello-file", "count-error-lines"],
+            seeds=[0],
+            **{
+                "model.base_url": server.base_url,
+                "model.api_key_env": "CANARY_API_KEY",
+                "record.secrets": ["CANARY_SECRET"],
+            },
         )
         result = measure(config)
     assert result.recorded and result.run["total"] == 2

@@ -21,8 +21,16 @@ def make_key(seed: int = 0) -> CassetteKey:
 def make_episode(history: int = 3, seed: int = 0) -> Episode:
     messages = [{"role": "user", "content": f"message {i} " + "x" * 300} for i in range(history)]
     events = [
-        LlmEvent("POST", "/v1/chat/completions", {"model": "m", "messages": messages[: i + 1]}, 200, "OK",
-                 [("content-type", "application/json")], b'{"ok": %d}' % i, [5, 5])
+        LlmEvent(
+            "POST",
+            "/v1/chat/completions",
+            {"model": "m", "messages": messages[: i + 1]},
+            200,
+            "OK",
+            [("content-type", "application/json")],
+            b'{"ok": %d}' % i,
+            [5, 5],
+        )
         for i in range(history)
     ]
     events.append(EnvEvent("echo hi", Observation("hi\n", "", 0), "s" * 64))
@@ -47,7 +55,9 @@ def test_resent_history_is_stored_once(tmp_path: Path) -> None:
     store.put_episode(make_episode(history=20))
     blobs = store.db.conn.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
     # 20 distinct messages of ~320 bytes each, re-sent 210 times in total: stored once each.
-    message_blobs = store.db.conn.execute("SELECT count(*) FROM blobs WHERE size BETWEEN 300 AND 400").fetchone()[0]
+    message_blobs = store.db.conn.execute(
+        "SELECT count(*) FROM blobs WHERE size BETWEEN 300 AND 400"
+    ).fetchone()[0]
     assert message_blobs == 20
     naive = sum(len(json.dumps(e.body)) for e in make_episode(history=20).llm_events)
     assert blobs[1] < naive / 2

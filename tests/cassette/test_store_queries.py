@@ -47,8 +47,19 @@ def test_certificates_round_trip_and_reading_creates_nothing(tmp_path: Path) -> 
     assert reader.get_certificate("c1") is None
     reader.close()
     assert (tmp_path / "index.db").read_bytes() == before
-    row = {"id": "c1", "task_id": "t", "task_digest": "d", "env_kind": "local", "image_id": "", "status": "deterministic",
-           "reason": "", "run_id": "r", "episodes": 1, "doc": '{"cassettes": ["x"]}', "created_at": "now"}
+    row = {
+        "id": "c1",
+        "task_id": "t",
+        "task_digest": "d",
+        "env_kind": "local",
+        "image_id": "",
+        "status": "deterministic",
+        "reason": "",
+        "run_id": "r",
+        "episodes": 1,
+        "doc": '{"cassettes": ["x"]}',
+        "created_at": "now",
+    }
     store.put_certificate(row)
     got = Store(tmp_path).get_certificate("c1")
     assert got is not None and got["status"] == "deterministic" and got["doc"] == {"cassettes": ["x"]}
@@ -56,15 +67,26 @@ def test_certificates_round_trip_and_reading_creates_nothing(tmp_path: Path) -> 
 
 def test_rows_for_bundles(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    assert not store.exists() and store.present("blobs", ["x"]) == {} and not tmp_path.joinpath("index.db").exists()
+    assert (
+        not store.exists()
+        and store.present("blobs", ["x"]) == {}
+        and not tmp_path.joinpath("index.db").exists()
+    )
     digest = store.put_blob(b"data")
-    assert digest == hashlib.sha256(b"data").hexdigest() and store.has_blob(digest) and not store.has_blob("0" * 64)
+    assert (
+        digest == hashlib.sha256(b"data").hexdigest()
+        and store.has_blob(digest)
+        and not store.has_blob("0" * 64)
+    )
     assert store.present("blobs", [digest, "0" * 64]) == {digest: 1}
     other = Store(tmp_path / "other")
     with other.transaction():
         other.insert_blobs({digest: b"data"})
         other.insert_rows("trees", [{"sha": "s1", "manifest": "{}"}])
-    assert other.get_blob(digest) == b"data" and other.get_row("trees", "s1") == {"sha": "s1", "manifest": "{}"}
+    assert other.get_blob(digest) == b"data" and other.get_row("trees", "s1") == {
+        "sha": "s1",
+        "manifest": "{}",
+    }
     assert other.present("trees", ["s1", "s2"], "manifest") == {"s1": "{}"}
 
 
@@ -72,7 +94,9 @@ def test_sql_lives_in_the_store_module_only() -> None:
     pattern = re.compile(r"\.db\[|index\.db|rows_where|execute\(|\bimport sqlite")
     offenders = [
         f"{path.relative_to(PACKAGE)}:{n}"
-        for path in PACKAGE.rglob("*.py") if path.name != "store.py"
-        for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "store.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
     ]
     assert offenders == []

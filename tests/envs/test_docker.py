@@ -15,7 +15,12 @@ import pytest
 from replaykit.determinism import ENV_PINS
 from replaykit.envs import images
 from replaykit.envs.docker import (
-    EPISODE_LABEL, LABEL, OWNER_LABEL, DockerEnv, owner_id, remove_stale_containers,
+    EPISODE_LABEL,
+    LABEL,
+    OWNER_LABEL,
+    DockerEnv,
+    owner_id,
+    remove_stale_containers,
 )
 from replaykit.envs.local import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
@@ -27,8 +32,13 @@ TOML = 'version = "2.0"\n[verifier]\ntimeout_sec = {vt}\n[environment]\ncpus = 1
 PASS_IF_DONE = 'mkdir -p "$LOGS_DIR/verifier"\n[ -f "$APP_DIR/done" ] && r=1 || r=0\necho $r > "$LOGS_DIR/verifier/reward.txt"\necho checked\n'
 
 
-def make_task(folder: Path, test_sh: str = PASS_IF_DONE, dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY files/ /app/\n",
-              files: dict[str, str] | None = None, verifier_timeout: float = 20) -> Task:
+def make_task(
+    folder: Path,
+    test_sh: str = PASS_IF_DONE,
+    dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY files/ /app/\n",
+    files: dict[str, str] | None = None,
+    verifier_timeout: float = 20,
+) -> Task:
     (folder / "tests").mkdir(parents=True)
     (folder / "environment" / "files").mkdir(parents=True)
     (folder / "task.toml").write_text(TOML.format(vt=verifier_timeout))
@@ -59,7 +69,9 @@ def env(task: Task, image: str) -> Iterator[DockerEnv]:
 
 
 def test_pins_workdir_and_starting_files(env: DockerEnv) -> None:
-    obs = env.run('pwd; hostname; cat a.txt sub/b.txt; echo "$APP_DIR $TESTS_DIR $LOGS_DIR"; ls -d /tests /logs')
+    obs = env.run(
+        'pwd; hostname; cat a.txt sub/b.txt; echo "$APP_DIR $TESTS_DIR $LOGS_DIR"; ls -d /tests /logs'
+    )
     assert obs.exit_code == 0 and not obs.timed_out
     assert obs.stdout == "/app\nreplaykit\nalpha\nbeta\n/app /tests /logs\n/logs\n/tests\n"
     env_out = env.run("env").stdout
@@ -151,13 +163,25 @@ def test_grade_pass_fail_and_stale_reward(env: DockerEnv) -> None:
 @pytest.mark.parametrize(
     ("test_sh", "reward", "infra", "detail"),
     [
-        ('mkdir -p $LOGS_DIR/verifier; echo \'{"reward": 0.5}\' > $LOGS_DIR/verifier/reward.json', 0.5, False, "reward 0.5 from reward.json"),
+        (
+            "mkdir -p $LOGS_DIR/verifier; echo '{\"reward\": 0.5}' > $LOGS_DIR/verifier/reward.json",
+            0.5,
+            False,
+            "reward 0.5 from reward.json",
+        ),
         ("echo nothing written", 0.0, True, "the verifier wrote no reward.txt or reward.json"),
-        ("mkdir -p $LOGS_DIR/verifier; echo yes > $LOGS_DIR/verifier/reward.txt", 0.0, True, "reward.txt is not a number"),
+        (
+            "mkdir -p $LOGS_DIR/verifier; echo yes > $LOGS_DIR/verifier/reward.txt",
+            0.0,
+            True,
+            "reward.txt is not a number",
+        ),
         ("sleep 30", 0.0, True, "verifier timed out after 1s"),
     ],
 )
-def test_grade_semantics_match_local(docker_base: str, tmp_path: Path, test_sh: str, reward: float, infra: bool, detail: str) -> None:
+def test_grade_semantics_match_local(
+    docker_base: str, tmp_path: Path, test_sh: str, reward: float, infra: bool, detail: str
+) -> None:
     task = make_task(tmp_path / "t", test_sh=test_sh, verifier_timeout=1)
     with DockerEnv(task, images.ensure_task_image(task).id) as env:
         grade = env.grade()
@@ -183,7 +207,9 @@ def test_close_removes_the_container_and_start_recreates(task: Task, image: str)
 
 def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
     client = images.docker_client()
-    dead = client.containers.create(image, command=["true"], labels={LABEL: "1", OWNER_LABEL: f"{owner_id().split(':')[0]}:999999999:0"})
+    dead = client.containers.create(
+        image, command=["true"], labels={LABEL: "1", OWNER_LABEL: f"{owner_id().split(':')[0]}:999999999:0"}
+    )
     alive = client.containers.create(image, command=["true"], labels={LABEL: "1", OWNER_LABEL: owner_id()})
     try:
         removed = remove_stale_containers()
@@ -191,7 +217,9 @@ def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
         assert alive.id in [c.id for c in client.containers.list(all=True)]
     finally:
         for c in (dead, alive):
-            client.api.remove_container(c.id, force=True) if c.id in [x.id for x in client.containers.list(all=True)] else None
+            client.api.remove_container(c.id, force=True) if c.id in [
+                x.id for x in client.containers.list(all=True)
+            ] else None
 
 
 def test_image_cache_and_rebuild_on_change(docker_base: str, tmp_path: Path) -> None:
@@ -206,13 +234,20 @@ def test_image_cache_and_rebuild_on_change(docker_base: str, tmp_path: Path) -> 
 
 
 def test_aliases_and_offline_builds(docker_base: str, tmp_path: Path) -> None:
-    dockerfile = "FROM python:3.12-slim@sha256:" + "c" * 64 + "\nRUN ls /sys/class/net > /netifs && python3 --version\nWORKDIR /app\n"
+    dockerfile = (
+        "FROM python:3.12-slim@sha256:"
+        + "c" * 64
+        + "\nRUN ls /sys/class/net > /netifs && python3 --version\nWORKDIR /app\n"
+    )
     task = make_task(tmp_path / "t", dockerfile=dockerfile, files={"x": "x\n"})
     built = images.ensure_task_image(task, {"python:3.12-slim": docker_base})
     with DockerEnv(task, built.id) as env:
         assert env.run("cat /netifs").stdout == "lo\n"  # the build ran without a network
     unknown = make_task(tmp_path / "u", dockerfile="FROM no-such-image-anywhere:1\n", files={"x": "x\n"})
-    with pytest.raises(EnvError, match=r"environment/Dockerfile: base image 'no-such-image-anywhere:1' is not present locally"):
+    with pytest.raises(
+        EnvError,
+        match=r"environment/Dockerfile: base image 'no-such-image-anywhere:1' is not present locally",
+    ):
         images.ensure_task_image(unknown)
 
 
@@ -230,7 +265,9 @@ def test_workdir_from_the_image_and_prebuilt_docker_image(docker_base: str, tmp_
     (folder / "task.toml").write_text('version = "1.0"\n')  # no workdir: the image's WORKDIR counts
     (folder / "instruction.md").write_text("Do it.\n")
     (folder / "tests" / "test.sh").write_text("exit 0\n")
-    (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /workdir\nRUN echo data > seed.txt\n")
+    (folder / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /workdir\nRUN echo data > seed.txt\n"
+    )
     task = load_task(folder)
     with DockerEnv(task, images.ensure_task_image(task).id) as env:
         assert env.run('pwd; echo "$APP_DIR"; cat seed.txt').stdout == "/workdir\n/workdir\ndata\n"

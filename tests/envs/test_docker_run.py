@@ -27,18 +27,30 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})}, cwd=REPO)
+def cli(
+    *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
 def test_quickstart_recorded_in_docker(docker_quickstart: dict[str, Any]) -> None:
     run, store = docker_quickstart["run"], docker_quickstart["store"]
     assert run["total"] == len(run["episodes"]) >= 16 and len(docker_quickstart["recorded"]) == run["total"]
-    assert docker_quickstart["seconds"] < 240, f"recording the quickstart in Docker took {docker_quickstart['seconds']:.0f}s"
+    assert docker_quickstart["seconds"] < 240, (
+        f"recording the quickstart in Docker took {docker_quickstart['seconds']:.0f}s"
+    )
     images_by_task: dict[str, str] = {}
     for cassette_id in run["cassettes"]:
         key = CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
@@ -56,7 +68,9 @@ def test_second_measure_reuses_every_cassette(docker_quickstart: dict[str, Any])
     assert again.recorded == [] and again.run["run_id"] == docker_quickstart["run"]["run_id"]
 
 
-def test_replay_offline_with_no_docker_daemon_and_no_sockets(docker_quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_offline_with_no_docker_daemon_and_no_sockets(
+    docker_quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(images, "_clients", {})
     attempts: list[Any] = []
@@ -73,27 +87,47 @@ def test_replay_offline_with_no_docker_daemon_and_no_sockets(docker_quickstart: 
     finally:
         store.close()
     assert report["identical"], report["divergence"]
-    assert [e["replayed_digest"] for e in report["episodes"]] == [e["digest"] for e in docker_quickstart["run"]["episodes"]]
+    assert [e["replayed_digest"] for e in report["episodes"]] == [
+        e["digest"] for e in docker_quickstart["run"]["episodes"]
+    ]
     assert attempts == []
 
 
 def test_cli_replay_with_the_daemon_unreachable(docker_quickstart: dict[str, Any]) -> None:
-    proc = cli("replay", docker_quickstart["run"]["run_id"], "--store", str(docker_quickstart["tmp"] / "store"), "--json",
-               env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    proc = cli(
+        "replay",
+        docker_quickstart["run"]["run_id"],
+        "--store",
+        str(docker_quickstart["tmp"] / "store"),
+        "--json",
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )
     assert json.loads(proc.stdout)["identical"] is True
 
 
-def test_full_snapshots_are_stored_and_deterministic(docker_base: str, docker_config: Callable[..., Path], tmp_path: Path) -> None:
+def test_full_snapshots_are_stored_and_deterministic(
+    docker_base: str, docker_config: Callable[..., Path], tmp_path: Path
+) -> None:
     runs = []
     for name in ("a", "b"):
         folder = tmp_path / name
         folder.mkdir()
-        config = docker_config(folder, {"env.snapshot": "full", "panel.seeds": [0],
-                                        "panel.tasks": [str(REPO / "envs" / "hello-file"), str(REPO / "envs" / "organize-files")]})
+        config = docker_config(
+            folder,
+            {
+                "env.snapshot": "full",
+                "panel.seeds": [0],
+                "panel.tasks": [str(REPO / "envs" / "hello-file"), str(REPO / "envs" / "organize-files")],
+            },
+        )
         runs.append((measure(load_config(config)).run, Store(folder / "store")))
     (run_a, store_a), (run_b, store_b) = runs
     assert [e["digest"] for e in run_a["episodes"]] == [e["digest"] for e in run_b["episodes"]]
-    shown = json.loads(cli("cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store"), "--json").stdout)
+    shown = json.loads(
+        cli(
+            "cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store"), "--json"
+        ).stdout
+    )
     env_events = [e for e in shown["events"] if e["kind"] == "env"]
     assert env_events and all(e["snapshot"] and len(e["snapshot"]) == 64 for e in env_events)
     human = cli("cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store")).stdout
@@ -114,6 +148,7 @@ def test_full_snapshots_are_stored_and_deterministic(docker_base: str, docker_co
 
 # -- killed runs leave no container ----------------------------------------------------------
 
+
 def _slow_task(folder: Path) -> Path:
     (folder / "tests").mkdir(parents=True)
     (folder / "solution").mkdir()
@@ -122,7 +157,9 @@ def _slow_task(folder: Path) -> Path:
     (folder / "instruction.md").write_text("Wait for the slow service, then write ready.txt in /app.\n")
     (folder / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
     (folder / "solution" / "solve.sh").write_text("#!/usr/bin/env bash\nsleep 60\ntouch ready.txt\n")
-    (folder / "tests" / "test.sh").write_text('mkdir -p $LOGS_DIR/verifier; [ -f $APP_DIR/ready.txt ] && echo 1 > $LOGS_DIR/verifier/reward.txt || echo 0 > $LOGS_DIR/verifier/reward.txt\n')
+    (folder / "tests" / "test.sh").write_text(
+        "mkdir -p $LOGS_DIR/verifier; [ -f $APP_DIR/ready.txt ] && echo 1 > $LOGS_DIR/verifier/reward.txt || echo 0 > $LOGS_DIR/verifier/reward.txt\n"
+    )
     return folder
 
 
@@ -133,19 +170,37 @@ def _owned_by(pid: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_killed_run_leaves_no_container(docker_base: str, docker_config: Callable[..., Path], tmp_path: Path, sig: int, code: int) -> None:
+def test_killed_run_leaves_no_container(
+    docker_base: str, docker_config: Callable[..., Path], tmp_path: Path, sig: int, code: int
+) -> None:
     from replaykit.models.reference.server import ReferenceServer
 
     task = _slow_task(tmp_path / "slow-task")
     with ReferenceServer(task_dirs=[task]) as server:
-        config = docker_config(tmp_path, {"panel.tasks": [str(task)], "panel.seeds": [0], "env.timeout_sec": 120,
-                                          "model.base_url": server.base_url, "model.name": "reference-oracle", "model.api_key_env": ""})
-        proc = subprocess.Popen([sys.executable, "-m", "replaykit.cli", "run", str(config)], cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        config = docker_config(
+            tmp_path,
+            {
+                "panel.tasks": [str(task)],
+                "panel.seeds": [0],
+                "env.timeout_sec": 120,
+                "model.base_url": server.base_url,
+                "model.name": "reference-oracle",
+                "model.api_key_env": "",
+            },
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replaykit.cli", "run", str(config)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while not _owned_by(proc.pid):
-                assert proc.poll() is None, f"the run ended before its container started: {proc.communicate()}"
+                assert proc.poll() is None, (
+                    f"the run ended before its container started: {proc.communicate()}"
+                )
                 assert time.monotonic() < deadline, "no container appeared"
                 time.sleep(0.1)
             time.sleep(1.5)  # well inside the 60 s action

@@ -120,8 +120,12 @@ def write_harbor_task(folder: Path, toml: str, base: str, solve: str = SOLVE_SH)
     for sub in ("environment", "tests", "solution"):
         (folder / sub).mkdir(parents=True)
     (folder / "task.toml").write_text(toml)
-    (folder / "instruction.md").write_text("Parse /app/access.log and write /app/report.json with total_requests, unique_ips and top_path.\n")
-    (folder / "environment" / "Dockerfile").write_text(f"FROM {base}\n\nWORKDIR /app\n\nCOPY access.log /app/access.log\n")
+    (folder / "instruction.md").write_text(
+        "Parse /app/access.log and write /app/report.json with total_requests, unique_ips and top_path.\n"
+    )
+    (folder / "environment" / "Dockerfile").write_text(
+        f"FROM {base}\n\nWORKDIR /app\n\nCOPY access.log /app/access.log\n"
+    )
     (folder / "environment" / "access.log").write_text(ACCESS_LOG)
     (folder / "tests" / "test.sh").write_text(TEST_SH)
     (folder / "tests" / "test_outputs.py").write_text(TEST_OUTPUTS)
@@ -130,8 +134,14 @@ def write_harbor_task(folder: Path, toml: str, base: str, solve: str = SOLVE_SH)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ), cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -143,26 +153,42 @@ def harbor_suite(docker_base: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_tasks_check_passes_on_harbor_tasks_with_aliases(harbor_suite: Path, docker_base: str) -> None:
-    proc = cli("tasks", "check", str(harbor_suite), "--json",
-               "--alias", f"python:3.12-slim={docker_base}", "--alias", f"ubuntu:24.04={docker_base}")
+    proc = cli(
+        "tasks",
+        "check",
+        str(harbor_suite),
+        "--json",
+        "--alias",
+        f"python:3.12-slim={docker_base}",
+        "--alias",
+        f"ubuntu:24.04={docker_base}",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] and report["env"] == "docker"
     assert [(r["task_id"], r["untouched"], r["solved"]) for r in report["tasks"]] == [
-        ("log-report", 0.0, 1.0), ("log-report-ubuntu", 0.0, 1.0),
+        ("log-report", 0.0, 1.0),
+        ("log-report-ubuntu", 0.0, 1.0),
     ]
 
 
 def test_tasks_check_table_and_glob(harbor_suite: Path) -> None:
     proc = cli("tasks", "check", str(harbor_suite / "log-*"), "--env", "local")
     assert proc.returncode == 1  # locally /app does not exist: the oracle cannot pass
-    proc = cli("tasks", "check", str(harbor_suite / "log-report"))  # default aliases (python:3.12-slim absent locally)
+    proc = cli(
+        "tasks", "check", str(harbor_suite / "log-report")
+    )  # default aliases (python:3.12-slim absent locally)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "log-report" in proc.stdout and "1/1 task(s) pass the oracle check" in proc.stdout
 
 
 def test_a_task_whose_solution_fails_is_reported(docker_base: str, tmp_path: Path) -> None:
-    write_harbor_task(tmp_path / "broken", TASK_TOML_V1, "debian:bookworm-slim", solve="#!/bin/bash\necho '{}' > /app/report.json\n")
+    write_harbor_task(
+        tmp_path / "broken",
+        TASK_TOML_V1,
+        "debian:bookworm-slim",
+        solve="#!/bin/bash\necho '{}' > /app/report.json\n",
+    )
     report = check_tasks([str(tmp_path / "broken")], tmp_path, kind="docker")
     assert not report["ok"]
     row = report["tasks"][0]
@@ -172,11 +198,18 @@ def test_a_task_whose_solution_fails_is_reported(docker_base: str, tmp_path: Pat
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda f: (f / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = "fast"\n'),
-         r"task\.toml: field 'verifier\.timeout_sec' must be a number > 0, got 'fast'"),
-        (lambda f: (f / "task.toml").write_text('version = "1.0"\n[environment]\nmemory = "lots"\n'),
-         r"task\.toml: field 'environment\.memory' must be a size string"),
-        (lambda f: (f / "task.toml").write_text('schema_version = "7.0"\n'), r"task\.toml: field 'schema_version' is '7\.0'"),
+        (
+            lambda f: (f / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = "fast"\n'),
+            r"task\.toml: field 'verifier\.timeout_sec' must be a number > 0, got 'fast'",
+        ),
+        (
+            lambda f: (f / "task.toml").write_text('version = "1.0"\n[environment]\nmemory = "lots"\n'),
+            r"task\.toml: field 'environment\.memory' must be a size string",
+        ),
+        (
+            lambda f: (f / "task.toml").write_text('schema_version = "7.0"\n'),
+            r"task\.toml: field 'schema_version' is '7\.0'",
+        ),
         (lambda f: (f / "tests" / "test.sh").unlink(), r"tests/test\.sh: missing"),
         (lambda f: (f / "instruction.md").write_text("  \n"), r"instruction\.md: empty"),
     ],
@@ -200,7 +233,11 @@ def test_sample_tasks_pass_in_docker_and_locally() -> None:
         report = json.loads(proc.stdout)
         failed = {r["task_id"]: r["problem"] for r in report["tasks"] if not r["ok"]}
         if env == "local":  # tasks tagged docker-only need their image (a verifier shim, a sidecar)
-            failed = {t: p for t, p in failed.items() if "docker-only" not in load_task(REPO / "envs" / t).metadata["tags"]}
+            failed = {
+                t: p
+                for t, p in failed.items()
+                if "docker-only" not in load_task(REPO / "envs" / t).metadata["tags"]
+            }
         else:
             assert proc.returncode == 0 and report["passed"] == report["total"], proc.stdout + proc.stderr
         assert report["total"] >= 13 and not failed, failed

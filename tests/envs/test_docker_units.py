@@ -73,11 +73,19 @@ def test_alias_resolution_order() -> None:
 
 
 def test_change_roots() -> None:
-    entries = sorted([
-        ("/app", MODIFIED), ("/app/new", ADDED), ("/app/new/a.txt", ADDED), ("/app/new/sub", ADDED),
-        ("/app/new/sub/b", ADDED), ("/app/edited.txt", MODIFIED), ("/etc", MODIFIED), ("/etc/issue", DELETED),
-        ("/tmp", MODIFIED),
-    ])
+    entries = sorted(
+        [
+            ("/app", MODIFIED),
+            ("/app/new", ADDED),
+            ("/app/new/a.txt", ADDED),
+            ("/app/new/sub", ADDED),
+            ("/app/new/sub/b", ADDED),
+            ("/app/edited.txt", MODIFIED),
+            ("/etc", MODIFIED),
+            ("/etc/issue", DELETED),
+            ("/tmp", MODIFIED),
+        ]
+    )
     # /tmp is a changed leaf (e.g. its mode changed); /app and /etc only hold changes.
     assert change_roots(entries) == ["/app/edited.txt", "/app/new", "/tmp"]
 
@@ -100,7 +108,18 @@ def test_unreachable_daemon_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) 
     assert "cannot reach the Docker daemon at unix:///nonexistent/docker.sock" in message
 
 
-@pytest.mark.parametrize(("text", "mb"), [("2G", 2048), ("512M", 512), ("512Mi", 512), ("1.5GB", 1536), ("4096", 4096), ("lots", None), ("0G", None)])
+@pytest.mark.parametrize(
+    ("text", "mb"),
+    [
+        ("2G", 2048),
+        ("512M", 512),
+        ("512Mi", 512),
+        ("1.5GB", 1536),
+        ("4096", 4096),
+        ("lots", None),
+        ("0G", None),
+    ],
+)
 def test_harbor_size_strings(text: str, mb: int | None) -> None:
     assert size_mb(text) == mb
 
@@ -114,10 +133,17 @@ def _task(folder: Path, toml: str) -> Path:
 
 
 def test_harbor_published_forms_load(tmp_path: Path) -> None:
-    v1 = load_task(_task(tmp_path / "v1", 'version = "1.0"\n[environment]\nmemory = "1G"\nstorage = "10G"\ncpus = 2\n'))
+    v1 = load_task(
+        _task(tmp_path / "v1", 'version = "1.0"\n[environment]\nmemory = "1G"\nstorage = "10G"\ncpus = 2\n')
+    )
     assert v1.memory_mb == 1024 and v1.cpus == 2
-    schema = load_task(_task(tmp_path / "s", 'schema_version = "1.3"\n[task]\nname = "org/s"\nkeywords = ["x"]\n'
-                                                '[verifier]\ntimeout_sec = 60.0\nenv = { K = "v" }\n'))
+    schema = load_task(
+        _task(
+            tmp_path / "s",
+            'schema_version = "1.3"\n[task]\nname = "org/s"\nkeywords = ["x"]\n'
+            '[verifier]\ntimeout_sec = 60.0\nenv = { K = "v" }\n',
+        )
+    )
     assert schema.verifier_timeout_sec == 60.0 and schema.memory_mb == 2048
 
 

@@ -26,8 +26,9 @@ SINGLE_IDS = [t for t in LOCAL_IDS if not load_task(ENVS / t).steps]
 TOML = 'version = "2.0"\n\n[verifier]\ntimeout_sec = {verifier_timeout}\n'
 
 
-def make_task(folder: Path, test_sh: str, files: dict[str, str] | None = None,
-              verifier_timeout: float = 10.0) -> Task:
+def make_task(
+    folder: Path, test_sh: str, files: dict[str, str] | None = None, verifier_timeout: float = 10.0
+) -> Task:
     (folder / "tests").mkdir(parents=True)
     (folder / "task.toml").write_text(TOML.format(verifier_timeout=verifier_timeout))
     (folder / "instruction.md").write_text("Do it.\n")
@@ -59,6 +60,7 @@ def alive(pid: int) -> bool:
 
 # -- the sample tasks ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task_id", LOCAL_IDS)
 def test_oracle_check(task_id: str, tmp_path: Path) -> None:
     untouched, solved = oracle(load_task(ENVS / task_id), {})
@@ -88,6 +90,7 @@ def test_solution_replays_line_by_line_deterministically(task_id: str, tmp_path:
 
 
 # -- protocol and lifecycle ------------------------------------------------------
+
 
 def test_implements_protocol(env: LocalEnv) -> None:
     assert isinstance(env, Environment)
@@ -130,10 +133,17 @@ def test_pins_and_dirs_visible_and_env_minimal(env: LocalEnv, monkeypatch: pytes
     monkeypatch.setenv("REPLAYKIT_LEAK_PROBE", "secret")
     obs = env.run('echo "$TZ|$PYTHONHASHSEED|$SOURCE_DATE_EPOCH|$APP_DIR|$TESTS_DIR|$LOGS_DIR|$HOME"')
     assert obs.stdout.strip() == "|".join(
-        [ENV_PINS["TZ"], ENV_PINS["PYTHONHASHSEED"], ENV_PINS["SOURCE_DATE_EPOCH"],
-         str(env.app_dir), str(env.tests_dir), str(env.logs_dir), str(env.home_dir)]
+        [
+            ENV_PINS["TZ"],
+            ENV_PINS["PYTHONHASHSEED"],
+            ENV_PINS["SOURCE_DATE_EPOCH"],
+            str(env.app_dir),
+            str(env.tests_dir),
+            str(env.logs_dir),
+            str(env.home_dir),
+        ]
     )
-    py = env.run("python3 -c 'import os; print(os.environ[\"PYTHONHASHSEED\"], os.environ[\"TZ\"])'")
+    py = env.run('python3 -c \'import os; print(os.environ["PYTHONHASHSEED"], os.environ["TZ"])\'')
     assert py.stdout == "0 UTC\n"
     names = set(env.run("env -0 | tr '\\0' '\\n' | cut -d= -f1").stdout.split())
     assert "REPLAYKIT_LEAK_PROBE" not in names
@@ -150,6 +160,7 @@ def test_invalid_utf8_is_replaced(env: LocalEnv) -> None:
 
 
 # -- timeouts and process groups ---------------------------------------------------
+
 
 def test_timeout_kills_sleep_and_children(env: LocalEnv) -> None:
     started = time.monotonic()
@@ -182,6 +193,7 @@ def test_default_timeout_applies(tmp_path: Path) -> None:
 
 # -- output cap ----------------------------------------------------------------------
 
+
 def test_output_cap(tmp_path: Path) -> None:
     task = make_task(tmp_path / "task", PASS_IF_DONE)
     with LocalEnv(task, tmp_path / "ws", max_output_bytes=1000) as local:
@@ -194,6 +206,7 @@ def test_output_cap(tmp_path: Path) -> None:
 
 
 # -- state digest ----------------------------------------------------------------------
+
 
 def test_state_digest(env: LocalEnv, tmp_path: Path) -> None:
     d0 = env.state_digest()
@@ -231,6 +244,7 @@ def test_state_digest_independent_of_workspace_path(tmp_path: Path) -> None:
 
 # -- grading ---------------------------------------------------------------------------
 
+
 def test_grade_pass_fail_and_stale_reward(env: LocalEnv) -> None:
     failed = env.grade()
     assert (failed.reward, failed.passed, failed.infra_failure) == (0.0, False, False)
@@ -248,7 +262,10 @@ def grade_with(tmp_path: Path, test_sh: str, verifier_timeout: float = 10.0) -> 
 
 
 def test_grade_reward_json(tmp_path: Path) -> None:
-    grade = grade_with(tmp_path, 'mkdir -p "$LOGS_DIR/verifier"; echo \'{"reward": 0.5}\' > "$LOGS_DIR/verifier/reward.json"\n')
+    grade = grade_with(
+        tmp_path,
+        'mkdir -p "$LOGS_DIR/verifier"; echo \'{"reward": 0.5}\' > "$LOGS_DIR/verifier/reward.json"\n',
+    )
     assert (grade.reward, grade.passed, grade.infra_failure) == (0.5, False, False)
     assert "reward.json" in grade.detail
 
@@ -260,7 +277,9 @@ def test_grade_missing_reward_is_infra_failure(tmp_path: Path) -> None:
 
 
 def test_grade_unparseable_reward_is_infra_failure(tmp_path: Path) -> None:
-    grade = grade_with(tmp_path, 'mkdir -p "$LOGS_DIR/verifier"; echo yes > "$LOGS_DIR/verifier/reward.txt"\n')
+    grade = grade_with(
+        tmp_path, 'mkdir -p "$LOGS_DIR/verifier"; echo yes > "$LOGS_DIR/verifier/reward.txt"\n'
+    )
     assert grade.infra_failure and not grade.passed and "not a number" in grade.detail
 
 

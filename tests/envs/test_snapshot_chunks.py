@@ -27,11 +27,16 @@ def test_overlay_digest_entries_equal_whole_file_hashes(tmp_path: Path) -> None:
     (upper / "work").mkdir(parents=True)
     big = b"x" * (3 * snapshot.CHUNK + 17)
     (upper / "work" / "big.bin").write_bytes(big)
-    hashed = {name: (info, content) for name, info, content in snapshot._overlay_members(upper, "/work", digest_only=True)}
+    hashed = {
+        name: (info, content)
+        for name, info, content in snapshot._overlay_members(upper, "/work", digest_only=True)
+    }
     whole = {name: (info, content) for name, info, content in snapshot._overlay_members(upper, "/work")}
     info, digest = hashed["work/big.bin"]
     assert digest == hashlib.sha256(big).hexdigest() and info.size == len(big)
-    assert [snapshot._entry(n, *hashed[n]) for n in sorted(hashed)] == [snapshot._entry(n, *whole[n]) for n in sorted(whole)]
+    assert [snapshot._entry(n, *hashed[n]) for n in sorted(hashed)] == [
+        snapshot._entry(n, *whole[n]) for n in sorted(whole)
+    ]
 
 
 def test_archive_stream_reader_yields_every_byte() -> None:

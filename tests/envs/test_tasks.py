@@ -45,7 +45,9 @@ def make_task(folder: Path, toml: str = TOML, instruction: str | None = "Do it.\
     (folder / "task.toml").write_text(toml)
     if instruction is not None:
         (folder / "instruction.md").write_text(instruction)
-    (folder / "tests" / "test.sh").write_text('mkdir -p "$LOGS_DIR/verifier"; echo 1 > "$LOGS_DIR/verifier/reward.txt"\n')
+    (folder / "tests" / "test.sh").write_text(
+        'mkdir -p "$LOGS_DIR/verifier"; echo 1 > "$LOGS_DIR/verifier/reward.txt"\n'
+    )
     return folder
 
 
@@ -149,7 +151,7 @@ def test_bad_toml(tmp_path: Path) -> None:
     [
         ('version = "0.9"\n', r"task\.toml: field 'version' is '0\.9'; expected \"1\.0\" or \"2\.0\""),
         ("[agent]\ntimeout_sec = 5\n", r"task\.toml: field 'version' is missing"),
-        ('version = 2.0\n', r"field 'version' is 2\.0"),
+        ("version = 2.0\n", r"field 'version' is 2\.0"),
     ],
 )
 def test_bad_version(tmp_path: Path, toml: str, expected: str) -> None:

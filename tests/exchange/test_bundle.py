@@ -79,7 +79,9 @@ def remanifest(members: Members) -> Members:
     from hashlib import sha256
 
     manifest = json.loads(members[0][1])
-    manifest["members"] = {i.name: {"sha256": sha256(d).hexdigest(), "size": len(d)} for i, d in members[1:] if i.isreg()}
+    manifest["members"] = {
+        i.name: {"sha256": sha256(d).hexdigest(), "size": len(d)} for i, d in members[1:] if i.isreg()
+    }
     return [(members[0][0], json.dumps(manifest).encode()), *members[1:]]
 
 
@@ -168,7 +170,9 @@ def other_store(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_bundles_are_refused_with_nothing_written(recorded: dict[str, Any], tmp_path: Path, other_store: Path, case: str) -> None:
+def test_bad_bundles_are_refused_with_nothing_written(
+    recorded: dict[str, Any], tmp_path: Path, other_store: Path, case: str
+) -> None:
     edit, message = BAD[case]
     bad = write_tar(tmp_path / "bad.tar.gz", edit(members_of(recorded["bundle"])))
     before = counts(other_store)
@@ -203,10 +207,14 @@ def test_import_replays_identically_in_another_directory(recorded: dict[str, Any
     original = replay_run(recorded["store"], run_id)
     target = Store(tmp_path / "elsewhere")
     report = import_bundle(target, recorded["bundle"])
-    assert report["noop"] is False and report["imported"]["cassettes"] == 2 and report["imported"]["runs"] == 1
+    assert (
+        report["noop"] is False and report["imported"]["cassettes"] == 2 and report["imported"]["runs"] == 1
+    )
     replayed = replay_run(target, run_id)
     assert replayed["identical"] and original["identical"]
-    assert [e["replayed_digest"] for e in replayed["episodes"]] == [e["recorded_digest"] for e in original["episodes"]]
+    assert [e["replayed_digest"] for e in replayed["episodes"]] == [
+        e["recorded_digest"] for e in original["episodes"]
+    ]
     assert target.get_run(run_id) == recorded["run"]
 
 
@@ -227,8 +235,14 @@ def test_export_is_deterministic(recorded: dict[str, Any], tmp_path: Path) -> No
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
     with tarfile.open(tmp_path / "a.tar") as tar:
         names = tar.getnames()
-        assert names[0] == "manifest.json" and names[1:4] == ["index/cassettes.json", "index/runs.json", "index/trees.json"]
-        assert all(m.mtime == tar.getmembers()[0].mtime and m.uid == 0 and m.isreg() for m in tar.getmembers())
+        assert names[0] == "manifest.json" and names[1:4] == [
+            "index/cassettes.json",
+            "index/runs.json",
+            "index/trees.json",
+        ]
+        assert all(
+            m.mtime == tar.getmembers()[0].mtime and m.uid == 0 and m.isreg() for m in tar.getmembers()
+        )
     manifest = json.loads(gzip.decompress((tmp_path / "a.tar.gz").read_bytes())[512:].split(b"\0", 1)[0])
     assert manifest["format"] == "replaykit-bundle" and manifest["version"] == 1
     assert manifest["root"]["id"] == run_id and "vcrpy" in manifest["tools"]
@@ -243,7 +257,9 @@ def test_verify_checks_without_writing(recorded: dict[str, Any], tmp_path: Path)
 
 def _conflict_cassette(recorded: dict[str, Any], store: Store) -> None:
     episode = recorded["store"].get_episode(recorded["run"]["cassettes"][0])
-    events = [e for e in episode.events if not isinstance(e, GradeEvent)] + [GradeEvent(Grade(reward=0.5, passed=False))]
+    events = [e for e in episode.events if not isinstance(e, GradeEvent)] + [
+        GradeEvent(Grade(reward=0.5, passed=False))
+    ]
     store.put_episode(replace(episode, events=events))  # same key, other content
 
 
@@ -252,7 +268,9 @@ def _conflict_run(recorded: dict[str, Any], store: Store) -> None:
 
 
 @pytest.mark.parametrize("make", [_conflict_cassette, _conflict_run], ids=["cassette", "run"])
-def test_existing_id_with_other_content_is_refused(recorded: dict[str, Any], tmp_path: Path, make: Callable[..., None]) -> None:
+def test_existing_id_with_other_content_is_refused(
+    recorded: dict[str, Any], tmp_path: Path, make: Callable[..., None]
+) -> None:
     target = Store(tmp_path / "t")
     make(recorded, target)
     before = counts(tmp_path / "t")
@@ -268,11 +286,18 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
     verdict = {"kind": "verdict", "runs": [run["run_id"]], "cassettes": run["cassettes"][:1]}
     extra_blob = source.put_blob(b"a git bundle, say")
     training = {
-        "kind": "training", "runs": [run["run_id"]], "verdicts": ["verdict-1"], "cassettes": [],
-        "trees": [run["harness_sha"]], "harness_sha": run["harness_sha"], "blobs": [extra_blob],
+        "kind": "training",
+        "runs": [run["run_id"]],
+        "verdicts": ["verdict-1"],
+        "cassettes": [],
+        "trees": [run["harness_sha"]],
+        "harness_sha": run["harness_sha"],
+        "blobs": [extra_blob],
     }
     for rid, doc in (("verdict-1", verdict), ("training-1", training)):
-        source.db.table("runs").insert({"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True)
+        source.db.table("runs").insert(
+            {"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True
+        )
     try:
         export_bundle(source, "training-1", tmp_path / "training.tar")
         bundle = read_bundle(tmp_path / "training.tar")
@@ -283,7 +308,10 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         target = Store(tmp_path / "t")
         import_bundle(target, tmp_path / "training.tar")
         assert replay_run(target, run["run_id"])["identical"]
-        source.db.table("runs").insert({"id": "training-2", "kind": "training", "doc": source.put_json({"runs": ["missing-run"]})}, replace=True)
+        source.db.table("runs").insert(
+            {"id": "training-2", "kind": "training", "doc": source.put_json({"runs": ["missing-run"]})},
+            replace=True,
+        )
         with pytest.raises(BundleError, match="references run missing-run which is not in store"):
             export_bundle(source, "training-2", tmp_path / "partial.tar")
     finally:
@@ -312,7 +340,9 @@ def test_tree_paths_that_escape_are_refused(recorded: dict[str, Any], tmp_path: 
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_export_verify_import_replay(recorded: dict[str, Any], tmp_path: Path) -> None:
@@ -331,7 +361,9 @@ def test_cli_export_verify_import_replay(recorded: dict[str, Any], tmp_path: Pat
     assert out.returncode == 0 and json.loads(out.stdout)["identical"], out.stderr
     write_tar(tmp_path / "evil.tar.gz", extra("../evil.txt")(members_of(tmp_path / "b.tar.gz")))
     out = cli("cassettes", "import", "evil.tar.gz", "--store", "fresh", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.startswith("Error: ") and len(out.stderr.strip().splitlines()) == 1
+    assert (
+        out.returncode == 1 and out.stderr.startswith("Error: ") and len(out.stderr.strip().splitlines()) == 1
+    )
     assert "escapes the archive" in out.stderr and not (tmp_path / "fresh").exists()
 
 

@@ -43,7 +43,15 @@ def record_stream(store: Store, body: dict[str, Any], harness_sha: str) -> str:
             client = openai.OpenAI(base_url=server.base_url, api_key=BUILTIN_KEY, max_retries=0)
             for _ in client.chat.completions.create(**body, stream=True):
                 pass
-    key = CassetteKey(harness_sha, "hello-file", "-", ModelId("reference-weak", "builtin", "sim-1"), 0, "stream-test", kind="probe")
+    key = CassetteKey(
+        harness_sha,
+        "hello-file",
+        "-",
+        ModelId("reference-weak", "builtin", "sim-1"),
+        0,
+        "stream-test",
+        kind="probe",
+    )
     store.put_episode(Episode(key=key, events=[*tape.events, GradeEvent(Grade(reward=0.0, passed=False))]))
     return key.id
 
@@ -53,7 +61,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("vcr-source")
     cfg = load_config(
         REPO / "configs" / "quickstart.yaml",
-        {"store": str(root / "store"), "harness.repo": str(root / "harness"), "panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.timeout_sec": 28},
+        {
+            "store": str(root / "store"),
+            "harness.repo": str(root / "harness"),
+            "panel.tasks": [str(REPO / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "env.timeout_sec": 28,
+        },
     )
     run = measure(cfg).run
     store = Store(cfg.store_path)
@@ -101,7 +115,11 @@ def test_plain_vcrpy_replays_a_streamed_response(recorded: dict[str, Any], tmp_p
     with vcr.use_cassette(report["files"][0]["path"], record_mode="none", match_on=MATCH_ON):
         body = dict(event.body)
         body.pop("stream")
-        deltas = [c.choices[0].delta.content or "" for c in client.chat.completions.create(**body, stream=True) if c.choices]
+        deltas = [
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(**body, stream=True)
+            if c.choices
+        ]
     assert deltas == sse_deltas(event.content) and "".join(deltas)
 
 
@@ -114,7 +132,9 @@ def test_an_unrecorded_request_is_refused_by_vcrpy(recorded: dict[str, Any], tmp
             client.chat.completions.create(**body)
 
 
-def test_uris_follow_the_base_url_and_no_secret_or_header_is_exported(recorded: dict[str, Any], tmp_path: Path) -> None:
+def test_uris_follow_the_base_url_and_no_secret_or_header_is_exported(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
     base = "http://models.internal:9000/api/v1"
     report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr", base_url=base)
     path = Path(report["files"][0]["path"])
@@ -123,14 +143,19 @@ def test_uris_follow_the_base_url_and_no_secret_or_header_is_exported(recorded: 
     data = yaml.safe_load(text)
     assert data["version"] == 1 and "metadata" not in data
     sidecar = json.loads(Path(report["files"][0]["metadata"]).read_text())
-    assert sidecar["replaykit"]["cassette_id"] == recorded["episode"].id and sidecar["replaykit"]["base_url"] == base
+    assert (
+        sidecar["replaykit"]["cassette_id"] == recorded["episode"].id
+        and sidecar["replaykit"]["base_url"] == base
+    )
     for interaction in data["interactions"]:
         assert interaction["request"]["uri"] == base + "/chat/completions"
         assert interaction["request"]["headers"] == {"Content-Type": ["application/json"]}
     client = openai.OpenAI(base_url=base, api_key="sk-anything", max_retries=0)
     with vcr.use_cassette(str(path), record_mode="none", match_on=["method", "uri", "body"]):
         reply = client.chat.completions.create(**recorded["episode"].llm_events[0].body)
-    assert reply.choices[0].message.content == message_of(recorded["episode"].llm_events[0].content)["content"]
+    assert (
+        reply.choices[0].message.content == message_of(recorded["episode"].llm_events[0].content)["content"]
+    )
 
 
 def test_json_body_matcher_ignores_key_order_and_spacing() -> None:
@@ -144,13 +169,34 @@ def test_json_body_matcher_ignores_key_order_and_spacing() -> None:
 
 def test_cli_exports_vcr_cassettes(recorded: dict[str, Any], tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "cassettes", "export", recorded["run"]["run_id"], "--format", "vcr", "-o", str(tmp_path / "v"),
-         "--base-url", "http://127.0.0.1:1234/v1", "--store", str(recorded["store"].root), "--json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "replaykit.cli",
+            "cassettes",
+            "export",
+            recorded["run"]["run_id"],
+            "--format",
+            "vcr",
+            "-o",
+            str(tmp_path / "v"),
+            "--base-url",
+            "http://127.0.0.1:1234/v1",
+            "--store",
+            str(recorded["store"].root),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     files = json.loads(out.stdout)["files"]
-    assert len(files) == 1 and Path(files[0]["path"]).is_file() and files[0]["interactions"] == len(recorded["episode"].llm_events)
+    assert (
+        len(files) == 1
+        and Path(files[0]["path"]).is_file()
+        and files[0]["interactions"] == len(recorded["episode"].llm_events)
+    )
 
 
 PYTEST_RECORDING_TEST = """
@@ -176,18 +222,25 @@ def test_replayed_by_pytest_recording():
 """
 
 
-def test_pytest_recording_loads_an_export(recorded: dict[str, Any], pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_pytest_recording_loads_an_export(
+    recorded: dict[str, Any], pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr")
     event = recorded["episode"].llm_events[0]
-    pytester.makepyfile(test_user=PYTEST_RECORDING_TEST.format(
-        dir=str(tmp_path / "vcr"), name=report["files"][0]["cassette_id"], body=json.dumps(event.body),
-        expected=message_of(event.content)["content"]))
+    pytester.makepyfile(
+        test_user=PYTEST_RECORDING_TEST.format(
+            dir=str(tmp_path / "vcr"),
+            name=report["files"][0]["cassette_id"],
+            body=json.dumps(event.body),
+            expected=message_of(event.content)["content"],
+        )
+    )
     result = pytester.runpytest("--record-mode=none", "-p", "no:cacheprovider", "-p", "recording")
     result.assert_outcomes(passed=1)
 
 
 # -- the pytest plugin ------------------------------------------------------------------
-PLUGIN_TESTS = '''
+PLUGIN_TESTS = """
 import json, openai, pytest
 
 BODIES = json.load(open("bodies.json"))
@@ -214,7 +267,7 @@ def test_fewer_calls_fail_when_all_required(replaykit_cassette):
 def test_unknown_cassette_fails(replaykit_cassette):
     with replaykit_cassette("0000000000"):
         pass
-'''
+"""
 
 
 def test_pytest_plugin_replays_a_cassette(recorded: dict[str, Any], pytester: pytest.Pytester) -> None:
@@ -224,12 +277,16 @@ def test_pytest_plugin_replays_a_cassette(recorded: dict[str, Any], pytester: py
     pytester.makepyfile(test_user=PLUGIN_TESTS)
     result = pytester.runpytest("--replaykit-store", str(recorded["store"].root), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=3)
-    result.stdout.fnmatch_lines(["*diverged at event 0: request differs (body: body differs*", "*+*temperature*0.7*"])
+    result.stdout.fnmatch_lines(
+        ["*diverged at event 0: request differs (body: body differs*", "*+*temperature*0.7*"]
+    )
     result.stdout.fnmatch_lines(["*made 1 of * recorded LLM calls*"])
     result.stdout.fnmatch_lines(["*no cassette '0000000000'*"])
 
 
-def test_plugin_store_resolution(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_plugin_store_resolution(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("REPLAYKIT_STORE", raising=False)
     assert store_path(pytester.parseconfig()) == pytester.path / "cassettes"
     monkeypatch.setenv("REPLAYKIT_STORE", str(tmp_path / "env"))

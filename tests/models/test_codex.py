@@ -48,7 +48,9 @@ class StubProposer:
 @pytest.fixture()
 def stub_proposer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     real = server_module.build_models
-    monkeypatch.setattr(server_module, "build_models", lambda tasks: {**real(tasks), "stub-proposer": StubProposer()})
+    monkeypatch.setattr(
+        server_module, "build_models", lambda tasks: {**real(tasks), "stub-proposer": StubProposer()}
+    )
     yield
 
 
@@ -74,7 +76,9 @@ def test_missing_cli_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_the_backend_fits_the_protocol_and_writes_a_valid_config() -> None:
     backend = CodexAgentBackend(model="reference-proposer", base_url="builtin")
     assert isinstance(backend, AgentBackend) and backend.kind == "codex"
-    config = tomllib.loads(config_toml("m", "http://127.0.0.1:5/v1", "workspace-write", 1000, {"model_reasoning_effort": "low"}))
+    config = tomllib.loads(
+        config_toml("m", "http://127.0.0.1:5/v1", "workspace-write", 1000, {"model_reasoning_effort": "low"})
+    )
     provider = config["model_providers"][codex_module.PROVIDER_ID]
     assert config["model_provider"] == codex_module.PROVIDER_ID and config["approval_policy"] == "never"
     assert provider["wire_api"] == "responses" and provider["base_url"] == "http://127.0.0.1:5/v1"
@@ -86,12 +90,16 @@ def test_the_backend_fits_the_protocol_and_writes_a_valid_config() -> None:
 @pytest.mark.codex
 def test_codex_exec_task_records_and_replays_offline(codex_cli: str, tmp_path: Path) -> None:
     instruction = (HELLO / "instruction.md").read_text()
-    backend = CodexAgentBackend(model="reference-oracle", base_url="builtin", trace_dir=tmp_path / "traces", turn_timeout_sec=120)
+    backend = CodexAgentBackend(
+        model="reference-oracle", base_url="builtin", trace_dir=tmp_path / "traces", turn_timeout_sec=120
+    )
     recorded_dir, replay_dir = tmp_path / "recorded", tmp_path / "replayed"
     recorded_dir.mkdir()
     replay_dir.mkdir()
     tape = Tape("codex-hello")
-    run = backend.run_task(recorded_dir, instruction, tape)  # the builtin reference server is stopped on return
+    run = backend.run_task(
+        recorded_dir, instruction, tape
+    )  # the builtin reference server is stopped on return
     assert (recorded_dir / "greeting" / "hello.txt").read_text() == "Hello, replaykit!\n"
     assert run.final_message.startswith("Done.") and run.trace_path is not None and run.trace_path.is_file()
     assert len(tape.events) >= 3 and all(e.path == "/v1/responses" for e in tape.events)
@@ -111,13 +119,17 @@ def test_a_replay_that_differs_reports_the_divergence(codex_cli: str, tmp_path: 
     (tmp_path / "b").mkdir()
     backend.run_task(tmp_path / "a", (HELLO / "instruction.md").read_text(), tape)
     with pytest.raises(DivergenceError) as info:
-        backend.run_task(tmp_path / "b", "Write a poem about cassettes.", Tape("codex-div", recorded=list(tape.events)))
+        backend.run_task(
+            tmp_path / "b", "Write a poem about cassettes.", Tape("codex-div", recorded=list(tape.events))
+        )
     report = info.value.report
     assert report["position"] == 0 and any("poem" in line for line in report["diff"])
 
 
 @pytest.mark.codex
-def test_codex_as_proposer_edits_the_harness_and_replays(codex_cli: str, stub_proposer: None, tmp_path: Path) -> None:
+def test_codex_as_proposer_edits_the_harness_and_replays(
+    codex_cli: str, stub_proposer: None, tmp_path: Path
+) -> None:
     backend = CodexAgentBackend(model="stub-proposer", base_url="builtin", turn_timeout_sec=120)
     brief = "Propose one change to harness.py that should solve more tasks. Edit the file in place."
     work, again = tmp_path / "work", tmp_path / "again"

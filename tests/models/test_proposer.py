@@ -16,7 +16,11 @@ def brief(source: str, tried: list[str] | None = None) -> str:
 
 def test_curriculum_in_order_skipping_tried() -> None:
     first = next_change(brief(SOURCE))
-    assert first is not None and first[0].id == CURRICULUM[0].id and first[1].startswith("diff --git a/harness.py")
+    assert (
+        first is not None
+        and first[0].id == CURRICULUM[0].id
+        and first[1].startswith("diff --git a/harness.py")
+    )
     second = next_change(brief(SOURCE, [CURRICULUM[0].id]))
     assert second is not None and second[0].id == CURRICULUM[1].id
 

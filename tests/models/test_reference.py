@@ -30,13 +30,23 @@ cp out/a.txt out/b.txt
 grep -q hello out/b.txt
 test -f out/a.txt
 """
-STEPS = ["mkdir -p out", "echo hello > out/a.txt", "cp out/a.txt out/b.txt", "grep -q hello out/b.txt", "test -f out/a.txt"]
+STEPS = [
+    "mkdir -p out",
+    "echo hello > out/a.txt",
+    "cp out/a.txt out/b.txt",
+    "grep -q hello out/b.txt",
+    "test -f out/a.txt",
+]
 BASH_TOOL = {
     "type": "function",
     "function": {
         "name": "bash",
         "description": "Run a bash command.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
     },
 }
 
@@ -80,11 +90,16 @@ def test_solution_steps_skip_shebang_set_and_comments() -> None:
 def test_non_streaming_tool_call_round_trip(client: openai.OpenAI) -> None:
     messages = first_messages()
     for expected in STEPS:
-        reply = client.chat.completions.create(model="reference-oracle", messages=messages, tools=[BASH_TOOL], seed=1)
+        reply = client.chat.completions.create(
+            model="reference-oracle", messages=messages, tools=[BASH_TOOL], seed=1
+        )
         choice = reply.choices[0]
         assert choice.finish_reason == "tool_calls"
         assert reply.created == SOURCE_DATE_EPOCH and reply.id.startswith("chatcmpl-")
-        assert reply.usage is not None and reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+        assert (
+            reply.usage is not None
+            and reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+        )
         (call,) = choice.message.tool_calls or []
         assert call.function.name == "bash"
         assert json.loads(call.function.arguments) == {"command": expected}
@@ -156,7 +171,9 @@ def test_one_http_chunk_per_sse_event_on_a_kept_alive_connection(server: Referen
             assert "transfer-encoding: chunked\r\n" in headers
             frames = _read_chunked(sock_file)
             assert len(frames) >= 6 and frames[-1] == b"data: [DONE]\n\n"
-            assert all(f.startswith(b"data: ") and f.endswith(b"\n\n") and f.count(b"\n\n") == 1 for f in frames)
+            assert all(
+                f.startswith(b"data: ") and f.endswith(b"\n\n") and f.count(b"\n\n") == 1 for f in frames
+            )
 
 
 def test_identical_requests_give_identical_bytes(server: ReferenceServer) -> None:
@@ -192,7 +209,11 @@ def test_errors_are_openai_style(server: ReferenceServer, client: openai.OpenAI)
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert err.value.code == "model_not_found"
     with httpx2.Client() as http:
-        bad = http.post(f"{server.base_url}/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+        bad = http.post(
+            f"{server.base_url}/chat/completions",
+            content=b"{not json",
+            headers={"content-type": "application/json"},
+        )
         assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
         missing = http.post(f"{server.base_url}/chat/completions", json={"model": "reference-weak"})
         assert missing.status_code == 400 and missing.json()["error"]["param"] == "messages"
@@ -201,14 +222,24 @@ def test_errors_are_openai_style(server: ReferenceServer, client: openai.OpenAI)
 
 
 def test_unknown_task_gets_a_plain_answer(client: openai.OpenAI) -> None:
-    reply = client.chat.completions.create(model="reference-strong", messages=[{"role": "user", "content": "Tell me a joke."}], tools=[BASH_TOOL])
+    reply = client.chat.completions.create(
+        model="reference-strong", messages=[{"role": "user", "content": "Tell me a joke."}], tools=[BASH_TOOL]
+    )
     assert reply.choices[0].finish_reason == "stop" and not reply.choices[0].message.tool_calls
     assert "could not find a task" in (reply.choices[0].message.content or "")
 
 
 def test_progress_conventions() -> None:
-    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
-    failed = {"role": "tool", "tool_call_id": "c1", "content": "Exit code: 127\nbash: mdkir: command not found"}
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+    }
+    failed = {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "Exit code: 127\nbash: mdkir: command not found",
+    }
     assert read_progress([call, failed], 5, 4).step == 1  # unnoticed failure: moves on
     nudged = read_progress([call, failed, {"role": "user", "content": "That failed. Please RETRY."}], 5, 4)
     assert (nudged.step, nudged.attempt) == (0, 1)
@@ -242,7 +273,9 @@ def test_corrupted_commands_fail(command: str, tmp_path: Path) -> None:
         assert done.returncode != 0, wrong
 
 
-def run_episode(client: openai.OpenAI, model: str, seed: int, nudge: bool, workdir: Path, max_turns: int = 30) -> bool:
+def run_episode(
+    client: openai.OpenAI, model: str, seed: int, nudge: bool, workdir: Path, max_turns: int = 30
+) -> bool:
     """A tiny harness: run each proposed command, report its exit code, maybe nudge."""
     messages = first_messages()
     for _ in range(max_turns):
@@ -253,8 +286,16 @@ def run_episode(client: openai.OpenAI, model: str, seed: int, nudge: bool, workd
             break
         for call in message.tool_calls:
             command = json.loads(call.function.arguments)["command"]
-            done = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=10)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": f"exit_code: {done.returncode}\n{done.stdout}{done.stderr}"})
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=10
+            )
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": f"exit_code: {done.returncode}\n{done.stdout}{done.stderr}",
+                }
+            )
             if done.returncode != 0 and nudge:
                 messages.append({"role": "user", "content": "The command failed; please retry it."})
     a, b = workdir / "out" / "a.txt", workdir / "out" / "b.txt"
@@ -275,7 +316,10 @@ def test_skill_and_retry_nudge_change_completion_rates(client: openai.OpenAI, tm
         futures = {(c, s): pool.submit(solved, c, s) for c in configs for s in seeds}
     rates = {c: sum(futures[(c, s)].result() for s in seeds) / len(seeds) for c in configs}
     assert rates[("reference-strong", False)] > rates[("reference-weak", False)]
-    assert rates[("reference-strong", True)] > rates[("reference-weak", True)] or rates[("reference-strong", True)] == 1.0
+    assert (
+        rates[("reference-strong", True)] > rates[("reference-weak", True)]
+        or rates[("reference-strong", True)] == 1.0
+    )
     assert rates[("reference-strong", True)] > rates[("reference-strong", False)]
     assert rates[("reference-weak", True)] > rates[("reference-weak", False)]
     print(rates)

@@ -23,9 +23,24 @@ EXEC_TOOL = {  # the shape Codex CLI 0.1xx sends
     "name": "exec_command",
     "description": "Runs a command in a PTY.",
     "strict": False,
-    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}, "login": {"type": "boolean"}, "workdir": {"type": "string"}}, "required": ["cmd"]},
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "cmd": {"type": "string"},
+            "login": {"type": "boolean"},
+            "workdir": {"type": "string"},
+        },
+        "required": ["cmd"],
+    },
 }
-SHELL_TOOL = {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}}}}
+SHELL_TOOL = {
+    "type": "function",
+    "name": "shell",
+    "parameters": {
+        "type": "object",
+        "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+    },
+}
 HARNESS = "import json\n\n\ndef solve(task, env, llm, ctx):\n    steps = 10\n    return steps\n"
 
 
@@ -54,7 +69,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceServer
     (task / "solution" / "solve.sh").write_text(SOLVE_SH)
     patcher = pytest.MonkeyPatch()
     real = server_module.build_models
-    patcher.setattr(server_module, "build_models", lambda tasks: {**real(tasks), "stub-proposer": StubProposer()})
+    patcher.setattr(
+        server_module, "build_models", lambda tasks: {**real(tasks), "stub-proposer": StubProposer()}
+    )
     with ReferenceServer(task_dirs=[root]) as srv:
         yield srv
     patcher.undo()
@@ -91,21 +108,34 @@ def test_a_task_step_becomes_a_call_of_codex_exec_command(client: openai.OpenAI)
     assert [item.type for item in resp.output] == ["message", "function_call"]
     (fc,) = function_calls(resp)
     assert fc.name == "exec_command" and json.loads(fc.arguments) == {"cmd": STEPS[0], "login": False}
-    assert resp.usage is not None and resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+    assert (
+        resp.usage is not None
+        and resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+    )
 
 
 def test_other_command_tool_shapes(client: openai.OpenAI) -> None:
     resp = client.responses.create(model="reference-oracle", input=INSTRUCTION, tools=[SHELL_TOOL])
     assert json.loads(function_calls(resp)[0].arguments) == {"command": ["bash", "-lc", STEPS[0]]}
-    bash = {"type": "function", "name": "run", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    bash = {
+        "type": "function",
+        "name": "run",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
     resp = client.responses.create(model="reference-oracle", input=INSTRUCTION, tools=[bash])
     assert json.loads(function_calls(resp)[0].arguments) == {"command": STEPS[0]}
-    resp = client.responses.create(model="reference-oracle", input=INSTRUCTION)  # no tool: the command in prose
+    resp = client.responses.create(
+        model="reference-oracle", input=INSTRUCTION
+    )  # no tool: the command in prose
     assert [item.type for item in resp.output] == ["message"] and STEPS[0] in resp.output_text
 
 
 def test_streaming_events_in_order_with_usage(client: openai.OpenAI) -> None:
-    events = list(client.responses.create(model="reference-oracle", input=[user(INSTRUCTION)], tools=[EXEC_TOOL], stream=True))
+    events = list(
+        client.responses.create(
+            model="reference-oracle", input=[user(INSTRUCTION)], tools=[EXEC_TOOL], stream=True
+        )
+    )
     types = [e.type for e in events]
     assert types[:2] == ["response.created", "response.in_progress"] and types[-1] == "response.completed"
     assert types[2:4] == ["response.output_item.added", "response.content_part.added"]
@@ -127,11 +157,17 @@ def test_the_conversation_advances_on_codex_outputs_and_finishes(client: openai.
         assert json.loads(fc.arguments)["cmd"] == step
         items += [call(fc.call_id, json.loads(fc.arguments)), output(fc.call_id, codex_output(0))]
     final = client.responses.create(model="reference-oracle", input=items, tools=[EXEC_TOOL])
-    assert not function_calls(final) and final.output_text == f"Done. I ran all {len(STEPS)} steps of the task."
+    assert (
+        not function_calls(final) and final.output_text == f"Done. I ran all {len(STEPS)} steps of the task."
+    )
 
 
 def test_a_failed_command_is_noticed_and_retried(client: openai.OpenAI) -> None:
-    items = [user(INSTRUCTION), call("c1", {"cmd": "mkdri -p out"}), output("c1", codex_output(127, "bash: mkdri: command not found\n"))]
+    items = [
+        user(INSTRUCTION),
+        call("c1", {"cmd": "mkdri -p out"}),
+        output("c1", codex_output(127, "bash: mkdri: command not found\n")),
+    ]
     resp = client.responses.create(model="reference-oracle", input=items, tools=[EXEC_TOOL])
     assert json.loads(function_calls(resp)[0].arguments)["cmd"] == STEPS[0]
     assert resp.output[0].content[0].text.startswith("That failed")
@@ -141,13 +177,23 @@ def test_responses_are_deterministic_across_volatile_ids(server: ReferenceServer
     def body(session: str, msg: str) -> dict[str, Any]:
         item = dict(user(INSTRUCTION), id=f"msg_{msg}")
         return {
-            "model": "reference-oracle", "input": [item], "tools": [EXEC_TOOL], "stream": True,
-            "prompt_cache_key": session, "client_metadata": {"session_id": session, "turn_started_at_unix_ms": "1796013019941"},
+            "model": "reference-oracle",
+            "input": [item],
+            "tools": [EXEC_TOOL],
+            "stream": True,
+            "prompt_cache_key": session,
+            "client_metadata": {"session_id": session, "turn_started_at_unix_ms": "1796013019941"},
         }
 
-    a = post(server, body("01a22ab7-d304-73a2-ae9f-22dd2cdf8af8", "01a22ab7-d35f-71b2-bb97-555fe2e9dfb2")).content
-    b = post(server, body("01a22ab7-d304-73a2-ae9f-22dd2cdf8af8", "01a22ab7-d35f-71b2-bb97-555fe2e9dfb2")).content
-    c = post(server, body("7c9e6679-7425-40de-944b-e07fc1f90ae7", "0f8fad5b-d9cb-469f-a165-70867728950e")).content
+    a = post(
+        server, body("01a22ab7-d304-73a2-ae9f-22dd2cdf8af8", "01a22ab7-d35f-71b2-bb97-555fe2e9dfb2")
+    ).content
+    b = post(
+        server, body("01a22ab7-d304-73a2-ae9f-22dd2cdf8af8", "01a22ab7-d35f-71b2-bb97-555fe2e9dfb2")
+    ).content
+    c = post(
+        server, body("7c9e6679-7425-40de-944b-e07fc1f90ae7", "0f8fad5b-d9cb-469f-a165-70867728950e")
+    ).content
     assert a == b == c and b"event: response.completed" in a
 
 
@@ -183,7 +229,9 @@ def test_apply_patch_text_round_trips() -> None:
     old = "".join(f"line {i}\n" for i in range(30))
     new = old.replace("line 3\n", "line three\n").replace("line 25\n", "line 25\nextra\n")
     patch = apply_patch_text("harness.py", old, new)
-    assert patch.startswith("*** Begin Patch\n*** Update File: harness.py\n@@\n") and patch.endswith("*** End Patch\n")
+    assert patch.startswith("*** Begin Patch\n*** Update File: harness.py\n@@\n") and patch.endswith(
+        "*** End Patch\n"
+    )
     assert patch.count("@@") == 2 and apply_update(patch, old) == new
     assert apply_patch_text("new.py", "", "a\n").splitlines()[1:3] == ["*** Add File: new.py", "+a"]
     assert shell_heredoc("apply_patch", "x\nEOF_PATCH\n").startswith("apply_patch <<'EOF_PATCH_'\n")
@@ -202,17 +250,27 @@ def test_a_proposer_reads_patches_and_reports(client: openai.OpenAI) -> None:
     assert cmd.startswith("apply_patch <<'EOF_PATCH'\n*** Begin Patch\n*** Update File: harness.py\n")
     patch = cmd.split("\n", 1)[1].rsplit("\n", 1)[0] + "\n"
     assert apply_update(patch, HARNESS) == HARNESS.replace("steps = 10", "steps = 3")
-    items += [call(edit.call_id, json.loads(edit.arguments)), output(edit.call_id, "Exit code: 0\nOutput:\nSuccess. Updated the following files:\nM harness.py\n")]
+    items += [
+        call(edit.call_id, json.loads(edit.arguments)),
+        output(edit.call_id, "Exit code: 0\nOutput:\nSuccess. Updated the following files:\nM harness.py\n"),
+    ]
     third = client.responses.create(model="stub-proposer", input=items, tools=[EXEC_TOOL])
     assert not function_calls(third) and third.output_text == "[step-cap] Cap the loop at 3 steps."
-    nothing = [user(brief), call("r", {"cmd": "cat harness.py"}), output("r", codex_output(0, "print('x')\n"))]
-    assert client.responses.create(model="stub-proposer", input=nothing, tools=[EXEC_TOOL]).output_text.startswith("No further proposals")
+    nothing = [
+        user(brief),
+        call("r", {"cmd": "cat harness.py"}),
+        output("r", codex_output(0, "print('x')\n")),
+    ]
+    assert client.responses.create(
+        model="stub-proposer", input=nothing, tools=[EXEC_TOOL]
+    ).output_text.startswith("No further proposals")
 
 
 def test_reference_proposer_is_routed_through_the_registry(client: openai.OpenAI) -> None:
     proposer = pytest.importorskip("replaykit.models.reference.proposer")
     if not hasattr(proposer, "propose_edit"):
         pytest.skip("the reference proposer has no propose_edit yet")
-    resp = client.responses.create(model="reference-proposer", input=[user("Improve harness.py.")], tools=[EXEC_TOOL])
+    resp = client.responses.create(
+        model="reference-proposer", input=[user("Improve harness.py.")], tools=[EXEC_TOOL]
+    )
     assert json.loads(function_calls(resp)[0].arguments)["cmd"] == "cat harness.py"
-

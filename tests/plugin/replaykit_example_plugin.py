@@ -47,14 +47,23 @@ class NoWorse:
     def params(self) -> dict[str, Any]:
         return {}
 
-    def __call__(self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None) -> Verdict:
+    def __call__(
+        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
+    ) -> Verdict:
         b, c = outcomes(baseline), outcomes(candidate)
         units = sorted(set(b) & set(c))
         solved_b = sum(b[u].passed for u in units)
         solved_c = sum(c[u].passed for u in units)
         accept = solved_c >= solved_b
-        return Verdict(self.name, {}, accept, float(solved_b - solved_c), f"solved {solved_b} → {solved_c}",
-                       [u for u in units if b[u].passed and not c[u].passed], [u for u in units if c[u].passed and not b[u].passed])
+        return Verdict(
+            self.name,
+            {},
+            accept,
+            float(solved_b - solved_c),
+            f"solved {solved_b} → {solved_c}",
+            [u for u in units if b[u].passed and not c[u].passed],
+            [u for u in units if c[u].passed and not b[u].passed],
+        )
 
 
 class AppendNote:

@@ -25,16 +25,26 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
             pytest.skip("Codex CLI not installed")
         pytest.fail(f"the Codex CLI is not installed; run `bash scripts/setup-codex.sh` ({INSTALL_HINT})")
     cfg = small_config(
-        tmp_path, tasks=["hello-file", "fix-config-port", "csv-active-emails"], seeds=[0, 1],
-        **{"model.name": "reference-weak",
-           "train.estimator": {"kind": "agentic", "backend": {"kind": "codex", "model": "reference-proposer", "base_url": "builtin"}}},
+        tmp_path,
+        tasks=["hello-file", "fix-config-port", "csv-active-emails"],
+        seeds=[0, 1],
+        **{
+            "model.name": "reference-weak",
+            "train.estimator": {
+                "kind": "agentic",
+                "backend": {"kind": "codex", "model": "reference-proposer", "base_url": "builtin"},
+            },
+        },
     )
     trainer = Trainer(config=cfg)
     for loss in trainer.epochs(2):
         loss.backward()
         trainer.optimizer.step()
     summary = trainer.summary()
-    assert summary["epochs"][0]["decision"] == "accepted" and "retry" in summary["epochs"][0]["description"].lower()
+    assert (
+        summary["epochs"][0]["decision"] == "accepted"
+        and "retry" in summary["epochs"][0]["description"].lower()
+    )
     assert all(e["proposal_cassette"] for e in summary["epochs"])
     store = Store(cfg.store_path)
     proposal = store.get_episode(summary["epochs"][0]["proposal_cassette"])
@@ -47,4 +57,6 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(replaykit.train.trainer, "open_endpoint", refuse)
     report = replay_training(store, summary["training_id"])
     assert report["identical"], report
-    assert [e["replayed_candidate_sha"] for e in report["epochs"]] == [e["candidate_sha"] for e in summary["epochs"]]
+    assert [e["replayed_candidate_sha"] for e in report["epochs"]] == [
+        e["candidate_sha"] for e in summary["epochs"]
+    ]

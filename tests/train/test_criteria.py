@@ -16,8 +16,17 @@ def run(results: dict[str, Any], steps: int = 2, tokens: int = 100) -> dict[str,
     episodes = []
     for unit, r in results.items():
         task, seed = unit.split("#")
-        episodes.append({"task_id": task, "seed": int(seed), "passed": r is True, "infra_failure": r == "infra",
-                         "reward": 1.0 if r is True else 0.0, "steps": steps, "tokens": tokens})
+        episodes.append(
+            {
+                "task_id": task,
+                "seed": int(seed),
+                "passed": r is True,
+                "infra_failure": r == "infra",
+                "reward": 1.0 if r is True else 0.0,
+                "steps": steps,
+                "tokens": tokens,
+            }
+        )
     return {"episodes": episodes}
 
 
@@ -48,7 +57,9 @@ def test_tie_is_broken_by_secondary_metrics() -> None:
     assert not more_tokens.accept and "more tokens" in more_tokens.reason
     exact = StrictPareto()(run(same), run(same))
     assert not exact.accept and "exact tie" in exact.reason
-    tokens_only = StrictPareto(secondary_metrics=["tokens"])(run(same, steps=1, tokens=100), run(same, steps=3, tokens=100))
+    tokens_only = StrictPareto(secondary_metrics=["tokens"])(
+        run(same, steps=1, tokens=100), run(same, steps=3, tokens=100)
+    )
     assert not tokens_only.accept
 
 

@@ -79,13 +79,17 @@ def test_a_registered_optimizer_moves_the_parameter(tmp_path: Path) -> None:
     register_optimizer(AlwaysPromote.name, AlwaysPromote)
     try:
         trainer = trainer_for(tmp_path, **{"train.optimizer": {"name": "always_promote"}})
-        assert isinstance(trainer.optimizer, AlwaysPromote) and not isinstance(trainer.optimizer, GreedyMonotonic)
+        assert isinstance(trainer.optimizer, AlwaysPromote) and not isinstance(
+            trainer.optimizer, GreedyMonotonic
+        )
         loss = next(iter(trainer.epochs(1)))
         loss.backward()
         trainer.optimizer.step()
         assert loss.promoted is True and trainer.parameter.data == loss.candidate_sha
         doc = trainer.store.get_doc(trainer.training_id, kind="training")  # the move was saved
-        assert doc["chain"] == [trainer.initial_sha, loss.candidate_sha] and doc["epochs"][0]["promoted"] is True
+        assert (
+            doc["chain"] == [trainer.initial_sha, loss.candidate_sha] and doc["epochs"][0]["promoted"] is True
+        )
     finally:
         OPTIMIZERS.unregister(AlwaysPromote.name)
 

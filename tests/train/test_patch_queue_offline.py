@@ -17,8 +17,14 @@ from replaykit.testing import REPO_ROOT, write_config
 
 
 def cli(*args: str, cwd: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "replaykit.cli", *args, "--json"], capture_output=True, text=True,
-                          cwd=cwd, env=dict(os.environ), timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
 
@@ -34,10 +40,19 @@ def test_patch_queue_training_replays_from_elsewhere_and_after_a_bundle_import(t
     (project / "patches").mkdir(parents=True)
     elsewhere.mkdir()
     (project / "patches" / "0001.diff").write_text(a_diff())
-    config = write_config(project, {
-        "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")], "panel.seeds": [0], "train.epochs": 1,
-        "train.estimator": {"kind": "patch_queue", "diffs": ["patches/0001.diff"], "descriptions": ["first patch"]},
-    })
+    config = write_config(
+        project,
+        {
+            "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "train.epochs": 1,
+            "train.estimator": {
+                "kind": "patch_queue",
+                "diffs": ["patches/0001.diff"],
+                "descriptions": ["first patch"],
+            },
+        },
+    )
     trained = cli("train", str(config), cwd=elsewhere)  # relative to the config file, not to the cwd
     assert trained["epochs"][0]["description"] == "first patch" and trained["epochs"][0]["candidate_sha"]
     shutil.rmtree(project / "patches")  # the diff files are gone: the store holds the texts

@@ -66,19 +66,31 @@ def test_epochs_accept_and_reject_and_git_holds_exactly_the_accepted(trained: di
     tid = summary["training_id"]
     for e in summary["epochs"]:
         if e["candidate_sha"]:
-            assert repo.commit(f"refs/replaykit/candidates/{tid}/epoch-{e['epoch']:03d}").hexsha == e["candidate_sha"]
+            assert (
+                repo.commit(f"refs/replaykit/candidates/{tid}/epoch-{e['epoch']:03d}").hexsha
+                == e["candidate_sha"]
+            )
         if e["decision"] == "rejected":
-            assert repo.commit(f"refs/replaykit/rejected/{tid}/epoch-{e['epoch']:03d}").hexsha == e["candidate_sha"]
+            assert (
+                repo.commit(f"refs/replaykit/rejected/{tid}/epoch-{e['epoch']:03d}").hexsha
+                == e["candidate_sha"]
+            )
             assert e["candidate_sha"] not in on_branch
     for e in summary["epochs"]:  # every candidate is exactly one child commit of its baseline
         if e["candidate_sha"]:
             assert [p.hexsha for p in repo.commit(e["candidate_sha"]).parents] == [e["baseline_sha"]]
 
 
-def test_fresh_repo_same_store_reproduces_without_model_calls(trained: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fresh_repo_same_store_reproduces_without_model_calls(
+    trained: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = Store(trained["cfg"].store_path)
     before = store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0]
-    fresh = trained["cfg"].model_copy(update={"harness": trained["cfg"].harness.model_copy(update={"repo": str(trained["tmp"] / "harness2")})})
+    fresh = trained["cfg"].model_copy(
+        update={
+            "harness": trained["cfg"].harness.model_copy(update={"repo": str(trained["tmp"] / "harness2")})
+        }
+    )
     fresh.base_dir = trained["cfg"].base_dir
     no_endpoint(monkeypatch)
     again = train(fresh, 5).summary()
@@ -89,7 +101,9 @@ def test_fresh_repo_same_store_reproduces_without_model_calls(trained: dict[str,
     assert store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] == before
 
 
-def test_training_replays_offline_identically(trained: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_replays_offline_identically(
+    trained: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     no_endpoint(monkeypatch)
     report = replay_training(Store(trained["cfg"].store_path), trained["summary"]["training_id"])
     assert report["identical"], report
@@ -105,7 +119,9 @@ def test_audit_reproduces_every_verdict_and_counterfactual(trained: dict[str, An
         report = audit(store, vid, "mean_reward")
         assert report["reproduced"]
         cf = report["counterfactual"]
-        assert cf["criterion"] == "mean_reward" and cf["differs"] == (cf["verdict"]["accept"] != report["recorded"]["accept"])
+        assert cf["criterion"] == "mean_reward" and cf["differs"] == (
+            cf["verdict"]["accept"] != report["recorded"]["accept"]
+        )
 
 
 def test_compare_trained_vs_untrained_across_models(trained: dict[str, Any]) -> None:
@@ -118,8 +134,10 @@ def test_compare_trained_vs_untrained_across_models(trained: dict[str, Any]) -> 
 
 
 def test_step_before_backward_and_promoted_before_step(tmp_path: Path) -> None:
-    trainer = Trainer(config=config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")]}),
-                      estimator=PatchQueue([]))
+    trainer = Trainer(
+        config=config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")]}),
+        estimator=PatchQueue([]),
+    )
     loss = next(iter(trainer.epochs(1)))
     with pytest.raises(TrainError, match=r"before loss.backward"):
         trainer.optimizer.step()
@@ -136,8 +154,15 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
     from replaykit.models.reference.proposer import unified_diff
 
     source = (TEMPLATES / "quickstart" / "harness.py").read_text()
-    broken = unified_diff("harness.py", source, source.replace("import json\n", "import json\nimport module_that_does_not_exist\n"))
-    cfg = config(tmp_path, **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]})
+    broken = unified_diff(
+        "harness.py",
+        source,
+        source.replace("import json\n", "import json\nimport module_that_does_not_exist\n"),
+    )
+    cfg = config(
+        tmp_path,
+        **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]},
+    )
     trainer = train(cfg, 3, estimator=PatchQueue([outside, broken]))
     reasons = [lo.skipped for lo in trainer.losses]
     assert reasons[0].startswith("edits outside the patch surface") and "NOTES.md" in reasons[0]
@@ -187,16 +212,22 @@ print(trainer.summary()["final_baseline"])
 def test_resume_after_kill_between_backward_and_step(tmp_path: Path, trained: dict[str, Any]) -> None:
     script = tmp_path / "train.py"
     script.write_text(RESUME_SCRIPT.format(tasks=TASKS))
-    killed = subprocess.run([sys.executable, str(script), str(tmp_path), "0"], capture_output=True, text=True, timeout=600)
+    killed = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "0"], capture_output=True, text=True, timeout=600
+    )
     assert killed.returncode == 17, killed.stderr
     store = Store(tmp_path / "store")
     ids_before = {r["id"] for r in store.list_cassettes()}
     repo = git.Repo(tmp_path / "harness")
     tid = next(r for r in store.list_runs() if r["kind"] == "training")["id"]
-    candidate0 = repo.commit(f"refs/replaykit/candidates/{tid}/epoch-000").hexsha  # the candidate was not lost
+    candidate0 = repo.commit(
+        f"refs/replaykit/candidates/{tid}/epoch-000"
+    ).hexsha  # the candidate was not lost
     assert repo.commit("main").hexsha != candidate0  # step() never ran
 
-    resumed = subprocess.run([sys.executable, str(script), str(tmp_path), "-1"], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "-1"], capture_output=True, text=True, timeout=600
+    )
     assert resumed.returncode == 0, resumed.stderr
     new = [r for r in Store(tmp_path / "store").list_cassettes() if r["id"] not in ids_before]
     # nothing of epoch 0 was measured again: only epoch 1's proposal and candidate episodes are new

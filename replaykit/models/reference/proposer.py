@@ -51,10 +51,17 @@ CURRICULUM: tuple[Change, ...] = (
         "Ask the model to double-check every command in the system prompt.",
         ENTRY,
         _DONE_LINE,
-        '    "Think carefully about each command before you run it and double-check every path. "\n' + _DONE_LINE,
+        '    "Think carefully about each command before you run it and double-check every path. "\n'
+        + _DONE_LINE,
     ),
     Change("step-cap", "Cap the tool loop at 3 steps to save tokens.", ENTRY, _LOOP, f"min(3, {_LOOP})"),
-    Change("helper-module", "Move observation formatting into a helper module.", ENTRY, "import json\n", "import json\n\nimport harness_helpers  # noqa: F401\n"),
+    Change(
+        "helper-module",
+        "Move observation formatting into a helper module.",
+        ENTRY,
+        "import json\n",
+        "import json\n\nimport harness_helpers  # noqa: F401\n",
+    ),
     Change(
         "stderr-first",
         "Show stderr before stdout in observations.",
@@ -62,7 +69,13 @@ CURRICULUM: tuple[Change, ...] = (
         _FORMAT,
         '    return f"exit_code: {obs.exit_code}\\nstderr:\\n{obs.stderr}\\nstdout:\\n{obs.stdout}"\n',
     ),
-    Change("notes-file", "Keep a NOTES.md of harness decisions next to the harness.", "NOTES.md", "", "# Harness notes\n\nRetry after failures.\n"),
+    Change(
+        "notes-file",
+        "Keep a NOTES.md of harness decisions next to the harness.",
+        "NOTES.md",
+        "",
+        "# Harness notes\n\nRetry after failures.\n",
+    ),
 )
 
 _FILE_RE = re.compile(r"^=== (?P<path>\S+) ===\n(?P<body>.*?)^=== end (?P=path) ===$", re.S | re.M)
@@ -74,7 +87,9 @@ def parse_files(brief: str) -> dict[str, str]:
 
 
 def tried_ids(brief: str) -> set[str]:
-    section = brief.split("Previously tried proposals:", 1)[1] if "Previously tried proposals:" in brief else ""
+    section = (
+        brief.split("Previously tried proposals:", 1)[1] if "Previously tried proposals:" in brief else ""
+    )
     section = section.split("\n\n", 1)[0]
     return set(_TRIED_RE.findall(section))
 
@@ -84,7 +99,9 @@ def unified_diff(path: str, old: str | None, new: str) -> str:
         lines = new.splitlines(keepends=True)
         body = "".join("+" + line for line in lines)
         return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
-    diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
     return f"diff --git a/{path} b/{path}\n" + "".join(diff)
 
 
@@ -119,6 +136,8 @@ def proposer_turn(request: ChatRequest) -> AssistantTurn:
     brief = "\n".join(message_text(m) for m in request.messages if m.get("role") == "user")
     found = next_change(brief)
     if found is None:
-        return AssistantTurn(content="No further proposals: every curriculum change was tried or does not apply.")
+        return AssistantTurn(
+            content="No further proposals: every curriculum change was tried or does not apply."
+        )
     change, diff = found
     return AssistantTurn(content=f"[{change.id}] {change.description}\n\n```diff\n{diff}```\n")

@@ -34,13 +34,23 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from replaykit.determinism import SOURCE_DATE_EPOCH, digest_of, sha256_hex
-from replaykit.models.reference.protocol import ApiError, AssistantTurn, ChatRequest, ToolCall, dumps, estimate_tokens
+from replaykit.models.reference.protocol import (
+    ApiError,
+    AssistantTurn,
+    ChatRequest,
+    ToolCall,
+    dumps,
+    estimate_tokens,
+)
 from replaykit.models.reference.sse import ARGUMENT_PIECES, CONTENT_PIECES, split_text
 
 NORMALISE_RULES = ("uuids", "timestamps", "codex-session")
 BASH_TOOL = {
     "type": "function",
-    "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+    "function": {
+        "name": "bash",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
 }
 _EXIT_RES = (
     re.compile(r"Process exited with code (-?\d+)"),
@@ -128,17 +138,30 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
             messages.append({"role": str(item.get("role", "user")), "content": _text_of(item.get("content"))})
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item.get("arguments") if kind == "function_call" else item.get("input")
-            call = {"id": item.get("call_id"), "type": "function", "function": {"name": item.get("name"), "arguments": arguments or ""}}
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": arguments or ""},
+            }
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind in ("function_call_output", "custom_tool_call_output"):
             output = _text_of(item.get("output"))
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": tool_result_text(output), "raw": output})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": tool_result_text(output),
+                    "raw": output,
+                }
+            )
     return messages
 
 
 def command_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
     """The function tool to run commands with: ``exec_command``, ``shell_command``, ``shell``, ``bash``, else any with a command."""
-    functions = {t["name"]: t for t in tools if t.get("type") == "function" and isinstance(t.get("name"), str)}
+    functions = {
+        t["name"]: t for t in tools if t.get("type") == "function" and isinstance(t.get("name"), str)
+    }
 
     def make(name: str) -> CommandTool | None:
         props = (functions[name].get("parameters") or {}).get("properties") or {}
@@ -171,7 +194,11 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
     if isinstance(items, list) and not all(isinstance(i, dict) for i in items):
         raise ApiError(400, "'input' items must be objects", param="input")
     if body.get("previous_response_id"):
-        raise ApiError(400, "previous_response_id is not supported here; send the whole input (store=false)", param="previous_response_id")
+        raise ApiError(
+            400,
+            "previous_response_id is not supported here; send the whole input (store=false)",
+            param="previous_response_id",
+        )
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise ApiError(400, "'tools' must be an array of objects", param="tools")
@@ -184,8 +211,14 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
     except (TypeError, ValueError):
         raise ApiError(400, "'seed' must be an integer", param="seed") from None
     return ResponsesRequest(
-        body=body, digest=normalised_digest(body), model=model, messages=input_messages(items),
-        stream=bool(body.get("stream", False)), seed=seed, tool=command_tool(tools), patch_tool=patch_tool(tools),
+        body=body,
+        digest=normalised_digest(body),
+        model=model,
+        messages=input_messages(items),
+        stream=bool(body.get("stream", False)),
+        seed=seed,
+        tool=command_tool(tools),
+        patch_tool=patch_tool(tools),
     )
 
 
@@ -210,7 +243,9 @@ def apply_patch_text(path: str, old: str, new: str) -> str:
     else:
         old_lines = old.splitlines()
         body = [f"*** Update File: {path}"]
-        for group in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_grouped_opcodes(3):
+        for group in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_grouped_opcodes(
+            3
+        ):
             body.append("@@")
             for tag, i1, i2, j1, j2 in group:
                 if tag == "equal":
@@ -244,8 +279,13 @@ def proposer_edit_fn(model: str, handler: Any) -> ProposeEdit | None:
 def task_turn(request: ResponsesRequest, handler: Callable[[ChatRequest], AssistantTurn]) -> AssistantTurn:
     """Ask a Chat-style model for the next turn; re-shape its ``bash`` call for the client's tool."""
     chat = ChatRequest(
-        body={"model": request.model, "messages": request.messages}, digest=request.digest, model=request.model,
-        messages=request.messages, tools=[BASH_TOOL] if request.tool else [], stream=request.stream, seed=request.seed,
+        body={"model": request.model, "messages": request.messages},
+        digest=request.digest,
+        model=request.model,
+        messages=request.messages,
+        tools=[BASH_TOOL] if request.tool else [],
+        stream=request.stream,
+        seed=request.seed,
     )
     turn = handler(chat)
     if not turn.tool_calls or request.tool is None:
@@ -266,7 +306,9 @@ def _call_id(request: ResponsesRequest, n: int) -> str:
 
 def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> AssistantTurn:
     """Read the file, patch it, report: one step per turn, stateless (from the conversation)."""
-    users = [m for m in request.messages if m["role"] == "user" and not str(m["content"]).lstrip().startswith("<")]
+    users = [
+        m for m in request.messages if m["role"] == "user" and not str(m["content"]).lstrip().startswith("<")
+    ]
     brief = str(users[-1]["content"]) if users else ""
     path = EDIT_PATH
     calls = [m for m in request.messages if m.get("tool_calls")]
@@ -275,11 +317,17 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
         return AssistantTurn(content="I need a shell tool to read and edit files, and none was offered.")
     if not calls:
         read = ToolCall(_call_id(request, 0), request.tool.name, request.tool.arguments(f"cat {path}"))
-        return AssistantTurn(content=f"I'll read `{path}` first.", tool_calls=(read,), finish_reason="tool_calls")
+        return AssistantTurn(
+            content=f"I'll read `{path}` first.", tool_calls=(read,), finish_reason="tool_calls"
+        )
     if not outputs:
         return AssistantTurn(content=f"I could not read `{path}`.")
     first = outputs[0]
-    source = read_output(first.get("raw", first["content"])) if exit_code(first.get("raw", "")) in (0, None) else ""
+    source = (
+        read_output(first.get("raw", first["content"]))
+        if exit_code(first.get("raw", "")) in (0, None)
+        else ""
+    )
     proposal = propose_edit(source, brief)
     if proposal is None:
         return AssistantTurn(content="No further proposals: every change I know was tried or does not apply.")
@@ -292,14 +340,25 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
         arguments = json.dumps({"input": patch}) if tool.kind == "patch-function" else patch
         call = ToolCall(_call_id(request, 1), tool.name, arguments)
     else:
-        call = ToolCall(_call_id(request, 1), request.tool.name, request.tool.arguments(shell_heredoc("apply_patch", patch)))
-    return AssistantTurn(content=f"Editing `{path}`: {description}", tool_calls=(call,), finish_reason="tool_calls")
+        call = ToolCall(
+            _call_id(request, 1),
+            request.tool.name,
+            request.tool.arguments(shell_heredoc("apply_patch", patch)),
+        )
+    return AssistantTurn(
+        content=f"Editing `{path}`: {description}", tool_calls=(call,), finish_reason="tool_calls"
+    )
 
 
 def turn_for(request: ResponsesRequest, models: Mapping[str, Any]) -> AssistantTurn:
     handler = models.get(request.model)
     if handler is None:
-        raise ApiError(404, f"The model `{request.model}` does not exist or you do not have access to it.", param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"The model `{request.model}` does not exist or you do not have access to it.",
+            param="model",
+            code="model_not_found",
+        )
     edit = proposer_edit_fn(request.model, handler)
     if edit is not None:
         return proposer_turn(request, edit)
@@ -316,21 +375,55 @@ def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[dict[st
     items: list[dict[str, Any]] = []
     if turn.content:
         part = {"type": "output_text", "annotations": [], "logprobs": [], "text": turn.content}
-        items.append({"id": _item_id(request, "msg", 0), "type": "message", "status": "completed", "content": [part], "role": "assistant"})
+        items.append(
+            {
+                "id": _item_id(request, "msg", 0),
+                "type": "message",
+                "status": "completed",
+                "content": [part],
+                "role": "assistant",
+            }
+        )
     for n, call in enumerate(turn.tool_calls):
-        if request.patch_tool is not None and call.name == "apply_patch" and request.patch_tool.kind == "patch-custom":
-            items.append({"id": _item_id(request, "ctc", n), "type": "custom_tool_call", "status": "completed", "call_id": call.id, "input": call.arguments, "name": call.name})
+        if (
+            request.patch_tool is not None
+            and call.name == "apply_patch"
+            and request.patch_tool.kind == "patch-custom"
+        ):
+            items.append(
+                {
+                    "id": _item_id(request, "ctc", n),
+                    "type": "custom_tool_call",
+                    "status": "completed",
+                    "call_id": call.id,
+                    "input": call.arguments,
+                    "name": call.name,
+                }
+            )
         else:
-            items.append({"id": _item_id(request, "fc", n), "type": "function_call", "status": "completed", "arguments": call.arguments, "call_id": call.id, "name": call.name})
+            items.append(
+                {
+                    "id": _item_id(request, "fc", n),
+                    "type": "function_call",
+                    "status": "completed",
+                    "arguments": call.arguments,
+                    "call_id": call.id,
+                    "name": call.name,
+                }
+            )
     return items
 
 
 def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, Any]:
     prompt = estimate_tokens(dumps(request.messages).decode())
-    completion = estimate_tokens((turn.content or "") + "".join(c.name + c.arguments for c in turn.tool_calls))
+    completion = estimate_tokens(
+        (turn.content or "") + "".join(c.name + c.arguments for c in turn.tool_calls)
+    )
     return {
-        "input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
     }
 
@@ -338,15 +431,30 @@ def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, Any]:
 def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) -> dict[str, Any]:
     body = request.body
     return {
-        "id": f"resp_{request.digest[:32]}", "object": "response", "created_at": SOURCE_DATE_EPOCH,
-        "status": "completed" if done else "in_progress", "background": False, "error": None,
-        "incomplete_details": None, "instructions": None, "max_output_tokens": body.get("max_output_tokens"),
-        "model": request.model, "output": output_items(request, turn) if done else [],
-        "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)), "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None}, "store": bool(body.get("store", False)),
-        "temperature": body.get("temperature", 1.0), "text": {"format": {"type": "text"}},
-        "tool_choice": body.get("tool_choice", "auto"), "tools": [], "top_p": body.get("top_p", 1.0),
-        "truncation": "disabled", "usage": usage(request, turn) if done else None, "user": None, "metadata": {},
+        "id": f"resp_{request.digest[:32]}",
+        "object": "response",
+        "created_at": SOURCE_DATE_EPOCH,
+        "status": "completed" if done else "in_progress",
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": request.model,
+        "output": output_items(request, turn) if done else [],
+        "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": bool(body.get("store", False)),
+        "temperature": body.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": usage(request, turn) if done else None,
+        "user": None,
+        "metadata": {},
     }
 
 
@@ -360,16 +468,47 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
         events.append({"type": "response.output_item.added", "output_index": index, "item": empty})
         events.append({"type": "response.content_part.added", **ref, "content_index": 0, "part": part})
         for piece in split_text(text, CONTENT_PIECES):
-            events.append({"type": "response.output_text.delta", **ref, "content_index": 0, "delta": piece, "logprobs": []})
-        events.append({"type": "response.output_text.done", **ref, "content_index": 0, "text": text, "logprobs": []})
-        events.append({"type": "response.content_part.done", **ref, "content_index": 0, "part": item["content"][0]})
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    **ref,
+                    "content_index": 0,
+                    "delta": piece,
+                    "logprobs": [],
+                }
+            )
+        events.append(
+            {"type": "response.output_text.done", **ref, "content_index": 0, "text": text, "logprobs": []}
+        )
+        events.append(
+            {"type": "response.content_part.done", **ref, "content_index": 0, "part": item["content"][0]}
+        )
     elif item["type"] == "function_call":
-        events.append({"type": "response.output_item.added", "output_index": index, "item": dict(item, status="in_progress", arguments="")})
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": dict(item, status="in_progress", arguments=""),
+            }
+        )
         for piece in split_text(item["arguments"], ARGUMENT_PIECES):
             events.append({"type": "response.function_call_arguments.delta", **ref, "delta": piece})
-        events.append({"type": "response.function_call_arguments.done", **ref, "name": item["name"], "arguments": item["arguments"]})
+        events.append(
+            {
+                "type": "response.function_call_arguments.done",
+                **ref,
+                "name": item["name"],
+                "arguments": item["arguments"],
+            }
+        )
     else:
-        events.append({"type": "response.output_item.added", "output_index": index, "item": dict(item, status="in_progress", input="")})
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": dict(item, status="in_progress", input=""),
+            }
+        )
         for piece in split_text(item["input"], ARGUMENT_PIECES):
             events.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": piece})
         events.append({"type": "response.custom_tool_call_input.done", **ref, "input": item["input"]})
@@ -388,7 +527,11 @@ def stream_events(request: ResponsesRequest, turn: AssistantTurn) -> list[bytes]
     events.append({"type": "response.completed", "response": response_object(request, turn, True)})
     out = []
     for n, event in enumerate(events):
-        event = {"type": event["type"], "sequence_number": n, **{k: v for k, v in event.items() if k != "type"}}
+        event = {
+            "type": event["type"],
+            "sequence_number": n,
+            **{k: v for k, v in event.items() if k != "type"},
+        }
         out.append(b"event: " + event["type"].encode("ascii") + b"\ndata: " + dumps(event) + b"\n\n")
     return out
 

@@ -57,7 +57,9 @@ class _Server(LoopbackServer):
 
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], models: dict[str, ModelHandler], noise: bool = False) -> None:
+    def __init__(
+        self, address: tuple[str, int], models: dict[str, ModelHandler], noise: bool = False
+    ) -> None:
         super().__init__(address, _Handler)
         self.models = models
         self.noise = noise  # batch-dependent sampling (noise.py): replies vary with the open connections
@@ -92,7 +94,9 @@ class _Handler(LoopbackHandler):
             self._send_json(err.status, err.payload())
         except Exception as exc:  # a simulator bug: answer like an API would, not with a reset
             self.close_connection = True
-            self._send_json(500, ApiError(500, f"reference server error: {exc!r}", type="server_error").payload())
+            self._send_json(
+                500, ApiError(500, f"reference server error: {exc!r}", type="server_error").payload()
+            )
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -184,7 +188,9 @@ class ReferenceServer:
     task under ``<repo>/envs/``. Tasks are loaded at :meth:`start`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, task_dirs: list[Path] | None = None, noise: bool = False) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, task_dirs: list[Path] | None = None, noise: bool = False
+    ) -> None:
         self.host = host
         self.noise = noise
         self._requested_port = port
@@ -216,9 +222,14 @@ class ReferenceServer:
         try:
             self._server = _Server((self.host, self._requested_port), models, noise=self.noise)
         except OSError as exc:
-            raise ModelError(f"cannot bind the reference server to {self.host}:{self._requested_port}: {exc}") from exc
+            raise ModelError(
+                f"cannot bind the reference server to {self.host}:{self._requested_port}: {exc}"
+            ) from exc
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="replaykit-reference", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="replaykit-reference",
+            daemon=True,
         )
         self._thread.start()
         return self.base_url

@@ -50,7 +50,9 @@ EXIT_CODE_RE = re.compile(r"exit[_ ]code[:=]?\s*(-?\d+)", re.IGNORECASE)
 RETRY_RE = re.compile(r"\bretry\b", re.IGNORECASE)
 
 _WORD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.+-]*)(?=\s|$|;)")
-_SHELL_KEYWORDS = frozenset({"if", "for", "while", "until", "case", "select", "function", "time", "do", "then"})
+_SHELL_KEYWORDS = frozenset(
+    {"if", "for", "while", "until", "case", "select", "function", "time", "do", "then"}
+)
 _REAL_COMMANDS = frozenset({"cpp", "ssh", "sl", "dc", "cc", "ed", "ex", "gcc", "ld", "as"})
 _MISSING_DIR = "./solution-work"
 
@@ -88,7 +90,9 @@ def default_task_dirs() -> list[Path]:
 
 
 def _is_task(path: Path) -> bool:
-    return (path / "instruction.md").is_file() or ((path / "task.toml").is_file() and (path / "steps").is_dir())
+    return (path / "instruction.md").is_file() or (
+        (path / "task.toml").is_file() and (path / "steps").is_dir()
+    )
 
 
 def _step_names(path: Path) -> list[str]:
@@ -96,7 +100,9 @@ def _step_names(path: Path) -> list[str]:
         config = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    return [t["name"] for t in config.get("steps") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    return [
+        t["name"] for t in config.get("steps") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+    ]
 
 
 def load_task(path: Path) -> Task:
@@ -120,7 +126,9 @@ def load_folder(path: Path) -> list[Task]:
         if (step_dir / "instruction.md").is_file():
             instruction = (step_dir / "instruction.md").read_text(encoding="utf-8").strip()
             steps = script_steps(step_dir / "solution", solution_env(path, name))
-            tasks.append(Task(task_id=f"{path.name}/{name}", path=step_dir, instruction=instruction, steps=steps))
+            tasks.append(
+                Task(task_id=f"{path.name}/{name}", path=step_dir, instruction=instruction, steps=steps)
+            )
     return tasks
 
 
@@ -195,9 +203,7 @@ def read_progress(messages: Sequence[dict[str, Any]], n_steps: int, max_attempts
     return Progress(step=min(step, n_steps), attempt=attempt if step < n_steps else 0)
 
 
-def _result_index(
-    messages: Sequence[dict[str, Any]], start: int, call: Any, claimed: set[int]
-) -> int | None:
+def _result_index(messages: Sequence[dict[str, Any]], start: int, call: Any, claimed: set[int]) -> int | None:
     """The ``tool`` message answering ``call``: by ``tool_call_id``, else the next unclaimed one."""
     call_id = call.get("id") if isinstance(call, dict) else None
     fallback: int | None = None
@@ -309,7 +315,9 @@ def _typo(word: str, rng: random.Random) -> str:
 def bash_tool_name(tools: Sequence[dict[str, Any]]) -> str | None:
     """The function tool to call: one named ``bash``, else the first taking a ``command``."""
     candidates = [t.get("function") for t in tools if t.get("type", "function") == "function"]
-    functions: list[dict[str, Any]] = [f for f in candidates if isinstance(f, dict) and isinstance(f.get("name"), str)]
+    functions: list[dict[str, Any]] = [
+        f for f in candidates if isinstance(f, dict) and isinstance(f.get("name"), str)
+    ]
     for f in functions:
         if f["name"] == "bash":
             return "bash"

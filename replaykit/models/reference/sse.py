@@ -97,7 +97,12 @@ def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, Any
     for piece in split_text(turn.content or "", CONTENT_PIECES):
         chunks.append(chunk({"content": piece}))
     for index, call in enumerate(turn.tool_calls):
-        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        head = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
         chunks.append(chunk({"tool_calls": [head]}))
         for piece in split_text(call.arguments, ARGUMENT_PIECES):
             chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))

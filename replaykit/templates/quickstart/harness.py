@@ -52,7 +52,11 @@ def solve(task, env, llm, ctx):
                 "role": "assistant",
                 "content": message.content,
                 "tool_calls": [
-                    {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
                     for c in message.tool_calls
                 ],
             }

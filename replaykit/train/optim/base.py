@@ -69,11 +69,21 @@ class ParameterBound:
     def step(self) -> None:
         """Read ``parameter.grad``, decide, and move the parameter."""
         if self.parameter is None:
-            raise TrainError("optimizer.step(): this optimizer drives no parameter; pass it to Trainer(optimizer=...)")
+            raise TrainError(
+                "optimizer.step(): this optimizer drives no parameter; pass it to Trainer(optimizer=...)"
+            )
         loss = self.parameter.pending()
         baseline_run, candidate_run = loss.runs()
-        step = StepInput(loss.epoch, self.parameter.data, loss.baseline_sha, loss.candidate_sha, loss.verdict,
-                         loss.skipped, baseline_run, candidate_run)
+        step = StepInput(
+            loss.epoch,
+            self.parameter.data,
+            loss.baseline_sha,
+            loss.candidate_sha,
+            loss.verdict,
+            loss.skipped,
+            baseline_run,
+            candidate_run,
+        )
         if self.decide(step) and step.measurable:  # decide sees every epoch (stateful optimizers count them)
             self.parameter.promote()
         else:
