@@ -374,6 +374,17 @@ class Sidecars:
                 return f"service {service.name!r} was not healthy within {HEALTH_WAIT_SEC:g}s"
             time.sleep(0.2)
 
+    def exited(self) -> str | None:
+        """Why the episode cannot go on when a sidecar stopped during it, else None."""
+        for name, service in zip(self.names, self.compose.sidecars, strict=False):
+            try:
+                state = self.client.api.inspect_container(name).get("State") or {}
+            except Exception:
+                return f"service {service.name!r} is gone"
+            if not state.get("Running"):
+                return f"service {service.name!r} exited (code {state.get('ExitCode')}) during the episode"
+        return None
+
     def close(self) -> None:
         for name in self.names:
             containers.remove_container(name)

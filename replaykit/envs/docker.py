@@ -370,6 +370,10 @@ class DockerEnv:
             reason = faults.stopped_reason(container)
             if reason:
                 self._stop(reason)
+        if self._dead is None and self._sidecars is not None:
+            reason = self._sidecars.exited()  # a service the task needs died during the action
+            if reason:
+                self._stop(reason)
         if self._dead is not None:
             return self._dead_obs(
                 task_env.scrub(out.text("stdout"), self._secrets),

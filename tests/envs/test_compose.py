@@ -141,6 +141,13 @@ def test_sidecar_that_dies_is_an_infra_failure(docker_base: str, tmp_path: Path)
         episode="composedead",
         aliases={"debian:bookworm-slim": images.BASE_IMAGE},
     ) as env:
+        # the service may still be starting when the episode begins: wait for its exit, so
+        # the death is seen either at start or after the action, never missed
+        service = images.docker_client().containers.list(
+            all=True, filters={"label": ["replaykit.episode=composedead", "replaykit.service=svc"]}
+        )
+        assert len(service) == 1
+        service[0].wait(timeout=30)
         obs = env.run("touch done")
         assert obs.exit_code == 137 and "service 'svc' exited" in obs.stderr
         grade = env.grade()
