@@ -78,6 +78,18 @@ def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return opt.pop("name", "greedy_monotonic"), opt
 
 
+def recorded_criterion(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return doc["criterion"]["name"], dict(doc["criterion"]["params"])
+
+
+def chosen(doc: dict[str, Any], criterion: str | None, optimizer: str | None) -> tuple[Criterion, Optimizer]:
+    """The criterion and optimizer to judge with (``NAME[:k=v,...]``; default: as recorded), built
+    (and so validated) before anything runs."""
+    crit_name, crit_params = parse_spec(criterion) if criterion else recorded_criterion(doc)
+    opt_name, opt_params = parse_spec(optimizer) if optimizer else recorded_optimizer(doc)
+    return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
+
+
 def training_config(doc: dict[str, Any], store: Store) -> RunConfig:
     data = dict(doc["config"])
     data["store"] = str(store.root.resolve())
@@ -253,12 +265,8 @@ def counterfactual(
     """The counterfactual report of a recorded training (``criterion``/``optimizer``: ``NAME[:k=v,...]``; default: as recorded)."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
-    rec_crit = (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
-    rec_opt = recorded_optimizer(doc)
-    crit_name, crit_params = parse_spec(criterion) if criterion else rec_crit
-    opt_name, opt_params = parse_spec(optimizer) if optimizer else rec_opt
-    crit = make_criterion(crit_name, **crit_params)
-    opt = make_optimizer(opt_name, **opt_params)
+    rec_crit, rec_opt = recorded_criterion(doc), recorded_optimizer(doc)
+    crit, opt = chosen(doc, criterion, optimizer)
     from replaykit.train.trainer import train_config
 
     tcfg = train_config(config)

@@ -23,13 +23,10 @@ from replaykit.errors import CassetteNotFound, HarnessError
 from replaykit.train.counterfactual import (
     Progress,
     counterfactual,
-    parse_spec,
-    recorded_optimizer,
+    chosen,
     training_config,
 )
-from replaykit.train.criteria import make_criterion
 from replaykit.train.loss import Loss
-from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
 from replaykit.train.trainer import Trainer, train_config
 
@@ -83,14 +80,7 @@ def record_counterfactual(
     """Run the counterfactual as a live training (recording what is missing); return it and the offline audit after."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
-    crit_name, crit_params = (
-        parse_spec(criterion) if criterion else (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
-    )
-    opt_name, opt_params = parse_spec(optimizer) if optimizer else recorded_optimizer(doc)
-    crit, opt = (
-        make_criterion(crit_name, **crit_params),
-        make_optimizer(opt_name, **opt_params),
-    )  # validate before any write
+    crit, opt = chosen(doc, criterion, optimizer)  # validate before any write
     tcfg = train_config(config)
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
         proposals = scratch.proposals()

@@ -17,6 +17,7 @@ from replaykit.train.counterfactual import (
     Measurements,
     Progress,
     parse_spec,
+    recorded_criterion,
     recorded_optimizer,
     report,
     spec_text,
@@ -76,7 +77,7 @@ def sweep(
     """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
-    rec_crit = (doc["criterion"]["name"], dict(doc["criterion"]["params"]))
+    rec_crit = recorded_criterion(doc)
     rec_opt = recorded_optimizer(doc)
     crit_specs = [parse_spec(c) for c in criteria or []] or [rec_crit]
     opt_specs = [parse_spec(o) for o in optimizers or []] or [rec_opt]
