@@ -48,7 +48,8 @@ from replaykit.envs.containers import (  # noqa: F401  (re-exported for callers 
     remove_stale_containers,
 )
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, CappedOutput, oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError

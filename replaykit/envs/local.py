@@ -23,72 +23,22 @@ import signal
 import stat
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from replaykit.determinism import ENV_PINS
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation, episode_workspace
-from replaykit.envs.rewards import read_reward
-from replaykit.envs.steps import Step, run_steps
+from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
+from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError, TaskError
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-TIMEOUT_EXIT_CODE = 124
 _MARKER = ".replaykit-workspace"
-_CHUNK = 65536
-_DETAIL_CHARS = 1000
-
-
-def truncation_marker(stream: str, limit: int) -> str:
-    """The line appended to a stream cut at ``limit`` bytes (no counts: stays deterministic)."""
-    return f"\n[replaykit: {stream} truncated at {limit} bytes]\n"
-
-
-class CappedOutput:
-    """Collects one output stream up to ``limit`` bytes; past that, notes the truncation."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.truncated = False
-
-    def add(self, chunk: bytes | None) -> None:
-        if not chunk:
-            return
-        room = self.limit - len(self.kept)
-        if room > 0:
-            self.kept += chunk[:room]
-        if len(chunk) > max(room, 0):
-            self.truncated = True
-
-    def text(self, stream: str) -> str:
-        out = bytes(self.kept).decode("utf-8", errors="replace")
-        return out + truncation_marker(stream, self.limit) if self.truncated else out
-
-
-class _CappedReader(threading.Thread):
-    """Drains a pipe to its end into a :class:`CappedOutput`."""
-
-    def __init__(self, pipe: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self.pipe = pipe
-        self.output = CappedOutput(limit)
-
-    def run(self) -> None:
-        fd = self.pipe.fileno()
-        try:
-            while chunk := os.read(fd, _CHUNK):
-                self.output.add(chunk)
-        except OSError:
-            pass
-
-    def text(self, stream: str) -> str:
-        return self.output.text(stream)
 
 
 def _kill_group(pgid: int) -> None:
@@ -282,8 +232,8 @@ class LocalEnv:
             raise EnvError(f"cannot run {argv[0]!r} in {self.app_dir}: {exc}") from exc
         assert proc.stdout is not None and proc.stderr is not None
         readers = [
-            _CappedReader(proc.stdout, self.max_output_bytes),
-            _CappedReader(proc.stderr, self.max_output_bytes),
+            CappedReader(proc.stdout, self.max_output_bytes),
+            CappedReader(proc.stderr, self.max_output_bytes),
         ]
         for reader in readers:
             reader.start()
@@ -413,61 +363,6 @@ class LocalEnv:
             "max_output_bytes": self.max_output_bytes,
             "env_vars": sorted(self.env_vars()),
         }
-
-
-def verifier_vars(task: Task, step: Step | None) -> task_env.ResolvedEnv:
-    """``[verifier.env]`` of the task, plus the current step's ``[steps.verifier.env]``."""
-    env = task_env.task_env(task.path, task.config, "verifier")
-    if step is not None and step.verifier_env:
-        env = env.merged(
-            task_env.resolve(step.verifier_env, f"{task.path / 'task.toml'} [steps.verifier.env]")
-        )
-    return env
-
-
-def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Grade:
-    """The grade from a verifier run and the folder its reward file was written to
-    (the same semantics for every environment)."""
-    tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
-    if obs.timed_out:
-        return Grade(
-            0.0,
-            False,
-            infra_failure=True,
-            detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip(),
-        )
-    reward, source, problem = read_reward(reward_dir)
-    if reward is None:
-        return Grade(
-            0.0,
-            False,
-            infra_failure=True,
-            detail=f"{problem} (verifier exit {obs.exit_code}); {tail}".strip(),
-        )
-    return Grade(
-        reward,
-        reward >= 1.0,
-        detail=f"reward {reward:g} from {source} (verifier exit {obs.exit_code}); {tail}".strip(),
-    )
-
-
-def oracle_grades(env: Any) -> tuple[Grade, Grade]:
-    """Grade an untouched environment, then a fresh one where solution/solve.sh ran; close it."""
-    steps = env.task.steps
-    try:
-        env.start()
-        untouched = (
-            run_steps(env, steps, env.task.reward_strategy, lambda step: None) if steps else env.grade()
-        )
-        env.start()
-        if steps:
-            solved = run_steps(env, steps, env.task.reward_strategy, lambda step: env.run_solution())
-        else:
-            env.run_solution()
-            solved = env.grade()
-    finally:
-        env.close()
-    return untouched, solved
 
 
 # -- the "local" environment kind (envs/registry.py) ---------------------------------------

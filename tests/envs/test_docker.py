@@ -22,7 +22,7 @@ from replaykit.envs.docker import (
     owner_id,
     remove_stale_containers,
 )
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, truncation_marker
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError
 

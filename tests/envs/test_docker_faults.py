@@ -10,7 +10,7 @@ import pytest
 from replaykit.envs import images
 from replaykit.envs.docker import DockerEnv
 from replaykit.envs.faults import DEAD_EXIT_CODE
-from replaykit.envs.local import TIMEOUT_EXIT_CODE
+from replaykit.envs.output import TIMEOUT_EXIT_CODE
 from replaykit.envs.tasks import Task, load_task
 
 pytestmark = pytest.mark.docker

@@ -11,7 +11,8 @@ import pytest
 
 from replaykit.envs.base import Observation
 from replaykit.envs.check import check_tasks
-from replaykit.envs.local import LocalEnv, oracle, verifier_grade
+from replaykit.envs.grading import verifier_grade
+from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.rewards import scalar_reward
 from replaykit.envs.steps import combine, load_steps
 from replaykit.envs.task_env import resolve, scrub

@@ -11,7 +11,8 @@ import pytest
 
 from replaykit.determinism import ENV_PINS
 from replaykit.envs.base import Environment, Grade, Observation
-from replaykit.envs.local import TIMEOUT_EXIT_CODE, LocalEnv, oracle, truncation_marker
+from replaykit.envs.local import LocalEnv, oracle
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.envs.base import EnvKind, EnvRequest, Grade
-from replaykit.envs.local import LocalEnv, factory as local_factory, oracle_grades
+from replaykit.envs.grading import oracle_grades
+from replaykit.envs.local import LocalEnv, factory as local_factory
 from replaykit.envs.tasks import Task
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes
