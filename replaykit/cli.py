@@ -400,17 +400,7 @@ def cassettes_verify(
         if as_json:
             emit_json(result)
         else:
-            for item in result["damaged"]:
-                render.out.print(
-                    f"damaged {item['table'][:-1]} {item['id']}: {item['error']}",
-                    markup=False,
-                    highlight=False,
-                )
-            counts = ", ".join(f"{n} {t}" for t, n in result["checked"].items())
-            verdict = "ok" if result["ok"] else f"{len(result['damaged'])} damaged"
-            render.out.print(
-                f"{verdict}: checked {counts} in {result['store']}", markup=False, highlight=False
-            )
+            render.store_check(result)
         if not result["ok"]:
             raise typer.Exit(1)
         return
@@ -447,11 +437,7 @@ def images_build_base(
     if as_json:
         emit_json(result)
     else:
-        render.out.print(
-            f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})",
-            markup=False,
-            highlight=False,
-        )
+        render.base_image(result)
 
 
 @tasks_app.command("check")

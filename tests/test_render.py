@@ -66,7 +66,7 @@ def capture(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     else:
         console = render.make_console(file=buffer)
         assert not console.is_terminal
-    monkeypatch.setattr(render, "out", console)
+    monkeypatch.setattr(render.console, "out", console)
     yield buffer.getvalue
 
 
@@ -151,7 +151,9 @@ def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: py
 
 def test_too_wide_rows_become_records(monkeypatch: pytest.MonkeyPatch) -> None:
     buffer = io.StringIO()
-    monkeypatch.setattr(render, "out", Console(file=buffer, width=40, force_terminal=True, color_system=None))
+    monkeypatch.setattr(
+        render.console, "out", Console(file=buffer, width=40, force_terminal=True, color_system=None)
+    )
     render.show_table("t", ["task", "model"], [["a-very-long-task-name-indeed", "reference-strong-and-more"]])
     output = buffer.getvalue()
     assert "…" not in output

@@ -1,0 +1,125 @@
+"""Cassettes and what moves them: the cassette list and one cassette's events, bundle
+export/import/verify, store checks, vcrpy export, proxy sessions, removals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from replaykit.render.console import err, line, plain, short_ids, show_table
+from replaykit.render.runs import divergence
+
+
+def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
+    shown = (
+        f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)"
+        if total is not None and total > len(rows)
+        else f"{len(rows)} cassette(s)"
+    )
+    n = short_ids([r["id"] for r in rows])
+    cells: list[list[str | Text]] = [
+        [
+            r["id"][:n],
+            r["task_id"],
+            str(r["seed"]),
+            r["model"],
+            r["harness_sha"][:8],
+            str(r["n_llm"]),
+            str(r["n_env"]),
+            "-" if r["reward"] is None else f"{r['reward']:.2f}",
+        ]
+        for r in rows
+    ]
+    show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward"], cells)
+
+
+def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
+    key = doc["key"]
+    line(
+        f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}"
+    )
+    line(f"digest {doc['digest']}")
+    for e in doc["events"]:
+        head = f"[{e['position']:>3}] {e['kind']}"
+        if e["kind"] == "llm":
+            line(
+                f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
+            )
+            line(f"      request: {e['request']['body']}")
+            line(f"      response: {e['response']['body']}")
+        elif e["kind"] == "env":
+            line(
+                f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}"
+                + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else "")
+            )
+            for stream in ("stdout", "stderr"):
+                if e[stream]:
+                    line(f"      {stream}: {e[stream]}")
+        elif e["kind"] == "error":
+            line(f"{head} {e['message']}")
+        else:
+            line(f"{head} {e['grade']}")
+
+
+def bundle_report(report: dict[str, Any], action: str) -> None:
+    """One summary line for ``cassettes export``/``import``/``verify``."""
+    root = report["root"]
+    what = f"{root.get('kind', root['table'])} {root['id']}"
+    counts = report["counts"]
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("runs", "cassettes", "trees", "blobs"))
+    if action == "export":
+        text = f"exported {what} to {report['path']}: {summary} ({report['bytes']} bytes, sha256 {report['sha256'][:12]})"
+    elif action == "import" and report["noop"]:
+        text = f"{report['path']}: already in store {report['store']}; nothing to do"
+    elif action == "import":
+        new = ", ".join(f"{n} {k}" for k, n in report["imported"].items())
+        text = f"imported {what} into {report['store']} (new: {new}); replay it with `replaykit replay {root['id']} --store {report['store']}`"
+    else:
+        text = f"{report['path']}: OK, replaykit bundle v{report['version']} of {what}: {summary}"
+        if "would_import" in report:
+            text += " · would import " + ", ".join(f"{n} {k}" for k, n in report["would_import"].items())
+    line(text)
+
+
+def vcr_export(report: dict[str, Any]) -> None:
+    for f in report["files"]:
+        line(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)")
+    line(
+        f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
+        "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])"
+    )
+
+
+def proxy_report(report: dict[str, Any]) -> None:
+    """The end of a ``replaykit proxy`` session: what was recorded, or how the replay went."""
+    if report["mode"] == "record":
+        text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s) → cassette {report['cassette_id']} (digest {report['digest'][:12]})"
+        for error in report.get("upstream_errors", []):
+            err(error)
+    else:
+        state = "identical" if report["identical"] else "NOT identical"
+        text = f"replayed proxy session {report['name']!r} (cassette {report['cassette_id']}): served {report['served']} of {report['recorded']} recorded call(s), {state}"
+        divergence(report.get("divergence"))
+    line(text)
+
+
+def removal_report(report: dict[str, Any]) -> None:
+    verb = "would remove" if report["dry_run"] else "removed"
+    for r in report["runs"]:
+        line(f"{verb} {r['kind'] or 'document'} {r['id']}")
+    for c in report["cassettes"]:
+        line(f"{verb} cassette {c}")
+    line(
+        f"{verb} {len(report['runs'])} document(s), {len(report['cassettes'])} cassette(s), {len(report['trees'])} harness tree(s), "
+        f"{report['blobs']} blob(s) ({report['bytes']} bytes)"
+    )
+
+
+def store_check(result: dict[str, Any]) -> None:
+    """``cassettes verify`` without a bundle: each damaged item, then one verdict line."""
+    for item in result["damaged"]:
+        plain(f"damaged {item['table'][:-1]} {item['id']}: {item['error']}")
+    counts = ", ".join(f"{n} {t}" for t, n in result["checked"].items())
+    verdict = "ok" if result["ok"] else f"{len(result['damaged'])} damaged"
+    plain(f"{verdict}: checked {counts} in {result['store']}")

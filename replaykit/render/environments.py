@@ -1,0 +1,79 @@
+"""Environments and readiness: the oracle check of tasks, certification, base images, doctor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from replaykit.render.console import line, plain, show_table
+
+
+def tasks_check(report: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = [
+        [
+            r["task_id"],
+            "-" if r["untouched"] is None else f"{r['untouched']:g}",
+            "-" if r["solved"] is None else f"{r['solved']:g}",
+            "yes" if r["ok"] else "NO",
+        ]
+        for r in report["tasks"]
+    ]
+    show_table(f"oracle check ({report['env']})", ["task", "untouched", "solved", "ok"], rows)
+    problems: dict[str, list[str]] = {}
+    for r in report["tasks"]:
+        if r["problem"]:
+            problems.setdefault(r["problem"], []).append(r["task_id"])
+    for problem, tasks in problems.items():  # one line per distinct problem (Docker down is said once)
+        line(f"{', '.join(tasks)}: {problem}")
+    for r in report["tasks"]:
+        if not r["problem"] and r.get("warning"):
+            line(f"{r['task_id']}: warning: {r['warning']}")
+    warned = f" ({report['warnings']} with a warning)" if report.get("warnings") else ""
+    line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")
+
+
+def certify_report(report: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = []
+    for r in report["tasks"]:
+        style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
+        rows.append(
+            [
+                r["task_id"],
+                r["env"],
+                (r["image"] or "-").removeprefix("sha256:")[:12],
+                Text(r["status"], style=style),
+                str(r["episodes"]),
+                "reused" if r["reused"] else "re-executed",
+            ]
+        )
+    show_table(
+        f"certification of run {report['run_id']}",
+        ["task", "env", "image", "status", "episodes", "source"],
+        rows,
+    )
+    reasons: dict[str, list[str]] = {}
+    for r in report["tasks"]:
+        if r["status"] != "deterministic":
+            reasons.setdefault(f"{r['status']}: {r['reason']}", []).append(r["task_id"])
+    for reason, tasks in reasons.items():  # one line per distinct reason (Docker down is said once)
+        line(f"{', '.join(tasks)} {reason}")
+    line(
+        f"deterministic {report['deterministic']} · forked {report['forked']} · errors {report['error']}"
+        + (" (forked tasks are excluded from training verdicts)" if report["forked"] else "")
+    )
+
+
+def doctor_report(report: dict[str, Any]) -> None:
+    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+    for c in report["checks"]:
+        line(
+            f"{marks[c['status']]}  {c['name']}: {c['detail']}"
+            + (f" — fix: {c['fix']}" if c["fix"] and c["status"] != "ok" else "")
+        )
+    line("ready" if report["ok"] else "not ready: fix the FAIL lines above")
+
+
+def base_image(result: dict[str, Any]) -> None:
+    """``images build-base``: built or cached, the tag and the short image id."""
+    plain(f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})")

@@ -1,0 +1,58 @@
+"""The progress callback the CLI hands to library calls: a rich bar on a terminal (stderr)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from replaykit.render.console import err, err_console
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """A progress callback for library calls, drawn with rich on a terminal (stderr).
+
+    Events: ``outer`` {total, label} starts an outer bar (epochs of a training, cells
+    of a compare) that ``outer_step``/``epoch`` advance; ``plan`` {total|missing,
+    label?} (re)starts the inner bar that ``episode``/``task`` advance; ``note``
+    {message} prints a line. Off a terminal only notes are printed.
+    """
+    if not enabled or not err_console.is_terminal:
+        yield lambda event, data: err(str(data.get("message", ""))) if event == "note" else None
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    state: dict[str, Any] = {}
+
+    def callback(event: str, data: dict[str, Any]) -> None:
+        if event == "note":
+            bar.console.print(str(data.get("message", "")), markup=False, highlight=False, soft_wrap=True)
+        elif event == "outer":
+            state["outer_label"] = data.get("label", "step")
+            state["outer"] = bar.add_task(f"{state['outer_label']}s", total=data.get("total"))
+        elif event in ("outer_step", "epoch") and "outer" in state:
+            bar.advance(state["outer"])
+        elif event == "plan":
+            total = data.get("missing", data.get("total"))
+            label = str(data.get("label") or "episodes")
+            if "inner" in state:
+                bar.reset(state["inner"], total=total, description=label)
+            else:
+                state["inner"] = bar.add_task(label, total=total)
+        elif event in ("episode", "task"):
+            if "inner" not in state:
+                state["inner"] = bar.add_task(event, total=None)
+            detail = " ".join(f"{k}={v}" for k, v in data.items() if k in ("task_id", "seed"))
+            prefix = f"{data['label']} " if data.get("label") else ""
+            bar.update(state["inner"], advance=1, description=f"{prefix}{detail}" or event)
+
+    with bar:
+        yield callback

@@ -1,0 +1,126 @@
+"""Runs, replays and compares: the episode table, a replay's verdict and first divergence,
+the harness × model table, the list of stored documents."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+
+from replaykit.render.console import line, short_ids, show_table
+
+
+def _passed(e: dict[str, Any]) -> str:
+    if e["passed"]:
+        return "yes"
+    if e.get("infra_failure"):
+        return "infra"
+    return f"no ({e['error']})" if e.get("error") else "no"
+
+
+def run_table(doc: dict[str, Any]) -> None:
+    n = short_ids([e["cassette_id"] for e in doc["episodes"]])
+    rows: list[list[str | Text]] = [
+        [
+            e["task_id"],
+            str(e["seed"]),
+            f"{e['reward']:.2f}" if e["reward"] is not None else "-",
+            _passed(e),
+            str(e["steps"]),
+            e["cassette_id"][:n],
+            "reused" if e.get("reused") else "recorded",
+        ]
+        for e in doc["episodes"]
+    ]
+    show_table(
+        f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
+        ["task", "seed", "reward", "passed", "steps", "cassette", "source"],
+        rows,
+    )
+    line(
+        f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
+        f"reused {doc['reused_count']} cassette(s)"
+        + (" (no model calls)" if doc["recorded_count"] == 0 else "")
+    )
+    infra = [e for e in doc["episodes"] if e["infra_failure"]]
+    if infra:
+        line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
+
+
+def replay_report(report: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = [
+        [
+            e["task_id"],
+            str(e["seed"]),
+            "yes" if e["identical"] else "NO",
+            e["recorded_digest"][:12],
+            (e["replayed_digest"] or "-")[:12],
+        ]
+        for e in report["episodes"]
+    ]
+    show_table(
+        f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
+        ["task", "seed", "identical", "recorded digest", "replayed digest"],
+        rows,
+    )
+    divergence(report.get("divergence"))
+    line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
+
+
+def divergence(report: dict[str, Any] | None) -> None:
+    if not report:
+        return
+    head = Text("divergence", style="bold red")
+    head.append(
+        f" in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}",
+        style="",
+    )
+    line(head)
+    for label in ("expected", "actual"):
+        value = report.get(label)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:600]
+        line(f"  {label}: {text}")
+    for diff_line in report.get("diff", [])[:80]:
+        style = "red" if diff_line.startswith("-") else "green" if diff_line.startswith("+") else ""
+        line(Text("  " + diff_line, style=style))
+
+
+def compare_table(report: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = []
+    for h in report["harnesses"]:
+        cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
+        sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
+        rows.append(
+            [
+                f"{h} ({sha})",
+                *[
+                    f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})"
+                    for m in report["models"]
+                ],
+            ]
+        )
+    show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
+    if report.get("compare_id"):
+        line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
+
+
+def run_rows(rows: list[dict[str, Any]], all_ids: list[str] | None = None) -> None:
+    n = short_ids(all_ids or [r["id"] for r in rows])
+    cells: list[list[str | Text]] = [
+        [
+            r["id"][:n],
+            r["kind"],
+            r["name"] or "",
+            (r["harness_sha"] or "")[:8],
+            r["model"] or "",
+            _when(r["created_at"]),
+        ]
+        for r in rows
+    ]
+    show_table(f"{len(rows)} document(s)", ["id", "kind", "name", "harness", "model", "created (UTC)"], cells)
+
+
+def _when(iso: str) -> str:
+    """``2026-11-30T08:01:22.123+00:00`` → ``2026-11-30 08:01``."""
+    return iso[:16].replace("T", " ") if iso else ""

@@ -1,0 +1,91 @@
+"""Trainings: the epoch table, a training's replay, a verdict's audit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from replaykit.render.console import line, show_table
+from replaykit.render.runs import divergence
+
+
+def training_table(doc: dict[str, Any]) -> None:
+    """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full."""
+    rows: list[list[str | Text]] = []
+    notes: list[str] = []
+    for e in doc["epochs"]:
+        v = e.get("verdict") or {}
+        m = v.get("metrics", {})
+        solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
+        rows.append(
+            [
+                str(e["epoch"]),
+                (e["candidate_sha"] or "-")[:10],
+                e["decision"],
+                (e.get("verdict_id") or "-")[:10],
+                f"{e['loss']:+.3f}",
+                solved,
+            ]
+        )
+        why = e["skipped"] or v.get("reason", "")
+        notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
+    show_table(
+        f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
+        ["epoch", "candidate", "verdict", "verdict id", "loss", "solved"],
+        rows,
+    )
+    resumed = doc.get("resumed_epochs")
+    if resumed:
+        line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
+    line("solved: baseline → candidate (episodes passed)")
+    for note in notes:
+        line(note)
+    accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
+    line(
+        f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
+        f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}"
+    )
+
+
+def training_replay(report: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = [
+        [
+            str(e["epoch"]),
+            (e["candidate_sha"] or "-")[:10],
+            (e["replayed_candidate_sha"] or "-")[:10],
+            f"{e['decision']} / {e['replayed_decision']}",
+            "yes" if e["identical"] else "NO " + ",".join(e["differs_in"]),
+        ]
+        for e in report["epochs"]
+    ]
+    show_table(
+        f"replay of training {report['training_id']}",
+        ["epoch", "candidate (recorded)", "candidate (replayed)", "decision", "identical"],
+        rows,
+    )
+    runs_ok = sum(r["identical"] for r in report["runs"])
+    line(
+        f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}"
+    )
+    for r in report["runs"]:
+        divergence(r.get("divergence"))
+    line("identical" if report["identical"] else "DIVERGED")
+
+
+def audit_report(report: dict[str, Any]) -> None:
+    rec = report["recorded"]
+    line(
+        f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}"
+    )
+    line(f"  {rec['reason']}")
+    line(
+        f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}"
+    )
+    line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
+    cf = report.get("counterfactual")
+    if cf:
+        line(
+            ("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ")
+            + f"— {cf['summary']}"
+        )
