@@ -213,9 +213,9 @@ def run_proxy_session(
                 url,
                 Scrubber({"api_key": api_key}),
                 rules,
-                api_key,
-                host,
-                port,
+                api_key=api_key,
+                host=host,
+                port=port,
                 concurrent=True,
                 on_exchange=writer.write,
             )
@@ -253,7 +253,7 @@ def _replay(
     episode = store.get_episode(row["id"])
     rules = rules or tuple(episode.meta.get("proxy", {}).get("rules", ()))
     tape = Tape(episode.id, recorded=list(episode.events))
-    server = ProxyServer(tape, None, None, rules, "", host, port, concurrent=True)
+    server = ProxyServer(tape, None, None, rules, host=host, port=port, concurrent=True)
     player = server.player
     assert player is not None
     try:

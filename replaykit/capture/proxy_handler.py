@@ -1,0 +1,291 @@
+"""The proxy's request handler: one HTTP exchange with an agent.
+
+Reads the client's request (chunked or sized, gzip/deflate), answers it from the
+tape while replaying (HTTP 409 with the normalised diff on a divergence), or
+forwards it upstream while recording — relaying an SSE body frame by frame and
+keeping the exchange on the tape before the client gets its last byte. The server
+state it works on (tape, upstream, scrubber, locks) is
+:class:`~replaykit.capture.proxy.ProxyServer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import json
+import zlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from replaykit.capture.conversations import split_session
+from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.capture.upstream import upstream_pieces
+from replaykit.cassette.events import KEPT_HEADERS, LlmEvent
+from replaykit.errors import DivergenceError
+from replaykit.loopback import LoopbackHandler, http_chunk
+from replaykit.models.failures import transport_failure
+
+if TYPE_CHECKING:
+    from replaykit.capture.proxy import ProxyServer
+
+MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: On answers a retry cannot fix (a divergence, a malformed request): the openai SDKs
+#: honour ``x-should-retry: false`` and give up at once instead of retrying with backoff.
+NO_RETRY = [("x-should-retry", "false")]
+
+
+def error_body(message: str, type_: str, code: str | None = None, **extra: Any) -> bytes:
+    """An OpenAI-shaped ``{"error": {...}}`` body."""
+    error = {"message": message, "type": type_, "param": None, "code": code, **extra}
+    return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
+
+
+class ProxyHandler(LoopbackHandler):
+    """Routes ``POST`` model calls to record/replay and ``GET /v1/models`` to a listing."""
+
+    server_version = "replaykit-proxy"
+    server: ProxyServer
+    ROUTES: ClassVar[dict[tuple[str, str], str]] = {
+        ("POST", "/v1/chat/completions"): "model_call",
+        ("POST", "/v1/responses"): "model_call",
+        ("GET", "/v1/models"): "list_models",
+    }
+
+    def _dispatch(self, method: str) -> None:
+        route = self.ROUTES.get((method, split_session(self.path)[1].split("?", 1)[0].rstrip("/")))
+        try:
+            body = self._read_body()
+        except ValueError as exc:
+            self.close_connection = True
+            self._send(
+                400,
+                [("content-type", "application/json"), *NO_RETRY],
+                [error_body(f"replaykit proxy: {exc}", "invalid_request_error")],
+            )
+            return
+        if route is None:
+            message = f"replaykit proxy: no route for {method} {self.path}; it serves {', '.join(MODEL_PATHS)} and GET /v1/models"
+            self._send(
+                404,
+                [("content-type", "application/json"), *NO_RETRY],
+                [error_body(message, "invalid_request_error", "unknown_url")],
+            )
+            return
+        getattr(self, route)(method, body)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts = []
+            while size := int(self.rfile.readline(65537).split(b";")[0].strip() or b"0", 16):
+                parts.append(self.rfile.read(size))
+                self.rfile.read(2)
+            while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                pass
+            body = b"".join(parts)
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 <= length <= MAX_BODY_BYTES:
+                raise ValueError(f"request body must be 0..{MAX_BODY_BYTES} bytes")
+            body = self.rfile.read(length) if length else b""
+        encoding = self.headers.get("Content-Encoding", "identity").lower()
+        if encoding == "gzip":
+            return gzip.decompress(body)
+        if encoding == "deflate":
+            return zlib.decompress(body)
+        if encoding not in ("identity", ""):
+            raise ValueError(
+                f"cannot read a {encoding!r}-encoded request body; turn request compression off in the client"
+            )
+        return body
+
+    def _send(
+        self, status: int, headers: list[tuple[str, str]], chunks: list[bytes], reason: str | None = None
+    ) -> None:
+        """A whole response: SSE as one chunk frame per recorded chunk, anything else with Content-Length."""
+        streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
+        self.send_response(status, reason or None)
+        for name, value in headers:
+            self.send_header(name, value)
+        if streamed:
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(http_chunk(chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            data = b"".join(chunks)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        self.wfile.flush()
+
+    def _scrubber(self) -> Scrubber:
+        """The session's scrubber plus whatever credential this client sent."""
+        secrets = dict(self.server.scrubber.secrets)
+        for header in ("Authorization", "api-key", "x-api-key"):
+            value = self.headers.get(header, "")
+            value = value[7:].strip() if value.lower().startswith("bearer ") else value.strip()
+            if value:
+                secrets.setdefault(f"client_{header.lower()}", value)
+        return Scrubber(secrets)
+
+    # -- endpoints -------------------------------------------------------------------
+    def model_call(self, method: str, body: bytes) -> None:
+        scrubber = self._scrubber()
+        form = request_form(method, self.path, body, scrubber, self.server.rules)
+        lock = contextlib.nullcontext() if self.server.concurrent else self.server.exchange_lock
+        with lock:
+            if self.server.tape.replaying:
+                self._replay(form)
+            else:
+                self._record(method, form, body, scrubber)
+
+    def _replay(self, form: dict[str, Any]) -> None:
+        player = self.server.player
+        try:
+            event = player.play(form) if player is not None else self.server.tape.play_llm(form)
+        except DivergenceError as exc:
+            report = exc.report or {}
+            payload = error_body(
+                f"replaykit replay divergence: {exc}",
+                "replaykit_divergence",
+                "replay_divergence",
+                position=report.get("position"),
+                diff=report.get("diff", []),
+            )
+            self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
+            return
+        self._send(event.status, event.headers, event.split_chunks(), event.reason)
+
+    def _record(self, method: str, form: dict[str, Any], body: bytes, scrubber: Scrubber) -> None:
+        upstream = self.server.upstream
+        assert upstream is not None
+        conn = upstream.connect()
+        try:
+            try:
+                conn.request(
+                    method,
+                    upstream.path_for(self.path),
+                    body=body,
+                    headers=upstream.forward_headers(self.headers.items(), body),
+                )
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                message = f"replaykit proxy: upstream {upstream.url} failed: {exc}"
+                self.server.errors.append(message)
+                self.server.tape.transport_errors.append(transport_failure(method, self.path, exc))
+                self.close_connection = True
+                self._send(
+                    502,
+                    [("content-type", "application/json")],
+                    [error_body(message, "upstream_error", "upstream_unreachable")],
+                )
+                return
+            headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
+            streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
+            if streamed:
+                chunks, client_ok = self._relay(resp, headers)
+            else:
+                data = resp.read()
+                chunks = [data] if data else []
+        finally:
+            conn.close()
+        # kept (and persisted) before the client sees the end of the response; the stored copy is
+        # scrubbed as one joined stream, the client gets the upstream's bytes unchanged
+        stored = scrubber.chunks(chunks)
+        self.server.keep(
+            LlmEvent(
+                method=form["method"],
+                path=form["path"],
+                body=form["body"],
+                status=resp.status,
+                reason=resp.reason or "",
+                headers=headers,
+                content=b"".join(stored),
+                chunks=[len(c) for c in stored],
+            )
+        )
+        if not streamed:
+            with contextlib.suppress(OSError):
+                self._send(resp.status, headers, chunks, resp.reason)
+        elif client_ok:
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        else:
+            self.close_connection = True
+
+    def _relay(
+        self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]
+    ) -> tuple[list[bytes], bool]:
+        """Relay an SSE body frame by frame as it arrives (all but the final empty frame);
+        keep every frame for the tape. Returns the frames and whether the client is still there."""
+        chunks: list[bytes] = []
+        client_ok = True
+        try:
+            self.send_response(resp.status, resp.reason or None)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+        except OSError:
+            client_ok = False
+        for piece in upstream_pieces(resp):
+            if not piece:
+                continue
+            chunks.append(piece)
+            if client_ok:
+                try:
+                    self.wfile.write(http_chunk(piece))
+                    self.wfile.flush()
+                except OSError:
+                    client_ok = False  # keep reading: the tape gets the whole response
+        return chunks, client_ok
+
+    def list_models(self, method: str, body: bytes) -> None:
+        """Pass-through while recording (not recorded); the models the tape used while replaying."""
+        server = self.server
+        if server.tape.replaying or server.upstream is None:
+            names = sorted(
+                {
+                    e.body["model"]
+                    for e in server.tape.recorded or []
+                    if isinstance(e, LlmEvent)
+                    and isinstance(e.body, dict)
+                    and isinstance(e.body.get("model"), str)
+                }
+            )
+            listing = {
+                "object": "list",
+                "data": [
+                    {"id": n, "object": "model", "created": 0, "owned_by": "replaykit-cassette"}
+                    for n in names
+                ],
+            }
+            self._send(200, [("content-type", "application/json")], [json.dumps(listing).encode()])
+            return
+        conn = server.upstream.connect()
+        try:
+            conn.request(
+                "GET",
+                server.upstream.path_for(self.path),
+                headers=server.upstream.forward_headers(self.headers.items(), b""),
+            )
+            resp = conn.getresponse()
+            data = resp.read()  # relayed as it is, never stored
+            headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
+            self._send(resp.status, headers, [data], resp.reason)
+        except (OSError, http.client.HTTPException) as exc:
+            self._send(
+                502,
+                [("content-type", "application/json")],
+                [error_body(f"replaykit proxy: upstream failed: {exc}", "upstream_error")],
+            )
+        finally:
+            conn.close()
