@@ -1,7 +1,7 @@
 """What a store backend provides: the protocol the rest of replaykit is written against.
 
-``Store`` (``store.py``, SQLite through sqlite-utils plus content-addressed blobs) is
-the one implementation and the only module that speaks SQL. A second backend (a
+``Store`` (the ``store`` package, SQLite through sqlite-utils plus content-addressed
+blobs) is the one implementation and the only package that speaks SQL. A second backend (a
 server database, an object store for blobs) is one file implementing
 :class:`StoreBackend`: content-addressed blobs by hash, episodes and documents by id,
 and the named queries below; ``mypy`` checks that ``Store`` conforms.

@@ -1,0 +1,133 @@
+"""Opening a store: the connection (read-write or read-only), the schema created on
+first write, and the plumbing every part of :class:`~replaykit.cassette.store.Store`
+uses (one row by key, ids by unique prefix, refusing writes when read-only)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import sqlite_utils
+
+from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, retry_locked
+from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
+
+
+class StoreBase:
+    """A folder holding ``index.db``, opened lazily; the parts of ``Store`` build on it."""
+
+    def __init__(self, root: Path | str, readonly: bool = False) -> None:
+        self.root = Path(root)
+        self.readonly = readonly
+        self._db: sqlite_utils.Database | None = None
+        self._checked: dict[
+            str, tuple[str, dict[str, Any]]
+        ] = {}  # cassette id -> (doc hash, derived columns)
+        self._scratch: Path | None = None
+
+    # -- plumbing ---------------------------------------------------------------
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._db is None and self.readonly:
+            self._db = self._open_readonly()
+        if self._db is None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(self.root / INDEX), timeout=30, isolation_level=None)
+                db = sqlite_utils.Database(conn)
+                retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                db.execute("PRAGMA synchronous=NORMAL")
+                retry_locked(lambda: self._ensure_schema(db))
+            except (sqlite3.DatabaseError, OSError) as exc:
+                raise StoreError(
+                    f"cannot open store {self.root}: {exc}; check the path or pass --store"
+                ) from exc
+            self._db = db
+        return self._db
+
+    def _open_readonly(self) -> sqlite_utils.Database:
+        path = self.root / "index.db"
+        if not path.is_file():
+            raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
+        try:
+            conn = sqlite3.connect(
+                f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30, isolation_level=None
+            )
+            conn.execute("PRAGMA query_only=ON")  # reading never writes
+            db = sqlite_utils.Database(conn)
+            missing = [name for name in SCHEMA if not db.table(name).exists()]
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
+        if missing:
+            raise StoreError(f"{path} is not a replaykit store (no table {missing[0]!r}); check --store")
+        return db
+
+    @staticmethod
+    def _ensure_schema(db: sqlite_utils.Database) -> None:
+        for name, spec in SCHEMA.items():
+            if not db.table(name).exists():
+                db.table(name).create(spec["columns"], pk=spec["pk"])
+        db.table("cassettes").create_index(["task_id", "seed"], if_not_exists=True)
+        have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()}
+        for name, sql in VIEWS.items():  # created with the schema; an existing view is left as it is
+            if name not in have:
+                db.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {sql}")
+
+    def exists(self) -> bool:
+        """Whether this folder holds a store (checking never creates one)."""
+        return (self.root / INDEX).is_file()
+
+    def _table(self, name: str) -> sqlite_utils.db.Table:
+        """A table, created on first use when another layer owns it (``EXTRA_TABLES``)."""
+        table = self.db.table(name)
+        if (
+            name in EXTRA_TABLES and not table.exists() and not self.readonly
+        ):  # read-only: an absent table reads as empty
+            table.create(EXTRA_TABLES[name]["columns"], pk=EXTRA_TABLES[name]["pk"])
+        return table
+
+    def _has_table(self, name: str) -> bool:
+        return self.db.table(name).exists()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.conn.close()
+            self._db = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def writable(self) -> None:
+        """Refuse a write through a read-only store (replay, audit, listings, export)."""
+        if self.readonly:
+            raise StoreError(f"store {self.root} is open read-only (replay, audit and listings never write)")
+
+    def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
+        return StoreCorrupt(what, where, str(self.root))
+
+    def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
+        """One row by primary key (a plain query: sqlite-utils' ``Table.get`` reads the
+        table's schema with a PRAGMA on every call)."""
+        cursor = self.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{pk}] = ?", (value,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip((c[0] for c in cursor.description), row, strict=True))
+
+    def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
+        """A full id from a unique prefix (any length, as git does)."""
+        like = prefix.replace("%", "").replace("_", "") + "%" if prefix else prefix
+        rows = self.db.conn.execute(
+            f"SELECT {column} FROM [{table}] WHERE {column} = ? OR {column} LIKE ? ORDER BY {column} = ? DESC LIMIT 2",
+            (prefix, like, prefix),
+        ).fetchall()
+        if not rows:
+            raise CassetteNotFound(f"no {what} {prefix!r} in store {self.root}; check the id or pass --store")
+        if len(rows) > 1 and rows[0][0] != prefix:
+            raise CassetteNotFound(
+                f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters"
+            )
+        return str(rows[0][0])

@@ -1,0 +1,85 @@
+"""Documents (runs, trainings, verdicts, ...) in the ``runs`` table: written by id,
+read with the blob verified and the row's id and kind checked against the document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replaykit.cassette.codec import Blobs, put
+from replaykit.cassette.integrity import doc_mismatches
+from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.determinism import canonical_json
+from replaykit.errors import CassetteNotFound, StoreCorrupt
+
+
+class DocumentsMixin(BlobsMixin):
+    """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
+
+    def put_run(self, run: dict[str, Any]) -> None:
+        self.put_doc(
+            run["run_id"],
+            run.get("kind", "measure"),
+            run,
+            name=run.get("name", ""),
+            harness_sha=run["harness_sha"],
+            model=run["model"]["name"],
+            endpoint=run["model"]["endpoint"],
+            config_digest=run["config_digest"],
+        )
+
+    def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None:
+        """Store a document (run, training, verdict, ...) in the ``runs`` table by id."""
+        blobs: Blobs = {}
+        doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
+        row = {"name": "", "harness_sha": "", "model": "", "endpoint": "", "config_digest": ""}
+        row.update(columns)
+        row.update({"id": doc_id, "kind": kind, "doc": doc_hash})
+        self._write_row("runs", row, blobs)
+
+    def verified_doc(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A runs-table row's document, its blob verified and its id checked against the row."""
+        where = f"{row.get('kind') or 'document'} {row['id']}"
+        try:
+            doc = self.get_json(row["doc"])
+        except StoreCorrupt as exc:
+            raise exc.within(where, str(self.root)) from None
+        except ValueError:
+            raise self.corrupt(f"document {str(row['doc'])[:12]}… is not JSON", where) from None
+        bad = doc_mismatches(row, doc)
+        if bad:
+            raise self.corrupt(f"{where}: {'; '.join(bad)} (row and document disagree)")
+        return doc
+
+    def has_doc(self, doc_id: str, doc_digest: str) -> bool:
+        """Is ``doc_id`` stored with exactly the document whose canonical JSON hashes to ``doc_digest``?"""
+        row = self.db.conn.execute("SELECT doc FROM runs WHERE id = ?", (doc_id,)).fetchone()
+        return row is not None and row[0] == doc_digest
+
+    def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
+        what = kind or "document"
+        full = self.resolve_id("runs", doc_id, what=what)
+        row = self._runs_row(full)
+        if kind and row["kind"] != kind:
+            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
+            raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
+        return self.verified_doc(dict(row))
+
+    def doc_kind(self, doc_id: str) -> str:
+        full = self.resolve_id("runs", doc_id, what="run or training")
+        return str(self._runs_row(full)["kind"])
+
+    def _runs_row(self, full: str) -> dict[str, Any]:
+        row = self._row("runs", "id", full)
+        assert row is not None  # resolve_id found it
+        return row
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        full = self.resolve_id("runs", run_id, what="run")
+        row = self._runs_row(full)
+        if row["kind"] != "measure":
+            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
+            raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
+        return self.verified_doc(dict(row))
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]

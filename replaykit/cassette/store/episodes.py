@@ -1,0 +1,113 @@
+"""Episodes (cassettes): written in one transaction, decoded with every blob, the key
+and the cached columns verified; index listings that never read episode documents."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
+from replaykit.cassette.events import Episode
+from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
+from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.determinism import canonical_json
+from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
+
+
+class EpisodesMixin(BlobsMixin):
+    """The ``cassettes`` table: one row (cached columns + document) per episode."""
+
+    def put_episode(self, episode: Episode) -> None:
+        """Write an episode atomically (replacing one with the same key)."""
+        blobs: Blobs = {}
+        doc = encode_episode(episode, blobs)
+        row = cassette_columns(episode)
+        row["doc"] = put(blobs, canonical_json(doc).encode("utf-8"))
+        self._write_row("cassettes", row, blobs)
+        self._checked.pop(episode.id, None)
+
+    def has(self, cassette_id: str) -> bool:
+        return (
+            self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone()
+            is not None
+        )
+
+    def cassette_row(self, cassette_id: str) -> dict[str, Any]:
+        row = self._row("cassettes", "id", cassette_id)
+        if row is None:
+            raise CassetteNotFound(
+                f"no cassette {cassette_id!r} in store {self.root}; list them with `replaykit cassettes ls`"
+            )
+        return row
+
+    def get_episode(self, cassette_id: str) -> Episode:
+        """Decode a cassette, verifying every blob, its key against its row and its cached columns."""
+        row = self.cassette_row(cassette_id)
+        where = f"cassette {cassette_id}"
+        try:
+            doc = self.get_json(row["doc"])
+            fmt = doc.get("format") if isinstance(doc, dict) else None
+            if isinstance(fmt, int) and fmt > max(
+                READABLE_FORMATS
+            ):  # written by a newer replaykit, not damage
+                raise StoreError(
+                    f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit"
+                )
+            episode = decode_episode(doc, self.get_blob)
+        except StoreCorrupt as exc:
+            raise exc.within(where, str(self.root)) from None
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise self.corrupt(
+                f"document {str(row['doc'])[:12]}… is unreadable ({type(exc).__name__}: {str(exc)[:80]})",
+                where,
+            ) from None
+        derived = cassette_columns(episode)
+        if derived["id"] != cassette_id:
+            raise self.corrupt(
+                f"cassette row {cassette_id} points at the document of cassette {derived['id']}"
+            )
+        bad = cassette_mismatches(row, episode, derived)
+        if bad:
+            raise self.corrupt(f"cassette {cassette_id}: column(s) {', '.join(bad)} do not match its events")
+        self._checked[cassette_id] = (row["doc"], derived)
+        return episode
+
+    def verified_columns(self, cassette_id: str) -> dict[str, Any]:
+        """A cassette's derived columns, checked against its events (decoded once per store object)."""
+        checked = self._checked.get(cassette_id)
+        if checked is None or checked[0] != self.cassette_row(cassette_id)["doc"]:
+            self.get_episode(cassette_id)
+            checked = self._checked[cassette_id]
+        return dict(checked[1])
+
+    def check_run(self, run: dict[str, Any]) -> None:
+        """Every episode entry of a run document against its cassette's events (what verdicts are computed from)."""
+        for entry in run.get("episodes") or []:
+            cid = str(entry.get("cassette_id"))
+            bad = run_episode_mismatches(entry, self.verified_columns(cid))
+            if bad:
+                raise self.corrupt(
+                    f"run {run.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
+                )
+
+    def list_cassettes(
+        self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        rows = self.db.table("cassettes").rows_where(
+            where, list(params), order_by="created_at, id", limit=limit
+        )
+        return [dict(r) for r in rows]
+
+    def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[dict[str, Any]]:
+        """Index columns of the newest ``limit`` cassettes (all when None), oldest first;
+        episode documents are not read."""
+        cols = ", ".join(f"[{c}]" for c in columns)
+        sql = f"SELECT {cols} FROM cassettes ORDER BY created_at DESC, id DESC"
+        args: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            args = (int(limit),)
+        rows = self.db.conn.execute(sql, args).fetchall()
+        return [dict(zip(columns, r, strict=True)) for r in reversed(rows)]
+
+    def count_cassettes(self) -> int:
+        return int(self.db.conn.execute("SELECT COUNT(*) FROM cassettes").fetchone()[0])

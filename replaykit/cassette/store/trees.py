@@ -1,0 +1,103 @@
+"""Harness trees: the files of a harness commit stored as blobs plus a manifest, so
+replay needs no git repository; materialised under ``cache/trees/<sha>`` (or a
+temporary folder for a read-only store)."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from replaykit.cassette.codec import Blobs, put
+from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.errors import CassetteNotFound, StoreCorrupt
+
+
+class TreesMixin(BlobsMixin):
+    """The ``trees`` table and the materialised-tree cache."""
+
+    def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
+        """Store the files of a harness commit so replay needs no git repository."""
+        if self.has_tree(sha):
+            return
+        self.writable()
+        blobs: Blobs = {}
+        manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
+        with self.db.atomic():
+            self._write_blobs(blobs)
+            self.db.table("trees").insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
+
+    def has_tree(self, sha: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None
+
+    def _tree_manifest(self, sha: str) -> dict[str, tuple[int, str]]:
+        row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
+        if row is None:
+            raise CassetteNotFound(
+                f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first"
+            )
+        try:
+            return {str(p): (int(m), str(h)) for p, (m, h) in json.loads(row[0]).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise self.corrupt(
+                "its manifest is not a {path: [mode, blob]} mapping", f"harness tree {sha[:12]}"
+            ) from None
+
+    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
+        try:
+            return {p: (m, self.get_blob(h)) for p, (m, h) in self._tree_manifest(sha).items()}
+        except StoreCorrupt as exc:
+            raise exc.within(f"harness tree {sha[:12]}", str(self.root)) from None
+
+    def _cache_ok(self, target: Path, sha: str) -> bool:
+        """A materialised tree is used only while every file still matches the stored manifest."""
+        if not (target / ".complete").exists():
+            return False
+        try:
+            return all(
+                sha256_hex((target / p).read_bytes()) == h for p, (_, h) in self._tree_manifest(sha).items()
+            )
+        except OSError:
+            return False
+
+    def materialise_tree(self, sha: str, files: dict[str, tuple[int, bytes]] | None = None) -> Path:
+        """Write a stored harness tree under ``cache/trees/<sha>`` (atomically) and return it.
+
+        A read-only store writes it in a temporary folder instead (removed by ``close``);
+        ``files`` stands in for a tree the store does not hold (e.g. ``replay --harness REF``)."""
+        if files is not None and not self.has_tree(sha):
+            target = self._scratch_dir() / sha
+            if not (target / ".complete").exists():
+                self._write_tree(target, sha, files)
+            return target
+        target = self._scratch_dir() / sha if self.readonly else self.root / "cache" / "trees" / sha
+        if not self._cache_ok(target, sha):
+            self._write_tree(target, sha, self.get_tree(sha))
+        return target
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="replaykit-trees-"))
+            atexit.register(shutil.rmtree, self._scratch, True)
+        return self._scratch
+
+    @staticmethod
+    def _write_tree(target: Path, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
+        for path, (mode, data) in files.items():
+            dest = tmp / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            os.chmod(dest, 0o755 if mode & 0o111 else 0o644)
+        (tmp / ".complete").write_text(sha)
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
