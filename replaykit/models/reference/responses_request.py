@@ -1,0 +1,198 @@
+"""A ``POST /v1/responses`` request, read into what the simulator understands.
+
+``input`` items (messages, ``function_call`` / ``function_call_output``, custom tool
+calls) become Chat-style messages; a tool output's exit code (``Process exited with
+code N``, ``Exit code: N``, ``"exit_code": N``) is rewritten as ``exit_code: N`` and a
+failure gets a retry nudge; the client's tools are reduced to the one that runs a
+shell command (:class:`CommandTool`) and ``apply_patch``. The request's digest is
+taken after the Codex normalisation rules (UUIDs, timestamps, session paths).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from replaykit.determinism import digest_of
+from replaykit.models.reference.protocol import ApiError
+
+NORMALISE_RULES = ("uuids", "timestamps", "codex-session")
+_EXIT_RES = (
+    re.compile(r"Process exited with code (-?\d+)"),
+    re.compile(r"\bexit[_ ]code\"?\s*[:=]\s*(-?\d+)", re.I),
+)
+
+
+@dataclass(frozen=True)
+class CommandTool:
+    """The client's tool for running a shell command, and how to fill it."""
+
+    name: str
+    kind: str  # "cmd" | "command" | "argv" | "patch-function" | "patch-custom"
+    login_flag: bool = False
+
+    def arguments(self, command: str) -> str:
+        if self.kind == "cmd":
+            args: dict[str, Any] = {"cmd": command}
+            if self.login_flag:
+                args["login"] = False
+            return json.dumps(args)
+        if self.kind == "argv":
+            return json.dumps({"command": ["bash", "-lc", command]})
+        return json.dumps({"command": command})
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    body: dict[str, Any]
+    digest: str
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool
+    seed: int
+    tool: CommandTool | None
+    patch_tool: CommandTool | None
+
+
+def normalised_digest(body: dict[str, Any]) -> str:
+    from replaykit.capture.matchers import get_rule
+
+    value: Any = body
+    for name in NORMALISE_RULES:
+        value = get_rule(name)(value)
+    return digest_of(value)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else str(content)
+
+
+def exit_code(output: str) -> int | None:
+    for pattern in _EXIT_RES:
+        match = pattern.search(output)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def tool_result_text(output: str) -> str:
+    """A tool output as the simulator reads it: exit code first, failures nudged."""
+    code = exit_code(output)
+    if code is None:
+        return output
+    nudge = "\n(the command failed; retry)" if code != 0 else ""
+    return f"exit_code: {code}\n{output}{nudge}"
+
+
+def input_messages(items: Any) -> list[dict[str, Any]]:
+    """Responses ``input`` → Chat-style messages (what the simulator reads)."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append({"role": str(item.get("role", "user")), "content": _text_of(item.get("content"))})
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = item.get("arguments") if kind == "function_call" else item.get("input")
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": arguments or ""},
+            }
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = _text_of(item.get("output"))
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": tool_result_text(output),
+                    "raw": output,
+                }
+            )
+    return messages
+
+
+def command_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
+    """The function tool to run commands with: ``exec_command``, ``shell_command``, ``shell``, ``bash``, else any with a command."""
+    functions = {
+        t["name"]: t for t in tools if t.get("type") == "function" and isinstance(t.get("name"), str)
+    }
+
+    def make(name: str) -> CommandTool | None:
+        props = (functions[name].get("parameters") or {}).get("properties") or {}
+        if "cmd" in props:
+            return CommandTool(name, "cmd", login_flag="login" in props)
+        if "command" in props:
+            return CommandTool(name, "argv" if props["command"].get("type") == "array" else "command")
+        return None
+
+    for name in ("exec_command", "shell_command", "shell", "bash", *sorted(functions)):
+        if name in functions and (found := make(name)) is not None:
+            return found
+    return None
+
+
+def patch_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
+    for t in tools:
+        if t.get("name") == "apply_patch" and t.get("type") in ("function", "custom"):
+            return CommandTool("apply_patch", "patch-function" if t["type"] == "function" else "patch-custom")
+    return None
+
+
+def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "you must provide a model parameter", param="model")
+    items = body.get("input")
+    if not isinstance(items, (str, list)) or not items:
+        raise ApiError(400, "'input' must be a string or a non-empty array", param="input")
+    if isinstance(items, list) and not all(isinstance(i, dict) for i in items):
+        raise ApiError(400, "'input' items must be objects", param="input")
+    if body.get("previous_response_id"):
+        raise ApiError(
+            400,
+            "previous_response_id is not supported here; send the whole input (store=false)",
+            param="previous_response_id",
+        )
+    tools = body.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise ApiError(400, "'tools' must be an array of objects", param="tools")
+    if body.get("tool_choice") == "none":
+        tools = []
+    metadata: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+    seed = body.get("seed", metadata.get("seed", 0))
+    try:
+        seed = int(seed or 0)
+    except (TypeError, ValueError):
+        raise ApiError(400, "'seed' must be an integer", param="seed") from None
+    return ResponsesRequest(
+        body=body,
+        digest=normalised_digest(body),
+        model=model,
+        messages=input_messages(items),
+        stream=bool(body.get("stream", False)),
+        seed=seed,
+        tool=command_tool(tools),
+        patch_tool=patch_tool(tools),
+    )
+
+
+def read_output(raw: str) -> str:
+    """The command output inside a tool result (after Codex's ``Output:`` header, or a JSON ``output``)."""
+    try:
+        doc = json.loads(raw)
+        if isinstance(doc, dict) and isinstance(doc.get("output"), str):
+            return doc["output"]
+    except ValueError:
+        pass
+    _, sep, rest = raw.partition("Output:\n")
+    return rest if sep else raw
