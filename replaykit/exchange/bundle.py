@@ -18,8 +18,9 @@ cassette also pulls in its harness tree when the store has it. Members are
 sorted and their metadata fixed, so the same content gives the same bytes.
 
 Import verifies everything before writing anything (:func:`read_bundle` in
-:mod:`~replaykit.exchange.reader`), refuses an id that already exists in
-the target with other content, and writes all rows and blobs in one transaction.
+:mod:`~replaykit.exchange.reader`, its checks in :mod:`~replaykit.exchange.verifier`),
+refuses an id that already exists in the target with other content, and writes all
+rows and blobs in one transaction.
 Importing the same bundle twice is a no-op.
 """
 
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 
-from replaykit.exchange.reader import (
+from replaykit.exchange.bundle_format import (
     CONTENT,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -43,11 +44,9 @@ from replaykit.exchange.reader import (
     TABLES,
     BundleError,
     Selection,
-    doc_refs,
-    episode_blobs,
-    read_bundle,
-    tree_blobs,
 )
+from replaykit.exchange.reader import read_bundle
+from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.store import Store
 from replaykit.determinism import normal_tarinfo, sha256_hex
 from replaykit.errors import CassetteNotFound, StoreCorrupt

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replaykit.exchange.bundle import resolve_root
-from replaykit.exchange.reader import doc_refs, episode_blobs, tree_blobs
+from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.store import Store
 from replaykit.errors import StoreError
 

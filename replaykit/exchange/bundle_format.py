@@ -1,0 +1,51 @@
+"""What a replaykit bundle is: member names, the tables it carries, the error it
+raises, and :class:`Selection` (the rows and blobs of one closed subset of a store).
+
+See :mod:`replaykit.exchange.bundle` for the layout and for export/import,
+:mod:`~replaykit.exchange.reader` for reading one and
+:mod:`~replaykit.exchange.verifier` for what is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from replaykit.errors import ReplaykitError
+
+FORMAT_NAME = "replaykit-bundle"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+TABLES = ("cassettes", "runs", "trees")
+PK = {"cassettes": "id", "runs": "id", "trees": "sha"}
+#: the column that says what a row *is*: equal values mean the same content
+CONTENT = {"cassettes": "doc", "runs": "doc", "trees": "manifest"}
+HEX64 = re.compile(r"[0-9a-f]{64}")
+COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees)\.json|blobs/[0-9a-f]{64})")
+
+
+class BundleError(ReplaykitError):
+    """A bundle is malformed, tampered with, unsafe, or conflicts with the target store."""
+
+
+@dataclass
+class Selection:
+    """Rows and blobs of one closed subset of a store (what a bundle holds)."""
+
+    root: dict[str, str]
+    rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: {t: {} for t in TABLES})
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return {**{t: len(self.rows[t]) for t in TABLES}, "blobs": len(self.blobs)}
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise BundleError(f"{what} is not valid JSON") from None

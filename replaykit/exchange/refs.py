@@ -1,0 +1,90 @@
+"""The reference walkers shared by bundle export, import and ``gc``: what a document,
+an episode or a tree manifest references, and which member or file names are safe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import PurePosixPath
+from typing import Any, Callable
+
+from replaykit.cassette.codec import decode_episode
+from replaykit.exchange.bundle_format import HEX64, BundleError
+
+
+def _ids(doc: dict[str, Any], name: str, where: str) -> list[str]:
+    value = doc.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise BundleError(f"{where}: field {name!r} must be a list of ids")
+    return list(value)
+
+
+def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
+    """What a runs-table document references: rows under ``runs`` (+ ``verdicts``),
+    ``cassettes`` and ``trees`` (+ ``harness_sha``), and blobs listed under ``blobs``."""
+    if not isinstance(doc, dict):
+        raise BundleError(f"{where} is not a JSON object")
+    trees = _ids(doc, "trees", where)
+    sha = doc.get("harness_sha")
+    if sha:
+        if not isinstance(sha, str):
+            raise BundleError(f"{where}: field 'harness_sha' must be a string")
+        trees.insert(0, sha)
+    blobs = _ids(doc, "blobs", where)
+    bad = next((b for b in blobs if not HEX64.fullmatch(b)), None)
+    if bad is not None:
+        raise BundleError(f"{where}: {bad[:40]!r} under 'blobs' is not a sha256 blob hash")
+    return {
+        "runs": _ids(doc, "runs", where) + _ids(doc, "verdicts", where),
+        "cassettes": _ids(doc, "cassettes", where),
+        "trees": trees,
+        "blobs": blobs,
+    }
+
+
+def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[set[str], Any]:
+    """Every blob an episode document references (decoding it with ``get``), and the episode."""
+    seen: set[str] = set()
+
+    def fetch(digest: str) -> bytes:
+        seen.add(digest)
+        return get(digest)
+
+    if not isinstance(doc, dict):
+        raise BundleError(f"{where} is not a JSON object")
+    try:
+        episode = decode_episode(doc, fetch)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise BundleError(f"{where} is unreadable: {exc}") from None
+    seen.update(e.snapshot for e in episode.env_events if e.snapshot)
+    return seen, episode
+
+
+def tree_blobs(manifest_text: Any, where: str) -> list[str]:
+    """The file blobs of a tree manifest, refusing paths that would escape the tree."""
+    try:
+        manifest = json.loads(manifest_text)
+        items = [(str(p), int(v[0]), str(v[1])) for p, v in manifest.items()]
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+        raise BundleError(f"{where}: manifest is not a {{path: [mode, blob]}} mapping") from None
+    for path, _, digest in items:
+        if not safe_name(path):
+            raise BundleError(f"{where}: unsafe file path {path!r} (absolute or with '..'); refusing")
+        if not HEX64.fullmatch(digest):
+            raise BundleError(f"{where}: file {path!r} has no valid blob hash")
+    return [d for _, _, d in items]
+
+
+def safe_name(name: str) -> bool:
+    if (
+        not name
+        or name.startswith(("/", "\\"))
+        or "\\" in name
+        or "\x00" in name
+        or re.match(r"^[A-Za-z]:", name)
+    ):
+        return False
+    return all(part not in ("", ".", "..") for part in PurePosixPath(name).parts) and ".." not in name.split(
+        "/"
+    )

@@ -1,0 +1,179 @@
+"""Verifying a bundle's contents before anything is written: the manifest (format,
+version, the sha256 and size of every member, the root), every blob's hash against
+its name, the index rows (columns, types, duplicates), and the reference graph
+(cassette ids against their keys, cached columns and run entries recomputed from
+events, every reference present in the bundle).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from replaykit.cassette.integrity import (
+    cassette_columns,
+    cassette_mismatches,
+    doc_mismatches,
+    run_episode_mismatches,
+)
+from replaykit.determinism import sha256_hex
+from replaykit.exchange.bundle_format import (
+    COLUMN_RE,
+    CONTENT,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST,
+    PK,
+    TABLES,
+    BundleError,
+    Selection,
+    parse_json,
+)
+from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
+
+
+def check_manifest(path: Path, members: dict[str, bytes]) -> dict[str, Any]:
+    """The manifest: format and version, every member listed with its size and sha256, a valid root."""
+    if MANIFEST not in members:
+        raise BundleError(f"bundle {path} has no {MANIFEST}; not a replaykit bundle (or truncated)")
+    manifest = parse_json(members[MANIFEST], f"bundle {path}: {MANIFEST}")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise BundleError(
+            f"bundle {path}: {MANIFEST} does not name format {FORMAT_NAME!r}; not a replaykit bundle"
+        )
+    if manifest.get("version") != FORMAT_VERSION:
+        raise BundleError(
+            f"bundle {path} has format version {manifest.get('version')!r}; this replaykit reads version {FORMAT_VERSION} — upgrade replaykit"
+        )
+    listed = manifest.get("members")
+    if not isinstance(listed, dict):
+        raise BundleError(f"bundle {path}: {MANIFEST} lists no members")
+    for name, entry in sorted(listed.items()):
+        if name not in members:
+            raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
+        data = members[name]
+        if not isinstance(entry, dict) or entry.get("size") != len(data):
+            raise BundleError(
+                f"bundle {path}: member {name!r} has {len(data)} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
+            )
+        if entry.get("sha256") != sha256_hex(data):
+            raise BundleError(
+                f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing"
+            )
+    extra = sorted(set(members) - set(listed) - {MANIFEST})
+    if extra:
+        raise BundleError(f"bundle {path}: member {extra[0]!r} is not in the manifest; refusing")
+    root = manifest.get("root")
+    if (
+        not isinstance(root, dict)
+        or root.get("table") not in ("runs", "cassettes")
+        or not isinstance(root.get("id"), str)
+    ):
+        raise BundleError(f"bundle {path}: {MANIFEST} has no valid root")
+    return manifest
+
+
+def check_blobs(path: Path, members: dict[str, bytes], sel: Selection) -> None:
+    """Every ``blobs/<sha256>`` member hashes to its name; kept in ``sel.blobs``."""
+    for name, data in members.items():
+        if name.startswith("blobs/"):
+            digest = name[len("blobs/") :]
+            if sha256_hex(data) != digest:
+                raise BundleError(
+                    f"bundle {path}: blob {digest[:12]} does not hash to its name (tampered); refusing"
+                )
+            sel.blobs[digest] = data
+
+
+def load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
+    """The index rows into ``sel.rows``: a key and a content column each, safe column names, no duplicates."""
+    for table in TABLES:
+        name = f"index/{table}.json"
+        if name not in members:
+            raise BundleError(f"bundle {path} is incomplete: member {name!r} is missing")
+        rows = parse_json(members[name], f"bundle {path}: {name}")
+        if not isinstance(rows, list):
+            raise BundleError(f"bundle {path}: {name} must hold a list of rows")
+        pk, content = PK[table], CONTENT[table]
+        for row in rows:
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get(pk), str)
+                or not isinstance(row.get(content), str)
+            ):
+                raise BundleError(f"bundle {path}: {name} holds a row without {pk!r} and {content!r}")
+            bad = [
+                c
+                for c, v in row.items()
+                if not COLUMN_RE.fullmatch(c) or not isinstance(v, (str, int, float, type(None)))
+            ]
+            if bad:
+                raise BundleError(
+                    f"bundle {path}: {name} row {row[pk]} has an invalid column {bad[0][:40]!r}; refusing"
+                )
+            if row[pk] in sel.rows[table]:
+                raise BundleError(f"bundle {path}: {name} lists {row[pk]} twice")
+            sel.rows[table][row[pk]] = row
+
+
+def check_graph(path: Path, sel: Selection) -> None:
+    """Every reference resolved inside the bundle; cassettes and run entries checked against their events."""
+
+    def get(digest: str) -> bytes:
+        if digest not in sel.blobs:
+            raise BundleError(
+                f"bundle {path}: blob {digest[:12]} is referenced but not in the bundle; refusing"
+            )
+        return sel.blobs[digest]
+
+    root = sel.root
+    if root["id"] not in sel.rows[root["table"]]:
+        raise BundleError(f"bundle {path}: its root {root['id']} is not among its rows")
+    for key, row in sel.rows["trees"].items():
+        for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
+            get(digest)
+    derived: dict[str, dict[str, Any]] = {}
+    for table in ("cassettes", "runs"):
+        for key, row in sel.rows[table].items():
+            where = f"bundle {path}: {table[:-1]} {key}"
+            doc = parse_json(get(row["doc"]), f"{where}: document")
+            if table == "cassettes":
+                refs, episode = episode_blobs(doc, get, where)
+                for digest in refs:
+                    get(digest)
+                if episode.key.id != key:
+                    raise BundleError(
+                        f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing"
+                    )
+                derived[key] = cassette_columns(
+                    episode
+                )  # recomputed from the events, never trusted from the row
+                bad = cassette_mismatches(row, episode, derived[key])
+                if bad:
+                    raise BundleError(
+                        f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing"
+                    )
+                continue
+            bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
+            if bad:
+                raise BundleError(f"{where}: {'; '.join(bad)} (row and document disagree); refusing")
+            for entry in doc.get("episodes") or [] if row.get("kind", "measure") == "measure" else []:
+                cid = entry.get("cassette_id") if isinstance(entry, dict) else None
+                if cid not in derived and cid not in sel.rows["cassettes"]:
+                    raise BundleError(
+                        f"{where} references cassette {cid} which is not in the bundle; refusing"
+                    )
+                wrong = run_episode_mismatches(entry, derived[cid]) if cid in derived else []
+                if wrong:
+                    raise BundleError(
+                        f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"
+                    )
+            listed = doc_refs(doc, where)
+            for digest in listed.pop("blobs"):
+                get(digest)
+            for ref_table, ids in listed.items():
+                for ref in ids:
+                    if ref not in sel.rows[ref_table]:
+                        raise BundleError(
+                            f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing"
+                        )
