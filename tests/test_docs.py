@@ -59,7 +59,7 @@ def test_schema_accepts_the_shipped_configs() -> None:
     from pydantic import ValidationError
 
     from replaykit.config import RunConfig
-    from replaykit.train.trainer import TrainConfig
+    from replaykit.train.config import TrainConfig
 
     schema = json.loads((DOCS / "replaykit.schema.json").read_text())
     for path in sorted((REPO / "configs").glob("*.yaml")):

@@ -72,6 +72,7 @@ def replay_training(
 ) -> dict[str, Any]:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
+    from replaykit.train.documents import stored_estimator
     from replaykit.train.trainer import Trainer
 
     doc = store.get_doc(training_id, kind="training")
@@ -87,7 +88,7 @@ def replay_training(
         config.base_dir = recorded_base_dir(doc)
         trainer = Trainer(
             config=config,
-            estimator=Trainer.stored_estimator(store, doc),
+            estimator=stored_estimator(store, doc),
             record_mode="none",
             persist=False,
             store=store,

@@ -30,6 +30,7 @@ from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
 from replaykit.progress import Progress
+from replaykit.train.config import train_config
 
 APPROXIMATION = (
     "after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "
@@ -267,8 +268,6 @@ def counterfactual(
     config = training_config(doc, store)
     rec_crit, rec_opt = recorded_criterion(doc), recorded_optimizer(doc)
     crit, opt = chosen(doc, criterion, optimizer)
-    from replaykit.train.trainer import train_config
-
     tcfg = train_config(config)
     measurements = Measurements(store, doc, config)
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:

@@ -28,7 +28,8 @@ from replaykit.train.counterfactual import (
 )
 from replaykit.train.loss import Loss
 from replaykit.train.scratch import Scratch
-from replaykit.train.trainer import Trainer, train_config
+from replaykit.train.config import train_config
+from replaykit.train.trainer import Trainer
 
 BRANCH_ROOT = "replaykit/counterfactual"
 

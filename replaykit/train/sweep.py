@@ -27,6 +27,7 @@ from replaykit.train.counterfactual import (
 from replaykit.train.criteria import make_criterion
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
+from replaykit.train.config import train_config
 
 AXES = {
     "criteria": "criteria",
@@ -85,8 +86,6 @@ def sweep(
         make_criterion(name, **params)
     for name, params in opt_specs:
         make_optimizer(name, **params)
-    from replaykit.train.trainer import train_config
-
     measurements = Measurements(store, doc, config)
     cells = []
     with Scratch(store, doc, config.harness.entry, train_config(config).patch_surface) as scratch:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import replaykit.run
-import replaykit.train.trainer
+import replaykit.train.proposal
 from replaykit.cassette.store import Store
 from replaykit.models.codex import INSTALL_HINT
 from replaykit.testing import small_config
@@ -54,7 +54,7 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
         raise AssertionError("replay opened a model endpoint")
 
     monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
-    monkeypatch.setattr(replaykit.train.trainer, "open_endpoint", refuse)
+    monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
     report = replay_training(store, summary["training_id"])
     assert report["identical"], report
     assert [e["replayed_candidate_sha"] for e in report["epochs"]] == [

@@ -41,10 +41,10 @@ def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(endpoint, "open_endpoint", refuse)
     import replaykit.run
-    import replaykit.train.trainer
+    import replaykit.train.proposal
 
     monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
-    monkeypatch.setattr(replaykit.train.trainer, "open_endpoint", refuse)
+    monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,128 @@
+"""What a training stores besides cassettes: its document and its verdicts.
+
+The training document (``kind: training``) is rewritten after every move of the
+baseline: the spec, the chain of promoted SHAs, every epoch, and what it references
+(runs, cassettes, trees, verdicts, blobs — the initial baseline's git bundle and a
+patch queue's diff texts), so a bundle can export the whole training and
+``replaykit replay`` can rerun it. Each judged epoch stores a verdict
+(``kind: verdict``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from replaykit.cassette.store import Store
+from replaykit.models.endpoint import model_id
+from replaykit.records import VerdictDoc
+from replaykit.train import gitops
+from replaykit.train.estimators import Estimator, PatchQueue
+from replaykit.train.loss import Loss
+
+if TYPE_CHECKING:
+    from replaykit.train.trainer import Trainer
+
+
+def training_summary(trainer: Trainer) -> dict[str, Any]:
+    """The training document's fields (epochs recorded by an earlier run included)."""
+    epochs = [lo.to_dict() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
+    config, estimator, criterion, optimizer = (
+        trainer.config,
+        trainer.estimator,
+        trainer.criterion,
+        trainer.optimizer,
+    )
+    return {
+        "training_id": trainer.training_id,
+        "kind": "training",
+        "name": config.name,
+        "spec_digest": trainer.spec_digest,
+        "harness_repo": str(trainer.harness.path),
+        "branch": trainer.harness.branch,
+        "initial_sha": trainer.initial_sha,
+        "final_baseline": trainer.harness.resolve(),
+        "chain": trainer.chain(),
+        "epochs": epochs,
+        "runs": sorted({r for e in epochs for r in (e["baseline_run"], e["candidate_run"]) if r}),
+        "verdicts": [e["verdict_id"] for e in epochs if e.get("verdict_id")],
+        "cassettes": [e["proposal_cassette"] for e in epochs if e.get("proposal_cassette")],
+        "trees": sorted({s for e in epochs for s in (e["baseline_sha"], e["candidate_sha"]) if s}),
+        "estimator": estimator.identity(),
+        "criterion": {"name": criterion.name, "params": criterion.params()},
+        "optimizer": {"name": optimizer.name, "params": optimizer.params()},
+        "model": model_id(config.model).__dict__,
+        "config": config.model_dump(mode="json"),
+        "config_base_dir": str(config.base_dir),
+    }
+
+
+class TrainingDocuments:
+    """Writes one training's verdicts and document; the bundle and diff blobs are stored once."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self._bundle: str | None = None
+        self._diffs: list[str] | None = None
+
+    def put_verdict(self, loss: Loss) -> None:
+        """Store an epoch's verdict (what ``loss.backward()`` records), if it has one."""
+        trainer = self.trainer
+        if loss.verdict is None or not trainer.persist:
+            return
+        doc = VerdictDoc(
+            verdict_id=trainer.verdict_id(loss),
+            training_id=trainer.training_id,
+            epoch=loss.epoch,
+            baseline_run=loss.baseline_run,
+            candidate_run=loss.candidate_run,
+            baseline_sha=loss.baseline_sha,
+            candidate_sha=loss.candidate_sha,
+            verdict=loss.verdict.to_dict(),
+        )
+        trainer.store.put_doc(
+            doc.verdict_id,
+            "verdict",
+            doc.to_dict(),
+            name=trainer.config.name,
+            harness_sha=loss.candidate_sha or "",
+            config_digest=trainer.spec_digest,
+        )
+
+    def save(self) -> None:
+        """Write the training document (``trainer.summary()`` plus its blobs)."""
+        trainer = self.trainer
+        if not trainer.persist:
+            return
+        doc = trainer.summary()
+        store = trainer.store
+        if self._bundle is None:
+            self._bundle = store.put_blob(gitops.git_bundle(trainer.harness.repo, trainer.initial_sha))
+        bundle = self._bundle
+        doc["initial_bundle"] = bundle
+        doc["blobs"] = [bundle]
+        estimator = trainer.estimator
+        if isinstance(estimator, PatchQueue):  # the diff texts travel with the training (replay, bundles)
+            if self._diffs is None:
+                self._diffs = [store.put_blob(d.encode("utf-8")) for d in estimator.diffs]
+            doc["patch_queue"] = {"diffs": self._diffs, "descriptions": list(estimator.descriptions)}
+            doc["blobs"] = [bundle, *self._diffs]
+        config = trainer.config
+        store.put_doc(
+            trainer.training_id,
+            "training",
+            doc,
+            name=config.name,
+            harness_sha=trainer.initial_sha,
+            model=config.model.name,
+            endpoint=model_id(config.model).endpoint,
+            config_digest=trainer.spec_digest,
+        )
+
+
+def stored_estimator(store: Store, doc: dict[str, Any]) -> Estimator | None:
+    """A recorded training's patch queue, read from the store (not from the diff files,
+    which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
+    queue = doc.get("patch_queue")
+    if not queue:
+        return None
+    return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue["diffs"]], queue.get("descriptions"))

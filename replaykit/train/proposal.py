@@ -1,0 +1,110 @@
+"""The proposer's cassette: one per epoch, recorded once, replayed ever after.
+
+A proposal is keyed by the baseline SHA, the brief's digest, the proposer model,
+the training seed, the training's spec and the epoch (plus what the estimator adds).
+:func:`proposal_session` replays a stored one (no model call; every recorded call
+must be consumed) or opens the proposer's endpoint and records a new one — stored
+only if the endpoint did not fail, in which case the training stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Iterator
+
+from replaykit.capture.matchers import Scrubber
+from replaykit.capture.tape import Tape
+from replaykit.cassette.events import Episode
+from replaykit.cassette.keys import CassetteKey
+from replaykit.config import ModelConfig
+from replaykit.determinism import sha256_hex
+from replaykit.errors import CassetteNotFound
+from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
+from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
+from replaykit.run import reusable, secrets_for
+from replaykit.train.backends import ProposalSession
+
+if TYPE_CHECKING:
+    from replaykit.train.trainer import Trainer
+
+
+def proposal_key(
+    trainer: Trainer, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
+) -> CassetteKey:
+    return CassetteKey(
+        baseline_sha,
+        "proposal",
+        sha256_hex(brief),
+        model_id(mcfg),
+        trainer.train_cfg.seed,
+        trainer.spec_digest[:16],
+        kind="proposal",
+        extra=(("epoch", str(epoch)), *trainer.estimator.key_extra()),
+    )
+
+
+def _check_endpoint(tape: Tape, scrubber: Scrubber, endpoint: Endpoint, mcfg: ModelConfig) -> None:
+    """A proposer's endpoint failure stops the training; nothing is stored."""
+    failure = endpoint_failure(tape.events, tape.transport_errors)
+    if failure is not None:
+        raise EndpointFailure(
+            scrubber.text(
+                describe(
+                    failure,
+                    endpoint.base_url,
+                    mcfg.name,
+                    mcfg.api_key_env,
+                    "proposer endpoint",
+                    "train.estimator.backend.model",
+                )
+            )
+        )
+
+
+@contextlib.contextmanager
+def proposal_session(
+    trainer: Trainer, epoch: int, baseline_sha: str, brief: str
+) -> Iterator[tuple[ProposalSession | None, str | None]]:
+    """``(session, cassette id)`` for the estimator's edit; ``(None, None)`` when it calls no model."""
+    mcfg = trainer.estimator.model_config()
+    if mcfg is None:
+        yield None, None
+        return
+    key = proposal_key(trainer, mcfg, epoch, baseline_sha, brief)
+    store, seed = trainer.store, trainer.train_cfg.seed
+    if trainer.record_mode == "none":
+        replaying = store.has(key.id)
+    else:  # a stored proposal holding an endpoint error (older versions) is re-recorded
+        replaying = trainer.record_mode != "all" and reusable(store, key.id)
+    if not replaying and (trainer.record_mode == "none" or not trainer.persist):
+        raise CassetteNotFound(
+            f"no proposal cassette for epoch {epoch} of training {trainer.training_id} (key {key.id}); record it first"
+        )
+    if replaying:
+        tape = Tape(key.id, recorded=list(store.get_episode(key.id).events))
+        yield ProposalSession(tape, OFFLINE_BASE_URL, "replaykit-offline", seed), key.id
+        tape.check_complete("the proposer")
+        trainer.progress(
+            "note",
+            {"message": f"epoch {epoch}: proposal replayed from cassette {key.id[:12]} (no model calls)"},
+        )
+        return
+    tape = Tape(key.id)
+    with open_endpoint(mcfg) as endpoint:
+        scrubber = Scrubber(secrets_for(trainer.config, endpoint.api_key or api_key(mcfg)))
+        session = ProposalSession(
+            tape, endpoint.base_url, endpoint.api_key, seed, scrubber, tuple(trainer.config.record.rules)
+        )
+        try:
+            yield session, key.id
+        except Exception:
+            _check_endpoint(tape, scrubber, endpoint, mcfg)
+            raise
+        _check_endpoint(tape, scrubber, endpoint, mcfg)
+    store.put_episode(
+        Episode(
+            key,
+            tape.events,
+            {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": trainer.estimator.identity()},
+        )
+    )
