@@ -1,1 +1,1 @@
-"""CLI plumbing and the commands that are not a thin wrapper of one library call."""
+"""The bodies of the ``replaykit`` commands (one module per concern, registered in ``replaykit/cli.py``) and how the CLI runs."""

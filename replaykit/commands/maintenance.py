@@ -3,28 +3,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from replaykit import render
-
-StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
-
-
-def _store(store: Optional[Path]) -> Any:
-    from replaykit.cassette.store import Store
-
-    return Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
-
-
-def _emit(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 
 
 def doctor(
@@ -42,7 +27,7 @@ def doctor(
     from replaykit.doctor import diagnose
 
     report = diagnose(config, store)
-    _emit(report) if as_json else render.doctor_report(report)
+    emit_json(report) if as_json else render.doctor_report(report)
     if not report["ok"]:
         raise typer.Exit(1)
 
@@ -66,8 +51,8 @@ def cassettes_rm(
     """Remove documents or cassettes (refused while a kept document references them), then their unreferenced blobs."""
     from replaykit.exchange.gc import remove
 
-    report = remove(_store(store), ids, recursive=recursive, dry_run=dry_run)
-    _emit(report) if as_json else render.removal_report(report)
+    report = remove(open_store(store), ids, recursive=recursive, dry_run=dry_run)
+    emit_json(report) if as_json else render.removal_report(report)
 
 
 def gc(
@@ -80,5 +65,5 @@ def gc(
     """Remove blobs and harness trees that no run, training, verdict or cassette references."""
     from replaykit.exchange.gc import remove
 
-    report = remove(_store(store), [], dry_run=dry_run)
-    _emit(report) if as_json else render.removal_report(report)
+    report = remove(open_store(store), [], dry_run=dry_run)
+    emit_json(report) if as_json else render.removal_report(report)

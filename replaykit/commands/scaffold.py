@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import typer
 
 from replaykit import render
-
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+from replaykit.commands.options import JsonOpt, emit_json
 
 
 def init(
@@ -27,7 +24,7 @@ def init(
 
     report = init_project(folder, template)
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        emit_json(report)
         return
     render.line(
         f"created {report['path']}: harness repo {report['harness']} ({report['harness_sha'][:10]}), task {report['task']}"
@@ -48,7 +45,7 @@ def tasks_init(
 
     report = init_task(name, parent)
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        emit_json(report)
         return
     render.line(
         f"created task {report['path']}; edit instruction.md, tests/test.sh and solution/solve.sh, "

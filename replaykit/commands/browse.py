@@ -1,0 +1,69 @@
+"""``runs``, ``cassettes ls`` and ``cassettes show``: read what the store holds (never writes it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+
+
+def runs(
+    kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(
+        None, "--kind", help="Only documents of this kind."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
+    everything = open_store(store, readonly=True).list_runs()
+    rows = [r for r in everything if kind is None or r["kind"] == kind]
+    rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
+    emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
+
+
+def cassettes_ls(
+    run_id: Optional[str] = typer.Option(None, "--run", help="Only the cassettes of this run."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List cassettes (one row per episode), oldest first."""
+    from replaykit.views import count_cassettes, list_cassettes
+
+    st = open_store(store, readonly=True)
+    if limit is None and not as_json:
+        limit = 100
+    rows = list_cassettes(st, run_id, limit)
+    if as_json:
+        emit_json(rows)
+    else:
+        render.cassette_rows(rows, total=count_cassettes(st, run_id))
+
+
+def cassettes_show(
+    cassette_id: str = typer.Argument(..., help="Cassette id (a unique prefix is enough)."),
+    full: bool = typer.Option(False, "--full", help="Do not truncate bodies."),
+    transcript: bool = typer.Option(
+        False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show one cassette's events in order."""
+    from replaykit.views import show_cassette
+
+    if transcript:
+        from replaykit.report import commands as report_cmd
+
+        return report_cmd.show_transcript(open_store(store, readonly=True), cassette_id, as_json)
+    doc = show_cassette(open_store(store, readonly=True), cassette_id, full=full or as_json)
+    if as_json:
+        emit_json(doc)
+    else:
+        render.cassette_doc(doc, full=full)

@@ -1,0 +1,114 @@
+"""``images build-base``, ``tasks check`` and ``certify``: the environments tasks run in —
+base images, the oracle check of task folders, determinism certificates of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+
+
+def images_build_base(
+    tag: str = typer.Option("replaykit/base:bookworm", "--tag", help="Tag of the local base image."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the image exists."),
+    flavor: Literal["debian", "python"] = typer.Option(
+        "debian",
+        "--flavor",
+        help="debian: bash, coreutils, python3, pytest; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python).",
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
+    from replaykit.envs.images import build_base_image
+
+    if flavor == "python":
+        from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image
+
+        result = build_python_image(
+            tag=PYTHON_IMAGE if tag == "replaykit/base:bookworm" else tag,
+            force=force,
+            progress=None if as_json else render.err,
+        )
+    else:
+        result = build_base_image(tag=tag, force=force, progress=None if as_json else render.err)
+    if as_json:
+        emit_json(result)
+    else:
+        render.base_image(result)
+
+
+def tasks_check(
+    paths: list[str] = typer.Argument(..., help="Task folders, folders of tasks, or globs (e.g. 'envs/*')."),
+    env: str = typer.Option(
+        "docker",
+        "--env",
+        help="Environment kind to check the tasks in (docker, local, or one an installed package adds).",
+    ),
+    alias: Optional[list[str]] = typer.Option(
+        None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="Take env.image_aliases from this run config."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
+    from replaykit.envs.check import check_tasks
+
+    aliases: dict[str, str] = {}
+    if config:
+        from replaykit.config import load_config
+
+        aliases.update(load_config(config).env.image_aliases)
+    for item in alias or []:
+        source, sep, target = item.partition("=")
+        if not sep or not source or not target:
+            raise typer.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
+        aliases[source] = target
+    with render.progress(enabled=not as_json) as progress:
+        report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress)
+    if as_json:
+        emit_json(report)
+    else:
+        render.tasks_check(report)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def certify(
+    run_id: str = typer.Argument(..., help="A run id from `replaykit run`."),
+    tasks: Optional[list[str]] = typer.Option(
+        None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."
+    ),
+    refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Re-execute tasks in N local processes."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Re-execute a run's recorded actions and classify each task deterministic or forked."""
+    from replaykit.certify import certify_run
+    from replaykit.executor import cli_executor
+
+    with render.progress(enabled=not as_json) as progress:
+        report = certify_run(
+            open_store(store),
+            run_id,
+            tasks=tasks,
+            root=Path.cwd(),
+            refresh=refresh,
+            progress=progress,
+            executor=cli_executor(workers, ray),
+        )
+    if as_json:
+        emit_json(report)
+    else:
+        render.certify_report(report)
+    if not report["certified"]:
+        raise typer.Exit(1)

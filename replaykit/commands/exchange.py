@@ -1,0 +1,102 @@
+"""``cassettes export``, ``import`` and ``verify``: move recordings between stores as verified
+bundles (or vcrpy cassettes, or Inspect logs) and check a bundle or a whole store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+
+
+def cassettes_export(
+    root_id: str = typer.Argument(..., help="A run, training or cassette id (a unique prefix is enough)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/",
+    ),
+    fmt: Literal["bundle", "vcr", "inspect"] = typer.Option(
+        "bundle",
+        "--format",
+        help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder).",
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1).",
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
+    from replaykit.exchange import bundle, vcr_export
+
+    if fmt not in ("bundle", "vcr", "inspect"):
+        raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
+    if fmt == "inspect":
+        from replaykit.report import commands as report_cmd
+
+        return report_cmd.export_inspect(
+            open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json
+        )
+    if fmt == "vcr":
+        report = vcr_export.export_vcr(
+            open_store(store, readonly=True),
+            root_id,
+            output or Path(f"replaykit-{root_id}-vcr"),
+            base_url or vcr_export.DEFAULT_BASE_URL,
+        )
+        emit_json(report) if as_json else render.vcr_export(report)
+        return
+    target = output or Path(f"replaykit-{root_id}.tar.gz")
+    try:
+        report = bundle.export_bundle(open_store(store, readonly=True), root_id, target)
+    except OSError as exc:
+        raise bundle.BundleError(
+            f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output"
+        ) from exc
+    emit_json(report) if as_json else render.bundle_report(report, "export")
+
+
+def cassettes_import(
+    bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
+    from replaykit.exchange.bundle import import_bundle
+
+    report = import_bundle(open_store(store), bundle_file)
+    emit_json(report) if as_json else render.bundle_report(report, "import")
+
+
+def cassettes_verify(
+    bundle_file: Optional[Path] = typer.Argument(
+        None, help="A bundle from `replaykit cassettes export`; without one, the whole store is checked."
+    ),
+    store: Optional[Path] = typer.Option(
+        None, "--store", help="The store to check (with a bundle: also check the bundle against it)."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check a bundle without importing it, or (no bundle) every blob, row and document of a store (an fsck)."""
+    if bundle_file is None:
+        from replaykit.exchange.fsck import verify_store
+
+        result = verify_store(open_store(store, readonly=True))
+        if as_json:
+            emit_json(result)
+        else:
+            render.store_check(result)
+        if not result["ok"]:
+            raise typer.Exit(1)
+        return
+    from replaykit.exchange.bundle import verify_bundle
+
+    report = verify_bundle(bundle_file, open_store(store, readonly=True) if store else None)
+    emit_json(report) if as_json else render.bundle_report(report, "verify")

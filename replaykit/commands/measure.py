@@ -1,0 +1,87 @@
+"""``run`` and ``compare``: measure a panel (or every harness × model cell), recording or
+reusing one cassette per episode, and print the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, KeepGoingOpt, RecordMode, emit_json, open_store
+
+
+def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    """Each failed episode whose harness raised gets ``error``: the exception type (from its cassette)."""
+    from replaykit.views import show_cassette
+
+    for episode in doc["episodes"]:
+        if not episode["passed"] and not episode["infra_failure"]:
+            events = show_cassette(store, episode["cassette_id"])["events"]
+            errors = [e["message"] for e in events if e["kind"] == "error"]
+            if errors:
+                episode["error"] = errors[0].split(":", 1)[0]
+    return doc
+
+
+def run(
+    config: Path = typer.Argument(..., help="YAML run config, e.g. configs/quickstart.yaml"),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
+    ),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."
+    ),
+    model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
+    keep_going: bool = KeepGoingOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
+    from replaykit.config import load_config
+    from replaykit.run import measure
+
+    cfg = load_config(config, {"model.name": model} if model else None)
+    with render.progress(enabled=not as_json) as progress:
+        result = measure(
+            cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
+        )
+    doc = with_errors(open_store(cfg.store_path), result.to_json())
+    if as_json:
+        emit_json(doc)
+    else:
+        render.run_table(doc)
+
+
+def compare(
+    config: Path = typer.Argument(..., help="YAML run config."),
+    models: str = typer.Option(
+        ..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"
+    ),
+    harness: str = typer.Option(
+        ..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"
+    ),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored cells, record the missing; none: replay only; all: re-record.",
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Measure (or reuse) every harness × model cell and print the solve-rate table."""
+    from replaykit.config import load_config
+    from replaykit.run import check_record_mode
+    from replaykit.compare import compare as compare_cells
+
+    check_record_mode(record_mode)
+    with render.progress(enabled=not as_json) as progress:
+        report = compare_cells(
+            load_config(config),
+            [m.strip() for m in models.split(",") if m.strip()],
+            [h.strip() for h in harness.split(",") if h.strip()],
+            record_mode,
+            progress=progress,
+        )
+    emit_json(report) if as_json else render.compare_table(report)

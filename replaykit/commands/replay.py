@@ -1,0 +1,53 @@
+"""``replay``: replay a run or a whole training offline and compare (exit 1 if it diverged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+
+
+def replay(
+    run_id: str = typer.Argument(..., help="A run id (or a training id) from `replaykit run`/`train`."),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="Replay the recorded responses against another harness ref."
+    ),
+    harness_repo: Optional[Path] = typer.Option(
+        None, "--harness-repo", help="Harness repo for --harness (default: the run's)."
+    ),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Replay episodes in N local processes."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Replay a run or a whole training offline (no network, no environment) and compare."""
+    from replaykit.executor import cli_executor
+    from replaykit.run import replay_run
+
+    st = open_store(store, readonly=True)
+    executor = cli_executor(workers, ray)
+    if st.doc_kind(run_id) == "training":
+        from replaykit.train.audit import replay_training
+
+        with render.progress(enabled=not as_json) as progress:
+            report = replay_training(st, run_id, progress=progress, executor=executor)
+        emit_json(report) if as_json else render.training_replay(report)
+    else:
+        with render.progress(enabled=not as_json) as progress:
+            report = replay_run(
+                st,
+                run_id,
+                harness_ref=harness,
+                repo_path=str(harness_repo) if harness_repo else None,
+                progress=progress,
+                executor=executor,
+            )
+        emit_json(report) if as_json else render.replay_report(report)
+    if not report["identical"]:
+        raise typer.Exit(1)

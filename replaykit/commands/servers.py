@@ -1,0 +1,108 @@
+"""``serve reference`` and ``proxy``: long-running servers (until Ctrl-C); a busy port is one line."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sys
+from pathlib import Path
+from typing import Iterator, Literal, Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.errors import ReplaykitError
+
+
+@contextlib.contextmanager
+def port_in_use_error(host: str, port: int) -> Iterator[None]:
+    """A busy port is a one-line error naming it, not an OSError traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise ReplaykitError(
+            f"cannot listen on {host}:{port}: address already in use; choose another --port (0 picks a free one)"
+        ) from exc
+
+
+def serve_reference(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    tasks: Optional[list[Path]] = typer.Option(
+        None, "--tasks", help="Task folders the simulator knows (default: envs/*)."
+    ),
+    noise: bool = typer.Option(
+        False,
+        "--noise",
+        help="Batch-dependent sampling: replies vary with concurrent load (to test `replaykit probe`).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help='Print {"base_url": …} on stdout once listening.'),
+) -> None:
+    """Run the reference model server (a deterministic simulator) until Ctrl-C."""
+    from replaykit.models.reference.server import serve_forever
+
+    def ready(url: str) -> None:
+        if as_json:
+            emit_json({"base_url": url})
+            sys.stdout.flush()
+        render.err(f"reference model server on {url} (Ctrl-C to stop)")
+
+    with port_in_use_error(host, port):
+        serve_forever(host, port, tasks, on_ready=ready, noise=noise)
+
+
+def proxy(
+    name: str = typer.Option(..., "--name", help="Session name (the cassette's task id)."),
+    upstream: Optional[str] = typer.Option(
+        None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."
+    ),
+    record_mode: Literal["once", "none", "all"] = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: record if the session is not stored, else replay; none: replay only; all: re-record.",
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
+    rule: Optional[list[str]] = typer.Option(
+        None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."
+    ),
+    agent: Optional[Literal["codex"]] = typer.Option(
+        None,
+        "--agent",
+        help="Apply the rules this agent needs (codex: --rule uuids --rule timestamps --rule codex-session).",
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY",
+        "--api-key-env",
+        help="Env var holding the upstream key (sent upstream, never stored).",
+    ),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run the recording proxy for an external agent: record one session into the store, or replay it."""
+    from replaykit.proxy_session import rules_for, run_proxy_session
+
+    def ready(url: str, mode: str) -> None:
+        render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")
+
+    with port_in_use_error(host, port):
+        report = run_proxy_session(
+            open_store(store),
+            name,
+            upstream,
+            record_mode,
+            rules_for(agent, tuple(rule or ())),
+            host=host,
+            port=port,
+            api_key_env=api_key_env,
+            on_ready=ready,
+        )
+    if as_json:
+        emit_json(report)
+    else:
+        render.proxy_report(report)
+    if report["mode"] == "replay" and not report["identical"]:
+        raise typer.Exit(1)

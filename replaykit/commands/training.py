@@ -1,0 +1,54 @@
+"""``train``: the training loop of the ``replaykit`` command (measure, propose, judge, promote)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, KeepGoingOpt, RecordMode, emit_json
+
+
+def train(
+    config: Path = typer.Argument(
+        ..., help="YAML config with a train: section, e.g. configs/quickstart.yaml"
+    ),
+    epochs: Optional[int] = typer.Option(
+        None, "--epochs", min=1, help="Number of epochs (default: train.epochs)."
+    ),
+    record_mode: RecordMode = typer.Option(
+        "once",
+        "--record-mode",
+        help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
+    ),
+    keep_going: bool = KeepGoingOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
+    from replaykit.run import check_record_mode
+    from replaykit.train.trainer import Trainer
+
+    check_record_mode(record_mode)
+    with render.progress(enabled=not as_json) as progress:
+        trainer = Trainer(
+            config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going
+        )
+        resumed_before = len(trainer.recorded)
+        for loss in trainer.epochs(epochs):
+            loss.backward()
+            trainer.optimizer.step()
+    summary = trainer.summary()
+    if as_json:
+        emit_json(summary)
+        return
+    ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
+    later = len(summary["epochs"]) - ran
+    render.training_table(
+        dict(summary, epochs=summary["epochs"][:ran], resumed_epochs=min(resumed_before, ran))
+    )
+    if later > 0:
+        render.line(
+            f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
+        )
