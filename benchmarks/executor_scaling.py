@@ -4,15 +4,18 @@
 time) inline, in the local pool and on a private Ray instance with 1, 2 and 4
 workers: wall time and speed-up against inline, with the ideal (min(N, cores)).
 (2) The scheduling itself, without CPU contention: 64 sleep-bound jobs (each sleeps
-``--sleep`` s) on 1..16 workers; speed-up against one worker should stay >= 0.8 N.
+``--sleep`` s) on 1..16 workers; speed-up against serial should stay >= 0.8 N (the
+median of ``--repeats`` rounds, after Ray's lazily started workers are all up; the
+local pool forks its workers inside each timed round).
 
-Usage: python benchmarks/executor_scaling.py [--workers 1,2,4] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--no-ray]
+Usage: python benchmarks/executor_scaling.py [--workers 1,2,4 (empty: skip part 1)] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--repeats 3] [--no-ray]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +34,22 @@ def sleeper(seconds: float) -> float:
     return seconds
 
 
+def sleeper_pid(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def warm(executor: _Executor, n: int) -> float:
+    """Run rounds of N sleepers until one round ran on N distinct processes (Ray starts
+    worker processes lazily, a couple at a time); return the time that took."""
+    start = time.perf_counter()
+    for _ in range(20):
+        pids = {pid for _, pid in executor.map(sleeper_pid, [0.5] * n)}
+        if len(pids) >= n:
+            break
+    return time.perf_counter() - start
+
+
 def record_64(executor: dict[str, Any]) -> float:
     from replaykit.run import measure
     from replaykit.testing import small_config
@@ -46,11 +65,15 @@ def record_64(executor: dict[str, Any]) -> float:
     return took
 
 
-def sleep_round(executor: _Executor, seconds: float) -> float:
-    start = time.perf_counter()
-    done = sum(1 for _ in executor.map(sleeper, [seconds] * JOBS))
-    assert done == JOBS
-    return time.perf_counter() - start
+def sleep_round(executor: _Executor, seconds: float, repeats: int) -> float:
+    """The median wall time of ``repeats`` rounds of JOBS sleepers."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = sum(1 for _ in executor.map(sleeper, [seconds] * JOBS))
+        assert done == JOBS
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _ray_restart(cpus: int) -> None:
@@ -69,10 +92,17 @@ def main() -> None:
     parser.add_argument("--sleep-workers", default="1,2,4,8,16")
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds per size; the median is printed")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    sizes = [int(n) for n in args.workers.split(",")]
+    sizes = [int(n) for n in args.workers.split(",") if n]
 
+    if sizes:
+        run_scaling(sizes, cores, ray=not args.no_ray)
+    scheduling([int(x) for x in args.sleep_workers.split(",") if x], args, ray=not args.no_ray)
+
+
+def run_scaling(sizes: list[int], cores: int, ray: bool) -> None:
     print(f"(1) a {JOBS}-episode run (quickstart panel x 8 seeds) on {cores} cores")
     inline = record_64({})
     print(f"    inline              {inline:6.2f} s")
@@ -81,7 +111,7 @@ def main() -> None:
         print(
             f"    local pool  {n:>2} workers {pooled:6.2f} s  speed-up {inline / pooled:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
         )
-    if not args.no_ray:
+    if ray:
         for n in sizes:
             _ray_restart(n)
             record_64({"kind": "ray", "address": "local"})  # warm the workers
@@ -90,27 +120,29 @@ def main() -> None:
                 f"    ray         {n:>2} workers {on_ray:6.2f} s  speed-up {inline / on_ray:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
             )
 
+
+def scheduling(sizes: list[int], args: argparse.Namespace, ray: bool) -> None:
     from replaykit.executor import LocalExecutor
 
     print(f"(2) scheduling: {JOBS} jobs sleeping {args.sleep} s each (serial: {JOBS * args.sleep:.1f} s)")
     kinds: list[tuple[str, Callable[[int], _Executor]]] = [
         ("local pool", lambda n: LocalExecutor(n, oversubscribe=True))
     ]
-    if not args.no_ray:
+    if ray:
         from replaykit.ray_executor import RayExecutor
 
         def on_ray(n: int) -> _Executor:
             _ray_restart(n)
             executor = RayExecutor("local")
-            for _ in executor.map(sleeper, [1.0] * n):  # start all N worker processes before timing
-                pass
+            took = warm(executor, n)  # start all N worker processes before timing
+            print(f"    ray        {n:>2} workers: {took:5.2f} s to start them (not timed below)")
             return executor
 
         kinds.append(("ray", on_ray))
     for label, make in kinds:
-        for n in [int(x) for x in args.sleep_workers.split(",")]:
+        for n in sizes:
             executor = make(n)
-            took = sleep_round(executor, args.sleep)
+            took = sleep_round(executor, args.sleep, args.repeats)
             speedup = JOBS * args.sleep / took
             verdict = "ok" if speedup >= 0.8 * n else "below 0.8 N"
             print(
