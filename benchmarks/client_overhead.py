@@ -87,22 +87,22 @@ def run(episodes: int) -> tuple[float, float, float]:
     for i in range(episodes):
         httpx2.HTTPTransport.handle_request = _mock_handle  # type: ignore[method-assign]
         try:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             agent(llm, i)
-            t1 = time.perf_counter()
+            t1 = time.process_time()
             tape = Tape(key(i).id)
             with episode_cassette(tape.label, tape):
                 agent(llm, i)
-            t2 = time.perf_counter()
+            t2 = time.process_time()
         finally:
             httpx2.HTTPTransport.handle_request = real  # type: ignore[method-assign]
         recorded.append(Episode(key(i), tape.events))
         episode = recorded[-1]
-        t3 = time.perf_counter()
+        t3 = time.process_time()
         replaying = Tape(episode.id, recorded=list(episode.events))
         with episode_cassette(replaying.label, replaying):
             agent(llm, i)
-        t4 = time.perf_counter()
+        t4 = time.process_time()
         assert replaying.cursor == len(episode.events)
         base, record, replay = base + (t1 - t0), record + (t2 - t1), replay + (t4 - t3)
     calls = episodes * CALLS
