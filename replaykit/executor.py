@@ -64,13 +64,22 @@ class LocalExecutor:
                     future.cancel()
 
 
-def make_executor(config: "ExecutorConfig", docker: bool = False) -> Executor:
-    """The executor a config names; ``docker``: episodes need a Docker engine on their node."""
+def make_executor(
+    config: "ExecutorConfig", docker: bool = False, image_aliases: dict[str, str] | None = None
+) -> Executor:
+    """The executor a config names; ``docker``: episodes need a Docker engine on their node
+    (on Ray, each such node is given the driver's base images and ``image_aliases`` targets)."""
     if config.kind == "ray":
         from replaykit.ray_executor import RayExecutor
 
         return RayExecutor(
-            config.address, config.cpus, config.memory_mb, docker, config.max_retries, config.resources
+            config.address,
+            config.cpus,
+            config.memory_mb,
+            docker,
+            config.max_retries,
+            config.resources,
+            image_aliases,
         )
     return LocalExecutor(config.workers, config.oversubscribe)
 

@@ -13,6 +13,11 @@ before running the job. Workers need Python and replaykit, no checkout and no
 shared filesystem. Workers return results (episodes) to the driver, which alone
 writes the store: SQLite stays single-writer.
 
+Docker nodes get the driver's base images (the local base image, the python
+flavour, alias targets) loaded from the object store when they lack them
+(:mod:`replaykit.ray_images`): no registry, same image IDs, so the same task image
+digests and cassette keys on every node.
+
 Faults: a worker or node that dies mid-episode has its task retried elsewhere by
 Ray (``max_retries``, bounded); only returned results are stored, so an episode is
 never stored twice or half. A killed driver leaves the store as it was; rerunning
@@ -134,6 +139,7 @@ class RayExecutor:
         docker: bool = False,
         max_retries: int = 3,
         resources: dict[str, float] | None = None,
+        image_aliases: dict[str, str] | None = None,
     ) -> None:
         self.address = address
         self.cpus = cpus
@@ -141,6 +147,7 @@ class RayExecutor:
         self.docker = docker
         self.max_retries = max_retries
         self.resources = dict(resources or {})
+        self.image_aliases = dict(image_aliases or {})
 
     def options(self) -> dict[str, Any]:
         resources = dict(self.resources)
@@ -184,6 +191,10 @@ class RayExecutor:
         if not jobs:
             return
         connect(self.address)
+        if self.docker:  # every Docker node builds from the driver's base images (same IDs)
+            from replaykit.ray_images import ship_images, wanted_images
+
+            ship_images(ray, wanted_images(self.image_aliases))
         remote = ray.remote(run_portable).options(**self.options())
         pending = {
             remote.remote(fn, job, folders): job for job, folders in zip(jobs, self._ship(jobs), strict=True)

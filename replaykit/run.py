@@ -168,9 +168,12 @@ def measure(
                 )
                 for k, t in missing
             ]
-            for spec, episode in make_executor(
-                config.executor, docker=get_env_kind(config.env.kind).uses_docker
-            ).map(record_episode, specs):
+            executor = make_executor(
+                config.executor,
+                docker=get_env_kind(config.env.kind).uses_docker,
+                image_aliases=config.env.image_aliases,
+            )
+            for spec, episode in executor.map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:

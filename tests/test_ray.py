@@ -143,6 +143,52 @@ def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> No
     assert all(row["reused"] for row in reused["tasks"])  # the driver stored the certificates
 
 
+@pytest.mark.docker
+def test_docker_nodes_get_the_drivers_base_images(
+    cluster: Cluster, docker_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node lacking a base image gets it loaded from the object store, same ID; a node
+    that holds it is sent nothing. (One engine here: the image is removed after the
+    driver saved it, so to the nodes it is a base image only the driver has.)"""
+    import io
+    import tarfile
+    import uuid
+
+    from replaykit import ray_images
+    from replaykit.envs.images import docker_client, image_exists
+
+    client = docker_client()
+    ref = f"replaykit-test/shipped:{uuid.uuid4().hex[:12]}"
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        data = ref.encode()
+        info = tarfile.TarInfo("marker.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    repo, tag = ref.split(":")
+    client.api.import_image_from_data(layer.getvalue(), repository=repo, tag=tag)
+    image_id = image_exists(client, ref)
+    assert image_id
+    assert ray_images.wanted_images({"debian:12": ref}) == {
+        docker_base: image_exists(client, docker_base),
+        ref: image_id,
+        **ray_images.wanted_images(),
+    }
+    saved = ray_images.save_image(ref)
+    client.images.remove(ref, force=True)
+    assert image_exists(client, ref) is None
+    monkeypatch.setattr(ray_images, "save_image", lambda r: saved if r == ref else pytest.fail(r))
+    try:
+        nodes = ray_images.docker_nodes(ray)
+        assert len(nodes) == 2
+        sent = ray_images.ship_images(ray, {ref: image_id})
+        assert sent == {node: [ref] for node in nodes}
+        assert image_exists(client, ref) == image_id  # loaded under its tag, with the same ID
+        assert ray_images.ship_images(ray, {ref: image_id}) == {}  # held now: nothing sent
+    finally:
+        client.images.remove(ref, force=True)
+
+
 def _blocking_harness(repo: Path, marks: Path) -> None:
     """The quickstart harness, held at its start until ``marks/release`` exists; each
     start leaves a mark naming the Ray node it runs on."""
