@@ -26,6 +26,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "replaykit.train",
         "replaykit.certify",
         "replaykit.cli",
+        "replaykit.commands",
         "replaykit.report",
     ),
     "replaykit.models": (
@@ -34,6 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "replaykit.run",
         "replaykit.certify",
         "replaykit.cli",
+        "replaykit.commands",
     ),
     "replaykit.cassette": (
         "replaykit.capture",
@@ -44,6 +46,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "replaykit.run",
         "replaykit.certify",
         "replaykit.cli",
+        "replaykit.commands",
         "replaykit.report",
         "replaykit.proxy_session",
     ),
@@ -54,6 +57,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "replaykit.run",
         "replaykit.certify",
         "replaykit.cli",
+        "replaykit.commands",
         "replaykit.report",
         "replaykit.proxy_session",
     ),
@@ -63,11 +67,18 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "replaykit.run",
         "replaykit.certify",
         "replaykit.cli",
+        "replaykit.commands",
         "replaykit.proxy_session",
     ),
-    "replaykit.rollout": ("replaykit.run", "replaykit.train", "replaykit.certify", "replaykit.cli"),
-    "replaykit.run": ("replaykit.train", "replaykit.cli"),
-    "replaykit.train": ("replaykit.cli",),
+    "replaykit.rollout": (
+        "replaykit.run",
+        "replaykit.train",
+        "replaykit.certify",
+        "replaykit.cli",
+        "replaykit.commands",
+    ),
+    "replaykit.run": ("replaykit.train", "replaykit.cli", "replaykit.commands"),
+    "replaykit.train": ("replaykit.cli", "replaykit.commands"),
     "replaykit.registry": ("replaykit.envs", "replaykit.cassette", "replaykit.models", "replaykit.train"),
 }
 
