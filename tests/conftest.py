@@ -86,7 +86,7 @@ def leftover_containers(since: float) -> list[dict[str, Any]]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _state.get("docker_ran"):
         return
-    from replaykit.envs.docker import remove_container
+    from replaykit.envs.containers import remove_container
 
     left = leftover_containers(_state.get("started", 0))
     if not left:

@@ -14,14 +14,8 @@ import pytest
 
 from replaykit.determinism import ENV_PINS
 from replaykit.envs import images
-from replaykit.envs.docker import (
-    EPISODE_LABEL,
-    LABEL,
-    OWNER_LABEL,
-    DockerEnv,
-    owner_id,
-    remove_stale_containers,
-)
+from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, owner_id, remove_stale_containers
+from replaykit.envs.docker import DockerEnv
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
 from replaykit.errors import EnvError

@@ -20,7 +20,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
 from replaykit.config import load_config
 from replaykit.envs import images
-from replaykit.envs.docker import OWNER_LABEL
+from replaykit.envs.containers import OWNER_LABEL
 from replaykit.run import measure, replay_run
 
 pytestmark = pytest.mark.docker
