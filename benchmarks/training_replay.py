@@ -102,7 +102,7 @@ def main() -> None:
     store_path, training_id = prepare(cache, args.epochs, args.tasks)
     store = Store(store_path)
     doc = store.get_doc(training_id, kind="training")
-    episodes = sum(len(store.get_run(r)["cassettes"]) for r in doc["runs"])
+    episodes = sum(len(store.get_run(r).cassettes) for r in doc["runs"])
     candidates = sum(1 for e in doc["epochs"] if e.get("candidate_sha") and not e.get("skipped"))
 
     start = time.perf_counter()

@@ -328,7 +328,7 @@ def certify_run(
     re-executions fan out on ``executor`` (default: inline), the driver writes."""
     run = store.get_run(run_id)
     root = Path(root or Path.cwd())
-    by_task = _by_task(store, run["cassettes"])
+    by_task = _by_task(store, run.cassettes)
     if progress:
         progress("plan", {"total": len(by_task)})
     certs: dict[str, tuple[dict[str, Any], bool]] = {}
@@ -358,7 +358,7 @@ def certify_run(
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]
-        certs[task_id] = (certify_task(store, run["run_id"], episodes, task, check), False)
+        certs[task_id] = (certify_task(store, run.run_id, episodes, task, check), False)
         if progress:
             progress("task", {"task_id": task_id})
 
@@ -385,4 +385,4 @@ def certify_run(
             }
         )
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
-    return {"run_id": run["run_id"], "tasks": rows, **counts, "certified": counts[ERROR] == 0}
+    return {"run_id": run.run_id, "tasks": rows, **counts, "certified": counts[ERROR] == 0}

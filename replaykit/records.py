@@ -2,8 +2,9 @@
 
 The store keeps documents as canonical JSON; these give them a shape on the way in
 (``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
-``measure``) and its per-episode rows (``EpisodeSummary``), a verdict (``VerdictDoc``,
-what ``loss.backward()`` records). Field order is the stored key order.
+``measure``; what ``Store.get_run`` returns) and its per-episode rows
+(``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records).
+Field order is the stored key order.
 """
 
 from __future__ import annotations

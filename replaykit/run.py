@@ -273,19 +273,20 @@ def replay_runs(
     """Replay the episodes of several runs (each distinct episode once) on ``executor``
     (default: inline, one at a time); one report per run, in order."""
     runs = [store.get_run(run_id) for run_id in run_ids]
+    replayed: list[str] = []  # the harness sha each run is replayed at
     trees: dict[str, Path] = {}
     plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
     for run in runs:
-        sha = run["harness_sha"]
+        sha = run.harness_sha
         files = None
         if harness_ref:
-            repo = HarnessRepo(Path(repo_path or run["harness_repo"]))
+            repo = HarnessRepo(Path(repo_path or run.harness_repo))
             sha = repo.resolve(harness_ref)
             files = None if store.has_tree(sha) else repo.tree_files(sha)
-        run["_replayed_sha"] = sha
+        replayed.append(sha)
         if sha not in trees:
             trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
-        plan.extend((cid, sha) for cid in run["cassettes"])
+        plan.extend((cid, sha) for cid in run.cassettes)
     plan = list(dict.fromkeys(plan))
     results: dict[tuple[str, str], ReplayResult] = {}
 
@@ -306,8 +307,8 @@ def replay_runs(
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
     return [
-        _replay_report(run, [results[(cid, run["_replayed_sha"])] for cid in run["cassettes"]])
-        for run in runs
+        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes])
+        for run, sha in zip(runs, replayed, strict=True)
     ]
 
 
@@ -315,12 +316,11 @@ def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
     return next(sha for sha, path in trees.items() if str(path) == tree_dir)
 
 
-def _replay_report(run: dict[str, Any], results: list[ReplayResult]) -> dict[str, Any]:
-    sha = run["_replayed_sha"]
+def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> dict[str, Any]:
     divergences = [r.divergence for r in results if r.divergence]
     return {
-        "run_id": run["run_id"],
-        "harness_sha": run["harness_sha"],
+        "run_id": run.run_id,
+        "harness_sha": run.harness_sha,
         "replayed_harness_sha": sha,
         "identical": all(r.identical for r in results),
         "episodes": [

@@ -39,7 +39,7 @@ def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = 
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
-        ids = store.get_run(run_id)["cassettes"]
+        ids = store.get_run(run_id).cassettes
         if limit is not None:
             ids = ids[len(ids) - limit :] if limit else []
         rows = [store.cassette_row(i) for i in ids]
@@ -48,7 +48,7 @@ def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = 
 
 
 def count_cassettes(store: Store, run_id: str | None = None) -> int:
-    return len(store.get_run(run_id)["cassettes"]) if run_id else store.count_cassettes()
+    return len(store.get_run(run_id).cassettes) if run_id else store.count_cassettes()
 
 
 def show_cassette(store: Store, cassette_id: str, full: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replaykit.cassette.events import Episode
+from replaykit.records import RunDoc
 
 
 class BlobStore(Protocol):
@@ -54,7 +55,7 @@ class Index(Protocol):
 
     def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]: ...
 
-    def get_run(self, run_id: str) -> dict[str, Any]: ...
+    def get_run(self, run_id: str) -> RunDoc: ...
 
     def doc_kind(self, doc_id: str) -> str: ...
 

@@ -39,23 +39,23 @@ class Report:
         if run_id in self.runs:
             return self.runs[run_id]
         doc = self.store.get_run(run_id)
-        episodes = doc["episodes"]
-        tasks = list(dict.fromkeys(doc.get("panel", {}).get("tasks") or [e["task_id"] for e in episodes]))
-        seeds = list(dict.fromkeys(doc.get("panel", {}).get("seeds") or [e["seed"] for e in episodes]))
+        episodes = [e.to_dict() for e in doc.episodes]
+        tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
+        seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
         cells = {
             (e["task_id"], e["seed"]): dict(e, anchor=self.transcript(e["cassette_id"])) for e in episodes
         }
         grid = [{"task_id": t, "cells": [cells.get((t, s)) for s in seeds]} for t in tasks]
         out = {
-            "run_id": doc["run_id"],
-            "anchor": anchor("r", doc["run_id"]),
-            "harness_sha": doc["harness_sha"],
-            "model": doc["model"]["name"],
-            "endpoint": doc["model"].get("endpoint", ""),
+            "run_id": doc.run_id,
+            "anchor": anchor("r", doc.run_id),
+            "harness_sha": doc.harness_sha,
+            "model": doc.model["name"],
+            "endpoint": doc.model.get("endpoint", ""),
             "seeds": seeds,
             "grid": grid,
-            "solved": doc["solved"],
-            "total": doc["total"],
+            "solved": doc.solved,
+            "total": doc.total,
             "tokens": sum(e.get("tokens") or 0 for e in episodes),
             "steps": sum(e.get("steps") or 0 for e in episodes),
             "infra": sum(bool(e.get("infra_failure")) for e in episodes),
@@ -285,7 +285,7 @@ def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         ctx["training"] = report.training(doc)
         ctx["id"], ctx["title"] = doc["training_id"], f"training {doc['training_id']} ({doc.get('name', '')})"
     elif kind == "measure":
-        run = report.run(store.get_run(report_id)["run_id"])
+        run = report.run(store.get_run(report_id).run_id)
         ctx["run"] = run
         ctx["id"], ctx["title"] = run["run_id"], f"run {run['run_id']}"
     elif kind == "verdict":

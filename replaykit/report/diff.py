@@ -194,9 +194,7 @@ def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> dict[s
     v = doc["verdict"]
     runs = []
     for run_id in (doc["baseline_run"], doc["candidate_run"]):
-        runs.append(
-            {f"{e['task_id']}#{e['seed']}": e["cassette_id"] for e in store.get_run(run_id)["episodes"]}
-        )
+        runs.append({e.unit: e.cassette_id for e in store.get_run(run_id).episodes})
     moved = [(u, "new solve") for u in v.get("new_solves") or []] + [
         (u, "regression") for u in v.get("regressions") or []
     ]

@@ -174,7 +174,7 @@ def _run_ids(store: Any, root_id: str) -> list[str] | None:
     except CassetteNotFound:
         return None
     if kind == "measure":
-        return [store.get_run(root_id)["run_id"]]
+        return [store.get_run(root_id).run_id]
     doc = store.get_doc(root_id, kind=kind)
     runs = doc.get("runs") or []
     if not runs:
@@ -211,23 +211,18 @@ def export_inspect(store: Any, root_id: str, folder: Path) -> dict[str, Any]:
     else:
         for run_id in run_ids:
             run = store.get_run(run_id)
-            seeds = list(
-                dict.fromkeys(run.get("panel", {}).get("seeds") or [e["seed"] for e in run["episodes"]])
-            )
-            episodes = [(e["cassette_id"], seeds.index(e["seed"]) + 1) for e in run["episodes"]]
-            extra = {
-                "endpoint": run["model"].get("endpoint", ""),
-                "config_digest": run.get("config_digest", ""),
-            }
+            seeds = list(dict.fromkeys(run.panel.get("seeds") or [e.seed for e in run.episodes]))
+            episodes = [(e.cassette_id, seeds.index(e.seed) + 1) for e in run.episodes]
+            extra = {"endpoint": run.model.get("endpoint", ""), "config_digest": run.config_digest}
             logs.append(
                 (
                     run_id,
                     _log(
                         store,
-                        run.get("name") or "run",
+                        run.name or "run",
                         run_id,
-                        run["model"]["name"],
-                        run["harness_sha"],
+                        run.model["name"],
+                        run.harness_sha,
                         created_at.get(run_id, ""),
                         episodes,
                         extra,

@@ -108,10 +108,9 @@ class Measurements:
         if first is None:
             raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
         self.template = [
-            CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"]))
-            for c in first["cassettes"]
+            CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first.cassettes
         ]
-        self.repo = first["harness_repo"]
+        self.repo = first.harness_repo
         self.cache: dict[str, tuple[dict[str, Any] | None, list[CassetteKey]]] = {}
 
     def lookup(self, sha: str) -> tuple[dict[str, Any] | None, list[CassetteKey]]:

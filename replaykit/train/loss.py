@@ -65,11 +65,11 @@ class Loss:
         return self.trainer.verdict_id(self) if self.verdict else None
 
     def runs(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The stored baseline and candidate runs (None where there is none)."""
+        """The stored baseline and candidate runs, as stored documents (None where there is none)."""
         store = self.trainer.store
         return (
-            store.get_run(self.baseline_run) if self.baseline_run else None,
-            store.get_run(self.candidate_run) if self.candidate_run else None,
+            store.get_run(self.baseline_run).to_dict() if self.baseline_run else None,
+            store.get_run(self.candidate_run).to_dict() if self.candidate_run else None,
         )
 
     def backward(self) -> None:

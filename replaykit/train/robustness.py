@@ -41,7 +41,8 @@ def resample_seeds(
 ) -> dict[str, Any]:
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
-    baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
+    baseline = store.get_run(doc["baseline_run"]).to_dict()  # criteria read runs in their stored form
+    candidate = store.get_run(doc["candidate_run"]).to_dict()
     seeds = sorted({e["seed"] for e in baseline["episodes"]} & {e["seed"] for e in candidate["episodes"]})
     if not 1 <= k <= len(seeds):
         raise ConfigError(

@@ -63,7 +63,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def fingerprint(store: Store, run_id: str) -> dict[str, Any]:
     """What the data says once verified: each cassette's derived columns and meta, the run document."""
-    run = store.get_run(run_id)
+    run = store.get_run(run_id).to_dict()
     out: dict[str, Any] = {"run": run}
     for cid in run["cassettes"]:
         episode = store.get_episode(cid)

@@ -36,7 +36,7 @@ def test_views_show_runs_episodes_verdicts_and_trainings(tmp_path: Path) -> None
 
     store = Store(cfg.store_path)
     epoch = summary["epochs"][0]
-    base = store.get_run(epoch["baseline_run"])
+    base = store.get_run(epoch["baseline_run"]).to_dict()
     runs = {r["run_id"]: r for r in query(db, "SELECT * FROM run_summaries")}
     assert (
         runs[base["run_id"]]["solved"] == base["solved"]

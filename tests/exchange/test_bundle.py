@@ -215,7 +215,7 @@ def test_import_replays_identically_in_another_directory(recorded: dict[str, Any
     assert [e["replayed_digest"] for e in replayed["episodes"]] == [
         e["recorded_digest"] for e in original["episodes"]
     ]
-    assert target.get_run(run_id) == recorded["run"]
+    assert target.get_run(run_id).to_dict() == recorded["run"]
 
 
 def test_import_twice_is_a_noop(recorded: dict[str, Any], tmp_path: Path) -> None:

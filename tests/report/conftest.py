@@ -32,5 +32,5 @@ def episodes_by_unit(store: Path, run_id: str) -> dict[str, str]:
     """``task#seed`` → cassette id of a stored run."""
     from replaykit.cassette.store import Store
 
-    run = Store(store).get_run(run_id)
+    run = Store(store).get_run(run_id).to_dict()
     return {f"{e['task_id']}#{e['seed']}": e["cassette_id"] for e in run["episodes"]}

@@ -10,12 +10,16 @@ from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.determinism import canonical_json
 from replaykit.errors import CassetteNotFound, StoreCorrupt
+from replaykit.records import RunDoc
 
 
 class DocumentsMixin(BlobsMixin):
     """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
 
-    def put_run(self, run: dict[str, Any]) -> None:
+    def put_run(self, run: RunDoc | dict[str, Any]) -> None:
+        """Store a run document (a :class:`~replaykit.records.RunDoc` or its ``to_dict()`` form)."""
+        if isinstance(run, RunDoc):
+            run = run.to_dict()
         self.put_doc(
             run["run_id"],
             run.get("kind", "measure"),
@@ -73,13 +77,20 @@ class DocumentsMixin(BlobsMixin):
         assert row is not None  # resolve_id found it
         return row
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunDoc:
+        """A measured run (kind ``measure``) by id or unique prefix, its document verified."""
         full = self.resolve_id("runs", run_id, what="run")
         row = self._runs_row(full)
         if row["kind"] != "measure":
             self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
-        return self.verified_doc(dict(row))
+        doc = self.verified_doc(dict(row))
+        try:
+            return RunDoc.from_dict(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self.corrupt(
+                f"its document is not a run ({type(exc).__name__}: {str(exc)[:80]})", f"run {full}"
+            ) from None
 
     def list_runs(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]

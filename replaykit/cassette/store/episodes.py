@@ -11,6 +11,7 @@ from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, 
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.determinism import canonical_json
 from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
+from replaykit.records import RunDoc
 
 
 class EpisodesMixin(BlobsMixin):
@@ -79,14 +80,16 @@ class EpisodesMixin(BlobsMixin):
             checked = self._checked[cassette_id]
         return dict(checked[1])
 
-    def check_run(self, run: dict[str, Any]) -> None:
-        """Every episode entry of a run document against its cassette's events (what verdicts are computed from)."""
-        for entry in run.get("episodes") or []:
+    def check_run(self, run: RunDoc | dict[str, Any]) -> None:
+        """Every episode entry of a run document (a ``RunDoc`` or the stored form) against its
+        cassette's events (what verdicts are computed from)."""
+        doc = run.to_dict() if isinstance(run, RunDoc) else run
+        for entry in doc.get("episodes") or []:
             cid = str(entry.get("cassette_id"))
             bad = run_episode_mismatches(entry, self.verified_columns(cid))
             if bad:
                 raise self.corrupt(
-                    f"run {run.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
+                    f"run {doc.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
                 )
 
     def list_cassettes(
