@@ -1,8 +1,7 @@
 """The ``replaykit`` command: the typer apps and one registration line per command.
 
-Command bodies live in ``replaykit/commands/`` (one module per concern) or next to
-their library code (``report/commands.py``, ``train/audit_cmd.py``); each parses,
-calls one library function, renders. Errors are mapped to one line in one place,
+Command bodies live in ``replaykit/commands/`` (one module per concern); each
+parses, calls one library function, renders. Errors are mapped to one line in one place,
 ``replaykit.commands.shell.run``: library errors (``ReplaykitError``) exit 1, usage
 errors exit 2, Ctrl-C exits 130.
 """
@@ -14,18 +13,18 @@ import sys
 import typer
 
 from replaykit.commands import (
+    audit,
     browse,
     environments,
     exchange,
     maintenance,
     measure,
     replay,
+    report,
     scaffold,
     servers,
     training,
 )
-from replaykit.report import commands as report_cmd
-from replaykit.train import audit_cmd
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
@@ -61,7 +60,7 @@ def root(
 app.command("run")(measure.run)
 app.command("replay")(replay.replay)
 app.command("train")(training.train)
-app.command("audit")(audit_cmd.audit)
+app.command("audit")(audit.audit)
 app.command("compare")(measure.compare)
 cassettes_app.command("ls")(browse.cassettes_ls)
 app.command("runs")(browse.runs)
@@ -74,9 +73,9 @@ tasks_app.command("check")(environments.tasks_check)
 app.command("certify")(environments.certify)
 serve_app.command("reference")(servers.serve_reference)
 app.command("proxy")(servers.proxy)
-cassettes_app.command("diff")(report_cmd.cassettes_diff)
-app.command("report")(report_cmd.report)
-app.command("probe")(report_cmd.probe)
+cassettes_app.command("diff")(report.cassettes_diff)
+app.command("report")(report.report)
+app.command("probe")(report.probe)
 app.command("doctor")(maintenance.doctor)
 app.command("gc")(maintenance.gc)
 cassettes_app.command("rm")(maintenance.cassettes_rm)

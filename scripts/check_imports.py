@@ -79,6 +79,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "replaykit.run": ("replaykit.train", "replaykit.cli", "replaykit.commands"),
     "replaykit.train": ("replaykit.cli", "replaykit.commands"),
+    "replaykit.report": ("replaykit.cli", "replaykit.commands"),
     "replaykit.registry": ("replaykit.envs", "replaykit.cassette", "replaykit.models", "replaykit.train"),
 }
 

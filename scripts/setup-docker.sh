@@ -34,7 +34,8 @@ fi
 if ! docker info >/dev/null 2>&1; then
   if ! pgrep -x dockerd >/dev/null 2>&1; then
     echo "setup-docker: starting dockerd (log: $DOCKERD_LOG)"
-    PATH="/usr/sbin:/sbin:$PATH" nohup dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
+    # its own session: the daemon outlives the shell (and the process group) that started it
+    PATH="/usr/sbin:/sbin:$PATH" setsid nohup dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
   fi
   for _ in $(seq 1 "$WAIT_SEC"); do
     docker info >/dev/null 2>&1 && break

@@ -59,7 +59,7 @@ def cassettes_show(
     from replaykit.views import show_cassette
 
     if transcript:
-        from replaykit.report import commands as report_cmd
+        from replaykit.commands import report as report_cmd
 
         return report_cmd.show_transcript(open_store(store, readonly=True), cassette_id, as_json)
     doc = show_cassette(open_store(store, readonly=True), cassette_id, full=full or as_json)

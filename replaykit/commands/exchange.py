@@ -39,7 +39,7 @@ def cassettes_export(
     if fmt not in ("bundle", "vcr", "inspect"):
         raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
     if fmt == "inspect":
-        from replaykit.report import commands as report_cmd
+        from replaykit.commands import report as report_cmd
 
         return report_cmd.export_inspect(
             open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json

@@ -1,37 +1,28 @@
-"""CLI commands of the report layer (registered with one line each in ``replaykit/cli.py``).
+"""CLI commands of the report layer: ``report``, ``probe``, ``cassettes diff``,
+``cassettes show --transcript``, ``cassettes export --format inspect``.
 
 Each parses its options, calls one library function, prints JSON or renders.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 
 
-def open_store(store: Optional[Path], existing: bool = True) -> Any:
-    """The store at --store / $REPLAYKIT_STORE / ./cassettes; a reading command never creates one."""
-    from replaykit.cassette.store import Store
+def existing_store(store: Optional[Path], existing: bool = True) -> Any:
+    """The store (see ``options.open_store``); a reading command never creates one and
+    stops at once when it is missing."""
     from replaykit.errors import StoreError
 
-    st = Store(
-        store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=existing
-    )  # reading never writes
+    st = open_store(store, readonly=existing)  # reading never writes
     if existing and not st.exists():
         raise StoreError(f"no store at {st.root}; pass --store or set REPLAYKIT_STORE")
     return st
-
-
-def emit_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def show_transcript(store: Any, cassette_id: str, as_json: bool) -> None:
@@ -64,7 +55,7 @@ def cassettes_diff(
     from replaykit.report import terminal
     from replaykit.report.diff import diff_cassettes, diff_verdict
 
-    st = open_store(store)
+    st = existing_store(store)
     if b is None:
         report = diff_verdict(st, a, unit)
         emit_json(report) if as_json else terminal.verdict_diff(report)
@@ -89,7 +80,7 @@ def report(
     """Write one self-contained offline HTML report (curve, verdicts, diffs, grids, transcripts)."""
     from replaykit.report.html import write_report
 
-    summary = write_report(open_store(store), report_id, output, png)
+    summary = write_report(existing_store(store), report_id, output, png)
     if as_json:
         emit_json(summary)
         return
@@ -156,7 +147,7 @@ def probe(
         progress=note,
     )
     if save:
-        save_probe(open_store(store, existing=False), result)
+        save_probe(existing_store(store, existing=False), result)
     result["saved"] = save
     if as_json:
         emit_json(result)

@@ -8,9 +8,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,6 +15,7 @@ import typer
 from rich.text import Text
 
 from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 from replaykit.errors import ConfigError
 
 
@@ -131,10 +129,6 @@ def robustness_table(rep: dict[str, Any]) -> None:
     render.line(rep["summary"])
 
 
-def _emit(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
-
-
 def audit(
     target: str = typer.Argument(
         ...,
@@ -159,17 +153,11 @@ def audit(
     bootstrap: Optional[int] = typer.Option(
         None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
     ),
-    store: Optional[Path] = typer.Option(
-        None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document for scripts."),
+    store: Optional[Path] = StoreOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
-    from replaykit.cassette.store import Store
-
-    st = Store(
-        store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=not record
-    )  # reading never writes
+    st = open_store(store, readonly=not record)  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
         for flag, given in (("--optimizer", optimizer), ("--record", record), ("--sweep", sweep)):
@@ -181,14 +169,14 @@ def audit(
             from replaykit.train.robustness import resample_seeds as resample
 
             rep = resample(st, target, resample_seeds, bootstrap, criterion)
-            _emit(rep) if as_json else robustness_table(rep)
+            emit_json(rep) if as_json else robustness_table(rep)
             return
         if bootstrap is not None:
             raise ConfigError("--bootstrap goes with --resample-seeds K")
         from replaykit.train.audit import audit as audit_verdict
 
         report = audit_verdict(st, target, criterion)
-        _emit(report) if as_json else render.audit_report(report)
+        emit_json(report) if as_json else render.audit_report(report)
         if not report["reproduced"]:
             raise typer.Exit(1)
         return
@@ -208,7 +196,7 @@ def audit(
         axes = parse_sweep(sweep)
         with render.progress(enabled=not as_json) as progress:
             srep = run_sweep(st, target, axes["criteria"], axes["optimizers"], progress)
-        _emit(srep) if as_json else sweep_table(srep)
+        emit_json(srep) if as_json else sweep_table(srep)
         return
     with render.progress(enabled=not as_json) as progress:
         if record:
@@ -225,7 +213,7 @@ def audit(
 
             rep = counterfactual(st, target, criterion, optimizer, progress)
     if as_json:
-        _emit(rep)
+        emit_json(rep)
         return
     counterfactual_table(rep)
     if record:
