@@ -1,7 +1,7 @@
 """Library errors: small named classes under one root.
 
 The CLI turns any ``ReplaykitError`` into ``Error: <message>`` and exit 1, in one
-place (``replaykit.cli``). Messages are one line: what, which value, what to do.
+place (``replaykit.commands.shell.run``). Messages are one line: what, which value, what to do.
 """
 
 from __future__ import annotations

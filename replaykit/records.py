@@ -4,7 +4,7 @@ The store keeps documents as canonical JSON; these give them a shape on the way 
 (``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
 ``measure``; what ``Store.get_run`` returns) and its per-episode rows
 (``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records).
-Field order is the stored key order.
+Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
 
 from __future__ import annotations
