@@ -22,7 +22,19 @@ R = TypeVar("R")
 
 
 class Executor(Protocol):
-    def map(self, fn: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]: ...
+    def map(self, fn: Callable[[J], R], jobs: Iterable[J], batch: bool = False) -> Iterator[tuple[J, R]]:
+        """Yield ``(job, fn(job))`` as each finishes. ``batch``: the jobs are short (offline
+        replays), so the executor may run several per dispatch to save its per-job cost."""
+        ...
+
+
+def batch_size(jobs: int, slots: int) -> int:
+    """Jobs per dispatch for short jobs: about 8 dispatches per worker slot, at most 32 jobs each."""
+    return max(1, min(32, jobs // (8 * max(1, slots))))
+
+
+def run_batch(fn: Callable[[J], R], jobs: list[J]) -> list[R]:
+    return [fn(job) for job in jobs]
 
 
 def capped_workers(workers: int, oversubscribe: bool = False) -> int:
@@ -45,20 +57,24 @@ class LocalExecutor:
     def __init__(self, workers: int = 1, oversubscribe: bool = False) -> None:
         self.workers = capped_workers(workers, oversubscribe)
 
-    def map(self, fn: Callable[[J], R], jobs: Iterable[J]) -> Iterator[tuple[J, R]]:
+    def map(self, fn: Callable[[J], R], jobs: Iterable[J], batch: bool = False) -> Iterator[tuple[J, R]]:
         """Yield ``(job, result)`` as each finishes; the first failure propagates."""
         jobs = list(jobs)
         if self.workers == 1 or len(jobs) <= 1:
             for job in jobs:
                 yield job, fn(job)
             return
+        size = batch_size(len(jobs), self.workers) if batch else 1
         # fork: workers need nothing of the parent but the job (an episode spec) and the code;
         # unlike spawn it works for scripts read from stdin or without a __main__ guard
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("fork")) as pool:
-            futures = {pool.submit(fn, job): job for job in jobs}
+            futures = {
+                pool.submit(run_batch, fn, jobs[i : i + size]): jobs[i : i + size]
+                for i in range(0, len(jobs), size)
+            }
             try:
                 for future in as_completed(futures):
-                    yield futures[future], future.result()
+                    yield from zip(futures[future], future.result(), strict=True)
             finally:  # a failure (e.g. the model endpoint) stops the run: queued episodes never start
                 for future in futures:
                     future.cancel()

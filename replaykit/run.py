@@ -302,7 +302,7 @@ def replay_runs(
             done((cid, sha), replay_episode(store.get_episode(cid), trees[sha]))
     else:
         jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
-        for job, outcome in executor.map(replay_job, jobs):
+        for job, outcome in executor.map(replay_job, jobs, batch=True):
             done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
