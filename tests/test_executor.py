@@ -18,3 +18,21 @@ def test_pool_records_the_same_episodes_as_inline(tmp_path: Path) -> None:
     assert len(pooled.recorded) == len(inline.recorded) == 6
     assert pooled.run["run_id"] == inline.run["run_id"]
     assert [e["digest"] for e in pooled.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+
+
+def _pid_of(job: int) -> tuple[int, int]:
+    import os
+
+    return job, os.getpid()
+
+
+def test_pool_batches_short_jobs_and_pairs_every_result_with_its_job() -> None:
+    from replaykit.executor import LocalExecutor, batch_size
+
+    assert batch_size(100, 2) == 6 and batch_size(10, 2) == 1 and batch_size(10_000, 2) == 32
+    jobs = list(range(100))
+    results = list(LocalExecutor(2, oversubscribe=True).map(_pid_of, jobs, batch=True))
+    assert sorted(job for job, _ in results) == jobs  # each job once
+    assert all(job == echoed for job, (echoed, _) in results)  # paired with its own result
+    # batches of 6: jobs 0..5 ran in one dispatch, so in one worker process
+    assert len({pid for job, (_, pid) in results if job < 6}) == 1

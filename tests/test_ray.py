@@ -189,6 +189,18 @@ def test_docker_nodes_get_the_drivers_base_images(
         client.images.remove(ref, force=True)
 
 
+def test_short_jobs_are_batched_and_each_result_comes_back_with_its_job(cluster: Cluster) -> None:
+    import operator
+
+    from replaykit.ray_executor import RayExecutor
+
+    executor = RayExecutor(cluster.address)
+    assert executor._batch_size(ray, 48) == 3  # two 1-CPU nodes: 8 tasks per slot
+    results = list(executor.map(operator.neg, range(48), batch=True))
+    assert sorted(job for job, _ in results) == list(range(48))
+    assert all(result == -job for job, result in results)
+
+
 def _blocking_harness(repo: Path, marks: Path) -> None:
     """The quickstart harness, held at its start until ``marks/release`` exists; each
     start leaves a mark naming the Ray node it runs on."""
