@@ -14,6 +14,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
 
+from replaykit.batching import batch_size, run_batch
+
 if TYPE_CHECKING:
     from replaykit.config import ExecutorConfig
 
@@ -26,15 +28,6 @@ class Executor(Protocol):
         """Yield ``(job, fn(job))`` as each finishes. ``batch``: the jobs are short (offline
         replays), so the executor may run several per dispatch to save its per-job cost."""
         ...
-
-
-def batch_size(jobs: int, slots: int) -> int:
-    """Jobs per dispatch for short jobs: about 8 dispatches per worker slot, at most 32 jobs each."""
-    return max(1, min(32, jobs // (8 * max(1, slots))))
-
-
-def run_batch(fn: Callable[[J], R], jobs: list[J]) -> list[R]:
-    return [fn(job) for job in jobs]
 
 
 def capped_workers(workers: int, oversubscribe: bool = False) -> int:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from replaykit.batching import batch_size
 from replaykit.errors import ConfigError, ReplaykitError
 
 J = TypeVar("J")
@@ -194,7 +195,7 @@ class RayExecutor:
 
     def map(self, fn: Callable[[J], R], jobs: Iterable[J], batch: bool = False) -> Iterator[tuple[J, R]]:
         """``batch``: the jobs are short (offline replays, a few ms each), so several go in
-        one Ray task (``executor.batch_size``: about 8 tasks per CPU of the cluster), which
+        one Ray task (``batching.batch_size``: about 8 tasks per CPU of the cluster), which
         saves Ray's per-task cost; long jobs (recording) stay one per task, so a retry or a
         driver kill loses at most one episode's work."""
         ray = _ray()
@@ -224,8 +225,6 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
 
     def _batch_size(self, ray: Any, jobs: int) -> int:
-        from replaykit.executor import batch_size
-
         return batch_size(jobs, int(float(ray.cluster_resources().get("CPU", 1)) / max(self.cpus, 0.01)))
 
     def _get(self, ray: Any, ref: Any, job: Any) -> Any:
