@@ -2,7 +2,7 @@
 model server and the recording proxy.
 
 Keep-alive with Nagle's algorithm off (~7 ms per call instead of ~50 ms), no log
-line per request, and a record of open connections so ``close_connections`` can
+line per request (nor a traceback when a client hangs up), and a record of open connections so ``close_connections`` can
 drop idle keep-alive sockets when the server stops.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +34,14 @@ class LoopbackServer(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-request (reset, broken pipe) is normal for a server:
+        nothing is printed. Anything else is one line on stderr, not socketserver's traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        print(f"replaykit server: error serving {client_address}: {exc!r}", file=sys.stderr)
 
     def close_connections(self) -> None:
         with self.connections_lock:

@@ -14,6 +14,7 @@ Nothing happens at import time: Docker is only contacted by the hooks and fixtur
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,12 +24,18 @@ import pytest
 
 from replaykit.testing import write_config
 
+
 REPO = Path(__file__).resolve().parent.parent
 _state: dict[str, Any] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("REPLAYKIT_PROJECT", str(REPO))  # where replaykit.testing finds configs/ and envs/
+    # A test run started in the background (``nohup … &``, some CI runners) begins with
+    # SIGINT ignored, and exec'd children keep an ignored signal: the CLI under test would
+    # never see Ctrl-C. A handled signal is reset to the default in children, so handle it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def docker_unavailable() -> str | None:
