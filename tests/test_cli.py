@@ -15,20 +15,7 @@ import pytest
 
 from replaykit.commands.shell import INTERRUPTED
 from replaykit.testing import write_config
-
-
-def cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kw: object
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-        **kw,
-    )  # type: ignore[call-overload]
+from tests.cli_runner import cli
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:

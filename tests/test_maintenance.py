@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from replaykit.testing import REPO_ROOT, write_config
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+from tests.cli_runner import cli
 
 
 def ok_json(*args: str, cwd: Path) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,23 +15,10 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
+from tests.cli_runner import cli as run_cli
 
 
-def cli(
-    *args: str, check: bool = True, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        )
-    return proc
+cli = functools.partial(run_cli, check=True)  # a failing command fails the test
 
 
 def run_json(*args: str, **kw: Any) -> dict[str, Any]:

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+from tests.cli_runner import cli
 
 
 def test_init_makes_a_harness_repo_and_config_that_run_accepts(tmp_path: Path) -> None:

@@ -5,16 +5,15 @@ reference server on loopback."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import git
 
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
+from tests.cli_runner import cli as run_cli
 
 CANARY = "sk-canary-4b1d2e9f0c7a"
 
@@ -29,11 +28,7 @@ def solve(task, env, llm, ctx):
 """
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CANARY_API_KEY": CANARY}
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, env=env, timeout=600
-    )
+cli = functools.partial(run_cli, env={"CANARY_API_KEY": CANARY})
 
 
 def harness_repo(path: Path) -> git.Repo:

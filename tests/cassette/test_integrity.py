@@ -12,8 +12,6 @@ import io
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from replaykit.determinism import sha256_hex
 from replaykit.errors import StoreCorrupt
 from replaykit.run import measure, replay_run
 from replaykit.testing import small_config
+from tests.cli_runner import cli
 
 TASKS = ["hello-file", "fix-config-port"]
 
@@ -50,12 +49,6 @@ def damaged(source: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     conn = sqlite3.connect(str(path / "index.db"), isolation_level=None)
     yield {"path": path, "conn": conn, "run": source["run"]}
     conn.close()
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
 
 
 def replay_error(path: Path, run_id: str) -> str:

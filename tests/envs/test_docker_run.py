@@ -3,8 +3,8 @@ with no Docker daemon and no sockets, snapshots, and runs killed mid-episode."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -22,27 +22,13 @@ from replaykit.config import load_config
 from replaykit.envs import images
 from replaykit.envs.containers import OWNER_LABEL
 from replaykit.run import measure, replay_run
+from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(
-    *args: str, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"replaykit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        )
-    return proc
+cli = functools.partial(run_cli, check=True, cwd=REPO)
 
 
 def test_quickstart_recorded_in_docker(docker_quickstart: dict[str, Any]) -> None:

@@ -4,16 +4,15 @@ pytest-based test.sh, FROM python:3.12-slim / ubuntu:24.04 aliased to the local 
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from replaykit.envs.check import check_tasks
 from replaykit.envs.tasks import load_task
+from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
@@ -133,15 +132,7 @@ def write_harbor_task(folder: Path, toml: str, base: str, solve: str = SOLVE_SH)
     return folder
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ),
-        cwd=REPO,
-    )
+cli = functools.partial(run_cli, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import subprocess
-import sys
 import tarfile
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +18,7 @@ from replaykit.cassette.store import Store
 from replaykit.config import load_config
 from replaykit.envs.base import Grade
 from replaykit.run import measure, replay_run
+from tests.cli_runner import cli
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = ("cassettes", "runs", "trees", "blobs")
@@ -337,12 +336,6 @@ def test_tree_paths_that_escape_are_refused(recorded: dict[str, Any], tmp_path: 
     bad = write_tar(tmp_path / "bad.tgz", remanifest(ms))
     with pytest.raises(BundleError, match="unsafe file path"):
         import_bundle(Store(tmp_path / "t"), bad)
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_cli_export_verify_import_replay(recorded: dict[str, Any], tmp_path: Path) -> None:

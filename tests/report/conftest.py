@@ -3,21 +3,18 @@ through the real CLI, shared by the diff, report and browser tests."""
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from replaykit.testing import write_config
+from tests.cli_runner import cli as run_cli
 
 
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, check=check
-    )
+cli = functools.partial(run_cli, check=True)
 
 
 @pytest.fixture(scope="session")
