@@ -51,7 +51,7 @@ def warm(executor: _Executor, n: int) -> float:
 
 
 def record_64(executor: dict[str, Any]) -> float:
-    from replaykit.run import measure
+    from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +79,7 @@ def sleep_round(executor: _Executor, seconds: float, repeats: int) -> float:
 def _ray_restart(cpus: int) -> None:
     import ray
 
-    from replaykit.ray_executor import connect
+    from replaykit.execution.ray_executor import connect
 
     if ray.is_initialized():
         ray.shutdown()
@@ -122,14 +122,14 @@ def run_scaling(sizes: list[int], cores: int, ray: bool) -> None:
 
 
 def scheduling(sizes: list[int], args: argparse.Namespace, ray: bool) -> None:
-    from replaykit.executor import LocalExecutor
+    from replaykit.execution.executor import LocalExecutor
 
     print(f"(2) scheduling: {JOBS} jobs sleeping {args.sleep} s each (serial: {JOBS * args.sleep:.1f} s)")
     kinds: list[tuple[str, Callable[[int], _Executor]]] = [
         ("local pool", lambda n: LocalExecutor(n, oversubscribe=True))
     ]
     if ray:
-        from replaykit.ray_executor import RayExecutor
+        from replaykit.execution.ray_executor import RayExecutor
 
         def on_ray(n: int) -> _Executor:
             _ray_restart(n)

@@ -20,7 +20,7 @@ from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
-from replaykit.determinism import canonical_json
+from replaykit.core.determinism import canonical_json
 from replaykit.capture.tape import Tape
 from replaykit.envs.base import Grade
 from replaykit.models.reference.server import ReferenceServer

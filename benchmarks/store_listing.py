@@ -27,7 +27,7 @@ from pathlib import Path
 from replaykit.cassette.codec import encode_episode
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store import Store
-from replaykit.determinism import canonical_json
+from replaykit.core.determinism import canonical_json
 
 
 def fill(store: Store, episodes: list[Episode], total: int) -> None:
@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,10000")
     args = parser.parse_args()
-    from replaykit.run import measure
+    from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -119,7 +119,7 @@ def main() -> None:
         f"inline replay: {inline:6.2f} s  ({episodes / inline:6.1f} episodes/s)  identical={report['identical']}  target <= 10 s: {'met' if inline <= 10 else 'NOT met'}"
     )
     if args.workers > 1:
-        from replaykit.executor import LocalExecutor
+        from replaykit.execution.executor import LocalExecutor
 
         start = time.perf_counter()
         report = replay_training(store, training_id, executor=LocalExecutor(args.workers))
@@ -129,7 +129,7 @@ def main() -> None:
             f"target <= 10 s: {'met' if pooled <= 10 else 'NOT met'}"
         )
     if args.ray:
-        from replaykit.ray_executor import RayExecutor, connect
+        from replaykit.execution.ray_executor import RayExecutor, connect
 
         connect("local", num_cpus=args.ray)
         for label in ("cold: Ray starts its worker processes", "warm: the same workers again"):

@@ -20,7 +20,7 @@ from typing import Any
 from replaykit.cassette.codec import decode_episode
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store import Store
-from replaykit.run import measure, replay_run
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
 

@@ -10,10 +10,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from replaykit.config import load_config
-    from replaykit.errors import ReplaykitError
+    from replaykit.episodes.config import load_config
+    from replaykit.core.errors import ReplaykitError
     from replaykit.models.codex import CodexAgentBackend
-    from replaykit.run import measure
+    from replaykit.episodes.run import measure
     from replaykit.train.criteria import MeanReward, StrictPareto
     from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue
     from replaykit.train.loss import Loss
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 _EXPORTS: dict[str, str] = {
-    "ReplaykitError": "replaykit.errors",
+    "ReplaykitError": "replaykit.core.errors",
     "Trainer": "replaykit.train.trainer",
     "Loss": "replaykit.train.loss",
     "AgenticEstimator": "replaykit.train.estimators",
@@ -48,8 +48,8 @@ _EXPORTS: dict[str, str] = {
     "MeanReward": "replaykit.train.criteria",
     "GreedyMonotonic": "replaykit.train.optimizers",
     "CodexAgentBackend": "replaykit.models.codex",
-    "load_config": "replaykit.config",
-    "measure": "replaykit.run",
+    "load_config": "replaykit.episodes.config",
+    "measure": "replaykit.episodes.run",
 }
 
 

@@ -42,7 +42,7 @@ app.add_typer(tasks_app, name="tasks")
 
 def _version(value: bool) -> None:
     if value:
-        from replaykit.versions import tool_versions
+        from replaykit.core.versions import tool_versions
 
         sys.stdout.write(f"replaykit {tool_versions()['replaykit']}\n")
         raise typer.Exit(0)

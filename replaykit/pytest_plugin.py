@@ -84,7 +84,7 @@ def replay_cassette(
 ) -> Iterator[LlmReplay]:
     """Serve the LLM calls of one stored cassette to httpx2 clients inside the block."""
     from replaykit.capture.recorder import EpisodeCassette
-    from replaykit.errors import CassetteNotFound, DivergenceError
+    from replaykit.core.errors import CassetteNotFound, DivergenceError
 
     if not store.exists():
         raise CassetteNotFound(
@@ -183,7 +183,7 @@ def replaykit_store(pytestconfig: pytest.Config) -> Iterator["Store"]:
 @pytest.fixture
 def replaykit_cassette(replaykit_store: "Store") -> Callable[..., ContextManager[LlmReplay]]:
     """A factory: ``with replaykit_cassette(cassette_id) as replay: ...`` (see the module docstring)."""
-    from replaykit.errors import DivergenceError, ReplaykitError
+    from replaykit.core.errors import DivergenceError, ReplaykitError
 
     @contextlib.contextmanager
     def use(
@@ -207,7 +207,7 @@ def replaykit_cassette(replaykit_store: "Store") -> Callable[..., ContextManager
 def test_key(name: str, rules: tuple[str, ...]) -> Any:
     """The cassette key of a recorded test (kind ``pytest``): its name and rules."""
     from replaykit.cassette.keys import CassetteKey, ModelId
-    from replaykit.determinism import digest_of
+    from replaykit.core.determinism import digest_of
 
     return CassetteKey(
         harness_sha="",
@@ -247,7 +247,7 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> I
     from replaykit.capture.matchers import Scrubber
     from replaykit.capture.recorder import episode_cassette
     from replaykit.capture.tape import Tape
-    from replaykit.determinism import ENV_PINS
+    from replaykit.core.determinism import ENV_PINS
 
     marker = request.node.get_closest_marker("replaykit")
     options = dict(marker.kwargs) if marker else {}

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from replaykit.config import RunConfig, apply_overrides, load_config
-from replaykit.errors import ConfigError
+from replaykit.episodes.config import RunConfig, apply_overrides, load_config
+from replaykit.core.errors import ConfigError
 
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.

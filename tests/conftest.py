@@ -139,8 +139,8 @@ def docker_quickstart(
 ) -> Iterator[dict[str, Any]]:
     """The quickstart panel recorded once in Docker with the reference model."""
     from replaykit.cassette.store import Store
-    from replaykit.config import load_config
-    from replaykit.run import measure
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.run import measure
 
     tmp = tmp_path_factory.mktemp("quickstart-docker")
     config_path = docker_config(tmp)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
-from replaykit.certify import (
+from replaykit.episodes.certify import (
     DETERMINISTIC,
     ERROR,
     FORKED,
@@ -25,8 +25,8 @@ from replaykit.certify import (
     get_certificate,
     scrub,
 )
-from replaykit.config import load_config
-from replaykit.run import measure
+from replaykit.episodes.config import load_config
+from replaykit.episodes.run import measure
 
 REPO = Path(__file__).resolve().parent.parent
 

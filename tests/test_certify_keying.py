@@ -8,8 +8,8 @@ from pathlib import Path
 import git
 
 from replaykit.cassette.store import Store
-from replaykit.certify import DETERMINISTIC, FORKED, certify_run, forked_tasks
-from replaykit.run import measure
+from replaykit.episodes.certify import DETERMINISTIC, FORKED, certify_run, forked_tasks
+from replaykit.episodes.run import measure
 from replaykit.testing import REPO_ROOT, small_config
 
 TASK = REPO_ROOT / "envs" / "hello-file"

@@ -71,7 +71,7 @@ def test_bare_command_names_the_commands(tmp_path: Path) -> None:
 
 
 def test_version_and_short_help(tmp_path: Path) -> None:
-    from replaykit.versions import tool_versions
+    from replaykit.core.versions import tool_versions
 
     proc = cli("--version", cwd=tmp_path)
     assert (proc.returncode, proc.stdout.strip()) == (0, f"replaykit {tool_versions()['replaykit']}")
@@ -232,8 +232,8 @@ def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
 
 
 def test_compare_reports_cells(tmp_path: Path) -> None:
-    from replaykit.config import load_config
-    from replaykit.compare import compare
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.compare import compare
 
     events: list[tuple[str, dict[str, object]]] = []
     compare(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import git
 
-from replaykit.harness import TEMPLATES
+from replaykit.episodes.harness import TEMPLATES
 from replaykit.testing import REPO_ROOT, write_config
 
 
@@ -77,7 +77,7 @@ env.close()
     "template": """
 import os, signal, sys, git
 from pathlib import Path
-from replaykit import harness
+from replaykit.episodes import harness
 harness.commit_all = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 harness.materialise_template("quickstart", Path(sys.argv[4]))
 """,

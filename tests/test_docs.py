@@ -58,7 +58,7 @@ def test_schema_accepts_the_shipped_configs() -> None:
     import yaml
     from pydantic import ValidationError
 
-    from replaykit.config import RunConfig
+    from replaykit.episodes.config import RunConfig
     from replaykit.train.config import TrainConfig
 
     schema = json.loads((DOCS / "replaykit.schema.json").read_text())

@@ -22,7 +22,7 @@ import pytest
 
 from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
-from replaykit.loopback import LoopbackHandler, LoopbackServer
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
 
@@ -268,7 +268,7 @@ def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(
 ) -> None:
     import openai
 
-    from replaykit.proxy_session import run_proxy_session
+    from replaykit.episodes.proxy_session import run_proxy_session
 
     monkeypatch.setenv("GATE_KEY", GOOD_KEY)
 

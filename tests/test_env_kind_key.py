@@ -6,7 +6,7 @@ from pathlib import Path
 
 from replaykit.cassette.store import Store
 from replaykit.envs.registry import ENVIRONMENTS, env_key_extra, get_env_kind, register_env
-from replaykit.run import measure
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 
 

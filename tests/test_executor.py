@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replaykit.run import measure
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 
 TASKS = ["hello-file", "fix-config-port", "count-error-lines"]
@@ -27,8 +27,8 @@ def _pid_of(job: int) -> tuple[int, int]:
 
 
 def test_pool_batches_short_jobs_and_pairs_every_result_with_its_job() -> None:
-    from replaykit.batching import batch_size
-    from replaykit.executor import LocalExecutor
+    from replaykit.execution.batching import batch_size
+    from replaykit.execution.executor import LocalExecutor
 
     assert batch_size(100, 2) == 6 and batch_size(10, 2) == 1 and batch_size(10_000, 2) == 32
     jobs = list(range(100))

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from replaykit.cassette.codec import decode_episode, encode_episode
 from replaykit.cassette.store import Store
-from replaykit.determinism import canonical_json
-from replaykit.executor import LocalExecutor, capped_workers
-from replaykit.harness import load_solve
+from replaykit.core.determinism import canonical_json
+from replaykit.execution.executor import LocalExecutor, capped_workers
+from replaykit.episodes.harness import load_solve
 from replaykit.models.clients import openai_client
-from replaykit.run import measure, replay_run
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
 from tests.test_run import cli

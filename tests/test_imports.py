@@ -28,15 +28,18 @@ def test_lazy_imports_count_and_type_checking_ones_do_not(tmp_path: Path) -> Non
     mod.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from replaykit.train import trainer\n"
-        "def f():\n    from replaykit.rollout import record_episode\n    import replaykit.cassette.store\n"
+        "def f():\n    from replaykit.episodes.rollout import record_episode\n    import replaykit.cassette.store\n"
     )
     modules = {
         "replaykit.train.trainer",
-        "replaykit.rollout",
+        "replaykit.episodes.rollout",
         "replaykit.cassette.store",
         "replaykit.cassette",
     }
-    assert check.imports_of(mod, "replaykit.m", modules) == {"replaykit.rollout", "replaykit.cassette.store"}
+    assert check.imports_of(mod, "replaykit.m", modules) == {
+        "replaykit.episodes.rollout",
+        "replaykit.cassette.store",
+    }
 
 
 def test_the_package_has_no_cycle_and_respects_its_layers() -> None:

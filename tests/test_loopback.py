@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from replaykit.loopback import LoopbackHandler, LoopbackServer
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 
 
 class _Handler(LoopbackHandler):

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.config import load_config
-from replaykit.harness import TEMPLATES, commit_all
-from replaykit.run import measure, replay_run
+from replaykit.episodes.config import load_config
+from replaykit.episodes.harness import TEMPLATES, commit_all
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config, write_config
 
 ray = pytest.importorskip("ray")
@@ -126,8 +126,8 @@ def test_docker_episodes_run_on_a_worker_node(
 
 
 def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    from replaykit.certify import certify_run
-    from replaykit.ray_executor import RayExecutor
+    from replaykit.episodes.certify import certify_run
+    from replaykit.execution.ray_executor import RayExecutor
 
     config = small_config(
         tmp_path, tasks=["hello-file", "fix-config-port", "count-error-lines"], seeds=[0, 1]
@@ -154,7 +154,7 @@ def test_docker_nodes_get_the_drivers_base_images(
     import tarfile
     import uuid
 
-    from replaykit import ray_images
+    from replaykit.execution import ray_images
     from replaykit.envs.images import docker_client, image_exists
 
     client = docker_client()
@@ -192,7 +192,7 @@ def test_docker_nodes_get_the_drivers_base_images(
 def test_short_jobs_are_batched_and_each_result_comes_back_with_its_job(cluster: Cluster) -> None:
     import operator
 
-    from replaykit.ray_executor import RayExecutor
+    from replaykit.execution.ray_executor import RayExecutor
 
     executor = RayExecutor(cluster.address)
     assert executor._batch_size(ray, 48) == 3  # two 1-CPU nodes: 8 tasks per slot

@@ -16,8 +16,8 @@ import pytest
 
 from replaykit.exchange.bundle import export_bundle, import_bundle
 from replaykit.cassette.store import Store
-from replaykit.errors import HarnessError
-from replaykit.run import measure
+from replaykit.core.errors import HarnessError
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
 

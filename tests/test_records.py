@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replaykit.records import EpisodeSummary, RunDoc
-from replaykit.run import measure
+from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.train.criteria import outcomes
 

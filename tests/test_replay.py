@@ -13,8 +13,8 @@ import pytest
 
 from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
-from replaykit.harness import commit_all
-from replaykit.run import measure, replay_run
+from replaykit.episodes.harness import commit_all
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
 TASKS = ["hello-file", "fix-config-port"]

@@ -26,8 +26,8 @@ from typing import Any
 
 from replaykit.cassette.events import Event, LlmEvent, events_digest
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
-from replaykit.determinism import canonical_json
-from replaykit.errors import DivergenceError
+from replaykit.core.determinism import canonical_json
+from replaykit.core.errors import DivergenceError
 
 SESSION_RE = re.compile(r"^/s/([A-Za-z0-9._~-]{1,128})(/.*)$")
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from replaykit.cassette.scrub import Scrubber as Scrubber  # re-exported: forms are scrubbed here
-from replaykit.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
+from replaykit.core.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
 
 Matcher = Callable[[dict[str, Any], dict[str, Any]], None]
 NormaliseRule = Callable[[Any], Any]
@@ -43,7 +43,7 @@ def known_rules() -> list[str]:
 
 def get_rule(name: str) -> NormaliseRule:
     if name not in _RULES:
-        from replaykit.errors import ConfigError
+        from replaykit.core.errors import ConfigError
 
         raise ConfigError(f"unknown normalisation rule {name!r}; known: {', '.join(sorted(_RULES))}")
     return _RULES[name]

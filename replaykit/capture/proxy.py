@@ -42,8 +42,8 @@ from replaykit.capture.proxy_handler import ProxyHandler
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream
 from replaykit.cassette.events import Event, LlmEvent
-from replaykit.errors import ConfigError
-from replaykit.loopback import LoopbackServer
+from replaykit.core.errors import ConfigError
+from replaykit.core.loopback import LoopbackServer
 
 
 class ProxyOptions(TypedDict, total=False):

@@ -21,8 +21,8 @@ from replaykit.capture.conversations import split_session
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.upstream import upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent
-from replaykit.errors import DivergenceError
-from replaykit.loopback import LoopbackHandler, http_chunk
+from replaykit.core.errors import DivergenceError
+from replaykit.core.loopback import LoopbackHandler, http_chunk
 from replaykit.models.failures import transport_failure
 
 if TYPE_CHECKING:

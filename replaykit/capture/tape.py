@@ -16,8 +16,8 @@ from typing import Any
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LlmEvent, events_digest
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.scrub import Scrubber
-from replaykit.determinism import canonical_json
-from replaykit.errors import DivergenceError
+from replaykit.core.determinism import canonical_json
+from replaykit.core.errors import DivergenceError
 
 
 def _describe(event: Event | None) -> str:

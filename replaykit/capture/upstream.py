@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 from urllib.parse import urlsplit
 
 from replaykit.capture.conversations import split_session
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 
 #: never forwarded upstream: hop-by-hop headers, the client's credentials, framing we redo
 DROPPED_HEADERS = frozenset(

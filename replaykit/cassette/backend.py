@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replaykit.cassette.events import Episode
-from replaykit.records import RunDoc
+from replaykit.core.records import RunDoc
 
 
 class BlobStore(Protocol):

@@ -19,7 +19,7 @@ from replaykit.cassette.events import (
     LlmEvent,
 )
 from replaykit.cassette.keys import CassetteKey
-from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.envs.base import Grade, Observation
 
 FORMAT = 2

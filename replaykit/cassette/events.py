@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replaykit.cassette.keys import CassetteKey
-from replaykit.determinism import canonical_json, sha256_hex
+from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.envs.base import Grade, Observation
 
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from replaykit.cassette.events import Episode
-from replaykit.determinism import canonical_json
+from replaykit.core.determinism import canonical_json
 
 #: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
 CASSETTE_DERIVED = (

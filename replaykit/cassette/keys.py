@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from replaykit.determinism import digest_of
+from replaykit.core.determinism import digest_of
 
 KEY_FORMAT = 1
 

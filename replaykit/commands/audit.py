@@ -16,7 +16,7 @@ from rich.text import Text
 
 from replaykit import render
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 
 
 def _sha(value: Any) -> str:

@@ -34,7 +34,7 @@ def cassettes_ls(
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode), oldest first."""
-    from replaykit.views import count_cassettes, list_cassettes
+    from replaykit.episodes.views import count_cassettes, list_cassettes
 
     st = open_store(store, readonly=True)
     if limit is None and not as_json:
@@ -56,7 +56,7 @@ def cassettes_show(
     as_json: bool = JsonOpt,
 ) -> None:
     """Show one cassette's events in order."""
-    from replaykit.views import show_cassette
+    from replaykit.episodes.views import show_cassette
 
     if transcript:
         from replaykit.commands import report as report_cmd

@@ -67,7 +67,7 @@ NOTES: dict[str, str] = {
 
 
 def _models() -> list[tuple[str, Any]]:
-    from replaykit.config import RunConfig
+    from replaykit.episodes.config import RunConfig
     from replaykit.train.config import TrainConfig
 
     return [("", RunConfig), ("train", TrainConfig)]
@@ -140,7 +140,7 @@ def config_markdown() -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the pydantic models (`replaykit/config.py`, `replaykit/train/config.py`) by",
+        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/train/config.py`) by",
         "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
         "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
         "Unknown keys are errors. Relative paths resolve against the config file's folder.",
@@ -156,7 +156,7 @@ def config_markdown() -> str:
 
 
 def config_schema() -> dict[str, Any]:
-    from replaykit.config import RunConfig
+    from replaykit.episodes.config import RunConfig
     from replaykit.train.config import TrainConfig
 
     schema = RunConfig.model_json_schema()

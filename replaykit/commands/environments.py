@@ -61,7 +61,7 @@ def tasks_check(
 
     aliases: dict[str, str] = {}
     if config:
-        from replaykit.config import load_config
+        from replaykit.episodes.config import load_config
 
         aliases.update(load_config(config).env.image_aliases)
     for item in alias or []:
@@ -93,8 +93,8 @@ def certify(
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-execute a run's recorded actions and classify each task deterministic or forked."""
-    from replaykit.certify import certify_run
-    from replaykit.executor import cli_executor
+    from replaykit.episodes.certify import certify_run
+    from replaykit.execution.executor import cli_executor
 
     with render.progress(enabled=not as_json) as progress:
         report = certify_run(

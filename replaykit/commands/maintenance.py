@@ -1,4 +1,4 @@
-"""``doctor``, ``cassettes rm`` and ``gc``: thin mirrors of ``replaykit.doctor`` and
+"""``doctor``, ``cassettes rm`` and ``gc``: thin mirrors of ``replaykit.workspace.doctor`` and
 ``replaykit.exchange.gc`` (registered with one line each in ``replaykit/cli.py``)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def doctor(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check Docker, the base image, the store, the harness repo, the endpoint and its key: one line each, with the fix."""
-    from replaykit.doctor import diagnose
+    from replaykit.workspace.doctor import diagnose
 
     report = diagnose(config, store)
     emit_json(report) if as_json else render.doctor_report(report)

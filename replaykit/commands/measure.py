@@ -14,7 +14,7 @@ from replaykit.commands.options import JsonOpt, KeepGoingOpt, RecordMode, emit_j
 
 def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
     """Each failed episode whose harness raised gets ``error``: the exception type (from its cassette)."""
-    from replaykit.views import show_cassette
+    from replaykit.episodes.views import show_cassette
 
     for episode in doc["episodes"]:
         if not episode["passed"] and not episode["infra_failure"]:
@@ -40,8 +40,8 @@ def run(
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
-    from replaykit.config import load_config
-    from replaykit.run import measure
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.run import measure
 
     cfg = load_config(config, {"model.name": model} if model else None)
     with render.progress(enabled=not as_json) as progress:
@@ -71,9 +71,9 @@ def compare(
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
-    from replaykit.config import load_config
-    from replaykit.run import check_record_mode
-    from replaykit.compare import compare as compare_cells
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.run import check_record_mode
+    from replaykit.episodes.compare import compare as compare_cells
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:

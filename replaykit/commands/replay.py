@@ -27,8 +27,8 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""
-    from replaykit.executor import cli_executor
-    from replaykit.run import replay_run
+    from replaykit.execution.executor import cli_executor
+    from replaykit.episodes.run import replay_run
 
     st = open_store(store, readonly=True)
     executor = cli_executor(workers, ray)

@@ -17,7 +17,7 @@ from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 def existing_store(store: Optional[Path], existing: bool = True) -> Any:
     """The store (see ``options.open_store``); a reading command never creates one and
     stops at once when it is missing."""
-    from replaykit.errors import StoreError
+    from replaykit.core.errors import StoreError
 
     st = open_store(store, readonly=existing)  # reading never writes
     if existing and not st.exists():
@@ -122,7 +122,7 @@ def probe(
     from replaykit.render import err
 
     if config is not None:
-        from replaykit.config import load_config
+        from replaykit.episodes.config import load_config
 
         cfg = load_config(config).model
         base_url, model = base_url or cfg.base_url, model or cfg.name

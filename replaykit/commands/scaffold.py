@@ -1,4 +1,4 @@
-"""``replaykit init DIR`` and ``replaykit tasks init NAME``: thin mirrors of ``replaykit.scaffold``."""
+"""``replaykit init DIR`` and ``replaykit tasks init NAME``: thin mirrors of ``replaykit.workspace.scaffold``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def init(
     as_json: bool = JsonOpt,
 ) -> None:
     """Scaffold your own harness: a committed git repo with harness.py, a sample task and a config `replaykit run` accepts."""
-    from replaykit.scaffold import init_project
+    from replaykit.workspace.scaffold import init_project
 
     report = init_project(folder, template)
     if as_json:
@@ -41,7 +41,7 @@ def tasks_init(
     as_json: bool = JsonOpt,
 ) -> None:
     """Scaffold a Harbor-layout task (task.toml, instruction.md, environment/, tests/test.sh, solution/solve.sh)."""
-    from replaykit.scaffold import init_task
+    from replaykit.workspace.scaffold import init_task
 
     report = init_task(name, parent)
     if as_json:

@@ -12,7 +12,7 @@ import typer
 
 from replaykit import render
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
-from replaykit.errors import ReplaykitError
+from replaykit.core.errors import ReplaykitError
 
 
 @contextlib.contextmanager
@@ -83,7 +83,7 @@ def proxy(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""
-    from replaykit.proxy_session import rules_for, run_proxy_session
+    from replaykit.episodes.proxy_session import rules_for, run_proxy_session
 
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")

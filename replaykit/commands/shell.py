@@ -22,7 +22,7 @@ import typer
 from typer import _click
 from typer.core import TyperArgument, TyperOption
 
-from replaykit.errors import ReplaykitError
+from replaykit.core.errors import ReplaykitError
 
 INTERRUPTED = "interrupted — rerun the same command to resume"
 _TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "Path": "PATH", "bool": "BOOLEAN"}

@@ -27,7 +27,7 @@ def train(
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
-    from replaykit.run import check_record_mode
+    from replaykit.episodes.run import check_record_mode
     from replaykit.train.trainer import Trainer
 
     check_record_mode(record_mode)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 
 @dataclass(frozen=True)

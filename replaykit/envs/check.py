@@ -16,8 +16,8 @@ from typing import Any
 
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
-from replaykit.errors import EnvError, TaskError
-from replaykit.progress import Progress
+from replaykit.core.errors import EnvError, TaskError
+from replaykit.core.progress import Progress
 
 
 def tail(text: str, limit: int = 400) -> str:

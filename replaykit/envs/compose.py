@@ -35,7 +35,7 @@ from typing import Any
 from replaykit.envs import containers, images
 from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task
-from replaykit.errors import EnvError, TaskError
+from replaykit.core.errors import EnvError, TaskError
 
 MAIN = "main"
 FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.envs import images
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 LABEL = "replaykit"
 OWNER_LABEL = "replaykit.owner"

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from replaykit.determinism import ENV_PINS, HOSTNAME
+from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
@@ -28,7 +28,7 @@ from replaykit.envs.episode_container import INIT, EpisodeContainer, start_conta
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
-from replaykit.errors import EnvError, TaskError
+from replaykit.core.errors import EnvError, TaskError
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs"

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from replaykit.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
+from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.envs import compose, containers, faults, task_env
 from replaykit.envs.base import Observation
 from replaykit.envs.containers import remove_container
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 # PID 1: bash blocked reading the container's open (never written) stdin: it has no
 # child of its own, reaps orphans, and `kill -KILL -1` spares it; so after every step the

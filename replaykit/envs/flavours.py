@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.envs import images
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 PYTHON_IMAGE = images.PYTHON_FLAVOUR
 PYTHON_ROOT = "replaykit/base:bookworm-python-root"

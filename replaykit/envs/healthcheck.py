@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 #: Harbor's HealthcheckConfig defaults.
 DEFAULTS: dict[str, float] = {

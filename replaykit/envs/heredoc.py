@@ -33,7 +33,7 @@ import json
 import re
 import shlex
 
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 _HEREDOC = re.compile(r"<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
 _INSTR = re.compile(r"^\s*([A-Za-z]+)(\s+|$)")

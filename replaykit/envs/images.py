@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from replaykit.determinism import digest_of
+from replaykit.core.determinism import digest_of
 from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task, task_digest
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 BASE_IMAGE = "replaykit/base:bookworm"
 BASE_SUITE = "bookworm"
@@ -73,7 +73,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
 BuildLog = Callable[
     [str], None
-]  # one line of build output (not the (event, data) Progress of replaykit.progress)
+]  # one line of build output (not the (event, data) Progress of replaykit.core.progress)
 _clients: dict[int, Any] = {}
 
 

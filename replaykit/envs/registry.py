@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from replaykit.envs.base import EnvFactory, EnvKind, EnvRequest, Environment, KeyExtra, KeyPairs, Oracle
-from replaykit.errors import EnvError
-from replaykit.registry import Registry
+from replaykit.core.errors import EnvError
+from replaykit.core.registry import Registry
 
 
 def _as_kind(name: str, obj: object) -> EnvKind:

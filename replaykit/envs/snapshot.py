@@ -28,8 +28,8 @@ import tarfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from replaykit.determinism import SOURCE_DATE_EPOCH, normal_tarinfo, sha256_hex
-from replaykit.errors import EnvError
+from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo, sha256_hex
+from replaykit.core.errors import EnvError
 
 MODIFIED, ADDED, DELETED = 0, 1, 2
 _KIND = {MODIFIED: "C", ADDED: "A", DELETED: "D"}

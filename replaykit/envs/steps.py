@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.envs.base import Grade
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 STRATEGIES = ("mean", "final")
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

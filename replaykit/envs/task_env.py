@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 #: The tables that may hold an ``env`` sub-table.
 ENV_SECTIONS: tuple[str, ...] = ("environment", "verifier", "solution")

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from replaykit.envs.steps import Step, load_steps
 from replaykit.envs.task_env import validate_env_tables
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 #: The ``version`` values of task.toml this loader accepts ("1.0": Harbor's published format).
 SUPPORTED_VERSIONS: tuple[str, ...] = ("1.0", "2.0")

@@ -48,8 +48,8 @@ from replaykit.exchange.bundle_format import (
 from replaykit.exchange.reader import read_bundle
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.store import Store
-from replaykit.determinism import normal_tarinfo, sha256_hex
-from replaykit.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.determinism import normal_tarinfo, sha256_hex
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 
 __all__ = [
     "FORMAT_NAME",
@@ -163,7 +163,7 @@ def _members(sel: Selection) -> list[tuple[str, bytes]]:
 
 def bundle_bytes(sel: Selection, compress: bool = True) -> bytes:
     """The archive bytes: deterministic for the same content and tool versions."""
-    from replaykit.versions import tool_versions
+    from replaykit.core.versions import tool_versions
 
     members = _members(sel)
     manifest = {

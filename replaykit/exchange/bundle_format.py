@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from replaykit.errors import ReplaykitError
+from replaykit.core.errors import ReplaykitError
 
 FORMAT_NAME = "replaykit-bundle"
 FORMAT_VERSION = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from replaykit.cassette.store import Store
-from replaykit.errors import StoreError
+from replaykit.core.errors import StoreError
 
 Progress = Callable[[str, dict[str, Any]], None]
 

@@ -17,7 +17,7 @@ from typing import Any
 from replaykit.exchange.bundle import resolve_root
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.store import Store
-from replaykit.errors import StoreError
+from replaykit.core.errors import StoreError
 
 
 @dataclass

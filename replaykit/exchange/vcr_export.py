@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 from replaykit.exchange.bundle import collect
 from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.store import Store
-from replaykit.determinism import canonical_json
-from replaykit.errors import ConfigError
+from replaykit.core.determinism import canonical_json
+from replaykit.core.errors import ConfigError
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765/v1"
 BUILTIN_BASE_PATH = "/v1"  # the reference server's base path (model endpoint "builtin")

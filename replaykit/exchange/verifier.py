@@ -16,7 +16,7 @@ from replaykit.cassette.integrity import (
     doc_mismatches,
     run_episode_mismatches,
 )
-from replaykit.determinism import sha256_hex
+from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import (
     COLUMN_RE,
     CONTENT,

@@ -33,8 +33,8 @@ from typing import Any, Iterator
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
-from replaykit.determinism import ENV_PINS, derive_seed
-from replaykit.errors import ModelError
+from replaykit.core.determinism import ENV_PINS, derive_seed
+from replaykit.core.errors import ModelError
 from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.models.session import ProposalSession
 
@@ -271,7 +271,7 @@ class CodexAgentBackend:
         if tape.replaying:
             yield ProposalSession(tape, OFFLINE_BASE_URL, "", seed, Scrubber(secrets), CODEX_RULES)
             return
-        from replaykit.config import ModelConfig
+        from replaykit.episodes.config import ModelConfig
         from replaykit.models.endpoint import open_endpoint
 
         with open_endpoint(ModelConfig(name=self.model, base_url=self.base_url)) as endpoint:

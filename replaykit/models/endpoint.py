@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.keys import ModelId
-from replaykit.config import ModelConfig
-from replaykit.errors import ConfigError
+from replaykit.episodes.config import ModelConfig
+from replaykit.core.errors import ConfigError
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from replaykit.cassette.events import Event, LlmEvent
-from replaykit.errors import ModelError
+from replaykit.core.errors import ModelError
 
 BODY_SNIPPET = 160
 

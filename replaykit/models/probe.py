@@ -21,8 +21,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from replaykit.determinism import digest_of
-from replaykit.errors import ConfigError, ModelError
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import ConfigError, ModelError
 
 DEFAULT_PROMPT = "List three prime numbers and say in one sentence why each is prime."
 TOKEN = re.compile(r"\w+|[^\w\s]")

@@ -10,7 +10,7 @@ import difflib
 import re
 from typing import Any
 
-from replaykit.errors import ReplaykitError
+from replaykit.core.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
 from replaykit.report.transcript import episode_summary, transcript

@@ -182,7 +182,7 @@ def diff_cassettes(store: Any, a: str, b: str) -> dict[str, Any]:
 def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> dict[str, Any]:
     """``cassettes diff VERDICT [--unit TASK#SEED]``: the baseline vs candidate episode of each
     new solve and regression (or of one unit), each with its first difference."""
-    from replaykit.errors import ReplaykitError
+    from replaykit.core.errors import ReplaykitError
 
     try:
         kind = store.doc_kind(verdict_id)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from replaykit.errors import ReplaykitError
+from replaykit.core.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.build import build
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from replaykit.errors import CassetteNotFound, ReplaykitError
+from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.report.transcript import episode_summary, transcript
 
 SCORER = "replaykit_verifier"

@@ -1,5 +1,5 @@
 """Audit a recorded verdict offline (with its criterion or a counterfactual one) and
-replay a whole training. (``compare`` lives beside ``measure``: ``replaykit.compare``.)"""
+replay a whole training. (``compare`` lives beside ``measure``: ``replaykit.episodes.compare``.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig
-from replaykit.executor import Executor
-from replaykit.run import replay_runs
+from replaykit.episodes.config import RunConfig
+from replaykit.execution.executor import Executor
+from replaykit.episodes.run import replay_runs
 from replaykit.train.criteria import make_criterion
 
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.models.session import ProposalSession
-from replaykit.registry import Registry
+from replaykit.core.registry import Registry
 
 
 @runtime_checkable

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replaykit.config import RunConfig, Seed, validation_line
-from replaykit.errors import ConfigError
+from replaykit.episodes.config import RunConfig, Seed, validation_line
+from replaykit.core.errors import ConfigError
 
 
 class TrainConfig(BaseModel):

@@ -23,13 +23,13 @@ import yaml
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig
-from replaykit.errors import ConfigError
-from replaykit.run import run_document
+from replaykit.episodes.config import RunConfig
+from replaykit.core.errors import ConfigError
+from replaykit.episodes.run import run_document
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
-from replaykit.progress import Progress
+from replaykit.core.progress import Progress
 from replaykit.train.config import train_config
 
 APPROXIMATION = (
@@ -146,7 +146,7 @@ class Measurements:
 
 def _forked(store: Store, *runs: dict[str, Any]) -> dict[str, str]:
     try:
-        from replaykit.certify import forked_tasks
+        from replaykit.episodes.certify import forked_tasks
     except ImportError:
         return {}
     out: dict[str, str] = {}

@@ -17,9 +17,9 @@ from typing import Any
 import git
 
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig
-from replaykit.determinism import digest_of
-from replaykit.errors import CassetteNotFound, HarnessError
+from replaykit.episodes.config import RunConfig
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.train.counterfactual import (
     Progress,
     counterfactual,

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from math import comb
 from typing import Any, Callable, Protocol
 
-from replaykit.errors import ConfigError
-from replaykit.records import EpisodeSummary
-from replaykit.registry import Registry
+from replaykit.core.errors import ConfigError
+from replaykit.core.records import EpisodeSummary
+from replaykit.core.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.store import Store
 from replaykit.models.endpoint import model_id
-from replaykit.records import VerdictDoc
+from replaykit.core.records import VerdictDoc
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss

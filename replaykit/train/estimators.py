@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from replaykit.config import ModelConfig
-from replaykit.errors import ConfigError
+from replaykit.episodes.config import ModelConfig
+from replaykit.core.errors import ConfigError
 from replaykit.models.clients import openai_client
-from replaykit.registry import Registry
+from replaykit.core.registry import Registry
 from replaykit.train.backends import AgentBackend, ProposalSession, make_backend
 from replaykit.train.gitops import TrainError, apply_diff
 
@@ -122,7 +122,7 @@ class PatchQueue:
         self.descriptions = list(descriptions or [])
 
     def identity(self) -> dict[str, Any]:
-        from replaykit.determinism import digest_of
+        from replaykit.core.determinism import digest_of
 
         return {"estimator": "patch_queue", "diffs": digest_of(self.diffs)}
 
@@ -158,7 +158,7 @@ class RecordedProposals:
         self.reasons = list(reasons or [None] * len(self.diffs))
 
     def identity(self) -> dict[str, Any]:
-        from replaykit.determinism import digest_of
+        from replaykit.core.determinism import digest_of
 
         return {
             "estimator": "recorded_proposals",

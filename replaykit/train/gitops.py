@@ -17,10 +17,10 @@ from typing import Iterator
 
 import git
 
-from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH
-from replaykit.stale import WORKTREE_PREFIX
-from replaykit.errors import TrainError
-from replaykit.harness import commit_all
+from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH
+from replaykit.core.stale import WORKTREE_PREFIX
+from replaykit.core.errors import TrainError
+from replaykit.episodes.harness import commit_all
 
 REF_ROOT = "refs/replaykit"
 

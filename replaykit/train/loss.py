@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from replaykit.errors import TrainError
+from replaykit.core.errors import TrainError
 from replaykit.train.criteria import Verdict
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from replaykit.errors import ConfigError
-from replaykit.registry import Registry
+from replaykit.core.errors import ConfigError
+from replaykit.core.registry import Registry
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optim.frontier import ParetoFrontier
 from replaykit.train.optim.greedy import GreedyMonotonic

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from replaykit.errors import TrainError
-from replaykit.harness import HarnessRepo
+from replaykit.core.errors import TrainError
+from replaykit.episodes.harness import HarnessRepo
 from replaykit.train import gitops
 
 if TYPE_CHECKING:

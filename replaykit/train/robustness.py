@@ -15,7 +15,7 @@ from math import comb
 from typing import Any
 
 from replaykit.cassette.store import Store
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
 

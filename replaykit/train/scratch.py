@@ -21,8 +21,8 @@ from typing import Any
 import git
 
 from replaykit.cassette.store import Store
-from replaykit.errors import HarnessError
-from replaykit.harness import load_solve
+from replaykit.core.errors import HarnessError
+from replaykit.episodes.harness import load_solve
 from replaykit.train import gitops
 
 

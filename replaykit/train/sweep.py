@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from replaykit.cassette.store import Store
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import (
     Measurements,
     Progress,
@@ -144,7 +144,7 @@ def report_sweep(store: Store, training_id: str) -> dict[str, Any] | None:
     """The sweep a training report shows: the recorded criterion and the built-in ones × every registered
     optimizer, all with their default parameters. None when the training cannot be swept (nothing is raised:
     a report never fails for its optional parts)."""
-    from replaykit.errors import ReplaykitError
+    from replaykit.core.errors import ReplaykitError
     from replaykit.train.optimizers import optimizer_names
 
     try:

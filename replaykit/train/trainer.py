@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig, load_config
-from replaykit.determinism import digest_of
-from replaykit.errors import ConfigError, HarnessError, TrainError
-from replaykit.harness import load_solve
+from replaykit.episodes.config import RunConfig, load_config
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import ConfigError, HarnessError, TrainError
+from replaykit.episodes.harness import load_solve
 from replaykit.models.endpoint import model_id
-from replaykit.run import measure, open_harness
-from replaykit.stale import clean_stale_worktrees
+from replaykit.episodes.run import measure, open_harness
+from replaykit.core.stale import clean_stale_worktrees
 from replaykit.train import gitops
 from replaykit.train.brief import training_brief
 from replaykit.train.config import train_config
@@ -224,7 +224,7 @@ class Trainer:
 
     def _forked(self, *runs: dict[str, Any]) -> dict[str, str]:
         try:
-            from replaykit.certify import forked_tasks
+            from replaykit.episodes.certify import forked_tasks
         except ImportError:
             return {}
         out: dict[str, str] = {}

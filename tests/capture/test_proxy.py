@@ -24,7 +24,7 @@ from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
-from replaykit.proxy_session import run_proxy_session
+from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer

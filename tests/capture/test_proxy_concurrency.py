@@ -21,9 +21,9 @@ import pytest
 
 from replaykit.capture.conversations import ConversationPlayer, split_session
 from replaykit.cassette.events import LlmEvent
-from replaykit.proxy_session import run_proxy_session
+from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
-from replaykit.errors import DivergenceError
+from replaykit.core.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 
 CLIENTS, TURNS = 20, 15

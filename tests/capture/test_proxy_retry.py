@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from replaykit.capture.proxy import recording_proxy
-from replaykit.proxy_session import AGENT_RULES, rules_for
+from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
 from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
 

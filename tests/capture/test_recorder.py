@@ -12,7 +12,7 @@ import pytest
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
-from replaykit.errors import DivergenceError
+from replaykit.core.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 
 MESSAGES = [{"role": "user", "content": "Say something about replay."}]

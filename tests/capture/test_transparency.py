@@ -22,7 +22,7 @@ from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.scrub import Scrubber, is_secret
 from replaykit.capture.tape import Tape
-from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 CANARY = "sk-canary-4b1d2e9f0c7a"
 PLACEHOLDERS = ["none", "EMPTY", "dummy", "test", "ollama", "sk-no-key-required"]

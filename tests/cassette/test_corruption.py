@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.errors import StoreCorrupt
+from replaykit.core.errors import StoreCorrupt
 from replaykit.exchange.fsck import verify_store
-from replaykit.run import measure, replay_run
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
 MUTATIONS = 120

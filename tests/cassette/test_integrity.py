@@ -20,9 +20,9 @@ import pytest
 
 from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
 from replaykit.cassette.store import Store
-from replaykit.determinism import sha256_hex
-from replaykit.errors import StoreCorrupt
-from replaykit.run import measure, replay_run
+from replaykit.core.determinism import sha256_hex
+from replaykit.core.errors import StoreCorrupt
+from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 

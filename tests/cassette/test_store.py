@@ -11,7 +11,7 @@ from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.envs.base import Grade, Observation
-from replaykit.errors import CassetteNotFound
+from replaykit.core.errors import CassetteNotFound
 
 
 def make_key(seed: int = 0) -> CassetteKey:
@@ -102,7 +102,7 @@ def test_trees_materialise_with_modes(tmp_path: Path) -> None:
 
 def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "index.db").write_bytes(b"not a database at all" * 100)
-    from replaykit.errors import StoreError
+    from replaykit.core.errors import StoreError
 
     with pytest.raises(StoreError, match="cannot open store"):
         _ = Store(tmp_path).db

@@ -9,7 +9,7 @@ import pytest
 
 from replaykit.envs import compose, images
 from replaykit.envs.tasks import load_task
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 REPO = Path(__file__).resolve().parents[2]
 

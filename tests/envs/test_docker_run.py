@@ -18,10 +18,10 @@ import pytest
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
-from replaykit.config import load_config
+from replaykit.episodes.config import load_config
 from replaykit.envs import images
 from replaykit.envs.containers import OWNER_LABEL
-from replaykit.run import measure, replay_run
+from replaykit.episodes.run import measure, replay_run
 from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.docker

@@ -17,7 +17,7 @@ from replaykit.envs.rewards import scalar_reward
 from replaykit.envs.steps import combine, load_steps
 from replaykit.envs.task_env import resolve, scrub
 from replaykit.envs.tasks import load_task
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 
 HEAD = 'version = "2.0"\n'
 REWARD = 'mkdir -p "$LOGS_DIR/verifier"\n'

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.envs.heredoc import rewrite_heredocs
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 
 def runs(text: str) -> list[list[str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.envs.tasks import Task, load_panel, load_task, task_digest
-from replaykit.errors import TaskError
+from replaykit.core.errors import TaskError
 from replaykit.testing import QUICKSTART_TASKS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import pytest
 from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle, read_bundle, verify_bundle
 from replaykit.cassette.events import GradeEvent
 from replaykit.cassette.store import Store
-from replaykit.config import load_config
+from replaykit.episodes.config import load_config
 from replaykit.envs.base import Grade
-from replaykit.run import measure, replay_run
+from replaykit.episodes.run import measure, replay_run
 from tests.cli_runner import cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,12 +22,12 @@ from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
 from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
-from replaykit.config import load_config
+from replaykit.episodes.config import load_config
 from replaykit.envs.base import Grade
 from replaykit.models.endpoint import BUILTIN_KEY
 from replaykit.models.reference import ReferenceServer
 from replaykit.pytest_plugin import store_path
-from replaykit.run import measure
+from replaykit.episodes.run import measure
 
 pytest_plugins = ["pytester"]
 

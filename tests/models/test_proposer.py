@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replaykit.harness import TEMPLATES
+from replaykit.episodes.harness import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, next_change, propose_edit
 
 SOURCE = (TEMPLATES / "quickstart" / "harness.py").read_text()

@@ -15,7 +15,7 @@ import httpx2
 import openai
 import pytest
 
-from replaykit.determinism import SOURCE_DATE_EPOCH
+from replaykit.core.determinism import SOURCE_DATE_EPOCH
 from replaykit.models.reference import ReferenceServer
 from replaykit.models.reference.simulator import corrupt_command, read_progress, solution_steps
 

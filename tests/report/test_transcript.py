@@ -154,7 +154,7 @@ def test_responses_api_transcript_streamed_and_json(server: ReferenceServer) -> 
 
 
 def test_cli_transcript_of_a_recorded_episode(tmp_path: Path) -> None:
-    from replaykit.run import measure
+    from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
     result = measure(small_config(tmp_path, tasks=["fix-config-port"], seeds=[0]))

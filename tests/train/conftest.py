@@ -22,14 +22,14 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
             )
 
         import replaykit.models.endpoint as endpoint
-        import replaykit.run
+        import replaykit.episodes.run
         import replaykit.train.proposal
 
         monkeypatch.setattr(socket.socket, "connect", refuse)
         monkeypatch.setattr(socket.socket, "connect_ex", refuse)
         monkeypatch.setattr(socket, "create_connection", refuse)
         monkeypatch.setattr(endpoint, "open_endpoint", refuse)
-        monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
+        monkeypatch.setattr(replaykit.episodes.run, "open_endpoint", refuse)
         monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
 
     return block

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import replaykit.run
+import replaykit.episodes.run
 import replaykit.train.proposal
 from replaykit.cassette.store import Store
 from replaykit.models.codex import INSTALL_HINT
@@ -53,7 +53,7 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("replay opened a model endpoint")
 
-    monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
+    monkeypatch.setattr(replaykit.episodes.run, "open_endpoint", refuse)
     monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
     report = replay_training(store, summary["training_id"])
     assert report["identical"], report

@@ -15,9 +15,9 @@ import git
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.config import load_config
+from replaykit.episodes.config import load_config
 from replaykit.envs.tasks import load_panel
-from replaykit.run import episode_keys
+from replaykit.episodes.run import episode_keys
 from replaykit.testing import write_config
 from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual, parse_spec
@@ -256,7 +256,7 @@ def test_training_report_shows_the_sweep(
 def test_record_needs_the_harness_repository_and_writes_nothing_without_it(
     quickstart: dict[str, Any], store_state: Callable[[Store], dict[str, Any]]
 ) -> None:
-    from replaykit.errors import HarnessError
+    from replaykit.core.errors import HarnessError
 
     s, store = quickstart["summary"], Store(quickstart["store"])
     repo = Path(s["harness_repo"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.criteria import MeanReward, StrictPareto, make_criterion
 
 

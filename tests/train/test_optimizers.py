@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.optimizers import (
     GreedyMonotonic,

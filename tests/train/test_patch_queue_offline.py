@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from replaykit.harness import TEMPLATES
+from replaykit.episodes.harness import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT, write_config
 

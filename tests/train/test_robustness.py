@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.robustness import resample_seeds
 

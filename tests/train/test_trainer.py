@@ -12,9 +12,9 @@ import pytest
 
 import replaykit.models.endpoint as endpoint
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig
+from replaykit.episodes.config import RunConfig
 from replaykit.testing import small_config
-from replaykit.compare import compare
+from replaykit.episodes.compare import compare
 from replaykit.train.audit import audit, replay_training
 from replaykit.train.estimators import PatchQueue
 from replaykit.train.gitops import TrainError, fast_forward
@@ -40,10 +40,10 @@ def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError(f"a model endpoint was opened for {cfg.name}")
 
     monkeypatch.setattr(endpoint, "open_endpoint", refuse)
-    import replaykit.run
+    import replaykit.episodes.run
     import replaykit.train.proposal
 
-    monkeypatch.setattr(replaykit.run, "open_endpoint", refuse)
+    monkeypatch.setattr(replaykit.episodes.run, "open_endpoint", refuse)
     monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
 
 
@@ -150,7 +150,7 @@ def test_step_before_backward_and_promoted_before_step(tmp_path: Path) -> None:
 
 def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> None:
     outside = "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+notes\n"
-    from replaykit.harness import TEMPLATES
+    from replaykit.episodes.harness import TEMPLATES
     from replaykit.models.reference.proposer import unified_diff
 
     source = (TEMPLATES / "quickstart" / "harness.py").read_text()
@@ -174,8 +174,8 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
 
 def test_optimizer_never_moves_the_branch_except_by_fast_forward(tmp_path: Path) -> None:
     cfg = config(tmp_path)
-    from replaykit.run import open_harness
-    from replaykit.harness import commit_all
+    from replaykit.episodes.run import open_harness
+    from replaykit.episodes.harness import commit_all
 
     repo = open_harness(cfg).repo
     base = repo.head.commit.hexsha

@@ -11,7 +11,7 @@ half cassette. Look-ups are by key: no scan of a whole cassette.
 
 Every read is verified (:mod:`~replaykit.cassette.integrity`): a blob against its
 content address, a document against its row's id, a cassette row's cached columns
-against its events. Damage raises :class:`~replaykit.errors.StoreCorrupt`.
+against its events. Damage raises :class:`~replaykit.core.errors.StoreCorrupt`.
 ``Store(root, readonly=True)`` (replay, audit, listings, export) refuses a missing
 store instead of creating one, cannot write (``PRAGMA query_only``) and
 materialises harness trees in a temporary folder, so the store stays byte-identical.

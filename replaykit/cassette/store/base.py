@@ -13,7 +13,7 @@ from urllib.parse import quote
 import sqlite_utils
 
 from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, retry_locked
-from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 
 
 class StoreBase:

@@ -10,7 +10,7 @@ from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import blob_ok
 from replaykit.cassette.store.base import StoreBase
 from replaykit.cassette.store.schema import SCHEMA, now_iso
-from replaykit.determinism import canonical_json
+from replaykit.core.determinism import canonical_json
 
 
 class BlobsMixin(StoreBase):

@@ -8,16 +8,16 @@ from typing import Any
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.determinism import canonical_json
-from replaykit.errors import CassetteNotFound, StoreCorrupt
-from replaykit.records import RunDoc
+from replaykit.core.determinism import canonical_json
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.records import RunDoc
 
 
 class DocumentsMixin(BlobsMixin):
     """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
 
     def put_run(self, run: RunDoc | dict[str, Any]) -> None:
-        """Store a run document (a :class:`~replaykit.records.RunDoc` or its ``to_dict()`` form)."""
+        """Store a run document (a :class:`~replaykit.core.records.RunDoc` or its ``to_dict()`` form)."""
         if isinstance(run, RunDoc):
             run = run.to_dict()
         self.put_doc(

@@ -9,9 +9,9 @@ from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, en
 from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.determinism import canonical_json
-from replaykit.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.records import RunDoc
+from replaykit.core.determinism import canonical_json
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
+from replaykit.core.records import RunDoc
 
 
 class EpisodesMixin(BlobsMixin):

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import SCHEMA, retry_locked
-from replaykit.errors import StoreError
+from replaykit.core.errors import StoreError
 
 
 class RowsMixin(BlobsMixin):

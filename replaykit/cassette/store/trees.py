@@ -13,8 +13,8 @@ from pathlib import Path
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.determinism import canonical_json, sha256_hex
-from replaykit.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.determinism import canonical_json, sha256_hex
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 
 
 class TreesMixin(BlobsMixin):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from replaykit.determinism import derive_seed
+from replaykit.core.determinism import derive_seed
 from replaykit.models.reference.protocol import AssistantTurn
 
 FILLERS = ("now", "then", "indeed", "first", "simply", "carefully")

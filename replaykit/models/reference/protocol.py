@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from replaykit.determinism import digest_of
+from replaykit.core.determinism import digest_of
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.determinism import SOURCE_DATE_EPOCH, sha256_hex
+from replaykit.core.determinism import SOURCE_DATE_EPOCH, sha256_hex
 from replaykit.models.reference.protocol import AssistantTurn, dumps, estimate_tokens
 from replaykit.models.reference.responses_request import ResponsesRequest
 from replaykit.models.reference.sse import ARGUMENT_PIECES, CONTENT_PIECES, split_text

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from replaykit.determinism import digest_of
+from replaykit.core.determinism import digest_of
 from replaykit.models.reference.protocol import ApiError
 
 NORMALISE_RULES = ("uuids", "timestamps", "codex-session")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from replaykit.determinism import sha256_hex
+from replaykit.core.determinism import sha256_hex
 from replaykit.models.reference.patches import apply_patch_text, shell_heredoc
 from replaykit.models.reference.protocol import ApiError, AssistantTurn, ChatRequest, ToolCall
 from replaykit.models.reference.responses_request import ResponsesRequest, exit_code, read_output

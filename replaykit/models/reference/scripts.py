@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from replaykit.determinism import normal_tarinfo
+from replaykit.core.determinism import normal_tarinfo
 
 _SET_LINE_RE = re.compile(r"^set\s+[-+]")
 _KEYWORDS = re.compile(

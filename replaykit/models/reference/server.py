@@ -22,8 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
-from replaykit.determinism import SOURCE_DATE_EPOCH
-from replaykit.errors import ModelError
+from replaykit.core.determinism import SOURCE_DATE_EPOCH
+from replaykit.core.errors import ModelError
 from replaykit.models.reference.protocol import (
     ApiError,
     AssistantTurn,
@@ -35,7 +35,7 @@ from replaykit.models.reference.protocol import (
 from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.simulator import Task, load_tasks, task_models
-from replaykit.loopback import LoopbackHandler, LoopbackServer, http_chunk
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 from replaykit.models.reference.sse import chat_completion, sse_events
 
 ModelHandler = Callable[[ChatRequest], AssistantTurn]

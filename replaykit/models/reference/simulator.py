@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replaykit.determinism import canonical_json, derive_seed, sha256_hex
+from replaykit.core.determinism import canonical_json, derive_seed, sha256_hex
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, ToolCall, message_text
 from replaykit.models.reference.scripts import script_steps, solution_env
 from replaykit.models.reference.scripts import solution_steps as solution_steps  # re-exported

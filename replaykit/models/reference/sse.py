@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.determinism import SOURCE_DATE_EPOCH
+from replaykit.core.determinism import SOURCE_DATE_EPOCH
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, dumps, usage_for
 
 SYSTEM_FINGERPRINT = "fp_replaykit_reference"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from replaykit.errors import TrainError
+from replaykit.core.errors import TrainError
 from replaykit.train.criteria import Verdict
 from replaykit.train.parameter import Parameter
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 from replaykit.train.optim.base import StepInput, ParameterBound
 
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store, now_iso
-from replaykit.determinism import (
+from replaykit.core.determinism import (
     CLOCK_PATTERN,
     DATE_PATTERN,
     UUID_PATTERN,
@@ -38,9 +38,9 @@ from replaykit.determinism import (
 )
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_panel, load_task
-from replaykit.errors import ReplaykitError, TaskError
-from replaykit.executor import Executor
-from replaykit.progress import Progress
+from replaykit.core.errors import ReplaykitError, TaskError
+from replaykit.execution.executor import Executor
+from replaykit.core.progress import Progress
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
 
@@ -179,7 +179,7 @@ def _find_task(
 
 def _rerun(episode: Episode, task: Task) -> _Difference | None:
     """Run the episode's recorded actions in a fresh environment; the first difference."""
-    from replaykit.rollout import EpisodeSpec, TaskView
+    from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
     meta = episode.meta
     env_cfg = dict(meta.get("env") or {"kind": env_kind(episode.key)})

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from replaykit.cassette.store import Store
-from replaykit.config import RunConfig
-from replaykit.determinism import digest_of
-from replaykit.run import measure
+from replaykit.episodes.config import RunConfig
+from replaykit.core.determinism import digest_of
+from replaykit.episodes.run import measure
 
 
 def compare(

@@ -2,7 +2,7 @@
 
 Workers record (or replay, or certify) episodes and return them; the caller (one
 writer) persists them. ``LocalExecutor`` runs them inline (``workers: 1``) or in a
-local fork pool; ``RayExecutor`` (:mod:`replaykit.ray_executor`) runs them as Ray
+local fork pool; ``RayExecutor`` (:mod:`replaykit.execution.ray_executor`) runs them as Ray
 tasks on many machines. ``make_executor`` picks one from ``executor:`` in a config.
 """
 
@@ -14,10 +14,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
 
-from replaykit.batching import batch_size, run_batch
+from replaykit.execution.batching import batch_size, run_batch
 
 if TYPE_CHECKING:
-    from replaykit.config import ExecutorConfig
+    from replaykit.episodes.config import ExecutorConfig
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -79,7 +79,7 @@ def make_executor(
     """The executor a config names; ``docker``: episodes need a Docker engine on their node
     (on Ray, each such node is given the driver's base images and ``image_aliases`` targets)."""
     if config.kind == "ray":
-        from replaykit.ray_executor import RayExecutor
+        from replaykit.execution.ray_executor import RayExecutor
 
         return RayExecutor(
             config.address,
@@ -96,7 +96,7 @@ def make_executor(
 def cli_executor(workers: int | None = None, ray_address: str | None = None) -> Executor | None:
     """The executor of ``--workers N`` / ``--ray ADDRESS`` (None: inline)."""
     if ray_address:
-        from replaykit.ray_executor import RayExecutor
+        from replaykit.execution.ray_executor import RayExecutor
 
         return RayExecutor(ray_address)
     if workers and workers > 1:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -58,7 +58,7 @@ def init_task(name: str, parent: Path) -> dict[str, Any]:
 def init_project(folder: Path, template: str = "quickstart") -> dict[str, Any]:
     """A harness repo (committed, from a template), one sample task and a config that
     ``replaykit run`` / ``train`` accept, all under ``folder``."""
-    from replaykit.harness import materialise_template
+    from replaykit.episodes.harness import materialise_template
 
     _check_new(folder, "folder")
     folder.mkdir(parents=True, exist_ok=True)

@@ -28,9 +28,9 @@ from replaykit.capture.matchers import Scrubber, get_rule
 from replaykit.capture.proxy import ProxyServer
 from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
-from replaykit.determinism import ENV_PINS, digest_of
+from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.errors import CassetteNotFound, ConfigError
+from replaykit.core.errors import CassetteNotFound, ConfigError
 
 PROXY_MODES = ("once", "none", "all")
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")

@@ -21,13 +21,13 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
-from replaykit.determinism import ENV_PINS, sha256_hex
+from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, Grade, Observation, episode_workspace
 from replaykit.envs.registry import make_env
-from replaykit.errors import DivergenceError, EnvError
-from replaykit.harness import Context, load_solve
+from replaykit.core.errors import DivergenceError, EnvError
+from replaykit.episodes.harness import Context, load_solve
 from replaykit.models.endpoint import OFFLINE_BASE_URL
-from replaykit.stale import clean_dead_scratch, clean_free_locks, locked_file
+from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.models.clients import openai_client
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 
@@ -56,7 +56,7 @@ class TaskView:
 class EpisodeSpec:
     """Everything needed to record one episode; picklable, so workers can run it."""
 
-    #: folders a remote worker gets by content (replaykit.ray_executor), not by path
+    #: folders a remote worker gets by content (replaykit.execution.ray_executor), not by path
     portable_paths: ClassVar[tuple[str, ...]] = ("tree_dir", "task_path")
 
     key: CassetteKey
@@ -75,7 +75,7 @@ class EpisodeSpec:
     api_key_env: str = ""  # named in the endpoint-failure message
 
     def meta(self) -> dict[str, Any]:
-        from replaykit.versions import tool_versions
+        from replaykit.core.versions import tool_versions
 
         return {
             "task": {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from replaykit.errors import EnvError
+from replaykit.core.errors import EnvError
 
 
 def wanted_images(aliases: dict[str, str] | None = None) -> dict[str, str]:

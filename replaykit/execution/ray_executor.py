@@ -15,7 +15,7 @@ writes the store: SQLite stays single-writer.
 
 Docker nodes get the driver's base images (the local base image, the python
 flavour, alias targets) loaded from the object store when they lack them
-(:mod:`replaykit.ray_images`): no registry, same image IDs, so the same task image
+(:mod:`replaykit.execution.ray_images`): no registry, same image IDs, so the same task image
 digests and cassette keys on every node.
 
 Faults: a worker or node that dies mid-episode has its task retried elsewhere by
@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from replaykit.batching import batch_size
-from replaykit.errors import ConfigError, ReplaykitError
+from replaykit.execution.batching import batch_size
+from replaykit.core.errors import ConfigError, ReplaykitError
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -204,7 +204,7 @@ class RayExecutor:
             return
         connect(self.address)
         if self.docker:  # every Docker node builds from the driver's base images (same IDs)
-            from replaykit.ray_images import ship_images, wanted_images
+            from replaykit.execution.ray_images import ship_images, wanted_images
 
             ship_images(ray, wanted_images(self.image_aliases))
         shipped = list(zip(jobs, self._ship(jobs), strict=True))

@@ -66,7 +66,7 @@ def check_store(root: Path) -> Check:
             "run `replaykit run CONFIG`, or pass --store",
         )
     from replaykit.cassette.store import Store
-    from replaykit.errors import ReplaykitError
+    from replaykit.core.errors import ReplaykitError
 
     try:
         store = Store(root)
@@ -187,7 +187,7 @@ def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict
     checks: list[Check] = []
     config = None
     if config_path is not None:
-        from replaykit.config import load_config
+        from replaykit.episodes.config import load_config
 
         config = load_config(config_path)
     from replaykit.envs.registry import uses_docker

@@ -14,17 +14,17 @@ from typing import Any, ClassVar
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
-from replaykit.config import RECORD_MODES, ModelConfig, RunConfig
-from replaykit.determinism import digest_of
+from replaykit.episodes.config import RECORD_MODES, ModelConfig, RunConfig
+from replaykit.core.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
-from replaykit.errors import CassetteNotFound, ConfigError, HarnessError
+from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.cassette.events import Episode
-from replaykit.executor import Executor, make_executor
-from replaykit.harness import HarnessRepo
+from replaykit.execution.executor import Executor, make_executor
+from replaykit.episodes.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.rollout import (
+from replaykit.episodes.rollout import (
     EpisodeSpec,
     ReplayResult,
     TaskView,
@@ -32,8 +32,8 @@ from replaykit.rollout import (
     record_episode,
     replay_episode,
 )
-from replaykit.progress import Progress
-from replaykit.records import EpisodeSummary, RunDoc
+from replaykit.core.progress import Progress
+from replaykit.core.records import EpisodeSummary, RunDoc
 
 
 @dataclass

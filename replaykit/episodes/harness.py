@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import git
 
-from replaykit.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
-from replaykit.errors import HarnessError
-from replaykit.stale import clean_dead_scratch, scratch_dir
+from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
+from replaykit.core.errors import HarnessError
+from replaykit.core.stale import clean_dead_scratch, scratch_dir
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parents[1] / "templates"
 GIT_DATE = f"{SOURCE_DATE_EPOCH} +0000"
 ACTOR = git.Actor(ENV_PINS["GIT_AUTHOR_NAME"], ENV_PINS["GIT_AUTHOR_EMAIL"])
 

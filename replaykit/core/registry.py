@@ -19,7 +19,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from replaykit.errors import ConfigError, ReplaykitError
+from replaykit.core.errors import ConfigError, ReplaykitError
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replaykit.determinism import digest_of
-from replaykit.errors import ConfigError
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import ConfigError
 
 RECORD_MODES = ("once", "new_episodes", "none", "all")
 #: seeds are stored as SQLite integers and sent to endpoints: signed 64-bit

@@ -7,7 +7,7 @@ from typing import Any
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent
 from replaykit.cassette.store import Store
-from replaykit.errors import ConfigError
+from replaykit.core.errors import ConfigError
 
 TRUNCATE = 400
 

@@ -1,0 +1,2 @@
+"""The user's workspace: `doctor` (is this machine ready?) and the scaffolds (`init`,
+`tasks init`)."""
