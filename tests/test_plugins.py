@@ -131,3 +131,27 @@ def test_without_the_plugin_names_are_one_line_errors(plugin: dict[str, Any]) ->
     code, _, err = cli(["audit", plugin["summary"]["verdicts"][0], "--store", str(tmp / "store")], None, tmp)
     assert code == 1 and err.strip().startswith("Error: unknown criterion 'no_worse'; known:")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_plugin_env_kind_takes_its_own_settings_through_run(plugin: dict[str, Any]) -> None:
+    """``env.socket`` is the plugin kind's own key: `run` validates it with the kind's model
+    and hands it to the kind's factory; the same key under another kind, or a misspelt key
+    under this one, is one line naming it."""
+    site, tmp = plugin["site"], plugin["tmp"] / "settings"
+    base = {"panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.kind": "example"}
+    for folder in ("", "env-sockett", "env-socket", "local"):
+        (tmp / folder).mkdir(parents=True, exist_ok=True)
+    config = write_config(tmp, {**base, "env.socket": str(tmp / "sandbox.sock")})
+    code, run, err = cli(["run", str(config)], site, tmp)
+    assert code == 0, err
+    episode = Store(tmp / "store").get_episode(run["cassettes"][0])
+    assert episode.meta["environment"]["socket"] == str(tmp / "sandbox.sock")
+    assert episode.meta["env"]["socket"] == str(tmp / "sandbox.sock")
+    for override, wrong in (({"env.sockett": "x"}, "env.sockett"), ({"env.socket": 3}, "env.socket")):
+        bad = write_config(tmp / wrong.replace(".", "-"), {**base, **override})
+        code, _, err = cli(["run", str(bad)], site, tmp)
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("Error: ") and f"field '{wrong}'" in err, err
+    local = write_config(tmp / "local", {**base, "env.kind": "local", "env.socket": "x"})
+    code, _, err = cli(["run", str(local)], site, tmp)
+    assert code == 1 and "field 'env.socket' is not a setting of env kind 'local'" in err, err

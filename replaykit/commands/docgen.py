@@ -42,7 +42,6 @@ NOTES: dict[str, str] = {
     "env.timeout_sec": "Timeout of one action.",
     "env.max_output_bytes": "Output kept per action stream (the rest is cut, and the cut is recorded).",
     "env.snapshot": "`digest`: a state digest per step; `full`: also a snapshot of the workdir (needed to inspect states).",
-    "env.image_aliases": "Docker: base images to replace (`FROM python:3.12-slim` → a local image); replaykit never pulls.",
     "record": "What is kept, and how requests are compared.",
     "record.secrets": "Names of environment variables whose values are scrubbed (`<secret:NAME>`) before anything is stored.",
     "record.rules": "Normalisation rules applied to requests before matching (`uuids`, `timestamps`, `codex-session`, …).",
@@ -130,10 +129,35 @@ def config_fields() -> list[tuple[str, str, str, str]]:
             )
             if nested is not None:
                 walk(dotted, nested)
+            if dotted == "env":
+                kind_rows(rows)
 
     for prefix, model in _models():
         walk(prefix, model)
     return rows
+
+
+def _kind_settings() -> list[tuple[str, Any]]:
+    """(kind, settings model) of every built-in environment kind with keys of its own."""
+    from replaykit.envs.registry import ENVIRONMENTS
+
+    kinds = [(name, ENVIRONMENTS.get(name).settings) for name in ("local", "docker")]
+    return [(name, model) for name, model in kinds if model.model_fields]
+
+
+def kind_rows(rows: list[tuple[str, str, str, str]]) -> None:
+    """The ``env`` keys a built-in kind adds (documented as ``env.KEY``, naming the kind)."""
+    for kind, model in _kind_settings():
+        for name, field in model.model_fields.items():
+            meaning = field.description or NOTES.get(f"env.{name}", "")
+            rows.append(
+                (
+                    f"env.{name}",
+                    _type_name(field.annotation),
+                    _default(field),
+                    f"Kind `{kind}` only. {meaning}",
+                )
+            )
 
 
 def config_markdown() -> str:
@@ -144,6 +168,8 @@ def config_markdown() -> str:
         "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
         "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
         "Unknown keys are errors. Relative paths resolve against the config file's folder.",
+        "The `env` section holds the keys every environment kind shares; any other `env` key belongs",
+        "to the kind (`env.kind`), which validates it with its own model (`EnvKind.settings`).",
         "",
         "| key | type | default | meaning |",
         "| --- | --- | --- | --- |",
@@ -160,6 +186,9 @@ def config_schema() -> dict[str, Any]:
     from replaykit.train.config import TrainConfig
 
     schema = RunConfig.model_json_schema()
+    env = schema["$defs"]["EnvConfig"]
+    for _kind, model in _kind_settings():  # a plugin kind's keys stay allowed (additionalProperties)
+        env["properties"].update(model.model_json_schema()["properties"])
     schema["properties"]["train"] = {
         "anyOf": [TrainConfig.model_json_schema(), {"type": "null"}],
         "default": None,

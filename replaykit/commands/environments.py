@@ -61,9 +61,10 @@ def tasks_check(
 
     aliases: dict[str, str] = {}
     if config:
+        from replaykit.envs.docker_settings import DockerSettings
         from replaykit.episodes.config import load_config
 
-        aliases.update(load_config(config).env.image_aliases)
+        aliases.update(DockerSettings.of(load_config(config).env.model_dump()).image_aliases)
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:

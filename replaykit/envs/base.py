@@ -13,7 +13,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
 
 from replaykit.core.errors import EnvError
 
@@ -119,6 +121,20 @@ KeyExtra = Callable[[dict[str, Any], Any], KeyPairs]  # (env config, Task) → e
 Oracle = Callable[[Any, dict[str, Any]], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
 
 
+class EnvSettings(BaseModel):
+    """Base of a kind's own settings: the keys of the config's ``env`` section beyond the
+    shared ones (``kind``, ``timeout_sec``, ``max_output_bytes``, ``snapshot``). Unknown keys
+    are errors; a kind without settings of its own accepts none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def of(cls, env: dict[str, Any]) -> Self:
+        """These settings out of a flat ``env`` table (what a factory, ``key_extra`` or an
+        oracle receives): the shared keys and ``kind`` are left out."""
+        return cls.model_validate({k: v for k, v in env.items() if k in cls.model_fields})
+
+
 @dataclass(frozen=True)
 class EnvKind:
     """One environment kind: how to build an episode's environment, key it, and oracle-check a task."""
@@ -128,6 +144,8 @@ class EnvKind:
     key_extra: KeyExtra | None = None
     oracle: Oracle | None = None
     uses_docker: bool = False  # doctor checks the engine; the executor prepares workers for it
+    #: the kind's own ``env`` keys (a pydantic model; validated when a config is loaded)
+    settings: type[EnvSettings] = EnvSettings
 
     def key(self, env: dict[str, Any], task: Any) -> KeyPairs:
         """This kind's part of a cassette key: the kind first, then its extras."""

@@ -23,6 +23,7 @@ from typing import Any
 from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
+from replaykit.envs.docker_settings import DockerSettings
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
@@ -363,7 +364,7 @@ class DockerEnv:
 
 def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
-    aliases = env.get("image_aliases") or {}
+    aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
     spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
@@ -375,6 +376,7 @@ def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
 
 def factory(spec: EnvRequest) -> DockerEnv:
     task = load_task(Path(spec.task_path))
+    aliases = DockerSettings.of(spec.env).image_aliases
     image = dict(spec.key.extra).get("image")
     if image:
         if images.image_exists(images.docker_client(), image) is None:
@@ -382,7 +384,7 @@ def factory(spec: EnvRequest) -> DockerEnv:
                 f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run"
             )
     else:
-        image = images.ensure_task_image(task, spec.env.get("image_aliases") or {}).id
+        image = images.ensure_task_image(task, aliases).id
     return DockerEnv(
         task,
         image,
@@ -390,15 +392,15 @@ def factory(spec: EnvRequest) -> DockerEnv:
         max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
         snapshot_mode=str(spec.env.get("snapshot", "digest")),
         episode=spec.key.id,
-        aliases=spec.env.get("image_aliases") or {},
+        aliases=aliases,
     )
 
 
 def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
-    aliases = env.get("image_aliases") or {}
+    aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)
     return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
 
 
-ENV = EnvKind("docker", factory, key_extra, oracle, uses_docker=True)
+ENV = EnvKind("docker", factory, key_extra, oracle, uses_docker=True, settings=DockerSettings)

@@ -17,20 +17,26 @@ group (the entry point names an ``EnvKind`` or a factory).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from replaykit.envs.base import EnvFactory, EnvKind, EnvRequest, Environment, KeyExtra, KeyPairs, Oracle
+from replaykit.envs.base import (
+    EnvFactory,
+    EnvKind,
+    EnvRequest,
+    EnvSettings,
+    Environment,
+    KeyExtra,
+    KeyPairs,
+    Oracle,
+)
 from replaykit.core.errors import EnvError
 from replaykit.core.registry import Registry
 
 
 def _as_kind(name: str, obj: object) -> EnvKind:
     if isinstance(obj, EnvKind):
-        return (
-            obj
-            if obj.kind == name
-            else EnvKind(name, obj.factory, obj.key_extra, obj.oracle, obj.uses_docker)
-        )
+        return obj if obj.kind == name else dataclasses.replace(obj, kind=name)
     if callable(obj):
         return EnvKind(name, obj)
     raise EnvError(f"environment kind {name!r}: expected an EnvKind or a factory, got {type(obj).__name__}")
@@ -46,10 +52,16 @@ ENVIRONMENTS: Registry[EnvKind] = Registry(
 
 
 def register_env(
-    kind: str, factory: EnvFactory, key_extra: KeyExtra | None = None, oracle: Oracle | None = None
+    kind: str,
+    factory: EnvFactory,
+    key_extra: KeyExtra | None = None,
+    oracle: Oracle | None = None,
+    *,
+    settings: type[EnvSettings] = EnvSettings,
 ) -> EnvKind:
-    """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name)."""
-    return ENVIRONMENTS.register(kind, EnvKind(kind, factory, key_extra, oracle))
+    """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name);
+    ``settings``: the kind's own ``env`` keys, a pydantic model (see ``EnvSettings``)."""
+    return ENVIRONMENTS.register(kind, EnvKind(kind, factory, key_extra, oracle, settings=settings))
 
 
 def get_env_kind(kind: str) -> EnvKind:

@@ -10,10 +10,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import ConfigError
+from replaykit.core.errors import ConfigError, EnvError
+from replaykit.envs.base import EnvSettings
 
 RECORD_MODES = ("once", "new_episodes", "none", "all")
 #: seeds are stored as SQLite integers and sent to endpoints: signed 64-bit
@@ -45,12 +54,62 @@ class PanelConfig(_Strict):
     seeds: list[Seed] = Field(default_factory=lambda: [0, 1], min_length=1)
 
 
-class EnvConfig(_Strict):
+#: keys every kind shared before kinds had settings of their own: stored configs still hold
+#: them empty, so an empty one is dropped for a kind that does not declare it
+_LEGACY_ENV_KEYS = ("image_aliases",)
+
+
+class EnvConfig(BaseModel):
+    """The keys every environment kind shares; any other key of the ``env`` section belongs
+    to the kind and is validated by the kind's own model (``EnvKind.settings``): ``settings``
+    holds it typed, and ``model_dump()`` keeps the section flat (as written)."""
+
+    model_config = ConfigDict(extra="allow")
+
     kind: str = "local"
     timeout_sec: float = Field(default=30.0, gt=0)
     max_output_bytes: int = Field(default=65536, ge=1)
     snapshot: Literal["digest", "full"] = "digest"
-    image_aliases: dict[str, str] = Field(default_factory=dict)
+
+    _settings: EnvSettings | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _kind_settings(self) -> EnvConfig:
+        from replaykit.envs.registry import get_env_kind
+
+        extra = dict(self.model_extra or {})
+        try:
+            model = get_env_kind(self.kind).settings
+        except EnvError as exc:
+            if not extra:  # an uninstalled kind fails where it is used (replay never builds one)
+                return self
+            raise ValueError(f"{exc} (its keys {', '.join(sorted(extra))} cannot be checked)") from None
+        for key in _LEGACY_ENV_KEYS:
+            if key in extra and key not in model.model_fields and not extra[key]:
+                del extra[key]
+        unknown = sorted(set(extra) - set(model.model_fields))
+        if unknown:
+            own = ", ".join(model.model_fields) or "none"
+            raise ValueError(
+                f"field 'env.{unknown[0]}' is not a setting of env kind {self.kind!r} "
+                f"(its own: {own}; shared: {', '.join(EnvConfig.model_fields)})"
+            )
+        try:
+            settings = model.model_validate(extra)
+        except ValidationError as exc:
+            raise ValueError(validation_line(exc, prefix="env.")) from None
+        self._settings = settings
+        self.__pydantic_extra__ = settings.model_dump()
+        return self
+
+    @property
+    def settings(self) -> EnvSettings:
+        """The kind's own settings, typed (its model's defaults where the config is silent)."""
+        if self._settings is None:
+            from replaykit.envs.registry import get_env_kind
+
+            self._settings = get_env_kind(self.kind).settings()
+        return self._settings
 
 
 class RecordConfig(_Strict):
@@ -135,6 +194,8 @@ def validation_line(exc: ValidationError, prefix: str = "") -> str:
         else f" (got {_short(value)})"
     )
     message = str(err["msg"]).removeprefix("Value error, ")
+    if message.startswith("field '"):  # a nested model's line (an env kind's settings): already placed
+        return message
     return f"field {field!r}: {message}{shown}"
 
 

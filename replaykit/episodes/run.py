@@ -171,7 +171,7 @@ def measure(
             executor = make_executor(
                 config.executor,
                 docker=get_env_kind(config.env.kind).uses_docker,
-                image_aliases=config.env.image_aliases,
+                image_aliases=(config.env.model_extra or {}).get("image_aliases"),
             )
             for spec, episode in executor.map(record_episode, specs):
                 store.put_episode(episode)

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs.base import EnvKind, EnvRequest, Grade
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, Grade
 from replaykit.envs.grading import oracle_grades
 from replaykit.envs.local import LocalEnv, factory as local_factory
 from replaykit.envs.tasks import Task
@@ -15,15 +15,27 @@ from replaykit.train.criteria import Verdict, outcomes
 from replaykit.train.optim.base import ParameterBound, StepInput
 
 
+class ExampleSettings(EnvSettings):
+    """The kind's own ``env`` keys: ``env: {kind: example, socket: …}``."""
+
+    socket: str = "/run/example.sock"  # where a real plugin would reach its sandbox daemon
+
+
 class ExampleEnv(LocalEnv):
     """The local sandbox under another kind (a real plugin would run somewhere else)."""
 
     kind = "example"
+    socket = ExampleSettings().socket
+
+    def metadata(self) -> dict[str, Any]:
+        return {**super().metadata(), "socket": self.socket}
 
 
 def factory(request: EnvRequest) -> ExampleEnv:
     env = local_factory(request)
-    return ExampleEnv(env.task, env.workspace, env.timeout_sec, env.max_output_bytes)
+    sandbox = ExampleEnv(env.task, env.workspace, env.timeout_sec, env.max_output_bytes)
+    sandbox.socket = ExampleSettings.of(request.env).socket
+    return sandbox
 
 
 def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
@@ -37,7 +49,7 @@ def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
         return oracle_grades(ExampleEnv(task, Path(tmp) / "ws"))
 
 
-ENV = EnvKind("example", factory, key_extra, oracle)
+ENV = EnvKind("example", factory, key_extra, oracle, settings=ExampleSettings)
 
 
 class NoWorse:
