@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import Sample, load_line, sample
 
 
 class AcceptAll:
@@ -42,13 +44,11 @@ class AcceptAll:
         return Verdict(self.name, {}, True, 0.0, "accepts everything (benchmark)")
 
 
-def timed(label: str, fn: Any, baseline: float | None = None) -> tuple[float, Any]:
-    start = time.perf_counter()
-    out = fn()
-    seconds = time.perf_counter() - start
-    ratio = f"  ({seconds / baseline:.2f}x the training replay)" if baseline else ""
-    print(f"{label:<48} {seconds:7.2f} s{ratio}")
-    return seconds, out
+def timed(label: str, fn: Any, baseline: Sample | None = None) -> tuple[Sample, Any]:
+    took, out = sample(fn)
+    ratio = f"  ({took.cpu / baseline.cpu:.2f}x the training replay's CPU)" if baseline else ""
+    print(f"{label:<48} {took.cpu:7.2f} s CPU ({took.wall:6.2f} s wall){ratio}")
+    return took, out
 
 
 def main() -> None:
@@ -59,7 +59,6 @@ def main() -> None:
     args = parser.parse_args()
     cache = args.cache or Path(tempfile.gettempdir()) / f"replaykit-bench-training-{args.epochs}x{args.tasks}"
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from training_replay import prepare  # the same recorded training as the replay benchmark
 
     from replaykit.cassette.store import Store
@@ -71,6 +70,8 @@ def main() -> None:
     register_criterion(AcceptAll.name, AcceptAll)
     store_path, training_id = prepare(cache, args.epochs, args.tasks)
     store = Store(store_path)
+    replay_training(store, training_id)  # warm: imports, trees, the scratch clone's objects
+    print(load_line())
     print(f"training {training_id}: {args.epochs} epochs x {args.tasks} tasks")
     replay, rep = timed("replay_training (every episode re-run)", lambda: replay_training(store, training_id))
     same_s, same = timed(
@@ -95,7 +96,7 @@ def main() -> None:
         f"sweep cells {len(sw['cells'])}"
     )
     print(
-        f"per epoch: recorded audit {1000 * same_s / args.epochs:.1f} ms, sweep cell {1000 * sweep_s / len(sw['cells']) / args.epochs:.1f} ms"
+        f"per epoch (CPU): recorded audit {1000 * same_s.cpu / args.epochs:.1f} ms, sweep cell {1000 * sweep_s.cpu / len(sw['cells']) / args.epochs:.1f} ms"
     )
 
 

@@ -78,6 +78,13 @@ def run(gib: float) -> tuple[int, float, str]:
         return proc.returncode, peak_mb, proc.stderr.strip()
 
 
+def os_load() -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from measure import load_line
+
+    return load_line() + " (memory, not time, is judged here)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=1.0)
@@ -87,6 +94,7 @@ def main() -> None:
         f"bomb of {args.gib:g} GiB zeros: exit {code}, peak RSS of the importing process {peak:.0f} MB (target < 200 MB)"
     )
     print(err)
+    print(os_load())
 
 
 if __name__ == "__main__":

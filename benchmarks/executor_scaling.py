@@ -2,11 +2,15 @@
 
 (1) A 64-episode run (the quickstart panel, 8 tasks x 8 seeds, re-recorded each
 time) inline, in the local pool and on a private Ray instance with 1, 2 and 4
-workers: wall time and speed-up against inline, with the ideal (min(N, cores)).
+workers, each round-robin with an inline run: the CPU time of the whole process
+tree against inline's (what distributing costs: the verdict, <= 1.5x, holds at any
+load) and the wall speed-up against the inline run beside it (information: it needs
+idle cores), with the ideal (min(N, cores)).
 (2) The scheduling itself, without CPU contention: 64 sleep-bound jobs (each sleeps
 ``--sleep`` s) on 1..16 workers; speed-up against serial should stay >= 0.8 N (the
 median of ``--repeats`` rounds, after Ray's lazily started workers are all up; the
-local pool forks its workers inside each timed round).
+local pool forks its workers inside each timed round). Sleeping jobs use no CPU, so
+this wall-time figure is what scheduling costs and moves little with the load.
 
 Usage: python benchmarks/executor_scaling.py [--workers 1,2,4 (empty: skip part 1)] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--repeats 3] [--no-ray]
 """
@@ -16,11 +20,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import interleaved, load_line, median_cpu, median_wall, ratio, verdict
 
 JOBS = 64
 
@@ -50,7 +58,7 @@ def warm(executor: _Executor, n: int) -> float:
     return time.perf_counter() - start
 
 
-def record_64(executor: dict[str, Any]) -> float:
+def record_64(executor: dict[str, Any]) -> None:
     from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
@@ -58,11 +66,8 @@ def record_64(executor: dict[str, Any]) -> float:
         config = small_config(
             Path(tmp), seeds=list(range(8)), **{f"executor.{k}": v for k, v in executor.items()}
         )
-        start = time.perf_counter()
         result = measure(config, record_mode="all")
-        took = time.perf_counter() - start
         assert len(result.recorded) == JOBS, len(result.recorded)
-    return took
 
 
 def sleep_round(executor: _Executor, seconds: float, repeats: int) -> float:
@@ -97,28 +102,35 @@ def main() -> None:
     cores = os.cpu_count() or 1
     sizes = [int(n) for n in args.workers.split(",") if n]
 
+    print(load_line())
     if sizes:
-        run_scaling(sizes, cores, ray=not args.no_ray)
+        run_scaling(sizes, cores, ray=not args.no_ray, repeats=args.repeats)
     scheduling([int(x) for x in args.sleep_workers.split(",") if x], args, ray=not args.no_ray)
 
 
-def run_scaling(sizes: list[int], cores: int, ray: bool) -> None:
+def run_scaling(sizes: list[int], cores: int, ray: bool, repeats: int) -> None:
     print(f"(1) a {JOBS}-episode run (quickstart panel x 8 seeds) on {cores} cores")
-    inline = record_64({})
-    print(f"    inline              {inline:6.2f} s")
-    for n in sizes:
-        pooled = record_64({"workers": n, "oversubscribe": True})
-        print(
-            f"    local pool  {n:>2} workers {pooled:6.2f} s  speed-up {inline / pooled:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
-        )
+    record_64({})  # warm: imports, the harness tree
+    variants: list[tuple[str, dict[str, Any], Any]] = [
+        (f"local pool  {n:>2} workers", {"workers": n, "oversubscribe": True}, None) for n in sizes
+    ]
     if ray:
-        for n in sizes:
-            _ray_restart(n)
-            record_64({"kind": "ray", "address": "local"})  # warm the workers
-            on_ray = record_64({"kind": "ray", "address": "local"})
-            print(
-                f"    ray         {n:>2} workers {on_ray:6.2f} s  speed-up {inline / on_ray:4.2f}x  (ideal {min(n, cores)}x on {cores} cores)"
-            )
+        variants += [(f"ray         {n:>2} workers", {"kind": "ray", "address": "local"}, n) for n in sizes]
+    for label, executor, ray_cpus in variants:
+        if ray_cpus is not None:
+            _ray_restart(ray_cpus)
+            record_64(executor)  # warm the workers
+        samples = interleaved(
+            {"inline": lambda: record_64({}), "n": lambda executor=executor: record_64(executor)}, repeats
+        )
+        n = ray_cpus or executor["workers"]
+        cpu_ratio = ratio(samples["n"], samples["inline"])
+        print(
+            f"    {label}  CPU {median_cpu(samples['n']):6.2f} s = {cpu_ratio:4.2f}x inline's "
+            f"{median_cpu(samples['inline']):5.2f} s (<= 1.5x: {verdict(cpu_ratio <= 1.5)}); "
+            f"wall speed-up {median_wall(samples['inline']) / median_wall(samples['n']):4.2f}x "
+            f"(ideal {min(n, cores)}x on {cores} cores)"
+        )
 
 
 def scheduling(sizes: list[int], args: argparse.Namespace, ray: bool) -> None:

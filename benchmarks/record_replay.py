@@ -4,14 +4,19 @@ Agent-like episodes (the chat history grows every call, 25 calls per episode) ru
 against the reference model server on loopback. Prints calls/s for a plain
 un-recorded baseline, for recording (into a fresh store) and for offline replay,
 the ratios against the baseline measured in the same process, and stored bytes
-per call. Usage: python benchmarks/record_replay.py [--episodes 80] [--calls 25]
+per call. Per episode the three modes run back to back (baseline and record in
+alternating order, then the replay of what was just recorded), so every ratio pairs
+measurements taken under the same load; ratios are of CPU time (this process: the
+client, the recorder and the in-process reference server), medians over episodes.
+Usage: python benchmarks/record_replay.py [--episodes 80] [--calls 25]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import openai
@@ -24,6 +29,9 @@ from replaykit.core.determinism import canonical_json
 from replaykit.capture.tape import Tape
 from replaykit.envs.base import Grade
 from replaykit.models.reference.server import ReferenceServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import Sample, load_line, sample
 
 FILLER = "Observation: " + "the build log line repeats with small variations. " * 4
 
@@ -57,45 +65,60 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "store")
+        times: dict[str, list[Sample]] = {"baseline": [], "record": [], "replay": []}
+        identical, raw = 0, 0
+        offline_llm = openai.OpenAI(base_url=offline, api_key="x", max_retries=0)
         with ReferenceServer() as server:
             live = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
-            t0 = time.perf_counter()
-            for i in range(args.episodes):
-                agent(live, i, args.calls)
-            baseline = time.perf_counter() - t0
 
-            t0 = time.perf_counter()
-            for i in range(args.episodes):
+            def recorded(i: int) -> None:
                 tape = Tape(key(i).id)
                 with episode_cassette(tape.label, tape):
                     agent(live, i, args.calls)
                 tape.record(GradeEvent(Grade(1.0, True)))
                 store.put_episode(Episode(key(i), tape.events))
-            record = time.perf_counter() - t0
+
+            def replayed(i: int) -> bool:
+                # every response is served from the store; the offline URL has no server
+                episode = store.get_episode(key(i).id)
+                tape = Tape(episode.id, recorded=list(episode.events))
+                with episode_cassette(tape.label, tape):
+                    agent(offline_llm, i, args.calls)
+                tape.play_grade()
+                return tape.digest == episode.digest
+
+            for i in range(args.episodes):
+                order = ["baseline", "record"] if i % 2 == 0 else ["record", "baseline"]
+                for mode in order:
+                    fn = (
+                        (lambda i=i: agent(live, i, args.calls))
+                        if mode == "baseline"
+                        else (lambda i=i: recorded(i))
+                    )
+                    times[mode].append(sample(fn)[0])
+                took, same = sample(lambda i=i: replayed(i))
+                times["replay"].append(took)
+                identical += same
+                episode = store.get_episode(key(i).id)
+                raw += sum(len(e.content) + len(canonical_json(e.body)) for e in episode.llm_events)
         store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         stored = sum(p.stat().st_size for p in (Path(tmp) / "store").glob("index.db*"))
 
-        # replay: the server is stopped; every response is served from the store
-        t0 = time.perf_counter()
-        identical, raw = 0, 0
-        for i in range(args.episodes):
-            episode = store.get_episode(key(i).id)
-            tape = Tape(episode.id, recorded=list(episode.events))
-            with episode_cassette(tape.label, tape):
-                agent(openai.OpenAI(base_url=offline, api_key="x", max_retries=0), i, args.calls)
-            tape.play_grade()
-            identical += tape.digest == episode.digest
-            raw += sum(len(e.content) + len(canonical_json(e.body)) for e in episode.llm_events)
-        replay = time.perf_counter() - t0
+    def per_call_ms(mode: str) -> str:
+        cpu = sum(s.cpu for s in times[mode]) / total * 1000
+        wall = sum(s.wall for s in times[mode]) / total * 1000
+        return f"{cpu:6.2f} ms CPU per call ({wall:6.2f} ms wall)"
 
+    def vs_base(mode: str) -> float:
+        return statistics.median(
+            a.cpu / b.cpu for a, b in zip(times[mode], times["baseline"], strict=True) if b.cpu > 0
+        )
+
+    print(load_line())
     print(f"calls: {total} ({args.episodes} episodes x {args.calls} calls, history growing every call)")
-    print(f"baseline (no recording): {total / baseline:8.1f} calls/s")
-    print(
-        f"record:                  {total / record:8.1f} calls/s  ({baseline / record:.2f}x baseline speed)"
-    )
-    print(
-        f"replay (offline):        {total / replay:8.1f} calls/s  ({baseline / replay:.2f}x baseline speed)"
-    )
+    print(f"baseline (no recording): {per_call_ms('baseline')}")
+    print(f"record:                  {per_call_ms('record')}  ({vs_base('record'):.2f}x baseline CPU)")
+    print(f"replay (offline):        {per_call_ms('replay')}  ({vs_base('replay'):.2f}x baseline CPU)")
     print(f"replayed identically:    {identical}/{args.episodes} episodes")
     print(
         f"stored bytes per call:   {stored / total:8.0f} B  (the requests+responses themselves: {raw / total:.0f} B per call)"

@@ -4,16 +4,16 @@ Records the quickstart panel (8 tasks x 2 seeds, reference model, local environm
 into a temporary store, then replays the run offline with the normal store (every
 blob hashed against its address, every cassette row and run entry checked against
 its events) and with a store whose checks are switched off, alternating, in the same
-process. Prints both times and the ratio (target: verification <= 10% of replay).
+process. Prints both CPU times and the median of the paired CPU ratios (target:
+verification <= 10% of replay), and the load average it saw.
 Usage: python benchmarks/verify_on_read.py [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,9 @@ from replaykit.cassette.events import Episode
 from replaykit.cassette.store import Store
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import interleaved, load_line, median_cpu, ratio, verdict
 
 
 class UncheckedStore(Store):
@@ -38,12 +41,9 @@ class UncheckedStore(Store):
         return None
 
 
-def timed(store: Store, run_id: str) -> float:
-    t0 = time.perf_counter()
+def replayed(store: Store, run_id: str) -> None:
     report = replay_run(store, run_id)
-    elapsed = time.perf_counter() - t0
     assert report["identical"], report["divergence"]
-    return elapsed
 
 
 def main() -> None:
@@ -53,22 +53,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = small_config(Path(tmp), **{"env.timeout_sec": 31})
         run = measure(config).run
-        checked, unchecked = (
-            Store(config.store_path, readonly=True),
-            UncheckedStore(config.store_path, readonly=True),
+        run_id = run["run_id"]
+        replayed(Store(config.store_path, readonly=True), run_id)  # warm both (imports, trees)
+        replayed(UncheckedStore(config.store_path, readonly=True), run_id)
+        samples = interleaved(
+            {
+                "with": lambda: replayed(Store(config.store_path, readonly=True), run_id),
+                "without": lambda: replayed(UncheckedStore(config.store_path, readonly=True), run_id),
+            },
+            args.repeats,
         )
-        timed(checked, run["run_id"]), timed(unchecked, run["run_id"])  # warm both (imports, trees)
-        with_checks, without = [], []
-        for _ in range(args.repeats):
-            with_checks.append(timed(Store(config.store_path, readonly=True), run["run_id"]))
-            without.append(timed(UncheckedStore(config.store_path, readonly=True), run["run_id"]))
-        best_with, best_without = statistics.median(with_checks), statistics.median(without)
+        cost = ratio(samples["with"], samples["without"]) - 1
         calls = sum(e["llm_calls"] for e in run["episodes"])
+        print(load_line())
         print(f"replay of {len(run['episodes'])} episodes ({calls} LLM calls), median of {args.repeats}:")
-        print(f"  without verification {best_without * 1000:8.1f} ms")
-        print(f"  with verification    {best_with * 1000:8.1f} ms")
+        print(f"  without verification {median_cpu(samples['without']) * 1000:8.1f} ms CPU")
+        print(f"  with verification    {median_cpu(samples['with']) * 1000:8.1f} ms CPU")
         print(
-            f"verification costs {(best_with - best_without) / best_without:+.1%} of offline replay time (target <= 10%)"
+            f"verification costs {cost:+.1%} of offline replay time (CPU, paired rounds; target <= 10%: {verdict(cost <= 0.10)})"
         )
 
 
