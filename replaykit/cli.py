@@ -24,6 +24,7 @@ from replaykit.commands import (
     scaffold,
     servers,
     training,
+    view,
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -78,6 +79,7 @@ app.command("report")(report.report)
 app.command("probe")(report.probe)
 app.command("doctor")(maintenance.doctor)
 app.command("gc")(maintenance.gc)
+app.command("view")(view.view)
 cassettes_app.command("rm")(maintenance.cassettes_rm)
 app.command("init")(scaffold.init)
 tasks_app.command("init")(scaffold.tasks_init)

@@ -72,6 +72,22 @@ class Index(Protocol):
 
     def put_certificate(self, row: dict[str, Any]) -> None: ...
 
+    # browsing (the viewer): pages, filter values, documents of a kind, a change token
+    def episode_page(
+        self,
+        filters: dict[str, Any] | None = None,
+        sort: str = "created_at",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[dict[str, Any]], int]: ...
+
+    def episode_facets(self, kind: str = "episode") -> dict[str, list[Any]]: ...
+
+    def doc_rows(self, kind: str) -> list[dict[str, Any]]: ...
+
+    def change_token(self) -> str: ...
+
     # harness trees
     def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None: ...
 

@@ -18,7 +18,8 @@ materialises harness trees in a temporary folder, so the store stays byte-identi
 
 The store is the only package that speaks SQL. ``Store`` is composed of one part
 per concern: ``base`` (opening, plumbing), ``blobs``, ``episodes``, ``documents``,
-``queries`` (named look-ups other layers ask), ``rows`` (bundles and ``gc``),
+``queries`` (named look-ups other layers ask), ``browsing`` (pages of episodes and
+documents for the viewer; ``search`` is its full-text sidecar file), ``rows`` (bundles and ``gc``),
 ``trees``; ``schema`` holds the tables and views.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from replaykit.cassette.store.browsing import BrowsingMixin
 from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
 
-class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, RowsMixin, TreesMixin):
+class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin):
     """A folder holding ``index.db``. Opened lazily; safe for one writer at a time.
 
     The only package that speaks SQL: everything else asks through the named queries

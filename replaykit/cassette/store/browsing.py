@@ -1,0 +1,120 @@
+"""Named read queries the viewer (``replaykit view``) asks: a filtered, sorted page of
+episodes with its total, the values the filters offer, documents of one kind without
+their bodies, and a change token for polling. Reads only; nothing here writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replaykit.cassette.store.blobs import BlobsMixin
+
+#: Columns an episode page can be sorted by (the index columns of ``cassettes``).
+EPISODE_SORTS = (
+    "created_at",
+    "task_id",
+    "seed",
+    "model",
+    "harness_sha",
+    "reward",
+    "passed",
+    "infra_failure",
+    "n_env",
+    "n_llm",
+    "tokens",
+)
+_COLUMNS = (
+    "id",
+    "kind",
+    "task_id",
+    "seed",
+    "model",
+    "harness_sha",
+    "reward",
+    "passed",
+    "infra_failure",
+    "n_env",
+    "n_llm",
+    "tokens",
+    "created_at",
+)
+OUTCOMES = ("pass", "fail", "infra")
+
+
+class BrowsingMixin(BlobsMixin):
+    """Listings for a browser: one page at a time, never a whole table of documents."""
+
+    def episode_page(
+        self,
+        filters: dict[str, Any] | None = None,
+        sort: str = "created_at",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Index rows of episodes matching ``filters`` (``kind`` (default ``episode``), ``task_id``,
+        ``seed``, ``model``, ``harness_sha`` (a prefix), ``outcome`` (pass|fail|infra), ``ids``),
+        sorted by one of :data:`EPISODE_SORTS`, one page of them, and how many match."""
+        if sort not in EPISODE_SORTS:
+            raise ValueError(f"cannot sort episodes by {sort!r}; one of {', '.join(EPISODE_SORTS)}")
+        f = filters or {}
+        where, args = ["kind = ?"], [f.get("kind") or "episode"]
+        for column in ("task_id", "model"):
+            if f.get(column):
+                where.append(f"[{column}] = ?")
+                args.append(str(f[column]))
+        if f.get("seed") is not None and f.get("seed") != "":
+            where.append("seed = ?")
+            args.append(int(f["seed"]))
+        if f.get("harness_sha"):
+            where.append("harness_sha LIKE ?")
+            args.append(str(f["harness_sha"]).replace("%", "").replace("_", "") + "%")
+        outcome = f.get("outcome")
+        if outcome == "pass":
+            where.append("passed = 1 AND infra_failure = 0")
+        elif outcome == "fail":
+            where.append("passed = 0 AND infra_failure = 0")
+        elif outcome == "infra":
+            where.append("infra_failure = 1")
+        if f.get("ids") is not None:
+            ids = list(f["ids"]) or [""]
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            args.extend(ids)
+        clause = " AND ".join(where)
+        total = int(
+            self.db.conn.execute(f"SELECT COUNT(*) FROM cassettes WHERE {clause}", args).fetchone()[0]
+        )
+        order = "DESC" if descending else "ASC"
+        cols = ", ".join(f"[{c}]" for c in _COLUMNS)
+        rows = self.db.conn.execute(
+            f"SELECT {cols} FROM cassettes WHERE {clause} ORDER BY [{sort}] {order}, id {order} LIMIT ? OFFSET ?",
+            [*args, int(limit), int(offset)],
+        ).fetchall()
+        return [dict(zip(_COLUMNS, r, strict=True)) for r in rows], total
+
+    def episode_facets(self, kind: str = "episode") -> dict[str, list[Any]]:
+        """The distinct tasks, seeds, models and harness SHAs of the stored episodes (for filters)."""
+        out: dict[str, list[Any]] = {}
+        for column in ("task_id", "seed", "model", "harness_sha"):
+            rows = self.db.conn.execute(
+                f"SELECT DISTINCT [{column}] FROM cassettes WHERE kind = ? ORDER BY [{column}]", (kind,)
+            ).fetchall()
+            out[column] = [r[0] for r in rows]
+        return out
+
+    def doc_rows(self, kind: str) -> list[dict[str, Any]]:
+        """The ``runs``-table rows of one kind (documents not read), newest first."""
+        cursor = self.db.conn.execute(
+            "SELECT id, kind, name, harness_sha, model, endpoint, config_digest, doc, created_at "
+            "FROM runs WHERE kind = ? ORDER BY created_at DESC, id DESC",
+            (kind,),
+        )
+        cols = [c[0] for c in cursor.description]
+        return [dict(zip(cols, r, strict=True)) for r in cursor.fetchall()]
+
+    def change_token(self) -> str:
+        """A value that changes whenever another process commits to the store (for polling)."""
+        version = self.db.conn.execute("PRAGMA data_version").fetchone()[0]
+        counts = self.db.conn.execute(
+            "SELECT (SELECT COUNT(*) FROM cassettes), (SELECT COUNT(*) FROM runs)"
+        ).fetchone()
+        return f"{version}-{counts[0]}-{counts[1]}"

@@ -1,0 +1,81 @@
+"""The viewer's full-text index: an SQLite FTS5 file of its own, beside the store (never
+inside ``index.db``), rebuilt incrementally from the episodes it is told about.
+
+    index = SearchIndex(path)
+    index.sync(current)            # cassette id -> doc hash now in the store; returns ids to (re)index
+    index.add([(cid, task, seed, model, text)])
+    hits, total = index.search("needle", limit=20)
+
+Lives in the store package because the store is the only package that speaks SQL; what
+text goes in is the viewer's business (``replaykit/view/search.py``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS indexed (id TEXT PRIMARY KEY, doc TEXT NOT NULL)",
+    (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5("
+        "id UNINDEXED, task_id UNINDEXED, seed UNINDEXED, model UNINDEXED, body, tokenize='unicode61')"
+    ),
+)
+
+
+class SearchIndex:
+    """An FTS5 table of episode texts plus which document each was built from."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        for sql in _SCHEMA:
+            self.conn.execute(sql)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def sync(self, current: dict[str, str]) -> list[str]:
+        """Forget episodes gone from the store or re-recorded; the ids still to index."""
+        have = dict(self.conn.execute("SELECT id, doc FROM indexed").fetchall())
+        stale = [cid for cid, doc in have.items() if current.get(cid) != doc]
+        with self.conn:
+            self.conn.execute("BEGIN")
+            for cid in stale:
+                self.conn.execute("DELETE FROM texts WHERE id = ?", (cid,))
+                self.conn.execute("DELETE FROM indexed WHERE id = ?", (cid,))
+        kept = {cid for cid in have if cid not in stale}
+        return [cid for cid in current if cid not in kept]
+
+    def add(self, rows: list[tuple[str, str, str, int, str, str]]) -> None:
+        """``(cassette id, doc hash, task id, seed, model, text)`` rows, in one transaction."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(
+                "INSERT INTO texts(id, task_id, seed, model, body) VALUES (?, ?, ?, ?, ?)",
+                [(cid, task, seed, model, text) for cid, _, task, seed, model, text in rows],
+            )
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO indexed(id, doc) VALUES (?, ?)", [(r[0], r[1]) for r in rows]
+            )
+
+    def search(self, query: str, limit: int = 20, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Episodes whose text matches ``query`` (every word, as typed), best first, with a snippet
+        (matches between ``\\x02`` and ``\\x03``); and how many match."""
+        match = " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
+        if not match:
+            return [], 0
+        total = int(
+            self.conn.execute("SELECT COUNT(*) FROM texts WHERE texts MATCH ?", (match,)).fetchone()[0]
+        )
+        rows = self.conn.execute(
+            "SELECT id, task_id, seed, model, snippet(texts, 4, char(2), char(3), '…', 24) "
+            "FROM texts WHERE texts MATCH ? ORDER BY rank LIMIT ? OFFSET ?",
+            (match, int(limit), int(offset)),
+        ).fetchall()
+        keys = ("cassette_id", "task_id", "seed", "model", "snippet")
+        return [dict(zip(keys, r, strict=True)) for r in rows], total

@@ -1,0 +1,73 @@
+"""``view``: the local, read-only web viewer over the store (until Ctrl-C)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from replaykit import render
+from replaykit.commands.options import JsonOpt, StoreOpt, emit_json
+
+
+def view(
+    store: Optional[Path] = StoreOpt,
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to listen on (loopback; another needs --allow-remote)."
+    ),
+    port: int = typer.Option(8770, "--port", help="Port to listen on (0 picks a free one)."),
+    allow_remote: bool = typer.Option(
+        False,
+        "--allow-remote",
+        help="Allow a --host that is not loopback: anyone who reaches the port can read the whole store.",
+    ),
+    no_open: bool = typer.Option(False, "--no-open", help="Do not open the viewer in a web browser."),
+    poll: float = typer.Option(
+        2.0, "--poll", help="Seconds between a page's checks for new recordings (0: never refresh)."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Browse trainings, runs, verdicts, episodes and compare results in a web browser (read-only)."""
+    from replaykit.view.search import index_path
+    from replaykit.view.serve import bind, is_loopback, serve
+
+    if not is_loopback(host) and not allow_remote:
+        raise typer.BadParameter(
+            f"{host!r} is not a loopback address; the viewer has no login, so add --allow-remote to serve it there",
+            param_hint="--host",
+        )
+    if poll < 0:
+        raise typer.BadParameter(
+            f"{poll} is negative; give seconds, e.g. --poll 2 (0: never)", param_hint="--poll"
+        )
+    root = store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes"))
+    sock = bind(host, port)
+
+    def ready(url: str) -> None:
+        if not is_loopback(host):
+            render.err(
+                f"warning: serving the store on {host}, not loopback: anyone who reaches {url} can read it"
+            )
+        if as_json:
+            emit_json(
+                {"url": url, "store": str(root), "search_index": str(index_path(root)), "read_only": True}
+            )
+            sys.stdout.flush()
+        else:
+            render.line(f"replaykit view on {url} (store {root}, read-only; Ctrl-C to stop)")
+        if not no_open:
+            import webbrowser
+
+            if not webbrowser.open(url):
+                render.err(f"no web browser found: open {url} yourself")
+
+    try:
+        serve(root, sock, poll, ready)
+    except KeyboardInterrupt:
+        render.err("viewer stopped")
+        raise typer.Exit(130) from None
+    finally:
+        sock.close()

@@ -1,0 +1,50 @@
+"""The words replaykit's tables use, each explained in one sentence a newcomer understands.
+
+One source for the viewer's tooltips and legend, the HTML report and the CLI tables'
+footnotes, so the same word means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+TERMS: dict[str, str] = {
+    "training": "A loop of epochs: each proposes one change to the harness and keeps it only if the criterion accepts it.",
+    "epoch": "One step of a training: propose a candidate harness, measure it, compare it with the baseline.",
+    "baseline": "The harness the training currently keeps (the baseline branch's HEAD).",
+    "candidate": "The proposed harness commit (one child commit of the baseline) being judged in an epoch.",
+    "final baseline": "The harness commit the training ended with: every accepted change applied.",
+    "decision": "accepted: the candidate became the baseline; rejected: kept under a ref, baseline unchanged; skipped: not measured (empty diff, edits outside the patch surface, or no longer imports).",
+    "accepted epochs": "How many epochs' candidates were accepted, and which ones (e0 = epoch 0).",
+    "loss": "The criterion's score of candidate against baseline: negative is better (−0.375 = 6 of 16 more solved), 0 is a tie, positive is worse.",
+    "verdict": "The criterion's recorded judgement of one epoch: accept or not, why, and which task instances moved.",
+    "criterion": "The rule that turns two runs into a verdict (e.g. strict_pareto: more solved, none lost).",
+    "new solve": "A task instance (task#seed) the candidate solves and the baseline did not.",
+    "regression": "A task instance (task#seed) the baseline solved and the candidate does not.",
+    "run": "One measurement of a harness commit with a model on a panel: every task × seed once.",
+    "panel": "The tasks × seeds a run measures.",
+    "task": "One environment with a goal and a grader (a folder under envs/).",
+    "seed": "The seed of one attempt at a task; task#seed is one task instance.",
+    "model": "The frozen LLM the harness talks to (name as the endpoint knows it).",
+    "harness": "Your agent code (a git repo): prompts, tool loop, retries. Its value is a commit SHA.",
+    "harness SHA": "The commit of the harness that ran (first 10 characters shown).",
+    "solved": "Task instances whose grade passed, of those measured (e.g. 13/16).",
+    "solve rate": "Solved task instances divided by the panel's size.",
+    "outcome": "pass: the grader accepted the end state; fail: it did not; infra: not graded, the model endpoint or the environment failed.",
+    "infra": "Infrastructure failures: episodes not graded because the model endpoint or the environment failed (re-recorded on the next run), never counted as a harness's failure.",
+    "reward": "The grader's score of the episode's end state, 0 to 1.",
+    "steps": "Environment steps: commands the harness ran in the task's environment.",
+    "llm calls": "Requests the harness sent to the model.",
+    "tokens": "Tokens the model endpoint reported (prompt + completion), summed over the episode.",
+    "episode": "One attempt at one task instance, recorded as a cassette: every LLM call and environment step, in order.",
+    "cassette": "The recording of one episode; replaying it needs no network, Docker or key.",
+    "state digest": "A hash of the environment's files after a step: two replays agree on it or they diverged.",
+    "digest": "A hash of the episode's events (never of times): equal digests, equal episodes.",
+    "first difference": "The first event where two episodes part: everything before it is identical.",
+    "compare": "The same panel measured for several harnesses × models.",
+    "trained vs untrained": "The solve-rate change from the first harness (untrained) to the last (trained), per model.",
+    "recorded": "When this was written to the store (UTC).",
+}
+
+
+def term(word: str) -> str:
+    """The explanation of ``word`` (empty if the glossary does not know it)."""
+    return TERMS.get(word, "")

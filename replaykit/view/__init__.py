@@ -1,0 +1,1 @@
+"""``replaykit view``: a local, read-only web app over the whole store (see README.md)."""

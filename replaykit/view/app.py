@@ -1,0 +1,248 @@
+"""The viewer's ASGI app (Starlette): one GET route per page, server-rendered Jinja2,
+a change token for polling, and the two static files (CSS, JS) shipped in the package.
+
+    app = create_app(Store(root, readonly=True))
+
+Read-only by construction: the store is opened ``readonly`` (``PRAGMA query_only``) and
+only GET/HEAD routes exist. Every page's state is in its URL (a permalink); nothing is
+fetched from anywhere but this server (a Content-Security-Policy says so).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from typing import Any, Awaitable, Callable, ClassVar
+from urllib.parse import urlencode
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES
+from replaykit.core.errors import CassetteNotFound, ReplaykitError
+from replaykit.core.glossary import TERMS
+from replaykit.view import queries
+from replaykit.view.search import Searcher
+
+CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+STATIC = {"view.css": "text/css", "view.js": "text/javascript"}
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+def _environment() -> Any:
+    import jinja2
+    from markupsafe import Markup, escape
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("replaykit.view", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.ChainableUndefined,
+    )
+
+    def snippet(text: str) -> Markup:
+        return Markup(str(escape(text)).replace("\x02", "<mark>").replace("\x03", "</mark>"))
+
+    env.filters["snippet"] = snippet
+    env.filters["short"] = lambda s, n=10: (s or "-")[:n]
+    env.filters["rate"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
+    env.globals["TERMS"] = TERMS
+    return env
+
+
+def _int(value: str | None, name: str, default: int | None = None) -> int | None:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a whole number; use e.g. {name}=1") from None
+
+
+def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searcher | None = None) -> Any:
+    """The Starlette app over ``store`` (open it read-only); pages poll every ``poll_seconds``."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
+
+    env = _environment()
+    state: dict[str, Any] = {"searcher": searcher}
+
+    def page(request: Request, template: str, title: str, ctx: dict[str, Any], status: int = 200) -> Response:
+        html = env.get_template(template).render(
+            request=request,
+            title=title,
+            url=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+            token=store.change_token(),
+            poll_ms=int(poll_seconds * 1000),
+            query=request.query_params,
+            with_query=lambda **kw: _with_query(request, **kw),
+            **ctx,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def guarded(fn: Callable[[Request], Response]) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return fn(request)
+            except CassetteNotFound as exc:
+                return page(request, "error.html.j2", "not found", {"message": str(exc)}, status=404)
+            except ValueError as exc:
+                return page(request, "error.html.j2", "bad request", {"message": str(exc)}, status=400)
+            except ReplaykitError as exc:
+                return page(request, "error.html.j2", "error", {"message": str(exc)}, status=500)
+            except Exception as exc:  # a bug: one line here and on stderr, not a traceback
+                line = f"viewer error on {request.url.path}: {type(exc).__name__}: {exc}"
+                print(f"replaykit view: {line}", file=sys.stderr)
+                return page(request, "error.html.j2", "error", {"message": line}, status=500)
+
+        return endpoint
+
+    def home(request: Request) -> Response:
+        ctx = queries.trainings(store) | queries.compares(store)
+        ctx |= {"runs": queries.runs(store)["runs"][:10], "episode_count": store.episode_page({}, limit=1)[1]}
+        return page(request, "home.html.j2", "replaykit view", ctx)
+
+    def trainings(request: Request) -> Response:
+        return page(request, "trainings.html.j2", "trainings", queries.trainings(store))
+
+    def training(request: Request) -> Response:
+        ctx = queries.training(store, request.path_params["id"])
+        return page(request, "training.html.j2", f"training {ctx['training']['id']}", ctx)
+
+    def runs(request: Request) -> Response:
+        q = request.query_params
+        ctx = queries.runs(
+            store, q.get("model", ""), q.get("harness", ""), _int(q.get("page"), "page", 1) or 1
+        )
+        return page(request, "runs.html.j2", "runs", ctx)
+
+    def run(request: Request) -> Response:
+        ctx = queries.run(store, request.path_params["id"])
+        return page(request, "run.html.j2", f"run {ctx['run']['id']}", ctx)
+
+    def verdicts(request: Request) -> Response:
+        ctx = queries.verdicts(store, request.query_params.get("movement", ""))
+        return page(request, "verdicts.html.j2", "verdicts", ctx)
+
+    def verdict(request: Request) -> Response:
+        ctx = queries.verdict(store, request.path_params["id"])
+        return page(request, "verdict.html.j2", f"verdict {ctx['verdict']['id']}", ctx)
+
+    def unit_diff(request: Request) -> Response:
+        unit = request.query_params.get("unit", "")
+        if not unit:
+            raise ValueError("which unit? add ?unit=TASK#SEED (a regression or new solve of the verdict)")
+        ctx = queries.unit_diff(store, request.path_params["id"], unit)
+        return page(request, "diff.html.j2", f"diff {unit}", ctx)
+
+    def compares(request: Request) -> Response:
+        return page(request, "compares.html.j2", "compare results", queries.compares(store))
+
+    def compare(request: Request) -> Response:
+        ctx = queries.compare(store, request.path_params["id"])
+        return page(request, "compare.html.j2", f"compare {ctx['compare']['id']}", ctx)
+
+    def episodes(request: Request) -> Response:
+        q = request.query_params
+        sort = q.get("sort", "created_at")
+        if sort not in EPISODE_SORTS:
+            raise ValueError(f"sort={sort!r} is not a column; use one of {', '.join(EPISODE_SORTS)}")
+        outcome = q.get("outcome", "")
+        if outcome and outcome not in OUTCOMES:
+            raise ValueError(f"outcome={outcome!r} is not one of {', '.join(OUTCOMES)}")
+        filters: dict[str, Any] = {
+            "task_id": q.get("task", ""),
+            "seed": _int(q.get("seed"), "seed"),
+            "model": q.get("model", ""),
+            "harness_sha": q.get("harness", ""),
+            "outcome": outcome,
+        }
+        if q.get("run"):
+            filters["ids"] = [e.cassette_id for e in store.get_run(q["run"]).episodes]
+        descending = q.get("dir", "desc") != "asc"
+        ctx = queries.episodes(store, filters, sort, descending, _int(q.get("page"), "page", 1) or 1)
+        return page(request, "episodes.html.j2", "episodes", ctx)
+
+    def episode(request: Request) -> Response:
+        ctx = queries.episode(store, request.path_params["id"], full=request.query_params.get("full") == "1")
+        return page(request, "episode.html.j2", f"episode {ctx['episode']['id']}", ctx)
+
+    def search(request: Request) -> Response:
+        q = request.query_params.get("q", "").strip()
+        pageno = _int(request.query_params.get("page"), "page", 1) or 1
+        hits: list[dict[str, Any]] = []
+        total = 0
+        if q:
+            if state["searcher"] is None:
+                state["searcher"] = Searcher(store)
+            hits, total = state["searcher"].search(q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE)
+        ctx = {
+            "q": q,
+            "hits": hits,
+            "total": total,
+            "page": pageno,
+            "pages": max((total + queries.PAGE - 1) // queries.PAGE, 1),
+        }
+        return page(request, "search.html.j2", f"search {q}" if q else "search", ctx)
+
+    async def token(request: Request) -> Response:
+        return JSONResponse({"token": store.change_token()})
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found", status_code=404, media_type="text/plain")
+        data = resources.files("replaykit.view").joinpath("static", name).read_bytes()
+        return Response(data, media_type=STATIC[name])
+
+    routes = [
+        Route("/", guarded(home)),
+        Route("/trainings", guarded(trainings)),
+        Route("/trainings/{id}", guarded(training)),
+        Route("/runs", guarded(runs)),
+        Route("/runs/{id}", guarded(run)),
+        Route("/verdicts", guarded(verdicts)),
+        Route("/verdicts/{id}", guarded(verdict)),
+        Route("/verdicts/{id}/diff", guarded(unit_diff)),
+        Route("/compares", guarded(compares)),
+        Route("/compares/{id}", guarded(compare)),
+        Route("/episodes", guarded(episodes)),
+        Route("/episodes/{id}", guarded(episode)),
+        Route("/search", guarded(search)),
+        Route("/api/token", token),
+        Route("/static/{name}", static),
+    ]
+    return _Headers(Starlette(routes=routes))
+
+
+class _Headers:
+    """ASGI wrapper: every response says what it may load (only this server) and is never cached."""
+
+    HEADERS: ClassVar[list[tuple[bytes, bytes]]] = [
+        (b"content-security-policy", CSP.encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"cache-control", b"no-store"),
+    ]
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _with_query(request: Any, **changes: Any) -> str:
+    """This page's URL with some query parameters changed (``None`` removes one)."""
+    params = dict(request.query_params)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    return str(request.url.path) + ("?" + urlencode(params) if params else "")

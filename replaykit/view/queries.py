@@ -1,0 +1,293 @@
+"""What each viewer page shows, gathered from the store through its named queries (reads only).
+
+Every function takes a :class:`~replaykit.cassette.backend.StoreBackend` and returns a
+JSON-ready dict the templates render; lists are read one page at a time (index columns
+only), documents and episodes only for what is on the page.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.report.diff import diff_verdict
+from replaykit.report.transcript import episode_summary, transcript
+from replaykit.view.caps import capped
+
+PAGE = 50
+
+
+def _accepted(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
+    out: dict[str, Any] = {}
+    for decision in ("accepted", "rejected", "skipped"):
+        which = [e["epoch"] for e in epochs if e.get("decision") == decision]
+        out[decision] = {"count": len(which), "epochs": which}
+    return out
+
+
+def curve(epochs: list[dict[str, Any]], total: int | None) -> dict[str, Any]:
+    """Solved instances per epoch (baseline and candidate), as SVG polyline points."""
+    base = [((e.get("verdict") or {}).get("metrics") or {}).get("solved_baseline") for e in epochs]
+    cand = [((e.get("verdict") or {}).get("metrics") or {}).get("solved_candidate") for e in epochs]
+    top = max([v for v in base + cand if v is not None] + [total or 0, 1])
+    width, height = 60 * max(len(epochs), 1), 120
+
+    def points(values: list[Any]) -> list[dict[str, Any]]:
+        return [
+            {"x": 30 + 60 * i, "y": round(height - 10 - (height - 30) * v / top, 1), "value": v, "epoch": i}
+            for i, v in enumerate(values)
+            if v is not None
+        ]
+
+    b, c = points(base), points(cand)
+    return {
+        "width": width + 20,
+        "height": height,
+        "top": top,
+        "baseline": b,
+        "candidate": c,
+        "baseline_path": " ".join(f"{p['x']},{p['y']}" for p in b),
+        "accepted": [
+            p
+            for p, e in zip(c, [e for e in epochs if e.get("verdict")], strict=False)
+            if e["decision"] == "accepted"
+        ],
+    }
+
+
+def training_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+    doc = store.get_doc(row["id"], kind="training")
+    epochs = doc.get("epochs") or []
+    metrics = [((e.get("verdict") or {}).get("metrics") or {}) for e in epochs]
+    units = next((m.get("units") for m in metrics if m.get("units")), None)
+    return {
+        "id": row["id"],
+        "name": row.get("name") or doc.get("name", ""),
+        "model": (doc.get("model") or {}).get("name", row.get("model", "")),
+        "created_at": row["created_at"],
+        "initial_sha": doc.get("initial_sha", ""),
+        "final_baseline": doc.get("final_baseline", ""),
+        "branch": doc.get("branch", ""),
+        "criterion": (doc.get("criterion") or {}).get("name", ""),
+        "epochs": epochs,
+        "n_epochs": len(epochs),
+        "decisions": _accepted(epochs),
+        "units": units,
+        "curve": curve(epochs, units),
+    }
+
+
+def trainings(store: StoreBackend) -> dict[str, Any]:
+    return {"trainings": [training_row(store, r) for r in store.doc_rows("training")]}
+
+
+def training(store: StoreBackend, training_id: str) -> dict[str, Any]:
+    full = store.resolve_id("runs", training_id, what="training")
+    row = next((r for r in store.doc_rows("training") if r["id"] == full), None)
+    if row is None:
+        store.get_doc(full, kind="training")  # raises the one-line "… is a run, not a training"
+        raise AssertionError(full)
+    return {"training": training_row(store, row)}
+
+
+def run_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+    doc = store.get_run(row["id"]).to_dict()
+    episodes = doc.get("episodes") or []
+    return {
+        "id": row["id"],
+        "name": row.get("name", ""),
+        "model": row.get("model", ""),
+        "harness_sha": row.get("harness_sha", ""),
+        "created_at": row["created_at"],
+        "solved": doc.get("solved"),
+        "total": doc.get("total"),
+        "episodes": len(episodes),
+        "steps": sum(e.get("steps") or 0 for e in episodes),
+        "tokens": sum(e.get("tokens") or 0 for e in episodes),
+        "infra": sum(bool(e.get("infra_failure")) for e in episodes),
+    }
+
+
+def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1) -> dict[str, Any]:
+    rows = [
+        r
+        for r in store.doc_rows("measure")
+        if (not model or r["model"] == model) and (not harness or r["harness_sha"].startswith(harness))
+    ]
+    page = max(page, 1)
+    shown = rows[(page - 1) * PAGE : page * PAGE]
+    return {
+        "runs": [run_row(store, r) for r in shown],
+        "total": len(rows),
+        "page": page,
+        "pages": max((len(rows) + PAGE - 1) // PAGE, 1),
+        "models": sorted({r["model"] for r in store.doc_rows("measure")}),
+    }
+
+
+def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
+    doc = store.get_run(run_id)
+    episodes = [e.to_dict() for e in doc.episodes]
+    tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
+    tasks = [t.rstrip("/").rsplit("/", 1)[-1] for t in tasks]
+    seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
+    cells = {(e["task_id"], e["seed"]): e for e in episodes}
+    for e in episodes:
+        if e["task_id"] not in tasks:
+            tasks.append(e["task_id"])
+    grid = [
+        {"task_id": t, "cells": [cells.get((t, s)) for s in seeds]}
+        for t in tasks
+        if any((t, s) in cells for s in seeds)
+    ]
+    row = {
+        "id": doc.run_id,
+        "name": "",
+        "model": doc.model["name"],
+        "harness_sha": doc.harness_sha,
+        "created_at": "",
+    }
+    return {
+        "run": run_row(store, row) | {"endpoint": doc.model.get("endpoint", "")},
+        "seeds": seeds,
+        "grid": grid,
+    }
+
+
+def verdict_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+    doc = store.get_doc(row["id"], kind="verdict")
+    v = doc["verdict"]
+    return {
+        "id": row["id"],
+        "training_id": doc.get("training_id", ""),
+        "epoch": doc.get("epoch"),
+        "accept": v.get("accept"),
+        "criterion": v.get("criterion", ""),
+        "loss": v.get("loss"),
+        "reason": v.get("reason", ""),
+        "new_solves": v.get("new_solves") or [],
+        "regressions": v.get("regressions") or [],
+        "baseline_sha": doc.get("baseline_sha", ""),
+        "candidate_sha": doc.get("candidate_sha", ""),
+        "baseline_run": doc.get("baseline_run", ""),
+        "candidate_run": doc.get("candidate_run", ""),
+        "created_at": row["created_at"],
+    }
+
+
+def verdicts(store: StoreBackend, movement: str = "") -> dict[str, Any]:
+    rows = [verdict_row(store, r) for r in store.doc_rows("verdict")]
+    if movement == "regression":
+        rows = [r for r in rows if r["regressions"]]
+    elif movement == "new-solve":
+        rows = [r for r in rows if r["new_solves"]]
+    return {"verdicts": rows, "movement": movement}
+
+
+def verdict(store: StoreBackend, verdict_id: str) -> dict[str, Any]:
+    full = store.resolve_id("runs", verdict_id, what="verdict")
+    store.get_doc(full, kind="verdict")
+    row = next(r for r in store.doc_rows("verdict") if r["id"] == full)
+    return {"verdict": verdict_row(store, row)}
+
+
+def unit_diff(store: StoreBackend, verdict_id: str, unit: str) -> dict[str, Any]:
+    """The two episodes of one unit of a verdict, side by side at the first differing event."""
+    doc = diff_verdict(store, verdict_id, unit)
+    return {"diff": doc, "unit": doc["units"][0]}
+
+
+def compares(store: StoreBackend) -> dict[str, Any]:
+    out = []
+    for row in store.doc_rows("compare"):
+        doc = store.get_doc(row["id"], kind="compare")
+        out.append(
+            {
+                "id": row["id"],
+                "name": row.get("name", ""),
+                "models": doc.get("models") or [],
+                "harnesses": doc.get("harnesses") or [],
+                "created_at": row["created_at"],
+            }
+        )
+    return {"compares": out}
+
+
+def compare(store: StoreBackend, compare_id: str) -> dict[str, Any]:
+    doc = store.get_doc(compare_id, kind="compare")
+    models, harnesses = doc["models"], doc["harnesses"]
+    rows = []
+    for h in harnesses:
+        cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
+        sha = next(iter(cells.values()))["harness_sha"] if cells else ""
+        rows.append({"harness": h, "harness_sha": sha, "cells": [cells.get(m) for m in models]})
+    delta = None
+    if len(rows) >= 2:  # the last harness (e.g. the trained one) against the first (the untrained one)
+        first, last = rows[0]["cells"], rows[-1]["cells"]
+        delta = [
+            (b["solve_rate"] - a["solve_rate"]) if a is not None and b is not None else None
+            for a, b in zip(first, last, strict=True)
+        ]
+    return {
+        "compare": {
+            "id": doc.get("compare_id", compare_id),
+            "name": doc.get("name", ""),
+            "models": models,
+            "rows": rows,
+            "delta": delta,
+        }
+    }
+
+
+def episodes(
+    store: StoreBackend, filters: dict[str, Any], sort: str, descending: bool, page: int
+) -> dict[str, Any]:
+    page = max(page, 1)
+    rows, total = store.episode_page(
+        filters, sort=sort, descending=descending, limit=PAGE, offset=(page - 1) * PAGE
+    )
+    return {
+        "episodes": rows,
+        "total": total,
+        "page": page,
+        "pages": max((total + PAGE - 1) // PAGE, 1),
+        "facets": store.episode_facets(),
+        "filters": filters,
+        "sort": sort,
+        "descending": descending,
+    }
+
+
+def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[str, Any]:
+    cid = store.resolve_id("cassettes", cassette_id, what="cassette")
+    ep = store.get_episode(cid)
+    turns = transcript(ep)
+    for turn in turns:
+        for m in turn.get("new", []) + turn.get("reply", []):
+            m["content"], m["capped"] = capped(m.get("content") or "", full)
+        for key in ("stdout", "stderr"):
+            if key in turn:
+                turn[key], turn[f"{key}_capped"] = capped(turn[key] or "", full)
+    raw = []
+    for position, event in enumerate(ep.events):
+        form = event.digest_form()
+        text, cut = capped(json.dumps(form, indent=1, sort_keys=True, default=str), full)
+        raw.append({"position": position, "kind": form["kind"], "text": text, "capped": cut})
+    row = store.cassette_row(cid)
+    summary = episode_summary(cid, ep)
+    return {
+        "episode": summary
+        | {
+            "reward": row.get("reward"),
+            "passed": row.get("passed"),
+            "infra_failure": row.get("infra_failure"),
+            "created_at": row.get("created_at"),
+        },
+        "grade": ep.grade.to_dict() if ep.grade else None,
+        "turns": turns,
+        "raw": raw,
+        "full": full,
+        "meta": {k: v for k, v in ep.meta.items() if isinstance(v, (str, int, float, bool))},
+    }

@@ -1,0 +1,67 @@
+"""Serving the viewer: bind the socket (loopback unless told otherwise), then uvicorn until Ctrl-C."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+from typing import Callable
+
+from replaykit.core.errors import ReplaykitError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (0 picks a free port); a busy port is one line."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ReplaykitError(f"cannot listen on {host!r}: {exc.strerror}; pass --host 127.0.0.1") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ReplaykitError(
+            f"cannot listen on {host}:{port}: {exc.strerror.lower() if exc.strerror else exc}; "
+            "choose another --port (0 picks a free one)"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def serve(
+    store_root: Path, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
+) -> None:
+    """Serve the store at ``store_root`` (opened read-only) on ``sock`` until Ctrl-C."""
+    import uvicorn
+
+    from replaykit.cassette.store import Store
+    from replaykit.view.app import create_app
+
+    store = Store(store_root, readonly=True)
+    store.change_token()  # a missing or foreign store fails here, before the URL is printed
+    app = create_app(store, poll_seconds=poll_seconds)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
+    server = uvicorn.Server(config)
+    on_ready(url_of(sock))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        store.close()

@@ -1,0 +1,72 @@
+"""The ``replaykit view`` command: loopback unless told otherwise, one-line errors, Ctrl-C
+exits 130, and the store is byte-identical after a session that read every kind of page."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_runner import cli
+
+from .conftest import snapshot
+
+pytestmark = pytest.mark.e2e
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return answer.read().decode("utf-8")
+
+
+def test_a_viewer_session_leaves_the_store_byte_identical(
+    quickstart_store: dict[str, Any], viewer_of: Any, tmp_path: Path
+) -> None:
+    store = quickstart_store["store"]
+    before = snapshot(store)
+    viewer = viewer_of(store)
+    assert viewer.info["read_only"] is True and viewer.url.startswith("http://127.0.0.1:")
+    training = quickstart_store["training"]
+    pages = ["/", "/trainings", f"/trainings/{training['training_id']}", "/runs", "/verdicts", "/compares"]
+    pages += ["/episodes?sort=reward&dir=asc", "/search?q=checksum", "/search?q=release&page=2"]
+    pages += [f"/verdicts/{v}" for v in training["verdicts"]]
+    pages += [f"/runs/{r}" for r in training["runs"][:2]]
+    for path in pages:
+        fetch(viewer.url + path)
+    episodes = re.findall(r'href="/episodes/([0-9a-f]+)"', fetch(viewer.url + "/episodes"))
+    for cid in episodes[:5]:
+        fetch(f"{viewer.url}/episodes/{cid}?full=1")
+    for link in re.findall(
+        r'href="(/verdicts/[^"]+/diff\?unit=[^"]+)"',
+        fetch(f"{viewer.url}/verdicts/{training['verdicts'][0]}"),
+    ):
+        fetch(viewer.url + link.replace("&amp;", "&"))
+    code, err = viewer.stop()
+    assert code == 130 and "viewer stopped" in err and "Traceback" not in err, err
+    assert snapshot(store) == before
+    assert (tmp_path / "cache" / "replaykit" / "view").is_dir()  # the search sidecar went to the cache
+
+
+def test_another_host_needs_an_explicit_flag(quickstart_store: dict[str, Any]) -> None:
+    proc = cli("view", "--store", str(quickstart_store["store"]), "--host", "0.0.0.0", "--no-open")
+    assert proc.returncode == 2
+    assert "not a loopback address" in proc.stderr and "--allow-remote" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_missing_store_is_one_line(tmp_path: Path) -> None:
+    proc = cli("view", "--store", str(tmp_path / "nowhere"), "--port", "0", "--no-open")
+    assert (
+        proc.returncode == 1 and "no store at" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_busy_port_is_one_line(quickstart_store: dict[str, Any], viewer_of: Any) -> None:
+    viewer = viewer_of(quickstart_store["store"])
+    port = viewer.url.rsplit(":", 1)[1]
+    proc = cli("view", "--store", str(quickstart_store["store"]), "--port", port, "--no-open")
+    assert proc.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr

@@ -1,0 +1,123 @@
+"""``replaykit view`` as an HTTP server on loopback, over the quickstart training and a compare
+result: every page answers, filters, sorting and pagination do what they say, search finds
+text that only a tool output holds, bad input is one line, and nothing can write."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Viewer
+
+pytestmark = pytest.mark.e2e
+
+#: A word that only the tool outputs of the quickstart hold (a name in csv-active-emails' data).
+TOOL_ONLY_WORD = "edsger"
+
+
+def get(url: str, method: str = "GET") -> tuple[int, str, dict[str, str]]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.read().decode("utf-8"), dict(answer.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8"), dict(exc.headers)
+
+
+@pytest.fixture(scope="module")
+def viewer(quickstart_store: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    v = Viewer(quickstart_store["store"], tmp_path_factory.mktemp("view-cache"))
+    yield v
+    v.stop()
+
+
+def test_every_page_answers_and_links_to_the_next(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    training = quickstart_store["training"]
+    status, home, headers = get(viewer.url + "/")
+    assert status == 200 and training["training_id"] in home
+    assert headers["content-security-policy"].startswith("default-src 'self'")
+    status, page, _ = get(
+        f"{viewer.url}/trainings/{training['training_id'][:8]}"
+    )  # a unique prefix is enough
+    assert status == 200
+    assert page.count('class="epoch-row"') == len(training["epochs"]) == 5
+    accepted = [e["epoch"] for e in training["epochs"] if e["decision"] == "accepted"]
+    assert f"{len(accepted)} accepted ({', '.join(f'e{e}' for e in accepted)})" in page
+    verdict = next(e["verdict_id"] for e in training["epochs"] if e.get("verdict", {}).get("regressions"))
+    status, page, _ = get(f"{viewer.url}/verdicts/{verdict}")
+    links = re.findall(r'class="diff-link regression" href="([^"]+)"', page)
+    assert status == 200 and links
+    status, diff, _ = get(viewer.url + links[0].replace("&amp;", "&"))
+    assert status == 200 and "first difference" in diff and 'id="side-by-side"' in diff
+    compare = quickstart_store["compare"]
+    status, page, _ = get(f"{viewer.url}/compares/{compare['compare_id']}")
+    assert status == 200 and "trained vs untrained" in page
+    for cell in compare["cells"]:
+        assert f'href="/runs/{cell["run_id"]}"' in page
+    status, page, _ = get(f"{viewer.url}/runs/{compare['cells'][0]['run_id']}")
+    cells = re.findall(r'href="/episodes/([0-9a-f]+)"', page)
+    assert status == 200 and len(cells) == 16
+    status, page, _ = get(f"{viewer.url}/episodes/{cells[0]}")
+    assert status == 200 and 'id="grade"' in page and "raw events" in page and "state digest" in page
+
+
+def test_episode_list_filters_sorts_and_pages(viewer: Viewer) -> None:
+    _, page, _ = get(viewer.url + "/episodes")
+    total = int(re.search(r'id="episode-total">(\d+) episode', page).group(1))
+    assert page.count('class="episode-row"') == 50 and total > 50 and "page 1 of" in page
+    _, page2, _ = get(viewer.url + "/episodes?page=2")
+    first = set(re.findall(r'href="/episodes/([0-9a-f]+)"', page))
+    second = set(re.findall(r'href="/episodes/([0-9a-f]+)"', page2))
+    assert first and second and not first & second
+    _, page, _ = get(viewer.url + "/episodes?task=hello-file&seed=1&sort=tokens&dir=asc")
+    tasks = re.findall(r'class="episode-row" data-task="([^"]+)"', page)
+    assert tasks and set(tasks) == {"hello-file"}
+    tokens = [int(t) for t in re.findall(r'<td class="num">(\d+)</td><td>\d{4}-', page)]
+    assert tokens == sorted(tokens) and len(tokens) == len(tasks)
+    _, page, _ = get(viewer.url + "/episodes?outcome=fail")
+    assert 'class="pass"' not in page.split('id="episodes-table"')[1]
+
+
+def test_search_finds_a_word_only_a_tool_output_holds(viewer: Viewer) -> None:
+    status, page, _ = get(f"{viewer.url}/search?q={TOOL_ONLY_WORD.upper()}")
+    assert status == 200
+    hits = re.findall(r'href="/episodes/([0-9a-f]+)"', page)
+    assert hits and "<mark>" in page and TOOL_ONLY_WORD in page.lower()
+    _, episode, _ = get(f"{viewer.url}/episodes/{hits[0]}")
+    outputs = re.findall(
+        r'<details class="turn (?:role-tool|env) tool-output">(.*?)</details>', episode, re.S
+    )
+    assert any(TOOL_ONLY_WORD in o.lower() for o in outputs)
+    outside = re.sub(
+        r'<details class="turn (?:role-tool|env) tool-output">.*?</details>', "", episode, flags=re.S
+    )
+    assert TOOL_ONLY_WORD not in outside.split('id="raw-events"')[0].lower()
+    status, page, _ = get(f"{viewer.url}/search?q=zzzznotaword")
+    assert status == 200 and "0 episode(s)" in page
+
+
+def test_bad_input_is_one_line_and_nothing_writes(viewer: Viewer) -> None:
+    status, page, _ = get(viewer.url + "/episodes?seed=x")
+    assert status == 400 and "seed=&#39;x&#39; is not a whole number" in page
+    status, page, _ = get(viewer.url + "/episodes?sort=drop")
+    assert status == 400 and "is not a column" in page
+    status, page, _ = get(viewer.url + "/episodes/ffffffff")
+    assert status == 404 and "no cassette" in page
+    status, page, _ = get(viewer.url + "/trainings/" + "0" * 16)
+    assert status == 404
+    status, _, _ = get(viewer.url + "/episodes", method="POST")
+    assert status == 405
+    status, body, _ = get(viewer.url + "/api/token")
+    assert status == 200 and json.loads(body)["token"]
+
+
+def test_the_sidecar_index_is_outside_the_store(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    get(f"{viewer.url}/search?q=checksum")
+    sidecar = Path(viewer.info["search_index"])
+    assert sidecar.is_file() and quickstart_store["store"].resolve() not in sidecar.resolve().parents
