@@ -114,6 +114,22 @@ class Index(Protocol):
 
     def delete_rows(self, table: str, keys: Iterable[str]) -> int: ...
 
+    # leases: what a live writer is about to reference (gc and rm keep it, and refuse it)
+    def leasing(self) -> contextlib.AbstractContextManager[None]:
+        """Inside, every tree, cassette, document and blob written is leased in the same
+        transaction as its write; the leases end when the outermost scope exits."""
+        ...
+
+    def lease(self, table: str, keys: Iterable[str]) -> None:
+        """Lease rows of ``runs``/``cassettes``/``trees``/``blobs`` (inside ``leasing()``)."""
+        ...
+
+    def leased(self, prune: bool = False) -> dict[str, dict[str, str]]:
+        """Live leases, table → {key: holder}; ``prune`` drops those of dead writers."""
+        ...
+
+    def release_leases(self) -> None: ...
+
 
 class StoreBackend(BlobStore, Index, Protocol):
     """Everything replaykit asks of a store."""

@@ -115,18 +115,41 @@ def measure(
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel.
 
-    ``persist=False`` (replaying a training) writes nothing: no tree, no run document."""
+    ``persist=False`` (replaying a training) writes nothing: no tree, no run document.
+    Persisting, what it writes or reuses is leased until the run document names it, so a
+    concurrent ``gc`` or ``cassettes rm`` cannot take it."""
     check_record_mode(record_mode)
     store = store or Store(config.store_path)
+    if not persist:
+        return _measure(config, record_mode, harness_ref, model, progress, store, sha, keep_going, persist)
+    with store.leasing():
+        return _measure(config, record_mode, harness_ref, model, progress, store, sha, keep_going, persist)
+
+
+def _measure(
+    config: RunConfig,
+    record_mode: str,
+    harness_ref: str | None,
+    model: ModelConfig | None,
+    progress: Progress | None,
+    store: Store,
+    sha: str | None,
+    keep_going: bool,
+    persist: bool,
+) -> MeasureResult:
     model = model or config.model
     repo = open_harness(config, create=record_mode != "none")
     if sha is None:
         repo.ensure_clean()
         sha = repo.resolve(harness_ref)
-    if persist and not store.has_tree(sha):
-        store.put_tree(sha, repo.tree_files(sha))
+    if persist:
+        store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
+        if not store.has_tree(sha):
+            store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
     keys = episode_keys(config, sha, tasks, model)
+    if persist:  # the cassettes the run document will list, reused ones included
+        store.lease("cassettes", [k.id for k, _ in keys])
     if record_mode == "none":
         missing = [(k, t) for k, t in keys if not store.has(k.id)]
     else:

@@ -3,7 +3,8 @@
 Every blob against its content address, every cassette (its blobs, its key against
 its row, its cached columns against its events), every run/training/verdict document
 against its row (and a run's episode entries against their cassettes), every harness
-tree's files. Reads only: the store is opened read-only and stays byte-identical.
+tree's files, and the reference graph: every run, verdict, cassette, tree and blob a kept
+document names exists (and, being checked itself, verifies). Reads only: the store is opened read-only and stays byte-identical.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any, Callable
 
 from replaykit.cassette.store import Store
 from replaykit.core.errors import StoreError
+from replaykit.exchange.bundle_format import BundleError
+from replaykit.exchange.refs import doc_refs
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -41,8 +44,25 @@ def verify_store(store: Store, progress: Progress | None = None) -> dict[str, An
             doc = store.get_doc(r)
             if k == "measure":
                 store.check_run(doc)
+            check_references(store, f"{k} {r}", doc)
 
         check("runs", str(rid), run_doc)
     for (sha,) in store.index_rows("trees", "sha"):
         check("trees", str(sha), lambda s=str(sha): store.get_tree(s))  # type: ignore[misc]
     return {"store": str(store.root), "ok": not damaged, "checked": checked, "damaged": damaged}
+
+
+def check_references(store: Store, where: str, doc: dict[str, Any]) -> None:
+    """Every row and blob ``doc`` names is in the store (``store corrupt`` naming the first missing)."""
+    try:
+        refs = doc_refs(doc, where)
+    except BundleError as exc:
+        raise store.corrupt(str(exc)) from None
+    for table, ids in refs.items():
+        found = store.present(table, list(dict.fromkeys(ids)))
+        missing = next((i for i in ids if i not in found), None)
+        if missing is not None:
+            what = {"runs": "document", "cassettes": "cassette", "trees": "harness tree", "blobs": "blob"}[
+                table
+            ]
+            raise store.corrupt(f"{where} references {what} {missing[:16]}, which is not in the store")

@@ -3,7 +3,8 @@
 Documents (runs, trainings, verdicts) and cassettes are removed only when named (or,
 with ``recursive``, when everything that references them is removed too); blobs and
 harness trees go once no kept row reaches them. Nothing that a kept document
-references is ever removed. The plan is computed and executed inside one SQLite
+references, and nothing a running writer holds a lease on (``Store.leasing``), is ever
+removed. The plan is computed and executed inside one SQLite
 transaction, so a concurrent writer never sees half a removal and a crash leaves the
 store as it was. References are followed exactly as bundle export follows them.
 """
@@ -11,6 +12,7 @@ store as it was. References are followed exactly as bundle export follows them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,9 +61,11 @@ class _Graph:
     def referrers(self, table: str, key: str, kept: set[str]) -> list[str]:
         return [d for d in kept if key in self.doc_refs[d][table]]
 
-    def live_blobs_and_trees(self, runs: set[str], cassettes: set[str]) -> tuple[set[str], set[str]]:
+    def live_blobs_and_trees(
+        self, runs: set[str], cassettes: set[str], leased_trees: Iterable[str] = ()
+    ) -> tuple[set[str], set[str]]:
         blobs: set[str] = set()
-        trees: set[str] = set()
+        trees: set[str] = set(leased_trees)
         for d in runs:
             blobs.update(self.doc_refs[d]["blobs"])
             trees.update(self.doc_refs[d]["trees"])
@@ -79,13 +83,21 @@ class _Graph:
         return blobs, trees
 
 
-def plan(store: Store, ids: list[str], recursive: bool = False) -> Plan:
-    """What removing ``ids`` (and, with no ids, only garbage) would delete."""
+def plan(store: Store, ids: list[str], recursive: bool = False, prune: bool = False) -> Plan:
+    """What removing ``ids`` (and, with no ids, only garbage) would delete. What a live
+    writer holds a lease on (a running ``run`` or ``train``) is kept, and naming it is refused."""
     graph = _Graph(store)
+    leased = store.leased(prune=prune)
     named: dict[str, str] = {}
     for given in ids:
         table, full = resolve_root(store, given)
         named[full] = table
+        holder = leased[table].get(full)
+        if holder:
+            what = graph.kinds.get(full, "document") if table == "runs" else "cassette"
+            raise StoreError(
+                f"{what} {full} is in use by a running replaykit process ({holder}); wait for it to finish, then retry"
+            )
     doomed_runs = {i for i, t in named.items() if t == "runs"}
     doomed_cassettes = {i for i, t in named.items() if t == "cassettes"}
     if recursive:  # everything the named documents reach, then keep what a kept document still needs
@@ -97,6 +109,8 @@ def plan(store: Store, ids: list[str], recursive: bool = False) -> Plan:
                     doomed_runs.add(r)
                     pending.append(r)
             doomed_cassettes.update(c for c in refs["cassettes"] if c in graph.cassettes)
+        doomed_runs -= set(leased["runs"])
+        doomed_cassettes -= set(leased["cassettes"])
     changed = True
     while changed:
         changed = False
@@ -117,8 +131,9 @@ def plan(store: Store, ids: list[str], recursive: bool = False) -> Plan:
                 doomed.discard(key)
                 changed = True
     live_blobs, live_trees = graph.live_blobs_and_trees(
-        set(graph.doc_refs) - doomed_runs, set(graph.cassettes) - doomed_cassettes
+        set(graph.doc_refs) - doomed_runs, set(graph.cassettes) - doomed_cassettes, leased["trees"]
     )
+    live_blobs.update(leased["blobs"])
     sizes = dict(store.index_rows("blobs", "hash, size"))
     dead_blobs = sorted(set(sizes) - live_blobs)
     return Plan(
@@ -138,7 +153,7 @@ def remove(store: Store, ids: list[str], recursive: bool = False, dry_run: bool 
     if dry_run:
         return plan(store, ids, recursive).to_json(dry_run=True)
     with store.write_lock():  # plan and delete under one write transaction
-        found = plan(store, ids, recursive)
+        found = plan(store, ids, recursive, prune=True)
         store.delete_rows("runs", found.runs)
         store.delete_rows("cassettes", found.cassettes)
         store.delete_rows("trees", found.trees)

@@ -72,6 +72,8 @@ def proposal_session(
         return
     key = proposal_key(trainer, mcfg, epoch, baseline_sha, brief)
     store, seed = trainer.store, trainer.train_cfg.seed
+    if trainer.persist:  # the training document will name it (gc and rm keep it until then)
+        store.lease("cassettes", [key.id])
     if trainer.record_mode == "none":
         replaying = store.has(key.id)
     else:  # a stored proposal holding an endpoint error (older versions) is re-recorded

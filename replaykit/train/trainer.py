@@ -134,6 +134,13 @@ class Trainer:
     def epochs(self, n: int | None = None) -> Iterator[Loss]:
         n = self.train_cfg.epochs if n is None else n
         self.progress("outer", {"total": n, "label": "epoch"})
+        if not self.persist:
+            yield from self._epochs(n)
+            return
+        with self.store.leasing():  # what the training document will name, until it names it
+            yield from self._epochs(n)
+
+    def _epochs(self, n: int) -> Iterator[Loss]:
         for epoch in range(n):
             head = self.harness.resolve()
             parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate

@@ -4,9 +4,11 @@ uses (one row by key, ids by unique prefix, refusing writes when read-only)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -99,6 +101,27 @@ class StoreBase:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """One write transaction taken up front (BEGIN IMMEDIATE, waiting out another
+        writer): what is read inside cannot change before what is written inside commits.
+        Nested inside another transaction it is a savepoint of that one."""
+        self.writable()
+        db = self.db
+        if db.conn.in_transaction:
+            with db.atomic():
+                yield
+            return
+        conn = db.conn
+        retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def writable(self) -> None:
         """Refuse a write through a read-only store (replay, audit, listings, export)."""

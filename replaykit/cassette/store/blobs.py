@@ -8,12 +8,12 @@ from typing import Any
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import blob_ok
-from replaykit.cassette.store.base import StoreBase
+from replaykit.cassette.store.leases import LeasesMixin
 from replaykit.cassette.store.schema import SCHEMA, now_iso
 from replaykit.core.determinism import canonical_json
 
 
-class BlobsMixin(StoreBase):
+class BlobsMixin(LeasesMixin):
     """Blobs by hash; JSON values as blobs."""
 
     def _write_blobs(self, blobs: Blobs) -> None:
@@ -26,8 +26,9 @@ class BlobsMixin(StoreBase):
     def put_blob(self, data: bytes) -> str:
         blobs: Blobs = {}
         digest = put(blobs, data)
-        with self.db.atomic():
+        with self.write_lock():
             self._write_blobs(blobs)
+            self._lease_rows("blobs", [digest])
         return digest
 
     def get_blob(self, digest: str) -> bytes:
@@ -53,10 +54,11 @@ class BlobsMixin(StoreBase):
         """Blobs + one row in one transaction; ``created_at`` is set once, at first write."""
         pk = SCHEMA[table]["pk"]
         self.writable()
-        with self.db.atomic():
+        with self.write_lock():
             self._write_blobs(blobs)
             old = self.db.conn.execute(
                 f"SELECT created_at FROM [{table}] WHERE [{pk}] = ?", (row[pk],)
             ).fetchone()
             row["created_at"] = old[0] if old and old[0] else now_iso()
             self.db.table(table).insert(row, replace=True)
+            self._lease_rows(table, [row[pk]])

@@ -44,5 +44,5 @@ class QueriesMixin(BlobsMixin):
         return row
 
     def put_certificate(self, row: dict[str, Any]) -> None:
-        with self.db.atomic():
+        with self.write_lock():
             self._table("certificates").insert(row, replace=True)

@@ -7,7 +7,7 @@ import contextlib
 from typing import Any, Iterable, Iterator
 
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.cassette.store.schema import SCHEMA, retry_locked
+from replaykit.cassette.store.schema import SCHEMA
 from replaykit.core.errors import StoreError
 
 
@@ -20,20 +20,6 @@ class RowsMixin(BlobsMixin):
         if table not in SCHEMA:
             raise StoreError(f"unknown store table {table!r}")
         return [tuple(r) for r in self.db.conn.execute(f"SELECT {columns} FROM [{table}]")]
-
-    @contextlib.contextmanager
-    def write_lock(self) -> Iterator[None]:
-        """One write transaction taken up front (BEGIN IMMEDIATE): what is read inside
-        cannot change before what is written inside commits."""
-        self.writable()
-        conn = self.db.conn
-        retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def delete_rows(self, table: str, keys: Iterable[str]) -> int:
         """Delete rows of a core table by primary key (call inside ``write_lock()``)."""
@@ -68,7 +54,7 @@ class RowsMixin(BlobsMixin):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction: everything inside commits together or not at all."""
-        with self.db.atomic():
+        with self.write_lock():
             yield
 
     def insert_blobs(self, blobs: dict[str, bytes]) -> None:

@@ -21,15 +21,18 @@ class TreesMixin(BlobsMixin):
     """The ``trees`` table and the materialised-tree cache."""
 
     def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None:
-        """Store the files of a harness commit so replay needs no git repository."""
+        """Store the files of a harness commit so replay needs no git repository (leased
+        first inside ``leasing()``, so ``gc`` cannot take it before a document names it)."""
+        self.lease("trees", [sha])
         if self.has_tree(sha):
             return
         self.writable()
         blobs: Blobs = {}
         manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
-        with self.db.atomic():
+        with self.write_lock():
             self._write_blobs(blobs)
             self.db.table("trees").insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
+            self._lease_rows("trees", [sha])
 
     def has_tree(self, sha: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None
