@@ -3,12 +3,15 @@
 ``DockerEnv`` implements the ``Environment`` protocol like ``LocalEnv`` does (same
 observations, timeouts, output caps and grading semantics) inside a container of the
 task's image (``images.ensure_task_image``). This module holds the task's side: limits
-from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit``; no
-network unless ``allow_internet``), the workdir, the pins (hostname ``replaykit``,
+from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit``; the
+network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
 ``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
-grading, the state digest (``snapshot.py``) and the ``docker`` kind. The container's
-mechanics (create, ``docker exec``, nothing outliving a step, faults) are
+grading, the state digest (``snapshot.py``) and the ``docker`` kind. As in Harbor, the
+image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
+started stay up across steps (``services.py``); the workdir is task.toml's, else the
+image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
+The container's mechanics (create, ``docker exec``, nothing outliving a step, faults) are
 ``episode_container.py``; labels and cleanup at exit or on signals, ``containers.py``.
 """
 
@@ -54,6 +57,7 @@ class DockerEnv:
         snapshot_mode: str = "digest",
         episode: str = "",
         aliases: dict[str, str] | None = None,
+        warnings: list[str] | None = None,
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -70,10 +74,13 @@ class DockerEnv:
         self._sidecars: compose.Sidecars | None = None
         self._state: str | None = None
         self._image_workdir: str | None = None
+        self._entrypoint: list[str] = []
+        self._services = 0
         self.step: Step | None = None
         self._env = task_env.ResolvedEnv()
         self._storage_enforced = "no"
         self._secrets: dict[str, str] = {}
+        self._warnings: list[str] = list(warnings or ())
 
     @property
     def container(self) -> Any:
@@ -82,10 +89,11 @@ class DockerEnv:
 
     @property
     def workdir(self) -> str:
-        """task.toml's ``environment.workdir``, else the image's WORKDIR, else ``/app``."""
+        """task.toml's ``environment.workdir``, else the image's WORKDIR, else ``/`` (as
+        Harbor: no ``/app`` is made when the image sets no WORKDIR)."""
         table = self.task.config.get("environment")
         explicit = isinstance(table, dict) and "workdir" in table
-        chosen = self.task.workdir if explicit or not self._image_workdir else self._image_workdir
+        chosen = self.task.workdir if explicit else self._image_workdir or "/"
         return "/" + chosen.strip("/")
 
     def env_vars(self) -> dict[str, str]:
@@ -93,6 +101,17 @@ class DockerEnv:
         env.update(APP_DIR=self.workdir, TESTS_DIR=TESTS_DIR, LOGS_DIR=LOGS_DIR, PYTHONDONTWRITEBYTECODE="1")
         env.update(self._env.values)  # [environment.env]
         return env
+
+    @property
+    def network_state(self) -> str:
+        """``none`` (no-network task) or ``unfrozen`` (a live network, Harbor's default;
+        the frozen network, when it serves the episode, reports ``frozen``)."""
+        return "unfrozen" if self.task.allow_internet else "none"
+
+    @property
+    def warnings(self) -> list[str]:
+        """What replaykit applied that the task did not say (aliases, swapped pins): stored with the run."""
+        return list(self._warnings)
 
     @property
     def secrets(self) -> dict[str, str]:
@@ -147,7 +166,9 @@ class DockerEnv:
         with containers.live_lock:
             containers.live[name] = None
         ncpu = containers.host_cpus(client)
-        self._image_workdir = images.image_workdir(client, self.image)
+        config = images.image_config(client, self.image)
+        self._image_workdir = str(config.get("WorkingDir") or "") or None
+        self._entrypoint = list(config.get("Entrypoint") or [])  # kept, as Harbor keeps it
         options: dict[str, Any] = {
             "command": INIT,
             "name": name,
@@ -195,6 +216,10 @@ class DockerEnv:
         if unhealthy:
             box.stop(unhealthy)
             return
+        if self._entrypoint:  # INIT ran as the entrypoint's arguments: what it started stays up
+            self._services = len(box.adopt_services())
+            if box.dead is not None:
+                return
         unhealthy = healthcheck.wait_healthy(self, self.task)
         if unhealthy:
             box.stop(unhealthy)
@@ -314,14 +339,15 @@ class DockerEnv:
             why = said[-1][:200] if said else f"exit {prep.exit_code}"
             return _infra_failure(f"cannot prepare the verifier: {why}")
         verifier_env = verifier_vars(self.task, self.step)
-        tests, timeout = (
-            (self.step.tests_dir, self.step.verifier_timeout_sec)
+        sources, timeout = (
+            (self.step.tests_sources, self.step.verifier_timeout_sec)
             if self.step
-            else (self.task.tests_dir, None)
+            else ((self.task.tests_dir,), None)
         )
         timeout = timeout or self.task.verifier_timeout_sec
         try:
-            box.put(tests, TESTS_DIR)
+            for tests in sources:  # a step's tests/ on top of the task's shared tests/ (as Harbor)
+                box.put(tests, TESTS_DIR)
         except OSError as exc:
             raise EnvError(f"cannot copy the tests of task {self.task.id!r}: {exc}") from None
         self._secrets.update(verifier_env.secrets)
@@ -353,7 +379,12 @@ class DockerEnv:
                 "storage_mb": self.task.storage_mb,
                 "storage_enforced": self._storage_enforced,
             },
+            # a live network is an uncontrolled input: certify never calls such an episode deterministic
+            "network": self.network_state,
+            "warnings": list(self.warnings),
             "workdir": self.workdir,
+            "entrypoint": list(self._entrypoint),
+            "services": self._services,
             "env_vars": sorted(self.env_vars()),
             "snapshot": self.snapshot_mode,
         }

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
-from replaykit.envs import compose, containers, faults, task_env
+from replaykit.envs import compose, containers, faults, services, task_env
 from replaykit.envs.base import Observation
 from replaykit.envs.containers import remove_container
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
@@ -116,6 +116,18 @@ class EpisodeContainer:
         self.dead: str | None = None  # why the episode cannot go on (see faults.py)
         self.procs = containers.cgroup_procs(container)
         self.watchdog = faults.Watchdog(container, storage_mb, storage_by_driver)
+        self.services: set[int] = set()  # the image's ENTRYPOINT processes (container PIDs), spared
+
+    def adopt_services(self) -> set[int]:
+        """Once the image's ENTRYPOINT has settled, the processes it left running are
+        services: kept across steps (``services.py``). Returns their container PIDs."""
+
+        def listing() -> set[int] | None:
+            obs = self.exec(["bash", "-c", services.LIST_SCRIPT], 10, "/", None, {}, kill=False)
+            return None if self.dead is not None or obs.exit_code != 0 else services.parse_listing(obs.stdout)
+
+        self.services = services.settle(listing)
+        return set(self.services)
 
     def dead_obs(self, out: str = "", err: str = "") -> Observation:
         assert self.dead is not None
@@ -147,8 +159,10 @@ class EpisodeContainer:
         workdir: str,
         extra_env: dict[str, str] | None,
         secrets: Mapping[str, str],
+        kill: bool = True,
     ) -> Observation:
-        """Run ``argv`` in ``workdir`` (outputs scrubbed of ``secrets``); exit 124 on timeout."""
+        """Run ``argv`` in ``workdir`` (outputs scrubbed of ``secrets``); exit 124 on timeout;
+        then (unless not ``kill``) every process it left is killed."""
         container = self.container
         if self.dead is not None:
             return self.dead_obs()
@@ -202,7 +216,7 @@ class EpisodeContainer:
                 break
             if not reader.is_alive():
                 time.sleep(0.1)  # stream closed early but still running: keep polling
-        if self.dead is None:
+        if self.dead is None and kill:
             self.kill_all()
         reader.join(5)
         try:
@@ -247,21 +261,26 @@ class EpisodeContainer:
     def kill_all(self) -> None:
         """Kill every process of the container but PID 1 (nothing outlives a step); when that
         is impossible (no room for a new process: a fork bomb at the pids limit), stop the episode."""
-        if self.procs is not None:
+        if self.procs is not None and not self.services:
             try:
                 if len(self.procs.read_text().split()) <= _IDLE_PROCS:
                     return  # only PID 1: nothing to kill (saves an exec)
             except OSError:
                 pass
+        argv, env = services.kill_argv(self.services) if self.services else (_KILL_ALL, {})
         try:
             api = self.client.api
-            exec_id = api.exec_create(self.container.id, _KILL_ALL, stdout=False, stderr=False, workdir="/")[
-                "Id"
-            ]
+            exec_id = api.exec_create(
+                self.container.id, argv, stdout=False, stderr=False, workdir="/", environment=env or None
+            )["Id"]
             api.exec_start(exec_id)
         except Exception:
             pass
-        if self.procs is None or not faults.kill_leftovers(self.client, self.container, self.procs):
+        keep = self.services
+        spare = (lambda pids: services.spared_host_pids(pids, keep)) if keep else None
+        if self.procs is None or not faults.kill_leftovers(
+            self.client, self.container, self.procs, spare=spare
+        ):
             return
         self.stop(
             faults.stopped_reason(self.container)

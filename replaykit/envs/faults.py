@@ -28,6 +28,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_PIDS_LIMIT = 1024
@@ -110,16 +111,29 @@ def _procs(path: Path) -> list[int]:
         return []
 
 
-def kill_leftovers(client: Any, container: Any, procs_file: Path, rounds: int = 5) -> bool:
-    """Kill (from the host) every process of the container but its PID 1, with the
+def kill_leftovers(
+    client: Any,
+    container: Any,
+    procs_file: Path,
+    rounds: int = 5,
+    spare: Callable[[list[int]], set[int]] | None = None,
+) -> bool:
+    """Kill (from the host) every process of the container but its PID 1 (and those
+    ``spare`` picks of the container's host PIDs: the image's services), with the
     container frozen so nothing forks meanwhile. True when processes are still left
     (e.g. not root here): the episode cannot go on."""
     try:
         init = int(container.attrs["State"]["Pid"])
     except (KeyError, TypeError, ValueError):
         return False
+
+    def leftovers() -> list[int]:
+        procs = _procs(procs_file)
+        kept = spare(procs) if spare is not None else set()
+        return [p for p in procs if p != init and p not in kept]
+
     for _ in range(rounds):
-        left = [p for p in _procs(procs_file) if p != init]
+        left = leftovers()
         if not left:
             return False
         try:
@@ -136,7 +150,7 @@ def kill_leftovers(client: Any, container: Any, procs_file: Path, rounds: int = 
         except Exception:
             pass
         time.sleep(0.05)
-    return bool([p for p in _procs(procs_file) if p != init])
+    return bool(leftovers())
 
 
 class Watchdog:

@@ -124,13 +124,17 @@ def image_exists(client: Any, ref: str) -> str | None:
         raise EnvError(f"cannot inspect image {ref!r}: {exc.explanation or exc}") from None
 
 
+def image_config(client: Any, ref: str) -> dict[str, Any]:
+    """The image's ``Config`` (WorkingDir, Entrypoint, …); {} when the image is unknown."""
+    try:
+        return dict(client.api.inspect_image(ref).get("Config") or {})
+    except Exception:
+        return {}
+
+
 def image_workdir(client: Any, ref: str) -> str | None:
     """The image's WORKDIR (None when unset or the image is unknown)."""
-    try:
-        config = client.api.inspect_image(ref).get("Config") or {}
-    except Exception:
-        return None
-    return str(config.get("WorkingDir") or "") or None
+    return str(image_config(client, ref).get("WorkingDir") or "") or None
 
 
 def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
@@ -194,7 +198,7 @@ def image_tag(task: Task | str, digest: str) -> str:
 def ensure_task_image(
     task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None
 ) -> TaskImage:
-    """Build ``environment/Dockerfile`` (no registry, no network) or reuse the cached image."""
+    """Build ``environment/Dockerfile`` (no registry; with the network, as Harbor builds) or reuse the cached image."""
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
     env_table = task.config.get("environment")
@@ -252,7 +256,7 @@ def build_cached(
             "environment": task_digest(context_dir),
             "dockerfile": text,
             "bases": base_ids,
-            "network": task.allow_internet,
+            "build_network": "default",  # Harbor always builds with the network
         }
     )
     tag = image_tag(name, digest)
@@ -293,7 +297,7 @@ def _build(
                 pull=False,
                 decode=True,
                 timeout=max(60, int(task.build_timeout_sec)),
-                network_mode="default" if task.allow_internet else "none",
+                network_mode="default",  # as Harbor: builds have the network, whatever the task's policy
                 labels={"replaykit.task": task.id, "replaykit.digest": digest},
             )
             for chunk in stream:

@@ -324,19 +324,20 @@ class LocalEnv:
         )
 
     def grade(self) -> Grade:
-        """Copy tests/ in, run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
+        """Copy tests/ in (a step's on top of the shared ones), run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
         self._require_started()
         verifier_env = verifier_vars(self.task, self.step)
-        tests, timeout = (
-            (self.step.tests_dir, self.step.verifier_timeout_sec)
+        sources, timeout = (
+            (self.step.tests_sources, self.step.verifier_timeout_sec)
             if self.step
-            else (self.task.tests_dir, None)
+            else ((self.task.tests_dir,), None)
         )
         timeout = timeout or self.task.verifier_timeout_sec
         try:
             if self.tests_dir.exists():
                 shutil.rmtree(self.tests_dir)
-            shutil.copytree(tests, self.tests_dir, symlinks=True)
+            for tests in sources:  # a step's tests/ on top of the task's shared tests/
+                shutil.copytree(tests, self.tests_dir, symlinks=True, dirs_exist_ok=True)
             verifier_logs = self.logs_dir / "verifier"
             if verifier_logs.exists():
                 shutil.rmtree(verifier_logs)  # a stale reward must never be read

@@ -1,8 +1,9 @@
 """Harbor's multi-step tasks (``[[steps]]`` in task.toml).
 
 Each ``[[steps]]`` table has a ``name``; its files live in ``steps/<name>/``:
-``instruction.md`` (required), ``tests/test.sh`` (else the task's shared
-``tests/test.sh``), ``solution/solve.sh`` (the oracle of that step), and
+``instruction.md`` (required), ``tests/`` (as in Harbor, the task's shared ``tests/``
+is copied to ``/tests`` first and the step's on top, so a step's ``test.sh`` can
+source a shared helper; the step's ``test.sh`` runs, else the shared one), ``solution/solve.sh`` (the oracle of that step), and
 ``workdir/`` (files copied into the workdir before the step, ``setup.sh`` among
 them is run there first). Steps run in order in **one** environment: before each
 step its workdir files are staged, the agent works on the step's instruction, the
@@ -38,7 +39,7 @@ class Step:
     name: str
     instruction: str
     dir: Path
-    tests_dir: Path
+    tests_dir: Path  # the folder whose test.sh runs (the step's, else the task's)
     solution_dir: Path | None
     workdir_dir: Path | None
     min_reward: float | None
@@ -46,6 +47,12 @@ class Step:
     verifier_timeout_sec: float | None
     verifier_env: dict[str, str]
     solution_env: dict[str, str]
+    test_sources: tuple[Path, ...] = ()  # copied to /tests in this order (shared, then the step's)
+
+    @property
+    def tests_sources(self) -> tuple[Path, ...]:
+        """The folders copied into the tests folder, in order (later ones win)."""
+        return self.test_sources or (self.tests_dir,)
 
 
 def _timeout(table: Any, where: str, field: str) -> float | None:
@@ -130,6 +137,7 @@ def load_steps(folder: Path, config: Mapping[str, Any]) -> tuple[Step, ...]:
                 verifier_timeout_sec=_timeout(verifier, where, f"{label}.verifier"),
                 verifier_env=dict(env_tables["verifier"]),
                 solution_env=dict(env_tables["solution"]),
+                test_sources=tuple(d for d in (folder / "tests", step_dir / "tests") if d.is_dir()),
             )
         )
     return tuple(steps)

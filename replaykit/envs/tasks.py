@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from replaykit.envs import features
 from replaykit.envs.steps import Step, load_steps
 from replaykit.envs.task_env import validate_env_tables
 from replaykit.core.errors import TaskError
@@ -59,6 +60,7 @@ _FIELD_TYPES: dict[tuple[str, str], str] = {
     ("environment", "storage_mb"): _POS_INT,
     ("environment", "workdir"): _STR,
     ("environment", "allow_internet"): _BOOL,
+    ("environment", "network_mode"): _STR,
     ("environment", "memory"): _SIZE,
     ("environment", "storage"): _SIZE,
 }
@@ -146,8 +148,14 @@ class Task:
         return str(self._get("environment", "workdir", DEFAULT_WORKDIR))
 
     @property
+    def network_mode(self) -> str:
+        """Harbor's network policy: ``public`` (the default) or ``no-network`` (``features.network_mode``)."""
+        return features.network_mode(self.config)
+
+    @property
     def allow_internet(self) -> bool:
-        return bool(self._get("environment", "allow_internet", False))
+        """The episode's container may reach the network (Harbor's default: true)."""
+        return self.network_mode != "no-network"
 
     @property
     def reward_strategy(self) -> str:
@@ -277,6 +285,13 @@ def _validate_config(config: dict[str, Any], toml_path: Path) -> None:
         if key in table and not _kind_ok(table[key], kind):
             raise TaskError(f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}")
     validate_env_tables(config, str(toml_path))
+    mode = features.network_mode(config)
+    if mode not in features.SUPPORTED_NETWORK_MODES:
+        raise TaskError(
+            f"{toml_path}: field 'environment.network_mode' = {mode!r} is not supported; expected one of "
+            + ", ".join(f'"{m}"' for m in features.SUPPORTED_NETWORK_MODES)
+            + (" (replaykit cannot enforce allowed_hosts)" if mode == "allowlist" else "")
+        )
     for (section, key), bad, why in _UNSUPPORTED:
         table = config.get(section, {})
         if key in table and bad(table[key]):

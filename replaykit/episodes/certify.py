@@ -15,6 +15,11 @@ the very episodes it re-executed: a run with other actions on the same task is
 certified on its own, and one run's verdict never flips another's.
 ``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks;
 it reads certificates by the same key.
+
+An episode whose environment metadata says ``"network": "unfrozen"`` (a Docker task
+with Harbor's default public network, until the frozen network serves it) ran on a
+live network: it is never certified deterministic. Its task is ``forked`` with the
+reason ``network unfrozen`` without re-executing anything.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from replaykit.execution.executor import Executor
 from replaykit.core.progress import Progress
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
+#: The environment metadata's ``network`` value of an episode that ran on a live network.
+NETWORK_UNFROZEN = "unfrozen"
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -257,10 +264,23 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
 Check = tuple[str, str, dict[str, Any] | None]  # status, reason, first difference
 
 
+def network_unfrozen(episode: Episode) -> bool:
+    """The episode ran on a live network (its environment said ``network: unfrozen``)."""
+    environment = episode.meta.get("environment")
+    return isinstance(environment, dict) and environment.get("network") == NETWORK_UNFROZEN
+
+
 def check_task(episodes: list[Episode], task: Task) -> Check:
     """Re-execute every episode of one task: deterministic, forked (with the first
     difference) or error. Writes nothing, so it can run on any worker."""
     status, reason, first = DETERMINISTIC, "", None
+    for episode in episodes:
+        if network_unfrozen(episode):
+            reason = (
+                f"seed {episode.key.seed}: network unfrozen: the episode ran with a live network "
+                f"(network_mode public), so its observations cannot be certified deterministic"
+            )
+            return FORKED, reason, {"field": "network", "seed": episode.key.seed, "cassette_id": episode.id}
     try:
         for episode in episodes:
             diff = _rerun(episode, task)

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def task_with(tmp: Path, compose_text: str, files: dict[str, str] | None = None) -> Path:
     folder = tmp / "multi"
     for rel, text in {
-        "task.toml": 'version = "2.0"\n[environment]\nmemory_mb = 256\n',
+        "task.toml": 'version = "2.0"\n[environment]\nmemory_mb = 256\nallow_internet = false\n',
         "instruction.md": "Talk to the service.\n",
         "tests/test.sh": 'mkdir -p "$LOGS_DIR/verifier"; [ -f "$APP_DIR/done" ] && echo 1 > "$LOGS_DIR/verifier/reward.txt" || echo 0 > "$LOGS_DIR/verifier/reward.txt"\n',
         "environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /app\n",

@@ -22,7 +22,7 @@ from replaykit.core.errors import EnvError
 
 pytestmark = pytest.mark.docker
 
-TOML = 'version = "2.0"\n[verifier]\ntimeout_sec = {vt}\n[environment]\ncpus = 1\nmemory_mb = 256\n'
+TOML = 'version = "2.0"\n[verifier]\ntimeout_sec = {vt}\n[environment]\ncpus = 1\nmemory_mb = 256\nallow_internet = false\n'
 PASS_IF_DONE = 'mkdir -p "$LOGS_DIR/verifier"\n[ -f "$APP_DIR/done" ] && r=1 || r=0\necho $r > "$LOGS_DIR/verifier/reward.txt"\necho checked\n'
 
 
@@ -227,7 +227,7 @@ def test_image_cache_and_rebuild_on_change(docker_base: str, tmp_path: Path) -> 
     assert changed.id != first.id and changed.tag != first.tag
 
 
-def test_aliases_and_offline_builds(docker_base: str, tmp_path: Path) -> None:
+def test_aliases_and_networked_builds(docker_base: str, tmp_path: Path) -> None:
     dockerfile = (
         "FROM python:3.12-slim@sha256:"
         + "c" * 64
@@ -236,7 +236,9 @@ def test_aliases_and_offline_builds(docker_base: str, tmp_path: Path) -> None:
     task = make_task(tmp_path / "t", dockerfile=dockerfile, files={"x": "x\n"})
     built = images.ensure_task_image(task, {"python:3.12-slim": docker_base})
     with DockerEnv(task, built.id) as env:
-        assert env.run("cat /netifs").stdout == "lo\n"  # the build ran without a network
+        # as in Harbor, the build had the network although the episode has none (allow_internet = false)
+        assert env.run("cat /netifs").stdout == "eth0\nlo\n"
+        assert env.run("ls /sys/class/net").stdout == "lo\n"
     unknown = make_task(tmp_path / "u", dockerfile="FROM no-such-image-anywhere:1\n", files={"x": "x\n"})
     with pytest.raises(
         EnvError,
@@ -269,4 +271,5 @@ def test_workdir_from_the_image_and_prebuilt_docker_image(docker_base: str, tmp_
     (folder / "task.toml").write_text(f'version = "1.0"\n[environment]\ndocker_image = "{docker_base}"\n')
     prebuilt = load_task(folder)
     with DockerEnv(prebuilt, images.ensure_task_image(prebuilt).id) as env:
-        assert env.run("pwd; python3 -c 'print(6 * 7)'").stdout == "/app\n42\n"
+        # no WORKDIR in the image: the container's root, as in Harbor (no /app is made)
+        assert env.run("pwd; python3 -c 'print(6 * 7)'; ls -d /app").stdout == "/\n42\n"

@@ -112,7 +112,7 @@ def test_task_is_hashable_and_frozen(tmp_path: Path) -> None:
 
 def test_defaults_when_optional_sections_missing(tmp_path: Path) -> None:
     task = load_task(make_task(tmp_path / "t", toml='version = "2.0"\n'))
-    assert task.workdir == "/app" and task.allow_internet is False
+    assert task.workdir == "/app" and task.allow_internet is True and task.network_mode == "public"
     assert task.verifier_timeout_sec == 600.0 and task.cpus == 1
 
 

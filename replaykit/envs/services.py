@@ -1,0 +1,100 @@
+"""The image's own processes: what its ``ENTRYPOINT`` started stays up, as in Harbor.
+
+Harbor starts a task container with the image's ``ENTRYPOINT`` and replaces only its
+``CMD`` (by ``sleep infinity``); a server the entrypoint starts is still running when
+the agent and the verifier act. replaykit does the same: the episode's PID 1 command
+(``episode_container.INIT``) is handed to the entrypoint as its arguments. After the
+container starts and its process list has settled (:func:`settle`), the processes then
+running are the **services**; after every action everything else is killed, as
+always, but the services and their descendants are spared (:data:`KILL_SCRIPT`,
+:func:`spared_host_pids`). A process the agent daemonised is reparented to PID 1, not
+to a service, so it is still killed: nothing of an action outlives it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+#: Kill every process but PID 1, this script, and the services in ``$KEEP`` (container
+#: PIDs) with their descendants. ``/proc/PID/stat``'s parent PID follows the last ``)``.
+KILL_SCRIPT = r"""
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}; chain=$pid; spare=0; hops=0
+  case " 1 $$ " in *" $pid "*) continue ;; esac
+  while [ -n "$chain" ] && [ "$chain" != 0 ] && [ "$chain" != 1 ] && [ $hops -lt 64 ]; do
+    case " $KEEP " in *" $chain "*) spare=1; break ;; esac
+    { read -r s < "/proc/$chain/stat"; } 2>/dev/null || break
+    s=${s##*) }; set -- $s; chain=$2; hops=$((hops + 1))
+  done
+  [ $spare = 1 ] || kill -KILL "$pid" 2>/dev/null
+done
+exit 0
+"""
+#: Lists the container's PIDs but the listing shell's own (its first line is its PID).
+LIST_SCRIPT = r'echo $$; for p in /proc/[0-9]*; do echo "${p#/proc/}"; done'
+SETTLE_SEC = 0.5
+SETTLE_MAX_SEC = 10.0
+
+
+def kill_argv(keep: Iterable[int]) -> tuple[list[str], dict[str, str]]:
+    """The ``docker exec`` argv and environment of :data:`KILL_SCRIPT` sparing ``keep``."""
+    pids = " ".join(str(p) for p in sorted(keep))
+    return ["bash", "-c", KILL_SCRIPT], {"KEEP": pids}
+
+
+def parse_listing(text: str) -> set[int]:
+    """The PIDs printed by :data:`LIST_SCRIPT`, without the listing shell and PID 1."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().isdigit()]
+    if not lines:
+        return set()
+    own = int(lines[0])
+    return {int(p) for p in lines[1:]} - {own, 1}
+
+
+def settle(
+    listing: Callable[[], set[int] | None], quiet_sec: float = SETTLE_SEC, max_sec: float = SETTLE_MAX_SEC
+) -> set[int]:
+    """Poll ``listing`` until it stays the same for ``quiet_sec`` (at most ``max_sec``)."""
+    deadline = time.monotonic() + max_sec
+    last = listing()
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = listing()
+        if now is None:
+            return last or set()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_sec:
+            break
+    return last or set()
+
+
+def _status_field(pid: int, name: str) -> list[str]:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return []
+
+
+def spared_host_pids(host_pids: list[int], keep: set[int]) -> set[int]:
+    """Of the container's processes (host PIDs), the services (``keep``: container PIDs)
+    and their descendants, which the host-side kill spares."""
+    ns_pid = {p: int((_status_field(p, "NSpid") or [str(p)])[-1]) for p in host_pids}
+    parent = {p: int((_status_field(p, "PPid") or ["0"])[0]) for p in host_pids}
+    spared: set[int] = set()
+    for pid in host_pids:
+        chain, hops = pid, 0
+        while chain in ns_pid and hops < 64:
+            if ns_pid[chain] in keep:
+                spared.add(pid)
+                break
+            if ns_pid[chain] == 1:
+                break
+            chain, hops = parent.get(chain, 0), hops + 1
+    return spared

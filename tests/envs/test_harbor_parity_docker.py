@@ -1,0 +1,122 @@
+"""Harbor parity in Docker (issue 20): the image's ENTRYPOINT services stay up for the
+agent and the verifier, builds and episodes have the network unless the task says
+``no-network`` (schema 1.4's ``network_mode`` read), no ``/app`` is made when the image
+sets no WORKDIR, and a networked episode is marked ``network unfrozen``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replaykit.envs import images
+from replaykit.envs.docker import DockerEnv, oracle
+from replaykit.envs.tasks import load_task
+
+pytestmark = pytest.mark.docker
+REWARD_IF = 'mkdir -p "$LOGS_DIR/verifier"\nif {cond}; then echo 1; else echo 0; fi > "$LOGS_DIR/verifier/reward.txt"\n'
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return folder
+
+
+def task(folder: Path, toml: str, dockerfile: str, cond: str, solve: str = "true\n", **extra: str) -> Path:
+    return write(
+        folder,
+        {
+            "task.toml": 'version = "1.0"\n' + toml,
+            "instruction.md": "Do it.\n",
+            "environment/Dockerfile": dockerfile,
+            "tests/test.sh": REWARD_IF.format(cond=cond),
+            "solution/solve.sh": solve,
+            **extra,
+        },
+    )
+
+
+ENTRYPOINT = """#!/bin/bash
+# starts a service, then runs the container's command (Harbor: sleep infinity)
+bash -c 'while :; do sleep 1; done' > /dev/null 2>&1 &
+echo $! > /run/service.pid
+exec "$@"
+"""
+
+
+def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tmp_path: Path) -> None:
+    folder = task(
+        tmp_path / "entrypoint-service",
+        "",
+        f'FROM {docker_base}\nCOPY start.sh /start.sh\nRUN chmod +x /start.sh\nENTRYPOINT ["/start.sh"]\n',
+        'kill -0 "$(cat /run/service.pid)" && [ -f /tmp/solved ]',
+        solve="touch /tmp/solved\n",
+        **{"environment/start.sh": ENTRYPOINT},
+    )
+    t = load_task(folder)
+    image = images.ensure_task_image(t)
+    with DockerEnv(t, image.id, episode="entrypoint") as env:
+        first = env.run(
+            'kill -0 "$(cat /run/service.pid)" && echo up; (setsid sleep 300 &) ; sleep 301 & echo $! > /tmp/agent.pid'
+        )
+        assert first.stdout.strip() == "up", first
+        second = env.run(
+            'kill -0 "$(cat /run/service.pid)" && echo up; kill -0 "$(cat /tmp/agent.pid)" || echo gone; grep -l "^sleep$" /proc/[0-9]*/comm | wc -l'
+        )
+        # the service is up; the agent's background and daemonised processes are not
+        assert second.stdout.split() == ["up", "gone", "1"], second  # the one sleep left: the service's
+        assert env.metadata()["services"] >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
+    untouched, solved = oracle(t, {})
+    assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
+    assert solved.passed, solved.detail
+
+
+def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: Path) -> None:
+    netifs = "RUN ls /sys/class/net > /build-netifs\n"
+    default = load_task(
+        task(
+            tmp_path / "net-default",
+            "",
+            f"FROM {docker_base}\n{netifs}",
+            "grep -qv '^lo$' /build-netifs && ls /sys/class/net | grep -qv '^lo$'",
+        )
+    )
+    assert default.network_mode == "public" and default.allow_internet
+    untouched, _ = oracle(default, {})
+    assert untouched.reward == 1, untouched.detail  # built and ran with an interface besides lo
+    closed = load_task(
+        task(
+            tmp_path / "net-closed",
+            'schema_version = "1.4"\n[environment]\nnetwork_mode = "no-network"\n',
+            f"FROM {docker_base}\n{netifs}",
+            "grep -qv '^lo$' /build-netifs && [ \"$(ls /sys/class/net)\" = lo ]",
+        )
+    )
+    assert closed.network_mode == "no-network" and not closed.allow_internet
+    untouched, _ = oracle(closed, {})
+    assert untouched.reward == 1, untouched.detail  # the build had the network, the episode none
+    image = images.ensure_task_image(closed)
+    assert DockerEnv(closed, image.id).metadata()["network"] == "none"
+    image = images.ensure_task_image(default)
+    assert DockerEnv(default, image.id).metadata()["network"] == "unfrozen"
+
+
+def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path: Path) -> None:
+    t = load_task(
+        task(tmp_path / "no-workdir", "", f"FROM {docker_base}\n", '[ ! -e /app ] && [ "$PWD" = / ]')
+    )
+    untouched, _ = oracle(t, {})
+    assert untouched.reward == 1, untouched.detail
+    with_workdir = load_task(
+        task(
+            tmp_path / "image-workdir",
+            "",
+            f"FROM {docker_base}\nWORKDIR /srv/work\n",
+            '[ "$PWD" = /srv/work ] && [ ! -e /app ]',
+        )
+    )
+    untouched, _ = oracle(with_workdir, {})
+    assert untouched.reward == 1, untouched.detail
