@@ -1,6 +1,6 @@
 """Extension points through entry points: a third-party package (tests/plugin) adds an
-environment kind, a criterion, an optimizer and an agent backend, and the CLI uses
-them by name.
+environment kind (with its own env settings), an executor kind, a criterion, an
+optimizer and an agent backend, and the CLI uses them by name.
 
 The package is "installed" the way pip leaves it: its module plus a ``.dist-info``
 folder whose ``entry_points.txt`` comes from the package's own pyproject.toml, on
@@ -141,9 +141,10 @@ def test_plugin_env_kind_takes_its_own_settings_through_run(plugin: dict[str, An
     base = {"panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.kind": "example"}
     for folder in ("", "env-sockett", "env-socket", "local"):
         (tmp / folder).mkdir(parents=True, exist_ok=True)
-    config = write_config(tmp, {**base, "env.socket": str(tmp / "sandbox.sock")})
+    config = write_config(tmp, {**base, "env.socket": str(tmp / "sandbox.sock"), "executor.kind": "counting"})
     code, run, err = cli(["run", str(config)], site, tmp)
     assert code == 0, err
+    assert "counting executor: 1 job(s)" in err  # the plugin's executor kind ran the panel
     episode = Store(tmp / "store").get_episode(run["cassettes"][0])
     assert episode.meta["environment"]["socket"] == str(tmp / "sandbox.sock")
     assert episode.meta["env"]["socket"] == str(tmp / "sandbox.sock")

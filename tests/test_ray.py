@@ -154,7 +154,8 @@ def test_docker_nodes_get_the_drivers_base_images(
     import tarfile
     import uuid
 
-    from replaykit.execution import ray_images
+    from replaykit.envs import node_images as ray_images
+    from replaykit.execution.ray_executor import RayNodes
     from replaykit.envs.images import docker_client, image_exists
 
     client = docker_client()
@@ -179,12 +180,12 @@ def test_docker_nodes_get_the_drivers_base_images(
     assert image_exists(client, ref) is None
     monkeypatch.setattr(ray_images, "save_image", lambda r: saved if r == ref else pytest.fail(r))
     try:
-        nodes = ray_images.docker_nodes(ray)
+        nodes = RayNodes(ray).ids(ray_images.DOCKER_RESOURCE)
         assert len(nodes) == 2
-        sent = ray_images.ship_images(ray, {ref: image_id})
+        sent = ray_images.ship_images(RayNodes(ray), {ref: image_id})
         assert sent == {node: [ref] for node in nodes}
         assert image_exists(client, ref) == image_id  # loaded under its tag, with the same ID
-        assert ray_images.ship_images(ray, {ref: image_id}) == {}  # held now: nothing sent
+        assert ray_images.ship_images(RayNodes(ray), {ref: image_id}) == {}  # held now: nothing sent
     finally:
         client.images.remove(ref, force=True)
 

@@ -46,7 +46,7 @@ NOTES: dict[str, str] = {
     "record.secrets": "Names of environment variables whose values are scrubbed (`<secret:NAME>`) before anything is stored.",
     "record.rules": "Normalisation rules applied to requests before matching (`uuids`, `timestamps`, `codex-session`, …).",
     "executor": "How episodes run: in this process, a local fork pool, or Ray.",
-    "executor.kind": "`local` (this machine) or `ray` (a Ray cluster).",
+    "executor.kind": "`local` (this machine), `ray` (a Ray cluster), or a kind registered in `replaykit.executors`.",
     "executor.workers": "Local: processes in the fork pool (1 = inline).",
     "executor.oversubscribe": "Local: allow more workers than cores (I/O-bound episodes).",
     "executor.address": "Ray: `auto`, `ray://host:10001`, `local` or `host:port`.",
@@ -164,7 +164,7 @@ def config_markdown() -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/train/config.py`) by",
+        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/execution/config.py`, `replaykit/train/config.py`) by",
         "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
         "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
         "Unknown keys are errors. Relative paths resolve against the config file's folder.",

@@ -95,7 +95,7 @@ def certify(
 ) -> None:
     """Re-execute a run's recorded actions and classify each task deterministic or forked."""
     from replaykit.episodes.certify import certify_run
-    from replaykit.execution.executor import cli_executor
+    from replaykit.execution.select import cli_executor
 
     with render.progress(enabled=not as_json) as progress:
         report = certify_run(

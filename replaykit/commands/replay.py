@@ -27,7 +27,7 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""
-    from replaykit.execution.executor import cli_executor
+    from replaykit.execution.select import cli_executor
     from replaykit.episodes.run import replay_run
 
     st = open_store(store, readonly=True)

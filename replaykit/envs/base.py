@@ -10,7 +10,7 @@ protocol from a cassette.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
@@ -116,6 +116,34 @@ class EnvRequest(Protocol):
     def env(self) -> dict[str, Any]: ...
 
 
+class WorkerNodes(Protocol):
+    """A multi-machine executor's worker nodes, as an env kind's ``prepare_nodes`` hook sees
+    them (``execution/ray_executor.py`` gives the Ray cluster's)."""
+
+    def ids(self, resource: str | None = None) -> list[str]:
+        """The alive nodes (carrying ``resource``, when given)."""
+        ...
+
+    def run_each(self, calls: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        """Run each ``(node, fn, args)`` on its node, concurrently; the results, in order."""
+        ...
+
+    def share(self, data: bytes) -> Any:
+        """``data`` stored once where every node reaches it; pass the handle as an argument."""
+        ...
+
+
+PrepareNodes = Callable[[WorkerNodes, dict[str, Any]], None]  # (nodes, env config) → ready
+
+
+@dataclass(frozen=True)
+class NodeNeeds:
+    """What an env kind asks of an executor's worker nodes (local executors need none of it)."""
+
+    resource: str | None = None  # a custom resource episodes are scheduled on (``docker``)
+    prepare: Callable[[WorkerNodes], None] | None = None  # run on the driver before episodes fan out
+
+
 EnvFactory = Callable[[EnvRequest], Environment]
 KeyExtra = Callable[[dict[str, Any], Any], KeyPairs]  # (env config, Task) → extra key pairs
 Oracle = Callable[[Any, dict[str, Any]], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
@@ -143,9 +171,18 @@ class EnvKind:
     factory: EnvFactory
     key_extra: KeyExtra | None = None
     oracle: Oracle | None = None
-    uses_docker: bool = False  # doctor checks the engine; the executor prepares workers for it
+    uses_docker: bool = False  # `replaykit doctor` checks the engine
     #: the kind's own ``env`` keys (a pydantic model; validated when a config is loaded)
     settings: type[EnvSettings] = EnvSettings
+    #: on a multi-machine executor: the resource its episodes need, and a hook that readies
+    #: every node carrying it before episodes fan out (Docker: the driver's base images)
+    node_resource: str | None = None
+    prepare_nodes: PrepareNodes | None = None
+
+    def node_needs(self, env: dict[str, Any]) -> NodeNeeds:
+        """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""
+        hook = self.prepare_nodes
+        return NodeNeeds(self.node_resource, None if hook is None else lambda nodes: hook(nodes, env))
 
     def key(self, env: dict[str, Any], task: Any) -> KeyPairs:
         """This kind's part of a cassette key: the kind first, then its extras."""

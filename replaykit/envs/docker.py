@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.core.determinism import ENV_PINS, HOSTNAME
-from replaykit.envs import compose, containers, faults, healthcheck, images, snapshot, task_env
+from replaykit.envs import compose, containers, faults, healthcheck, images, node_images, snapshot, task_env
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
 from replaykit.envs.docker_settings import DockerSettings
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
@@ -434,4 +434,13 @@ def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
     return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
 
 
-ENV = EnvKind("docker", factory, key_extra, oracle, uses_docker=True, settings=DockerSettings)
+ENV = EnvKind(
+    "docker",
+    factory,
+    key_extra,
+    oracle,
+    uses_docker=True,
+    settings=DockerSettings,
+    node_resource=node_images.DOCKER_RESOURCE,
+    prepare_nodes=node_images.prepare_nodes,
+)

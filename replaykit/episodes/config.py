@@ -23,6 +23,7 @@ from pydantic import (
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.envs.base import EnvSettings
+from replaykit.execution.config import ExecutorConfig
 
 RECORD_MODES = ("once", "new_episodes", "none", "all")
 #: seeds are stored as SQLite integers and sent to endpoints: signed 64-bit
@@ -125,19 +126,6 @@ class RecordConfig(_Strict):
         if unknown:
             raise ValueError(f"unknown normalisation rule {unknown[0]!r}; known: {', '.join(known_rules())}")
         return rules
-
-
-class ExecutorConfig(_Strict):
-    kind: Literal["local", "ray"] = "local"
-    workers: int = Field(default=1, ge=1)  # local: processes in the fork pool
-    oversubscribe: bool = False  # local: allow more workers than cores (I/O-bound episodes)
-    address: str = (
-        "auto"  # ray: auto (this node's cluster) | ray://host:10001 | local (a private one) | host:port
-    )
-    cpus: float = Field(default=1.0, gt=0)  # ray: CPUs each episode declares
-    memory_mb: int | None = Field(default=None, gt=0)  # ray: memory each episode declares
-    max_retries: int = Field(default=3, ge=0)  # ray: retries of an episode whose worker or node died
-    resources: dict[str, float] = Field(default_factory=dict)  # ray: extra custom resources per episode
 
 
 class RunConfig(_Strict):

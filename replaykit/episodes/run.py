@@ -19,7 +19,8 @@ from replaykit.core.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.cassette.events import Episode
-from replaykit.execution.executor import Executor, make_executor
+from replaykit.execution.executor import Executor
+from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.envs.registry import env_key_extra, get_env_kind
@@ -170,6 +171,7 @@ def _measure(
             )
         clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
+        env = config.env.model_dump()
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)
             specs = [
@@ -183,7 +185,7 @@ def _measure(
                     temperature=model.temperature,
                     base_url=endpoint.base_url,
                     api_key=endpoint.api_key,
-                    env=config.env.model_dump(),
+                    env=env,
                     secrets=secrets,
                     rules=tuple(config.record.rules),
                     keep_going=keep_going,
@@ -191,11 +193,7 @@ def _measure(
                 )
                 for k, t in missing
             ]
-            executor = make_executor(
-                config.executor,
-                docker=get_env_kind(config.env.kind).uses_docker,
-                image_aliases=(config.env.model_extra or {}).get("image_aliases"),
-            )
+            executor = make_executor(config.executor, get_env_kind(config.env.kind).node_needs(env))
             for spec, episode in executor.map(record_episode, specs):
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)

@@ -3,7 +3,7 @@
 Workers record (or replay, or certify) episodes and return them; the caller (one
 writer) persists them. ``LocalExecutor`` runs them inline (``workers: 1``) or in a
 local fork pool; ``RayExecutor`` (:mod:`replaykit.execution.ray_executor`) runs them as Ray
-tasks on many machines. ``make_executor`` picks one from ``executor:`` in a config.
+tasks on many machines. ``select.make_executor`` picks one by ``executor.kind``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVa
 from replaykit.execution.batching import batch_size, run_batch
 
 if TYPE_CHECKING:
-    from replaykit.episodes.config import ExecutorConfig
+    from replaykit.envs.base import NodeNeeds
+    from replaykit.execution.config import ExecutorConfig
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -73,32 +74,6 @@ class LocalExecutor:
                     future.cancel()
 
 
-def make_executor(
-    config: "ExecutorConfig", docker: bool = False, image_aliases: dict[str, str] | None = None
-) -> Executor:
-    """The executor a config names; ``docker``: episodes need a Docker engine on their node
-    (on Ray, each such node is given the driver's base images and ``image_aliases`` targets)."""
-    if config.kind == "ray":
-        from replaykit.execution.ray_executor import RayExecutor
-
-        return RayExecutor(
-            config.address,
-            config.cpus,
-            config.memory_mb,
-            docker,
-            config.max_retries,
-            config.resources,
-            image_aliases,
-        )
+def local_executor(config: ExecutorConfig, needs: NodeNeeds) -> LocalExecutor:
+    """The ``local`` executor kind: this machine only, so the env kind's node needs are moot."""
     return LocalExecutor(config.workers, config.oversubscribe)
-
-
-def cli_executor(workers: int | None = None, ray_address: str | None = None) -> Executor | None:
-    """The executor of ``--workers N`` / ``--ray ADDRESS`` (None: inline)."""
-    if ray_address:
-        from replaykit.execution.ray_executor import RayExecutor
-
-        return RayExecutor(ray_address)
-    if workers and workers > 1:
-        return LocalExecutor(workers)
-    return None

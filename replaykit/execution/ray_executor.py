@@ -1,8 +1,8 @@
 """The Ray executor: episodes as Ray tasks across machines (``executor: {kind: ray}``).
 
 Each job (an episode to record, replay or certify) becomes one Ray task with
-declared resources: CPUs, memory, and the custom resource ``docker`` when the
-environment needs an engine (give it to the nodes that have one:
+declared resources: CPUs, memory, and the custom resource the environment kind
+names (``docker`` for the docker kind: give it to the nodes that have an engine,
 ``ray start --resources '{"docker": 4}'``).
 
 Nothing travels by path. A job class names its folder fields in
@@ -13,10 +13,11 @@ before running the job. Workers need Python and replaykit, no checkout and no
 shared filesystem. Workers return results (episodes) to the driver, which alone
 writes the store: SQLite stays single-writer.
 
-Docker nodes get the driver's base images (the local base image, the python
-flavour, alias targets) loaded from the object store when they lack them
-(:mod:`replaykit.execution.ray_images`): no registry, same image IDs, so the same task image
-digests and cassette keys on every node.
+Before episodes fan out, the environment kind may prepare the nodes
+(``EnvKind.prepare_nodes``, given the cluster as ``RayNodes``): the docker kind loads
+the driver's base images on Docker nodes that lack them
+(:mod:`replaykit.envs.node_images`), so every node has the same image IDs, the same
+task image digests and cassette keys. This module knows Ray, not Docker.
 
 Faults: a worker or node that dies mid-episode has its task retried elsewhere by
 Ray (``max_retries``, bounded); only returned results are stored, so an episode is
@@ -32,10 +33,14 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
-from replaykit.execution.batching import batch_size
 from replaykit.core.errors import ConfigError, ReplaykitError
+from replaykit.envs.base import NodeNeeds
+from replaykit.execution.batching import batch_size
+
+if TYPE_CHECKING:
+    from replaykit.execution.config import ExecutorConfig
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -136,31 +141,64 @@ def run_portable_batch(
     return [run_portable(fn, job, folders) for job, folders in items]
 
 
+class RayNodes:
+    """The cluster's alive nodes, as an env kind's ``prepare_nodes`` hook sees them
+    (``envs.base.WorkerNodes``)."""
+
+    def __init__(self, ray: Any) -> None:
+        self.ray = ray
+
+    def ids(self, resource: str | None = None) -> list[str]:
+        return [
+            str(node["NodeID"])
+            for node in self.ray.nodes()
+            if node.get("Alive")
+            and (resource is None or float(node.get("Resources", {}).get(resource, 0)) > 0)
+        ]
+
+    def run_each(self, calls: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        pending = [
+            self.ray.remote(fn)
+            .options(
+                num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                max_retries=1,
+            )
+            .remote(*args)
+            for node, fn, args in calls
+        ]
+        return list(self.ray.get(pending))
+
+    def share(self, data: bytes) -> Any:
+        return self.ray.put(data)
+
+
 class RayExecutor:
-    """``map(fn, jobs)`` on a Ray cluster; yields ``(job, result)`` as each finishes."""
+    """``map(fn, jobs)`` on a Ray cluster; yields ``(job, result)`` as each finishes.
+    ``needs``: what the environment kind asks of the nodes (a resource, a preparation)."""
 
     def __init__(
         self,
         address: str = "auto",
         cpus: float = 1.0,
         memory_mb: int | None = None,
-        docker: bool = False,
         max_retries: int = 3,
         resources: dict[str, float] | None = None,
-        image_aliases: dict[str, str] | None = None,
+        needs: NodeNeeds | None = None,
     ) -> None:
         self.address = address
         self.cpus = cpus
         self.memory_mb = memory_mb
-        self.docker = docker
         self.max_retries = max_retries
         self.resources = dict(resources or {})
-        self.image_aliases = dict(image_aliases or {})
+        self.needs = needs or NodeNeeds()
 
     def options(self) -> dict[str, Any]:
         resources = dict(self.resources)
-        if self.docker:
-            resources.setdefault("docker", 1)
+        if self.needs.resource:
+            resources.setdefault(self.needs.resource, 1)
         opts: dict[str, Any] = {
             "num_cpus": self.cpus,
             "max_retries": self.max_retries,
@@ -203,10 +241,8 @@ class RayExecutor:
         if not jobs:
             return
         connect(self.address)
-        if self.docker:  # every Docker node builds from the driver's base images (same IDs)
-            from replaykit.execution.ray_images import ship_images, wanted_images
-
-            ship_images(ray, wanted_images(self.image_aliases))
+        if self.needs.prepare is not None:  # e.g. every Docker node gets the driver's base images
+            self.needs.prepare(RayNodes(ray))
         shipped = list(zip(jobs, self._ship(jobs), strict=True))
         size = self._batch_size(ray, len(jobs)) if batch else 1
         remote = ray.remote(run_portable_batch).options(**self.options())
@@ -251,3 +287,10 @@ def _label(job: Any) -> str:
     if key is not None:
         return f"task {key.task_id} seed {key.seed}"
     return type(job).__name__
+
+
+def ray_executor(config: ExecutorConfig, needs: NodeNeeds) -> RayExecutor:
+    """The ``ray`` executor kind (``executor: {kind: ray, address: …}``)."""
+    return RayExecutor(
+        config.address, config.cpus, config.memory_mb, config.max_retries, config.resources, needs
+    )

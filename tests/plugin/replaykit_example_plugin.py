@@ -1,12 +1,15 @@
-"""An example third-party replaykit extension: an env kind, a criterion, an optimizer, a backend."""
+"""An example third-party replaykit extension: an env kind (with its own settings), an
+executor kind, a criterion, an optimizer, a backend."""
 
 from __future__ import annotations
 
 import hashlib
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, Grade
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, Grade, NodeNeeds
 from replaykit.envs.grading import oracle_grades
 from replaykit.envs.local import LocalEnv, factory as local_factory
 from replaykit.envs.tasks import Task
@@ -50,6 +53,22 @@ def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
 
 
 ENV = EnvKind("example", factory, key_extra, oracle, settings=ExampleSettings)
+
+
+class CountingExecutor:
+    """An executor kind (``executor: {kind: counting}``): runs jobs inline and says how many
+    (a real one would dispatch them to its own machines)."""
+
+    def __init__(self, config: Any, needs: NodeNeeds) -> None:
+        self.needs = needs
+
+    def map(
+        self, fn: Callable[[Any], Any], jobs: Iterable[Any], batch: bool = False
+    ) -> Iterator[tuple[Any, Any]]:
+        jobs = list(jobs)
+        print(f"counting executor: {len(jobs)} job(s)", file=sys.stderr)
+        for job in jobs:
+            yield job, fn(job)
 
 
 class NoWorse:

@@ -1,21 +1,27 @@
-"""Base images on every Docker node of a Ray cluster, without a registry.
+"""The ``docker`` kind's worker-node hook: base images on every Docker node, without a registry.
 
 replaykit never pulls: a node builds task images from the base images its own engine
 holds, and a base image's ID is part of every task image digest (so of cassette
-keys). Before Docker episodes fan out, the driver makes sure that every alive node
-carrying the ``docker`` resource holds the images its own engine resolves ``FROM``
-lines to — the local base image, the python flavour, the targets of
-``env.image_aliases`` — under the same image ID. It asks each node which it lacks,
-``docker save``s each lacking image once into Ray's object store, and the node
-``docker load``s it. Nodes that already hold an image are not sent it.
+keys). Before Docker episodes fan out on a multi-machine executor (Ray), the driver
+makes sure that every alive node carrying the ``docker`` resource holds the images
+its own engine resolves ``FROM`` lines to — the local base image, the python flavour,
+the targets of ``env.image_aliases`` — under the same image ID. It asks each node
+which it lacks, ``docker save``s each lacking image once into the executor's shared
+storage (Ray's object store), and the node ``docker load``s it. Nodes that already
+hold an image are not sent it. The executor offers the nodes (``base.WorkerNodes``);
+this module knows Docker, the executor does not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from replaykit.core.errors import EnvError
+from replaykit.envs.base import WorkerNodes
+from replaykit.envs.docker_settings import DockerSettings
+
+#: the custom resource Docker episodes are scheduled on (``ray start --resources '{"docker": 4}'``)
+DOCKER_RESOURCE = "docker"
 
 
 def wanted_images(aliases: dict[str, str] | None = None) -> dict[str, str]:
@@ -54,46 +60,30 @@ def load_image(blob: bytes) -> list[str]:
     return [str(image.id) for image in docker_client().images.load(blob)]
 
 
-def docker_nodes(ray: Any) -> list[str]:
-    """IDs of the alive nodes that carry the ``docker`` resource."""
-    return [
-        str(node["NodeID"])
-        for node in ray.nodes()
-        if node.get("Alive") and float(node.get("Resources", {}).get("docker", 0)) > 0
-    ]
-
-
-def _on(ray: Any, node_id: str, fn: Any) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return ray.remote(fn).options(
-        num_cpus=0,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        max_retries=1,
-    )
-
-
-def ship_images(ray: Any, wanted: dict[str, str], nodes: Iterable[str] | None = None) -> dict[str, list[str]]:
+def ship_images(nodes: WorkerNodes, wanted: dict[str, str]) -> dict[str, list[str]]:
     """Make every Docker node hold ``wanted`` (ref → image ID); return node → refs it was sent.
     A node whose ref points at another image ID gets the driver's image (same tag, same ID)."""
-    nodes = list(docker_nodes(ray) if nodes is None else nodes)
+    ids = nodes.ids(DOCKER_RESOURCE)
     refs = sorted(wanted)
-    if not nodes or not refs:
+    if not ids or not refs:
         return {}
-    held = ray.get([_on(ray, node, node_image_ids).remote(refs) for node in nodes])
+    held = nodes.run_each([(node, node_image_ids, (refs,)) for node in ids])
     lacking = {
-        node: [ref for ref in refs if ids.get(ref) != wanted[ref]]
-        for node, ids in zip(nodes, held, strict=True)
+        node: [ref for ref in refs if found.get(ref) != wanted[ref]]
+        for node, found in zip(ids, held, strict=True)
     }
-    blobs = {ref: ray.put(save_image(ref)) for ref in sorted({r for rs in lacking.values() for r in rs})}
-    loads = [
-        (node, ref, _on(ray, node, load_image).remote(blobs[ref]))
-        for node, node_refs in lacking.items()
-        for ref in node_refs
-    ]
-    for node, ref, pending in loads:
-        if wanted[ref] not in ray.get(pending):
+    blobs = {ref: nodes.share(save_image(ref)) for ref in sorted({r for rs in lacking.values() for r in rs})}
+    loads = [(node, ref) for node, node_refs in lacking.items() for ref in node_refs]
+    loaded = nodes.run_each([(node, load_image, (blobs[ref],)) for node, ref in loads])
+    for (node, ref), image_ids in zip(loads, loaded, strict=True):
+        if wanted[ref] not in image_ids:
             raise EnvError(
                 f"node {node[:12]}: loading base image {ref!r} gave another image ID; check that node's Docker engine"
             )
     return {node: node_refs for node, node_refs in lacking.items() if node_refs}
+
+
+def prepare_nodes(nodes: WorkerNodes, env: dict[str, Any]) -> None:
+    """The ``docker`` kind's ``prepare_nodes`` hook: every Docker node builds from the
+    driver's base images and alias targets (same IDs, so the same cassette keys)."""
+    ship_images(nodes, wanted_images(DockerSettings.of(env).image_aliases))
