@@ -156,3 +156,41 @@ def test_plugin_env_kind_takes_its_own_settings_through_run(plugin: dict[str, An
     local = write_config(tmp / "local", {**base, "env.kind": "local", "env.socket": "x"})
     code, _, err = cli(["run", str(local)], site, tmp)
     assert code == 1 and "field 'env.socket' is not a setting of env kind 'local'" in err, err
+
+
+def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dict[str, Any]) -> None:
+    code, report, err = cli(["plugins"], plugin["site"], plugin["tmp"])
+    assert code == 0, err
+    rows = {(r["what"], e["name"]): e for r in report["registries"] for e in r["entries"]}
+    dist = "replaykit-example-plugin 0.1.0"
+    for what, name, ref in [
+        ("environment kind", "example", "replaykit_example_plugin:ENV"),
+        ("executor kind", "counting", "replaykit_example_plugin:CountingExecutor"),
+        ("criterion", "no_worse", "replaykit_example_plugin:NoWorse"),
+        ("optimizer", "even_epochs", "replaykit_example_plugin:EvenEpochs"),
+        ("agent backend", "append_note", "replaykit_example_plugin:AppendNote"),
+    ]:
+        assert rows[(what, name)] == {
+            "name": name,
+            "source": "entry point",
+            "ref": ref,
+            "distribution": dist,
+            "shadows": "",
+        }
+    assert rows[("environment kind", "docker")]["source"] == "built-in"
+    assert rows[("executor kind", "ray")]["ref"] == "replaykit.execution.ray_executor:ray_executor"
+    assert report["plugins"] == 5
+    code, _, err = cli(["plugins"], None, plugin["tmp"])
+    code_text = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "plugins"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(plugin["site"]), os.environ.get("PYTHONPATH", "")]),
+        },
+        timeout=120,
+    )
+    assert code == 0 and code_text.returncode == 0, err + code_text.stderr
+    assert "entry point (replaykit-example-plugin 0.1.0)" in code_text.stdout
+    assert "5 from installed package(s)" in code_text.stdout

@@ -1,5 +1,6 @@
-"""``doctor``, ``cassettes rm`` and ``gc``: thin mirrors of ``replaykit.workspace.doctor`` and
-``replaykit.exchange.gc`` (registered with one line each in ``replaykit/cli.py``)."""
+"""``doctor``, ``plugins``, ``cassettes rm`` and ``gc``: thin mirrors of
+``replaykit.workspace.doctor``, ``replaykit.workspace.plugins`` and ``replaykit.exchange.gc``
+(registered with one line each in ``replaykit/cli.py``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def doctor(
     emit_json(report) if as_json else render.doctor_report(report)
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+def plugins(as_json: bool = JsonOpt) -> None:
+    """List what every extension point has registered (env kinds, executors, estimators, backends, criteria, optimizers) and where each comes from: built-in, or which installed package's entry point."""
+    from replaykit.workspace.plugins import plugins_report
+
+    report = plugins_report()
+    emit_json(report) if as_json else render.plugins_report(report)
 
 
 def cassettes_rm(

@@ -10,18 +10,40 @@ package declares under the registry's entry-point group::
     my_criterion = "my_pkg.criteria:MyCriterion"
 
 Looking a name up never imports more than the one module that provides it.
+``create(name, **params)`` builds from a factory registry: the parameters are checked
+against the factory's signature first (a bad name or value is one line), and an error
+raised inside the constructor itself propagates untouched, with its traceback.
+``entries()`` says what is registered and where from (``replaykit plugins``).
 """
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
 
 from replaykit.core.errors import ConfigError, ReplaykitError
 
 T = TypeVar("T")
+
+Source = Literal["built-in", "entry point", "registered"]
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One name of a registry and where it comes from (nothing is imported to say so)."""
+
+    name: str
+    source: Source
+    ref: str  # ``module:attribute``
+    distribution: str = ""  # the installed package declaring the entry point (``name version``)
+    shadows: str = ""  # an entry point of the same name this one hides (it is never used)
 
 
 def load_ref(ref: str) -> object:
@@ -50,20 +72,23 @@ class Registry(Generic[T]):
         self._convert = convert
         self._error = error
         self._items: dict[str, T] = {}
+        self._origins: dict[str, RegistryEntry] = {}
 
     def register(self, name: str, obj: object) -> T:
         item = self._convert(name, obj) if self._convert else obj
         self._items[name] = item  # type: ignore[assignment]
+        self._origins.pop(name, None)
         return item  # type: ignore[return-value]
 
     def unregister(self, name: str) -> None:
         self._items.pop(name, None)
+        self._origins.pop(name, None)
 
-    def _entry_point(self, name: str) -> object | None:
+    def _entry_point(self, name: str) -> tuple[EntryPoint, object] | None:
         for ep in entry_points(group=self.group):
             if ep.name == name:
                 try:
-                    return ep.load()
+                    return ep, ep.load()
                 except Exception as exc:  # a broken third-party package: one clear line
                     raise self._error(
                         f"{self.what} {name!r} from entry point {ep.value!r} failed to load: {exc}"
@@ -74,11 +99,45 @@ class Registry(Generic[T]):
         if name in self._items:
             return self._items[name]
         if name in self._builtins:
-            return self.register(name, load_ref(self._builtins[name]))
-        obj = self._entry_point(name)
-        if obj is not None:
-            return self.register(name, obj)
+            item = self.register(name, load_ref(self._builtins[name]))
+            self._origins[name] = RegistryEntry(name, "built-in", self._builtins[name])
+            return item
+        found = self._entry_point(name)
+        if found is not None:
+            item = self.register(name, found[1])
+            self._origins[name] = _from_entry_point(found[0])
+            return item
         raise self._error(f"unknown {self.what} {name!r}; known: {', '.join(self.names())}")
+
+    def create(self, name: str, /, **params: Any) -> Any:
+        """Build ``name`` from its factory with ``params``, checked against the factory's
+        signature first: an unknown or missing parameter, or a value of the wrong type, is
+        one line (this registry's error); an error the constructor raises is not caught."""
+        factory = self.get(name)
+        if not callable(factory):
+            raise self._error(f"{self.what} {name!r} is not a factory ({type(factory).__name__})")
+        check_params(f"{self.what} {name!r}", factory, params, self._error)
+        return factory(**params)
+
+    def entries(self) -> list[RegistryEntry]:
+        """Every name this registry resolves, with the source ``get`` would use."""
+        eps = {ep.name: ep for ep in entry_points(group=self.group)}
+        rows = []
+        for name in self.names():
+            ep = eps.get(name)
+            if name in self._origins:
+                row = self._origins[name]
+            elif name in self._items:
+                row = _registered(name, self._items[name])
+            elif name in self._builtins:
+                row = RegistryEntry(name, "built-in", self._builtins[name])
+            else:
+                assert ep is not None
+                row = _from_entry_point(ep)
+            if ep is not None and row.source != "entry point":
+                row = RegistryEntry(row.name, row.source, row.ref, row.distribution, shadows=ep.value)
+            rows.append(row)
+        return rows
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self.names()
@@ -86,3 +145,63 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """Every name this registry can resolve (built-in, registered, installed)."""
         return sorted({*self._builtins, *self._items, *(ep.name for ep in entry_points(group=self.group))})
+
+
+def _from_entry_point(ep: EntryPoint) -> RegistryEntry:
+    dist = getattr(ep, "dist", None)
+    label = f"{dist.name} {dist.version}" if dist is not None else ""
+    return RegistryEntry(ep.name, "entry point", ep.value, label)
+
+
+def _registered(name: str, obj: object) -> RegistryEntry:
+    target = getattr(obj, "factory", obj)  # an EnvKind names its factory
+    module = str(getattr(target, "__module__", "") or "")
+    ref = f"{module}:{getattr(target, '__qualname__', type(target).__qualname__)}"
+    return RegistryEntry(name, "built-in" if module.split(".")[0] == "replaykit" else "registered", ref)
+
+
+def check_params(
+    what: str, factory: Callable[..., object], params: dict[str, Any], error: type[ReplaykitError]
+) -> None:
+    """``params`` bind to ``factory``'s signature and each value fits its annotation (where
+    the annotation can be resolved); otherwise one line naming the parameter."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no introspectable signature: the call itself decides
+        return
+    accepted = [
+        p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    try:
+        bound = signature.bind(**params)
+    except TypeError as exc:
+        unknown = [k for k in params if k not in signature.parameters]
+        takes = ", ".join(accepted) or "no parameters"
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+            raise error(f"{what}: unknown parameter {unknown[0]!r} (takes: {takes})") from None
+        raise error(f"{what}: {exc} (takes: {takes})") from None
+    hints = _hints(factory)
+    for key, value in bound.arguments.items():
+        annotation = hints.get(key)
+        if annotation is None or signature.parameters[key].kind in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+        ):
+            continue
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        except Exception:  # an annotation pydantic cannot check (a protocol, a forward name)
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise error(f"{what}: parameter {key!r}: {message} (got {value!r})") from None
+
+
+def _hints(factory: Callable[..., object]) -> dict[str, Any]:
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # a name only importable under TYPE_CHECKING: skip value checks
+        return {}

@@ -8,7 +8,7 @@ and friends; each module holds one concern:
 - ``runs``: runs, replays, divergences, compares, the document list
 - ``cassettes``: cassettes, bundles, store checks, vcr export, proxy sessions, removals
 - ``training``: trainings, their replay, verdict audits
-- ``environments``: task oracle checks, certification, base images, doctor
+- ``environments``: task oracle checks, certification, base images, doctor, plugins
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ from replaykit.render.cassettes import (
     vcr_export,
 )
 from replaykit.render.console import err, line, make_console, short_ids, show_table
-from replaykit.render.environments import base_image, certify_report, doctor_report, tasks_check
+from replaykit.render.environments import (
+    base_image,
+    certify_report,
+    doctor_report,
+    plugins_report,
+    tasks_check,
+)
 from replaykit.render.progress_bar import progress
 from replaykit.render.runs import compare_table, divergence, replay_report, run_rows, run_table
 from replaykit.render.training import audit_report, training_replay, training_table
@@ -43,6 +49,7 @@ __all__ = [
     "err",
     "line",
     "make_console",
+    "plugins_report",
     "progress",
     "proxy_report",
     "removal_report",

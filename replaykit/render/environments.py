@@ -1,4 +1,5 @@
-"""Environments and readiness: the oracle check of tasks, certification, base images, doctor."""
+"""Environments and readiness: the oracle check of tasks, certification, base images, doctor,
+what is registered (plugins)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,17 @@ def doctor_report(report: dict[str, Any]) -> None:
 def base_image(result: dict[str, Any]) -> None:
     """``images build-base``: built or cached, the tag and the short image id."""
     plain(f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})")
+
+
+def plugins_report(report: Any) -> None:
+    """``replaykit plugins``: one table of every registry's names and where each comes from."""
+    rows: list[list[str | Text]] = []
+    for reg in report["registries"]:
+        for e in reg["entries"]:
+            source = e["source"] + (f" ({e['distribution']})" if e["distribution"] else "")
+            if e["shadows"]:
+                source += f"; hides entry point {e['shadows']}"
+            rows.append([reg["what"], e["name"], source, e["ref"]])
+    show_table("registered extensions", ["extension point", "name", "from", "ref"], rows)
+    groups = ", ".join(sorted(r["group"] for r in report["registries"]))
+    line(f"{report['plugins']} from installed package(s); entry-point groups: {groups}")

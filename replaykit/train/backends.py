@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from replaykit.core.errors import ConfigError
 from replaykit.models.session import ProposalSession
 from replaykit.core.registry import Registry
 
@@ -45,8 +44,6 @@ def register_backend(kind: str, factory: Callable[..., AgentBackend]) -> None:
 
 
 def make_backend(kind: str, **params: Any) -> AgentBackend:
-    factory = BACKENDS.get(kind)
-    try:
-        return factory(**params)
-    except TypeError as exc:
-        raise ConfigError(f"agent backend {kind!r}: bad parameters {params}: {exc}") from None
+    """The agent backend ``kind`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    backend: AgentBackend = BACKENDS.create(kind, **params)
+    return backend

@@ -219,8 +219,6 @@ register_criterion(MeanReward.name, MeanReward)
 
 
 def make_criterion(name: str, **params: Any) -> Criterion:
-    factory = CRITERIA.get(name)
-    try:
-        return factory(**params)
-    except TypeError as exc:
-        raise ConfigError(f"criterion {name!r}: bad parameters {params}: {exc}") from None
+    """The criterion ``name`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    criterion: Criterion = CRITERIA.create(name, **params)
+    return criterion

@@ -225,8 +225,5 @@ def make_estimator(spec: dict[str, Any] | None, base_dir: Path | None = None) ->
     kind = spec.pop("kind", "agentic")
     if kind == "patch_queue" and base_dir is not None:
         spec["base_dir"] = base_dir
-    factory = ESTIMATORS.get(kind)
-    try:
-        return factory(**spec)
-    except TypeError as exc:
-        raise ConfigError(f"estimator {kind!r}: bad parameters {spec}: {exc}") from None
+    estimator: Estimator = ESTIMATORS.create(kind, **spec)
+    return estimator

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from replaykit.core.errors import ConfigError
 from replaykit.core.registry import Registry
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optim.frontier import ParetoFrontier
@@ -88,8 +87,6 @@ def optimizer_names() -> list[str]:
 
 
 def make_optimizer(name: str = GreedyMonotonic.name, **params: Any) -> Optimizer:
-    factory = OPTIMIZERS.get(name)
-    try:
-        return factory(**params)
-    except TypeError as exc:
-        raise ConfigError(f"optimizer {name!r}: bad parameters {params}: {exc}") from None
+    """The optimizer ``name`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    optimizer: Optimizer = OPTIMIZERS.create(name, **params)
+    return optimizer
