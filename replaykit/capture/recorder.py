@@ -16,8 +16,10 @@ from vcr.record_mode import RecordMode
 
 from replaykit.cassette.events import LlmEvent
 from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.core.determinism import canonical_json
 from replaykit.capture.stubs import httpx2_patches
 from replaykit.capture.tape import Tape
+from replaykit.models.failures import DEFAULT_TIMEOUT_S
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
 #: requests/urllib3 during an episode, and only model traffic belongs in a cassette.
@@ -34,6 +36,7 @@ class EpisodeCassette(Cassette):
         scrubber: Scrubber | None = None,
         rules: tuple[str, ...] = (),
         skip_patchers: tuple[str, ...] = SKIPPED_PATCHERS,
+        timeout_s: float | None = None,
         **kwargs: Any,
     ) -> None:
         assert tape is not None
@@ -42,6 +45,8 @@ class EpisodeCassette(Cassette):
         self.tape = tape
         self.scrubber = scrubber or Scrubber()
         self.rules = rules
+        #: the total time one recorded call may take (model.timeout_s)
+        self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         self.custom_patches = tuple(httpx2_patches(self))
 
     # The store, not a file, holds episodes; the rollout writes them whole.
@@ -93,13 +98,20 @@ class EpisodeCassette(Cassette):
             chunks=[len(c) for c in chunks],
         )
         self.tape.record(event)
+        # a retry that got a complete answer clears the failures of its earlier attempts
+        done = canonical_json(form)
+        self.tape.transport_errors = [f for f in self.tape.transport_errors if f.request != done]
         return event
 
     def note_transport_error(self, request: Any, exc: BaseException) -> None:
-        """The endpoint could not be reached (refused, timed out): an infrastructure failure."""
+        """The endpoint could not be reached, cut its answer or passed the deadline: an infrastructure failure."""
+        import dataclasses
+
         from replaykit.models.failures import transport_failure
 
-        self.tape.transport_errors.append(transport_failure(request.method, request.uri, exc))
+        failure = transport_failure(request.method, request.uri, exc)
+        failure = dataclasses.replace(failure, request=canonical_json(self.form(request)))
+        self.tape.transport_errors.append(failure)
 
     def append(self, request: Any, response: dict[str, Any]) -> None:
         """vcrpy's stubs record through here (one chunk: they join the body)."""
@@ -117,7 +129,11 @@ class EpisodeCassette(Cassette):
 
 
 def episode_cassette(
-    label: str, tape: Tape, scrubber: Scrubber | None = None, rules: tuple[str, ...] = ()
+    label: str,
+    tape: Tape,
+    scrubber: Scrubber | None = None,
+    rules: tuple[str, ...] = (),
+    timeout_s: float | None = None,
 ) -> Any:
-    """A context manager that patches HTTP clients for one episode."""
-    return EpisodeCassette.use(path=label, tape=tape, scrubber=scrubber, rules=rules)
+    """A context manager that patches HTTP clients for one episode; ``timeout_s``: each call's total deadline."""
+    return EpisodeCassette.use(path=label, tape=tape, scrubber=scrubber, rules=rules, timeout_s=timeout_s)

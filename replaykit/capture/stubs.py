@@ -8,8 +8,14 @@ else — when to play, when to record, what is write-protected — is the casset
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import socket
+import threading
+import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+from urllib.parse import urlsplit
 
 from replaykit.cassette.events import KEPT_HEADERS
 
@@ -83,6 +89,52 @@ def _vcr_request(real_request: Any, body: bytes) -> Any:
     return _Request(real_request.method, str(real_request.url), body)
 
 
+def _watchdog(response: Any, deadline: float) -> threading.Timer:
+    """Cuts the response's socket when the call's total deadline passes: a trickling body
+    never hangs the caller (httpx's own timeouts are per read)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+
+    def cut() -> None:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _past_deadline(httpx2: Any, cassette: "EpisodeCassette", exc: BaseException, deadline: float) -> Any:
+    """``exc``, or a read timeout naming the total deadline once it has passed."""
+    if time.monotonic() < deadline and not isinstance(exc, asyncio.TimeoutError):
+        return exc
+    return httpx2.ReadTimeout(
+        f"the call took longer than its total deadline of {cassette.timeout_s:g}s (model.timeout_s)"
+    )
+
+
+def _check_answer(
+    httpx2: Any,
+    cassette: "EpisodeCassette",
+    request: Any,
+    response: Any,
+    chunks: list[bytes],
+    deadline: float,
+) -> None:
+    """Raises (as a protocol error the client retries) unless the answer is complete and well formed."""
+    from replaykit.models.failures import incomplete_answer
+
+    if time.monotonic() > deadline:
+        raise _past_deadline(httpx2, cassette, TimeoutError(), deadline)
+    problem = incomplete_answer(
+        urlsplit(request.uri).path, response.status_code, response.headers.multi_items(), b"".join(chunks)
+    )
+    if problem:
+        raise httpx2.RemoteProtocolError(f"incomplete answer: {problem}")
+
+
 def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
     @functools.wraps(real)
     def _handle(self: Any, real_request: Any) -> Any:
@@ -92,14 +144,26 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
             return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
+        deadline = time.monotonic() + cassette.timeout_s
         try:
             real_response = real(self, real_request)
         except Exception as exc:  # refused, timed out, ...: an endpoint failure with no event
             cassette.note_transport_error(request, exc)
             raise
+        watchdog = _watchdog(real_response, deadline)
         try:
-            chunks = [bytes(c) for c in real_response.stream]
+            chunks = []
+            for chunk in real_response.stream:
+                chunks.append(bytes(chunk))
+                if time.monotonic() > deadline:
+                    break
+            _check_answer(httpx2, cassette, request, real_response, chunks, deadline)
+        except Exception as exc:  # cut body, cut stream, unparsable answer, deadline passed
+            exc = _past_deadline(httpx2, cassette, exc, deadline)
+            cassette.note_transport_error(request, exc)
+            raise exc from None
         finally:
+            watchdog.cancel()
             real_response.stream.close()
         reason = real_response.reason_phrase
         headers = kept_headers(real_response.headers)
@@ -121,13 +185,24 @@ def handle_async_request(
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
             return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
+        deadline = time.monotonic() + cassette.timeout_s
         try:
-            real_response = await real(self, real_request)
+            real_response = await asyncio.wait_for(real(self, real_request), cassette.timeout_s)
         except Exception as exc:
+            exc = _past_deadline(httpx2, cassette, exc, deadline)
             cassette.note_transport_error(request, exc)
-            raise
+            raise exc from None
         try:
-            chunks = [bytes(c) async for c in real_response.stream]
+
+            async def read_body() -> list[bytes]:
+                return [bytes(c) async for c in real_response.stream]
+
+            chunks = await asyncio.wait_for(read_body(), max(0.0, deadline - time.monotonic()))
+            _check_answer(httpx2, cassette, request, real_response, chunks, deadline)
+        except Exception as exc:
+            exc = _past_deadline(httpx2, cassette, exc, deadline)
+            cassette.note_transport_error(request, exc)
+            raise exc from None
         finally:
             await real_response.stream.aclose()
         headers = kept_headers(real_response.headers)

@@ -34,6 +34,10 @@ NOTES: dict[str, str] = {
     "model.revision": "A declared model revision, part of the cassette key: bump it when the weights behind `name` change.",
     "model.api_key_env": "Environment variable holding the API key; the key is sent, never stored.",
     "model.temperature": "Sampling temperature sent with every call (keep 0 for reproducible recordings).",
+    "model.timeout_s": "Total deadline of one model call in seconds, connect to last byte (a trickling answer "
+    "ends there); a call past it is an infrastructure failure, never a result.",
+    "model.max_retries": "Retries, by the client, of a call that was refused, cut, unparsable or past its "
+    "deadline; a retry that gets a complete answer leaves no trace in the cassette.",
     "panel": "The tasks × seeds a harness is measured on (one episode each).",
     "panel.tasks": "Task folders (Harbor layout) or globs, relative to the config file.",
     "panel.seeds": "Seeds; each gives the harness a seeded `ctx.rng` and per-call seeds.",

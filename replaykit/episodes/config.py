@@ -48,6 +48,10 @@ class ModelConfig(_Strict):
     revision: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
+    #: the total time one model call may take (connect to the last byte), in seconds
+    timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    #: retries of a call that failed (refused, cut, timed out, 429/5xx), by the openai client
+    max_retries: int = Field(default=0, ge=0, le=10)
 
 
 class PanelConfig(_Strict):

@@ -29,7 +29,7 @@ from replaykit.episodes.harness import Context, load_solve
 from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.models.clients import openai_client
-from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
+from replaykit.models.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,8 @@ class EpisodeSpec:
     rules: tuple[str, ...] = ()
     keep_going: bool = False  # an endpoint failure marks the episode infra instead of stopping the run
     api_key_env: str = ""  # named in the endpoint-failure message
+    timeout_s: float = DEFAULT_TIMEOUT_S  # each model call's total deadline (model.timeout_s)
+    max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
 
     def meta(self) -> dict[str, Any]:
         from replaykit.core.versions import tool_versions
@@ -149,8 +151,8 @@ class TapedEnv:
         return obs
 
 
-def _client(base_url: str, api_key: str) -> Any:
-    return openai_client(base_url, api_key)
+def _client(base_url: str, api_key: str, timeout_s: float, max_retries: int) -> Any:
+    return openai_client(base_url, api_key, timeout=timeout_s, max_retries=max_retries)
 
 
 def _drive(
@@ -171,9 +173,11 @@ def _drive(
         params=dict(spec_like["params"]),
     )
     scrubber = tape.scrubber
-    with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ())):
+    timeout_s = float(spec_like.get("timeout_s") or DEFAULT_TIMEOUT_S)
+    client = _client(base_url, api_key, timeout_s, int(spec_like.get("max_retries") or 0))
+    with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ()), timeout_s):
         try:
-            solve(spec_like["task"], env, _client(base_url, api_key), ctx)
+            solve(spec_like["task"], env, client, ctx)
         except DivergenceError:
             raise
         except Exception as exc:  # endpoint failures among them: record_episode judges the tape afterwards

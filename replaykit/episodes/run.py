@@ -190,6 +190,8 @@ def _measure(
                     rules=tuple(config.record.rules),
                     keep_going=keep_going,
                     api_key_env=model.api_key_env,
+                    timeout_s=model.timeout_s,
+                    max_retries=model.max_retries,
                 )
                 for k, t in missing
             ]

@@ -1,7 +1,9 @@
 """Endpoint failures are infrastructure failures, never task results.
 
-An HTTP error from a model endpoint (any 4xx/5xx), a refused connection or a
-timeout says nothing about the harness or the task: such an exchange is never
+An HTTP error from a model endpoint (any 4xx/5xx), a refused connection, a
+timeout (``model.timeout_s`` is a total deadline per call), a body cut before its
+end, an SSE stream cut before its terminal event or a 2xx answer that does not parse
+(:func:`incomplete_answer`) says nothing about the harness or the task: such an exchange is never
 stored as a graded episode and never reused. While recording, the rollout and the
 trainer ask :func:`endpoint_failure` whether the tape saw one; the run then stops
 with one line naming the endpoint, the status and the fix (or, with
@@ -20,6 +22,12 @@ from replaykit.cassette.events import Event, LlmEvent
 from replaykit.core.errors import ModelError
 
 BODY_SNIPPET = 160
+#: ``model.timeout_s``'s default: the total time one model call may take, retries not included
+DEFAULT_TIMEOUT_S = 120.0
+#: paths whose 2xx answers must be JSON (or an SSE stream): what OpenAI-compatible endpoints serve
+_JSON_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings", "/messages")
+#: the events that end a Responses API stream (chat completions streams end with ``data: [DONE]``)
+_TERMINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
 
 class EndpointFailure(ModelError):
@@ -35,6 +43,7 @@ class Failure:
     status: int = 0
     reason: str = ""
     detail: str = ""
+    request: str = ""  # the failed request's canonical form (a retry that succeeds clears it)
 
     def what(self) -> str:
         if self.status:
@@ -103,10 +112,21 @@ def describe(
     return f"{what} {endpoint} {failure.what()}{said}; {fix_for(failure, model, api_key_env, model_field)}"
 
 
+#: how the openai client reports a dropped connection or a timeout, as the harness's error event
+_CLIENT_TRANSPORT_ERRORS = ("APIConnectionError", "APITimeoutError")
+
+
 def stored_endpoint_failure(doc: dict[str, Any]) -> bool:
-    """Whether a stored episode document holds an endpoint error (older versions stored them as results)."""
+    """Whether a stored episode document holds an endpoint failure (older versions stored them
+    as results): an HTTP error, or the client's connection or timeout error the harness raised."""
     for event in doc.get("events", []):
-        if isinstance(event, dict) and event.get("kind") == "llm" and int(event.get("status") or 0) >= 400:
+        if not isinstance(event, dict):
+            continue
+        if event.get("kind") == "llm" and int(event.get("status") or 0) >= 400:
+            return True
+        if event.get("kind") == "error" and str(event.get("message", "")).startswith(
+            _CLIENT_TRANSPORT_ERRORS
+        ):
             return True
     return False
 
@@ -117,3 +137,39 @@ def transport_failure(method: str, url: str, exc: BaseException) -> Failure:
     kind = type(exc).__name__
     text = str(exc).strip() or kind
     return Failure(method.upper(), urlsplit(url).path, 0, "", f"{kind}: {text}"[:BODY_SNIPPET])
+
+
+def _stream_problem(text: str) -> str | None:
+    if not text.endswith("\n\n") and not text.endswith("\r\n\r\n"):
+        return "the event stream was cut in the middle of an event"
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return None
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return f"an event of the stream is not JSON: {data[:60]!r}"
+        if isinstance(doc, dict) and doc.get("type") in _TERMINAL_EVENTS:
+            return None
+    return "the event stream ended before its last event ([DONE] or response.completed)"
+
+
+def incomplete_answer(path: str, status: int, headers: Iterable[tuple[str, str]], body: bytes) -> str | None:
+    """Why a 2xx answer is not a complete, well-formed one (None: it is): an SSE stream cut
+    before ``[DONE]``/``response.completed``, or a JSON endpoint's body that does not parse."""
+    if not 200 <= status < 300 or status == 204:
+        return None
+    ctype = next((v.lower() for k, v in headers if k.lower() == "content-type"), "")
+    text = body.decode("utf-8", "replace")
+    if "event-stream" in ctype:
+        return _stream_problem(text)
+    if "json" in ctype or path.split("?", 1)[0].endswith(_JSON_PATHS):
+        try:
+            json.loads(text)
+        except ValueError:
+            shown = " ".join(text.split())[:60]
+            return f"the {status} answer is not JSON ({len(body)} bytes: {shown!r})"
+    return None

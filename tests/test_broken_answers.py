@@ -1,0 +1,223 @@
+"""An answer that is not complete and well formed is an infrastructure failure.
+
+A real loopback endpoint in front of the reference server misbehaves in one way at a
+time — a body cut before its Content-Length, an SSE stream cut before ``[DONE]``, a 200
+whose body is not JSON, bytes trickling past the call's total deadline — and is then
+switched to relay. Through the real CLI: the run stops with one line (exit 1), or with
+``--keep-going`` marks the episode infra; nothing is cached, and once the endpoint
+recovers everything is recorded afresh (never "reused").
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from replaykit.cassette.store import Store
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer
+from replaykit.models.reference.server import ReferenceServer
+from replaykit.testing import REPO_ROOT, write_config
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e
+
+TASK = str(REPO_ROOT / "envs" / "hello-file")
+
+#: a harness that streams its one call (``stream=True``) and then writes the reply to a file
+STREAMING_HARNESS = """
+def solve(task, env, llm, ctx):
+    chunks = llm.chat.completions.create(
+        messages=[{"role": "user", "content": task.instruction}], stream=True, **ctx.llm_kwargs()
+    )
+    text = "".join((c.choices[0].delta.content or "") for c in chunks if c.choices)
+    env.run("printf %s " + repr(text[:20]) + " > reply.txt")
+    return text
+"""
+
+
+class Faulty(LoopbackServer):
+    """Misbehaves as ``mode`` says, or relays to the reference server (``mode = "relay"``)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.mode = "relay"
+        self.calls = 0
+        self.upstream = urlsplit(upstream)
+        super().__init__(("127.0.0.1", 0), _FaultyHandler)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _FaultyHandler(LoopbackHandler):
+    server: Faulty
+
+    def _dispatch(self, method: str) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.calls += 1
+        mode = self.server.mode
+        if mode == "relay":
+            up = self.server.upstream
+            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+            conn.request(method, self.path, body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            self._head(resp.status, resp.getheader("Content-Type") or "application/json", len(data))
+            self.wfile.write(data)
+            return
+        self.close_connection = True
+        if mode == "cut":  # promises 1000 bytes, sends 100, hangs up
+            self._head(200, "application/json", 1000)
+            self.wfile.write(b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": [' + b" " * 37)
+        elif mode == "stream":  # an SSE stream that ends (cleanly) before data: [DONE]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            delta = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            for word in ("hel", "lo"):
+                choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
+                self.wfile.write(f"data: {json.dumps({**delta, 'choices': [choice]})}\n\n".encode())
+                self.wfile.flush()
+        elif mode == "garbage":  # 200, but the body is an HTML page
+            data = b"<html><body>gateway says hello</body></html>"
+            self._head(200, "application/json", len(data))
+            self.wfile.write(data)
+        elif mode == "trickle":  # a byte every 50 ms: each read is quick, the whole never ends
+            self._head(200, "application/json", 100_000)
+            for _ in range(100_000):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.05)
+
+    def _head(self, status: int, ctype: str, length: int) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+
+@pytest.fixture()
+def faulty() -> Iterator[Faulty]:
+    with ReferenceServer() as reference:
+        server = Faulty(reference.base_url)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        try:
+            yield server
+        finally:
+            server.shutdown()
+            server.close_connections()
+            server.server_close()
+
+
+def streaming_harness(tmp: Path) -> None:
+    repo = tmp / "harness"
+    repo.mkdir()
+    (repo / "harness.py").write_text(STREAMING_HARNESS)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "streaming harness"], check=True)
+
+
+def config_for(tmp: Path, faulty: Faulty, mode: str, **overrides: Any) -> Path:
+    if mode == "stream":
+        streaming_harness(tmp)
+    values = {
+        "panel.tasks": [TASK],
+        "panel.seeds": [0],
+        "model.base_url": faulty.base_url,
+        "model.api_key_env": "",
+        "model.timeout_s": 3,
+        **overrides,
+    }
+    return write_config(tmp, values)
+
+
+def stored(tmp: Path) -> int:
+    if not (tmp / "store" / "index.db").exists():
+        return 0
+    return len(Store(tmp / "store").list_cassettes())
+
+
+EXPECTED = {
+    "cut": "peer closed connection without sending complete message body",
+    "stream": "the event stream ended before its last event",
+    "garbage": "the 200 answer is not JSON",
+    "trickle": "longer than its total deadline of 3s (model.timeout_s)",
+}
+
+
+@pytest.mark.parametrize("mode", ["cut", "stream", "garbage", "trickle"])
+def test_broken_answer_stops_the_run_and_nothing_is_cached(tmp_path: Path, faulty: Faulty, mode: str) -> None:
+    faulty.mode = mode
+    config = config_for(tmp_path, faulty, mode)
+    started = time.monotonic()
+    proc = cli("run", str(config), timeout=120)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(
+        f"Error: model endpoint {faulty.base_url} failed on POST /v1/chat/completions"
+    )
+    assert EXPECTED[mode] in proc.stderr, proc.stderr
+    assert "0/1" not in proc.stdout and stored(tmp_path) == 0
+    if mode == "trickle":  # the deadline ends it (the trickle alone would take 83 minutes)
+        assert elapsed < 30, elapsed
+
+
+@pytest.mark.parametrize("mode", ["cut", "stream", "garbage"])
+def test_broken_answer_is_infra_and_rerecorded_once_the_endpoint_recovers(
+    tmp_path: Path, faulty: Faulty, mode: str
+) -> None:
+    faulty.mode = mode
+    config = config_for(tmp_path, faulty, mode)
+    bad = cli("run", str(config), "--json", "--keep-going", timeout=120)
+    assert bad.returncode == 0, bad.stderr
+    doc = json.loads(bad.stdout)
+    (episode,) = doc["episodes"]
+    assert episode["infra_failure"] and not episode["passed"] and doc["solved"] == 0
+    store = Store(tmp_path / "store")
+    row = store.cassette_row(episode["cassette_id"])
+    assert row["infra_failure"]
+    store.close()
+    faulty.mode = "relay"  # the endpoint recovers
+    good = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
+    assert good["recorded_count"] == 1 and good["reused_count"] == 0
+    assert not good["episodes"][0]["infra_failure"]
+    again = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
+    assert again["reused_count"] == 1 and again["recorded_count"] == 0
+
+
+def test_retries_recover_from_one_cut_answer(tmp_path: Path, faulty: Faulty) -> None:
+    """``model.max_retries``: a cut answer followed by a good one is an ordinary episode,
+    recorded once (the failed attempt leaves nothing), and replays identical."""
+    faulty.mode = "cut"
+    original = _FaultyHandler._dispatch
+
+    def once_then_relay(self: _FaultyHandler, method: str) -> None:
+        original(self, method)
+        self.server.mode = "relay"
+
+    _FaultyHandler._dispatch = once_then_relay  # type: ignore[method-assign]
+    try:
+        config = config_for(tmp_path, faulty, "cut", **{"model.max_retries": 2})
+        doc = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
+    finally:
+        _FaultyHandler._dispatch = original  # type: ignore[method-assign]
+    assert doc["recorded_count"] == 1 and not doc["episodes"][0]["infra_failure"]
+    assert faulty.calls >= 2
+    replay = cli(
+        "replay", doc["run_id"], "--store", str(tmp_path / "store"), "--json", timeout=120, check=True
+    )
+    assert json.loads(replay.stdout)["identical"] is True, replay.stdout
