@@ -1,0 +1,242 @@
+"""The viewer in a real browser: Debian's headless Chromium (scripts/setup-browser.sh) driven
+by playwright, against ``replaykit view`` on loopback over a store holding the quickstart
+training, a Docker run and a compare result. Every request the page makes is recorded;
+anything not for the viewer's own loopback address is aborted and fails the test.
+Screenshots go to ``$REPLAYKIT_TEST_ARTEFACTS/view`` (default ``build/test-artefacts/view``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from replaykit.testing import write_config
+
+from .conftest import DOCKER_TASKS, Viewer, cli
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [  # as tests/report/test_browser.py launches it
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+REPO = Path(__file__).resolve().parents[2]
+ARTEFACTS = Path(os.environ.get("REPLAYKIT_TEST_ARTEFACTS") or REPO / "build" / "test-artefacts") / "view"
+TOOL_ONLY_WORD = "edsger"  # only the tool outputs of the quickstart hold it
+
+
+class Browser:
+    """A Chromium context whose every request is checked: the viewer's host:port or aborted."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.requests: list[str] = []
+        self.foreign: list[str] = []
+        self.allowed: set[str] = set()
+        context.route("**/*", self._route)
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        self.requests.append(url)
+        parts = urlsplit(url)
+        if parts.scheme in ("data", "about") or parts.netloc in self.allowed:
+            route.continue_()
+        else:
+            self.foreign.append(url)
+            route.abort()
+
+    def page(self, viewer: Viewer) -> Any:
+        self.allowed.add(urlsplit(viewer.url).netloc)
+        return self.context.new_page()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/setup-browser.sh (Debian's chromium)", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 1000},
+        )
+        b = Browser(context)
+        try:
+            yield b
+        finally:
+            context.close()
+        assert b.foreign == [], f"requests outside loopback: {b.foreign}"
+        assert b.requests and all(
+            urlsplit(u).hostname == "127.0.0.1" for u in b.requests if u.startswith("http")
+        )
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTEFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    assert path.read_bytes().startswith(b"\x89PNG") and path.stat().st_size > 10_000
+    return path
+
+
+@pytest.mark.docker
+def test_the_viewer_in_headless_chromium(
+    full_store: dict[str, Any], browser: Browser, viewer_of: Any
+) -> None:
+    training, compare, docker_run = full_store["training"], full_store["compare"], full_store["docker_run"]
+    viewer = viewer_of(full_store["store"])
+    page = browser.page(viewer)
+
+    # the overview lists the training, the Docker run and the compare result
+    page.goto(viewer.url + "/")
+    assert page.locator("#trainings-table tr.training-row").count() == 1
+    assert page.locator(f"#trainings-table a[href='/trainings/{training['training_id']}']").count() == 1
+    assert page.locator(f"#compares-table a[href='/compares/{compare['compare_id']}']").count() == 1
+    shot(page, "home")
+    page.locator("nav.main a", has_text="runs").click()
+    docker_row = page.locator(f"#runs-table tr.run-row[data-id='{docker_run['run_id']}']")
+    assert (
+        docker_row.count() == 1 and f"{docker_run['solved']}/{docker_run['total']}" in docker_row.inner_text()
+    )
+    docker_row.locator("a.run").click()
+    assert page.locator("#run-grid td a.episode").count() == len(DOCKER_TASKS)
+    shot(page, "docker-run")
+
+    # the training: one row per epoch with its recorded decision, the accepted epochs named
+    page.goto(f"{viewer.url}/trainings/{training['training_id']}")
+    rows = page.locator("#epochs-table tr.epoch-row")
+    assert [rows.nth(i).get_attribute("data-decision") for i in range(rows.count())] == [
+        e["decision"] for e in training["epochs"]
+    ]
+    assert page.locator("#curve svg circle.candidate").count() >= 1
+    assert (
+        page.locator("abbr.term", has_text="loss")
+        .first.get_attribute("title")
+        .startswith("The criterion's score")
+    )
+    shot(page, "training")
+
+    # the episode list, filtered by task from the form; the URL is the permalink of the filter
+    page.goto(viewer.url + "/episodes")
+    page.select_option("#filters select[name=task]", "hello-file")
+    page.locator("#filters button").click()
+    page.wait_for_url("**/episodes?*task=hello-file*")
+    tasks = page.locator("#episodes-table tr.episode-row")
+    assert tasks.count() >= 1
+    assert {tasks.nth(i).get_attribute("data-task") for i in range(tasks.count())} == {"hello-file"}
+    filtered, filtered_url = page.locator("#episode-total").inner_text(), page.url
+    page.locator("#episodes-table th a.sort", has_text="tokens").click()
+    assert "sort=tokens" in page.url
+    shot(page, "episodes-filtered")
+
+    # search finds a word that only a tool output holds; the hit opens the episode, where the
+    # word sits in a collapsed tool output until it is expanded
+    page.fill("form.search input[name=q]", TOOL_ONLY_WORD)
+    page.press("form.search input[name=q]", "Enter")
+    page.wait_for_url("**/search?q=*")
+    hits = page.locator("#hits li.hit")
+    assert hits.count() >= 1 and TOOL_ONLY_WORD in hits.first.locator("mark").first.inner_text().lower()
+    shot(page, "search")
+    hits.first.locator("a.episode").click()
+    output = page.locator("#transcript details.tool-output", has_text=TOOL_ONLY_WORD).first
+    assert output.count() == 1 and output.get_attribute("open") is None
+    assert not output.locator("pre").first.is_visible()
+    page.locator("button.toggle-all[data-open='1']").click()
+    assert output.locator("pre", has_text=TOOL_ONLY_WORD).first.is_visible()
+    shot(page, "episode")
+
+    # a verdict's regression: the movement list links to the side-by-side diff of its two episodes
+    page.goto(viewer.url + "/verdicts?movement=regression")
+    page.locator("#verdicts-table a.verdict").first.click()
+    page.locator("#movement a.diff-link.regression").first.click()
+    assert "first difference at event" in page.locator("strong.first-difference").inner_text()
+    assert page.locator("#side-by-side tr").count() > 2
+    diff_text = page.locator("#main h1").inner_text() + page.locator("strong.first-difference").inner_text()
+    shot(page, "regression-diff")
+
+    # permalinks: the diff's own link, and the filtered list's URL, opened fresh, show the same
+    permalink = page.locator("a.permalink").get_attribute("href")
+    other = browser.page(viewer)
+    other.goto(viewer.url + permalink)
+    assert (
+        other.locator("#main h1").inner_text() + other.locator("strong.first-difference").inner_text()
+        == diff_text
+    )
+    other.goto(filtered_url)
+    assert other.locator("#episode-total").inner_text() == filtered
+    other.close()
+
+    # the compare result: harness × model, trained vs untrained
+    page.goto(f"{viewer.url}/compares/{compare['compare_id']}")
+    assert page.locator("#compare-table a.run").count() == len(compare["cells"])
+    assert "trained vs untrained" in page.locator("#compare-table tr.delta").inner_text()
+    shot(page, "compare")
+    page.close()
+
+
+def test_a_training_recorded_while_the_viewer_is_open_shows_up(
+    tmp_path: Path, browser: Browser, viewer_of: Any
+) -> None:
+    config = write_config(tmp_path)
+    cli("run", str(config), "--json")  # the store exists before the viewer opens it
+    viewer = viewer_of(tmp_path / "store", "--poll", "0.25")
+    page = browser.page(viewer)
+    page.goto(viewer.url + "/trainings")
+    assert page.locator("#trainings-table tr.training-row").count() == 0
+    # remember every epoch count the page shows, without reloading it
+    page.evaluate(
+        """() => {
+        window.__sameDocument = true;
+        window.__seen = [];
+        const look = () => {
+          const cell = document.querySelector('#trainings-table td.epochs');
+          if (cell && window.__seen[window.__seen.length - 1] !== cell.textContent) window.__seen.push(cell.textContent);
+        };
+        new MutationObserver(look).observe(document.body, {childList: true, subtree: true});
+        }"""
+    )
+    log = (tmp_path / "train.err").open("w")  # a file, not a pipe nobody reads while it trains
+    training = subprocess.Popen(
+        [sys.executable, "-m", "replaykit.cli", "train", str(config), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while training.poll() is None and time.monotonic() < deadline:
+            page.wait_for_timeout(100)  # playwright serves the page's requests (the route) meanwhile
+        out, _ = training.communicate(timeout=5)
+    finally:
+        if training.poll() is None:
+            training.kill()
+        log.close()
+    assert training.returncode == 0, (tmp_path / "train.err").read_text()
+    summary = json.loads(out)
+    page.wait_for_function("() => (window.__seen || []).includes('5')", timeout=30_000)
+    seen = [int(v) for v in page.evaluate("window.__seen")]
+    assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
+    assert seen == sorted(seen) and seen[-1] == len(summary["epochs"]) == 5
+    assert len(seen) >= 2, f"the page showed only the finished training (epoch counts seen: {seen})"
+    row = page.locator(f"#trainings-table tr.training-row[data-id='{summary['training_id']}']")
+    assert row.count() == 1
+    shot(page, "live-training")
