@@ -1,5 +1,9 @@
 """replaykit: train agent harnesses and replay every run bit-for-bit.
 
+The public API is what this module exports (``__all__``) plus the modules listed in
+docs/api.md; everything else is internal and may change in any release. A public name
+that moves keeps a deprecated alias for one minor version (``core/deprecation.py``).
+
 Public names are imported lazily so ``import replaykit`` has no side effects and
 stays cheap; the ``TYPE_CHECKING`` block lets type checkers see the real classes.
 """
@@ -10,14 +14,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from replaykit.episodes.config import load_config
-    from replaykit.core.errors import ReplaykitError
-    from replaykit.models.codex import CodexAgentBackend
+    from replaykit.core.errors import ConfigError, ReplaykitError
+    from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDoc
+    from replaykit.envs.base import EnvKind, EnvSettings
+    from replaykit.envs.registry import register_env
+    from replaykit.episodes.config import RunConfig, load_config
     from replaykit.episodes.run import measure
-    from replaykit.train.criteria import MeanReward, StrictPareto
-    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue
+    from replaykit.execution.registry import register_executor
+    from replaykit.models.codex import CodexAgentBackend
+    from replaykit.train.backends import register_backend
+    from replaykit.train.criteria import MeanReward, StrictPareto, Verdict, register_criterion
+    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue, register_estimator
     from replaykit.train.loss import Loss
-    from replaykit.train.optimizers import GreedyMonotonic
+    from replaykit.train.optimizers import GreedyMonotonic, register_optimizer
     from replaykit.train.trainer import Trainer
 
 __version__ = "0.1.0"
@@ -25,31 +34,59 @@ __version__ = "0.1.0"
 __all__ = [
     "AgenticEstimator",
     "CodexAgentBackend",
+    "ConfigError",
+    "EnvKind",
+    "EnvSettings",
+    "EpisodeSummary",
     "GreedyMonotonic",
     "Loss",
     "MeanReward",
     "OpenAIBackend",
     "PatchQueue",
     "ReplaykitError",
+    "RunConfig",
+    "RunDoc",
     "StrictPareto",
     "Trainer",
+    "Verdict",
+    "VerdictDoc",
     "load_config",
     "measure",
+    "register_backend",
+    "register_criterion",
+    "register_env",
+    "register_estimator",
+    "register_executor",
+    "register_optimizer",
 ]
 
 _EXPORTS: dict[str, str] = {
-    "ReplaykitError": "replaykit.core.errors",
     "Trainer": "replaykit.train.trainer",
     "Loss": "replaykit.train.loss",
     "AgenticEstimator": "replaykit.train.estimators",
     "PatchQueue": "replaykit.train.estimators",
     "OpenAIBackend": "replaykit.train.estimators",
+    "CodexAgentBackend": "replaykit.models.codex",
     "StrictPareto": "replaykit.train.criteria",
     "MeanReward": "replaykit.train.criteria",
+    "Verdict": "replaykit.train.criteria",
     "GreedyMonotonic": "replaykit.train.optimizers",
-    "CodexAgentBackend": "replaykit.models.codex",
+    "RunConfig": "replaykit.episodes.config",
     "load_config": "replaykit.episodes.config",
     "measure": "replaykit.episodes.run",
+    "RunDoc": "replaykit.core.records",
+    "EpisodeSummary": "replaykit.core.records",
+    "VerdictDoc": "replaykit.core.records",
+    "ReplaykitError": "replaykit.core.errors",
+    "ConfigError": "replaykit.core.errors",
+    "EnvKind": "replaykit.envs.base",
+    "EnvSettings": "replaykit.envs.base",
+    "register_env": "replaykit.envs.registry",
+    "register_executor": "replaykit.execution.registry",
+    "register_criterion": "replaykit.train.criteria",
+    "register_optimizer": "replaykit.train.optimizers",
+    "register_estimator": "replaykit.train.estimators",
+    "register_backend": "replaykit.train.backends",
 }
 
 

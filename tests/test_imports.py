@@ -45,3 +45,14 @@ def test_lazy_imports_count_and_type_checking_ones_do_not(tmp_path: Path) -> Non
 def test_the_package_has_no_cycle_and_respects_its_layers() -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_a_deprecated_alias_may_import_only_its_target_and_nobody_imports_it() -> None:
+    alias = {"replaykit.cassette.tape": {"replaykit.capture.tape", "replaykit.core.deprecation"}}
+    assert check.layer_violations(alias) == []  # cassette may not import capture, but the alias may
+    assert check.layer_violations(
+        {"replaykit.cassette.tape": {"replaykit.capture.tape", "replaykit.train.loss"}}
+    ) == ["replaykit.cassette.tape (a deprecated alias) imports more than replaykit.capture.tape"]
+    assert check.layer_violations({**alias, "replaykit.episodes.rollout": {"replaykit.cassette.tape"}}) == [
+        "replaykit.episodes.rollout import(s) the deprecated alias replaykit.cassette.tape; use replaykit.capture.tape"
+    ]
