@@ -42,6 +42,39 @@ class HarnessConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class ModelParams(_Strict):
+    """Request parameters sent with every chat call (``ctx.llm_kwargs()``) and part of the key.
+
+    ``seed`` fixes one seed for every call (default: a per-call seed derived from the run
+    seed, task and call number); ``extra_body`` is merged into the request body as it is
+    (e.g. llama.cpp's ``cache_prompt: false``)."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: Seed | None = None
+    stop: list[str] | None = Field(default=None, max_length=4)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    parallel_tool_calls: bool | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _named_function(cls, choice: Any) -> Any:
+        if isinstance(choice, dict):
+            name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
+            if not isinstance(name, str) or not name:
+                raise ValueError(
+                    "a tool_choice mapping must be {type: function, function: {name: NAME}}; or use auto, none, required"
+                )
+        return choice
+
+    def sent(self) -> dict[str, Any]:
+        """What goes into each request (unset parameters are not sent)."""
+        return self.model_dump(exclude_none=True, exclude_defaults=True)
+
+
 class ModelConfig(_Strict):
     name: str = Field(default="reference-strong", min_length=1)
     base_url: str = Field(default="builtin", min_length=1)
@@ -52,6 +85,7 @@ class ModelConfig(_Strict):
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
     #: retries of a call that failed (refused, cut, timed out, 429/5xx), by the openai client
     max_retries: int = Field(default=0, ge=0, le=10)
+    params: ModelParams = Field(default_factory=ModelParams)
 
 
 class PanelConfig(_Strict):
@@ -160,19 +194,20 @@ class RunConfig(_Strict):
 
     def digest(self) -> str:
         """What, besides the key's other parts, changes an episode's behaviour."""
-        return digest_of(
-            {
-                "entry": self.harness.entry,
-                "params": self.harness.params,
-                "temperature": self.model.temperature,
-                "env": {
-                    "timeout_sec": self.env.timeout_sec,
-                    "max_output_bytes": self.env.max_output_bytes,
-                    "snapshot": self.env.snapshot,
-                },
-                "rules": self.record.rules,
-            }
-        )[:16]
+        parts: dict[str, Any] = {
+            "entry": self.harness.entry,
+            "params": self.harness.params,
+            "temperature": self.model.temperature,
+            "env": {
+                "timeout_sec": self.env.timeout_sec,
+                "max_output_bytes": self.env.max_output_bytes,
+                "snapshot": self.env.snapshot,
+            },
+            "rules": self.record.rules,
+        }
+        if self.model.params.sent():  # absent when unset: keys recorded before model.params stay
+            parts["model_params"] = self.model.params.sent()
+        return digest_of(parts)[:16]
 
 
 def validation_line(exc: ValidationError, prefix: str = "") -> str:

@@ -40,6 +40,8 @@ class Context:
     temperature: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
+    #: the config's ``model.params`` (max_tokens, tool_choice, seed, ...), sent with every call
+    model_params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(derive_seed(self.seed, self.task_id, "rng"))
@@ -53,8 +55,15 @@ class Context:
         return derive_seed(self.seed, self.task_id, self.calls)
 
     def llm_kwargs(self) -> dict[str, Any]:
-        """model, temperature and a per-call seed derived from (run seed, task, call number)."""
-        return {"model": self.model, "temperature": self.temperature, "seed": self.call_seed()}
+        """model, temperature, a per-call seed derived from (run seed, task, call number) and
+        the config's ``model.params`` (its ``seed``, when set, instead of the per-call one)."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "seed": self.call_seed(),
+        }
+        kwargs.update(self.model_params)
+        return kwargs
 
 
 def commit_all(repo: git.Repo, message: str, date: str = GIT_DATE) -> str:

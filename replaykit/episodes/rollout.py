@@ -75,6 +75,7 @@ class EpisodeSpec:
     api_key_env: str = ""  # named in the endpoint-failure message
     timeout_s: float = DEFAULT_TIMEOUT_S  # each model call's total deadline (model.timeout_s)
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
+    model_params: dict[str, Any] = field(default_factory=dict)  # model.params, sent with every call
 
     def meta(self) -> dict[str, Any]:
         from replaykit.core.versions import tool_versions
@@ -88,7 +89,11 @@ class EpisodeSpec:
                 **({"steps": [list(s) for s in self.task.steps]} if self.task.steps else {}),
             },
             "harness": {"entry": self.entry, "params": self.params},
-            "model": {"name": self.key.model.name, "temperature": self.temperature},
+            "model": {
+                "name": self.key.model.name,
+                "temperature": self.temperature,
+                **({"params": self.model_params} if self.model_params else {}),
+            },
             "seed": self.key.seed,
             "env": self.env,
             "rules": list(self.rules),
@@ -171,6 +176,7 @@ def _drive(
         model=key.model.name,
         temperature=spec_like["temperature"],
         params=dict(spec_like["params"]),
+        model_params=dict(spec_like.get("model_params") or {}),
     )
     scrubber = tape.scrubber
     timeout_s = float(spec_like.get("timeout_s") or DEFAULT_TIMEOUT_S)
@@ -326,6 +332,7 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
         ),
         "params": meta["harness"]["params"],
         "temperature": meta["model"]["temperature"],
+        "model_params": meta["model"].get("params") or {},
         "rules": meta.get("rules", []),
     }
     tape = Tape(episode.id, recorded=list(episode.events))

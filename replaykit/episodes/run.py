@@ -192,6 +192,7 @@ def _measure(
                     api_key_env=model.api_key_env,
                     timeout_s=model.timeout_s,
                     max_retries=model.max_retries,
+                    model_params=model.params.sent(),
                 )
                 for k, t in missing
             ]

@@ -6,8 +6,8 @@ replaykit calls ``solve(task, env, llm, ctx)``:
   (``stdout``, ``stderr``, ``exit_code``);
 - ``llm`` is a stock ``openai.OpenAI`` client pointed at the configured endpoint;
 - ``ctx`` carries the seed, a seeded ``ctx.rng``, a frozen clock ``ctx.now()``,
-  the harness params from the config and ``ctx.llm_kwargs()`` (model, temperature
-  and a per-call seed).
+  the harness params from the config and ``ctx.llm_kwargs()`` (model, temperature,
+  a per-call seed and the config's ``model.params``: max_tokens, tool_choice, ...).
 """
 
 import json
@@ -50,7 +50,7 @@ def solve(task, env, llm, ctx):
         messages.append(
             {
                 "role": "assistant",
-                "content": message.content,
+                "content": message.content or "",  # some servers (llama-cpp-python) refuse null
                 "tool_calls": [
                     {
                         "id": c.id,

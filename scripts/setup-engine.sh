@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs a real inference engine for the tests marked `engine`: llama-cpp-python's
+# OpenAI-compatible server (llama.cpp), plus gguf and tokenizers, which write the tiny
+# random-weight model the tests serve (replaykit.testing.tiny_model). Run by scripts/test.sh.
+#
+# llama-cpp-python is a source package (it compiles llama.cpp, ~5 min on 2 cores): its
+# wheel is built once and cached, keyed by version, under
+#   ~/.cache/replaykit/wheels/llama-cpp-python-<version>/
+# so later runs (and fresh clones) install it in seconds. Fails loudly; never skips.
+set -euo pipefail
+
+VERSION=0.3.36
+CACHE="${REPLAYKIT_CACHE:-$HOME/.cache/replaykit}/wheels/llama-cpp-python-$VERSION"
+PIP=(python3 -m pip install --quiet --disable-pip-version-check)
+
+installed() {
+  python3 - "$VERSION" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+try:
+    ok = version("llama-cpp-python") == sys.argv[1]
+    import gguf, tokenizers, llama_cpp.server.app, sse_starlette, uvicorn  # noqa: F401
+except (PackageNotFoundError, ImportError):
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+if installed; then
+  echo "llama-cpp-python $VERSION, gguf and tokenizers already installed"
+  exit 0
+fi
+
+wheel() { ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1; }
+if [ -z "$(wheel)" ]; then
+  echo "building llama-cpp-python $VERSION into $CACHE (compiles llama.cpp: about 5 minutes)"
+  mkdir -p "$CACHE"
+  tmp="$(mktemp -d "$CACHE/.build.XXXXXX")"
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" python3 -m pip wheel --no-deps --wheel-dir "$tmp" \
+    "llama-cpp-python==$VERSION"
+  mv "$tmp"/llama_cpp_python-"$VERSION"-*.whl "$CACHE"/
+  rm -rf "$tmp"
+fi
+echo "installing $(wheel)"
+"${PIP[@]}" "$(wheel)[server]" "gguf>=0.17" "tokenizers>=0.20"
+installed || { echo "llama-cpp-python $VERSION did not install: see the pip output above" >&2; exit 1; }
+echo "llama-cpp-python $VERSION installed"
