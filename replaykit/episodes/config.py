@@ -50,7 +50,7 @@ class ModelParams(_Strict):
     (e.g. llama.cpp's ``cache_prompt: false``)."""
 
     max_tokens: int | None = Field(default=None, ge=1)
-    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     top_p: float | None = Field(default=None, gt=0, le=1)
     seed: Seed | None = None
     stop: list[str] | None = Field(default=None, max_length=4)
@@ -62,6 +62,10 @@ class ModelParams(_Strict):
     @field_validator("tool_choice")
     @classmethod
     def _named_function(cls, choice: Any) -> Any:
+        if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+            raise ValueError(
+                "tool_choice must be auto, none, required or {type: function, function: {name: NAME}}"
+            )
         if isinstance(choice, dict):
             name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
             if not isinstance(name, str) or not name:
