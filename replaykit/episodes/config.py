@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -22,12 +22,22 @@ from pydantic import (
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
+from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.envs.base import EnvSettings
 from replaykit.execution.config import ExecutorConfig
 
 RECORD_MODES = ("once", "new_episodes", "none", "all")
-#: seeds are stored as SQLite integers and sent to endpoints: signed 64-bit
-Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+def _whole_number(value: Any) -> Any:
+    """YAML's ``true`` is not the number 1 here: a boolean where a count or a seed belongs is a mistake."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, not {str(value).lower()}")
+    return value
+
+
+#: seeds are stored as SQLite integers and sent to endpoints: 0 to the largest signed 64-bit
+Seed = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, le=2**63 - 1)]
 
 
 class _Strict(BaseModel):
@@ -40,6 +50,17 @@ class HarnessConfig(_Strict):
     branch: str = "main"
     entry: str = "harness.py"
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _known_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """``max_steps``, the one parameter every shipped harness reads, must be a count."""
+        steps = params.get("max_steps")
+        if "max_steps" in params and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+            raise ValueError(
+                f"field 'harness.params.max_steps': expected a whole number >= 1 (got {steps!r})"
+            )
+        return params
 
 
 class ModelParams(_Strict):
@@ -84,7 +105,7 @@ class ModelConfig(_Strict):
     base_url: str = Field(default="builtin", min_length=1)
     revision: str = ""
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, ge=0, le=2)  # the range OpenAI-compatible endpoints take
     #: the total time one model call may take (connect to the last byte), in seconds
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
     #: retries of a call that failed (refused, cut, timed out, 429/5xx), by the openai client
@@ -95,6 +116,16 @@ class ModelConfig(_Strict):
 class PanelConfig(_Strict):
     tasks: list[str] = Field(default_factory=lambda: ["../envs/*"])
     seeds: list[Seed] = Field(default_factory=lambda: [0, 1], min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        twice = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+        if twice is not None:
+            raise ValueError(
+                f"seed {twice} is listed twice (it would measure the same episode twice); list each seed once"
+            )
+        return seeds
 
 
 #: keys every kind shared before kinds had settings of their own: stored configs still hold
@@ -183,6 +214,14 @@ class RunConfig(_Strict):
 
     #: the folder relative paths resolve against (set by load_config)
     base_dir: Path = Field(default=Path("."), exclude=True)
+    #: the file it was read from and the line of each key (set by load_config; for error lines)
+    _source: Path | None = PrivateAttr(default=None)
+    _lines: Lines = PrivateAttr(default_factory=dict)
+
+    def config_error(self, exc: ValidationError, prefix: str = "") -> ConfigError:
+        """A section validated later (``train:``) as one line naming this config's file and line."""
+        loc, line = _validation(exc, prefix)
+        return config_error(self._source, self._lines, loc, line)
 
     def path(self, value: str) -> Path:
         p = Path(value).expanduser()
@@ -214,10 +253,19 @@ class RunConfig(_Strict):
         return digest_of(parts)[:16]
 
 
-def validation_line(exc: ValidationError, prefix: str = "") -> str:
-    """A pydantic error as one line: the field, the value given, what is wrong."""
+def validation_line(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> str:
+    """A pydantic error as one line: the field, the value given, what is wrong (``model``: the
+    schema, so an unknown key can list the known ones)."""
+    return _validation(exc, prefix, model)[1]
+
+
+def _validation(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> tuple[tuple[str | int, ...], str]:
+    """The field's path and the line describing the first error."""
     err = exc.errors()[0]
-    field = prefix + ".".join(str(p) for p in err["loc"])
+    loc = tuple(p for p in (*prefix.strip(".").split("."), *err["loc"]) if p != "")
+    field = ".".join(str(p) for p in loc)
     value = err.get("input")
     shown = (
         ""
@@ -226,11 +274,40 @@ def validation_line(exc: ValidationError, prefix: str = "") -> str:
     )
     message = str(err["msg"]).removeprefix("Value error, ")
     if message.startswith("field '"):  # a nested model's line (an env kind's settings): already placed
-        return message
-    return f"field {field!r}: {message}{shown}"
+        named = message[len("field '") :].split("'", 1)[0]
+        return tuple(int(p) if p.isdigit() else p for p in named.split(".")), message
+    if err["type"] == "extra_forbidden":
+        message = "unknown key" + _known_keys(model, loc[:-1])
+    elif err["type"] == "missing":
+        message = "required; add it"
+    return loc, f"field {field!r}: {message}{shown}"
+
+
+def _known_keys(model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> str:
+    """``; known: a, b`` — the keys the section at ``loc`` takes (when its schema is known)."""
+    for part in loc:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return ""
+        annotation = model.model_fields[part].annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if model is None:
+        return ""
+    fields = [name for name, f in model.model_fields.items() if not f.exclude]
+    return f"; known: {', '.join(fields)}"
+
+
+def config_error(source: Path | None, lines: Lines, loc: tuple[str | int, ...], line: str) -> ConfigError:
+    """One line: the file, the line the field was written on (when it was), what is wrong."""
+    if source is None:
+        return ConfigError(f"config {line}")
+    at = line_of(lines, loc)
+    return ConfigError(f"config file {source}{f', line {at}' if at else ''}: {line}")
 
 
 def _short(value: Any) -> str:
+    """The value as the config spells it (YAML's true/false/null for Python's booleans and None)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
     text = " ".join(repr(value).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -247,21 +324,26 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> d
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The config in ``path`` (``overrides``: dotted keys set on top, e.g. from the command line);
+    any error is one line naming the file, the line and the key."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(
             f"config file {path} does not exist; pass a YAML file such as configs/quickstart.yaml"
         )
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    data, lines = read_yaml(path)
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     apply_overrides(data, overrides)
+    for dotted in overrides or {}:  # set on the command line: no line of the file to name
+        parts = tuple(dotted.split("."))
+        lines = {loc: n for loc, n in lines.items() if loc[: len(parts)] != parts}
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"config file {path}: {validation_line(exc)}") from None
+        loc, line = _validation(exc, model=RunConfig)
+        raise config_error(path, lines, loc, line) from None
     config.base_dir = path.resolve().parent
+    config._source, config._lines = path, lines
     return config

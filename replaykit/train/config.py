@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replaykit.episodes.config import RunConfig, Seed, validation_line
-from replaykit.core.errors import ConfigError
+from replaykit.episodes.config import RunConfig, Seed
 
 
 class TrainConfig(BaseModel):
@@ -30,4 +29,4 @@ def train_config(config: RunConfig) -> TrainConfig:
     try:
         return TrainConfig.model_validate(config.train or {})
     except ValidationError as exc:
-        raise ConfigError(f"config {validation_line(exc, 'train.')}") from None
+        raise config.config_error(exc, "train.") from None
