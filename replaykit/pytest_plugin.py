@@ -49,7 +49,7 @@ import pytest
 
 if TYPE_CHECKING:
     from replaykit.cassette.events import Episode, LlmEvent
-    from replaykit.cassette.store import Store
+    from replaykit.cassette.backend import StoreBackend
 
 ENV_VAR = "REPLAYKIT_STORE"
 RECORD_MODES = ("once", "none", "all")
@@ -80,7 +80,10 @@ class LlmReplay:
 
 @contextlib.contextmanager
 def replay_cassette(
-    store: "Store", cassette_id: str, require_all: bool = False, match_on: tuple[str, ...] | None = None
+    store: "StoreBackend",
+    cassette_id: str,
+    require_all: bool = False,
+    match_on: tuple[str, ...] | None = None,
 ) -> Iterator[LlmReplay]:
     """Serve the LLM calls of one stored cassette to httpx2 clients inside the block."""
     from replaykit.capture.recorder import EpisodeCassette
@@ -88,7 +91,7 @@ def replay_cassette(
 
     if not store.exists():
         raise CassetteNotFound(
-            f"no replaykit store at {store.root}; set --replaykit-store, ini replaykit_store or ${ENV_VAR}"
+            f"no replaykit store at {store.location}; set --replaykit-store, ini replaykit_store or ${ENV_VAR}"
         )
     episode = store.get_episode(store.resolve_id("cassettes", cassette_id, what="cassette"))
     replay = LlmReplay(episode, match_on)
@@ -156,32 +159,37 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def store_path(config: pytest.Config) -> Path:
-    """The store the fixtures use (see the module docstring for the order)."""
+def store_path(config: pytest.Config) -> Path | str:
+    """The store the fixtures use (see the module docstring for the order): a folder, or a
+    backend URL kept as written (``postgresql://…``)."""
+    from replaykit.cassette.stores import is_url
+
     option = config.getoption("replaykit_store", default=None)
     if option:
-        return Path(option).expanduser().resolve()
+        return option if is_url(option) else Path(option).expanduser().resolve()
     ini = str(config.getini("replaykit_store") or "")
     if ini:
+        if is_url(ini):
+            return ini
         base = config.inipath.parent if config.inipath else config.rootpath
         return (base / Path(ini).expanduser()).resolve()
     env = os.environ.get(ENV_VAR)
     if env:
-        return Path(env).expanduser().resolve()
+        return env if is_url(env) else Path(env).expanduser().resolve()
     return config.rootpath / "cassettes"
 
 
 @pytest.fixture(scope="session")
-def replaykit_store(pytestconfig: pytest.Config) -> Iterator["Store"]:
-    from replaykit.cassette.store import Store
+def replaykit_store(pytestconfig: pytest.Config) -> Iterator["StoreBackend"]:
+    from replaykit.cassette.stores import open_store
 
-    store = Store(store_path(pytestconfig))
+    store = open_store(store_path(pytestconfig))
     yield store
     store.close()
 
 
 @pytest.fixture
-def replaykit_cassette(replaykit_store: "Store") -> Callable[..., ContextManager[LlmReplay]]:
+def replaykit_cassette(replaykit_store: "StoreBackend") -> Callable[..., ContextManager[LlmReplay]]:
     """A factory: ``with replaykit_cassette(cassette_id) as replay: ...`` (see the module docstring)."""
     from replaykit.core.errors import DivergenceError, ReplaykitError
 
@@ -241,7 +249,7 @@ _TAPE = pytest.StashKey[Any]()
 
 
 @pytest.fixture
-def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> Iterator[Any]:
+def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "StoreBackend") -> Iterator[Any]:
     """Record this test's LLM calls on the first run (if it passes); replay them after."""
     from replaykit.cassette.events import Episode
     from replaykit.capture.matchers import Scrubber
@@ -269,7 +277,7 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "Store") -> I
         return
     if mode == "none":
         pytest.fail(
-            f"replaykit: no recording of {key.task_id!r} in {replaykit_store.root}; run once with --replaykit-record-mode once",
+            f"replaykit: no recording of {key.task_id!r} in {replaykit_store.location}; run once with --replaykit-record-mode once",
             pytrace=False,
         )
     secrets = {name: os.environ.get(name, "") for name in ("OPENAI_API_KEY", *options.get("secrets", ()))}

@@ -1,10 +1,12 @@
 """What a store backend provides: the protocol the rest of replaykit is written against.
 
-``Store`` (the ``store`` package, SQLite through sqlite-utils plus content-addressed
-blobs) is the one implementation and the only package that speaks SQL. A second backend (a
-server database, an object store for blobs) is one file implementing
-:class:`StoreBackend`: content-addressed blobs by hash, episodes and documents by id,
-and the named queries below; ``mypy`` checks that ``Store`` conforms.
+Every consumer is typed against :class:`StoreBackend`; a concrete store is built only by
+:func:`replaykit.cassette.stores.open_store` (by URL scheme). Two backends implement it:
+``Store`` (the ``store`` package: SQLite through sqlite-utils plus content-addressed
+blobs) and ``PostgresStore`` (``pgstore``: PostgreSQL through psycopg 3). They are the
+only code that speaks SQL; ``mypy`` checks that both conform. Every read is verified:
+a blob against its content address, a document against its row, a cassette row against
+its events (damage raises ``StoreCorrupt``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replaykit.cassette.events import Episode
+from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import RunDoc
 
 
@@ -27,13 +30,36 @@ class BlobStore(Protocol):
 
     def has_blob(self, digest: str) -> bool: ...
 
+    def put_json(self, value: Any) -> str:
+        """A JSON value as a blob (canonical JSON), by its hash."""
+        ...
+
+    def get_json(self, digest: str) -> Any:
+        """A JSON blob decoded, verified like ``get_blob``."""
+        ...
+
 
 class Index(Protocol):
     """Episodes, documents and harness trees by id, and the named queries."""
 
-    root: Path
+    readonly: bool
+
+    @property
+    def location(self) -> str:
+        """What ``open_store`` reopens the store from; what messages name (no password)."""
+        ...
+
+    def reopen(self, readonly: bool | None = None) -> StoreBackend:
+        """A new connection to the same store (another thread, another process's view)."""
+        ...
 
     def exists(self) -> bool: ...
+
+    def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
+        """The ``store corrupt: …`` error naming this store (raise it on damage)."""
+        ...
+
+    def close(self) -> None: ...
 
     # episodes (cassettes)
     def put_episode(self, episode: Episode) -> None: ...
@@ -50,10 +76,28 @@ class Index(Protocol):
 
     def count_cassettes(self) -> int: ...
 
+    def verified_columns(self, cassette_id: str) -> dict[str, Any]:
+        """A cassette's derived columns, checked against its events."""
+        ...
+
+    def check_run(self, run: RunDoc | dict[str, Any]) -> None:
+        """Every episode entry of a run document against its cassette's events."""
+        ...
+
     # documents: runs, trainings, verdicts, ...
     def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None: ...
 
+    def put_run(self, run: RunDoc | dict[str, Any]) -> None: ...
+
+    def has_doc(self, doc_id: str, doc_digest: str) -> bool:
+        """Is ``doc_id`` stored with exactly the document hashing to ``doc_digest``?"""
+        ...
+
     def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]: ...
+
+    def verified_doc(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A runs-table row's document, its blob verified and its id checked against the row."""
+        ...
 
     def get_run(self, run_id: str) -> RunDoc: ...
 
@@ -95,7 +139,7 @@ class Index(Protocol):
 
     def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]: ...
 
-    def materialise_tree(self, sha: str) -> Path: ...
+    def materialise_tree(self, sha: str, files: dict[str, tuple[int, bytes]] | None = None) -> Path: ...
 
     # rows, for bundles and garbage collection
     def get_row(self, table: str, key: str) -> dict[str, Any] | None: ...

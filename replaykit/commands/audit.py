@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -153,7 +152,7 @@ def audit(
     bootstrap: Optional[int] = typer.Option(
         None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""

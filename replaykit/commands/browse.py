@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal, Optional
 
 import typer
@@ -15,7 +14,7 @@ def runs(
     kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(
         None, "--kind", help="Only documents of this kind."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
@@ -30,7 +29,7 @@ def cassettes_ls(
     limit: Optional[int] = typer.Option(
         None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode), oldest first."""
@@ -52,7 +51,7 @@ def cassettes_show(
     transcript: bool = typer.Option(
         False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Show one cassette's events in order."""

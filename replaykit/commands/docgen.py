@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 #: wins). A new field without either fails tests/test_docs.py.
 NOTES: dict[str, str] = {
     "name": "Name of the run or training (shown by `runs`; part of a training's identity).",
-    "store": "Store folder (an SQLite index + content-addressed blobs). Relative paths resolve against the config file's folder.",
+    "store": "The store: a folder (an SQLite index + content-addressed blobs; also `sqlite:PATH`) or a `postgresql://user@host/db` URL. Relative paths resolve against the config file's folder.",
     "harness": "The harness repository: a git repo whose committed `entry` file defines `solve(task, env, llm, ctx)`.",
     "harness.repo": "Path of the harness git repo. Must be committed and clean; replaykit refuses a dirty tree.",
     "harness.template": "If `repo` does not exist, create it from this template (`replaykit/templates/`); `null` for your own repo.",

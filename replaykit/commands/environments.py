@@ -90,7 +90,7 @@ def certify(
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-execute a run's recorded actions and classify each task deterministic or forked."""

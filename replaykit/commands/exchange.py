@@ -30,7 +30,7 @@ def cassettes_export(
         "--base-url",
         help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1).",
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
@@ -65,7 +65,7 @@ def cassettes_export(
 
 def cassettes_import(
     bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
@@ -79,7 +79,7 @@ def cassettes_verify(
     bundle_file: Optional[Path] = typer.Argument(
         None, help="A bundle from `replaykit cassettes export`; without one, the whole store is checked."
     ),
-    store: Optional[Path] = typer.Option(
+    store: Optional[str] = typer.Option(
         None, "--store", help="The store to check (with a bundle: also check the bundle against it)."
     ),
     as_json: bool = JsonOpt,

@@ -17,10 +17,10 @@ def doctor(
     config: Optional[Path] = typer.Argument(
         None, help="A run config to check (harness repo, endpoint, key); optional."
     ),
-    store: Optional[Path] = typer.Option(
+    store: Optional[str] = typer.Option(
         None,
         "--store",
-        help="Store folder to check (default: the config's, else $REPLAYKIT_STORE or ./cassettes).",
+        help="Store to check: a folder, sqlite:PATH or postgresql://… (default: the config's, else $REPLAYKIT_STORE or ./cassettes).",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -54,7 +54,7 @@ def cassettes_rm(
     dry_run: bool = typer.Option(
         False, "--dry-run", "-n", help="List what would be removed; change nothing."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove documents or cassettes (refused while a kept document references them), then their unreferenced blobs."""
@@ -68,7 +68,7 @@ def gc(
     dry_run: bool = typer.Option(
         False, "--dry-run", "-n", help="List what would be removed; change nothing."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove blobs and harness trees that no run, training, verdict or cassette references."""

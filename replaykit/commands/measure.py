@@ -48,7 +48,7 @@ def run(
         result = measure(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
         )
-    doc = with_errors(open_store(cfg.store_path), result.to_json())
+    doc = with_errors(open_store(cfg.store_location), result.to_json())
     if as_json:
         emit_json(doc)
     else:

@@ -7,13 +7,20 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import StoreBackend
+
 RecordMode = Literal["once", "new_episodes", "none", "all"]
 
-StoreOpt = typer.Option(None, "--store", help="Store folder (default: $REPLAYKIT_STORE or ./cassettes).")
+StoreOpt = typer.Option(
+    None,
+    "--store",
+    help="Store: a folder, sqlite:PATH or postgresql://… (default: $REPLAYKIT_STORE or ./cassettes).",
+)
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
 KeepGoingOpt = typer.Option(
     False,
@@ -22,13 +29,14 @@ KeepGoingOpt = typer.Option(
 )
 
 
-def open_store(store: Optional[Path], readonly: bool = False) -> Any:
-    """The store at --store / $REPLAYKIT_STORE / ./cassettes; ``readonly`` never creates nor writes it."""
+def open_store(store: Optional[str | Path], readonly: bool = False) -> StoreBackend:
+    """The store at --store / $REPLAYKIT_STORE / ./cassettes (a folder, ``sqlite:PATH`` or a
+    backend URL such as ``postgresql://…``); ``readonly`` never creates nor writes it."""
     import atexit
 
-    from replaykit.cassette.store import Store
+    from replaykit.cassette.stores import open_store as open_location
 
-    st = Store(store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes")), readonly=readonly)
+    st = open_location(store or os.environ.get("REPLAYKIT_STORE") or "cassettes", readonly=readonly)
     atexit.register(st.close)
     return st
 

@@ -23,7 +23,7 @@ def replay(
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""

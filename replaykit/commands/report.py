@@ -14,14 +14,14 @@ import typer
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 
 
-def existing_store(store: Optional[Path], existing: bool = True) -> Any:
+def existing_store(store: Optional[str], existing: bool = True) -> Any:
     """The store (see ``options.open_store``); a reading command never creates one and
     stops at once when it is missing."""
     from replaykit.core.errors import StoreError
 
     st = open_store(store, readonly=existing)  # reading never writes
     if existing and not st.exists():
-        raise StoreError(f"no store at {st.root}; pass --store or set REPLAYKIT_STORE")
+        raise StoreError(f"no store at {st.location}; pass --store or set REPLAYKIT_STORE")
     return st
 
 
@@ -46,7 +46,7 @@ def cassettes_diff(
     unit: Optional[str] = typer.Option(
         None, "--unit", help="With a verdict: only this TASK#SEED (default: every new solve and regression)."
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Align two episodes call by call and step by step; show the first point where they part.
@@ -74,7 +74,7 @@ def report(
     ),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write each chart as PNG into this folder."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Write one self-contained offline HTML report (curve, verdicts, diffs, grids, transcripts)."""
@@ -114,7 +114,7 @@ def probe(
         None, "--api-key-env", help="Env var holding the key (sent, never stored; default OPENAI_API_KEY)."
     ),
     save: bool = typer.Option(False, "--save", help="Keep the result in the store (reports show it)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Send the same request N times serially and concurrently: is the endpoint deterministic?"""

@@ -79,7 +79,7 @@ def proxy(
         "--api-key-env",
         help="Env var holding the upstream key (sent upstream, never stored).",
     ),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""

@@ -14,7 +14,7 @@ from replaykit.commands.options import JsonOpt, StoreOpt, emit_json
 
 
 def view(
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to listen on (loopback; another needs --allow-remote)."
     ),
@@ -43,7 +43,7 @@ def view(
         raise typer.BadParameter(
             f"{poll} is negative; give seconds, e.g. --poll 2 (0: never)", param_hint="--poll"
         )
-    root = store or Path(os.environ.get("REPLAYKIT_STORE", "cassettes"))
+    root: str | Path = store or os.environ.get("REPLAYKIT_STORE") or "cassettes"
     sock = bind(host, port)
 
     def ready(url: str) -> None:

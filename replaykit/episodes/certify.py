@@ -32,7 +32,8 @@ from typing import Any, ClassVar
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.store import Store, now_iso
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.store.schema import now_iso
 from replaykit.core.determinism import (
     CLOCK_PATTERN,
     DATE_PATTERN,
@@ -92,11 +93,11 @@ def certificate_id(
     )[:24]
 
 
-def _key_of(store: Store, cassette_id: str) -> CassetteKey:
+def _key_of(store: StoreBackend, cassette_id: str) -> CassetteKey:
     return CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
 
 
-def _cert_id_of(store: Store, cassette_ids: list[str]) -> str:
+def _cert_id_of(store: StoreBackend, cassette_ids: list[str]) -> str:
     """A task's certificate in one run: keyed by the episodes (their digests cover every
     action, observation and the grade), never by the task alone."""
     key = _key_of(store, cassette_ids[0])
@@ -104,18 +105,18 @@ def _cert_id_of(store: Store, cassette_ids: list[str]) -> str:
     return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""), digests)
 
 
-def _by_task(store: Store, cassette_ids: list[str]) -> dict[str, list[str]]:
+def _by_task(store: StoreBackend, cassette_ids: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for cassette_id in cassette_ids:
         out.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
     return out
 
 
-def get_certificate(store: Store, cert_id: str) -> dict[str, Any] | None:
+def get_certificate(store: StoreBackend, cert_id: str) -> dict[str, Any] | None:
     return store.get_certificate(cert_id)
 
 
-def forked_tasks(store: Store, run_doc: dict[str, Any]) -> dict[str, str]:
+def forked_tasks(store: StoreBackend, run_doc: dict[str, Any]) -> dict[str, str]:
     """Task id → reason, for the run's tasks whose certificate says ``forked``.
 
     Pure look-up (runs nothing): tasks never certified are absent; certify them
@@ -311,7 +312,7 @@ def certify_job(job: CertifyJob) -> Check:
 
 
 def certify_task(
-    store: Store, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
+    store: StoreBackend, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
 ) -> dict[str, Any]:
     """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
     key = episodes[0].key
@@ -336,7 +337,7 @@ def certify_task(
 
 
 def certify_run(
-    store: Store,
+    store: StoreBackend,
     run_id: str,
     tasks: list[str] | None = None,
     root: Path | None = None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.stores import open_store
 from replaykit.episodes.config import RunConfig
 from replaykit.core.determinism import digest_of
 from replaykit.episodes.run import measure
@@ -45,13 +46,13 @@ def compare(
                 }
             )
     return {
-        **store_compare(Store(config.store_path), config.name, models, harness_refs, cells),
+        **store_compare(open_store(config.store_location), config.name, models, harness_refs, cells),
         "cells": cells,
     }
 
 
 def store_compare(
-    store: Store, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]
+    store: StoreBackend, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
     stable = [{k: v for k, v in c.items() if k not in ("recorded", "reused")} for c in cells]

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
@@ -230,6 +231,14 @@ class RunConfig(_Strict):
     @property
     def store_path(self) -> Path:
         return self.path(self.store)
+
+    @property
+    def store_location(self) -> str:
+        """What ``open_store`` opens: a backend URL as written, else the resolved folder."""
+        if is_url(self.store):
+            return self.store
+        scheme_free = split_location(self.store)[1]
+        return str(self.path(scheme_free))
 
     @property
     def repo_path(self) -> Path:

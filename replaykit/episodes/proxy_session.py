@@ -26,7 +26,7 @@ from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.matchers import Scrubber, get_rule
 from replaykit.capture.proxy import ProxyServer
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.models.failures import stored_endpoint_failure
@@ -66,7 +66,7 @@ def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
     )
 
 
-def find_session(store: Store, name: str, upstream: str | None) -> dict[str, Any] | None:
+def find_session(store: StoreBackend, name: str, upstream: str | None) -> dict[str, Any] | None:
     """The stored session called ``name`` (for this upstream, when given)."""
     rows = store.find_proxy_sessions(name, endpoint_identity(upstream) if upstream else None)
     if len({r["endpoint"] for r in rows}) > 1:
@@ -113,8 +113,8 @@ class _SessionWriter:
     store connection (SQLite connections belong to their thread). Writers waiting at
     the same time share one write of the newest tape."""
 
-    def __init__(self, root: Any, key: CassetteKey, meta: dict[str, Any]) -> None:
-        self.root, self.key, self.meta = root, key, meta
+    def __init__(self, source: StoreBackend, key: CassetteKey, meta: dict[str, Any]) -> None:
+        self.source, self.key, self.meta = source, key, meta
         self.jobs: queue.Queue[tuple[list[Event], threading.Event] | None] = queue.Queue()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="replaykit-proxy-writer", daemon=True)
@@ -126,7 +126,7 @@ class _SessionWriter:
         done.wait()
 
     def _run(self) -> None:
-        store = Store(self.root)
+        store = self.source.reopen()
         written = 0
         try:
             while True:
@@ -161,7 +161,7 @@ class _SessionWriter:
 
 
 def run_proxy_session(
-    store: Store,
+    store: StoreBackend,
     name: str,
     upstream: str | None,
     record_mode: str = "once",
@@ -192,7 +192,7 @@ def run_proxy_session(
         )
     if record_mode == "none" and existing is None:
         raise CassetteNotFound(
-            f"record mode none: no proxy session {name!r} in store {store.root}; record it with --record-mode once"
+            f"record mode none: no proxy session {name!r} in store {store.location}; record it with --record-mode once"
         )
     if existing is not None:
         return _replay(store, existing, rules, host, port, on_ready, stop)
@@ -205,7 +205,7 @@ def run_proxy_session(
         "rules": list(rules),
         "pins": ENV_PINS,
     }
-    writer = _SessionWriter(store.root, key, meta)
+    writer = _SessionWriter(store, key, meta)
     try:
         with _upstream(upstream, api_key_env) as (url, api_key):
             server = ProxyServer(
@@ -242,7 +242,7 @@ def run_proxy_session(
 
 
 def _replay(
-    store: Store,
+    store: StoreBackend,
     row: dict[str, Any],
     rules: tuple[str, ...],
     host: str,

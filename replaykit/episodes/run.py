@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.stores import open_store
 from replaykit.episodes.config import RECORD_MODES, ModelConfig, RunConfig
 from replaykit.core.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
@@ -81,7 +82,7 @@ def episode_keys(
     return keys
 
 
-def reusable(store: Store, cassette_id: str) -> bool:
+def reusable(store: StoreBackend, cassette_id: str) -> bool:
     """A stored cassette that may stand for its key: present, not an infra failure, and
     holding no endpoint error (older versions stored those as ordinary results)."""
     if not store.has(cassette_id):
@@ -109,7 +110,7 @@ def measure(
     harness_ref: str | None = None,
     model: ModelConfig | None = None,
     progress: Progress | None = None,
-    store: Store | None = None,
+    store: StoreBackend | None = None,
     sha: str | None = None,
     keep_going: bool = False,
     persist: bool = True,
@@ -120,7 +121,7 @@ def measure(
     Persisting, what it writes or reuses is leased until the run document names it, so a
     concurrent ``gc`` or ``cassettes rm`` cannot take it."""
     check_record_mode(record_mode)
-    store = store or Store(config.store_path)
+    store = store or open_store(config.store_location)
     if not persist:
         return _measure(config, record_mode, harness_ref, model, progress, store, sha, keep_going, persist)
     with store.leasing():
@@ -133,7 +134,7 @@ def _measure(
     harness_ref: str | None,
     model: ModelConfig | None,
     progress: Progress | None,
-    store: Store,
+    store: StoreBackend,
     sha: str | None,
     keep_going: bool,
     persist: bool,
@@ -211,7 +212,7 @@ def _measure(
     return result
 
 
-def put_run_once(store: Store, run: dict[str, Any]) -> None:
+def put_run_once(store: StoreBackend, run: dict[str, Any]) -> None:
     """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
     if store.has_doc(run["run_id"], digest_of(run)):
         return
@@ -220,7 +221,7 @@ def put_run_once(store: Store, run: dict[str, Any]) -> None:
 
 def run_document(
     config: RunConfig,
-    store: Store,
+    store: StoreBackend,
     sha: str,
     model: ModelConfig,
     keys: list[tuple[CassetteKey, Task]],
@@ -275,7 +276,7 @@ def replay_job(job: ReplayJob) -> ReplayResult:
 
 
 def replay_run(
-    store: Store,
+    store: StoreBackend,
     run_id: str,
     harness_ref: str | None = None,
     repo_path: str | None = None,
@@ -287,7 +288,7 @@ def replay_run(
 
 
 def replay_runs(
-    store: Store,
+    store: StoreBackend,
     run_ids: list[str],
     harness_ref: str | None = None,
     repo_path: str | None = None,

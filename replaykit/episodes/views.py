@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
 
 TRUNCATE = 400
@@ -34,7 +34,9 @@ LS_COLUMNS = (
 )
 
 
-def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+def list_cassettes(
+    store: StoreBackend, run_id: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last)."""
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
@@ -47,11 +49,11 @@ def list_cassettes(store: Store, run_id: str | None = None, limit: int | None = 
     return store.cassette_summaries(LS_COLUMNS, limit)
 
 
-def count_cassettes(store: Store, run_id: str | None = None) -> int:
+def count_cassettes(store: StoreBackend, run_id: str | None = None) -> int:
     return len(store.get_run(run_id).cassettes) if run_id else store.count_cassettes()
 
 
-def show_cassette(store: Store, cassette_id: str, full: bool = False) -> dict[str, Any]:
+def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[str, Any]:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     episode = store.get_episode(cid)
     events: list[dict[str, Any]] = []

@@ -47,7 +47,7 @@ from replaykit.exchange.bundle_format import (
 )
 from replaykit.exchange.reader import read_bundle
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 
@@ -65,13 +65,13 @@ __all__ = [
 
 
 # -- collecting from a store ----------------------------------------------------
-def _open_existing(store: Store) -> Store:
+def _open_existing(store: StoreBackend) -> StoreBackend:
     if not store.exists():
-        raise CassetteNotFound(f"no store at {store.root}; pass --store")
+        raise CassetteNotFound(f"no store at {store.location}; pass --store")
     return store
 
 
-def resolve_root(store: Store, root_id: str) -> tuple[str, str]:
+def resolve_root(store: StoreBackend, root_id: str) -> tuple[str, str]:
     """``(table, full id)`` of a run/training/verdict id or, failing that, a cassette id."""
     _open_existing(store)
     try:
@@ -82,21 +82,21 @@ def resolve_root(store: Store, root_id: str) -> tuple[str, str]:
         return "cassettes", store.resolve_id("cassettes", root_id, what="cassette")
     except CassetteNotFound:
         raise CassetteNotFound(
-            f"no run, training or cassette {root_id!r} in store {store.root}; check the id or pass --store"
+            f"no run, training or cassette {root_id!r} in store {store.location}; check the id or pass --store"
         ) from None
 
 
-def _row(store: Store, table: str, key: str, referrer: str) -> dict[str, Any]:
+def _row(store: StoreBackend, table: str, key: str, referrer: str) -> dict[str, Any]:
     row = store.get_row(table, key)
     if row is not None:
         return row
     what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
     raise BundleError(
-        f"{referrer} references {what} {key} which is not in store {store.root}; cannot export a partial bundle"
+        f"{referrer} references {what} {key} which is not in store {store.location}; cannot export a partial bundle"
     )
 
 
-def collect(store: Store, root_id: str) -> Selection:
+def collect(store: StoreBackend, root_id: str) -> Selection:
     """The closed subset of ``store`` reachable from a run/training/verdict or cassette id.
 
     Everything is verified on the way (blobs, documents against rows, cached columns
@@ -117,7 +117,7 @@ def collect(store: Store, root_id: str) -> Selection:
                 try:
                     sel.blobs[digest] = store.get_blob(digest)
                 except StoreCorrupt as exc:
-                    raise exc.within(where, str(store.root)) from None
+                    raise exc.within(where, str(store.location)) from None
             continue
         if table == "cassettes":
             store.get_episode(key)  # verifies the blobs, the key and the cached columns
@@ -190,7 +190,7 @@ def is_gzip_name(path: Path | str) -> bool:
 
 
 def export_bundle(
-    store: Store, root_id: str, out: Path | str, compress: bool | None = None
+    store: StoreBackend, root_id: str, out: Path | str, compress: bool | None = None
 ) -> dict[str, Any]:
     """Write the bundle of ``root_id`` to ``out`` (atomically); return a summary."""
     out = Path(out)
@@ -214,7 +214,7 @@ def export_bundle(
     }
 
 
-def verify_bundle(path: Path | str, store: Store | None = None) -> dict[str, Any]:
+def verify_bundle(path: Path | str, store: StoreBackend | None = None) -> dict[str, Any]:
     """Check a bundle without importing it; with ``store``, also what an import would do."""
     sel = read_bundle(path)
     report: dict[str, Any] = {
@@ -233,7 +233,7 @@ def verify_bundle(path: Path | str, store: Store | None = None) -> dict[str, Any
 
 
 # -- importing ----------------------------------------------------------------------
-def _has_index(store: Store) -> bool:
+def _has_index(store: StoreBackend) -> bool:
     return store.exists()
 
 
@@ -252,7 +252,7 @@ def _same(table: str, ours: Any, theirs: Any) -> bool:
     return bool(ours == theirs)
 
 
-def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
+def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any]]:
     """What importing ``sel`` would write; an id present with other content is refused."""
     plan: dict[str, list[Any]] = {}
     for table in TABLES:
@@ -265,7 +265,7 @@ def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
             elif not _same(table, row[CONTENT[table]], existing[key]):
                 what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
                 raise BundleError(
-                    f"{what} {key} already exists in store {store.root} with other content; refusing to import {path} "
+                    f"{what} {key} already exists in store {store.location} with other content; refusing to import {path} "
                     "(import into another store, or remove that id first)"
                 )
     have = store.present("blobs", sorted(sel.blobs))
@@ -273,7 +273,7 @@ def _plan(store: Store, sel: Selection, path: Path) -> dict[str, list[Any]]:
     return plan
 
 
-def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
+def import_bundle(store: StoreBackend, path: Path | str) -> dict[str, Any]:
     """Verify a bundle completely, then write all its rows and blobs in one transaction.
 
     Nothing is written (not even an empty index) unless the whole bundle
@@ -285,7 +285,7 @@ def import_bundle(store: Store, path: Path | str) -> dict[str, Any]:
     plan = _plan(store, sel, path) if _has_index(store) else _full_plan(sel)
     report: dict[str, Any] = {
         "path": str(path),
-        "store": str(store.root),
+        "store": str(store.location),
         "root": sel.root,
         "counts": sel.counts(),
     }

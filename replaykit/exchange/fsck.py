@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreError
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.refs import doc_refs
@@ -19,7 +19,7 @@ from replaykit.exchange.refs import doc_refs
 Progress = Callable[[str, dict[str, Any]], None]
 
 
-def verify_store(store: Store, progress: Progress | None = None) -> dict[str, Any]:
+def verify_store(store: StoreBackend, progress: Progress | None = None) -> dict[str, Any]:
     """A report: what was checked, and one line per damaged item (``ok`` when none)."""
     damaged: list[dict[str, str]] = []
     checked = {"blobs": 0, "cassettes": 0, "runs": 0, "trees": 0}
@@ -49,10 +49,10 @@ def verify_store(store: Store, progress: Progress | None = None) -> dict[str, An
         check("runs", str(rid), run_doc)
     for (sha,) in store.index_rows("trees", "sha"):
         check("trees", str(sha), lambda s=str(sha): store.get_tree(s))  # type: ignore[misc]
-    return {"store": str(store.root), "ok": not damaged, "checked": checked, "damaged": damaged}
+    return {"store": store.location, "ok": not damaged, "checked": checked, "damaged": damaged}
 
 
-def check_references(store: Store, where: str, doc: dict[str, Any]) -> None:
+def check_references(store: StoreBackend, where: str, doc: dict[str, Any]) -> None:
     """Every row and blob ``doc`` names is in the store (``store corrupt`` naming the first missing)."""
     try:
         refs = doc_refs(doc, where)

@@ -18,7 +18,7 @@ from typing import Any
 
 from replaykit.exchange.bundle import resolve_root
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreError
 
 
@@ -45,7 +45,7 @@ class Plan:
 class _Graph:
     """Who references whom, from the store's rows and documents."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreBackend) -> None:
         self.store = store
         self.kinds = dict(store.index_rows("runs", "id, kind"))
         self.doc_refs: dict[str, dict[str, list[str]]] = {}
@@ -83,7 +83,7 @@ class _Graph:
         return blobs, trees
 
 
-def plan(store: Store, ids: list[str], recursive: bool = False, prune: bool = False) -> Plan:
+def plan(store: StoreBackend, ids: list[str], recursive: bool = False, prune: bool = False) -> Plan:
     """What removing ``ids`` (and, with no ids, only garbage) would delete. What a live
     writer holds a lease on (a running ``run`` or ``train``) is kept, and naming it is refused."""
     graph = _Graph(store)
@@ -146,10 +146,12 @@ def plan(store: Store, ids: list[str], recursive: bool = False, prune: bool = Fa
     )
 
 
-def remove(store: Store, ids: list[str], recursive: bool = False, dry_run: bool = False) -> dict[str, Any]:
+def remove(
+    store: StoreBackend, ids: list[str], recursive: bool = False, dry_run: bool = False
+) -> dict[str, Any]:
     """Remove ``ids`` (none: only unreferenced blobs and trees) in one transaction."""
     if not store.exists():
-        raise StoreError(f"no store at {store.root}; pass --store")
+        raise StoreError(f"no store at {store.location}; pass --store")
     if dry_run:
         return plan(store, ids, recursive).to_json(dry_run=True)
     with store.write_lock():  # plan and delete under one write transaction

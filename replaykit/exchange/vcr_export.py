@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from replaykit.exchange.bundle import collect
 from replaykit.cassette.events import Episode, LlmEvent
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 
@@ -129,7 +129,7 @@ def check_base_url(base_url: str) -> str:
 
 
 def export_vcr(
-    store: Store, root_id: str, out_dir: Path | str, base_url: str = DEFAULT_BASE_URL
+    store: StoreBackend, root_id: str, out_dir: Path | str, base_url: str = DEFAULT_BASE_URL
 ) -> dict[str, Any]:
     """Write one vcrpy YAML cassette per episode reachable from ``root_id`` into ``out_dir``."""
     check_base_url(base_url)

@@ -8,14 +8,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
 from replaykit.execution.executor import Executor
 from replaykit.episodes.run import replay_runs
 from replaykit.train.criteria import make_criterion
 
 
-def audit(store: Store, verdict_id: str, criterion: str | None = None) -> dict[str, Any]:
+def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> dict[str, Any]:
     """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision would differ."""
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
@@ -65,7 +65,7 @@ def recorded_base_dir(doc: dict[str, Any]) -> Path:
 
 
 def replay_training(
-    store: Store,
+    store: StoreBackend,
     training_id: str,
     episodes: bool = True,
     progress: Any = None,
@@ -84,7 +84,7 @@ def replay_training(
         )
         data = dict(doc["config"])
         data["harness"] = dict(data["harness"], repo=str(tmp / "harness"), template=None)
-        data["store"] = str(store.root.resolve())
+        data["store"] = str(store.location)
         config = RunConfig.model_validate(data)
         config.base_dir = recorded_base_dir(doc)
         trainer = Trainer(

@@ -12,11 +12,11 @@ import fnmatch
 from typing import Any, Mapping, Sequence
 
 from replaykit.cassette.events import EnvEvent
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.train.loss import Loss
 
 
-def failed_episode_lines(store: Store, baseline: dict[str, Any]) -> list[str]:
+def failed_episode_lines(store: StoreBackend, baseline: dict[str, Any]) -> list[str]:
     """One line per failed episode of ``baseline``: its last command, exit code and output line."""
     failed = []
     for e in baseline["episodes"]:
@@ -42,7 +42,7 @@ def training_brief(
     baseline_sha: str,
     baseline: dict[str, Any],
     tried: Sequence[Loss],
-    store: Store,
+    store: StoreBackend,
     files: Mapping[str, tuple[int, bytes]],
 ) -> str:
     """The brief of ``epoch``; ``files`` is the baseline's tree (path → (mode, bytes))."""

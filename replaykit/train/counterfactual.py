@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
 from replaykit.core.errors import ConfigError
 from replaykit.episodes.run import run_document
@@ -91,9 +91,9 @@ def chosen(doc: dict[str, Any], criterion: str | None, optimizer: str | None) ->
     return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
 
 
-def training_config(doc: dict[str, Any], store: Store) -> RunConfig:
+def training_config(doc: dict[str, Any], store: StoreBackend) -> RunConfig:
     data = dict(doc["config"])
-    data["store"] = str(store.root.resolve())
+    data["store"] = str(store.location)
     config = RunConfig.model_validate(data)
     config.base_dir = Path(doc["config_base_dir"])
     return config
@@ -102,7 +102,7 @@ def training_config(doc: dict[str, Any], store: Store) -> RunConfig:
 class Measurements:
     """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
 
-    def __init__(self, store: Store, doc: dict[str, Any], config: RunConfig) -> None:
+    def __init__(self, store: StoreBackend, doc: dict[str, Any], config: RunConfig) -> None:
         self.store, self.config = store, config
         first = store.get_run(doc["runs"][0]) if doc["runs"] else None
         if first is None:
@@ -124,11 +124,8 @@ class Measurements:
                 if missing
                 else run_document(self.config, self.store, sha, self.config.model, pairs, self.repo)
             )
-            check = getattr(
-                self.store, "check_run", None
-            )  # verify-on-read of the columns verdicts use, where offered
-            if run is not None and check is not None:
-                check(run)
+            if run is not None:  # verify-on-read of the columns verdicts use
+                self.store.check_run(run)
             self.cache[sha] = (run, missing)
         return self.cache[sha]
 
@@ -144,7 +141,7 @@ class Measurements:
         }
 
 
-def _forked(store: Store, *runs: dict[str, Any]) -> dict[str, str]:
+def _forked(store: StoreBackend, *runs: dict[str, Any]) -> dict[str, str]:
     try:
         from replaykit.episodes.certify import forked_tasks
     except ImportError:
@@ -179,7 +176,7 @@ def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[dict[str, A
 
 
 def walk(
-    store: Store,
+    store: StoreBackend,
     doc: dict[str, Any],
     scratch: Scratch,
     proposals: list[Proposal],
@@ -256,7 +253,7 @@ def walk(
 
 
 def counterfactual(
-    store: Store,
+    store: StoreBackend,
     training_id: str,
     criterion: str | None = None,
     optimizer: str | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 import git
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, HarnessError
@@ -72,7 +72,7 @@ def _harness_repo(doc: dict[str, Any]) -> git.Repo:
 
 
 def record_counterfactual(
-    store: Store,
+    store: StoreBackend,
     training_id: str,
     criterion: str | None = None,
     optimizer: str | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.models.endpoint import model_id
 from replaykit.core.records import VerdictDoc
 from replaykit.train import gitops
@@ -119,7 +119,7 @@ class TrainingDocuments:
         )
 
 
-def stored_estimator(store: Store, doc: dict[str, Any]) -> Estimator | None:
+def stored_estimator(store: StoreBackend, doc: dict[str, Any]) -> Estimator | None:
     """A recorded training's patch queue, read from the store (not from the diff files,
     which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
     queue = doc.get("patch_queue")

@@ -14,7 +14,7 @@ from itertools import combinations
 from math import comb
 from typing import Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
@@ -32,7 +32,7 @@ def _restrict(run: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, Any]:
 
 
 def resample_seeds(
-    store: Store,
+    store: StoreBackend,
     verdict_id: str,
     k: int,
     bootstrap: int | None = None,

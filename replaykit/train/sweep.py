@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import (
     Measurements,
@@ -69,7 +69,7 @@ def parse_sweep(options: list[str]) -> dict[str, list[str]]:
 
 
 def sweep(
-    store: Store,
+    store: StoreBackend,
     training_id: str,
     criteria: list[str] | None = None,
     optimizers: list[str] | None = None,
@@ -140,7 +140,7 @@ def sweep(
 REPORT_CRITERIA = ("strict_pareto", "mean_reward")
 
 
-def report_sweep(store: Store, training_id: str) -> dict[str, Any] | None:
+def report_sweep(store: StoreBackend, training_id: str) -> dict[str, Any] | None:
     """The sweep a training report shows: the recorded criterion and the built-in ones × every registered
     optimizer, all with their default parameters. None when the training cannot be swept (nothing is raised:
     a report never fails for its optional parts)."""

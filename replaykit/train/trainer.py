@@ -22,7 +22,8 @@ import fnmatch
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.stores import open_store
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
@@ -56,7 +57,7 @@ class Trainer:
         record_mode: str = "once",
         progress: Any = None,
         persist: bool = True,
-        store: Store | None = None,
+        store: StoreBackend | None = None,
         keep_going: bool = False,
     ) -> None:
         if config is None:
@@ -74,7 +75,7 @@ class Trainer:
         self.keep_going = keep_going
         self.progress = progress or (lambda event, data: None)
         self.persist = persist
-        self.store = store or Store(config.store_path)
+        self.store = store or open_store(config.store_location)
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)

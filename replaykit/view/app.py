@@ -1,7 +1,7 @@
 """The viewer's ASGI app (Starlette): one GET route per page, server-rendered Jinja2,
 a change token for polling, and the two static files (CSS, JS) shipped in the package.
 
-    app = create_app(Store(root, readonly=True))
+    app = create_app(open_store(root, readonly=True))
 
 Read-only by construction: the store is opened ``readonly`` (``PRAGMA query_only``) and
 only GET/HEAD routes exist. Every page's state is in its URL (a permalink); nothing is

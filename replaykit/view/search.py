@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.stores import is_url
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store.search import SearchIndex
 from replaykit.report.transcript import transcript
@@ -22,10 +23,11 @@ from replaykit.report.transcript import transcript
 BATCH = 200
 
 
-def index_path(store_root: Path) -> Path:
-    """Where the sidecar of the store at ``store_root`` lives."""
+def index_path(store_root: Path | str) -> Path:
+    """Where the sidecar of the store at ``store_root`` (a folder or a backend URL) lives."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(str(Path(store_root).resolve()).encode("utf-8")).hexdigest()[:16]
+    where = str(store_root) if is_url(store_root) else str(Path(store_root).resolve())
+    key = hashlib.sha256(where.encode("utf-8")).hexdigest()[:16]
     return cache / "replaykit" / "view" / f"search-{key}.db"
 
 
@@ -52,7 +54,7 @@ class Searcher:
 
     def __init__(self, store: StoreBackend, path: Path | None = None) -> None:
         self.store = store
-        self.index = SearchIndex(path or index_path(store.root))
+        self.index = SearchIndex(path or index_path(store.location))
 
     def refresh(self) -> int:
         """Index the episodes stored since the last refresh; how many were added."""

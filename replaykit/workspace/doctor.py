@@ -55,21 +55,20 @@ def check_docker(needed: bool) -> list[Check]:
     ]
 
 
-def check_store(root: Path) -> Check:
-    from replaykit.cassette.store import Store
+def check_store(root: Path | str) -> Check:
+    from replaykit.cassette.stores import open_store
 
-    if not Store(root).exists():
+    if not open_store(root, readonly=True).exists():
         return Check(
             "store",
             WARN,
             f"no store at {root} yet (the first run creates it)",
             "run `replaykit run CONFIG`, or pass --store",
         )
-    from replaykit.cassette.store import Store
     from replaykit.core.errors import ReplaykitError
 
     try:
-        store = Store(root)
+        store = open_store(root)
         runs, cassettes = len(store.list_runs()), store.count_cassettes()
     except (ReplaykitError, OSError) as exc:
         return Check(
@@ -182,7 +181,7 @@ def check_endpoint(config: Any, timeout: float = 3.0) -> list[Check]:
     return [_reach(base_url, key, timeout), key_check]
 
 
-def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict[str, Any]:
+def diagnose(config_path: Path | None = None, store: str | None = None) -> dict[str, Any]:
     """Every check, in order; ``ok`` is False when any check failed."""
     checks: list[Check] = []
     config = None
@@ -193,8 +192,8 @@ def diagnose(config_path: Path | None = None, store: Path | None = None) -> dict
     from replaykit.envs.registry import uses_docker
 
     checks += check_docker(needed=config is not None and uses_docker(config.env.kind))
-    root = store or (config.store_path if config else Path(os.environ.get("REPLAYKIT_STORE", "cassettes")))
-    checks.append(check_store(Path(root)))
+    root = store or (config.store_location if config else os.environ.get("REPLAYKIT_STORE", "cassettes"))
+    checks.append(check_store(root))
     if config is not None:
         checks.append(check_harness(config))
         checks += check_endpoint(config)

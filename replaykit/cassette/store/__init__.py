@@ -25,6 +25,7 @@ documents for the viewer; ``search`` is its full-text sidecar file), ``rows`` (b
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replaykit.cassette.store.browsing import BrowsingMixin
@@ -48,7 +49,12 @@ class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixi
     """
 
 
-__all__ = ["EXTRA_TABLES", "INDEX", "SCHEMA", "VIEWS", "Store", "now_iso"]
+def open_sqlite(location: str, readonly: bool = False) -> Store:
+    """The ``sqlite`` store backend (``replaykit.cassette.stores``): a folder holding ``index.db``."""
+    return Store(Path(location).expanduser(), readonly=readonly)
+
+
+__all__ = ["EXTRA_TABLES", "INDEX", "SCHEMA", "VIEWS", "Store", "now_iso", "open_sqlite"]
 
 if TYPE_CHECKING:
     _conforms: type[StoreBackend] = Store  # mypy: Store implements the backend protocol

@@ -9,7 +9,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import sqlite_utils
@@ -77,6 +77,15 @@ class StoreBase:
         for name, sql in VIEWS.items():  # created with the schema; an existing view is left as it is
             if name not in have:
                 db.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {sql}")
+
+    @property
+    def location(self) -> str:
+        """What ``open_store`` reopens this store from (and messages name): its folder."""
+        return str(self.root)
+
+    def reopen(self, readonly: bool | None = None) -> Self:
+        """A new connection to the same store (e.g. for another thread)."""
+        return type(self)(self.root, self.readonly if readonly is None else readonly)
 
     def exists(self) -> bool:
         """Whether this folder holds a store (checking never creates one)."""

@@ -1,0 +1,96 @@
+"""Store backends by URL scheme, and ``open_store``: the one place a concrete store is built.
+
+A store location is a plain path or ``sqlite:PATH`` (the default backend: a folder with
+``index.db``), or a URL whose scheme names a backend (``postgresql://user@host/db``).
+Backends are registered by scheme (:data:`STORES`, entry-point group
+``replaykit.stores``)::
+
+    [project.entry-points."replaykit.stores"]
+    s3sqlite = "my_pkg.store:open_store"    # open_store(location: str, readonly: bool) -> StoreBackend
+
+Everything else in replaykit is typed against :class:`~replaykit.cassette.backend.StoreBackend`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from replaykit.core.errors import ConfigError
+from replaykit.core.registry import Registry
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import StoreBackend
+
+#: ``opener(location, readonly)``: ``location`` is the path (sqlite) or the whole URL
+StoreOpener = Callable[[str, bool], "StoreBackend"]
+
+
+def _opener(name: str, obj: object) -> StoreOpener:
+    if not callable(obj):
+        raise ConfigError(f"store backend {name!r} is not callable (got {type(obj).__name__})")
+    return obj
+
+
+STORES: Registry[StoreOpener] = Registry(
+    "store backend",
+    "replaykit.stores",
+    builtins={
+        "sqlite": "replaykit.cassette.store:open_sqlite",
+        "postgresql": "replaykit.cassette.pgstore:open_postgres",
+    },
+    convert=_opener,
+)
+_ALIASES = {"postgres": "postgresql"}
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(.*)$", re.S)
+
+
+def split_location(location: str | Path) -> tuple[str, str]:
+    """``(scheme, target)``: ``("sqlite", PATH)`` for a path or ``sqlite:PATH``, else the
+    scheme and the whole URL. A word before a colon is a scheme only when followed by
+    ``//`` or when it names a registered backend (so ``./a:b`` stays a path)."""
+    if isinstance(location, Path):
+        return "sqlite", str(location)
+    match = _SCHEME.match(location)
+    if match is None:
+        return "sqlite", location
+    scheme, rest = match.group(1).lower(), match.group(2)
+    scheme = _ALIASES.get(scheme, scheme)
+    if scheme == "sqlite":
+        return "sqlite", rest[2:] if rest.startswith("//") else rest
+    if rest.startswith("//") or scheme in STORES:
+        return scheme, location
+    return "sqlite", location
+
+
+def is_url(location: str | Path) -> bool:
+    """Whether ``location`` names a non-file backend (a URL, not a folder)."""
+    return split_location(location)[0] != "sqlite"
+
+
+def redact(url: str) -> str:
+    """A URL without its password (what messages and documents may show)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc}" if user else netloc))
+
+
+def open_store(location: str | Path, readonly: bool = False) -> StoreBackend:
+    """The store at ``location`` (a path, ``sqlite:PATH`` or a backend URL); ``readonly``
+    never creates nor writes it."""
+    scheme, target = split_location(location)
+    if scheme not in STORES:
+        raise ConfigError(
+            f"unknown store backend {scheme!r} in store {redact(str(location))!r}; "
+            f"use a folder, sqlite:PATH or one of: {', '.join(s + '://…' for s in STORES.names() if s != 'sqlite')}"
+        )
+    return STORES.get(scheme)(target, readonly)
+
+
+__all__ = ["STORES", "StoreOpener", "is_url", "open_store", "redact", "split_location"]
