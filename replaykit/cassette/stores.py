@@ -1,7 +1,7 @@
 """Store backends by URL scheme, and ``open_store``: the one place a concrete store is built.
 
-A store location is a plain path or ``sqlite:PATH`` (the default backend: a folder with
-``index.db``), or a URL whose scheme names a backend (``postgresql://user@host/db``).
+A store location is a plain path or ``sqlite:PATH`` (the default backend: a folder
+holding an SQLite index), or a URL whose scheme names a backend (``postgresql://user@host/db``).
 Backends are registered by scheme (:data:`STORES`, entry-point group
 ``replaykit.stores``)::
 
