@@ -16,6 +16,7 @@ from replaykit.core.registry import Registry, RegistryEntry
 REGISTRIES: tuple[str, ...] = (
     "replaykit.envs.registry:ENVIRONMENTS",
     "replaykit.execution.registry:EXECUTORS",
+    "replaykit.cassette.stores:STORES",
     "replaykit.train.estimators:ESTIMATORS",
     "replaykit.train.backends:BACKENDS",
     "replaykit.train.criteria:CRITERIA",
