@@ -6,7 +6,13 @@ and grades each on its own, twice in fresh environments: untouched, and after
 infrastructure failure) and the second passes. An untouched score strictly between
 0 and 1 (partial credit by design, e.g. 0.33) passes with a ``warning`` that gives the
 score. A malformed or unsupported task is that task's one-line ``problem``; the batch
-goes on with the others.
+goes on with the others (a Terminal-Bench 1 folder is one too, naming the format and
+``harbor tasks migrate``).
+
+Every row also says which Harbor features the task uses and which replaykit ignored
+(``features.feature_report``), and carries ``warnings``: each unknown task.toml key
+(by name), each image alias applied and each version pin the python base image
+replaces (never silent; the same lines are stored with a run's episodes).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from replaykit.envs import features
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
 from replaykit.core.errors import EnvError, TaskError
@@ -39,7 +46,7 @@ def check_tasks(
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})
-    rows = []
+    rows: list[dict[str, Any]] = []
     for folder in folders:
         try:
             task = load_task(folder)
@@ -54,16 +61,26 @@ def check_tasks(
                     "solved": None,
                     "problem": str(exc),
                     "warning": "",
+                    "warnings": [],
+                    "features": [],
+                    "ignored": [],
                 }
             )
             if progress:
                 progress("task", {"task_id": folder.name})
             continue
+        report = features.feature_report(task.config, task.path)
+        notes = [
+            f"unknown task.toml key {key!r} (Harbor ignores it too; a typo?)" for key in report["unknown"]
+        ]
+        if env_kind.uses_docker:
+            notes.extend(_image_notes(task, dict(aliases or {})))
         row: dict[str, Any] = {
             "task_id": task.id,
             "path": str(task.path),
             "digest": task.digest[:12],
-            "warning": "",
+            "features": report["used"],
+            "ignored": report["ignored"],
         }
         if not task.has_solution:
             row.update(
@@ -86,7 +103,7 @@ def check_tasks(
                         + f": {tail(untouched.detail)}"
                     )
                 elif untouched.reward > 0:
-                    row["warning"] = (
+                    notes.append(
                         f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
                     )
                 if not solved.passed:
@@ -101,6 +118,7 @@ def check_tasks(
                     solved=solved.reward,
                     problem="; ".join(problems),
                 )
+        row.update(warnings=notes, warning="; ".join(notes))
         rows.append(row)
         if progress:
             progress("task", {"task_id": task.id})
@@ -112,3 +130,13 @@ def check_tasks(
         "warnings": sum(1 for r in rows if r.get("warning")),
         "ok": all(r["ok"] for r in rows),
     }
+
+
+def _image_notes(task: Any, aliases: dict[str, str]) -> list[str]:
+    """The aliases and swapped pins the task's image gets (empty when Docker is unreachable)."""
+    from replaykit.envs import flavours
+
+    try:
+        return flavours.substitutions(task, aliases)
+    except (EnvError, TaskError):
+        return []

@@ -416,9 +416,13 @@ def factory(spec: EnvRequest) -> DockerEnv:
             )
     else:
         image = images.ensure_task_image(task, aliases).id
+    from replaykit.envs.flavours import substitutions
+
+    aliases = spec.env.get("image_aliases") or {}
     return DockerEnv(
         task,
         image,
+        warnings=substitutions(task, aliases),  # aliases applied, pins swapped: stored with the episode
         timeout_sec=float(spec.env.get("timeout_sec", 30)),
         max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
         snapshot_mode=str(spec.env.get("snapshot", "digest")),

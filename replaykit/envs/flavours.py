@@ -9,9 +9,11 @@ container to reach a package registry:
 2. ``pip download`` on the **host** the wheels of :data:`PYTHON_WHEELS` (uv, pytest,
    pytest-json-ctrf and their dependencies) for the image's Python (3.11, x86_64);
 3. a build FROM that root COPYs the wheels to ``/opt/replaykit/wheels``, installs them
-   offline, and writes ``/etc/pip.conf`` (``find-links`` the wheels, ``no-index``,
-   ``break-system-packages``: ``pip install pytest`` in a task Dockerfile works
-   offline, like on a ``python:*`` image).
+   offline, and writes ``/etc/pip.conf`` (``find-links`` the wheels as an *extra*
+   source, ``break-system-packages``). The index is **not** disabled: a task with the
+   network installs what it asks for, like on a ``python:*`` image; without the index
+   (here PyPI is unreachable) ``pip install pytest`` still finds the bundled wheel, and
+   a pin the wheels cannot satisfy fails as pip says, never swapped for another version.
 
 Both steps are skipped when their tag exists (``--force`` rebuilds). The default image
 aliases map every ``python:*`` tag (``python:3.13-slim-bookworm`` included) to this
@@ -26,11 +28,16 @@ Offline that cannot fetch anything, so the flavour ships a **verifier shim**:
 tool goes to the real ``uvx --offline``); ``$HOME/.local/bin/env`` exists, so the
 ``source`` line works, and the failing ``apt-get``/``curl`` lines are harmless (the
 script has no ``set -e``). The test runs under the image's Python 3.11, not 3.13.
+That swap is never silent: the shim says on stderr which interpreter and pins it
+replaced, and :func:`substitutions` (``tasks check`` warnings, stored with a run's
+episodes as ``environment.warnings``) names every image alias applied and every
+``uvx`` pin the shim will replace.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,10 +57,11 @@ _PY = ("3.11", "cp311")
 UVX_SHIM = r"""#!/bin/sh
 # replaykit's offline uvx (replaykit/envs/flavours.py): `uvx [opts] pytest ARGS` runs the
 # preinstalled pytest; interpreter (-p) and --with pins are ignored; other tools go to uv offline.
+dropped=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -p|--python|-w|--with|--from|--with-requirements|--with-editable|-i|--index-url|--extra-index-url|--index)
-      shift; [ $# -gt 0 ] && shift ;;
+      dropped="$dropped $1 ${2:-}"; shift; [ $# -gt 0 ] && shift ;;
     --) shift; break ;;
     -*) shift ;;
     *) break ;;
@@ -62,12 +70,16 @@ done
 [ $# -gt 0 ] || { echo "uvx: no tool given" >&2; exit 2; }
 tool="$1"; shift
 case "$tool" in
-  pytest|pytest==*|pytest@*|pytest\[*) exec python3 -m pytest "$@" ;;
+  pytest|pytest==*|pytest@*|pytest\[*)
+    echo "replaykit uvx: runs the bundled pytest $(python3 -c 'import pytest, sys; print(pytest.__version__, "on Python", sys.version.split()[0])'); ignored:$dropped${tool#pytest}" >&2
+    exec python3 -m pytest "$@" ;;
   *) exec /usr/local/bin/uvx.real --offline "$tool" "$@" ;;
 esac
 """
 UV_ENV = 'case ":$PATH:" in *":$HOME/.local/bin:"*) ;; *) export PATH="$HOME/.local/bin:$PATH" ;; esac\n'
-PIP_CONF = "[global]\nfind-links = /opt/replaykit/wheels\nno-index = true\nbreak-system-packages = true\ndisable-pip-version-check = true\n"
+PIP_CONF = "[global]\nfind-links = /opt/replaykit/wheels\nbreak-system-packages = true\ndisable-pip-version-check = true\n"
+#: Bumped when the flavour's content changes: an image with another label is rebuilt.
+FLAVOUR_VERSION = "2"
 DOCKERFILE = f"""FROM {PYTHON_ROOT}
 COPY wheels/ /opt/replaykit/wheels/
 COPY pip.conf /etc/pip.conf
@@ -77,7 +89,7 @@ COPY uvx /usr/local/bin/uvx
 COPY uv-env /root/.local/bin/env
 RUN chmod 755 /usr/local/bin/uvx && uv --version && python3 -m pytest --version \\
  && python3 -m venv /tmp/venv-check && /tmp/venv-check/bin/python -m pip --version && rm -rf /tmp/venv-check
-LABEL replaykit.base=bookworm-python
+LABEL replaykit.base=bookworm-python replaykit.flavour-version={FLAVOUR_VERSION}
 """
 
 
@@ -124,7 +136,8 @@ def build_python_image(
     """Build the python flavour (see the module docstring); cached by tag."""
     client = images.docker_client()
     existing = images.image_exists(client, tag)
-    if existing and not force:
+    current = (images.image_config(client, tag).get("Labels") or {}).get("replaykit.flavour-version")
+    if existing and not force and current == FLAVOUR_VERSION:
         return {"tag": tag, "id": existing, "built": False, "flavor": "python"}
     images.build_base_image(tag=PYTHON_ROOT, force=force, progress=progress, packages=PYTHON_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="replaykit-flavour-") as tmp:
@@ -168,3 +181,41 @@ def build_python_image(
     if image_id is None:
         raise EnvError(f"the build of {tag} produced no image")
     return {"tag": tag, "id": image_id, "built": True, "flavor": "python"}
+
+
+_UVX_PIN = re.compile(r"(?:^|\s)(?:-w|--with)[ =]+(\S+)|(?:^|\s)(?:-p|--python)[ =]+(\S+)")
+
+
+def uvx_pins(folder: Path) -> list[str]:
+    """The interpreter and ``--with`` pins of the ``uvx … pytest`` lines in a task's scripts."""
+    found: list[str] = []
+    for script in sorted(folder.glob("tests/**/*.sh")) + sorted(folder.glob("steps/*/tests/**/*.sh")):
+        try:
+            text = script.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if "uvx" not in line or "pytest" not in line:
+                continue
+            for pin, python in _UVX_PIN.findall(line.split("uvx", 1)[1]):
+                item = f"-w {pin}" if pin else f"-p {python}"
+                if item not in found:
+                    found.append(item)
+    return found
+
+
+def substitutions(task: Any, aliases: dict[str, str]) -> list[str]:
+    """What replaykit puts in place of what the task names: each ``FROM`` alias applied
+    and, on the python flavour, the ``uvx`` pins its shim replaces (one line each)."""
+    client = images.docker_client()
+    notes: list[str] = []
+    targets = images.from_aliases(client, task, aliases)
+    for ref, target in targets.items():
+        notes.append(f"FROM {ref} runs on {target} (image alias)")
+    if PYTHON_IMAGE in targets.values():
+        pins = uvx_pins(task.path)
+        if pins:
+            notes.append(
+                f"uvx {' '.join(pins)} in tests/: replaced by the bundled pytest on the image's Python 3.11 (replaykit's uvx shim)"
+            )
+    return notes

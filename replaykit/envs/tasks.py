@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from replaykit.envs import features
+from replaykit.envs import features, tb1
 from replaykit.envs.steps import Step, load_steps
 from replaykit.envs.task_env import validate_env_tables
 from replaykit.core.errors import TaskError
@@ -329,6 +329,8 @@ def _load_task(path: str | os.PathLike[str]) -> Task:
         raise TaskError(f"{folder}: not a task folder (no such directory)")
     folder = folder.resolve()
     toml_path = folder / "task.toml"
+    if tb1.is_tb1(folder):
+        raise TaskError(tb1.problem(folder))
     if not toml_path.is_file():
         raise TaskError(
             f"{toml_path}: missing; a task folder needs task.toml, instruction.md and tests/test.sh"
@@ -368,6 +370,11 @@ def _is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
 
 
+def _task_like(folder: Path) -> bool:
+    """A Harbor task folder, or a TB1 one (which then loads as its one-line problem)."""
+    return (folder / "task.toml").is_file() or tb1.is_tb1(folder)
+
+
 def panel_folders(patterns: list[str], root: Path) -> list[Path]:
     """The task folders the paths/globs name (relative to ``root``), without loading them;
     a pattern that matches no task folder is a ``TaskError``."""
@@ -379,13 +386,13 @@ def panel_folders(patterns: list[str], root: Path) -> list[Path]:
     for pattern in patterns:
         full = pattern if os.path.isabs(pattern) else str(root / pattern)
         if _is_glob(pattern):
-            folders = [Path(m) for m in sorted(glob.glob(full)) if (Path(m) / "task.toml").is_file()]
+            folders = [Path(m) for m in sorted(glob.glob(full)) if _task_like(Path(m))]
         elif (
             Path(full).is_dir()
-            and not (Path(full) / "task.toml").exists()
-            and any(Path(full).glob("*/task.toml"))
+            and not _task_like(Path(full))
+            and any(_task_like(p) for p in Path(full).iterdir())
         ):
-            folders = sorted(p.parent for p in Path(full).glob("*/task.toml"))  # a folder of tasks
+            folders = sorted(p for p in Path(full).iterdir() if _task_like(p))  # a folder of tasks
         else:
             folders = [Path(full)] if Path(full).is_dir() else []
         if not folders:

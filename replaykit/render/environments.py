@@ -28,8 +28,12 @@ def tasks_check(report: dict[str, Any]) -> None:
     for problem, tasks in problems.items():  # one line per distinct problem (Docker down is said once)
         line(f"{', '.join(tasks)}: {problem}")
     for r in report["tasks"]:
-        if not r["problem"] and r.get("warning"):
-            line(f"{r['task_id']}: warning: {r['warning']}")
+        if r.get("features") or r.get("ignored"):
+            ignored = f"; ignored: {', '.join(r['ignored'])}" if r.get("ignored") else ""
+            line(f"{r['task_id']}: uses {', '.join(r.get('features') or ['-'])}{ignored}")
+        for warning in r.get("warnings") or ([r["warning"]] if r.get("warning") else []):
+            if not r["problem"] or warning.startswith("unknown task.toml key"):
+                line(f"{r['task_id']}: warning: {warning}")
     warned = f" ({report['warnings']} with a warning)" if report.get("warnings") else ""
     line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")
 

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import TaskError
+from replaykit.envs.check import check_tasks
+from replaykit.envs.features import feature_report, unknown_keys
 from replaykit.envs.local import oracle
 from replaykit.envs.tasks import load_task
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.unit
 REWARD = 'mkdir -p "$LOGS_DIR/verifier"\n'
@@ -47,3 +51,105 @@ def test_multi_step_tests_merge_the_task_level_tests(tmp_path: Path) -> None:
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed and solved.reward == 1, solved.detail
     assert "No such file" not in solved.detail
+
+
+def test_network_mode_follows_harbor(tmp_path: Path) -> None:
+    def net(toml: str) -> str:
+        folder = write(
+            tmp_path / f"n{abs(hash(toml))}",
+            {"task.toml": toml, "instruction.md": "x\n", "tests/test.sh": "true\n"},
+        )
+        return load_task(folder).network_mode
+
+    assert net('version = "1.0"\n') == "public"  # Harbor's default
+    assert net('version = "1.0"\n[environment]\nallow_internet = false\n') == "no-network"
+    assert net('schema_version = "1.4"\n[environment]\nnetwork_mode = "no-network"\n') == "no-network"
+    assert (
+        net('schema_version = "1.4"\n[environment]\nnetwork_mode = "public"\nallow_internet = false\n')
+        == "public"
+    )
+    with pytest.raises(TaskError, match=r"field 'environment.network_mode' = 'allowlist' is not supported"):
+        net('schema_version = "1.4"\n[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["x.org"]\n')
+
+
+def test_unknown_keys_and_features_are_named(tmp_path: Path) -> None:
+    config = {
+        "version": "1.0",
+        "enviroment": {"cpus": 1},
+        "agent": {"timeout_secs": 5, "user": "agent"},
+        "environment": {"env": {"A": "b"}, "healthcheck": {"command": "true", "interval": 1}},
+        "steps": [{"name": "one", "min_rewards": 1}],
+    }
+    assert unknown_keys(config) == [
+        "enviroment",
+        "agent.timeout_secs",
+        "environment.healthcheck.interval",
+        "steps[0].min_rewards",
+    ]
+    report = feature_report(config, tmp_path)
+    assert "multi-step (1 steps)" in report["used"] and "env tables ([environment.env])" in report["used"]
+    assert "network public" in report["used"] and "healthcheck" in report["used"]
+    assert report["ignored"] == ["agent.user (actions run as the image's user)"]
+
+
+def test_tasks_check_warns_on_an_unknown_key_and_prints_features(tmp_path: Path) -> None:
+    write(
+        tmp_path / "typo",
+        {
+            "task.toml": 'version = "1.0"\n[verifier]\ntimeout_secs = 5\n',
+            "instruction.md": "Write done.\n",
+            "tests/test.sh": REWARD
+            + '[ -f done ] && echo 1 > "$LOGS_DIR/verifier/reward.txt" || echo 0 > "$LOGS_DIR/verifier/reward.txt"\n',
+            "solution/solve.sh": "touch done\n",
+        },
+    )
+    report = check_tasks(["typo"], tmp_path, kind="local")
+    row = report["tasks"][0]
+    assert row["ok"] and row["warnings"] == [
+        "unknown task.toml key 'verifier.timeout_secs' (Harbor ignores it too; a typo?)"
+    ]
+    assert row["features"] == ["network public"]
+    out = cli("tasks", "check", "typo", "--env", "local", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert "typo: warning: unknown task.toml key 'verifier.timeout_secs'" in out.stdout
+    assert "typo: uses network public" in out.stdout
+
+
+def tb1_task(folder: Path) -> Path:
+    return write(
+        folder,
+        {
+            "task.yaml": "instruction: Write done.txt.\ndifficulty: easy\nmax_test_timeout_sec: 30\n",
+            "Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+            "docker-compose.yaml": "services:\n  client:\n    build:\n      context: .\n    command: [sh, -c, sleep infinity]\n",
+            "run-tests.sh": "#!/bin/bash\n[ -f /app/done.txt ]\n",
+            "solution.sh": "#!/bin/bash\ntouch /app/done.txt\n",
+        },
+    )
+
+
+def test_tb1_task_names_its_format_and_the_migration(tmp_path: Path) -> None:
+    tb1_task(tmp_path / "tb1-done")
+    with pytest.raises(
+        TaskError, match=r"a Terminal-Bench 1 task \(task.yaml, run-tests.sh, docker-compose.yaml\)"
+    ):
+        load_task(tmp_path / "tb1-done")
+    report = check_tasks(["*"], tmp_path, kind="local")  # a glob finds it (no 'matches no task folder')
+    assert report["total"] == 1 and "harbor tasks migrate -i" in report["tasks"][0]["problem"]
+    out = cli("tasks", "check", "tb1-done", "--env", "local", cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert (
+        "Terminal-Bench 1 task" in out.stdout + out.stderr
+        and "harbor tasks migrate" in out.stdout + out.stderr
+    )
+
+
+def test_networked_episode_is_never_certified_deterministic() -> None:
+    from replaykit.cassette.events import Episode
+    from replaykit.cassette.keys import CassetteKey, ModelId
+    from replaykit.episodes.certify import FORKED, check_task
+
+    key = CassetteKey("a" * 40, "t", "d" * 64, ModelId("m", "http://127.0.0.1:1"), 3, "c" * 64)
+    episode = Episode(key, [], {"environment": {"kind": "docker", "network": "unfrozen"}})
+    status, reason, first = check_task([episode], None)  # type: ignore[arg-type]  # nothing re-executes
+    assert status == FORKED and "network unfrozen" in reason and first and first["field"] == "network"

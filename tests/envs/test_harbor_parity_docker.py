@@ -120,3 +120,35 @@ def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path
     )
     untouched, _ = oracle(with_workdir, {})
     assert untouched.reward == 1, untouched.detail
+
+
+def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str, tmp_path: Path) -> None:
+    from replaykit.envs.check import check_tasks
+    from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image, substitutions
+
+    build_python_image()
+    client = images.docker_client()
+    pip_config = client.containers.run(PYTHON_IMAGE, ["python3", "-m", "pip", "config", "list"], remove=True)
+    assert b"no-index" not in pip_config and b"find-links" in pip_config
+    folder = task(
+        tmp_path / "uvx-pins",
+        "[environment]\nallow_internet = false\n",
+        "FROM python:3.13-slim-bookworm\nWORKDIR /app\nRUN pip install pytest\n",
+        "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest -q /tests/test_x.py >&2",
+        solve="touch /app/done\n",
+        **{"tests/test_x.py": "import os\n\ndef test_done():\n    assert os.path.exists('/app/done')\n"},
+    )
+    t = load_task(folder)
+    notes = substitutions(t, {})
+    assert f"FROM python:3.13-slim-bookworm runs on {PYTHON_IMAGE} (image alias)" in notes
+    assert any(
+        "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 in tests/: replaced" in n for n in notes
+    )
+    _, solved = oracle(t, {})
+    assert solved.passed, solved.detail
+    assert (
+        "replaykit uvx: runs the bundled pytest" in solved.detail
+        and "ignored: -p 3.13 -w pytest==8.4.1" in solved.detail
+    )
+    row = check_tasks([str(folder)], tmp_path)["tasks"][0]
+    assert row["ok"] and notes == [w for w in row["warnings"] if "alias" in w or "uvx" in w]
