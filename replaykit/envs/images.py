@@ -63,7 +63,8 @@ DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
     "python:3.12-bookworm",
     "python:3.11-bookworm",
 )
-#: Where ``python:*`` tags (any ``python:3…``) go: the python flavour when built, else the base.
+#: Where ``python:*`` tags (any ``python:3…``) go: the python flavour (when it is missing, a build
+#: says in one line to run ``replaykit images build-base --flavor python``).
 PYTHON_FLAVOUR = "replaykit/base:bookworm-python"
 _PYTHON_TAG = re.compile(r"^python:3(\.\d+)*(-[a-z0-9.-]+)?$")
 
@@ -150,7 +151,7 @@ def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
         return ref
     name = normalise_ref(ref)
     if _PYTHON_TAG.match(name) and name.split("-")[0] != "python:3.10" and "alpine" not in name:
-        return PYTHON_FLAVOUR if image_exists(client, PYTHON_FLAVOUR) else BASE_IMAGE
+        return PYTHON_FLAVOUR  # never the pip-less base in its place: a missing flavour says what to build
     if name in DEFAULT_ALIAS_SOURCES:
         return BASE_IMAGE
     return ref
@@ -263,7 +264,7 @@ def build_cached(
             hint = (
                 "run `replaykit images build-base`"
                 if ref == BASE_IMAGE
-                else "run `replaykit images build-base --flavor python`"
+                else "run `replaykit images build-base --flavor python` (python:* images run on it)"
                 if ref == PYTHON_FLAVOUR
                 else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
             )

@@ -152,3 +152,22 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     )
     row = check_tasks([str(folder)], tmp_path)["tasks"][0]
     assert row["ok"] and notes == [w for w in row["warnings"] if "alias" in w or "uvx" in w]
+
+
+def test_fresh_engine_without_the_python_flavour_says_what_to_build(
+    docker_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replaykit.envs.check import check_tasks
+
+    real = images.image_exists
+    monkeypatch.setattr(
+        images,
+        "image_exists",
+        lambda client, ref: None if ref == images.PYTHON_FLAVOUR else real(client, ref),
+    )
+    repo = Path(__file__).resolve().parents[2]
+    report = check_tasks(["envs/py-word-stats", "envs/hello-file"], repo)
+    rows = {r["task_id"]: r for r in report["tasks"]}
+    problem = rows["py-word-stats"]["problem"]
+    assert "run `replaykit images build-base --flavor python`" in problem and "pip: not found" not in problem
+    assert len(problem.splitlines()) == 1 and rows["hello-file"]["ok"]
