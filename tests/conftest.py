@@ -56,6 +56,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres") is not None:
+        postgres_required()
     if item.get_closest_marker("docker") is None:
         return
     reason = docker_unavailable()
@@ -70,6 +72,33 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         f"no Docker engine: {reason} (run scripts/setup-docker.sh, or set REPLAYKIT_ALLOW_DOCKER_SKIP=1 to skip)",
         pytrace=False,
     )
+
+
+def postgres_required() -> None:
+    """A ``postgres`` test without its server: fails under CI, skips elsewhere (one line)."""
+    from tests.pg import unavailable
+
+    reason = unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(
+            f"PostgreSQL tests must run in CI (run scripts/setup-postgres.sh): {reason}", pytrace=False
+        )
+    pytest.skip(f"no PostgreSQL test server: {reason} (run scripts/setup-postgres.sh)")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a fresh, empty store lives, once per backend: a folder (SQLite) or the URL
+    of a new PostgreSQL database (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "store")
+        return
+    from tests.pg import fresh_database
+
+    with fresh_database() as url:
+        yield url
 
 
 def leftover_containers(since: float) -> list[dict[str, Any]]:

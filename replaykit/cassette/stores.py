@@ -40,7 +40,7 @@ STORES: Registry[StoreOpener] = Registry(
     "replaykit.stores",
     builtins={
         "sqlite": "replaykit.cassette.store:open_sqlite",
-        "postgresql": "replaykit.cassette.pgstore:open_postgres",
+        "postgresql": "replaykit.cassette.store.postgres:open_postgres",
     },
     convert=_opener,
 )

@@ -10,8 +10,9 @@ import pytest
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
+from replaykit.cassette.stores import open_store
 from replaykit.envs.base import Grade, Observation
-from replaykit.core.errors import CassetteNotFound
+from replaykit.core.errors import CassetteNotFound, StoreError
 
 
 def make_key(seed: int = 0) -> CassetteKey:
@@ -38,11 +39,11 @@ def make_episode(history: int = 3, seed: int = 0) -> Episode:
     return Episode(make_key(seed), events, {"note": "meta"})
 
 
-def test_round_trip_keeps_every_event(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_round_trip_keeps_every_event(store_location: str) -> None:
+    store = open_store(store_location)
     episode = make_episode()
     store.put_episode(episode)
-    loaded = Store(tmp_path).get_episode(episode.id)
+    loaded = open_store(store_location).get_episode(episode.id)
     assert loaded.digest == episode.digest
     assert [e.kind for e in loaded.events] == ["llm", "llm", "llm", "env", "grade"]
     assert loaded.llm_events[2].body == episode.llm_events[2].body
@@ -50,8 +51,8 @@ def test_round_trip_keeps_every_event(tmp_path: Path) -> None:
     assert loaded.meta == {"note": "meta"}
 
 
-def test_resent_history_is_stored_once(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_resent_history_is_stored_once(store_location: str) -> None:
+    store = open_store(store_location)
     store.put_episode(make_episode(history=20))
     blobs = store.db.conn.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
     # 20 distinct messages of ~320 bytes each, re-sent 210 times in total: stored once each.
@@ -63,8 +64,8 @@ def test_resent_history_is_stored_once(tmp_path: Path) -> None:
     assert blobs[1] < naive / 2
 
 
-def test_key_lookup_and_unknown_id(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_key_lookup_and_unknown_id(store_location: str) -> None:
+    store = open_store(store_location)
     episode = make_episode()
     assert not store.has(episode.id)
     store.put_episode(episode)
@@ -74,8 +75,8 @@ def test_key_lookup_and_unknown_id(tmp_path: Path) -> None:
         store.get_episode("nope")
 
 
-def test_failed_write_leaves_no_half_cassette(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = Store(tmp_path)
+def test_failed_write_leaves_no_half_cassette(store_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(store_location)
     store.put_episode(make_episode(seed=1))
     before = store.db.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
     table = store.db["cassettes"]
@@ -91,18 +92,41 @@ def test_failed_write_leaves_no_half_cassette(tmp_path: Path, monkeypatch: pytes
     assert not store.has(make_key(2).id)
 
 
-def test_trees_materialise_with_modes(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_trees_materialise_with_modes(store_location: str) -> None:
+    store = open_store(store_location)
     store.put_tree("b" * 40, {"harness.py": (0o100644, b"x = 1\n"), "bin/run": (0o100755, b"#!/bin/sh\n")})
     tree = store.materialise_tree("b" * 40)
     assert (tree / "harness.py").read_text() == "x = 1\n"
     assert (tree / "bin/run").stat().st_mode & 0o111
-    assert json.loads(store.db["trees"].get("b" * 40)["manifest"])["harness.py"][0] == 0o100644
+    row = store.get_row("trees", "b" * 40)
+    assert row is not None and json.loads(row["manifest"])["harness.py"][0] == 0o100644
 
 
 def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "index.db").write_bytes(b"not a database at all" * 100)
-    from replaykit.core.errors import StoreError
-
     with pytest.raises(StoreError, match="cannot open store"):
         _ = Store(tmp_path).db
+
+
+@pytest.mark.postgres
+def test_unreachable_or_missing_postgres_store_is_one_clear_error() -> None:
+    from tests.pg import database_url
+
+    with pytest.raises(
+        StoreError, match=r"^cannot open store postgresql://nobody@127\.0\.0\.1:1/x: .*check the URL"
+    ):
+        open_store("postgresql://nobody:pw@127.0.0.1:1/x").count_cassettes()
+    missing = open_store(database_url("replaykit"), readonly=True)  # the server's own database: no store
+    assert not missing.exists()
+    with pytest.raises(StoreError, match=r"^no store at postgresql://replaykit@.*\(no replaykit tables\)"):
+        missing.count_cassettes()
+
+
+def test_a_readonly_store_never_writes(store_location: str) -> None:
+    writer = open_store(store_location)
+    writer.put_episode(make_episode())
+    reader = open_store(store_location, readonly=True)
+    assert reader.has(make_key().id) and reader.readonly
+    with pytest.raises(StoreError, match="open read-only"):
+        reader.put_blob(b"x")
+    assert "replaykit:replaykit@" not in reader.location  # a password is never shown

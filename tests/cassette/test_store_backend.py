@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "replaykit"
 #: where a concrete store class may be named: the backends themselves and the registry
-OPENERS = {Path("cassette/stores.py"), Path("cassette/pgstore")}
+OPENERS = {Path("cassette/stores.py")}
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.store import Store
+from replaykit.cassette.stores import is_url, open_store
 from replaykit.envs.base import Grade
 
 PACKAGE = Path(__file__).resolve().parents[2] / "replaykit"
@@ -19,8 +19,8 @@ def proxy_episode(name: str, endpoint: str) -> Episode:
     return Episode(key, [GradeEvent(Grade(1.0, True))], {})
 
 
-def test_find_trainings_by_spec_digest(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_find_trainings_by_spec_digest(store_location: str) -> None:
+    store = open_store(store_location)
     store.put_doc("t1", "training", {"training_id": "t1"}, config_digest="spec-a")
     store.put_doc("t2", "training", {"training_id": "t2"}, config_digest="spec-b")
     store.put_doc("v1", "verdict", {"verdict_id": "v1"}, config_digest="spec-a")
@@ -28,8 +28,8 @@ def test_find_trainings_by_spec_digest(tmp_path: Path) -> None:
     assert store.find_trainings("spec-c") == []
 
 
-def test_find_proxy_sessions_by_name_and_endpoint(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_find_proxy_sessions_by_name_and_endpoint(store_location: str) -> None:
+    store = open_store(store_location)
     store.put_episode(proxy_episode("s", "http://a"))
     store.put_episode(proxy_episode("s", "http://b"))
     store.put_episode(proxy_episode("other", "http://a"))
@@ -38,15 +38,16 @@ def test_find_proxy_sessions_by_name_and_endpoint(tmp_path: Path) -> None:
     assert store.find_proxy_sessions("nobody") == []
 
 
-def test_certificates_round_trip_and_reading_creates_nothing(tmp_path: Path) -> None:
-    store = Store(tmp_path)
+def test_certificates_round_trip_and_reading_creates_nothing(store_location: str) -> None:
+    store = open_store(store_location)
     store.put_episode(proxy_episode("s", "http://a"))  # an existing store without certificates
     store.close()
-    before = (tmp_path / "index.db").read_bytes()
-    reader = Store(tmp_path)
+    index = Path(store_location) / "index.db"
+    before = b"" if is_url(store_location) else index.read_bytes()
+    reader = open_store(store_location)
     assert reader.get_certificate("c1") is None
     reader.close()
-    assert (tmp_path / "index.db").read_bytes() == before
+    assert is_url(store_location) or index.read_bytes() == before
     row = {
         "id": "c1",
         "task_id": "t",
@@ -61,17 +62,13 @@ def test_certificates_round_trip_and_reading_creates_nothing(tmp_path: Path) -> 
         "created_at": "now",
     }
     store.put_certificate(row)
-    got = Store(tmp_path).get_certificate("c1")
+    got = open_store(store_location).get_certificate("c1")
     assert got is not None and got["status"] == "deterministic" and got["doc"] == {"cassettes": ["x"]}
 
 
-def test_rows_for_bundles(tmp_path: Path) -> None:
-    store = Store(tmp_path)
-    assert (
-        not store.exists()
-        and store.present("blobs", ["x"]) == {}
-        and not tmp_path.joinpath("index.db").exists()
-    )
+def test_rows_for_bundles(store_location: str) -> None:
+    store = open_store(store_location)
+    assert not store.exists() and store.present("blobs", ["x"]) == {} and not store.exists()
     digest = store.put_blob(b"data")
     assert (
         digest == hashlib.sha256(b"data").hexdigest()
@@ -79,7 +76,7 @@ def test_rows_for_bundles(tmp_path: Path) -> None:
         and not store.has_blob("0" * 64)
     )
     assert store.present("blobs", [digest, "0" * 64]) == {digest: 1}
-    other = Store(tmp_path / "other")
+    other = store.reopen()
     with other.transaction():
         other.insert_blobs({digest: b"data"})
         other.insert_rows("trees", [{"sha": "s1", "manifest": "{}"}])

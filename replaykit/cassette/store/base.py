@@ -135,10 +135,12 @@ class StoreBase:
     def writable(self) -> None:
         """Refuse a write through a read-only store (replay, audit, listings, export)."""
         if self.readonly:
-            raise StoreError(f"store {self.root} is open read-only (replay, audit and listings never write)")
+            raise StoreError(
+                f"store {self.location} is open read-only (replay, audit and listings never write)"
+            )
 
     def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
-        return StoreCorrupt(what, where, str(self.root))
+        return StoreCorrupt(what, where, self.location)
 
     def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
         """One row by primary key (a plain query: sqlite-utils' ``Table.get`` reads the
@@ -157,9 +159,11 @@ class StoreBase:
             (prefix, like, prefix),
         ).fetchall()
         if not rows:
-            raise CassetteNotFound(f"no {what} {prefix!r} in store {self.root}; check the id or pass --store")
+            raise CassetteNotFound(
+                f"no {what} {prefix!r} in store {self.location}; check the id or pass --store"
+            )
         if len(rows) > 1 and rows[0][0] != prefix:
             raise CassetteNotFound(
-                f"{what} id {prefix!r} is ambiguous in store {self.root}; give more characters"
+                f"{what} id {prefix!r} is ambiguous in store {self.location}; give more characters"
             )
         return str(rows[0][0])

@@ -46,7 +46,7 @@ class DocumentsMixin(BlobsMixin):
         try:
             doc = self.get_json(row["doc"])
         except StoreCorrupt as exc:
-            raise exc.within(where, str(self.root)) from None
+            raise exc.within(where, self.location) from None
         except ValueError:
             raise self.corrupt(f"document {str(row['doc'])[:12]}… is not JSON", where) from None
         bad = doc_mismatches(row, doc)
@@ -65,7 +65,7 @@ class DocumentsMixin(BlobsMixin):
         row = self._runs_row(full)
         if kind and row["kind"] != kind:
             self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
-            raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.root}")
+            raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.location}")
         return self.verified_doc(dict(row))
 
     def doc_kind(self, doc_id: str) -> str:
@@ -83,7 +83,7 @@ class DocumentsMixin(BlobsMixin):
         row = self._runs_row(full)
         if row["kind"] != "measure":
             self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
-            raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.root}")
+            raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
         doc = self.verified_doc(dict(row))
         try:
             return RunDoc.from_dict(doc)

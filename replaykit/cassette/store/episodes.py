@@ -36,7 +36,7 @@ class EpisodesMixin(BlobsMixin):
         row = self._row("cassettes", "id", cassette_id)
         if row is None:
             raise CassetteNotFound(
-                f"no cassette {cassette_id!r} in store {self.root}; list them with `replaykit cassettes ls`"
+                f"no cassette {cassette_id!r} in store {self.location}; list them with `replaykit cassettes ls`"
             )
         return row
 
@@ -55,7 +55,7 @@ class EpisodesMixin(BlobsMixin):
                 )
             episode = decode_episode(doc, self.get_blob)
         except StoreCorrupt as exc:
-            raise exc.within(where, str(self.root)) from None
+            raise exc.within(where, self.location) from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise self.corrupt(
                 f"document {str(row['doc'])[:12]}… is unreadable ({type(exc).__name__}: {str(exc)[:80]})",

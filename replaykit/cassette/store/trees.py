@@ -41,7 +41,7 @@ class TreesMixin(BlobsMixin):
         row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
         if row is None:
             raise CassetteNotFound(
-                f"harness tree {sha[:12]} is not in store {self.root}; record a run of it first"
+                f"harness tree {sha[:12]} is not in store {self.location}; record a run of it first"
             )
         try:
             return {str(p): (int(m), str(h)) for p, (m, h) in json.loads(row[0]).items()}
@@ -54,7 +54,7 @@ class TreesMixin(BlobsMixin):
         try:
             return {p: (m, self.get_blob(h)) for p, (m, h) in self._tree_manifest(sha).items()}
         except StoreCorrupt as exc:
-            raise exc.within(f"harness tree {sha[:12]}", str(self.root)) from None
+            raise exc.within(f"harness tree {sha[:12]}", self.location) from None
 
     def _cache_ok(self, target: Path, sha: str) -> bool:
         """A materialised tree is used only while every file still matches the stored manifest."""
