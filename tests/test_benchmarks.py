@@ -49,3 +49,8 @@ def test_bundle_bomb_is_refused_in_bounded_memory() -> None:
     assert "exit 1" in first and "Error: bundle" in out and "refusing" in out, out
     peak = float(first.split("peak RSS of the importing process ")[1].split(" MB")[0])
     assert peak < 200, first
+
+
+def test_view_benchmark_runs_small() -> None:
+    out = bench("view.py", "--sizes", "20,60", "--repeats", "1", "--batch", "1")
+    assert "first page" in out and "search index built on first search" in out and "\n    search " in out
