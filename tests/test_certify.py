@@ -245,9 +245,10 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
         and by_task(refreshed)["noisy-ticket"]["status"] == FORKED
     )
 
+    from replaykit.core.records import RunDoc
     from replaykit.train.criteria import StrictPareto
 
-    verdict = StrictPareto()(run, run, forked)
+    verdict = StrictPareto()(RunDoc.from_dict(run), RunDoc.from_dict(run), forked)
     assert "noisy-ticket" in verdict.excluded
     store.close()
 

@@ -16,7 +16,7 @@ def test_a_measured_run_round_trips_through_rundoc(tmp_path: Path) -> None:
     assert doc.to_dict() == run
     assert list(doc.to_dict()) == list(run)  # same key order as stored
     assert doc.total == 2 and doc.solved == sum(e["passed"] for e in run["episodes"])
-    assert {e.unit for e in doc.episodes} == set(outcomes(run)) == {"hello-file#0", "hello-file#1"}
+    assert {e.unit for e in doc.episodes} == set(outcomes(doc)) == {"hello-file#0", "hello-file#1"}
 
 
 def test_episode_summary_tolerates_the_minimal_rows_criteria_accept() -> None:

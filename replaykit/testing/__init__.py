@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.episodes.config import RunConfig, apply_overrides, load_config
 from replaykit.core.errors import ConfigError
 
@@ -81,3 +82,19 @@ def small_config(
     if seeds is not None:
         values["panel.seeds"] = seeds
     return load_config(write_config(tmp, values))
+
+
+def run_doc(episodes: list[dict[str, Any]], run_id: str = "run") -> RunDoc:
+    """A run record holding only ``episodes`` (rows as stored: task_id, seed, passed, …),
+    for criteria and optimizers under test."""
+    return RunDoc(
+        run_id=run_id,
+        name="",
+        harness_sha=run_id,
+        harness_repo="",
+        model={},
+        config_digest="",
+        panel={},
+        cassettes=[],
+        episodes=[EpisodeSummary.from_dict(e) for e in episodes],
+    )

@@ -22,9 +22,8 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
     baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
     store.check_run(baseline)  # the columns a verdict is computed from, against the cassettes' events
     store.check_run(candidate)
-    base_doc, cand_doc = baseline.to_dict(), candidate.to_dict()  # criteria read runs in their stored form
     own = make_criterion(recorded["criterion"], **recorded["params"])(
-        cand_doc, base_doc, recorded.get("excluded")
+        candidate, baseline, recorded.get("excluded")
     )
     out: dict[str, Any] = {
         "verdict_id": doc["verdict_id"],
@@ -37,7 +36,7 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
         "reproduced": own.to_dict() == recorded,
     }
     if criterion:
-        other = make_criterion(criterion)(cand_doc, base_doc, recorded.get("excluded"))
+        other = make_criterion(criterion)(candidate, baseline, recorded.get("excluded"))
         out["counterfactual"] = {
             "criterion": criterion,
             "verdict": other.to_dict(),

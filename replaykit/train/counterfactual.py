@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from replaykit.core.records import RunDoc
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
@@ -228,8 +229,19 @@ def walk(
             continue
         verdict = None
         if not skipped and base_run is not None and cand_run is not None:
-            verdict = criterion(cand_run, base_run, _forked(store, base_run, cand_run))
-        step = StepInput(epoch, head, parent, cand, verdict, skipped, base_run, cand_run)
+            verdict = criterion(
+                RunDoc.from_dict(cand_run), RunDoc.from_dict(base_run), _forked(store, base_run, cand_run)
+            )
+        step = StepInput(
+            epoch,
+            head,
+            parent,
+            cand,
+            verdict,
+            skipped,
+            None if base_run is None else RunDoc.from_dict(base_run),
+            None if cand_run is None else RunDoc.from_dict(cand_run),
+        )
         promote = bool(optimizer.decide(step) and step.measurable)
         if promote and cand:
             head = cand

@@ -3,7 +3,8 @@
 A *unit* is one task instance: a (task, seed) pair, written ``task#seed``.
 Registered by name so configs (``train.criterion.name``) and ``replaykit audit
 --criterion`` can select them. Add one with one file: a class with ``name``,
-``params()`` and ``__call__(candidate, baseline, exclude) -> Verdict``, then
+``params()`` and ``__call__(candidate, baseline, exclude) -> Verdict`` (both runs are
+``RunDoc`` records: ``outcomes(run)`` pairs their episodes by unit), then
 ``register_criterion(name, cls)`` or an entry point in the ``replaykit.criteria`` group.
 """
 
@@ -14,7 +15,7 @@ from math import comb
 from typing import Any, Callable, Protocol
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeSummary
+from replaykit.core.records import RunDoc
 from replaykit.core.registry import Registry
 
 
@@ -29,9 +30,10 @@ class Outcome:
     tokens: int
 
 
-def outcomes(run: dict[str, Any]) -> dict[str, Outcome]:
+def outcomes(run: RunDoc) -> dict[str, Outcome]:
+    """A run's episodes by unit (``task#seed``)."""
     out = {}
-    for e in map(EpisodeSummary.from_dict, run["episodes"]):
+    for e in run.episodes:
         out[e.unit] = Outcome(
             e.unit, e.task_id, e.passed, e.infra_failure, e.reward or 0.0, e.steps, e.tokens
         )
@@ -60,12 +62,12 @@ class Criterion(Protocol):
     def params(self) -> dict[str, Any]: ...
 
     def __call__(
-        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
+        self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None
     ) -> Verdict: ...
 
 
 def _paired(
-    candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None
+    candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None
 ) -> tuple[dict[str, Outcome], dict[str, Outcome], list[str], dict[str, str]]:
     b, c = outcomes(baseline), outcomes(candidate)
     excluded = dict(exclude or {})
@@ -129,9 +131,7 @@ class StrictPareto:
                 return False, f"same solved set; tie-break rejects: more {metric} ({before} → {after})"
         return False, "exact tie: same solved set and secondary metrics; no improvement"
 
-    def __call__(
-        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
-    ) -> Verdict:
+    def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
         b, c, units, excluded = _paired(candidate, baseline, exclude)
         regressions, new = _movement(b, c, units)
         infra = [u for u in units if b[u].infra or c[u].infra]
@@ -178,9 +178,7 @@ class MeanReward:
     def params(self) -> dict[str, Any]:
         return {"alpha": self.alpha}
 
-    def __call__(
-        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
-    ) -> Verdict:
+    def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
         b, c, units, excluded = _paired(candidate, baseline, exclude)
         regressions, new = _movement(b, c, units)
         kept = [u for u in units if not (b[u].infra or c[u].infra)]

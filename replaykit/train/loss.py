@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from replaykit.core.records import RunDoc
 from replaykit.core.errors import TrainError
 from replaykit.train.criteria import Verdict
 
@@ -64,12 +65,12 @@ class Loss:
     def verdict_id(self) -> str | None:
         return self.trainer.verdict_id(self) if self.verdict else None
 
-    def runs(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The stored baseline and candidate runs, as stored documents (None where there is none)."""
+    def runs(self) -> tuple[RunDoc | None, RunDoc | None]:
+        """The stored baseline and candidate runs (None where there is none)."""
         store = self.trainer.store
         return (
-            store.get_run(self.baseline_run).to_dict() if self.baseline_run else None,
-            store.get_run(self.candidate_run).to_dict() if self.candidate_run else None,
+            store.get_run(self.baseline_run) if self.baseline_run else None,
+            store.get_run(self.candidate_run) if self.candidate_run else None,
         )
 
     def backward(self) -> None:

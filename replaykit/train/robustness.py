@@ -10,11 +10,13 @@ often the recorded decision holds: "this acceptance survives 9 of 10 seed subset
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from itertools import combinations
 from math import comb
 from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
@@ -22,13 +24,13 @@ from replaykit.train.criteria import make_criterion
 MAX_SUBSETS = 10_000
 
 
-def _restrict(run: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, Any]:
+def _restrict(run: RunDoc, seeds: tuple[int, ...]) -> RunDoc:
     """The run's episodes on ``seeds`` (a seed drawn twice counts twice, as a distinct instance)."""
-    episodes: list[dict[str, Any]] = []
+    episodes: list[EpisodeSummary] = []
     for i, seed in enumerate(seeds):
-        label: Any = seed if len(set(seeds)) == len(seeds) else f"{seed}~{i}"
-        episodes.extend(dict(e, seed=label) for e in run["episodes"] if e["seed"] == seed)
-    return dict(run, episodes=episodes)
+        label: int | str = seed if len(set(seeds)) == len(seeds) else f"{seed}~{i}"
+        episodes.extend(replace(e, seed=label) for e in run.episodes if e.seed == seed)
+    return replace(run, episodes=episodes)
 
 
 def resample_seeds(
@@ -41,9 +43,9 @@ def resample_seeds(
 ) -> dict[str, Any]:
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
-    baseline = store.get_run(doc["baseline_run"]).to_dict()  # criteria read runs in their stored form
-    candidate = store.get_run(doc["candidate_run"]).to_dict()
-    seeds = sorted({e["seed"] for e in baseline["episodes"]} & {e["seed"] for e in candidate["episodes"]})
+    baseline = store.get_run(doc["baseline_run"])
+    candidate = store.get_run(doc["candidate_run"])
+    seeds = sorted({int(e.seed) for e in baseline.episodes} & {int(e.seed) for e in candidate.episodes})
     if not 1 <= k <= len(seeds):
         raise ConfigError(
             f"--resample-seeds {k}: the verdict's runs have {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); use 1..{len(seeds)}"

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
+from replaykit.core.records import RunDoc
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
@@ -227,7 +228,9 @@ class Trainer:
             return loss
         candidate = self._measure(sha, f"epoch {epoch}: candidate")
         loss.candidate_run = candidate["run_id"]
-        loss.verdict = self.criterion(candidate, baseline, self._forked(baseline, candidate))
+        loss.verdict = self.criterion(
+            RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), self._forked(baseline, candidate)
+        )
         return loss
 
     def _forked(self, *runs: dict[str, Any]) -> dict[str, str]:

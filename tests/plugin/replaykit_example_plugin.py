@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from replaykit.core.records import RunDoc
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, Grade, NodeNeeds
 from replaykit.envs.grading import oracle_grades
 from replaykit.envs.local import LocalEnv, factory as local_factory
@@ -79,9 +80,7 @@ class NoWorse:
     def params(self) -> dict[str, Any]:
         return {}
 
-    def __call__(
-        self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
-    ) -> Verdict:
+    def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
         b, c = outcomes(baseline), outcomes(candidate)
         units = sorted(set(b) & set(c))
         solved_b = sum(b[u].passed for u in units)

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
+from replaykit.core.records import RunDoc
+from replaykit.testing import run_doc
 from replaykit.train.criteria import MeanReward, StrictPareto, make_criterion
 
 
-def run(results: dict[str, Any], steps: int = 2, tokens: int = 100) -> dict[str, Any]:
+def run(results: dict[str, Any], steps: int = 2, tokens: int = 100) -> RunDoc:
     """results: unit -> True/False/"infra"."""
     episodes = []
     for unit, r in results.items():
@@ -27,7 +29,7 @@ def run(results: dict[str, Any], steps: int = 2, tokens: int = 100) -> dict[str,
                 "tokens": tokens,
             }
         )
-    return {"episodes": episodes}
+    return run_doc(episodes)
 
 
 def test_never_accepts_a_regression_randomised() -> None:

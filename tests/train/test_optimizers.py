@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 
 from replaykit.core.errors import ConfigError
+from replaykit.core.records import RunDoc
+from replaykit.testing import run_doc
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.optimizers import (
     GreedyMonotonic,
@@ -17,9 +18,9 @@ from replaykit.train.optimizers import (
 )
 
 
-def run(solved: set[str], units: tuple[str, ...] = ("a#0", "b#0", "c#0", "d#0")) -> dict[str, Any]:
-    return {
-        "episodes": [
+def run(solved: set[str], units: tuple[str, ...] = ("a#0", "b#0", "c#0", "d#0")) -> RunDoc:
+    return run_doc(
+        [
             {
                 "task_id": u.split("#")[0],
                 "seed": int(u.split("#")[1]),
@@ -31,7 +32,7 @@ def run(solved: set[str], units: tuple[str, ...] = ("a#0", "b#0", "c#0", "d#0"))
             }
             for u in units
         ]
-    }
+    )
 
 
 def step(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.core.records import RunDoc
 from replaykit.cassette.store import Store
 from replaykit.core.errors import ConfigError
 from replaykit.train.criteria import StrictPareto
@@ -49,7 +50,7 @@ def store(tmp_path: Path) -> Store:
     cand = run("cand", lambda t, s: (t == "b" and s < 12) or (t == "a" and s < 12))
     st.put_run(base)
     st.put_run(cand)
-    verdict = StrictPareto()(cand, base)
+    verdict = StrictPareto()(RunDoc.from_dict(cand), RunDoc.from_dict(base))
     assert not verdict.accept  # regressions on a#12..a#15
     st.put_doc(
         "v1",

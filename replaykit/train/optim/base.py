@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from replaykit.core.errors import TrainError
+from replaykit.core.records import RunDoc
 from replaykit.train.criteria import Verdict
 from replaykit.train.parameter import Parameter
 
@@ -28,8 +29,8 @@ class StepInput:
     candidate_sha: str | None
     verdict: Verdict | None
     skipped: str | None = None
-    baseline_run: dict[str, Any] | None = None
-    candidate_run: dict[str, Any] | None = None
+    baseline_run: RunDoc | None = None
+    candidate_run: RunDoc | None = None
 
     @property
     def measurable(self) -> bool:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from replaykit.core.records import RunDoc
 from replaykit.train.optim.base import StepInput, ParameterBound
 
 
-def solved_set(run: dict[str, Any] | None) -> frozenset[str]:
-    if not run:
+def solved_set(run: RunDoc | None) -> frozenset[str]:
+    if run is None:
         return frozenset()
-    return frozenset(
-        f"{e['task_id']}#{e['seed']}" for e in run["episodes"] if e["passed"] and not e["infra_failure"]
-    )
+    return frozenset(e.unit for e in run.episodes if e.passed and not e.infra_failure)
 
 
 class ParetoFrontier(ParameterBound):
