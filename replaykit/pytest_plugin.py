@@ -47,12 +47,13 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import pytest
 
+from replaykit.core.modes import SESSION_MODES
+
 if TYPE_CHECKING:
     from replaykit.cassette.events import Episode, LlmEvent
     from replaykit.cassette.backend import StoreBackend
 
 ENV_VAR = "REPLAYKIT_STORE"
-RECORD_MODES = ("once", "none", "all")
 
 
 class LlmReplay:
@@ -135,7 +136,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--replaykit-record-mode",
         dest="replaykit_record_mode",
         default="once",
-        choices=RECORD_MODES,
+        choices=[m.value for m in SESSION_MODES],
         help="for @pytest.mark.replaykit / replaykit_llm: once (record if missing, else replay), none (replay only), all (re-record)",
     )
     group.addoption(

@@ -9,7 +9,8 @@ from typing import Any, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, KeepGoingOpt, RecordMode, emit_json, open_store
+from replaykit.core.modes import RecordMode
+from replaykit.commands.options import JsonOpt, KeepGoingOpt, emit_json, open_store
 
 
 def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +29,7 @@ def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
 def run(
     config: Path = typer.Argument(..., help="YAML run config, e.g. configs/quickstart.yaml"),
     record_mode: RecordMode = typer.Option(
-        "once",
+        RecordMode.ONCE,
         "--record-mode",
         help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
     ),
@@ -64,7 +65,7 @@ def compare(
         ..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"
     ),
     record_mode: RecordMode = typer.Option(
-        "once",
+        RecordMode.ONCE,
         "--record-mode",
         help="once: reuse stored cells, record the missing; none: replay only; all: re-record.",
     ),

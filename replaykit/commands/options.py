@@ -7,14 +7,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
-RecordMode = Literal["once", "new_episodes", "none", "all"]
 
 StoreOpt = typer.Option(
     None,

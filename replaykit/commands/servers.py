@@ -10,6 +10,7 @@ from typing import Iterator, Literal, Optional
 
 import typer
 
+from replaykit.core.modes import RecordMode, SessionMode
 from replaykit import render
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ReplaykitError
@@ -59,8 +60,8 @@ def proxy(
     upstream: Optional[str] = typer.Option(
         None, "--upstream", help="Upstream base URL (…/v1) or 'builtin'; optional to replay."
     ),
-    record_mode: Literal["once", "none", "all"] = typer.Option(
-        "once",
+    record_mode: SessionMode = typer.Option(
+        SessionMode.ONCE,  # type: ignore[attr-defined]
         "--record-mode",
         help="once: record if the session is not stored, else replay; none: replay only; all: re-record.",
     ),
@@ -93,7 +94,7 @@ def proxy(
             open_store(store),
             name,
             upstream,
-            record_mode,
+            RecordMode(record_mode.value),
             rules_for(agent, tuple(rule or ())),
             host=host,
             port=port,

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, KeepGoingOpt, RecordMode, emit_json
+from replaykit.core.modes import RecordMode
+from replaykit.commands.options import JsonOpt, KeepGoingOpt, emit_json
 
 
 def train(
@@ -19,7 +20,7 @@ def train(
         None, "--epochs", min=1, help="Number of epochs (default: train.epochs)."
     ),
     record_mode: RecordMode = typer.Option(
-        "once",
+        RecordMode.ONCE,
         "--record-mode",
         help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
     ),

@@ -27,8 +27,6 @@ from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.envs.base import EnvSettings
 from replaykit.execution.config import ExecutorConfig
 
-RECORD_MODES = ("once", "new_episodes", "none", "all")
-
 
 def _whole_number(value: Any) -> Any:
     """YAML's ``true`` is not the number 1 here: a boolean where a count or a seed belongs is a mistake."""

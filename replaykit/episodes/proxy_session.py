@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from replaykit.core.modes import SESSION_MODES, RecordMode
 from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.matchers import Scrubber, get_rule
@@ -32,7 +33,6 @@ from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.core.errors import CassetteNotFound, ConfigError
 
-PROXY_MODES = ("once", "none", "all")
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
 
 
@@ -164,7 +164,7 @@ def run_proxy_session(
     store: StoreBackend,
     name: str,
     upstream: str | None,
-    record_mode: str = "once",
+    record_mode: RecordMode = RecordMode.ONCE,
     rules: tuple[str, ...] = (),
     *,
     host: str = "127.0.0.1",
@@ -174,10 +174,7 @@ def run_proxy_session(
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
-    if record_mode not in PROXY_MODES:
-        raise ConfigError(
-            f"unknown record mode {record_mode!r} for the proxy; use one of: {', '.join(PROXY_MODES)}"
-        )
+    record_mode = RecordMode.parse(record_mode, SESSION_MODES, " for the proxy")
     for rule in rules:
         get_rule(rule)
     existing = find_session(store, name, upstream) if record_mode != "all" else None

@@ -15,10 +15,11 @@ from typing import Any, ClassVar
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
-from replaykit.episodes.config import RECORD_MODES, ModelConfig, RunConfig
+from replaykit.episodes.config import ModelConfig, RunConfig
+from replaykit.core.modes import RecordMode
 from replaykit.core.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
-from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
+from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.cassette.events import Episode
 from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
@@ -53,10 +54,8 @@ class MeasureResult:
         return out
 
 
-def check_record_mode(mode: str) -> str:
-    if mode not in RECORD_MODES:
-        raise ConfigError(f"unknown record mode {mode!r}; use one of: {', '.join(RECORD_MODES)}")
-    return mode
+def check_record_mode(mode: str) -> RecordMode:
+    return RecordMode.parse(mode)
 
 
 def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
@@ -106,7 +105,8 @@ def open_harness(config: RunConfig, create: bool = True) -> HarnessRepo:
 
 def measure(
     config: RunConfig,
-    record_mode: str = "once",
+    *,
+    record_mode: RecordMode = RecordMode.ONCE,
     harness_ref: str | None = None,
     model: ModelConfig | None = None,
     progress: Progress | None = None,
@@ -120,17 +120,17 @@ def measure(
     ``persist=False`` (replaying a training) writes nothing: no tree, no run document.
     Persisting, what it writes or reuses is leased until the run document names it, so a
     concurrent ``gc`` or ``cassettes rm`` cannot take it."""
-    check_record_mode(record_mode)
+    mode = check_record_mode(record_mode)
     store = store or open_store(config.store_location)
     if not persist:
-        return _measure(config, record_mode, harness_ref, model, progress, store, sha, keep_going, persist)
+        return _measure(config, mode, harness_ref, model, progress, store, sha, keep_going, persist)
     with store.leasing():
-        return _measure(config, record_mode, harness_ref, model, progress, store, sha, keep_going, persist)
+        return _measure(config, mode, harness_ref, model, progress, store, sha, keep_going, persist)
 
 
 def _measure(
     config: RunConfig,
-    record_mode: str,
+    record_mode: RecordMode,
     harness_ref: str | None,
     model: ModelConfig | None,
     progress: Progress | None,

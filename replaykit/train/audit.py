@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.modes import RecordMode
 from replaykit.episodes.config import RunConfig
 from replaykit.execution.executor import Executor
 from replaykit.episodes.run import replay_runs
@@ -89,7 +90,7 @@ def replay_training(
         trainer = Trainer(
             config=config,
             estimator=stored_estimator(store, doc),
-            record_mode="none",
+            record_mode=RecordMode.NONE,
             persist=False,
             store=store,
             progress=progress,

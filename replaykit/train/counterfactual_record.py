@@ -17,6 +17,7 @@ from typing import Any
 import git
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.modes import RecordMode
 from replaykit.episodes.config import RunConfig
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, HarnessError
@@ -114,7 +115,11 @@ def record_counterfactual(
     live = RunConfig.model_validate(data)
     live.base_dir = config.base_dir
     trainer = LinkedTrainer(
-        config=live, record_mode="once", store=store, progress=progress, link=dict(link, branch=branch)
+        config=live,
+        record_mode=RecordMode.ONCE,
+        store=store,
+        progress=progress,
+        link=dict(link, branch=branch),
     )
     for loss in trainer.epochs(len(doc["epochs"])):
         loss.backward()

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
+from replaykit.core.modes import RecordMode
 from replaykit.core.records import RunDoc
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
@@ -55,7 +56,7 @@ class Trainer:
         optimizer: Optimizer | None = None,
         *,
         config: RunConfig | None = None,
-        record_mode: str = "once",
+        record_mode: RecordMode = RecordMode.ONCE,
         progress: Any = None,
         persist: bool = True,
         store: StoreBackend | None = None,
@@ -72,7 +73,7 @@ class Trainer:
         self.estimator = estimator or make_estimator(self.train_cfg.estimator, base_dir=config.base_dir)
         self.criterion = criterion or make_criterion(crit.pop("name", "strict_pareto"), **crit)
         self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
-        self.record_mode = record_mode
+        self.record_mode = RecordMode.parse(record_mode)
         self.keep_going = keep_going
         self.progress = progress or (lambda event, data: None)
         self.persist = persist
