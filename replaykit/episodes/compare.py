@@ -7,6 +7,7 @@ from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
+from replaykit.core.progress import Progress
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.config import RunConfig
 from replaykit.core.determinism import digest_of
@@ -18,7 +19,7 @@ def compare(
     models: list[str],
     harness_refs: list[str],
     record_mode: RecordMode = RecordMode.ONCE,
-    progress: Any = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
     cells = []

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.progress import Progress
 from replaykit.core.errors import StoreError
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.refs import doc_refs
-
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 def verify_store(store: StoreBackend, progress: Progress | None = None) -> dict[str, Any]:

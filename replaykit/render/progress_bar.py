@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from replaykit.core.progress import Progress as ProgressCallback
+from replaykit.core.progress import ProgressData, ProgressEvent
 from replaykit.render.console import err, err_console
 
 
 @contextlib.contextmanager
-def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+def progress(enabled: bool = True) -> Iterator[ProgressCallback]:
     """A progress callback for library calls, drawn with rich on a terminal (stderr).
 
     Events: ``outer`` {total, label} starts an outer bar (epochs of a training, cells
@@ -32,7 +34,7 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str, dict[str, Any]], N
     )
     state: dict[str, Any] = {}
 
-    def callback(event: str, data: dict[str, Any]) -> None:
+    def callback(event: ProgressEvent, data: ProgressData) -> None:
         if event == "note":
             bar.console.print(str(data.get("message", "")), markup=False, highlight=False, soft_wrap=True)
         elif event == "outer":

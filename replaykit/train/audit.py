@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.progress import Progress
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.config import RunConfig
 from replaykit.execution.executor import Executor
@@ -68,7 +69,7 @@ def replay_training(
     store: StoreBackend,
     training_id: str,
     episodes: bool = True,
-    progress: Any = None,
+    progress: Progress | None = None,
     executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
+from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.modes import RecordMode
 from replaykit.core.records import RunDoc
 from replaykit.episodes.config import RunConfig, load_config
@@ -57,7 +58,7 @@ class Trainer:
         *,
         config: RunConfig | None = None,
         record_mode: RecordMode = RecordMode.ONCE,
-        progress: Any = None,
+        progress: Progress | None = None,
         persist: bool = True,
         store: StoreBackend | None = None,
         keep_going: bool = False,
@@ -75,7 +76,7 @@ class Trainer:
         self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
         self.record_mode = RecordMode.parse(record_mode)
         self.keep_going = keep_going
-        self.progress = progress or (lambda event, data: None)
+        self.progress: Progress = progress or (lambda event, data: None)
         self.persist = persist
         self.store = store or open_store(config.store_location)
         self.harness = open_harness(config, create=record_mode != "none")
@@ -184,11 +185,14 @@ class Trainer:
             )
         return result.run
 
-    def _episode_progress(self, label: str) -> Callable[[str, dict[str, Any]], None]:
+    def _episode_progress(self, label: str) -> Progress:
         """Forward a measure's per-episode events, labelled with the epoch and side."""
-        return lambda event, data: (
-            self.progress(event, dict(data, label=label)) if event in ("plan", "episode") else None
-        )
+
+        def forward(event: ProgressEvent, data: ProgressData) -> None:
+            if event in ("plan", "episode"):
+                self.progress(event, {**data, "label": label})
+
+        return forward
 
     def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> Loss:
         loss = Loss(self, epoch, baseline_sha, baseline["run_id"])
