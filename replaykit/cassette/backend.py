@@ -174,6 +174,11 @@ class Index(Protocol):
 
     def release_leases(self) -> None: ...
 
+    # disk space: removal works on a full disk; compaction only with room
+    def room_to_remove(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def compact(self) -> dict[str, object]: ...
+
 
 class StoreBackend(BlobStore, Index, Protocol):
     """Everything replaykit asks of a store."""

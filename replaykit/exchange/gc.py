@@ -154,10 +154,13 @@ def remove(
         raise StoreError(f"no store at {store.location}; pass --store")
     if dry_run:
         return plan(store, ids, recursive).to_json(dry_run=True)
-    with store.write_lock():  # plan and delete under one write transaction
+    with store.room_to_remove(), store.write_lock():  # plan and delete under one write transaction
         found = plan(store, ids, recursive, prune=True)
         store.delete_rows("runs", found.runs)
         store.delete_rows("cassettes", found.cassettes)
         store.delete_rows("trees", found.trees)
         store.delete_rows("blobs", found.blobs)
-    return found.to_json(dry_run=False)
+    report = found.to_json(dry_run=False)
+    if found.blobs or found.runs or found.cassettes:  # deleted first; compacted only with room
+        report.update(store.compact())
+    return report

@@ -114,6 +114,8 @@ def removal_report(report: dict[str, Any]) -> None:
         f"{verb} {len(report['runs'])} document(s), {len(report['cassettes'])} cassette(s), {len(report['trees'])} harness tree(s), "
         f"{report['blobs']} blob(s) ({report['bytes']} bytes)"
     )
+    if report.get("note"):
+        line(str(report["note"]))
 
 
 def store_check(result: dict[str, Any]) -> None:

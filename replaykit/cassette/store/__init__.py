@@ -20,7 +20,9 @@ The store is the only package that speaks SQL. ``Store`` is composed of one part
 per concern: ``base`` (opening, plumbing), ``blobs``, ``episodes``, ``documents``,
 ``queries`` (named look-ups other layers ask), ``browsing`` (pages of episodes and
 documents for the viewer; ``search`` is its full-text sidecar file), ``rows`` (bundles and ``gc``),
-``trees``; ``schema`` holds the tables and views.
+``trees``, ``leases`` (what live writers are about to reference), ``space`` (the reserve
+that lets ``gc`` run on a full disk; compaction); ``guard`` turns every SQLite failure
+into one line; ``schema`` holds the tables and views.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
 from replaykit.cassette.store.rows import RowsMixin
+from replaykit.cassette.store.space import SpaceMixin
 from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, now_iso
 from replaykit.cassette.store.trees import TreesMixin
 
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
 
-class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin):
+class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin, SpaceMixin):
     """A folder holding ``index.db``. Opened lazily; safe for one writer at a time.
 
     The only package that speaks SQL: everything else asks through the named queries

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 
+from replaykit.cassette.store.guard import connect
 from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, retry_locked
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 
@@ -38,7 +39,7 @@ class StoreBase:
         if self._db is None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(str(self.root / INDEX), timeout=30, isolation_level=None)
+                conn = connect(str(self.root / INDEX), self.root, timeout=30, isolation_level=None)
                 db = sqlite_utils.Database(conn)
                 retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
                 db.execute("PRAGMA synchronous=NORMAL")
@@ -48,15 +49,23 @@ class StoreBase:
                     f"cannot open store {self.root}: {exc}; check the path or pass --store"
                 ) from exc
             self._db = db
+            self._opened()
         return self._db
+
+    def _opened(self) -> None:
+        """Called once a writable connection is open (the space part keeps its reserve)."""
 
     def _open_readonly(self) -> sqlite_utils.Database:
         path = self.root / "index.db"
         if not path.is_file():
             raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
         try:
-            conn = sqlite3.connect(
-                f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30, isolation_level=None
+            conn = connect(
+                f"file:{quote(str(path.resolve()))}?mode=rw",
+                self.root,
+                uri=True,
+                timeout=30,
+                isolation_level=None,
             )
             conn.execute("PRAGMA query_only=ON")  # reading never writes
             db = sqlite_utils.Database(conn)
