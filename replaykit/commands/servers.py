@@ -29,6 +29,11 @@ def port_in_use_error(host: str, port: int) -> Iterator[None]:
         ) from exc
 
 
+#: how a session ended by a signal exits: Ctrl-C is 130 (128 + SIGINT) like every command; SIGTERM,
+#: the way a supervisor ends a session it started, is a clean stop (exit 0)
+_SIGNAL_EXIT = {"SIGINT": 130}
+
+
 def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", help="Port to listen on."),
@@ -52,7 +57,11 @@ def serve_reference(
         render.err(f"reference model server on {url} (Ctrl-C to stop)")
 
     with port_in_use_error(host, port):
-        serve_forever(host, port, tasks, on_ready=ready, noise=noise)
+        try:
+            serve_forever(host, port, tasks, on_ready=ready, noise=noise)
+        except KeyboardInterrupt:
+            render.err("reference model server stopped")
+            raise typer.Exit(130) from None
 
 
 def proxy(
@@ -105,5 +114,7 @@ def proxy(
         emit_json(report)
     else:
         render.proxy_report(report)
+    if report.get("stopped_by") in _SIGNAL_EXIT:  # the session is kept and reported first
+        raise typer.Exit(_SIGNAL_EXIT[report["stopped_by"]])
     if report["mode"] == "replay" and not report["identical"]:
         raise typer.Exit(1)

@@ -88,24 +88,39 @@ def _upstream(upstream: str, api_key_env: str) -> Iterator[tuple[str, str]]:
         yield server.base_url, BUILTIN_KEY
 
 
-def _wait(stop: threading.Event | None) -> None:
-    """Block until ``stop`` is set, SIGINT (Ctrl-C) or SIGTERM — even where a shell ignored SIGINT."""
+def _wait(stop: threading.Event | None, ready: Callable[[], None] = lambda: None) -> str:
+    """Call ``ready``, then block until ``stop`` is set, SIGINT (Ctrl-C) or SIGTERM — even where a
+    shell ignored SIGINT; the handlers are in place before ``ready`` announces the session.
+    Returns what ended the wait: ``"stop"``, ``"SIGINT"`` or ``"SIGTERM"``."""
     previous: dict[signal.Signals, Any] = {}
+    received: list[str] = []
     if threading.current_thread() is threading.main_thread():
 
         def on_signal(signum: int, frame: Any) -> None:
+            received.append(signal.Signals(signum).name)
             raise KeyboardInterrupt
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
     try:
+        ready()
         while stop is None or not stop.is_set():
             time.sleep(0.1)
     except KeyboardInterrupt:
-        pass
+        return received[0] if received else "SIGINT"
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return "stop"
+
+
+def _reusable(store: StoreBackend, row: dict[str, Any], upstream: str | None) -> bool:
+    """A stored session may be replayed as the answer unless it recorded no call (older
+    versions stored empty sessions) or, when it could be re-recorded, an endpoint error."""
+    doc = store.get_json(row["doc"])
+    if not any(isinstance(e, dict) and e.get("kind") == "llm" for e in doc.get("events", [])):
+        return False
+    return not (upstream and stored_endpoint_failure(doc))
 
 
 class _SessionWriter:
@@ -178,14 +193,12 @@ def run_proxy_session(
     for rule in rules:
         get_rule(rule)
     existing = find_session(store, name, upstream) if record_mode != "all" else None
-    if (
-        existing is not None
-        and record_mode == "once"
-        and upstream
-        and stored_endpoint_failure(store.get_json(existing["doc"]))
-    ):
-        existing = (
-            None  # a session that recorded endpoint errors is re-recorded, never replayed as the answer
+    if existing is not None and record_mode == "once" and not _reusable(store, existing, upstream):
+        existing = None  # re-recorded: an empty session or endpoint errors are never replayed as the answer
+    if existing is not None and record_mode == "none" and not _reusable(store, existing, None):
+        raise CassetteNotFound(
+            f"record mode none: proxy session {name!r} in store {store.location} recorded no call; "
+            "record it again with --record-mode all"
         )
     if record_mode == "none" and existing is None:
         raise CassetteNotFound(
@@ -218,20 +231,22 @@ def run_proxy_session(
             )
             try:
                 base_url = server.start()
-                if on_ready:
-                    on_ready(base_url, "record")
-                _wait(stop)
+                ended = _wait(stop, lambda: on_ready(base_url, "record") if on_ready else None)
             finally:
                 server.stop()
     finally:
         writer.close()
     episode = Episode(key=key, events=list(tape.events), meta=meta)
-    store.put_episode(episode)
+    calls = len(episode.llm_events)
+    if calls:  # a session with no call (the client never connected, or timed out) is not kept
+        store.put_episode(episode)
     return {
         "mode": "record",
-        "cassette_id": key.id,
+        "cassette_id": key.id if calls else None,
         "name": name,
-        "llm_calls": len(episode.llm_events),
+        "llm_calls": calls,
+        "stored": bool(calls),
+        "stopped_by": ended,
         "digest": episode.digest,
         "upstream_errors": server.errors,
         "store_errors": [f"{type(writer.error).__name__}: {writer.error}"] if writer.error else [],
@@ -255,9 +270,7 @@ def _replay(
     assert player is not None
     try:
         base_url = server.start()
-        if on_ready:
-            on_ready(base_url, "replay")
-        _wait(stop)
+        ended = _wait(stop, lambda: on_ready(base_url, "replay") if on_ready else None)
     finally:
         server.stop()
     return {
@@ -266,7 +279,11 @@ def _replay(
         "name": episode.key.task_id,
         "served": player.cursor,
         "recorded": len(episode.events),
-        "identical": player.divergence is None and player.complete and player.digest == episode.digest,
+        "identical": player.cursor > 0
+        and player.divergence is None
+        and player.complete
+        and player.digest == episode.digest,
+        "stopped_by": ended,
         "recorded_digest": episode.digest,
         "replayed_digest": player.digest,
         "divergence": player.divergence.report if player.divergence else None,

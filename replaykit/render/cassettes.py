@@ -93,7 +93,11 @@ def vcr_export(report: dict[str, Any]) -> None:
 
 def proxy_report(report: dict[str, Any]) -> None:
     """The end of a ``replaykit proxy`` session: what was recorded, or how the replay went."""
-    if report["mode"] == "record":
+    if report["mode"] == "record" and not report.get("stored", True):
+        text = f"proxy session {report['name']!r} recorded no call: nothing stored (point the client's base_url at the proxy)"
+        for error in report.get("upstream_errors", []):
+            err(error)
+    elif report["mode"] == "record":
         text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s) → cassette {report['cassette_id']} (digest {report['digest'][:12]})"
         for error in report.get("upstream_errors", []):
             err(error)

@@ -282,8 +282,6 @@ def serve_forever(
     if on_ready is not None:
         on_ready(url)
     try:
-        server.wait()
-    except KeyboardInterrupt:
-        pass
+        server.wait()  # Ctrl-C propagates: the command exits 130
     finally:
         server.stop()
