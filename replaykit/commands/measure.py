@@ -10,7 +10,7 @@ import typer
 
 from replaykit import render
 from replaykit.core.modes import RecordMode
-from replaykit.commands.options import JsonOpt, KeepGoingOpt, emit_json, open_store
+from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json, open_store
 
 
 def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
@@ -38,13 +38,17 @@ def run(
     ),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
     keep_going: bool = KeepGoingOpt,
+    accept_engine_change: bool = AcceptEngineOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
     from replaykit.episodes.config import load_config
     from replaykit.episodes.run import measure
 
-    cfg = load_config(config, {"model.name": model} if model else None)
+    overrides: dict[str, Any] = {"model.name": model} if model else {}
+    if accept_engine_change:
+        overrides["model.accept_engine_change"] = True
+    cfg = load_config(config, overrides)
     with render.progress(enabled=not as_json) as progress:
         result = measure(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going

@@ -27,6 +27,12 @@ KeepGoingOpt = typer.Option(
     help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on.",
 )
 
+AcceptEngineOpt = typer.Option(
+    False,
+    "--accept-engine-change",
+    help="Reuse cassettes recorded under another engine identity (what the endpoint reports about itself).",
+)
+
 
 def open_store(store: Optional[str | Path], readonly: bool = False) -> StoreBackend:
     """The store at --store / $REPLAYKIT_STORE / ./cassettes (a folder, ``sqlite:PATH`` or a

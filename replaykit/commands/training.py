@@ -9,7 +9,7 @@ import typer
 
 from replaykit import render
 from replaykit.core.modes import RecordMode
-from replaykit.commands.options import JsonOpt, KeepGoingOpt, emit_json
+from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json
 
 
 def train(
@@ -25,17 +25,18 @@ def train(
         help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
     ),
     keep_going: bool = KeepGoingOpt,
+    accept_engine_change: bool = AcceptEngineOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
+    from replaykit.episodes.config import load_config
     from replaykit.episodes.run import check_record_mode
     from replaykit.train.trainer import Trainer
 
     check_record_mode(record_mode)
+    cfg = load_config(config, {"model.accept_engine_change": True} if accept_engine_change else None)
     with render.progress(enabled=not as_json) as progress:
-        trainer = Trainer(
-            config_path=config, record_mode=record_mode, progress=progress, keep_going=keep_going
-        )
+        trainer = Trainer(config=cfg, record_mode=record_mode, progress=progress, keep_going=keep_going)
         resumed_before = len(trainer.recorded)
         for loss in trainer.epochs(epochs):
             loss.backward()

@@ -69,3 +69,7 @@ class ModelError(ReplaykitError):
 
 class TrainError(ReplaykitError):
     """The training loop was driven wrongly or its git state is inconsistent."""
+
+
+class EngineChanged(ReplaykitError):
+    """The endpoint reports another engine identity than a reused cassette was recorded under."""

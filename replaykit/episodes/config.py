@@ -110,6 +110,8 @@ class ModelConfig(_Strict):
     #: retries of a call that failed (refused, cut, timed out, 429/5xx), by the openai client
     max_retries: int = Field(default=0, ge=0, le=10)
     params: ModelParams = Field(default_factory=ModelParams)
+    #: reuse cassettes recorded under another engine identity (what the server reports changed)
+    accept_engine_change: bool = False
 
 
 class PanelConfig(_Strict):

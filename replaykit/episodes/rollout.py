@@ -76,6 +76,7 @@ class EpisodeSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S  # each model call's total deadline (model.timeout_s)
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
     model_params: dict[str, Any] = field(default_factory=dict)  # model.params, sent with every call
+    engine: dict[str, Any] | None = None  # the engine identity measured at record time (models.identity)
 
     def meta(self) -> dict[str, Any]:
         from replaykit.core.versions import tool_versions
@@ -93,6 +94,7 @@ class EpisodeSpec:
                 "name": self.key.model.name,
                 "temperature": self.temperature,
                 **({"params": self.model_params} if self.model_params else {}),
+                **({"engine": self.engine} if self.engine is not None else {}),
             },
             "seed": self.key.seed,
             "env": self.env,

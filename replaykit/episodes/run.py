@@ -25,6 +25,7 @@ from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.episodes.engine_check import check_engine, live_engine
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.episodes.rollout import (
@@ -44,9 +45,12 @@ class MeasureResult:
     run: dict[str, Any]
     recorded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+    engine: dict[str, Any] | None = None  # the engine identity measured for this run (real endpoints)
 
     def to_json(self) -> dict[str, Any]:
         out = dict(self.run)
+        if self.engine is not None:
+            out["engine"] = self.engine
         reused = set(self.reused)
         out["episodes"] = [dict(e, reused=e["cassette_id"] in reused) for e in self.run["episodes"]]
         out["recorded_count"] = len(self.recorded)
@@ -156,6 +160,10 @@ def _measure(
         missing = [(k, t) for k, t in keys if not store.has(k.id)]
     else:
         missing = [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
+    engine = live_engine(model, record_mode, persist)
+    if engine is not None and record_mode != "all":
+        skipped = {m.id for m, _ in missing}
+        check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
     if record_mode == "none" and missing:
         k, t = missing[0]
         raise CassetteNotFound(
@@ -194,6 +202,7 @@ def _measure(
                     timeout_s=model.timeout_s,
                     max_retries=model.max_retries,
                     model_params=model.params.sent(),
+                    engine=engine,
                 )
                 for k, t in missing
             ]
@@ -207,6 +216,7 @@ def _measure(
                         {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade},
                     )
     result.run = run_document(config, store, sha, model, keys, str(repo.path))
+    result.engine = engine
     if persist:
         put_run_once(store, result.run)
     return result

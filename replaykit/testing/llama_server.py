@@ -71,7 +71,8 @@ class LlamaServer:
 
     @property
     def model(self) -> str:
-        """The model name the server lists (its file name)."""
+        """The model name requests send (the file name; llama-cpp-python serves its one model
+        under any name and lists it by the path it was started with)."""
         return self.model_path.name
 
     def command(self) -> list[str]:

@@ -1,0 +1,132 @@
+"""An engine's identity, measured at record time from what the server says about itself.
+
+A recording is reusable only under the engine that produced it. ``measure_identity``
+reads, where present: ``/v1/models`` (every OpenAI-compatible server; vLLM adds
+``max_model_len``), llama.cpp's ``/props`` (model file, context size, chat template,
+build, slots), vLLM's ``/version``, SGLang's ``/get_server_info`` (model, context
+length, deterministic inference, seed, version). llama-cpp-python's server reports only
+its model file; its context size is measured from the error an over-long prompt gets
+(the prompt is never evaluated). What is not visible (a thread count, a chat format
+llama-cpp-python does not report) belongs in ``model.revision``.
+
+The fields that change answers are kept flat (``{"engine": "llama.cpp", "n_ctx": 2048,
+…}``); their digest is compared with the one each reused cassette was recorded under.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+from replaykit.core.determinism import digest_of
+
+#: llama-cpp-python answers an over-long prompt with the context size in its message
+_CTX_ERROR = re.compile(r"maximum context length is (\d+) tokens")
+#: SGLang /get_server_info keys that change answers
+_SGLANG_KEYS = (
+    "model_path",
+    "context_length",
+    "enable_deterministic_inference",
+    "random_seed",
+    "version",
+    "dtype",
+    "tp_size",
+    "attention_backend",
+    "sampling_backend",
+    "chat_template",
+)
+
+
+def _root(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _get(client: httpx.Client, url: str) -> Any:
+    try:
+        resp = client.get(url)
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _short(text: Any) -> Any:
+    """Long texts (chat templates) enter as a digest."""
+    return "sha256:" + digest_of(text)[:16] if isinstance(text, str) and len(text) > 80 else text
+
+
+def _llama_cpp_python_ctx(client: httpx.Client, base_url: str, model: str) -> int | None:
+    body = {"model": model, "prompt": "a " * 131072, "max_tokens": 1}
+    try:
+        resp = client.post(base_url.rstrip("/") + "/completions", json=body)
+    except httpx.HTTPError:
+        return None
+    found = _CTX_ERROR.search(resp.text)
+    return int(found.group(1)) if found else None
+
+
+def measure_identity(base_url: str, api_key: str = "", timeout: float = 5.0) -> dict[str, Any] | None:
+    """The engine's identity fields, or None when the endpoint does not answer at all."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    fields: dict[str, Any] = {}
+    with httpx.Client(timeout=timeout, headers=headers) as client:
+        try:
+            models_resp = client.get(base_url.rstrip("/") + "/models")
+        except httpx.HTTPError:
+            return None
+        models = models_resp.json() if models_resp.status_code == 200 else None
+        data = models.get("data", []) if isinstance(models, dict) else []
+        entries = [m for m in data if isinstance(m, dict)]
+        if entries:
+            fields["models"] = sorted(str(m.get("id")) for m in entries)
+            for m in entries:
+                if m.get("max_model_len") is not None:
+                    fields.setdefault("max_model_len", {})[str(m.get("id"))] = m["max_model_len"]
+        root = _root(base_url)
+        props = _get(client, root + "/props")
+        if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
+            settings = props.get("default_generation_settings") or {}
+            fields["engine"] = "llama.cpp"
+            fields["n_ctx"] = settings.get("n_ctx", props.get("n_ctx"))
+            fields["model_path"] = props.get("model_path")
+            fields["chat_template"] = _short(props.get("chat_template"))
+            fields["build_info"] = props.get("build_info")
+            fields["total_slots"] = props.get("total_slots")
+        version = _get(client, root + "/version")
+        if isinstance(version, dict) and "version" in version:
+            fields.setdefault("engine", "vllm")
+            fields["version"] = version["version"]
+        info = _get(client, root + "/get_server_info")
+        if isinstance(info, dict) and ("model_path" in info or "context_length" in info):
+            fields["engine"] = "sglang"
+            fields.update({f"sglang.{k}": _short(info[k]) for k in _SGLANG_KEYS if k in info})
+        if "engine" not in fields and entries and all(m.get("owned_by") == "me" for m in entries):
+            fields["engine"] = "llama-cpp-python"
+            fields["n_ctx"] = _llama_cpp_python_ctx(client, base_url, str(entries[0].get("id")))
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def identity_digest(fields: dict[str, Any] | None) -> str:
+    return digest_of(fields or {})[:16]
+
+
+def identity_changes(recorded: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """What differs, one short phrase per field: ``n_ctx 2048 → 4096``."""
+    out = []
+    for name in sorted(set(recorded) | set(live)):
+        before, after = recorded.get(name, "-"), live.get(name, "-")
+        if before != after:
+            out.append(f"{name} {_shown(before)} → {_shown(after)}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
