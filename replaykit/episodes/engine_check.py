@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, EngineChanged
 from replaykit.episodes.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, api_key
@@ -31,7 +31,7 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
     return measure_identity(model.base_url, key)
 
 
-def check_engine(store: Store, reused: list[str], live: dict[str, Any], model: ModelConfig) -> None:
+def check_engine(store: StoreBackend, reused: list[str], live: dict[str, Any], model: ModelConfig) -> None:
     """Stop when a cassette about to be reused was recorded under another engine identity."""
     if model.accept_engine_change:
         return
