@@ -1,0 +1,68 @@
+"""Many machines, one PostgreSQL store: two drivers in separate processes (each with its
+own harness checkout, as on two machines) record into one database at the same time; a
+third process replays both runs from it, offline and identical."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replaykit.cassette.stores import open_store
+from replaykit.testing import write_config
+from tests.cli_runner import cli
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
+
+TASKS = ["hello-file", "fix-config-port", "count-error-lines"]
+
+
+def machine(tmp_path: Path, name: str, url: str, seeds: list[int]) -> Path:
+    """A machine's own folder: its config (pointing at the shared store) and harness repo;
+    each machine measures its own seeds of the same panel (shared blobs, tree, harness)."""
+    root = tmp_path / name
+    root.mkdir()
+    tasks = [str(Path(__file__).resolve().parents[2] / "envs" / t) for t in TASKS]
+    return write_config(root, {"store": url, "panel.tasks": tasks, "panel.seeds": seeds})
+
+
+def test_two_writers_into_one_postgres_store_replay_identical(tmp_path: Path) -> None:
+    from tests.pg import fresh_database
+
+    with fresh_database("twowriters") as url:
+        configs = [machine(tmp_path, "machine-a", url, [0, 1]), machine(tmp_path, "machine-b", url, [2, 3])]
+        drivers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"],
+                cwd=config.parent,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for config in configs
+        ]
+        outputs = [d.communicate(timeout=600) for d in drivers]
+        for driver, (_, err) in zip(drivers, outputs, strict=True):
+            assert driver.returncode == 0, err
+        runs = [json.loads(out) for out, _ in outputs]
+        assert all(len(r["cassettes"]) == len(TASKS) * 2 for r in runs)
+        assert runs[0]["run_id"] != runs[1]["run_id"] and not set(runs[0]["cassettes"]) & set(
+            runs[1]["cassettes"]
+        )
+
+        store = open_store(url, readonly=True)
+        assert store.count_cassettes() == 2 * len(TASKS) * 2
+        assert {r["id"] for r in store.list_runs()} == {r["run_id"] for r in runs}
+
+        for run in runs:  # the third process: replay from the shared store, offline
+            proc = cli("replay", run["run_id"], "--store", url, "--json", cwd=tmp_path, check=True)
+            report = json.loads(proc.stdout)
+            assert report["identical"] and len(report["episodes"]) == len(TASKS) * 2
+            assert {e["replayed_digest"] for e in report["episodes"]} == {
+                e["digest"] for e in run["episodes"]
+            }
+        fsck = json.loads(cli("cassettes", "verify", "--store", url, "--json", check=True).stdout)
+        assert fsck["ok"] and "replaykit:replaykit@" not in json.dumps(fsck)
