@@ -66,3 +66,42 @@ def test_two_writers_into_one_postgres_store_replay_identical(tmp_path: Path) ->
             }
         fsck = json.loads(cli("cassettes", "verify", "--store", url, "--json", check=True).stdout)
         assert fsck["ok"] and "replaykit:replaykit@" not in json.dumps(fsck)
+
+
+def test_bundles_move_runs_between_backends_and_gc_works_on_postgres(tmp_path: Path) -> None:
+    """A run recorded into SQLite, exported, imported into PostgreSQL, replayed there;
+    ``cassettes rm -r`` then ``gc`` empty the PostgreSQL store again."""
+    from tests.pg import fresh_database
+
+    config = write_config(tmp_path, {"panel.seeds": [0]})
+    run = json.loads(cli("run", str(config), "--json", cwd=tmp_path, check=True).stdout)
+    bundle = tmp_path / "run.tar.gz"
+    cli(
+        "cassettes",
+        "export",
+        run["run_id"],
+        "-o",
+        str(bundle),
+        "--store",
+        str(tmp_path / "store"),
+        check=True,
+    )
+    with fresh_database("bundles") as url:
+        imported = json.loads(
+            cli("cassettes", "import", str(bundle), "--store", url, "--json", check=True).stdout
+        )
+        assert imported["store"] == url.replace("replaykit:replaykit@", "replaykit@")
+        report = json.loads(cli("replay", run["run_id"], "--store", url, "--json", check=True).stdout)
+        assert report["identical"] and len(report["episodes"]) == len(run["episodes"])
+        store = open_store(url, readonly=True)
+        assert store.count_cassettes() == len(run["cassettes"]) and store.index_rows("blobs", "hash")
+        removed = json.loads(
+            cli("cassettes", "rm", "-r", run["run_id"], "--store", url, "--json", check=True).stdout
+        )
+        assert removed["cassettes"] and removed["blobs"]
+        cli("gc", "--store", url, "--json", check=True)
+        assert (
+            store.count_cassettes() == 0
+            and store.list_runs() == []
+            and store.index_rows("blobs", "hash") == []
+        )

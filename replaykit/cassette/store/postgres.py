@@ -17,8 +17,10 @@ in the URL works but is never shown (:attr:`location` drops it).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -120,6 +122,17 @@ class PostgresStore(Store):
 
     def _table(self, name: str) -> Any:
         return self.db.table(name)  # every table is created with the schema
+
+    # -- disk space: the server's (autovacuum reuses what gc frees) -------------------
+    @contextlib.contextmanager
+    def room_to_remove(self) -> Iterator[None]:
+        yield  # no reserve file: the database server manages its own disk
+
+    def compact(self) -> dict[str, object]:
+        return {
+            "compacted": False,
+            "note": "the PostgreSQL server reuses the freed space (autovacuum); VACUUM FULL gives it back to the disk",
+        }
 
     def close(self) -> None:
         if self._pg is not None:
