@@ -8,11 +8,18 @@ task, epoch = the seed's place in the panel (1-based), messages = the conversati
 with each message once (the transcript's new messages and replies, in order),
 score ``reward`` (the verifier's), metadata = harness SHA, seed, cassette id,
 digest, steps, tokens. Needs the optional extra ``replaykit[inspect]``.
+
+File names are Inspect's own, ``{created}_{task}_{id}.json`` (timestamp first, e.g.
+``2026-12-01T08-55-18+00-00_quickstart_80f06b2677ea89a0.json``): ``list_eval_logs`` and
+``inspect view`` list only names that start with a timestamp. The header carries the
+model's token usage (``stats.model_usage``) and the reward metrics, so a listing shows
+the model and the scores without reading the samples.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +74,42 @@ def _messages(turns: list[dict[str, Any]], prefix: str) -> list[Any]:
     return out
 
 
-def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None, bool]:
+def _usage(turns: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """Input, output and total tokens the endpoint reported over an episode's calls."""
+    tokens_in = tokens_out = total = 0
+    for turn in turns:
+        usage = turn.get("usage") or {} if turn["kind"] == "call" else {}
+        if not isinstance(usage, dict):
+            continue
+        i = int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0)
+        o = int(usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0)
+        tokens_in, tokens_out, total = (
+            tokens_in + i,
+            tokens_out + o,
+            total + int(usage.get("total_tokens", i + o) or 0),
+        )
+    return tokens_in, tokens_out, total
+
+
+def log_name(created: str, task: str, log_id: str) -> str:
+    """Inspect's file name for a log: ``{created}_{task}_{id}.json``, each part without
+    ``_``, ``:`` or ``/`` (so Inspect splits it back into timestamp, task and id)."""
+
+    def clean(part: str) -> str:
+        return re.sub(r"[^A-Za-z0-9.+-]", "-", part)
+
+    return f"{clean(created)}_{clean(task)}_{clean(log_id)}.json"
+
+
+def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None, bool, tuple[int, int, int]]:
     from inspect_ai.log import EvalSample
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
     episode = store.get_episode(cassette_id)
     summary = episode_summary(cassette_id, episode)
     turns = transcript(episode)
+    usage = _usage(turns)
     messages = _messages(turns, cassette_id[:12])
     first_user = next((m.text for m in messages if m.role == "user"), "")
     last = next(
@@ -100,6 +135,11 @@ def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None
             model=summary["model"], choices=[ChatCompletionChoice(message=last, stop_reason="stop")]
         ),
         scores=scores,
+        model_usage={
+            f"replaykit/{summary['model']}": ModelUsage(
+                input_tokens=usage[0], output_tokens=usage[1], total_tokens=usage[2]
+            )
+        },
         metadata={
             "harness_sha": summary["harness_sha"],
             "seed": summary["seed"],
@@ -112,7 +152,7 @@ def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None
             "infra_failure": bool(grade and grade.infra_failure),
         },
     )
-    return sample, reward, bool(grade and grade.passed)
+    return sample, reward, bool(grade and grade.passed), usage
 
 
 def _log(
@@ -134,14 +174,19 @@ def _log(
         EvalRevision,
         EvalScore,
         EvalSpec,
+        EvalStats,
     )
+    from inspect_ai.model import ModelUsage
 
     samples, rewards, passed = [], [], []
+    totals = [0, 0, 0]
     for cassette_id, epoch in episodes:
-        sample, reward, ok = _sample(store, cassette_id, epoch)
+        sample, reward, ok, usage = _sample(store, cassette_id, epoch)
         samples.append(sample)
         rewards.append(reward or 0.0)
         passed.append(1.0 if ok else 0.0)
+        totals = [a + b for a, b in zip(totals, usage, strict=True)]
+    scored = sum(1 for s in samples if s.scores)
     metrics = {
         "mean": EvalMetric(name="mean", value=sum(rewards) / max(len(rewards), 1)),
         "accuracy": EvalMetric(name="accuracy", value=sum(passed) / max(len(passed), 1)),
@@ -162,9 +207,26 @@ def _log(
     results = EvalResults(
         total_samples=len(samples),
         completed_samples=len(samples),
-        scores=[EvalScore(name="reward", scorer=SCORER, metrics=metrics)],
+        scores=[
+            EvalScore(
+                name="reward",
+                scorer=SCORER,
+                metrics=metrics,
+                scored_samples=scored,
+                unscored_samples=len(samples) - scored,
+            )
+        ],
     )
-    return EvalLog(eval=spec, status="success", results=results, samples=samples)
+    stats = EvalStats(
+        started_at=created,
+        completed_at=created,
+        model_usage={
+            f"replaykit/{model}": ModelUsage(
+                input_tokens=totals[0], output_tokens=totals[1], total_tokens=totals[2]
+            )
+        },
+    )
+    return EvalLog(eval=spec, status="success", results=results, stats=stats, samples=samples)
 
 
 def _run_ids(store: Any, root_id: str) -> list[str] | None:
@@ -234,7 +296,7 @@ def export_inspect(store: Any, root_id: str, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     files = []
     for log_id, log in logs:
-        path = folder / f"replaykit-{log_id}.json"
+        path = folder / log_name(log.eval.created, log.eval.task.rsplit("/", 1)[-1], log_id)
         log_api.write_eval_log(log, str(path), format="json")
         files.append({"path": str(path), "run_id": log_id, "samples": len(log.samples or [])})
     return {"root": root_id, "folder": str(folder), "files": files}

@@ -131,3 +131,49 @@ def test_export_to_a_file_path_is_one_line(tmp_path: Path) -> None:
         and "is a file" in done.stderr
         and target.read_text() == "keep me"
     )
+
+
+def test_exported_logs_are_listed_by_inspect_with_model_and_scores(tmp_path: Path) -> None:
+    """``list_eval_logs`` lists only timestamp-first names; the header alone gives the model,
+    its token usage and the reward metrics (what `inspect view` shows in its list)."""
+    from inspect_ai.log import list_eval_logs
+
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(REPO / "envs" / t) for t in ("hello-file", "fix-config-port")],
+            "panel.seeds": [0],
+        },
+    )
+    run = json.loads(cli("run", str(config), "--json").stdout)
+    out = tmp_path / "logs"
+    report = json.loads(
+        cli(
+            "cassettes",
+            "export",
+            run["run_id"],
+            "--format",
+            "inspect",
+            "-o",
+            str(out),
+            "--store",
+            str(tmp_path / "store"),
+            "--json",
+        ).stdout
+    )
+    listed = list_eval_logs(str(out))
+    assert [Path(info.name.removeprefix("file://")).name for info in listed] == [
+        Path(f["path"]).name for f in report["files"]
+    ]
+    info = listed[0]
+    assert Path(info.name).name.startswith(tuple("0123456789")) and info.task == "quickstart"
+    assert info.task_id == run["run_id"]
+    header = read_eval_log(info.name, header_only=True)
+    assert header.eval.model == "replaykit/reference-weak"
+    usage = header.stats.model_usage["replaykit/reference-weak"]
+    assert usage.total_tokens == sum(e["tokens"] for e in run["episodes"]) > 0
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    score = header.results.scores[0]
+    assert score.name == "reward" and score.scored_samples == 2 and score.unscored_samples == 0
+    assert score.metrics["accuracy"].value == run["solved"] / run["total"]
+    assert score.metrics["mean"].value == sum(e["reward"] for e in run["episodes"]) / 2
