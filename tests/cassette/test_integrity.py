@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 
 from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
 from replaykit.cassette.store import Store
+from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import StoreCorrupt
 from replaykit.episodes.run import measure, replay_run
@@ -41,21 +43,35 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"tmp": tmp, "config": config, "run": run, "store": Path(config.store_path)}
 
 
-@pytest.fixture()
-def damaged(source: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """A private copy of the recorded store, and a raw SQLite connection to damage it."""
-    path = tmp_path / "store"
-    shutil.copytree(source["store"], path)
-    conn = sqlite3.connect(str(path / "index.db"), isolation_level=None)
-    yield {"path": path, "conn": conn, "run": source["run"]}
-    conn.close()
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def damaged(
+    request: pytest.FixtureRequest, source: dict[str, Any], tmp_path: Path
+) -> Iterator[dict[str, Any]]:
+    """A private copy of the recorded store on each backend, and a raw connection to damage
+    it: SQLite's own, or (PostgreSQL) the store's connection, which takes the same SQL."""
+    if request.param == "sqlite":
+        path = tmp_path / "store"
+        shutil.copytree(source["store"], path)
+        conn = sqlite3.connect(str(path / "index.db"), isolation_level=None)
+        yield {"path": str(path), "tmp": tmp_path, "conn": conn, "run": source["run"]}
+        conn.close()
+        return
+    from tests.pg import fresh_database
+
+    bundle = tmp_path / "source.tar.gz"
+    export_bundle(Store(source["store"], readonly=True), source["run"]["run_id"], bundle)
+    with fresh_database("integrity") as url:
+        raw = open_store(url)
+        import_bundle(raw, bundle)
+        yield {"path": url, "tmp": tmp_path, "conn": raw.db.conn, "run": source["run"]}  # type: ignore[attr-defined]
+        raw.close()
 
 
-def replay_error(path: Path, run_id: str) -> str:
+def replay_error(path: str, run_id: str) -> str:
     """Replay through the library and the CLI: both must say "store corrupt", exit 1, one line."""
     with pytest.raises(StoreCorrupt) as info:
-        replay_run(Store(path, readonly=True), run_id)
-    out = cli("replay", run_id, "--store", str(path))
+        replay_run(open_store(path, readonly=True), run_id)
+    out = cli("replay", run_id, "--store", path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stderr.startswith("Error: store corrupt: ") and len(out.stderr.strip().splitlines()) == 1, (
         out.stderr
@@ -64,7 +80,7 @@ def replay_error(path: Path, run_id: str) -> str:
     return str(info.value)
 
 
-def a_doc_blob(conn: sqlite3.Connection, cassette_id: str) -> str:
+def a_doc_blob(conn: Any, cassette_id: str) -> str:
     return str(conn.execute("SELECT doc FROM cassettes WHERE id = ?", (cassette_id,)).fetchone()[0])
 
 
@@ -121,10 +137,10 @@ def test_edited_cached_column_is_caught(damaged: dict[str, Any], column: str, va
 
 def damaged_config(damaged: dict[str, Any]) -> Any:
     cfg = small_config(
-        damaged["path"].parent,
+        damaged["tmp"],
         tasks=TASKS,
         seeds=[0, 1],
-        **{"model.name": "reference-weak", "env.timeout_sec": 23},
+        **{"model.name": "reference-weak", "env.timeout_sec": 23, "store": damaged["path"]},
     )
     return cfg
 
@@ -133,7 +149,7 @@ def test_run_row_pointing_at_another_document_is_caught(
     damaged: dict[str, Any], source: dict[str, Any]
 ) -> None:
     conn, run = damaged["conn"], damaged["run"]
-    store = Store(damaged["path"])
+    store = open_store(damaged["path"])
     other = dict(run, run_id="f" * 16)
     store.put_doc(
         "f" * 16,
@@ -156,7 +172,7 @@ def test_run_document_claiming_a_pass_is_caught(damaged: dict[str, Any]) -> None
     run = json.loads(json.dumps(damaged["run"]))
     entry = next(e for e in run["episodes"] if not e["passed"])
     entry["passed"], run["solved"] = True, run["solved"] + 1
-    store = Store(damaged["path"])
+    store = open_store(damaged["path"])
     store.put_run(run)
     store.close()
     message = replay_error(damaged["path"], run["run_id"])
@@ -174,14 +190,14 @@ def test_export_verifies_before_writing(damaged: dict[str, Any], tmp_path: Path)
     conn.execute("UPDATE cassettes SET passed = 1 - passed WHERE id = ?", (run["cassettes"][0],))
     out = tmp_path / "out.tar.gz"
     with pytest.raises(StoreCorrupt, match="column\\(s\\) passed"):
-        export_bundle(Store(damaged["path"], readonly=True), run["run_id"], out)
+        export_bundle(open_store(damaged["path"], readonly=True), run["run_id"], out)
     assert not out.exists() and not list(tmp_path.glob(".out.tar.gz-*"))
 
 
 def test_show_and_ls_run_say_store_corrupt(damaged: dict[str, Any]) -> None:
     conn, cid = damaged["conn"], damaged["run"]["cassettes"][0]
     conn.execute("UPDATE cassettes SET digest = ? WHERE id = ?", ("1" * 64, cid))
-    out = cli("cassettes", "show", cid, "--store", str(damaged["path"]))
+    out = cli("cassettes", "show", cid, "--store", damaged["path"])
     assert (
         out.returncode == 1
         and out.stderr.startswith("Error: store corrupt: cassette")
