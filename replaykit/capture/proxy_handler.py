@@ -21,6 +21,7 @@ from replaykit.capture.conversations import split_session
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.upstream import upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent
+from replaykit.cassette.scrub import presented_credentials, restore
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk
 from replaykit.models.failures import transport_failure
@@ -126,11 +127,8 @@ class ProxyHandler(LoopbackHandler):
     def _scrubber(self) -> Scrubber:
         """The session's scrubber plus whatever credential this client sent."""
         secrets = dict(self.server.scrubber.secrets)
-        for header in ("Authorization", "api-key", "x-api-key"):
-            value = self.headers.get(header, "")
-            value = value[7:].strip() if value.lower().startswith("bearer ") else value.strip()
-            if value:
-                secrets.setdefault(f"client_{header.lower()}", value)
+        for name, value in presented_credentials(self.headers.items()).items():
+            secrets.setdefault(name, value)
         return Scrubber(secrets)
 
     # -- endpoints -------------------------------------------------------------------
@@ -159,7 +157,9 @@ class ProxyHandler(LoopbackHandler):
             )
             self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
             return
-        self._send(event.status, event.headers, event.split_chunks(), event.reason)
+        # the client's own credential, scrubbed while recording, reaches it again as it was then
+        chunks = restore(event.split_chunks(), presented_credentials(self.headers.items()))
+        self._send(event.status, event.headers, chunks, event.reason)
 
     def _record(self, method: str, form: dict[str, Any], body: bytes, scrubber: Scrubber) -> None:
         upstream = self.server.upstream

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
 from replaykit.cassette.events import KEPT_HEADERS
+from replaykit.cassette.scrub import presented_credentials, restore
 
 if TYPE_CHECKING:
     from replaykit.capture.recorder import EpisodeCassette
@@ -89,6 +90,15 @@ def _vcr_request(real_request: Any, body: bytes) -> Any:
     return _Request(real_request.method, str(real_request.url), body)
 
 
+def _presented(real_request: Any) -> dict[str, str]:
+    """The credential the replaying client sends, under the names it is scrubbed by: the
+    endpoint key of an episode (``api_key``) and a proxy client's (``client_authorization``)."""
+    found = presented_credentials(real_request.headers.multi_items())
+    if "client_authorization" in found:
+        found.setdefault("api_key", found["client_authorization"])
+    return found
+
+
 def _watchdog(response: Any, deadline: float) -> threading.Timer:
     """Cuts the response's socket when the call's total deadline passes: a trickling body
     never hangs the caller (httpx's own timeouts are per read)."""
@@ -143,7 +153,8 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
         request = _vcr_request(real_request, body)
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
-            return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), False)
+            chunks = restore(event.split_chunks(), _presented(real_request))
+            return _response(httpx2, event.status, event.reason, event.headers, chunks, False)
         deadline = time.monotonic() + cassette.timeout_s
         try:
             real_response = real(self, real_request)
@@ -184,7 +195,8 @@ def handle_async_request(
         request = _vcr_request(real_request, body)
         if cassette.can_play_response_for(request):
             event = cassette.play_event(request)
-            return _response(httpx2, event.status, event.reason, event.headers, event.split_chunks(), True)
+            chunks = restore(event.split_chunks(), _presented(real_request))
+            return _response(httpx2, event.status, event.reason, event.headers, chunks, True)
         deadline = time.monotonic() + cassette.timeout_s
         try:
             real_response = await asyncio.wait_for(real(self, real_request), cassette.timeout_s)

@@ -150,3 +150,31 @@ class Scrubber:
         if start < len(scrubbed):
             out.append(scrubbed[start:])
         return out
+
+
+def restore(chunks: Iterable[_Bytes], values: dict[str, str]) -> list[_Bytes]:
+    """The inverse of scrubbing for the credentials a replaying client presents: each
+    ``<secret:NAME>`` with a value in ``values`` becomes that value again, so the agent sees
+    what it saw while recording (its own key echoed back). A placeholder is never split across
+    chunks (:meth:`Scrubber.chunks` moves the boundary to its end); values that could not be
+    secrets (``is_secret``) are left alone, as they were never scrubbed."""
+    names = {f"<secret:{n}>".encode(): v.encode("utf-8") for n, v in values.items() if v and is_secret(v)}
+    parts = [_Bytes(c) for c in chunks]
+    if not names:
+        return parts
+    pattern = re.compile(b"|".join(re.escape(n) for n in names))
+    return [pattern.sub(lambda m: names[m.group(0)], c) if b"<secret:" in c else c for c in parts]
+
+
+def presented_credentials(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The credential a client sent, by the name replaykit scrubs it under
+    (``client_authorization``, ``client_api-key``, ``client_x-api-key``)."""
+    found: dict[str, str] = {}
+    for name, value in headers:
+        header = name.lower()
+        if header not in ("authorization", "api-key", "x-api-key"):
+            continue
+        value = value[7:].strip() if value.lower().startswith("bearer ") else value.strip()
+        if value:
+            found.setdefault(f"client_{header}", value)
+    return found
