@@ -38,6 +38,20 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: the tiers a test can be in besides ``unit`` (pyproject declares them all)
+HEAVY = ("docker", "ray", "browser", "engine", "harbor", "postgres", "codex")
+TIERS = ("e2e", *HEAVY)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test in no tier is ``unit``: in-process, fast (``pytest -m unit``). A module of
+    CLI- or server-driven tests says ``pytestmark = pytest.mark.e2e``; a heavy test
+    carries its own marker (``docker``, ``ray``, ``browser``, ``engine``, …)."""
+    for item in items:
+        if not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker(pytest.mark.unit)
+
+
 def docker_unavailable() -> str | None:
     """None when a Docker engine answers, else a one-line reason (checked once)."""
     if "reason" not in _state:

@@ -17,6 +17,8 @@ from replaykit.commands.shell import INTERRUPTED
 from replaykit.testing import write_config
 from tests.cli_runner import cli
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
     assert proc.returncode == code, (proc.returncode, proc.stderr)
@@ -316,13 +318,14 @@ def test_docker_unreachable_is_said_once(tmp_path: Path) -> None:
         *[arg for t in tasks for arg in ("--tasks", t)],
         cwd=tmp_path,
         env=down,
+        process=True,  # the Docker client is one per process: a new DOCKER_HOST needs a new one
     )
     assert certify.returncode == 1 and "Traceback" not in certify.stderr
     reasons = [line for line in certify.stdout.splitlines() if "no-docker.sock" in line or "Docker" in line]
     assert len(reasons) == 1 and "fix-config-port" in reasons[0] and "hello-file" in reasons[0], (
         certify.stdout
     )
-    check = cli("tasks", "check", *tasks, cwd=tmp_path, env=down)
+    check = cli("tasks", "check", *tasks, cwd=tmp_path, env=down, process=True)
     assert check.returncode == 1 and "Traceback" not in check.stderr
     problems = [
         line

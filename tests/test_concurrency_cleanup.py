@@ -4,6 +4,8 @@ files) is cleaned by the next run. Real processes throughout."""
 
 from __future__ import annotations
 
+import pytest
+
 import fcntl
 import os
 import signal
@@ -14,7 +16,10 @@ from pathlib import Path
 import git
 
 from replaykit.episodes.harness import TEMPLATES
+
 from replaykit.testing import REPO_ROOT, write_config
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def env_for(tmp: Path) -> dict[str, str]:

@@ -18,6 +18,9 @@ import pytest
 
 from replaykit.commands import docgen
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 REGENERATE = "run `python -m replaykit.commands.docgen` and commit docs/"

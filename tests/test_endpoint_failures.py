@@ -26,6 +26,9 @@ from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 GOOD_KEY = "sk-gate-good-7f3a9c21d4e8"
 TASKS = [str(REPO_ROOT / "envs" / "hello-file"), str(REPO_ROOT / "envs" / "count-error-lines")]
 

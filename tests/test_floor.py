@@ -9,6 +9,8 @@ local pool capped at the core count.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import time
@@ -23,7 +25,10 @@ from replaykit.models.clients import openai_client
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
+
 from tests.test_run import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def test_one_client_per_process_and_endpoint() -> None:

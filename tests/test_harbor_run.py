@@ -4,6 +4,8 @@ handed the panel, every task is solved, the run replays identically and certifie
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -11,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+
 from replaykit.testing import write_config
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 HEAD = 'version = "2.0"\n[metadata]\ndifficulty = "easy"\ncategory = "test"\ntags = []\n'
 REWARD_IF = 'mkdir -p "$LOGS_DIR/verifier"\nif {cond}; then echo 1; else echo 0; fi > "$LOGS_DIR/verifier/reward.txt"\n'

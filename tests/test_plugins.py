@@ -23,6 +23,9 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 PLUGIN = Path(__file__).parent / "plugin"
 REPO = Path(__file__).resolve().parents[1]
 

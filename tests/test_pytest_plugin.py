@@ -10,10 +10,13 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.models.reference import ReferenceServer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 pytest_plugins = ["pytester"]
 
 USER_TESTS = """
 import os, openai, pytest
+
 
 def ask(text):
     client = openai.OpenAI(base_url=os.environ["UPSTREAM"], api_key="sk-test-secret-123", max_retries=0)

@@ -32,6 +32,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from tests.test_run import cli  # noqa: E402
 
+pytestmark = pytest.mark.ray  # starts Ray clusters
+
 MB = 1024 * 1024
 NODE = {"num_cpus": 1, "memory": 768 * MB, "object_store_memory": 80 * MB, "resources": {"docker": 1}}
 

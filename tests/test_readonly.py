@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,16 @@ from replaykit.core.errors import HarnessError
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
+from tests.cli_runner import cli as run_cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 TASKS = ["hello-file", "fix-config-port"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=600, cwd=cwd
-    )
+    return run_cli(*args, timeout=600, cwd=cwd)
 
 
 def snapshot(root: Path) -> dict[str, str]:

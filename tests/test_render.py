@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,16 +15,13 @@ from rich.console import Console
 
 from replaykit import render
 from replaykit.testing import REPO_ROOT, write_config
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def cli_json(*args: str, cwd: Path) -> Any:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = cli(*args, "--json", cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -166,23 +161,7 @@ def test_piped_cassette_show_lines_parse(tmp_path: Path, docs: dict[str, Any]) -
         : render.short_ids([r["id"] for r in docs["cassettes"]], minimum=2)
     ]  # a unique prefix, usually 2-4 chars
     cwd = Path(docs["run"]["harness_repo"]).parent
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replaykit.cli",
-            "cassettes",
-            "show",
-            prefix,
-            "--full",
-            "--store",
-            str(cwd / "store"),
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = cli("cassettes", "show", prefix, "--full", "--store", str(cwd / "store"), cwd=cwd, timeout=120)
     assert proc.returncode == 0, proc.stderr
     bodies = [
         line.split("request: ", 1)[1]

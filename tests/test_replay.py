@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,10 @@ from replaykit.cassette.store import Store
 from replaykit.episodes.harness import commit_all
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 TASKS = ["hello-file", "fix-config-port"]
 
@@ -67,20 +69,13 @@ def test_harness_with_other_prompt_diverges_via_cli(recorded: dict[str, Any]) ->
         source.replace("You are a shell agent.", "You are a meticulous shell agent.")
     )
     sha = commit_all(repo, "reword the system prompt")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replaykit.cli",
-            "replay",
-            recorded["run"]["run_id"],
-            "--harness",
-            sha[:10],
-            "--store",
-            str(recorded["config"].store_path),
-        ],
-        capture_output=True,
-        text=True,
+    proc = cli(
+        "replay",
+        recorded["run"]["run_id"],
+        "--harness",
+        sha[:10],
+        "--store",
+        str(recorded["config"].store_path),
         timeout=300,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -17,6 +17,8 @@ from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 from tests.cli_runner import cli as run_cli
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 cli = functools.partial(run_cli, check=True)  # a failing command fails the test
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from tests.cli_runner import cli
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 def test_init_makes_a_harness_repo_and_config_that_run_accepts(tmp_path: Path) -> None:
     made = cli("init", "proj", "--json", cwd=tmp_path)

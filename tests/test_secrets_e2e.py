@@ -5,6 +5,8 @@ reference server on loopback."""
 
 from __future__ import annotations
 
+import pytest
+
 import functools
 import json
 from pathlib import Path
@@ -13,7 +15,10 @@ import git
 
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
+
 from tests.cli_runner import cli as run_cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 CANARY = "sk-canary-4b1d2e9f0c7a"
 

@@ -17,6 +17,9 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.train.audit import audit, replay_training
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
 

@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

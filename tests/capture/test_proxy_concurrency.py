@@ -26,6 +26,9 @@ from replaykit.cassette.store import Store
 from replaykit.core.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 CLIENTS, TURNS = 20, 15
 
 

@@ -16,6 +16,9 @@ from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
 from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 

@@ -23,6 +23,9 @@ from replaykit.exchange.fsck import verify_store
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 MUTATIONS = 120
 CLI_EVERY = 12  # every 12th mutation is replayed through the real CLI, the rest through the library
 CASSETTE_COLUMNS = (

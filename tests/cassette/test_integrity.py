@@ -28,6 +28,9 @@ from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 TASKS = ["hello-file", "fix-config-port"]
 
 

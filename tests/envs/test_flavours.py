@@ -4,14 +4,13 @@ TB2's uv verifier through the uvx shim."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from replaykit.envs import images
 from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
@@ -57,13 +56,7 @@ def test_flavour_has_pip_venv_uv_pytest_offline(flavour: str) -> None:
 
 
 def test_tb2_uv_verifier_task_passes_offline(flavour: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "tasks", "check", "envs/py-word-stats", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    proc = cli("tasks", "check", "envs/py-word-stats", "--json", timeout=600, cwd=REPO)
     (row,) = json.loads(proc.stdout)["tasks"]
     assert proc.returncode == 0 and (row["untouched"], row["solved"]) == (0.0, 1.0), row
     test_sh = (REPO / "envs" / "py-word-stats" / "tests" / "test.sh").read_text()

@@ -20,6 +20,9 @@ from replaykit.envs.base import Grade
 from replaykit.episodes.run import measure, replay_run
 from tests.cli_runner import cli
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 REPO = Path(__file__).resolve().parents[2]
 TABLES = ("cassettes", "runs", "trees", "blobs")
 

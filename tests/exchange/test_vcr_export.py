@@ -4,8 +4,6 @@ client (streamed SSE included), and the pytest plugin replays a replaykit casset
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,11 @@ from replaykit.models.endpoint import BUILTIN_KEY
 from replaykit.models.reference import ReferenceServer
 from replaykit.pytest_plugin import store_path
 from replaykit.episodes.run import measure
+
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 pytest_plugins = ["pytester"]
 
@@ -168,26 +171,19 @@ def test_json_body_matcher_ignores_key_order_and_spacing() -> None:
 
 
 def test_cli_exports_vcr_cassettes(recorded: dict[str, Any], tmp_path: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replaykit.cli",
-            "cassettes",
-            "export",
-            recorded["run"]["run_id"],
-            "--format",
-            "vcr",
-            "-o",
-            str(tmp_path / "v"),
-            "--base-url",
-            "http://127.0.0.1:1234/v1",
-            "--store",
-            str(recorded["store"].root),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    out = cli(
+        "cassettes",
+        "export",
+        recorded["run"]["run_id"],
+        "--format",
+        "vcr",
+        "-o",
+        str(tmp_path / "v"),
+        "--base-url",
+        "http://127.0.0.1:1234/v1",
+        "--store",
+        str(recorded["store"].root),
+        "--json",
         timeout=300,
     )
     assert out.returncode == 0, out.stderr

@@ -21,6 +21,9 @@ from replaykit.models.reference import server as server_module
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest
 from replaykit.train.backends import AgentBackend
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "envs" / "hello-file"
 HARNESS = "import json\n\n\ndef solve(task, env, llm, ctx):\n    steps = 10\n    return steps\n"

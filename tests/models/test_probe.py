@@ -14,6 +14,8 @@ from replaykit.models.probe import first_difference
 from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.protocol import AssistantTurn
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

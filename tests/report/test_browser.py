@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import cli
 
+pytestmark = pytest.mark.browser  # headless Chromium
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from typing import Any
 
@@ -9,7 +11,10 @@ from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.envs.base import Grade
 from replaykit.report.diff import diff_episodes, side_by_side
 
+
 from .conftest import cli, episodes_by_unit
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def test_first_difference_of_a_new_solve_is_the_retry_nudge(quickstart_training: dict[str, Any]) -> None:

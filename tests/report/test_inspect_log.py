@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -10,7 +12,10 @@ from inspect_ai.log import read_eval_log
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 
+
 from .conftest import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 REPO = Path(__file__).resolve().parents[2]
 

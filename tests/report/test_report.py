@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import hashlib
 import json
 import re
@@ -11,7 +13,10 @@ from typing import Any
 
 from replaykit.testing import write_config
 
+
 from .conftest import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 class Page(HTMLParser):

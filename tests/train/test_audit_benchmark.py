@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
+
 from pathlib import Path
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "audit.py"
 

@@ -17,6 +17,8 @@ from replaykit.testing import small_config
 from replaykit.train.audit import replay_training
 from replaykit.train.trainer import Trainer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 @pytest.mark.codex
 def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

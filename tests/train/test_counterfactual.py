@@ -4,9 +4,6 @@ missing episodes exactly, --record them, then audit again with no model call (so
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,15 +20,17 @@ from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual, parse_spec
 from replaykit.train.counterfactual_record import record_counterfactual
 from replaykit.train.trainer import Trainer
+from tests.cli_runner import cli as run_cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def cli(*args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "audit", *args, "--json"],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "audit",
+        *args,
+        "--json",
         timeout=600,
-        env=dict(os.environ),
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -227,12 +226,7 @@ def test_cli_errors_are_one_line(quickstart: dict[str, Any]) -> None:
         ([s["epochs"][0]["verdict_id"], "--resample-seeds", "3"], "use 1..2"),
     ]
     for args, message in cases:
-        proc = subprocess.run(
-            [sys.executable, "-m", "replaykit.cli", "audit", *args, "--store", store],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = run_cli("audit", *args, "--store", store, timeout=120)
         assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and message in proc.stderr, (
             proc.stderr
         )

@@ -18,6 +18,9 @@ from replaykit.testing import small_config
 from replaykit.train.counterfactual import counterfactual
 from replaykit.train.trainer import Trainer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 TASKS = ["hello-file", "fix-config-port", "csv-active-emails", "organize-files", "count-error-lines"]
 CRITERIA = [
     {"name": "strict_pareto"},

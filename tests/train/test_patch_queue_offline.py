@@ -3,11 +3,10 @@ and travel in bundles; diff paths resolve against the config file's folder, not 
 
 from __future__ import annotations
 
+import pytest
+
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,16 @@ from replaykit.episodes.harness import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT, write_config
 
+from tests.cli_runner import cli as run_cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
 
 def cli(*args: str, cwd: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        *args,
+        "--json",
         cwd=cwd,
-        env=dict(os.environ),
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -20,6 +20,9 @@ from replaykit.train.estimators import PatchQueue
 from replaykit.train.gitops import TrainError, fast_forward
 from replaykit.train.trainer import Trainer
 
+pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+
+
 TASKS = ["hello-file", "fix-config-port", "csv-active-emails", "organize-files"]
 
 
