@@ -48,6 +48,7 @@ NOTES: dict[str, str] = {
     "model.params.frequency_penalty": "Frequency penalty (-2 to 2).",
     "model.params.parallel_tool_calls": "Allow several tool calls in one reply (where the endpoint supports it).",
     "model.accept_engine_change": "Reuse cassettes recorded under another engine identity (what the endpoint reports: context size, model file, chat template, version); `--accept-engine-change` sets it.",
+    "model.require_deterministic": "Refuse to record when the last saved probe (`replaykit probe --save`) of this endpoint, model and engine identity at this temperature was not deterministic (default: warn).",
     "model.params.extra_body": "Merged into each request body as is, e.g. llama.cpp's `{cache_prompt: false}`.",
     "panel": "The tasks × seeds a harness is measured on (one episode each).",
     "panel.tasks": "Task folders (Harbor layout) or globs, relative to the config file.",

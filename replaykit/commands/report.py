@@ -99,7 +99,9 @@ def probe(
     ),
     model: Optional[str] = typer.Option(None, "--model", help="Model name to probe."),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="Take base URL, model, temperature and key variable from this run config."
+        None,
+        "--config",
+        help="Take base URL, model, temperature, key variable and model.params from this run config.",
     ),
     n: int = typer.Option(8, "-n", help="Requests per phase (serial, then concurrent)."),
     concurrency: int = typer.Option(4, "--concurrency", help="Concurrent clients in the second phase."),
@@ -107,6 +109,12 @@ def probe(
         None, "--temperature", help="Temperature sent with every request (default: the config's, else 0)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed sent with every request."),
+    max_tokens: Optional[int] = typer.Option(
+        None,
+        "--max-tokens",
+        min=1,
+        help="Cap on each reply's tokens (default: the config's model.params.max_tokens).",
+    ),
     prompt: Optional[str] = typer.Option(
         None, "--prompt", help="The user message (default: a short fixed question)."
     ),
@@ -128,6 +136,9 @@ def probe(
         base_url, model = base_url or cfg.base_url, model or cfg.name
         temperature = cfg.temperature if temperature is None else temperature
         api_key_env = cfg.api_key_env if api_key_env is None else api_key_env
+        params = cfg.params.sent()
+    else:
+        params = {}
     if not base_url or not model:
         raise typer.BadParameter("give --base-url and --model, or --config", param_hint="--base-url/--model")
 
@@ -145,6 +156,8 @@ def probe(
         prompt or DEFAULT_PROMPT,
         "OPENAI_API_KEY" if api_key_env is None else api_key_env,
         progress=note,
+        max_tokens=max_tokens,
+        params=params,
     )
     if save:
         save_probe(existing_store(store, existing=False), result)

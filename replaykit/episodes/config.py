@@ -112,6 +112,8 @@ class ModelConfig(_Strict):
     params: ModelParams = Field(default_factory=ModelParams)
     #: reuse cassettes recorded under another engine identity (what the server reports changed)
     accept_engine_change: bool = False
+    #: refuse to record when the last saved probe of this engine was not deterministic (else: warn)
+    require_deterministic: bool = False
 
 
 class PanelConfig(_Strict):

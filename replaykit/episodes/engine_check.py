@@ -6,14 +6,19 @@ deterministic flag) stops the run with one line naming what changed, unless
 ``model.accept_engine_change`` (``--accept-engine-change``) says to reuse anyway.
 Cassettes recorded before identities were measured, and the built-in server, are not
 checked.
+
+The last saved probe (``replaykit probe --save``) of this endpoint, model and identity at
+the run's temperature is consulted too: when it was not deterministic the run warns, or
+with ``model.require_deterministic`` refuses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.errors import ConfigError, EngineChanged
+from replaykit.core.errors import ConfigError, EngineChanged, ModelError
 from replaykit.episodes.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, api_key
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
@@ -45,3 +50,34 @@ def check_engine(store: StoreBackend, reused: list[str], live: dict[str, Any], m
             f"{model.base_url} reports another engine than cassette {cassette_id} was recorded under "
             f"({changed}); rerun with --record-mode all to re-record, or --accept-engine-change to reuse"
         )
+
+
+def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest saved probe of this endpoint, model and engine identity at ``model.temperature``."""
+    endpoint, digest = model.base_url.rstrip("/"), identity_digest(live)
+    for row in store.doc_rows("probe"):
+        if (row["endpoint"], row["model"], row["config_digest"]) != (endpoint, model.name, digest):
+            continue
+        doc = store.verified_doc(row)
+        if float(doc.get("temperature", 0.0)) == model.temperature:
+            return doc
+    return None
+
+
+def check_probe(
+    store: StoreBackend, model: ModelConfig, live: dict[str, Any], warn: Callable[[str], None]
+) -> None:
+    """Warn (or, with ``model.require_deterministic``, stop) when the last probe was not deterministic."""
+    probe = last_probe(store, model, live)
+    if probe is None or probe.get("verdict") == "deterministic":
+        return
+    found = str(probe.get("classification", probe.get("verdict", "nondeterministic"))).replace("_", " ")
+    tip = (probe.get("advice") or [""])[0]
+    message = (
+        f"probe {probe['probe_id']} of {probe['base_url']} ({model.name}, this engine, temperature "
+        f"{model.temperature:g}) found it {found}: reruns may not reproduce these recordings"
+        + (f"; {tip}" if tip else "")
+    )
+    if model.require_deterministic:
+        raise ModelError(message + " (model.require_deterministic is set: fix the engine, then probe again)")
+    warn("warning: " + message)

@@ -8,6 +8,8 @@ whose key is already in the store is reused, not re-run.
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +27,7 @@ from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.models.endpoint import model_id, open_endpoint
-from replaykit.episodes.engine_check import check_engine, live_engine
+from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.episodes.rollout import (
@@ -164,6 +166,8 @@ def _measure(
     if engine is not None and record_mode != "all":
         skipped = {m.id for m, _ in missing}
         check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
+    if engine is not None and missing:
+        check_probe(store, model, engine, _warner(progress))
     if record_mode == "none" and missing:
         k, t = missing[0]
         raise CassetteNotFound(
@@ -220,6 +224,13 @@ def _measure(
     if persist:
         put_run_once(store, result.run)
     return result
+
+
+def _warner(progress: Progress | None) -> Callable[[str], None]:
+    """Warnings go where notes go (the progress callback), else to Python's warnings."""
+    if progress is not None:
+        return lambda text: progress("note", {"message": text})
+    return lambda text: warnings.warn(text, RuntimeWarning, stacklevel=3)
 
 
 def put_run_once(store: StoreBackend, run: dict[str, Any]) -> None:

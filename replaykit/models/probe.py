@@ -2,13 +2,16 @@
 
     result = probe("http://127.0.0.1:8000/v1", "my-model", n=8, concurrency=4)
     result["verdict"]  # "deterministic" | "nondeterministic"
+    result["classification"]  # "seed_not_honoured" | "load_dependent" | "deterministic"
 
 Serially: one connection, one request at a time. Concurrently: ``concurrency``
 clients, each on its own connection, all connected before any request is sent (so
 the server sees them together, as a batch), sharing the N requests. The report
 gives the distinct outputs (serial, concurrent, all), the first differing token
 position (word-level tokens: runs of letters/digits, or single symbols), the
-distinct ``system_fingerprint``s, and the settings that would help.
+distinct ``system_fingerprint``s, the engine's measured identity (``models.identity``),
+the classification and the settings that would help on that engine
+(``models.probe_advice``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ModelError
+from replaykit.models.identity import identity_digest, measure_identity
+from replaykit.models.probe_advice import advice, classify
 
 DEFAULT_PROMPT = "List three prime numbers and say in one sentence why each is prime."
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -137,26 +142,6 @@ def _endpoint(base_url: str, api_key_env: str) -> Iterator[tuple[str, str]]:
     yield base_url, os.environ.get(api_key_env, "") if api_key_env else ""
 
 
-def advice(serial_varies: bool, load_varies: bool, fingerprints: int) -> list[str]:
-    """The settings that would help, for each kind of variation seen."""
-    tips = []
-    if serial_varies:
-        tips.append(
-            "outputs differ even one request at a time: send temperature 0 (greedy decoding) and a fixed seed, "
-            "and check that the server honours `seed`"
-        )
-    if load_varies:
-        tips.append(
-            "outputs depend on concurrent load (batching): decode serially (concurrency 1 / max batch size 1), "
-            "or use a batch-invariant mode (vLLM: VLLM_BATCH_INVARIANT=1; SGLang: --enable-deterministic-inference)"
-        )
-    if fingerprints > 1:
-        tips.append(
-            "several system_fingerprints: the backend changed between calls; pin the deployment / model revision"
-        )
-    return tips
-
-
 def probe(
     base_url: str,
     model: str,
@@ -167,8 +152,12 @@ def probe(
     prompt: str = DEFAULT_PROMPT,
     api_key_env: str = "OPENAI_API_KEY",
     progress: Any = None,
+    max_tokens: int | None = None,
+    params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Probe an OpenAI-compatible chat endpoint for nondeterminism (see the module docstring)."""
+    """Probe an OpenAI-compatible chat endpoint for nondeterminism (see the module docstring).
+
+    ``max_tokens`` caps each reply; ``params`` (a config's ``model.params``) are sent too."""
     if n < 2:
         raise ConfigError(f"-n {n}: send at least 2 requests to compare outputs")
     if concurrency < 1 or concurrency > n:
@@ -180,7 +169,15 @@ def probe(
         "temperature": temperature,
         "seed": seed,
     }
+    extra = dict(params or {})
+    body.update(extra.pop("extra_body", None) or {})
+    body.update(extra)
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if max_tokens is not None and max_tokens < 1:
+        raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):
+        engine = None if base_url == "builtin" else measure_identity(url, key)
         note("note", {"message": f"probe: {n} request(s) serially to {url}"})
         client = _Client(url, key)
         try:
@@ -213,8 +210,16 @@ def probe(
         "verdict": "deterministic" if d_all == 1 and len(fingerprints) <= 1 else "nondeterministic",
         "outputs": sorted(set(outputs)),
     }
+    if max_tokens is not None or params:
+        result["request"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    if engine is not None:
+        result["engine"] = engine
+        result["engine_digest"] = identity_digest(engine)
     load_varies = d_serial == 1 and (d_conc > 1 or result["serial_vs_concurrent_differ"])
-    result["advice"] = advice(d_serial > 1, load_varies, len(fingerprints))
+    result["classification"] = classify(d_serial, load_varies)
+    result["advice"] = advice(
+        result["classification"], (engine or {}).get("engine"), temperature, len(fingerprints)
+    )
     result["probe_id"] = digest_of({k: v for k, v in result.items() if k != "advice"})[:16]
     return result
 
@@ -228,5 +233,6 @@ def save_probe(store: Any, result: dict[str, Any]) -> str:
         name=result["model"],
         model=result["model"],
         endpoint=result["base_url"],
+        config_digest=result.get("engine_digest", ""),  # the engine identity it probed
     )
     return str(result["probe_id"])

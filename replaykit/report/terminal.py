@@ -123,7 +123,12 @@ def probe(r: dict[str, Any]) -> None:
         f"first differing token: {'-' if pos is None else pos} · system_fingerprints: {', '.join(r['system_fingerprints']) or '-'}"
     )
     ok = r["verdict"] == "deterministic"
-    _print(f"verdict: {r['verdict']}", "bold green" if ok else "bold red")
+    why = {"seed_not_honoured": "seed not honoured", "load_dependent": "load-dependent"}.get(
+        r.get("classification", ""), ""
+    )
+    _print(f"verdict: {r['verdict']}" + (f" ({why})" if why else ""), "bold green" if ok else "bold red")
+    if r.get("engine"):
+        _print("engine: " + ", ".join(f"{k} {v}" for k, v in sorted(r["engine"].items())), "dim")
     for tip in r["advice"]:
         _print(f"  - {tip}")
     if r.get("saved"):

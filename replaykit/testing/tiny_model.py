@@ -63,10 +63,10 @@ class TinyShape:
     n_head: int = 4
     n_ff: int = 704
     context_length: int = 4096
-    #: how much every position prefers the token ``"``: at 1.0 greedy (temperature 0) tool-call
+    #: how much every position prefers the token ``"``: at 0.4 greedy (temperature 0) tool-call
     #: arguments close at once (``{"command": ""}``: harmless actions, real environment steps);
     #: sampled at temperature 1 they are noise
-    quote_bias: float = 1.0
+    quote_bias: float = 0.4
     scale: float = 0.02  # standard deviation of the random weights
 
 

@@ -49,6 +49,11 @@ def test_quickstart_panel_on_the_real_engine_replays_identically_with_the_server
     assert replies[0]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
     assert replies[0]["usage"]["completion_tokens"] <= 32  # max_tokens from model.params was sent
     assert any(isinstance(e, EnvEvent) for e in events)
+    store = Store(tmp_path / "store", readonly=True)
+    actions = [
+        e.action for c in run["cassettes"] for e in store.get_episode(c).events if isinstance(e, EnvEvent)
+    ]
+    assert actions and set(actions) == {""}  # greedy, the tiny model's commands are empty: harmless here
     # the server is gone: replay never needs it
     replay = run_json("replay", run["run_id"], "--store", str(tmp_path / "store"))
     assert replay["identical"] and replay["divergences"] == 0
