@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -54,3 +55,8 @@ def train(
         render.line(
             f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
         )
+    store_opt = f" --store {shlex.quote(cfg.store_location)}"
+    render.line(f"see it in your browser: replaykit view{store_opt}")
+    render.line(
+        f"or as one offline HTML file: replaykit report {summary['training_id']} -o report.html{store_opt}"
+    )

@@ -45,6 +45,25 @@ TERMS: dict[str, str] = {
 }
 
 
+#: The same words in a few words each, for the one-line legend under a CLI table.
+SHORT: dict[str, str] = {
+    "reward": "the grader's score, 0 to 1",
+    "passed": "yes, no, or infra (not graded: the endpoint or the environment failed; re-recorded next run)",
+    "steps": "environment commands the harness ran",
+    "source": "recorded now, or reused from the store (no model call)",
+    "llm": "model calls",
+    "env": "environment steps",
+    "solve rate": "task instances solved / panel size",
+    "loss": "negative is better, 0 a tie, positive worse",
+    "solved": "task instances passed, baseline → candidate",
+}
+
+
+def legend(*words: str) -> str:
+    """``legend: reward = the grader's score, 0 to 1 · …`` for the words given."""
+    return "legend: " + " · ".join(f"{w} = {SHORT[w]}" for w in words)
+
+
 def term(word: str) -> str:
     """The explanation of ``word`` (empty if the glossary does not know it)."""
     return TERMS.get(word, "")

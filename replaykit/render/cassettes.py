@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from replaykit.core.glossary import legend
 from replaykit.render.console import err, line, plain, short_ids, show_table
 from replaykit.render.runs import divergence
 
@@ -32,6 +33,7 @@ def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
         for r in rows
     ]
     show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward"], cells)
+    line(legend("llm", "env", "reward"))
 
 
 def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table
 
 
@@ -38,6 +39,7 @@ def run_table(doc: dict[str, Any]) -> None:
         ["task", "seed", "reward", "passed", "steps", "cassette", "source"],
         rows,
     )
+    line(legend("reward", "passed", "steps", "source"))
     line(
         f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
         f"reused {doc['reused_count']} cassette(s)"
@@ -101,6 +103,7 @@ def compare_table(report: dict[str, Any]) -> None:
             ]
         )
     show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
+    line(legend("solve rate"))
     if report.get("compare_id"):
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 

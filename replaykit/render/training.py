@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
+from replaykit.core.glossary import legend
 from replaykit.render.console import line, show_table
 from replaykit.render.runs import divergence
 
@@ -38,14 +39,21 @@ def training_table(doc: dict[str, Any]) -> None:
     resumed = doc.get("resumed_epochs")
     if resumed:
         line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
-    line("solved: baseline → candidate (episodes passed)")
+    line(legend("solved", "loss"))
     for note in notes:
         line(note)
-    accepted = sum(e["decision"] == "accepted" for e in doc["epochs"])
     line(
-        f"{accepted} accepted, {sum(e['decision'] == 'rejected' for e in doc['epochs'])} rejected, "
-        f"{sum(e['decision'] == 'skipped' for e in doc['epochs'])} skipped · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}"
+        f"{decision_counts(doc['epochs'])} · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}"
     )
+
+
+def decision_counts(epochs: list[dict[str, Any]]) -> str:
+    """``1 accepted (e0), 3 rejected (e1, e2, e4), 1 skipped (e3)``: counts and which epochs."""
+    parts = []
+    for decision in ("accepted", "rejected", "skipped"):
+        which = [f"e{e['epoch']}" for e in epochs if e["decision"] == decision]
+        parts.append(f"{len(which)} {decision}" + (f" ({', '.join(which)})" if which else ""))
+    return ", ".join(parts)
 
 
 def training_replay(report: dict[str, Any]) -> None:

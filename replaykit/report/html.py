@@ -29,6 +29,9 @@ def render(ctx: dict[str, Any], figures: dict[str, Any]) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    from replaykit.core.glossary import TERMS
+
+    env.globals["TERMS"] = TERMS  # tooltips on the column headers, and the legend
     svgs = {name: Markup(charts.svg(fig)) for name, fig in figures.items()}
     return env.get_template("report.html.j2").render(ctx=ctx, charts=svgs)
 

@@ -119,12 +119,12 @@ class Trainer:
                     doc["initial_sha"],
                     doc["epochs"],
                 )
-                self.progress(
-                    "note",
-                    {
-                        "message": f"resuming training {self.training_id}: {len(self.recorded)} epoch(s) recorded"
-                    },
+                what = (  # a replay (persist=False) recomputes the recording; it resumes nothing
+                    f"resuming training {self.training_id}: {len(self.recorded)} epoch(s) recorded"
+                    if self.persist
+                    else f"replaying training {self.training_id}: {len(self.recorded)} recorded epoch(s), offline"
                 )
+                self.progress("note", {"message": what})
                 return
         self.initial_sha = head
         self.training_id = digest_of([self.spec_digest, head])[:16]
