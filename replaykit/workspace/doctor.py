@@ -56,28 +56,29 @@ def check_docker(needed: bool) -> list[Check]:
 
 
 def check_store(root: Path | str) -> Check:
-    from replaykit.cassette.stores import open_store
-
-    if not open_store(root, readonly=True).exists():
-        return Check(
-            "store",
-            WARN,
-            f"no store at {root} yet (the first run creates it)",
-            "run `replaykit run CONFIG`, or pass --store",
-        )
+    """The store at ``root`` (a folder or a backend URL), opened read-only: never created."""
+    from replaykit.cassette.stores import open_store, redact
     from replaykit.core.errors import ReplaykitError
 
+    where = redact(str(root))
     try:
-        store = open_store(root)
+        store = open_store(root, readonly=True)
+        if not store.exists():
+            return Check(
+                "store",
+                WARN,
+                f"no store at {where} yet (the first run creates it)",
+                "run `replaykit run CONFIG`, or pass --store",
+            )
         runs, cassettes = len(store.list_runs()), store.count_cassettes()
     except (ReplaykitError, OSError) as exc:
         return Check(
             "store",
             FAIL,
-            f"{root}: {exc}",
-            "check the path and permissions; `replaykit cassettes verify` checks a bundle",
+            f"{where}: {exc}",
+            "check the path (or URL, server and password) and permissions; `replaykit cassettes verify` checks a bundle",
         )
-    return Check("store", OK, f"{root}: {runs} run document(s), {cassettes} cassette(s)")
+    return Check("store", OK, f"{where}: {runs} run document(s), {cassettes} cassette(s)")
 
 
 def check_harness(config: Any) -> Check:

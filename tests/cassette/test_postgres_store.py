@@ -105,3 +105,21 @@ def test_bundles_move_runs_between_backends_and_gc_works_on_postgres(tmp_path: P
             and store.list_runs() == []
             and store.index_rows("blobs", "hash") == []
         )
+
+
+def test_doctor_checks_a_postgres_store_and_never_shows_its_password(tmp_path: Path) -> None:
+    from tests.pg import fresh_database
+
+    def store_check(location: str) -> dict[str, str]:
+        proc = cli("doctor", "--store", location, "--json", cwd=tmp_path)
+        assert "Traceback" not in proc.stderr and "secret-pw" not in proc.stdout + proc.stderr
+        return next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "store")
+
+    with fresh_database("doctor") as url:
+        empty = store_check(url)
+        assert empty["status"] == "warn" and "no store at" in empty["detail"]
+        open_store(url).put_blob(b"x")  # the first write creates the tables
+        assert store_check(url)["status"] == "ok"
+        assert not open_store(url, readonly=True).list_runs()
+    down = store_check("postgresql://someone:secret-pw@127.0.0.1:1/nothing")
+    assert down["status"] == "fail" and "postgresql://someone@127.0.0.1:1/nothing" in down["detail"]

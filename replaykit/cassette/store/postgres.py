@@ -22,13 +22,16 @@ import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from replaykit.cassette.store import Store
 from replaykit.cassette.store.pg_dialect import PgDatabase, create_tables
 from replaykit.cassette.stores import redact
 from replaykit.core.errors import StoreError
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import StoreBackend
 
 
 def cache_root(url: str) -> Path:
@@ -105,13 +108,11 @@ class PostgresStore(Store):
                 pg.conn.execute(statement)
 
     def exists(self) -> bool:
-        """Whether the database holds a store (checking never creates one)."""
+        """Whether the database holds a store (checking never creates one; a server that
+        cannot be reached is an error, not an absent store)."""
         if self._pg is not None:
             return self._tables_exist(self._pg)
-        try:
-            pg = PgDatabase(self._connect())
-        except StoreError:
-            return False
+        pg = PgDatabase(self._connect())
         try:
             return self._tables_exist(pg)
         finally:
@@ -150,3 +151,6 @@ def open_postgres(location: str, readonly: bool = False) -> PostgresStore:
 
 
 __all__ = ["PostgresStore", "cache_root", "open_postgres"]
+
+if TYPE_CHECKING:
+    _conforms: type[StoreBackend] = PostgresStore  # mypy: PostgresStore implements the backend protocol
