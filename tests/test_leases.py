@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.cassette.store import Store
+from replaykit.cassette.stores import is_url, open_store
 from replaykit.core.errors import StoreError
 from replaykit.exchange.gc import remove
 from replaykit.testing import REPO_ROOT, write_config
@@ -31,16 +31,18 @@ def ok_json(*args: str, cwd: Path) -> Any:
 class GcLoop:
     """``gc`` over and over (its own connection, as another process would) until stopped."""
 
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path | str) -> None:
         self.store, self.stop, self.rounds, self.removed = store, threading.Event(), 0, 0
         self.errors: list[str] = []
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self) -> None:
         while not self.stop.is_set():
-            if (self.store / "index.db").exists():
+            if is_url(self.store) or (Path(self.store) / "index.db").exists():
                 try:
-                    report = remove(Store(self.store), [])
+                    target = open_store(self.store)
+                    report = remove(target, [])
+                    target.close()
                     self.rounds += 1
                     self.removed += len(report["trees"]) + report["blobs"]
                 except StoreError as exc:  # e.g. the schema not there yet
@@ -81,13 +83,33 @@ def test_gc_in_a_loop_during_a_cold_run_and_a_train(tmp_path: Path) -> None:
     assert rounds >= TRIALS
 
 
+@pytest.mark.e2e
+@pytest.mark.postgres
+def test_gc_in_a_loop_during_a_run_and_a_train_into_postgres(tmp_path: Path) -> None:
+    from tests.pg import fresh_database
+
+    with fresh_database("gcloop") as url:
+        tasks = [str(REPO_ROOT / "envs" / "hello-file")]
+        config = write_config(tmp_path, {"panel.tasks": tasks, "panel.seeds": [0], "store": url})
+        with GcLoop(url) as gc:
+            run = ok_json("run", str(config), cwd=tmp_path)
+            training = ok_json("train", str(config), "--epochs", "1", cwd=tmp_path)
+        assert gc.rounds > 0, gc.errors
+        assert ok_json("replay", run["run_id"], "--store", url, cwd=tmp_path)["identical"]
+        assert ok_json("replay", training["training_id"], "--store", url, cwd=tmp_path)["identical"]
+        report = ok_json("cassettes", "verify", "--store", url, cwd=tmp_path)
+        assert report["ok"] is True and report["damaged"] == [], report
+        store = open_store(url, readonly=True)
+        assert store.db.conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # type: ignore[attr-defined]
+
+
 @pytest.mark.unit
-def test_leases_keep_what_a_live_writer_wrote_and_refuse_its_removal(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s")
+def test_leases_keep_what_a_live_writer_wrote_and_refuse_its_removal(store_location: str) -> None:
+    store = open_store(store_location)
     with store.leasing():
         store.put_tree("a" * 40, {"harness.py": (0o644, b"print(1)\n")})
         blob = store.put_blob(b"about to be referenced")
-        other = Store(tmp_path / "s")  # another connection, as `replaykit gc` would open
+        other = open_store(store_location)  # another connection, as `replaykit gc` would open
         report = remove(other, [])
         assert report["trees"] == [] and report["blobs"] == 0
         assert store.has_tree("a" * 40) and store.has_blob(blob)
@@ -98,33 +120,33 @@ def test_leases_keep_what_a_live_writer_wrote_and_refuse_its_removal(tmp_path: P
 
 
 @pytest.mark.unit
-def test_a_dead_writers_leases_are_ignored_and_pruned(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s")
+def test_a_dead_writers_leases_are_ignored_and_pruned(store_location: str) -> None:
+    store = open_store(store_location)
     with store.leasing():
         store.put_blob(b"x")
-        store.db.conn.execute("UPDATE leases SET pid = 999999999")  # no such process
+        store.db.conn.execute("UPDATE leases SET pid = 999999999")  # type: ignore[attr-defined]  # no such process
         assert store.leased()["blobs"] == {}
-        assert remove(Store(tmp_path / "s"), [])["blobs"] == 1
-        assert store.db.conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+        assert remove(open_store(store_location), [])["blobs"] == 1
+        assert store.db.conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.unit
-def test_rm_of_a_leased_document_is_refused(tmp_path: Path) -> None:
-    store, doc_id = Store(tmp_path / "s"), "0123456789abcdef"
+def test_rm_of_a_leased_document_is_refused(store_location: str) -> None:
+    store, doc_id = open_store(store_location), "0123456789abcdef"
     with store.leasing():
         store.put_doc(doc_id, "compare", {"kind": "compare"})
         with pytest.raises(StoreError, match="is in use by a running replaykit process"):
-            remove(Store(tmp_path / "s"), [doc_id])
-    assert remove(Store(tmp_path / "s"), [doc_id])["runs"] == [{"id": doc_id, "kind": "compare"}]
+            remove(open_store(store_location), [doc_id])
+    assert remove(open_store(store_location), [doc_id])["runs"] == [{"id": doc_id, "kind": "compare"}]
 
 
 @pytest.mark.unit
-def test_verify_names_a_reference_that_is_gone(tmp_path: Path) -> None:
+def test_verify_names_a_reference_that_is_gone(store_location: str) -> None:
     from replaykit.exchange.fsck import verify_store
 
-    store = Store(tmp_path / "s")
+    store = open_store(store_location)
     store.put_doc("d" * 16, "training", {"training_id": "d" * 16, "kind": "training", "trees": ["b" * 40]})
-    report = verify_store(Store(tmp_path / "s", readonly=True))
+    report = verify_store(open_store(store_location, readonly=True))
     assert not report["ok"]
     assert report["damaged"][0]["error"].startswith(
         f"store corrupt: training {'d' * 16} references harness tree {'b' * 16}, which is not in the store"
