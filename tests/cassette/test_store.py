@@ -130,3 +130,24 @@ def test_a_readonly_store_never_writes(store_location: str) -> None:
     with pytest.raises(StoreError, match="open read-only"):
         reader.put_blob(b"x")
     assert "replaykit:replaykit@" not in reader.location  # a password is never shown
+
+
+@pytest.mark.postgres
+def test_a_lost_postgres_connection_is_one_line() -> None:
+    import psycopg
+
+    from tests.pg import SERVER, fresh_database
+
+    with fresh_database("lost") as url:
+        store = open_store(url)
+        digest = store.put_blob(b"kept")
+        with psycopg.connect(SERVER, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (url.rsplit("/", 1)[1],),
+            )
+        with pytest.raises(
+            StoreError, match=r"^store postgresql://replaykit@127\.0\.0\.1:\d+/\w+: \w+: .*check the server"
+        ):
+            store.get_blob(digest)
+        assert store.reopen().get_blob(digest) == b"kept"  # nothing lost: a new connection reads it

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA
+from replaykit.core.errors import StoreError
 
 #: the core tables, locked together by ``BEGIN IMMEDIATE`` (one writer; readers go on)
 LOCKED = ("blobs", "cassettes", "runs", "trees", "leases")
@@ -61,10 +62,23 @@ def create_tables() -> list[str]:
 
 
 class PgConnection:
-    """``execute``/``executemany`` with the store's SQLite spellings, on a psycopg connection."""
+    """``execute``/``executemany`` with the store's SQLite spellings, on a psycopg connection.
+    A server error is one line naming the store (``where``), never a psycopg traceback."""
 
-    def __init__(self, conn: Any) -> None:
-        self.raw = conn
+    def __init__(self, conn: Any, where: str = "") -> None:
+        self.raw, self.where = conn, where
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreError(
+                f"store {self.where}: {type(exc).__name__}: {first}; check the server, then run again"
+            ) from None
 
     @property
     def in_transaction(self) -> bool:
@@ -75,14 +89,16 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cursor = self.raw.cursor()
         args = [_value(v) for v in params]
-        cursor.execute(translate(sql, bool(args)), args or None)
+        with self._errors():
+            cursor.execute(translate(sql, bool(args)), args or None)
         return cursor
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Any:
         cursor = self.raw.cursor()
         rows = [[_value(v) for v in params] for params in seq]
         if rows:
-            cursor.executemany(translate(sql), rows)
+            with self._errors():
+                cursor.executemany(translate(sql), rows)
         return cursor
 
     def close(self) -> None:
@@ -150,8 +166,9 @@ class PgDatabase:
     """The part of a sqlite-utils ``Database`` the store uses, over one psycopg connection
     (autocommit; ``atomic()`` is a transaction, nested ones savepoints)."""
 
-    def __init__(self, conn: Any) -> None:
-        self.conn = PgConnection(conn)
+    def __init__(self, conn: Any, where: str = "", readonly: bool = False) -> None:
+        self.conn = PgConnection(conn, where)
+        self.readonly = readonly
 
     def table(self, name: str) -> PgTable:
         return PgTable(self, name)
@@ -163,8 +180,14 @@ class PgDatabase:
         return self.conn.execute(sql, params)
 
     @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
-        with self.conn.raw.transaction():
+    def atomic(self, lock: bool = True) -> Iterator[None]:
+        """A transaction. A writer's outermost one first locks the core tables against
+        other writers (as ``BEGIN IMMEDIATE``): all its locks are taken at once, in one
+        order, so concurrent writers wait their turn instead of deadlocking."""
+        outermost = not self.conn.in_transaction
+        with self.conn._errors(), self.conn.raw.transaction():
+            if outermost and lock and not self.readonly:
+                self.conn.execute(f"LOCK TABLE {', '.join(LOCKED)} IN SHARE ROW EXCLUSIVE MODE")
             yield
 
 

@@ -82,7 +82,7 @@ class PostgresStore(Store):
     @property
     def db(self) -> Any:  # a PgDatabase: the surface of sqlite-utils' Database the parts use
         if self._pg is None:
-            pg = PgDatabase(self._connect())
+            pg = PgDatabase(self._connect(), self.location, self.readonly)
             if self.readonly:
                 if not self._tables_exist(pg):
                     pg.conn.close()
@@ -102,7 +102,7 @@ class PostgresStore(Store):
     def _ensure_pg_schema(pg: PgDatabase) -> None:
         if PostgresStore._tables_exist(pg) and pg.table("leases").exists():
             return
-        with pg.atomic():  # one creator at a time: concurrent first writers wait here
+        with pg.atomic(lock=False):  # one creator at a time: concurrent first writers wait here
             pg.conn.execute("SELECT pg_advisory_xact_lock(?)", (0x7265706C6179,))
             for statement in create_tables():
                 pg.conn.execute(statement)
@@ -112,7 +112,7 @@ class PostgresStore(Store):
         cannot be reached is an error, not an absent store)."""
         if self._pg is not None:
             return self._tables_exist(self._pg)
-        pg = PgDatabase(self._connect())
+        pg = PgDatabase(self._connect(), self.location, self.readonly)
         try:
             return self._tables_exist(pg)
         finally:
