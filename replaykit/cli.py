@@ -35,10 +35,12 @@ cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette sto
 serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
 images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
 tasks_app = typer.Typer(no_args_is_help=True, help="Check and create task folders (Harbor format).")
+net_app = typer.Typer(no_args_is_help=True, help="The frozen network: what task containers fetched.")
 app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
 app.add_typer(images_app, name="images")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(net_app, name="net")
 
 
 def _version(value: bool) -> None:
@@ -66,6 +68,7 @@ app.command("compare")(measure.compare)
 cassettes_app.command("ls")(browse.cassettes_ls)
 app.command("runs")(browse.runs)
 cassettes_app.command("show")(browse.cassettes_show)
+net_app.command("ls")(browse.net_ls)
 cassettes_app.command("export")(exchange.cassettes_export)
 cassettes_app.command("import")(exchange.cassettes_import)
 cassettes_app.command("verify")(exchange.cassettes_verify)

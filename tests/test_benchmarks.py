@@ -59,3 +59,8 @@ def test_bundle_bomb_is_refused_in_bounded_memory() -> None:
 def test_view_benchmark_runs_small() -> None:
     out = bench("view.py", "--sizes", "20,60", "--repeats", "1", "--batch", "1")
     assert "first page" in out and "search index built on first search" in out and "\n    search " in out
+
+
+def test_network_proxy_runs_small() -> None:
+    out = bench("network_proxy.py", "--mb", "8", "--files", "20", "--repeats", "1")
+    assert "8 MB body through the proxy: proxy peak RSS" in out and "proxy overhead:" in out

@@ -13,7 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LlmEvent, events_digest
+from replaykit.cassette.events import (
+    EnvEvent,
+    ErrorEvent,
+    Event,
+    GradeEvent,
+    LlmEvent,
+    NetEvent,
+    events_digest,
+)
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
@@ -76,6 +84,10 @@ class Tape:
         if self.divergence is not None:
             raise self.divergence
         assert self.recorded is not None
+        # what the container fetched during an action is served with it (offline, nothing runs)
+        while self.cursor < len(self.recorded) and isinstance(self.recorded[self.cursor], NetEvent):
+            self.events.append(self.recorded[self.cursor])
+            self.cursor += 1
         expected = self.recorded[self.cursor] if self.cursor < len(self.recorded) else None
         if expected is None or expected.kind != kind:
             what = f"{kind} {actual!r}" if kind != "llm" else f"request {actual['method']} {actual['path']}"

@@ -17,6 +17,8 @@ from replaykit.cassette.events import (
     Event,
     GradeEvent,
     LlmEvent,
+    NetEvent,
+    NET_CHUNK,
 )
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
@@ -131,11 +133,38 @@ def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> dict[str, 
             "state": event.state_digest,
             "snapshot": snapshot,
         }
+    if isinstance(event, NetEvent):
+        chunks = event.chunks
+        if event.size and not chunks:  # not streamed into the store beforehand: read it now
+            chunks = _file_chunks(event, blobs)
+        return {
+            "kind": "net",
+            "method": event.method,
+            "url": event.url,
+            "request_body": event.request_body,
+            "status": event.status,
+            "reason": event.reason,
+            "headers": [list(h) for h in event.headers],
+            "body": event.body,
+            "size": event.size,
+            "chunks": list(chunks),
+            "source": event.source,
+        }
     if isinstance(event, ErrorEvent):
         return {"kind": "error", "message": event.message}
     if isinstance(event, GradeEvent):
         return {"kind": "grade", "grade": event.grade.to_dict()}
     raise TypeError(f"unknown event {event!r}")
+
+
+def _file_chunks(event: NetEvent, blobs: Blobs) -> list[str]:
+    if not event.body_path:
+        raise ValueError(f"network event {event.method} {event.url} has neither chunks nor a body file")
+    out = []
+    with open(event.body_path, "rb") as body:
+        while piece := body.read(NET_CHUNK):
+            out.append(put(blobs, piece))
+    return out
 
 
 def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any = None) -> Event:
@@ -162,6 +191,19 @@ def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any
             ),
             state_digest=doc["state"],
             snapshot=doc.get("snapshot"),
+        )
+    if kind == "net":
+        return NetEvent(
+            method=doc["method"],
+            url=doc["url"],
+            request_body=doc["request_body"],
+            status=int(doc["status"]),
+            reason=doc.get("reason", ""),
+            headers=[(h[0], h[1]) for h in doc["headers"]],
+            body=doc["body"],
+            size=int(doc["size"]),
+            chunks=list(doc["chunks"]),
+            source=doc.get("source", "upstream"),
         )
     if kind == "error":
         return ErrorEvent(message=doc["message"])

@@ -1,8 +1,9 @@
 """The events of one episode, in order, and the episode digest.
 
 An episode is a list of events: ``llm`` (request → exact response bytes with their
-chunking), ``env`` (action → observation + state digest), ``error`` (the harness
-raised) and a final ``grade``. The digest is sha256 over the canonical stream of
+chunking), ``env`` (action → observation + state digest), ``net`` (what the task's
+container fetched through the frozen network), ``error`` (the harness raised) and a
+final ``grade``. The digest is sha256 over the canonical stream of
 their digest forms — never wall-clock times — and equal digests are what
 "bit-for-bit" means.
 """
@@ -79,6 +80,62 @@ class EnvEvent:
         }
 
 
+#: network bodies are stored in chunks of this size: memory stays bounded whatever a body's size
+NET_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass
+class NetEvent:
+    """One exchange of the task container through the frozen network (``envs/network/``).
+
+    The request is kept as method + scrubbed URL + the digest of its normalised body (never
+    its headers or body: they may hold credentials); the response as status, reason, the
+    non-volatile headers and the body as content-addressed chunks (``chunks``, in order;
+    ``body`` is the sha256 of the whole). ``source`` says whether it was fetched
+    (``upstream``) or served from the store (``store``); it is not part of the digest.
+    """
+
+    method: str
+    url: str
+    request_body: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: str
+    size: int
+    chunks: list[str] = field(default_factory=list)
+    source: str = "upstream"
+    body_path: str | None = field(default=None, repr=False, compare=False)  # the spool file while recording
+    kind: str = field(default="net", init=False)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], spool: str | None) -> "NetEvent":
+        """From one line of the proxy's exchange log (its body in ``spool/bodies``)."""
+        return cls(
+            method=str(record["method"]),
+            url=str(record["url"]),
+            request_body=str(record["request_body"]),
+            status=int(record["status"]),
+            reason=str(record.get("reason") or ""),
+            headers=[(str(k), str(v)) for k, v in record.get("headers") or []],
+            body=str(record["body"]),
+            size=int(record["size"]),
+            source=str(record.get("source") or "upstream"),
+            body_path=f"{spool}/bodies/{record['body']}" if spool else None,
+        )
+
+    def digest_form(self) -> dict[str, Any]:
+        return {
+            "kind": "net",
+            "method": self.method,
+            "url": self.url,
+            "request_body": self.request_body,
+            "status": self.status,
+            "body": self.body,
+            "size": self.size,
+        }
+
+
 @dataclass
 class ErrorEvent:
     """The harness raised: its exception type and message (no traceback paths)."""
@@ -99,7 +156,7 @@ class GradeEvent:
         return {"kind": "grade", "grade": self.grade.to_dict()}
 
 
-Event = LlmEvent | EnvEvent | ErrorEvent | GradeEvent
+Event = LlmEvent | EnvEvent | NetEvent | ErrorEvent | GradeEvent
 
 
 def events_digest(events: list[Event]) -> str:
@@ -141,6 +198,10 @@ class Episode:
     @property
     def env_events(self) -> list[EnvEvent]:
         return [e for e in self.events if isinstance(e, EnvEvent)]
+
+    @property
+    def net_events(self) -> list[NetEvent]:
+        return [e for e in self.events if isinstance(e, NetEvent)]
 
     def usage_tokens(self) -> int:
         """Total tokens the endpoint reported (0 where it reported none)."""

@@ -66,3 +66,15 @@ def cassettes_show(
         emit_json(doc)
     else:
         render.cassette_doc(doc, full=full)
+
+
+def net_ls(
+    target: str = typer.Argument(..., help="A run id or a cassette id (a unique prefix is enough)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List what task containers fetched through the frozen network: URL, status, size, fetched or served."""
+    from replaykit.episodes.network import net_listing
+
+    doc = net_listing(open_store(store, readonly=True), target)
+    emit_json(doc) if as_json else render.net_rows(doc)

@@ -30,6 +30,11 @@ def cassettes_export(
         "--base-url",
         help="vcr: the client's base URL the uris are built from (default http://127.0.0.1:8765/v1).",
     ),
+    with_images: bool = typer.Option(
+        False,
+        "--with-images",
+        help="bundle: also carry the Docker images its cassettes ran in (docker save), so another machine certifies without a registry or a rebuild.",
+    ),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -55,7 +60,9 @@ def cassettes_export(
         return
     target = output or Path(f"replaykit-{root_id}.tar.gz")
     try:
-        report = bundle.export_bundle(open_store(store, readonly=True), root_id, target)
+        report = bundle.export_bundle(
+            open_store(store, readonly=True), root_id, target, with_images=with_images
+        )
     except OSError as exc:
         raise bundle.BundleError(
             f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output"

@@ -24,13 +24,24 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.core.determinism import ENV_PINS, HOSTNAME
-from replaykit.envs import compose, containers, faults, healthcheck, images, node_images, snapshot, task_env
+from replaykit.envs import (
+    compose,
+    containers,
+    faults,
+    healthcheck,
+    images,
+    network,
+    node_images,
+    snapshot,
+    task_env,
+)
 from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
 from replaykit.envs.docker_settings import DockerSettings
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
+from replaykit.envs.network.wiring import resolve_mode
 from replaykit.envs.tasks import Task, load_task
 from replaykit.core.errors import EnvError, TaskError
 
@@ -58,6 +69,8 @@ class DockerEnv:
         episode: str = "",
         aliases: dict[str, str] | None = None,
         warnings: list[str] | None = None,
+        network_mode: str | None = None,
+        network_request: dict[str, Any] | None = None,
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -81,6 +94,9 @@ class DockerEnv:
         self._storage_enforced = "no"
         self._secrets: dict[str, str] = {}
         self._warnings: list[str] = list(warnings or ())
+        self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
+        self._network_request = network_request  # the store, and what to serve (envs/network/)
+        self._net: Any = None
 
     @property
     def container(self) -> Any:
@@ -106,7 +122,9 @@ class DockerEnv:
     def network_state(self) -> str:
         """``none`` (no-network task) or ``unfrozen`` (a live network, Harbor's default;
         the frozen network, when it serves the episode, reports ``frozen``)."""
-        return "unfrozen" if self.task.allow_internet else "none"
+        if self._net is not None and self.network_mode == "frozen":
+            return "frozen"
+        return "unfrozen" if self.task.allow_internet and self.network_mode != "none" else "none"
 
     @property
     def warnings(self) -> list[str]:
@@ -165,6 +183,10 @@ class DockerEnv:
                 ) from None
         with containers.live_lock:
             containers.live[name] = None
+        net_env: dict[str, str] = {}
+        if spec is None:  # multi-container tasks keep their own network (compose.py)
+            self._net = network.attach(client, self._network_request, self.network_mode, self.episode, labels)
+            net_env = self._net.start() if self._net is not None else {}
         ncpu = containers.host_cpus(client)
         config = images.image_config(client, self.image)
         self._image_workdir = str(config.get("WorkingDir") or "") or None
@@ -174,16 +196,19 @@ class DockerEnv:
             "name": name,
             "hostname": HOSTNAME,
             "working_dir": self.workdir,
-            "environment": {**(spec.main_env if spec else {}), **self.env_vars()},
+            "environment": {**(spec.main_env if spec else {}), **self.env_vars(), **net_env},
             "detach": True,
             "tty": False,
             "stdin_open": True,
             "labels": labels,
             "network_mode": self._sidecars.network
             if self._sidecars
+            else self._net.name
+            if self._net is not None
             else "default"
-            if self.task.allow_internet
+            if self.task.allow_internet and self.network_mode != "none"
             else "none",
+            **({"extra_hosts": self._net.extra_hosts} if self._net is not None else {}),
             "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
             "mem_limit": f"{self.task.memory_mb}m",
             "memswap_limit": f"{self.task.memory_mb}m",
@@ -201,6 +226,12 @@ class DockerEnv:
             raise EnvError(
                 f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
             ) from None
+        if self._net is not None:
+            try:
+                self._net.inject(container)
+            except EnvError:
+                self.close()
+                raise
         self._box = box = EpisodeContainer(
             client,
             container,
@@ -232,6 +263,19 @@ class DockerEnv:
         sidecars, self._sidecars = self._sidecars, None
         if sidecars is not None:
             sidecars.close()
+        if self._net is not None:
+            self._net.close()
+
+    def network_exchanges(self) -> list[dict[str, Any]]:
+        """The frozen network's exchanges since the last call (records; bodies in its spool)."""
+        return self._net.drain() if self._net is not None else []
+
+    def network_misses(self) -> list[dict[str, Any]]:
+        """Requests a re-execution's frozen network had no recording for."""
+        return self._net.misses() if self._net is not None else []
+
+    def network_spool(self) -> str | None:
+        return str(self._net.spool) if self._net is not None else None
 
     def __enter__(self) -> "DockerEnv":
         self.start()
@@ -375,6 +419,7 @@ class DockerEnv:
                 "cpus": self.task.cpus,
                 "memory_mb": self.task.memory_mb,
                 "network": self.task.allow_internet,
+                "network_mode": self.network_mode,
                 "pids": self.pids_limit,
                 "storage_mb": self.task.storage_mb,
                 "storage_enforced": self._storage_enforced,
@@ -398,6 +443,8 @@ def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
     aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
+    if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
+        extra += (("network", "live"),)
     spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
         services = compose.service_images(task, spec, aliases)
@@ -428,6 +475,8 @@ def factory(spec: EnvRequest) -> DockerEnv:
         snapshot_mode=str(spec.env.get("snapshot", "digest")),
         episode=spec.key.id,
         aliases=aliases,
+        network_mode=DockerSettings.of(spec.env).network,
+        network_request=getattr(spec, "network", None),
     )
 
 

@@ -16,19 +16,23 @@ certified on its own, and one run's verdict never flips another's.
 ``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks;
 it reads certificates by the same key.
 
-An episode whose environment metadata says ``"network": "unfrozen"`` (a Docker task
-with Harbor's default public network, until the frozen network serves it) ran on a
-live network: it is never certified deterministic. Its task is ``forked`` with the
-reason ``network unfrozen`` without re-executing anything.
+An episode whose environment metadata says ``"network": "unfrozen"`` (a Docker task on a
+live network: ``env.network: live``, or recorded without the frozen network) is never
+certified deterministic: its task is ``forked`` with the reason ``network unfrozen``
+without re-executing anything. A ``frozen`` episode is re-executed behind a proxy that
+serves only its recorded exchanges (``episodes/network.py``); a request it never
+recorded is an error naming the URL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
@@ -43,6 +47,7 @@ from replaykit.core.determinism import (
     digest_of,
 )
 from replaykit.envs.registry import make_env
+from replaykit.episodes import network
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.core.errors import ReplaykitError, TaskError
 from replaykit.execution.executor import Executor
@@ -185,7 +190,7 @@ def _find_task(
     )
 
 
-def _rerun(episode: Episode, task: Task) -> _Difference | None:
+def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _Difference | None:
     """Run the episode's recorded actions in a fresh environment; the first difference."""
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
@@ -202,8 +207,16 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
         base_url="",
         api_key="",
         env=env_cfg,
+        network=dict(net or {}),
     )
     env = make_env(spec)
+    misses: Any = getattr(env, "network_misses", list)
+
+    def served() -> None:  # the frozen network had no recording for a request: say which
+        missed = misses()
+        if missed:
+            raise ReplaykitError(network.unrecorded_line(missed))
+
     step = 0
     # multi-step tasks: stage each step before its first action, grade it after its last
     bounds = list(meta.get("task", {}).get("step_actions") or [])
@@ -231,6 +244,7 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
                 advance(to_action=True)
             if isinstance(event, EnvEvent):
                 obs = env.run(event.action)
+                served()
                 rec = event.observation
                 for field in ("exit_code", "timed_out", "stdout", "stderr"):
                     a, b = getattr(rec, field), getattr(obs, field)
@@ -249,6 +263,7 @@ def _rerun(episode: Episode, task: Task) -> _Difference | None:
                     grade = combine(graded, task.reward_strategy, len(task.steps))
                 else:
                     grade = env.grade()
+                served()
                 rec_g = {
                     "reward": event.grade.reward,
                     "passed": event.grade.passed,
@@ -271,20 +286,23 @@ def network_unfrozen(episode: Episode) -> bool:
     return isinstance(environment, dict) and environment.get("network") == NETWORK_UNFROZEN
 
 
-def check_task(episodes: list[Episode], task: Task) -> Check:
+def check_task(episodes: list[Episode], task: Task, nets: dict[str, dict[str, Any]] | None = None) -> Check:
     """Re-execute every episode of one task: deterministic, forked (with the first
-    difference) or error. Writes nothing, so it can run on any worker."""
+    difference; ``network unfrozen`` when an episode ran on a live network: its
+    observations depend on what was served that day) or error. ``nets``: each episode's
+    frozen network (``episodes/network.py``). Writes nothing, so it can run on any worker."""
     status, reason, first = DETERMINISTIC, "", None
     for episode in episodes:
         if network_unfrozen(episode):
             reason = (
                 f"seed {episode.key.seed}: network unfrozen: the episode ran with a live network "
-                f"(network_mode public), so its observations cannot be certified deterministic"
+                f"(not the frozen one), so its observations cannot be certified deterministic; "
+                f"re-record it with env.network: frozen"
             )
             return FORKED, reason, {"field": "network", "seed": episode.key.seed, "cassette_id": episode.id}
     try:
         for episode in episodes:
-            diff = _rerun(episode, task)
+            diff = _rerun(episode, task, (nets or {}).get(episode.id))
             if diff is not None:
                 status, reason, first = (
                     FORKED,
@@ -303,12 +321,13 @@ class CertifyJob:
 
     episodes: list[Episode]
     task_path: str
+    nets: dict[str, dict[str, Any]] | None = None
 
     portable_paths: ClassVar[tuple[str, ...]] = ("task_path",)
 
 
 def certify_job(job: CertifyJob) -> Check:
-    return check_task(job.episodes, load_task(job.task_path))
+    return check_task(job.episodes, load_task(job.task_path), job.nets)
 
 
 def certify_task(
@@ -317,7 +336,10 @@ def certify_task(
     """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
     key = episodes[0].key
     image = dict(key.extra).get("image", "")
-    status, reason, first = check if check is not None else check_task(episodes, task)
+    if check is None:
+        with served_networks(store, episodes) as nets:
+            check = check_task(episodes, task, nets)
+    status, reason, first = check
     cert = {
         "id": _cert_id_of(store, [e.id for e in episodes]),
         "task_id": task.id,
@@ -387,9 +409,14 @@ def certify_run(
         for task_id in todo:
             finished(task_id, None)
     else:
-        jobs = [CertifyJob(episodes, str(task.path)) for episodes, task in todo.values()]
-        for job, check in executor.map(certify_job, jobs):
-            finished(job.episodes[0].key.task_id, check)
+        everything = [e for episodes, _ in todo.values() for e in episodes]
+        with served_networks(store, everything) as nets:
+            jobs = [
+                CertifyJob(episodes, str(task.path), {e.id: nets[e.id] for e in episodes})
+                for episodes, task in todo.values()
+            ]
+            for job, check in executor.map(certify_job, jobs):
+                finished(job.episodes[0].key.task_id, check)
     rows = []
     for task_id in sorted(by_task):
         cert, reused = certs[task_id]
@@ -407,3 +434,19 @@ def certify_run(
         )
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
     return {"run_id": run.run_id, "tasks": rows, **counts, "certified": counts[ERROR] == 0}
+
+
+@contextlib.contextmanager
+def served_networks(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, dict[str, Any]]]:
+    """Each episode's frozen network for a re-execution (its recorded exchanges only), removed after."""
+    nets: dict[str, dict[str, Any]] = {}
+    folders = []
+    try:
+        for episode in episodes:
+            nets[episode.id], folder = network.replay_request(store, episode)
+            if folder is not None:
+                folders.append(folder)
+        yield nets
+    finally:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
@@ -77,6 +77,7 @@ class EpisodeSpec:
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
     model_params: dict[str, Any] = field(default_factory=dict)  # model.params, sent with every call
     engine: dict[str, Any] | None = None  # the engine identity measured at record time (models.identity)
+    network: dict[str, Any] = field(default_factory=dict)  # the frozen network's store (envs/network/)
 
     def meta(self) -> dict[str, Any]:
         from replaykit.core.versions import tool_versions
@@ -155,7 +156,17 @@ class TapedEnv:
         )
         self.actions += 1
         self.tape.record(event)
+        self.record_network()
         return obs
+
+    def record_network(self) -> None:
+        """What the container fetched through the frozen network since the last call, as events."""
+        drain = getattr(self.inner, "network_exchanges", None)
+        if drain is None:
+            return
+        spool = self.inner.network_spool()  # type: ignore[union-attr]
+        for record in drain():
+            self.tape.record(NetEvent.from_record(record, spool))
 
 
 def _client(base_url: str, api_key: str, timeout_s: float, max_retries: int) -> Any:
@@ -243,6 +254,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
             failure = endpoint_failure(tape.events, tape.transport_errors)
             if failure is None and grade is None:
                 grade = _grade(inner, taped)
+            taped.record_network()  # the verifier's fetches come before the grade
             environment = inner.metadata()
         finally:
             inner.close()

@@ -26,6 +26,7 @@ from replaykit.cassette.events import Episode
 from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
+from replaykit.episodes.network import ca_home, store_bodies
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.envs.registry import env_key_extra, get_env_kind
@@ -185,6 +186,7 @@ def _measure(
         clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
         env = config.env.model_dump()
+        network = prepare_network(store, config.env.kind, [t for _, t in missing])
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)
             specs = [
@@ -207,11 +209,13 @@ def _measure(
                     max_retries=model.max_retries,
                     model_params=model.params.sent(),
                     engine=engine,
+                    network=network,
                 )
                 for k, t in missing
             ]
             executor = make_executor(config.executor, get_env_kind(config.env.kind).node_needs(env))
             for spec, episode in executor.map(record_episode, specs):
+                store_bodies(store, episode)  # network bodies streamed into blobs first
                 store.put_episode(episode)
                 result.recorded.append(spec.key.id)
                 if progress:
@@ -231,6 +235,17 @@ def _warner(progress: Progress | None) -> Callable[[str], None]:
     if progress is not None:
         return lambda text: progress("note", {"message": text})
     return lambda text: warnings.warn(text, RuntimeWarning, stacklevel=3)
+
+
+def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> dict[str, Any]:
+    """The frozen network's part of each episode's spec: the store (its CA made once, here)."""
+    if not get_env_kind(kind).uses_docker or not any(t.allow_internet for t in tasks):
+        return {}
+    from replaykit.envs.network.ca import ensure_ca
+
+    home = ca_home(store)
+    ensure_ca(home)
+    return {"store": str(home)}
 
 
 def put_run_once(store: StoreBackend, run: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent
+from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent, NetEvent
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
 
@@ -82,6 +82,15 @@ def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> 
                 stderr=_cut(event.observation.stderr, full),
                 state_digest=event.state_digest,
                 snapshot=event.snapshot,
+            )
+        elif isinstance(event, NetEvent):
+            item.update(
+                method=event.method,
+                url=event.url,
+                status=event.status,
+                bytes=event.size,
+                body=event.body,
+                source=event.source,
             )
         elif isinstance(event, ErrorEvent):
             item["message"] = event.message

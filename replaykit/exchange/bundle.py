@@ -45,6 +45,7 @@ from replaykit.exchange.bundle_format import (
     BundleError,
     Selection,
 )
+from replaykit.exchange import images
 from replaykit.exchange.reader import read_bundle
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.backend import StoreBackend
@@ -190,11 +191,17 @@ def is_gzip_name(path: Path | str) -> bool:
 
 
 def export_bundle(
-    store: StoreBackend, root_id: str, out: Path | str, compress: bool | None = None
+    store: StoreBackend,
+    root_id: str,
+    out: Path | str,
+    compress: bool | None = None,
+    with_images: bool = False,
 ) -> dict[str, Any]:
-    """Write the bundle of ``root_id`` to ``out`` (atomically); return a summary."""
+    """Write the bundle of ``root_id`` to ``out`` (atomically); return a summary. ``with_images``:
+    the Docker images its cassettes ran in, ``docker save``d into it (``exchange/images.py``)."""
     out = Path(out)
     sel = collect(store, root_id)
+    saved = images.add_images(sel) if with_images else []
     data = bundle_bytes(sel, is_gzip_name(out) if compress is None else compress)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
@@ -211,6 +218,7 @@ def export_bundle(
         "counts": sel.counts(),
         "bytes": len(data),
         "sha256": sha256_hex(data),
+        "images": saved,
     }
 
 
@@ -296,5 +304,6 @@ def import_bundle(store: StoreBackend, path: Path | str) -> dict[str, Any]:
             for table in TABLES:
                 store.insert_rows(table, plan[table])
     report["imported"] = {k: len(v) for k, v in plan.items()}
-    report["noop"] = not any(plan.values())
+    report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
+    report["noop"] = not any(plan.values()) and not report["images_loaded"]
     return report

@@ -58,6 +58,7 @@ def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[se
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise BundleError(f"{where} is unreadable: {exc}") from None
     seen.update(e.snapshot for e in episode.env_events if e.snapshot)
+    seen.update(chunk for e in episode.net_events for chunk in e.chunks)  # network bodies, by reference
     return seen, episode
 
 

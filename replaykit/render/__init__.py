@@ -17,6 +17,7 @@ from replaykit.render import console
 from replaykit.render.cassettes import (
     bundle_report,
     cassette_doc,
+    net_rows,
     cassette_rows,
     proxy_report,
     removal_report,
@@ -49,6 +50,7 @@ __all__ = [
     "err",
     "line",
     "make_console",
+    "net_rows",
     "plugins_report",
     "progress",
     "proxy_report",

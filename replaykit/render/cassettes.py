@@ -58,10 +58,39 @@ def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
             for stream in ("stdout", "stderr"):
                 if e[stream]:
                     line(f"      {stream}: {e[stream]}")
+        elif e["kind"] == "net":
+            served = "fetched" if e["source"] == "upstream" else "served from the store"
+            line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {served})")
         elif e["kind"] == "error":
             line(f"{head} {e['message']}")
         else:
             line(f"{head} {e['grade']}")
+
+
+def net_rows(doc: dict[str, Any]) -> None:
+    """``net ls``: one row per exchange, then the totals."""
+    cells: list[list[str | Text]] = [
+        [
+            r["cassette_id"][:12],
+            r["task_id"],
+            str(r["seed"]),
+            r["method"],
+            r["url"],
+            str(r["status"]),
+            str(r["bytes"]),
+            "miss (fetched)" if r["source"] == "upstream" else "hit (store)",
+        ]
+        for r in doc["exchanges"]
+    ]
+    show_table(
+        f"network exchanges of {doc['kind']} {doc['id']}",
+        ["cassette", "task", "seed", "method", "url", "status", "bytes", "source"],
+        cells,
+    )
+    line(
+        f"{doc['total']} exchange(s): {doc['misses']} fetched, {doc['hits']} served from the store; "
+        f"{doc['bytes']} bytes transferred, {doc['stored_bytes']} bytes of distinct bodies"
+    )
 
 
 def bundle_report(report: dict[str, Any], action: str) -> None:
@@ -81,6 +110,10 @@ def bundle_report(report: dict[str, Any], action: str) -> None:
         text = f"{report['path']}: OK, replaykit bundle v{report['version']} of {what}: {summary}"
         if "would_import" in report:
             text += " · would import " + ", ".join(f"{n} {k}" for k, n in report["would_import"].items())
+    if report.get("images"):
+        text += f" · with {len(report['images'])} Docker image(s)"
+    if report.get("images_loaded"):
+        text += f" · docker-loaded {len(report['images_loaded'])} image(s)"
     line(text)
 
 

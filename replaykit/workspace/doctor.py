@@ -55,6 +55,33 @@ def check_docker(needed: bool) -> list[Check]:
     ]
 
 
+def check_network(needed: bool) -> Check:
+    """The frozen network's proxy: installed, and it starts and listens (with a throwaway CA)."""
+    import shutil
+    import tempfile
+
+    from replaykit.core.errors import EnvError
+    from replaykit.envs.network import server
+    from replaykit.envs.network.ca import ensure_ca
+
+    missing = FAIL if needed else WARN
+    why = "" if needed else " (only Docker tasks that reach the internet need it)"
+    fix = "bash scripts/setup-network.sh (or set REPLAYKIT_MITMDUMP to a mitmdump 11.0)"
+    problem = server.check()
+    if problem:
+        return Check("frozen network proxy", missing, problem + why, fix)
+    if not needed:
+        return Check("frozen network proxy", OK, f"mitmdump installed at {server.mitmdump_path()}")
+    scratch = Path(tempfile.mkdtemp(prefix="replaykit-doctor-net-"))
+    try:
+        with server.ProxyServer(ensure_ca(scratch), "replay", scratch / "spool") as proxy:
+            return Check("frozen network proxy", OK, f"mitmdump starts and listens ({proxy.url})")
+    except EnvError as exc:
+        return Check("frozen network proxy", missing, f"{exc}{why}", fix)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def check_store(root: Path | str) -> Check:
     """The store at ``root`` (a folder or a backend URL), opened read-only: never created."""
     from replaykit.cassette.stores import open_store, redact
@@ -193,6 +220,7 @@ def diagnose(config_path: Path | None = None, store: str | None = None) -> dict[
     from replaykit.envs.registry import uses_docker
 
     checks += check_docker(needed=config is not None and uses_docker(config.env.kind))
+    checks.append(check_network(needed=config is not None and uses_docker(config.env.kind)))
     root = store or (config.store_location if config else os.environ.get("REPLAYKIT_STORE", "cassettes"))
     checks.append(check_store(root))
     if config is not None:

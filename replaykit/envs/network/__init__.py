@@ -1,0 +1,40 @@
+"""The frozen network: what a task container fetches, recorded and served back (issue 19).
+
+| module | concern |
+| --- | --- |
+| ``ca.py`` | the store's mitm CA, generated once, kept in the store folder (its key never leaves it) |
+| ``matching.py`` | match key (method + scrubbed URL + normalised body), URL/header scrubbing (stdlib only) |
+| ``addon.py`` | the mitmproxy addon: record, serve, refuse; bodies streamed to content-addressed files |
+| ``server.py`` | one ``mitmdump`` child process: start, wait, stop; host trust and proxy for the upstream side |
+| ``wiring.py`` | one episode: internal Docker network, proxy on its gateway, CA and variables in the container |
+
+The store side (bodies into blobs, exchanges as episode events, serving a recording back)
+is ``replaykit/episodes/network.py``: this package may not import the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def attach(
+    client: Any, request: dict[str, Any] | None, mode: str, episode: str, labels: dict[str, str]
+) -> Any:
+    """An :class:`~replaykit.envs.network.wiring.EpisodeNetwork` for this episode, or None
+    when it has no network (mode ``none``) or no store to keep what it fetches."""
+    from replaykit.envs.network.ca import StoreCA, network_folder
+    from replaykit.envs.network.wiring import EpisodeNetwork
+
+    if mode == "none" or not request or not request.get("store"):
+        return None
+    serve = request.get("serve")
+    return EpisodeNetwork(
+        client,
+        StoreCA(network_folder(Path(request["store"]))),
+        mode,
+        episode,
+        labels,
+        serve=Path(serve) if serve else None,
+        serve_only=bool(request.get("serve_only")),
+    )

@@ -1,0 +1,166 @@
+"""The store's side of the frozen network (``replaykit/envs/network/`` runs the proxy).
+
+Recording: the proxy leaves each response body in its spool; :func:`store_bodies` streams
+it into the store as content-addressed chunks (``NET_CHUNK`` bytes each: memory stays
+bounded, and a wheel fetched by a hundred episodes is stored once) before the episode is
+written. Re-executing: :func:`serve_folder` writes a recording's exchanges back as the
+proxy's ``index.json`` + ``bodies/``, chunk by chunk, so the proxy serves exactly those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from replaykit.cassette.backend import BlobStore
+from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
+from replaykit.core.errors import CassetteNotFound, EnvError
+from replaykit.envs.network.matching import key_of
+
+
+def ca_home(store: Any) -> Path:
+    """Where the store's CA lives: the store folder; a server store (PostgreSQL) has none, so
+    its CA is kept on this machine, under ``~/.cache/replaykit/network-ca/<its location's hash>``
+    (a secret never goes into the database: bundles are made from it)."""
+    location = str(store.location)
+    if "://" not in location:
+        return Path(location)
+    digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+    return Path.home() / ".cache" / "replaykit" / "network-ca" / digest
+
+
+def network_mode(episode: Episode) -> str:
+    """How the episode's container reached the network: ``frozen``, ``live`` or ``none``."""
+    environment = episode.meta.get("environment") or {}
+    state = environment.get("network") if isinstance(environment, dict) else None
+    if state in ("frozen", "none"):
+        return str(state)
+    if state == "unfrozen":
+        return "live"
+    limits = environment.get("limits") or {}
+    mode = limits.get("network_mode")
+    if mode:
+        return str(mode)
+    return "live" if limits.get("network") else "none"  # recorded before the frozen network
+
+
+def store_bodies(store: BlobStore, episode: Episode) -> None:
+    """Stream every recorded network body of ``episode`` into the store; the spool is removed."""
+    spools: set[Path] = set()
+    for event in episode.net_events:
+        if event.chunks or not event.body_path:
+            continue
+        path = Path(event.body_path)
+        spools.add(path.parent.parent)
+        whole, chunks = hashlib.sha256(), []
+        try:
+            with open(path, "rb") as body:
+                while piece := body.read(NET_CHUNK):
+                    whole.update(piece)
+                    chunks.append(store.put_blob(piece))
+        except OSError as exc:
+            raise EnvError(
+                f"the body of {event.method} {event.url} is missing from the proxy's spool: {exc}"
+            ) from None
+        if whole.hexdigest() != event.body:
+            raise EnvError(f"the body of {event.method} {event.url} changed in the proxy's spool; re-record")
+        event.chunks = chunks
+        event.body_path = None
+    for spool in spools:
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+def serve_folder(store: BlobStore, events: list[NetEvent], folder: Path) -> Path:
+    """``folder`` holding ``events`` as the proxy serves them (the first recording of a key wins)."""
+    bodies = folder / "bodies"
+    bodies.mkdir(parents=True, exist_ok=True)
+    index: dict[str, Any] = {}
+    for event in events:
+        key = key_of(event.method, event.url, event.request_body)
+        if key in index:
+            continue
+        index[key] = {
+            "status": event.status,
+            "reason": event.reason,
+            "headers": event.headers,
+            "body": event.body,
+        }
+        target = bodies / event.body
+        if not target.exists():
+            with open(target, "wb") as out:
+                for chunk in event.chunks:
+                    out.write(store.get_blob(chunk))  # verified against its address
+    (folder / "index.json").write_text(json.dumps(index, sort_keys=True))
+    return folder
+
+
+def replay_request(store: Any, episode: Episode) -> tuple[dict[str, Any], Path | None]:
+    """What a re-execution of ``episode`` gives its environment: the store (for the CA) and,
+    for a frozen recording, a folder serving its exchanges only (the caller removes it)."""
+    mode = network_mode(episode)
+    if mode == "none":
+        return {}, None
+    from replaykit.envs.network.ca import ensure_ca
+
+    home = ca_home(store)
+    ensure_ca(home)  # a store that imported the recording makes its own CA
+    request: dict[str, Any] = {"store": str(home)}
+    if mode != "frozen":
+        return request, None
+    folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
+    serve_folder(store, episode.net_events, folder)
+    return {**request, "serve": str(folder), "serve_only": True}, folder
+
+
+def unrecorded_line(misses: list[dict[str, Any]]) -> str:
+    first = misses[0]
+    more = f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""
+    return (
+        f"unrecorded request {first['method']} {first['url']}{more}: the frozen network serves only "
+        "what the recording fetched; re-record the run (replaykit run --record-mode all)"
+    )
+
+
+def net_listing(store: Any, target: str) -> dict[str, Any]:
+    """What the episodes of a run (or one cassette) fetched: one row per exchange, and totals."""
+    try:
+        ident = store.resolve_id("runs", target, what="run")
+        kind, cassettes = "run", list(store.get_run(ident).cassettes)
+    except CassetteNotFound:  # not a run: a cassette (its error names both when it is neither)
+        ident = store.resolve_id("cassettes", target, what="run or cassette")
+        kind, cassettes = "cassette", [ident]
+    rows: list[dict[str, Any]] = []
+    bodies: dict[str, int] = {}
+    for cassette_id in cassettes:
+        episode = store.get_episode(cassette_id)
+        for position, event in enumerate(episode.events):
+            if isinstance(event, NetEvent):
+                bodies[event.body] = event.size
+                rows.append(
+                    {
+                        "cassette_id": cassette_id,
+                        "task_id": episode.key.task_id,
+                        "seed": episode.key.seed,
+                        "position": position,
+                        "method": event.method,
+                        "url": event.url,
+                        "status": event.status,
+                        "bytes": event.size,
+                        "source": event.source,
+                        "body": event.body,
+                    }
+                )
+    return {
+        "kind": kind,
+        "id": ident,
+        "exchanges": rows,
+        "total": len(rows),
+        "misses": sum(1 for r in rows if r["source"] == "upstream"),
+        "hits": sum(1 for r in rows if r["source"] == "store"),
+        "bytes": sum(r["bytes"] for r in rows),
+        "stored_bytes": sum(bodies.values()),
+    }
