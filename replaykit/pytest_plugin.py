@@ -10,11 +10,12 @@ there in any project that has replaykit installed::
         assert replay.played == 1
 
 Inside the ``with`` block every HTTP request made through httpx2 (the stock
-``openai`` client) is served from the cassette's ``llm`` events, in order, under
-replaykit's matching (method, path, canonical JSON body, position; never headers;
-nothing plays twice). Nothing reaches the network, so any ``base_url`` works and
-no key is needed. A request that was not recorded at that position fails the test
-with the divergence report (position, reason, diff of the two requests).
+``openai`` client, sync or async) is served from the cassette's ``llm`` events under
+replaykit's matching, by content as the recording proxy does (method, path, canonical
+JSON body; never headers; concurrent requests in any order, identical ones in recorded
+order; nothing plays twice). Nothing reaches the network, so any ``base_url`` works and
+no key is needed. A request that matches no unserved recorded one fails the test
+with the divergence report (position, reason, diff against the nearest recorded request).
 ``require_all=True`` also fails a test that made fewer calls than were recorded.
 
 Record on first run, replay after (the pytest-recording habit)::
@@ -57,14 +58,33 @@ ENV_VAR = "REPLAYKIT_STORE"
 
 
 class LlmReplay:
-    """One cassette's LLM calls being replayed: what was recorded and how far it got."""
+    """One cassette's LLM calls being replayed: what was recorded and how far it got.
+
+    Requests are matched by content, as the recording proxy does
+    (:class:`~replaykit.capture.conversations.ConversationPlayer`): concurrent calls
+    (threads, ``asyncio.gather``) arrive in any order and each gets the recorded answer to
+    its own request; identical requests get theirs in recorded order; nothing plays twice."""
 
     def __init__(self, episode: "Episode", match_on: tuple[str, ...] | None = None) -> None:
+        from replaykit.capture.conversations import ConversationPlayer
         from replaykit.capture.matchers import DEFAULT_MATCH_ON
         from replaykit.capture.tape import Tape
 
         self.episode = episode
-        self.tape = Tape(episode.id, recorded=list(episode.llm_events), match_on=match_on or DEFAULT_MATCH_ON)
+        match_on = match_on or DEFAULT_MATCH_ON
+        self.tape = Tape(episode.id, recorded=list(episode.llm_events), match_on=match_on)
+        self.player = ConversationPlayer(episode.id, list(episode.llm_events), match_on)
+
+    def cassette(self, path: str, rules: tuple[str, ...]) -> Any:
+        """The vcrpy cassette serving this replay (a context manager)."""
+        from replaykit.capture.recorder import EpisodeCassette
+
+        return EpisodeCassette.use(path=path, tape=self.tape, rules=rules, player=self.player)
+
+    @property
+    def divergence(self) -> Any:
+        """The first request no recorded exchange answered (None: none so far)."""
+        return self.player.divergence
 
     @property
     def recorded(self) -> list["LlmEvent"]:
@@ -72,7 +92,7 @@ class LlmReplay:
 
     @property
     def played(self) -> int:
-        return self.tape.cursor
+        return self.player.cursor
 
     @property
     def remaining(self) -> int:
@@ -87,7 +107,6 @@ def replay_cassette(
     match_on: tuple[str, ...] | None = None,
 ) -> Iterator[LlmReplay]:
     """Serve the LLM calls of one stored cassette to httpx2 clients inside the block."""
-    from replaykit.capture.recorder import EpisodeCassette
     from replaykit.core.errors import CassetteNotFound, DivergenceError
 
     if not store.exists():
@@ -97,15 +116,15 @@ def replay_cassette(
     episode = store.get_episode(store.resolve_id("cassettes", cassette_id, what="cassette"))
     replay = LlmReplay(episode, match_on)
     rules = tuple(episode.meta.get("rules", []))
-    with EpisodeCassette.use(path=f"replaykit:{episode.id}", tape=replay.tape, rules=rules):
+    with replay.cassette(f"replaykit:{episode.id}", rules):
         try:
             yield replay
         except Exception:
-            if replay.tape.divergence is not None:  # the user's code may have wrapped it
-                raise replay.tape.divergence from None
+            if replay.divergence is not None:  # the user's code may have wrapped it
+                raise replay.divergence from None
             raise
-    if replay.tape.divergence is not None:  # raised inside the client, then swallowed
-        raise replay.tape.divergence
+    if replay.divergence is not None:  # raised inside the client, then swallowed
+        raise replay.divergence
     if require_all and replay.remaining:
         raise DivergenceError(
             f"cassette {episode.id}: the test made {replay.played} of {len(replay.recorded)} recorded LLM calls",
@@ -265,16 +284,12 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "StoreBackend
     mode = request.config.getoption("replaykit_record_mode", default="once") or "once"
     exists = replaykit_store.exists() and replaykit_store.has(key.id)
     if exists and mode != "all":
-        from replaykit.capture.recorder import EpisodeCassette
-
         replay = LlmReplay(replaykit_store.get_episode(key.id))
-        request.node.stash[_TAPE] = replay.tape
-        with EpisodeCassette.use(path=f"replaykit:{key.id}", tape=replay.tape, rules=rules):
+        request.node.stash[_TAPE] = replay
+        with replay.cassette(f"replaykit:{key.id}", rules):
             yield replay
-        if replay.tape.divergence is not None and request.node.stash.get(
-            _PASSED, False
-        ):  # the test swallowed it
-            pytest.fail(divergence_text(replay.tape.divergence), pytrace=False)
+        if replay.divergence is not None and request.node.stash.get(_PASSED, False):  # the test swallowed it
+            pytest.fail(divergence_text(replay.divergence), pytrace=False)
         return
     if mode == "none":
         pytest.fail(

@@ -113,6 +113,10 @@ class ConversationPlayer:
                 event = self.recorded[i]
                 assert isinstance(event, LlmEvent)
                 return event
+            if self.match_on != DEFAULT_MATCH_ON:  # matched on less than the content: the first that fits
+                loose = self._first_matching(form)
+                if loose is not None:
+                    return loose
             nearest = self._nearest(form)
             what = f"request {form['method']} {form['path']}"
             if nearest is None:
@@ -124,12 +128,27 @@ class ConversationPlayer:
                 )
             expected = self.recorded[nearest]
             assert isinstance(expected, LlmEvent)
+            reasons = "; ".join(mismatches(form, expected.request_form(), self.match_on))
             raise self._diverge(
                 nearest,
-                f"{what} matches no unserved recorded request (diff against the nearest)",
+                f"request differs ({reasons}): {what} matches no unserved recorded request "
+                "(diff against the nearest)",
                 expected.request_form(),
                 form,
             )
+
+    def _first_matching(self, form: dict[str, Any]) -> LlmEvent | None:
+        """The earliest unserved shared-path exchange that ``match_on`` finds equal (lock held)."""
+        for i, event in enumerate(self.recorded):
+            if self.served[i] or not isinstance(event, LlmEvent) or split_session(event.path)[0] is not None:
+                continue
+            if not mismatches(form, event.request_form(), self.match_on):
+                self.served[i] = True
+                queue = self.by_content.get(content_key(event.request_form()))
+                if queue is not None and i in queue:
+                    queue.remove(i)
+                return event
+        return None
 
     def _play_session(self, session: str, form: dict[str, Any]) -> LlmEvent:
         queue = self.sessions.get(session)

@@ -37,6 +37,7 @@ class EpisodeCassette(Cassette):
         rules: tuple[str, ...] = (),
         skip_patchers: tuple[str, ...] = SKIPPED_PATCHERS,
         timeout_s: float | None = None,
+        player: Any = None,
         **kwargs: Any,
     ) -> None:
         assert tape is not None
@@ -47,6 +48,9 @@ class EpisodeCassette(Cassette):
         self.rules = rules
         #: the total time one recorded call may take (model.timeout_s)
         self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+        #: a ConversationPlayer: replay matches each request by content (concurrent clients)
+        #: instead of by position on the tape
+        self.player = player
         self.custom_patches = tuple(httpx2_patches(self))
 
     # The store, not a file, holds episodes; the rollout writes them whole.
@@ -67,6 +71,8 @@ class EpisodeCassette(Cassette):
         return self.tape.replaying
 
     def play_event(self, request: Any) -> LlmEvent:
+        if self.player is not None:
+            return self.player.play(self.form(request))
         return self.tape.play_llm(self.form(request))
 
     def play_response(self, request: Any) -> dict[str, Any]:
