@@ -46,9 +46,12 @@ TIERS = ("e2e", *HEAVY)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test in no tier is ``unit``: in-process, fast (``pytest -m unit``). A module of
     CLI- or server-driven tests says ``pytestmark = pytest.mark.e2e``; a heavy test
-    carries its own marker (``docker``, ``ray``, ``browser``, ``engine``, …)."""
+    carries its own marker (``docker``, ``ray``, ``browser``, ``engine``, …). A unit test's
+    heavy parameter (the ``postgresql`` one of ``store_location``) is heavy, not ``unit``."""
     for item in items:
-        if not any(item.get_closest_marker(t) for t in TIERS):
+        if any(item.get_closest_marker(t) for t in HEAVY):
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "unit"]
+        elif not any(item.get_closest_marker(t) for t in TIERS):
             item.add_marker(pytest.mark.unit)
 
 

@@ -93,6 +93,8 @@ def test_bundles_move_runs_between_backends_and_gc_works_on_postgres(tmp_path: P
         assert imported["store"] == url.replace("replaykit:replaykit@", "replaykit@")
         report = json.loads(cli("replay", run["run_id"], "--store", url, "--json", check=True).stdout)
         assert report["identical"] and len(report["episodes"]) == len(run["episodes"])
+        listed = cli("runs", "--json", env={"REPLAYKIT_STORE": url}, cwd=tmp_path, check=True).stdout
+        assert run["run_id"] in listed  # $REPLAYKIT_STORE takes a URL as --store does
         store = open_store(url, readonly=True)
         assert store.count_cassettes() == len(run["cassettes"]) and store.index_rows("blobs", "hash")
         removed = json.loads(
