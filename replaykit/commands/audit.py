@@ -8,13 +8,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.text import Text
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ConfigError
 
 
@@ -153,10 +154,11 @@ def audit(
         None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
-    st = open_store(store, readonly=not record)  # reading never writes
+    st = open_store(store, readonly=not record, config=config)  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
         for flag, given in (("--optimizer", optimizer), ("--record", record), ("--sweep", sweep)):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Optional
 
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
 def runs(
@@ -15,10 +16,11 @@ def runs(
         None, "--kind", help="Only documents of this kind."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
-    everything = open_store(store, readonly=True).list_runs()
+    everything = open_store(store, readonly=True, config=config).list_runs()
     rows = [r for r in everything if kind is None or r["kind"] == kind]
     rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
@@ -30,12 +32,13 @@ def cassettes_ls(
         None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode), oldest first."""
     from replaykit.episodes.views import count_cassettes, list_cassettes
 
-    st = open_store(store, readonly=True)
+    st = open_store(store, readonly=True, config=config)
     if limit is None and not as_json:
         limit = 100
     rows = list_cassettes(st, run_id, limit)
@@ -52,6 +55,7 @@ def cassettes_show(
         False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Show one cassette's events in order."""
@@ -60,8 +64,10 @@ def cassettes_show(
     if transcript:
         from replaykit.commands import report as report_cmd
 
-        return report_cmd.show_transcript(open_store(store, readonly=True), cassette_id, as_json)
-    doc = show_cassette(open_store(store, readonly=True), cassette_id, full=full or as_json)
+        return report_cmd.show_transcript(
+            open_store(store, readonly=True, config=config), cassette_id, as_json
+        )
+    doc = show_cassette(open_store(store, readonly=True, config=config), cassette_id, full=full or as_json)
     if as_json:
         emit_json(doc)
     else:

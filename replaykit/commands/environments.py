@@ -9,7 +9,7 @@ from typing import Literal, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
 def images_build_base(
@@ -91,6 +91,7 @@ def certify(
         None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-execute a run's recorded actions and classify each task deterministic or forked."""
@@ -99,7 +100,7 @@ def certify(
 
     with render.progress(enabled=not as_json) as progress:
         report = certify_run(
-            open_store(store),
+            open_store(store, config=config),
             run_id,
             tasks=tasks,
             root=Path.cwd(),

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
 def cassettes_export(
@@ -36,6 +36,7 @@ def cassettes_export(
         help="bundle: also carry the Docker images its cassettes ran in (docker save), so another machine certifies without a registry or a rebuild.",
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
@@ -47,11 +48,11 @@ def cassettes_export(
         from replaykit.commands import report as report_cmd
 
         return report_cmd.export_inspect(
-            open_store(store), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json
+            open_store(store, config=config), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json
         )
     if fmt == "vcr":
         report = vcr_export.export_vcr(
-            open_store(store, readonly=True),
+            open_store(store, readonly=True, config=config),
             root_id,
             output or Path(f"replaykit-{root_id}-vcr"),
             base_url or vcr_export.DEFAULT_BASE_URL,
@@ -61,7 +62,7 @@ def cassettes_export(
     target = output or Path(f"replaykit-{root_id}.tar.gz")
     try:
         report = bundle.export_bundle(
-            open_store(store, readonly=True), root_id, target, with_images=with_images
+            open_store(store, readonly=True, config=config), root_id, target, with_images=with_images
         )
     except OSError as exc:
         raise bundle.BundleError(
@@ -73,12 +74,13 @@ def cassettes_export(
 def cassettes_import(
     bundle_file: Path = typer.Argument(..., help="A bundle from `replaykit cassettes export`."),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
     from replaykit.exchange.bundle import import_bundle
 
-    report = import_bundle(open_store(store), bundle_file)
+    report = import_bundle(open_store(store, config=config), bundle_file)
     emit_json(report) if as_json else render.bundle_report(report, "import")
 
 
@@ -89,13 +91,14 @@ def cassettes_verify(
     store: Optional[str] = typer.Option(
         None, "--store", help="The store to check (with a bundle: also check the bundle against it)."
     ),
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a bundle without importing it, or (no bundle) every blob, row and document of a store (an fsck)."""
     if bundle_file is None:
         from replaykit.exchange.fsck import verify_store
 
-        result = verify_store(open_store(store, readonly=True))
+        result = verify_store(open_store(store, readonly=True, config=config))
         if as_json:
             emit_json(result)
         else:
@@ -105,5 +108,6 @@ def cassettes_verify(
         return
     from replaykit.exchange.bundle import verify_bundle
 
-    report = verify_bundle(bundle_file, open_store(store, readonly=True) if store else None)
+    against = open_store(store, readonly=True, config=config) if store or config else None
+    report = verify_bundle(bundle_file, against)
     emit_json(report) if as_json else render.bundle_report(report, "verify")

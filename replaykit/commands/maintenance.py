@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
 def doctor(
@@ -55,12 +55,13 @@ def cassettes_rm(
         False, "--dry-run", "-n", help="List what would be removed; change nothing."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove documents or cassettes (refused while a kept document references them), then their unreferenced blobs."""
     from replaykit.exchange.gc import remove
 
-    report = remove(open_store(store), ids, recursive=recursive, dry_run=dry_run)
+    report = remove(open_store(store, config=config), ids, recursive=recursive, dry_run=dry_run)
     emit_json(report) if as_json else render.removal_report(report)
 
 
@@ -69,10 +70,11 @@ def gc(
         False, "--dry-run", "-n", help="List what would be removed; change nothing."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove blobs and harness trees that no run, training, verdict or cassette references."""
     from replaykit.exchange.gc import remove
 
-    report = remove(open_store(store), [], dry_run=dry_run)
+    report = remove(open_store(store, config=config), [], dry_run=dry_run)
     emit_json(report) if as_json else render.removal_report(report)

@@ -54,10 +54,12 @@ def run(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
         )
     doc = with_errors(open_store(cfg.store_location), result.to_json())
+    doc["store"] = cfg.store_location
     if as_json:
         emit_json(doc)
     else:
         render.run_table(doc)
+        render.line(f"stored in {cfg.store_location} · replaykit replay {doc['run_id']} --config {config}")
 
 
 def compare(

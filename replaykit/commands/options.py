@@ -1,5 +1,10 @@
-"""What the commands share: the common options (``--store``, ``--json``, ``--keep-going``,
-``--record-mode`` values), opening the store, printing one JSON document."""
+"""What the commands share: the common options (``--store``, ``--config``, ``--json``,
+``--keep-going``), opening the store, printing one JSON document.
+
+Which store a command reads: ``--store``, else the store of ``--config CFG``, else
+``$REPLAYKIT_STORE``, else ``./cassettes``. Every store opened is remembered with how
+it was chosen (``looked_in``), so an id that is not found says where it was looked for
+(``shell.run`` appends it to the error line)."""
 
 from __future__ import annotations
 
@@ -27,6 +32,9 @@ KeepGoingOpt = typer.Option(
     help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on.",
 )
 
+ConfigStoreOpt = typer.Option(
+    None, "--config", help="Use this run config's store (its store: field), as run and train did."
+)
 AcceptEngineOpt = typer.Option(
     False,
     "--accept-engine-change",
@@ -34,16 +42,49 @@ AcceptEngineOpt = typer.Option(
 )
 
 
-def open_store(store: Optional[str | Path], readonly: bool = False) -> StoreBackend:
-    """The store at --store / $REPLAYKIT_STORE / ./cassettes (a folder, ``sqlite:PATH`` or a
-    backend URL such as ``postgresql://…``); ``readonly`` never creates nor writes it."""
+#: the stores this command opened, each with how it was chosen (for "not found" errors)
+_looked_in: list[str] = []
+
+
+def choose_store(store: Optional[str | Path], config: Optional[Path] = None) -> tuple[str, str]:
+    """(location, how it was chosen): --store, --config's store, $REPLAYKIT_STORE, ./cassettes."""
+    if store:
+        return str(store), "--store"
+    if config is not None:
+        from replaykit.episodes.config import load_config
+
+        return load_config(config).store_location, f"the store of --config {config}"
+    if os.environ.get("REPLAYKIT_STORE"):
+        return os.environ["REPLAYKIT_STORE"], "$REPLAYKIT_STORE"
+    return "cassettes", "the default ./cassettes"
+
+
+def open_store(
+    store: Optional[str | Path], readonly: bool = False, config: Optional[Path] = None
+) -> StoreBackend:
+    """The store chosen by ``choose_store`` (a folder, ``sqlite:PATH`` or a backend URL such
+    as ``postgresql://…``); ``readonly`` never creates nor writes it."""
     import atexit
 
     from replaykit.cassette.stores import open_store as open_location
 
-    st = open_location(store or os.environ.get("REPLAYKIT_STORE") or "cassettes", readonly=readonly)
+    location, how = choose_store(store, config)
+    _looked_in.append(f"{location} ({how})")
+    st = open_location(location, readonly=readonly)
     atexit.register(st.close)
     return st
+
+
+def forget_stores() -> None:
+    _looked_in.clear()
+
+
+def looked_in() -> str:
+    """Where this command looked for ids, and how to look elsewhere ("" before any store opened)."""
+    if not _looked_in:
+        return ""
+    where = "; ".join(dict.fromkeys(_looked_in))
+    return f"looked in {where}; choose another with --store, --config CFG or $REPLAYKIT_STORE"
 
 
 def emit_json(value: Any) -> None:

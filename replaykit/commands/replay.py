@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
 def replay(
@@ -24,13 +24,14 @@ def replay(
         None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""
     from replaykit.execution.select import cli_executor
     from replaykit.episodes.run import replay_run
 
-    st = open_store(store, readonly=True)
+    st = open_store(store, readonly=True, config=config)
     executor = cli_executor(workers, ray)
     if st.doc_kind(run_id) == "training":
         from replaykit.train.audit import replay_training

@@ -11,15 +11,15 @@ from typing import Any, Optional
 
 import typer
 
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 
 
-def existing_store(store: Optional[str], existing: bool = True) -> Any:
+def existing_store(store: Optional[str], existing: bool = True, config: Optional[Path] = None) -> Any:
     """The store (see ``options.open_store``); a reading command never creates one and
     stops at once when it is missing."""
     from replaykit.core.errors import StoreError
 
-    st = open_store(store, readonly=existing)  # reading never writes
+    st = open_store(store, readonly=existing, config=config)  # reading never writes
     if existing and not st.exists():
         raise StoreError(f"no store at {st.location}; pass --store or set REPLAYKIT_STORE")
     return st
@@ -47,6 +47,7 @@ def cassettes_diff(
         None, "--unit", help="With a verdict: only this TASK#SEED (default: every new solve and regression)."
     ),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Align two episodes call by call and step by step; show the first point where they part.
@@ -55,7 +56,7 @@ def cassettes_diff(
     from replaykit.report import terminal
     from replaykit.report.diff import diff_cassettes, diff_verdict
 
-    st = existing_store(store)
+    st = existing_store(store, config=config)
     if b is None:
         report = diff_verdict(st, a, unit)
         emit_json(report) if as_json else terminal.verdict_diff(report)
@@ -75,12 +76,13 @@ def report(
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write each chart as PNG into this folder."),
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Write one self-contained offline HTML report (curve, verdicts, diffs, grids, transcripts)."""
     from replaykit.report.html import write_report
 
-    summary = write_report(existing_store(store), report_id, output, png)
+    summary = write_report(existing_store(store, config=config), report_id, output, png)
     if as_json:
         emit_json(summary)
         return
@@ -160,7 +162,7 @@ def probe(
         params=params,
     )
     if save:
-        save_probe(existing_store(store, existing=False), result)
+        save_probe(existing_store(store, existing=False, config=config), result)
     result["saved"] = save
     if as_json:
         emit_json(result)

@@ -22,7 +22,7 @@ import typer
 from typer import _click
 from typer.core import TyperArgument, TyperOption
 
-from replaykit.core.errors import ReplaykitError
+from replaykit.core.errors import CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
 
 INTERRUPTED = "interrupted — rerun the same command to resume"
 _TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "Path": "PATH", "bool": "BOOLEAN"}
@@ -121,8 +121,22 @@ def err(line: str) -> None:
         pass
 
 
+def _where(exc: ReplaykitError) -> str:
+    """For an id or store that was not found: which stores were looked in."""
+    from replaykit.commands.options import looked_in
+
+    missing = isinstance(exc, CassetteNotFound) or (
+        isinstance(exc, StoreError) and not isinstance(exc, StoreCorrupt) and str(exc).startswith("no ")
+    )
+    where = looked_in() if missing else ""
+    return f" ({where})" if where else ""
+
+
 def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "replaykit") -> int:
     """Run ``app`` and return the exit code; never lets a traceback out for user errors."""
+    from replaykit.commands.options import forget_stores
+
+    forget_stores()  # each invocation says where it looked (tests run several in one process)
     command = polish(typer.main.get_command(app))
     try:
         # click's ``main`` minus its own error handling (which turns Ctrl-C into a silent 130)
@@ -136,7 +150,7 @@ def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "r
             return exc.exit_code
         return 0
     except ReplaykitError as exc:
-        err(f"Error: {' '.join(str(exc).split())}")
+        err(f"Error: {' '.join(str(exc).split())}{_where(exc)}")
         return 1
     except _click.exceptions.UsageError as exc:
         err(_usage_line(exc))

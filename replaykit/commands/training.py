@@ -42,7 +42,7 @@ def train(
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()
-    summary = trainer.summary()
+    summary = dict(trainer.summary(), store=cfg.store_location)
     if as_json:
         emit_json(summary)
         return
@@ -56,6 +56,7 @@ def train(
             f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
         )
     store_opt = f" --store {shlex.quote(cfg.store_location)}"
+    render.line(f"stored in {cfg.store_location} · replaykit replay {summary['training_id']}{store_opt}")
     render.line(f"see it in your browser: replaykit view{store_opt}")
     render.line(
         f"or as one offline HTML file: replaykit report {summary['training_id']} -o report.html{store_opt}"
