@@ -1,3 +1,4 @@
 #!/usr/bin/env bash
 set -euo pipefail
-python3 "$SOLUTION_DIR/fix.py"
+# Harbor sets no SOLUTION_DIR: fall back to where both put solution/
+python3 "${SOLUTION_DIR:-/solution}/fix.py"

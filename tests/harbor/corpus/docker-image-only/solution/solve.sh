@@ -1,0 +1,2 @@
+#!/bin/bash
+python3 -c 'print(6 * 7)' > /tmp/answer.txt

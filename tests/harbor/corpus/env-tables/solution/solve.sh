@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "$GREETING $SUFFIX" > /app/greeting.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+. /tests/helpers.sh
+grade '[ "$(cat /app/list.txt)" = "$(printf "one\ntwo")" ]'

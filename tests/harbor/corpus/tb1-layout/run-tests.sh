@@ -1,0 +1,3 @@
+#!/bin/bash
+# TB1: exit 0 passes; the tests are in $TEST_DIR
+bash $TEST_DIR/check.sh

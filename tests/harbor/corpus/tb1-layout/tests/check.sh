@@ -1,0 +1,1 @@
+[ "$(cat /app/done.txt 2>/dev/null)" = done ]
