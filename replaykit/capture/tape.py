@@ -90,10 +90,22 @@ class Tape:
             self.cursor += 1
         expected = self.recorded[self.cursor] if self.cursor < len(self.recorded) else None
         if expected is None or expected.kind != kind:
-            what = f"{kind} {actual!r}" if kind != "llm" else f"request {actual['method']} {actual['path']}"
+            if kind == "grade" and expected is not None:  # the new harness stopped where the old went on
+                left = len(self.recorded) - self.cursor - 1  # events after the next, before the grade
+                ended = f"after event {self.cursor - 1}" if self.cursor else "before its first event"
+                reason = (
+                    f"the harness ended {ended} (it asked for its grade); "
+                    f"the recording goes on with {_describe(expected)}"
+                    + (f" and {left} more event(s)" if left > 0 else "")
+                )
+            else:
+                what = (
+                    f"{kind} {actual!r}" if kind != "llm" else f"request {actual['method']} {actual['path']}"
+                )
+                reason = f"{what} was not recorded here (the recording has {_describe(expected)})"
             raise self.diverge(
                 kind,
-                f"{what} was not recorded here (the recording has {_describe(expected)})",
+                reason,
                 _form(expected),
                 actual,
                 request_diff(_form(expected), actual) if kind == "llm" else [],

@@ -94,7 +94,9 @@ def _usage_line(exc: Any) -> str:
     names = sorted(getattr(ctx.command, "commands", {}) or {}) if ctx is not None else []
     if message.startswith("Missing command") and names:
         message = f"Missing command (one of: {', '.join(names)})"
-    return f"Error: {message.rstrip('.')}.{_hint(ctx)}"
+    message = message.rstrip(".")
+    end = "" if message.endswith(("?", "!")) else "."  # "Did you mean 'run'?" takes no full stop after it
+    return f"Error: {message}{end}{_hint(ctx)}"
 
 
 def _os_error_line(exc: OSError) -> str:

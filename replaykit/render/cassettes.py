@@ -64,7 +64,16 @@ def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
         elif e["kind"] == "error":
             line(f"{head} {e['message']}")
         else:
-            line(f"{head} {e['grade']}")
+            line(f"{head} {grade_text(e['grade'])}")
+
+
+def grade_text(grade: dict[str, Any] | None) -> str:
+    """``PASS · reward 1.0 · reward 1 from reward.txt …`` (never a Python dict)."""
+    if not grade:
+        return "-"
+    verdict = "INFRA FAILURE" if grade.get("infra_failure") else ("PASS" if grade.get("passed") else "FAIL")
+    detail = grade.get("detail")
+    return f"{verdict} · reward {grade.get('reward')}" + (f" · {detail}" if detail else "")
 
 
 def net_rows(doc: dict[str, Any]) -> None:

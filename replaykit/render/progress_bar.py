@@ -6,10 +6,26 @@ import contextlib
 from typing import Any, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from replaykit.core.progress import Progress as ProgressCallback
 from replaykit.core.progress import ProgressData, ProgressEvent
 from replaykit.render.console import err, err_console
+
+
+#: Characters of a bar's label (``baseline 6cc9be88e2 · csv-active-emails#1``), padded or cut to it.
+LABEL_WIDTH = 44
+
+
+def episode_label(data: ProgressData) -> str:
+    """``LABEL task#seed``: the episode just finished, as the rest of replaykit names a task instance."""
+    unit = (
+        f"{data['task_id']}#{data['seed']}"
+        if "task_id" in data and "seed" in data
+        else str(data.get("task_id", ""))
+    )
+    prefix = str(data.get("label") or "")
+    return " · ".join(p for p in (prefix, unit) if p)
 
 
 @contextlib.contextmanager
@@ -24,8 +40,10 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback]:
     if not enabled or not err_console.is_terminal:
         yield lambda event, data: err(str(data.get("message", ""))) if event == "note" else None
         return
-    bar = Progress(
-        TextColumn("{task.description}"),
+    bar = Progress(  # a fixed-width label: the bar does not jump sideways with the task name
+        TextColumn(
+            "{task.description}", table_column=Column(width=LABEL_WIDTH, no_wrap=True, overflow="ellipsis")
+        ),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -52,9 +70,7 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback]:
         elif event in ("episode", "task"):
             if "inner" not in state:
                 state["inner"] = bar.add_task(event, total=None)
-            detail = " ".join(f"{k}={v}" for k, v in data.items() if k in ("task_id", "seed"))
-            prefix = f"{data['label']} " if data.get("label") else ""
-            bar.update(state["inner"], advance=1, description=f"{prefix}{detail}" or event)
+            bar.update(state["inner"], advance=1, description=episode_label(data) or event)
 
     with bar:
         yield callback

@@ -58,3 +58,77 @@ def test_cli_tables_and_the_report_explain_their_words(
     assert 'id="legend"' in html and escape(TERMS["infra"]) in html
     accepted = [e["epoch"] for e in quickstart_store["training"]["epochs"] if e["decision"] == "accepted"]
     assert f"{len(accepted)} accepted (e{', e'.join(map(str, accepted))})" in html
+
+
+def test_serve_reference_without_tasks_warns_about_a_foreign_task(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replaykit.cli", "serve", "reference", "--port", "0", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base = ""
+        while not base.rstrip().endswith("}"):
+            base += proc.stdout.readline()
+        url = json.loads(base)["base_url"]
+
+        def ask(text: str) -> str:
+            body = {"model": "reference-weak", "messages": [{"role": "user", "content": text}]}
+            request = urllib.request.Request(
+                url + "/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return str(json.loads(answer.read())["choices"][0]["message"]["content"])
+
+        for _ in range(2):  # the same conversation twice: one warning
+            assert "nothing to run" in ask(
+                "# Migrate the billing database\nMove every table to the new schema."
+            )
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    warnings = [line for line in err.splitlines() if "no task it knows" in line]
+    assert len(warnings) == 1 and "Migrate the billing database" in warnings[0] and "--tasks" in warnings[0]
+
+
+def test_a_harness_that_stops_early_is_said_so(quickstart_store: dict[str, Any]) -> None:
+    """Replaying the baseline's recording with the step-capped candidate: it asks for its
+    grade while the recording goes on; the divergence says that in words."""
+    epoch = next(e for e in quickstart_store["training"]["epochs"] if "[step-cap]" in e["description"])
+    proc = cli(
+        "replay",
+        epoch["baseline_run"],
+        "--harness",
+        epoch["candidate_sha"],
+        "--store",
+        str(quickstart_store["store"]),
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "the harness ended after event" in text, text[-2000:]
+    assert "(it asked for its grade); the recording goes on with request POST /v1/chat/completions" in text
+    assert "grade 'grade' was not recorded" not in text
+
+
+def test_small_words(quickstart_store: dict[str, Any]) -> None:
+    from replaykit.render.progress_bar import episode_label
+
+    typo = cli("rnu")
+    assert typo.returncode == 2 and "Did you mean 'run'? Try 'replaykit --help' for help." in typo.stderr
+    assert "?." not in typo.stderr
+    from replaykit.cassette.store import Store
+
+    run = Store(quickstart_store["store"], readonly=True).get_run(quickstart_store["training"]["runs"][0])
+    cid = run.episodes[0].cassette_id
+    shown = cli("cassettes", "show", cid, "--store", str(quickstart_store["store"]))
+    grade = next(line for line in shown.stdout.splitlines() if "] grade " in line)
+    assert "{" not in grade and ("PASS · reward" in grade or "FAIL · reward" in grade)
+    label = episode_label({"label": "baseline 6cc9be88e2", "task_id": "csv-active-emails", "seed": 1})
+    assert label == "baseline 6cc9be88e2 · csv-active-emails#1" and "=" not in label

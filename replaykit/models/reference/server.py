@@ -16,6 +16,7 @@ function of the request body and the task folders loaded at ``start()``.
 from __future__ import annotations
 
 import email.utils
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ from replaykit.models.reference.protocol import (
 )
 from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
-from replaykit.models.reference.simulator import Task, load_tasks, task_models
+from replaykit.models.reference.simulator import Task, TaskModel, load_tasks, task_models
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 from replaykit.models.reference.sse import chat_completion, sse_events
 
@@ -189,10 +190,16 @@ class ReferenceServer:
     """
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, task_dirs: list[Path] | None = None, noise: bool = False
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_dirs: list[Path] | None = None,
+        noise: bool = False,
+        on_unknown: Callable[[ChatRequest], None] | None = None,
     ) -> None:
         self.host = host
         self.noise = noise
+        self.on_unknown = on_unknown
         self._requested_port = port
         self.task_dirs = task_dirs
         self._server: _Server | None = None
@@ -219,6 +226,9 @@ class ReferenceServer:
         if self._server is not None:
             return self.base_url
         models = build_models(load_tasks(self.task_dirs))
+        for handler in models.values():  # each task model tells of a conversation it knows no task in
+            if isinstance(handler, TaskModel):
+                handler.on_unknown = self.on_unknown
         try:
             self._server = _Server((self.host, self._requested_port), models, noise=self.noise)
         except OSError as exc:
@@ -265,6 +275,30 @@ class ReferenceServer:
         self.stop()
 
 
+def _warn_unknown() -> Callable[[ChatRequest], None]:
+    """A warning on stderr, once per conversation, when the model knows no task in it: a
+    separately started server without ``--tasks`` knows only ``envs/``, and would otherwise
+    score a foreign task 0 with 0 steps, silently."""
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def warn(request: ChatRequest) -> None:
+        first = next((str(m.get("content"))[:200] for m in request.messages if m.get("role") == "user"), "")
+        with lock:
+            if first in seen:
+                return
+            seen.add(first)
+        line = " ".join(first.split())[:60]
+        print(
+            f"replaykit reference server: warning: no task it knows in the conversation starting {line!r} "
+            "(it answers that it has nothing to run; the episode scores 0); restart it with --tasks FOLDER",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return warn
+
+
 def serve_forever(
     host: str = "127.0.0.1",
     port: int = 8642,
@@ -277,7 +311,13 @@ def serve_forever(
     ``on_ready`` is called once with the ``base_url`` after the port is bound;
     ``noise`` turns on batch-dependent sampling (``noise.py``).
     """
-    server = ReferenceServer(host=host, port=port, task_dirs=task_dirs, noise=noise)
+    server = ReferenceServer(
+        host=host,
+        port=port,
+        task_dirs=task_dirs,
+        noise=noise,
+        on_unknown=None if task_dirs else _warn_unknown(),
+    )
     url = server.start()
     if on_ready is not None:
         on_ready(url)

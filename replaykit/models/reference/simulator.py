@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -331,14 +331,23 @@ def bash_tool_name(tools: Sequence[dict[str, Any]]) -> str | None:
 class TaskModel:
     """A simulated task model of one skill; call it with a request to get the next turn."""
 
-    def __init__(self, name: str, skill: Skill, tasks: Sequence[Task]) -> None:
+    def __init__(
+        self,
+        name: str,
+        skill: Skill,
+        tasks: Sequence[Task],
+        on_unknown: Callable[[ChatRequest], None] | None = None,
+    ) -> None:
         self.name = name
         self.skill = skill
         self.tasks = list(tasks)
+        self.on_unknown = on_unknown  # told of a conversation holding no task it knows
 
     def __call__(self, request: ChatRequest) -> AssistantTurn:
         task = identify_task(request.messages, self.tasks)
         if task is None:
+            if self.on_unknown is not None:
+                self.on_unknown(request)
             return AssistantTurn(content=NO_TASK_TEXT)
         if not task.steps:
             return AssistantTurn(content=NO_SOLUTION_TEXT)
@@ -371,6 +380,8 @@ class TaskModel:
         return command, lead
 
 
-def task_models(tasks: Sequence[Task]) -> dict[str, TaskModel]:
+def task_models(
+    tasks: Sequence[Task], on_unknown: Callable[[ChatRequest], None] | None = None
+) -> dict[str, TaskModel]:
     """One :class:`TaskModel` per row of :data:`SKILLS`."""
-    return {name: TaskModel(name, skill, tasks) for name, skill in SKILLS.items()}
+    return {name: TaskModel(name, skill, tasks, on_unknown) for name, skill in SKILLS.items()}
