@@ -4,10 +4,13 @@ on loopback): whether it answers, and a fresh database per test."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
+
+from replaykit.cassette.store.postgres import cache_root
 
 #: the server's admin URL (a role that may create databases)
 SERVER = os.environ.get(
@@ -46,3 +49,4 @@ def fresh_database(prefix: str = "rk") -> Iterator[str]:
     finally:
         with psycopg.connect(SERVER, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        shutil.rmtree(cache_root(database_url(name)), ignore_errors=True)  # its materialised trees

@@ -125,3 +125,33 @@ def test_doctor_checks_a_postgres_store_and_never_shows_its_password(tmp_path: P
         assert not open_store(url, readonly=True).list_runs()
     down = store_check("postgresql://someone:secret-pw@127.0.0.1:1/nothing")
     assert down["status"] == "fail" and "postgresql://someone@127.0.0.1:1/nothing" in down["detail"]
+
+
+def test_view_serves_a_postgres_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replaykit view``'s pages (listings, an episode, search, the change token) over a
+    PostgreSQL store, read-only."""
+    from starlette.testclient import TestClient
+
+    from replaykit.view.app import create_app
+    from tests.pg import fresh_database
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the search sidecar
+    with fresh_database("view") as url:
+        config = write_config(tmp_path, {"panel.seeds": [0], "store": url})
+        run = json.loads(cli("run", str(config), "--json", cwd=tmp_path, check=True).stdout)
+        store = open_store(url, readonly=True)
+        with TestClient(create_app(store, poll_seconds=0)) as client:
+            for page in (
+                "/",
+                "/runs",
+                f"/runs/{run['run_id']}",
+                "/episodes",
+                f"/episodes/{run['cassettes'][0]}",
+            ):
+                response = client.get(page)
+                assert response.status_code == 200, (page, response.text[:300])
+            assert run["run_id"][:12] in client.get("/runs").text
+            assert client.get("/search", params={"q": "hello"}).status_code == 200
+            token = client.get("/api/token").text
+            open_store(url).put_blob(b"a change")  # another writer commits
+            assert client.get("/api/token").text != token
