@@ -37,6 +37,22 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
+def probe_tool(name: str) -> dict[str, Any]:
+    """A one-argument shell tool (the quickstart harness's), sent when a tool_choice is."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "Run one bash command.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    }
+
+
 def first_difference(a: str, b: str) -> int | None:
     """The index of the first token where ``a`` and ``b`` differ (None when equal)."""
     ta, tb = tokens(a), tokens(b)
@@ -174,6 +190,10 @@ def probe(
     body.update(extra)
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    choice = body.get("tool_choice")
+    if choice not in (None, "none") and "tools" not in body:  # a tool_choice needs its tool
+        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        body["tools"] = [probe_tool(named or "bash")]
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):
