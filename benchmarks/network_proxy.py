@@ -4,7 +4,8 @@ a pip-download-like workload.
 1. A 200 MB body (generated, never on disk upstream) passes through the proxy in record
    mode from a loopback HTTP server; the proxy's peak RSS (``VmHWM`` of the mitmdump
    process) is printed, then the peak RSS growth of this process while the body streams
-   from the spool into a store's blobs (target: both far below the body's size).
+   from the spool into a store's blobs, then the proxy's peak RSS while it serves the
+   recording back in replay mode (target: all far below the body's size).
 2. 1,000 small files (1–64 KB, like wheels and index pages) fetched over one keep-alive
    connection, directly and through the recording proxy, interleaved round-robin; the
    proxy's overhead is printed as a CPU-time ratio to direct (the process tree's CPU:
@@ -37,7 +38,7 @@ from replaykit.cassette.store import Store
 from replaykit.envs.network import server
 from replaykit.envs.network.ca import ensure_ca
 from replaykit.envs.network.server import ProxyServer, read_log
-from replaykit.episodes.network import store_bodies
+from replaykit.episodes.network import serve_folder, store_bodies
 
 CHUNK = 1 << 16
 
@@ -131,10 +132,17 @@ def main() -> None:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         store_bodies(store, episode)
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        serve = serve_folder(store, episode.net_events, tmp / "serve")
+        with ProxyServer(ca, "replay", tmp / "spool-serve", serve) as proxy:
+            assert proxy.process is not None
+            served = fetch_all(proxy.host, proxy.port, base, ["big"], via_proxy=True)
+            served_peak = peak_rss_kb(proxy.process.pid)
+        assert served == big, served
         print(
             f"{args.mb} MB body through the proxy: proxy peak RSS {peak / 1024:.0f} MB "
             f"(idle {idle / 1024:.0f} MB); into the store in {len(episode.net_events[0].chunks)} chunks, "
-            f"this process's peak RSS grew {grown / 1024:.0f} MB"
+            f"this process's peak RSS grew {grown / 1024:.0f} MB; served back from the store: "
+            f"proxy peak RSS {served_peak / 1024:.0f} MB"
         )
 
         # 2. many small files, direct vs through the recording proxy

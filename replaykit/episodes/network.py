@@ -88,6 +88,7 @@ def serve_folder(store: BlobStore, events: list[NetEvent], folder: Path) -> Path
             "reason": event.reason,
             "headers": event.headers,
             "body": event.body,
+            "size": event.size,
         }
         target = bodies / event.body
         if not target.exists():

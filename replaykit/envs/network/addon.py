@@ -17,9 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matching
 
 UNRECORDED_HEADER = "x-replaykit-unrecorded"
+READY = ".ready"
 
 
 class _Sink:
@@ -60,6 +63,40 @@ class _Sink:
         return self.digest
 
 
+def _body_server(serve_dir: Path, index: dict[str, Any]) -> ThreadingHTTPServer:
+    """A loopback server answering ``GET /<match key>`` with that recorded response, its body
+    streamed from ``serve_dir/bodies`` (a recorded hit is re-routed here: mitmproxy streams
+    it on, so a served body is never held in memory either)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_GET(self) -> None:
+            hit = index.get(self.path.lstrip("/"))
+            if hit is None:
+                self.send_error(404)
+                return
+            body = serve_dir / "bodies" / hit["body"]
+            self.send_response_only(int(hit["status"]), hit.get("reason") or None)
+            for name, value in hit["headers"]:
+                self.send_header(name, value)
+            self.send_header("content-length", str(body.stat().st_size))
+            self.end_headers()
+            with open(body, "rb") as source:
+                shutil.copyfileobj(source, self.wfile, 1 << 20)
+
+        do_POST = do_PUT = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = do_GET
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class FrozenNetwork:
     def __init__(self) -> None:
         config = json.loads(Path(os.environ["REPLAYKIT_NET_CONFIG"]).read_text())
@@ -74,6 +111,9 @@ class FrozenNetwork:
             self.index = json.loads((self.serve_dir / "index.json").read_text())
         self.lock = threading.Lock()
         self.seq = 0
+        self.bodies_server = (
+            _body_server(self.serve_dir, self.index) if self.serve_dir and self.index else None
+        )
 
     # -- logs ---------------------------------------------------------------------
     def _log(self, name: str, record: dict[str, Any]) -> None:
@@ -97,21 +137,19 @@ class FrozenNetwork:
         }
 
     # -- hooks --------------------------------------------------------------------
+    def running(self) -> None:
+        (self.spool / READY).touch()  # the proxy listens with this addon loaded (server.py waits for it)
+
     def request(self, flow: http.HTTPFlow) -> None:
         form = self._request_form(flow)
         flow.metadata["replaykit"] = form
         hit = self.index.get(form["match"]) if self.mode != "live" else None
-        if hit is not None:
-            assert self.serve_dir is not None
-            body = (self.serve_dir / "bodies" / hit["body"]).read_bytes()
-            response = http.Response.make(
-                int(hit["status"]), b"", [(k.encode(), v.encode()) for k, v in hit["headers"]]
-            )
-            response.reason = hit.get("reason", "")
-            response.raw_content = body
-            response.headers["content-length"] = str(len(body))
-            flow.response = response
+        if hit is not None and self.bodies_server is not None:
+            req = flow.request  # re-routed to the loopback body server: the client sees the recording
+            req.scheme, req.host, req.port = "http", "127.0.0.1", self.bodies_server.server_address[1]
+            req.path = "/" + form["match"]
             flow.metadata["replaykit_source"] = "store"
+            flow.metadata["replaykit_hit"] = hit
             return
         if self.mode == "replay":
             text = f"replaykit: unrecorded request {form['method']} {form['url']}: the frozen network serves only recorded exchanges\n"
@@ -122,7 +160,10 @@ class FrozenNetwork:
             self._log("misses.jsonl", {"method": form["method"], "url": form["url"], "match": form["match"]})
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        if flow.metadata.get("replaykit_source") or flow.response is None:
+        if flow.response is None or flow.metadata.get("replaykit_source") == "unrecorded":
+            return
+        if flow.metadata.get("replaykit_source") == "store":
+            flow.response.stream = True  # the recorded body, passed on chunk by chunk
             return
         sink = _Sink(self.bodies)
         flow.metadata["replaykit_sink"] = sink
@@ -134,7 +175,10 @@ class FrozenNetwork:
             return
         form = flow.metadata.get("replaykit") or self._request_form(flow)
         sink = flow.metadata.get("replaykit_sink")
-        if sink is not None:
+        hit = flow.metadata.get("replaykit_hit")
+        if hit is not None:
+            digest, size = str(hit["body"]), int(hit.get("size") or 0)
+        elif sink is not None:
             digest, size = sink.finish(), sink.size
         else:
             content = flow.response.raw_content or b""

@@ -97,6 +97,7 @@ class ProxyServer:
         if problem:
             raise EnvError(problem)
         self.spool.mkdir(parents=True, exist_ok=True)
+        (self.spool / ".ready").unlink(missing_ok=True)
         self._scratch = Path(tempfile.mkdtemp(prefix="replaykit-mitm-"))
         self._confdir = self.ca.confdir()
         config = self._scratch / "config.json"
@@ -150,11 +151,13 @@ class ProxyServer:
                 raise EnvError(
                     f"the frozen-network proxy exited at start: {(said or ['no output'])[-1][:200]}"
                 )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if (self.spool / ".ready").exists():  # written by the addon's running hook
+                try:
+                    with socket.create_connection((self.host, self.port), timeout=0.5):
+                        return self
+                except OSError:
+                    pass
+            time.sleep(0.05)
         self.stop()
         raise EnvError(
             f"the frozen-network proxy did not listen on {self.host}:{self.port} within {timeout:.0f}s"
