@@ -47,3 +47,21 @@ def test_the_five_minutes_section_runs_as_written(tmp_path: Path) -> None:
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["recorded_count"] == 16 and sum(e["steps"] for e in run["episodes"]) >= 1
     assert "identical" in proc.stdout and "seed not honoured" in proc.stdout
+
+
+def test_engine_overhead_benchmark_runs_small() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "benchmarks" / "engine_overhead.py"),
+            "--episodes",
+            "2",
+            "--calls",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "engine's own time per call" in proc.stdout and "overhead / engine time" in proc.stdout
