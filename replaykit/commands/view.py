@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -10,11 +9,12 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, choose_store, emit_json, open_store
 
 
 def view(
     store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to listen on (loopback; another needs --allow-remote)."
     ),
@@ -43,7 +43,9 @@ def view(
         raise typer.BadParameter(
             f"{poll} is negative; give seconds, e.g. --poll 2 (0: never)", param_hint="--poll"
         )
-    root: str | Path = store or os.environ.get("REPLAYKIT_STORE") or "cassettes"
+    location = choose_store(store, config)[0]
+    st = open_store(store, readonly=True, config=config)
+    st.change_token()  # a missing or foreign store is one line here, before a port is taken
     sock = bind(host, port)
 
     def ready(url: str) -> None:
@@ -53,11 +55,16 @@ def view(
             )
         if as_json:
             emit_json(
-                {"url": url, "store": str(root), "search_index": str(index_path(root)), "read_only": True}
+                {
+                    "url": url,
+                    "store": location,
+                    "search_index": str(index_path(st.location)),
+                    "read_only": True,
+                }
             )
             sys.stdout.flush()
         else:
-            render.line(f"replaykit view on {url} (store {root}, read-only; Ctrl-C to stop)")
+            render.line(f"replaykit view on {url} (store {location}, read-only; Ctrl-C to stop)")
         if not no_open:
             import webbrowser
 
@@ -65,7 +72,7 @@ def view(
                 render.err(f"no web browser found: open {url} yourself")
 
     try:
-        serve(root, sock, poll, ready)
+        serve(st, sock, poll, ready)
     except KeyboardInterrupt:
         render.err("viewer stopped")
         raise typer.Exit(130) from None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from pathlib import Path
 from typing import Callable
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
 
 
@@ -47,15 +47,13 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(
-    store_root: Path | str, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
+    store: StoreBackend, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
 ) -> None:
-    """Serve the store at ``store_root`` (opened read-only) on ``sock`` until Ctrl-C."""
+    """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C."""
     import uvicorn
 
-    from replaykit.cassette.stores import open_store
     from replaykit.view.app import create_app
 
-    store = open_store(store_root, readonly=True)
     store.change_token()  # a missing or foreign store fails here, before the URL is printed
     app = create_app(store, poll_seconds=poll_seconds)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)

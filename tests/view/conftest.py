@@ -81,16 +81,17 @@ def full_store(
 class Viewer:
     """``replaykit view --port 0 --no-open --json`` in a subprocess; ``url`` once it listens."""
 
-    def __init__(self, store: Path, cache: Path, *extra: str) -> None:
+    def __init__(self, store: Path | None, cache: Path, *extra: str) -> None:
+        """``store`` None: the store comes from ``extra`` (``--config CFG``) or the environment."""
         env = {**os.environ, "XDG_CACHE_HOME": str(cache), "COLUMNS": "80"}
+        where = ["--store", str(store)] if store is not None else []
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "replaykit.cli",
                 "view",
-                "--store",
-                str(store),
+                *where,
                 "--port",
                 "0",
                 "--no-open",
@@ -137,7 +138,7 @@ def viewer_of(tmp_path: Path) -> Iterator[Any]:
     """``viewer_of(store, *options)`` starts a viewer; every one started is stopped after the test."""
     started: list[Viewer] = []
 
-    def start(store: Path, *extra: str) -> Viewer:
+    def start(store: Path | None, *extra: str) -> Viewer:
         v = Viewer(store, tmp_path / "cache", *extra)
         started.append(v)
         return v

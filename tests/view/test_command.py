@@ -50,6 +50,12 @@ def test_a_viewer_session_leaves_the_store_byte_identical(
     assert (tmp_path / "cache" / "replaykit" / "view").is_dir()  # the search sidecar went to the cache
 
 
+def test_config_names_the_store(quickstart_store: dict[str, Any], viewer_of: Any) -> None:
+    viewer = viewer_of(None, "--config", str(quickstart_store["config"]))
+    assert viewer.info["store"] == str(quickstart_store["store"])
+    assert quickstart_store["training"]["training_id"] in fetch(viewer.url + "/trainings")
+
+
 def test_another_host_needs_an_explicit_flag(quickstart_store: dict[str, Any]) -> None:
     proc = cli("view", "--store", str(quickstart_store["store"]), "--host", "0.0.0.0", "--no-open")
     assert proc.returncode == 2
