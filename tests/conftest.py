@@ -55,6 +55,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``REPLAYKIT_TEST_CPU=FILE``: append each test's CPU seconds (this process and
+    its waited-for children) and wall seconds to FILE, one JSON line each — a suite's
+    cost measured the way the benchmarks measure, whatever else the machine runs."""
+    path = os.environ.get("REPLAYKIT_TEST_CPU")
+    if not path:
+        yield
+        return
+    import json
+    import resource
+
+    def cpu() -> float:
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + kids.ru_utime + kids.ru_stime
+
+    cpu0, wall0 = cpu(), time.perf_counter()
+    yield
+    row = {"test": item.nodeid, "cpu": round(cpu() - cpu0, 3), "wall": round(time.perf_counter() - wall0, 3)}
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 def docker_unavailable() -> str | None:
     """None when a Docker engine answers, else a one-line reason (checked once)."""
     if "reason" not in _state:
