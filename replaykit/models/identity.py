@@ -16,6 +16,8 @@ The fields that change answers are kept flat (``{"engine": "llama.cpp", "n_ctx":
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -37,6 +39,43 @@ _SGLANG_KEYS = (
     "sampling_backend",
     "chat_template",
 )
+
+
+class _DeadlineStream(httpx.SyncByteStream):
+    """A response body that stops with ``ReadTimeout`` once the shared deadline passes
+    (httpx's own timeouts are per read: a server trickling bytes never trips them)."""
+
+    def __init__(self, inner: httpx.SyncByteStream, end: float, request: httpx.Request) -> None:
+        self.inner, self.end, self.request = inner, end, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.end:
+                raise httpx.ReadTimeout("the identity probe's total deadline passed", request=self.request)
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """Every exchange of one identity measurement shares one total deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.end = time.monotonic() + seconds
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if time.monotonic() > self.end:
+            raise httpx.ConnectTimeout("the identity probe's total deadline passed", request=request)
+        resp = super().handle_request(request)
+        assert isinstance(resp.stream, httpx.SyncByteStream)
+        return httpx.Response(
+            resp.status_code,
+            headers=resp.headers,
+            stream=_DeadlineStream(resp.stream, self.end, request),
+            extensions=resp.extensions,
+        )
 
 
 def _root(base_url: str) -> str:
@@ -76,12 +115,18 @@ def measure_identity(base_url: str, api_key: str = "", timeout: float = 5.0) -> 
     """The engine's identity fields, or None when the endpoint does not answer at all."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     fields: dict[str, Any] = {}
-    with httpx.Client(timeout=timeout, headers=headers) as client:
+    # one total deadline for every request below: an endpoint that trickles bytes must not
+    # hang a run before its first model call (model.timeout_s bounds the calls themselves)
+    transport = _DeadlineTransport(2 * timeout)
+    with httpx.Client(timeout=timeout, headers=headers, transport=transport) as client:
         try:
             models_resp = client.get(base_url.rstrip("/") + "/models")
         except httpx.HTTPError:
             return None
-        models = models_resp.json() if models_resp.status_code == 200 else None
+        try:
+            models = models_resp.json() if models_resp.status_code == 200 else None
+        except ValueError:  # not JSON: nothing to learn from it
+            models = None
         data = models.get("data", []) if isinstance(models, dict) else []
         entries = [m for m in data if isinstance(m, dict)]
         if entries:
