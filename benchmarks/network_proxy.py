@@ -131,7 +131,8 @@ def main() -> None:
         episode = Episode(key, [NetEvent.from_record(r, str(tmp / "spool-big")) for r in records], {})
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         store_bodies(store, episode)
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        grown = after - before
         serve = serve_folder(store, episode.net_events, tmp / "serve")
         with ProxyServer(ca, "replay", tmp / "spool-serve", serve) as proxy:
             assert proxy.process is not None
@@ -141,7 +142,8 @@ def main() -> None:
         print(
             f"{args.mb} MB body through the proxy: proxy peak RSS {peak / 1024:.0f} MB "
             f"(idle {idle / 1024:.0f} MB); into the store in {len(episode.net_events[0].chunks)} chunks, "
-            f"this process's peak RSS grew {grown / 1024:.0f} MB; served back from the store: "
+            f"this process's peak RSS grew {grown / 1024:.0f} MB (its peak: {after / 1024:.0f} MB); "
+            "served back from the store: "
             f"proxy peak RSS {served_peak / 1024:.0f} MB"
         )
 

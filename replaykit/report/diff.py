@@ -14,7 +14,7 @@ import difflib
 import json
 from typing import Any
 
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
 from replaykit.report.transcript import episode_summary, message_lines, parse_response, request_messages
 
 CONTEXT = 3
@@ -101,6 +101,11 @@ def _describe(event: Event | None) -> list[str]:
         return ["call", *_request_lines(event)]
     if isinstance(event, EnvEvent):
         return ["step", f"$ {event.action}", *_obs_lines(event)]
+    if isinstance(event, NetEvent):
+        return [
+            "fetch",
+            f"{event.method} {event.url} → {event.status} ({event.size} bytes, body {event.body[:12]})",
+        ]
     if isinstance(event, ErrorEvent):
         return ["error", event.message]
     if isinstance(event, GradeEvent):
