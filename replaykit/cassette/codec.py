@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from replaykit.cassette.documents import (
+    BodyDoc,
+    EpisodeDoc,
+    EventDoc,
+    GradeDoc,
+    ListRef,
+    ValueRef,
+)
 from replaykit.cassette.events import (
     EnvEvent,
     Episode,
@@ -40,14 +48,14 @@ def put(blobs: Blobs, data: bytes) -> str:
     return digest
 
 
-def _encode_value(value: Any, blobs: Blobs) -> dict[str, Any]:
+def _encode_value(value: Any, blobs: Blobs) -> ValueRef:
     text = canonical_json(value)
     if len(text) <= INLINE_LIMIT:
         return {"v": value}
     return {"b": put(blobs, text.encode("utf-8"))}
 
 
-def _decode_value(ref: dict[str, Any], get: Callable[[str], bytes]) -> Any:
+def _decode_value(ref: ValueRef, get: Callable[[str], bytes]) -> Any:
     import json
 
     if "v" in ref:
@@ -64,18 +72,18 @@ def _common_prefix(items: list[Any], previous: list[Any]) -> int:
     return n
 
 
-def encode_body(body: Any, blobs: Blobs, previous: Any = None) -> dict[str, Any]:
+def encode_body(body: Any, blobs: Blobs, previous: Any = None) -> BodyDoc:
     """Encode a request body; list fields that extend the previous request's list
     (a re-sent, growing chat history) store only the prefix length and the new items."""
     if not isinstance(body, dict):
         return {"raw": _encode_value(body, blobs)}
     previous = previous if isinstance(previous, dict) else {}
-    fields: dict[str, Any] = {}
+    fields: dict[str, ValueRef | ListRef] = {}
     for name, value in body.items():
         if isinstance(value, list):
             before = previous.get(name)
             keep = _common_prefix(value, before) if isinstance(before, list) else 0
-            ref: dict[str, Any] = {"l": [_encode_value(item, blobs) for item in value[keep:]]}
+            ref: ListRef = {"l": [_encode_value(item, blobs) for item in value[keep:]]}
             if keep:
                 ref["p"] = keep
             fields[name] = ref
@@ -84,30 +92,31 @@ def encode_body(body: Any, blobs: Blobs, previous: Any = None) -> dict[str, Any]
     return {"fields": fields}
 
 
-def decode_body(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any = None) -> Any:
+def decode_body(doc: BodyDoc, get: Callable[[str], bytes], previous: Any = None) -> Any:
     if "raw" in doc:
         return _decode_value(doc["raw"], get)
-    body: dict[str, Any] = {}
+    body: dict[str, object] = {}
     for name, ref in doc["fields"].items():
         if "l" in ref:
-            head = list(previous[name][: ref["p"]]) if ref.get("p") else []
+            keep = ref.get("p")
+            head = list(previous[name][:keep]) if keep else []
             body[name] = head + [_decode_value(item, get) for item in ref["l"]]
         else:
             body[name] = _decode_value(ref, get)
     return body
 
 
-def _text(value: str, blobs: Blobs) -> dict[str, Any]:
+def _text(value: str, blobs: Blobs) -> ValueRef:
     if len(value) <= INLINE_LIMIT:
         return {"v": value}
     return {"b": put(blobs, value.encode("utf-8"))}
 
 
-def _untext(ref: dict[str, Any], get: Callable[[str], bytes]) -> str:
-    return ref["v"] if "v" in ref else get(ref["b"]).decode("utf-8")
+def _untext(ref: ValueRef, get: Callable[[str], bytes]) -> str:
+    return str(ref["v"]) if "v" in ref else get(ref["b"]).decode("utf-8")
 
 
-def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> dict[str, Any]:
+def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> EventDoc:
     if isinstance(event, LlmEvent):
         return {
             "kind": "llm",
@@ -153,7 +162,16 @@ def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> dict[str, 
     if isinstance(event, ErrorEvent):
         return {"kind": "error", "message": event.message}
     if isinstance(event, GradeEvent):
-        return {"kind": "grade", "grade": event.grade.to_dict()}
+        grade = event.grade
+        return {
+            "kind": "grade",
+            "grade": GradeDoc(
+                reward=grade.reward,
+                passed=grade.passed,
+                infra_failure=grade.infra_failure,
+                detail=grade.detail,
+            ),
+        }
     raise TypeError(f"unknown event {event!r}")
 
 
@@ -167,9 +185,8 @@ def _file_chunks(event: NetEvent, blobs: Blobs) -> list[str]:
     return out
 
 
-def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any = None) -> Event:
-    kind = doc["kind"]
-    if kind == "llm":
+def decode_event(doc: EventDoc, get: Callable[[str], bytes], previous: Any = None) -> Event:
+    if doc["kind"] == "llm":
         return LlmEvent(
             method=doc["method"],
             path=doc["path"],
@@ -180,7 +197,7 @@ def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any
             content=get(doc["content"]),
             chunks=list(doc["chunks"]),
         )
-    if kind == "env":
+    if doc["kind"] == "env":
         return EnvEvent(
             action=_untext(doc["action"], get),
             observation=Observation(
@@ -192,7 +209,7 @@ def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any
             state_digest=doc["state"],
             snapshot=doc.get("snapshot"),
         )
-    if kind == "net":
+    if doc["kind"] == "net":
         return NetEvent(
             method=doc["method"],
             url=doc["url"],
@@ -205,14 +222,22 @@ def decode_event(doc: dict[str, Any], get: Callable[[str], bytes], previous: Any
             chunks=list(doc["chunks"]),
             source=doc.get("source", "upstream"),
         )
-    if kind == "error":
+    if doc["kind"] == "error":
         return ErrorEvent(message=doc["message"])
-    if kind == "grade":
-        return GradeEvent(grade=Grade.from_dict(doc["grade"]))
-    raise ValueError(f"unknown event kind {kind!r}")
+    if doc["kind"] == "grade":
+        g = doc["grade"]
+        return GradeEvent(
+            grade=Grade(
+                reward=float(g["reward"]),
+                passed=bool(g["passed"]),
+                infra_failure=bool(g.get("infra_failure", False)),
+                detail=str(g.get("detail", "")),
+            )
+        )
+    raise ValueError(f"unknown event kind {doc['kind']!r}")
 
 
-def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
+def encode_episode(episode: Episode, blobs: Blobs) -> EpisodeDoc:
     return {
         "format": FORMAT,
         "key": episode.key.canonical(),
@@ -221,10 +246,10 @@ def encode_episode(episode: Episode, blobs: Blobs) -> dict[str, Any]:
     }
 
 
-def encode_events(events: list[Event], blobs: Blobs) -> list[dict[str, Any]]:
+def encode_events(events: list[Event], blobs: Blobs) -> list[EventDoc]:
     """Each request body is delta-encoded against the previous request to the same path."""
-    out: list[dict[str, Any]] = []
-    previous: dict[str, Any] = {}
+    out: list[EventDoc] = []
+    previous: dict[str, object] = {}  # path → the last request body sent to it
     for event in events:
         prev = previous.get(event.path) if isinstance(event, LlmEvent) else None
         out.append(encode_event(event, blobs, prev))
@@ -233,9 +258,9 @@ def encode_events(events: list[Event], blobs: Blobs) -> list[dict[str, Any]]:
     return out
 
 
-def decode_events(docs: list[dict[str, Any]], get: Callable[[str], bytes]) -> list[Event]:
+def decode_events(docs: list[EventDoc], get: Callable[[str], bytes]) -> list[Event]:
     out: list[Event] = []
-    previous: dict[str, Any] = {}
+    previous: dict[str, object] = {}  # path → the last request body sent to it
     for doc in docs:
         event = decode_event(doc, get, previous.get(doc["path"]) if doc["kind"] == "llm" else None)
         if isinstance(event, LlmEvent):
@@ -244,7 +269,7 @@ def decode_events(docs: list[dict[str, Any]], get: Callable[[str], bytes]) -> li
     return out
 
 
-def decode_episode(doc: dict[str, Any], get: Callable[[str], bytes]) -> Episode:
+def decode_episode(doc: EpisodeDoc, get: Callable[[str], bytes]) -> Episode:
     fmt = doc.get("format")
     if fmt not in READABLE_FORMATS:
         raise ValueError(f"unknown cassette format {fmt!r}")

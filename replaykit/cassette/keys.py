@@ -6,13 +6,33 @@ and hosts never enter a key.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
 
 KEY_FORMAT = 1
+
+
+class ModelIdDoc(TypedDict):
+    name: str
+    endpoint: str
+    revision: NotRequired[str]
+
+
+class KeyDoc(TypedDict):
+    """A key as stored (``key_json``) and hashed into the cassette id."""
+
+    harness_sha: str
+    task_id: str
+    task_digest: str
+    model: ModelIdDoc
+    seed: int
+    config_digest: str
+    kind: NotRequired[str]
+    extra: NotRequired[list[list[str]]]
+    format: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -40,11 +60,20 @@ class CassetteKey:
     kind: str = "episode"
     extra: tuple[tuple[str, str], ...] = field(default=())
 
-    def canonical(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["extra"] = [list(pair) for pair in self.extra]
-        data["format"] = KEY_FORMAT
-        return data
+    def canonical(self) -> KeyDoc:
+        return KeyDoc(
+            harness_sha=self.harness_sha,
+            task_id=self.task_id,
+            task_digest=self.task_digest,
+            model=ModelIdDoc(
+                name=self.model.name, endpoint=self.model.endpoint, revision=self.model.revision
+            ),
+            seed=self.seed,
+            config_digest=self.config_digest,
+            kind=self.kind,
+            extra=[list(pair) for pair in self.extra],
+            format=KEY_FORMAT,
+        )
 
     @cached_property
     def id(self) -> str:
@@ -52,7 +81,7 @@ class CassetteKey:
         return digest_of(self.canonical())[:24]
 
     @classmethod
-    def from_canonical(cls, data: dict[str, Any]) -> "CassetteKey":
+    def from_canonical(cls, data: KeyDoc) -> "CassetteKey":
         return cls(
             harness_sha=data["harness_sha"],
             task_id=data["task_id"],
@@ -61,5 +90,5 @@ class CassetteKey:
             seed=int(data["seed"]),
             config_digest=data["config_digest"],
             kind=data.get("kind", "episode"),
-            extra=tuple(tuple(p) for p in data.get("extra", [])),
+            extra=tuple((p[0], p[1]) for p in data.get("extra", [])),
         )

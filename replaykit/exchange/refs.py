@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import PurePosixPath
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from replaykit.cassette.codec import decode_episode
+from replaykit.cassette.documents import EpisodeDoc
 from replaykit.exchange.bundle_format import HEX64, BundleError
 
 
@@ -54,7 +55,7 @@ def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[se
     if not isinstance(doc, dict):
         raise BundleError(f"{where} is not a JSON object")
     try:
-        episode = decode_episode(doc, fetch)
+        episode = decode_episode(cast(EpisodeDoc, doc), fetch)  # decoding checks it: bad shapes raise
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise BundleError(f"{where} is unreadable: {exc}") from None
     seen.update(e.snapshot for e in episode.env_events if e.snapshot)
