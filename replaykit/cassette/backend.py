@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from replaykit.cassette.events import Episode
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import RunDoc
+from replaykit.core.records import RunDoc, RunDocument
 
 
 class BlobStore(Protocol):
@@ -80,14 +80,14 @@ class Index(Protocol):
         """A cassette's derived columns, checked against its events."""
         ...
 
-    def check_run(self, run: RunDoc | dict[str, Any]) -> None:
+    def check_run(self, run: RunDoc | RunDocument) -> None:
         """Every episode entry of a run document against its cassette's events."""
         ...
 
     # documents: runs, trainings, verdicts, ...
     def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None: ...
 
-    def put_run(self, run: RunDoc | dict[str, Any]) -> None: ...
+    def put_run(self, run: RunDoc | RunDocument) -> None: ...
 
     def has_doc(self, doc_id: str, doc_digest: str) -> bool:
         """Is ``doc_id`` stored with exactly the document hashing to ``doc_digest``?"""

@@ -14,6 +14,7 @@ import hashlib
 import json
 from typing import Any
 
+from replaykit.core.records import EpisodeRow
 from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
 
@@ -110,7 +111,7 @@ def cassette_mismatches(
     return bad
 
 
-def run_episode_mismatches(entry: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+def run_episode_mismatches(entry: EpisodeRow, derived: dict[str, Any]) -> list[str]:
     """Fields of a run document's episode entry that disagree with its cassette's events."""
     pairs = {
         "cassette_id": "id",
@@ -124,9 +125,8 @@ def run_episode_mismatches(entry: dict[str, Any], derived: dict[str, Any]) -> li
         "tokens": "tokens",
         "digest": "digest",
     }
-    return [
-        name for name, column in pairs.items() if name in entry and not _same(entry[name], derived[column])
-    ]
+    row: dict[str, object] = dict(entry)
+    return [name for name, column in pairs.items() if name in row and not _same(row[name], derived[column])]
 
 
 def doc_mismatches(row: dict[str, Any], doc: Any) -> list[str]:

@@ -9,8 +9,87 @@ Stored JSON is canonical (sorted keys), so field order here is only for reading.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
+
+#: a JSON value as stored (canonical JSON): what parameters and metrics may hold
+#: (read-only containers, so a ``list[str]`` is one)
+JSON = str | int | float | bool | None | Sequence["JSON"] | Mapping[str, "JSON"]
+
+
+class EpisodeRow(TypedDict):
+    """One (task, seed) row of a run document; only ``task_id`` and ``seed`` are required
+    of rows criteria are handed by tests and older documents."""
+
+    task_id: str
+    seed: int | str
+    cassette_id: NotRequired[str]
+    reward: NotRequired[float | None]
+    passed: NotRequired[bool]
+    infra_failure: NotRequired[bool]
+    steps: NotRequired[int]
+    llm_calls: NotRequired[int]
+    tokens: NotRequired[int]
+    digest: NotRequired[str]
+
+
+class ModelDoc(TypedDict):
+    """A model's identity in a run document (``keys.ModelId``)."""
+
+    name: str
+    endpoint: str
+    revision: NotRequired[str]
+
+
+class PanelDoc(TypedDict, total=False):
+    tasks: list[str]
+    seeds: list[int | str]  # ints as measured; the row labels of a resampled audit otherwise
+
+
+class RunDocument(TypedDict):
+    """A run as stored (``RunDoc.to_dict``)."""
+
+    run_id: str
+    kind: NotRequired[str]
+    name: NotRequired[str]
+    harness_sha: str
+    harness_repo: NotRequired[str]
+    model: ModelDoc
+    config_digest: str
+    panel: NotRequired[PanelDoc]
+    cassettes: list[str]
+    episodes: list[EpisodeRow]
+    solved: NotRequired[int]
+    total: NotRequired[int]
+
+
+class VerdictRecord(TypedDict):
+    """A criterion's verdict as stored (``train.criteria.Verdict.to_dict``)."""
+
+    criterion: str
+    params: dict[str, JSON]
+    accept: bool
+    loss: float
+    reason: str
+    regressions: list[str]
+    new_solves: list[str]
+    excluded: dict[str, str]
+    metrics: dict[str, JSON]
+
+
+class VerdictDocument(TypedDict):
+    verdict_id: str
+    kind: str
+    training_id: str
+    epoch: int
+    baseline_run: str
+    candidate_run: str | None
+    baseline_sha: str
+    candidate_sha: str | None
+    runs: list[str | None]
+    trees: list[str | None]
+    verdict: VerdictRecord
 
 
 @dataclass(frozen=True)
@@ -34,12 +113,12 @@ class EpisodeSummary:
         return f"{self.task_id}#{self.seed}"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EpisodeSummary:
+    def from_dict(cls, data: EpisodeRow) -> EpisodeSummary:
         return cls(
             task_id=str(data["task_id"]),
             seed=data["seed"],
             cassette_id=str(data.get("cassette_id", "")),
-            reward=None if data.get("reward") is None else float(data["reward"]),
+            reward=None if (reward := data.get("reward")) is None else float(reward),
             passed=bool(data.get("passed")),
             infra_failure=bool(data.get("infra_failure")),
             steps=int(data.get("steps") or 0),
@@ -48,8 +127,19 @@ class EpisodeSummary:
             digest=str(data.get("digest", "")),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> EpisodeRow:
+        return EpisodeRow(
+            task_id=self.task_id,
+            seed=self.seed,
+            cassette_id=self.cassette_id,
+            reward=self.reward,
+            passed=self.passed,
+            infra_failure=self.infra_failure,
+            steps=self.steps,
+            llm_calls=self.llm_calls,
+            tokens=self.tokens,
+            digest=self.digest,
+        )
 
 
 @dataclass(frozen=True)
@@ -60,9 +150,9 @@ class RunDoc:
     name: str
     harness_sha: str
     harness_repo: str
-    model: dict[str, Any]
+    model: ModelDoc
     config_digest: str
-    panel: dict[str, Any]
+    panel: PanelDoc
     cassettes: list[str]
     episodes: list[EpisodeSummary] = field(default_factory=list)
     kind: str = "measure"
@@ -76,21 +166,21 @@ class RunDoc:
         return len(self.episodes)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunDoc:
+    def from_dict(cls, data: RunDocument) -> RunDoc:
         return cls(
             run_id=data["run_id"],
             name=data.get("name", ""),
             harness_sha=data["harness_sha"],
             harness_repo=data.get("harness_repo", ""),
-            model=dict(data["model"]),
+            model=data["model"],
             config_digest=data["config_digest"],
-            panel=dict(data.get("panel") or {}),
+            panel=data.get("panel") or {},
             cassettes=list(data["cassettes"]),
             episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]],
             kind=data.get("kind", "measure"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RunDocument:
         return {
             "run_id": self.run_id,
             "kind": self.kind,
@@ -118,10 +208,10 @@ class VerdictDoc:
     candidate_run: str | None
     baseline_sha: str
     candidate_sha: str | None
-    verdict: dict[str, Any]
+    verdict: VerdictRecord
     kind: str = "verdict"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> VerdictDocument:
         return {
             "verdict_id": self.verdict_id,
             "kind": self.kind,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+from replaykit.core.records import RunDocument
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
@@ -121,7 +122,7 @@ def get_certificate(store: StoreBackend, cert_id: str) -> dict[str, Any] | None:
     return store.get_certificate(cert_id)
 
 
-def forked_tasks(store: StoreBackend, run_doc: dict[str, Any]) -> dict[str, str]:
+def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
     """Task id → reason, for the run's tasks whose certificate says ``forked``.
 
     Pure look-up (runs nothing): tasks never certified are absent; certify them

@@ -40,12 +40,12 @@ from replaykit.episodes.rollout import (
     replay_episode,
 )
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.records import EpisodeSummary, ModelDoc, RunDoc, RunDocument
 
 
 @dataclass
 class MeasureResult:
-    run: dict[str, Any]
+    run: RunDocument
     recorded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     engine: dict[str, Any] | None = None  # the engine identity measured for this run (real endpoints)
@@ -175,7 +175,8 @@ def _measure(
             f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
         )
     missing_ids = {k.id for k, _ in missing}
-    result = MeasureResult(run={}, reused=[k.id for k, _ in keys if k.id not in missing_ids])
+    recorded: list[str] = []
+    reused = [k.id for k, _ in keys if k.id not in missing_ids]
     if progress:
         progress("plan", {"total": len(keys), "missing": len(missing)})
     if missing:
@@ -217,14 +218,15 @@ def _measure(
             for spec, episode in executor.map(record_episode, specs):
                 store_bodies(store, episode)  # network bodies streamed into blobs first
                 store.put_episode(episode)
-                result.recorded.append(spec.key.id)
+                recorded.append(spec.key.id)
                 if progress:
                     progress(
                         "episode",
                         {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade},
                     )
-    result.run = run_document(config, store, sha, model, keys, str(repo.path))
-    result.engine = engine
+    result = MeasureResult(
+        run_document(config, store, sha, model, keys, str(repo.path)), recorded, reused, engine
+    )
     if persist:
         put_run_once(store, result.run)
     return result
@@ -248,7 +250,7 @@ def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> dict[st
     return {"store": str(home)}
 
 
-def put_run_once(store: StoreBackend, run: dict[str, Any]) -> None:
+def put_run_once(store: StoreBackend, run: RunDocument) -> None:
     """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
     if store.has_doc(run["run_id"], digest_of(run)):
         return
@@ -262,7 +264,7 @@ def run_document(
     model: ModelConfig,
     keys: list[tuple[CassetteKey, Task]],
     repo_path: str,
-) -> dict[str, Any]:
+) -> RunDocument:
     mid = model_id(model)
     episodes = []
     for key, _ in keys:
@@ -289,7 +291,7 @@ def run_document(
         name=config.name,
         harness_sha=sha,
         harness_repo=repo_path,
-        model=asdict(mid),
+        model=ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
         config_digest=config.digest(),
         panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
         cassettes=ids,

@@ -33,9 +33,10 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
+from replaykit.core.records import RunDocument
 from replaykit.exchange.bundle_format import (
     CONTENT,
     FORMAT_NAME,
@@ -125,7 +126,7 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
         else:
             verified = store.verified_doc(row)
             if row.get("kind") == "measure":
-                store.check_run(verified)
+                store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
         sel.blobs[row["doc"]] = store.get_blob(row["doc"])
         doc = json.loads(sel.blobs[row["doc"]])
         if table == "cassettes":

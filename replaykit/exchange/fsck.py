@@ -9,8 +9,9 @@ document names exists (and, being checked itself, verifies). Reads only: the sto
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
+from replaykit.core.records import RunDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.progress import Progress
 from replaykit.core.errors import StoreError
@@ -42,7 +43,7 @@ def verify_store(store: StoreBackend, progress: Progress | None = None) -> dict[
         def run_doc(r: str = str(rid), k: str = str(kind)) -> None:
             doc = store.get_doc(r)
             if k == "measure":
-                store.check_run(doc)
+                store.check_run(cast(RunDocument, doc))  # checking it is the point: bad shapes raise
             check_references(store, f"{k} {r}", doc)
 
         check("runs", str(rid), run_doc)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.records import EpisodeRow, EpisodeSummary, ModelDoc, RunDoc
 from replaykit.episodes.config import RunConfig, apply_overrides, load_config
 from replaykit.core.errors import ConfigError
 
@@ -84,7 +84,7 @@ def small_config(
     return load_config(write_config(tmp, values))
 
 
-def run_doc(episodes: list[dict[str, Any]], run_id: str = "run") -> RunDoc:
+def run_doc(episodes: list[EpisodeRow], run_id: str = "run") -> RunDoc:
     """A run record holding only ``episodes`` (rows as stored: task_id, seed, passed, …),
     for criteria and optimizers under test."""
     return RunDoc(
@@ -92,7 +92,7 @@ def run_doc(episodes: list[dict[str, Any]], run_id: str = "run") -> RunDoc:
         name="",
         harness_sha=run_id,
         harness_repo="",
-        model={},
+        model=ModelDoc(name="", endpoint=""),
         config_digest="",
         panel={},
         cassettes=[],

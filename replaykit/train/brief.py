@@ -9,14 +9,15 @@ cassette, so the same brief replays the same proposal.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from replaykit.core.records import RunDocument
 from replaykit.cassette.events import EnvEvent
 from replaykit.cassette.backend import StoreBackend
 from replaykit.train.loss import Loss
 
 
-def failed_episode_lines(store: StoreBackend, baseline: dict[str, Any]) -> list[str]:
+def failed_episode_lines(store: StoreBackend, baseline: RunDocument) -> list[str]:
     """One line per failed episode of ``baseline``: its last command, exit code and output line."""
     failed = []
     for e in baseline["episodes"]:
@@ -40,7 +41,7 @@ def training_brief(
     training_id: str,
     patch_surface: Sequence[str],
     baseline_sha: str,
-    baseline: dict[str, Any],
+    baseline: RunDocument,
     tried: Sequence[Loss],
     store: StoreBackend,
     files: Mapping[str, tuple[int, bytes]],

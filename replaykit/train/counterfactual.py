@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from replaykit.core.records import RunDocument
 from replaykit.core.records import RunDoc
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
@@ -112,9 +113,9 @@ class Measurements:
             CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first.cassettes
         ]
         self.repo = first.harness_repo
-        self.cache: dict[str, tuple[dict[str, Any] | None, list[CassetteKey]]] = {}
+        self.cache: dict[str, tuple[RunDocument | None, list[CassetteKey]]] = {}
 
-    def lookup(self, sha: str) -> tuple[dict[str, Any] | None, list[CassetteKey]]:
+    def lookup(self, sha: str) -> tuple[RunDocument | None, list[CassetteKey]]:
         """(run, []) when every episode of ``sha`` on the panel is stored, else (None, missing keys)."""
         if sha not in self.cache:
             keys = [replace(k, harness_sha=sha) for k in self.template]
@@ -142,7 +143,7 @@ class Measurements:
         }
 
 
-def _forked(store: StoreBackend, *runs: dict[str, Any]) -> dict[str, str]:
+def _forked(store: StoreBackend, *runs: RunDocument) -> dict[str, str]:
     try:
         from replaykit.episodes.certify import forked_tasks
     except ImportError:

@@ -10,12 +10,12 @@ Registered by name so configs (``train.criterion.name``) and ``replaykit audit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from math import comb
 from typing import Any, Callable, Protocol
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import RunDoc
+from replaykit.core.records import JSON, RunDoc, VerdictRecord
 from replaykit.core.registry import Registry
 
 
@@ -43,23 +43,33 @@ def outcomes(run: RunDoc) -> dict[str, Outcome]:
 @dataclass
 class Verdict:
     criterion: str
-    params: dict[str, Any]
+    params: dict[str, JSON]
     accept: bool
     loss: float
     reason: str
     regressions: list[str] = field(default_factory=list)
     new_solves: list[str] = field(default_factory=list)
     excluded: dict[str, str] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, JSON] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> VerdictRecord:
+        return VerdictRecord(
+            criterion=self.criterion,
+            params=self.params,
+            accept=self.accept,
+            loss=self.loss,
+            reason=self.reason,
+            regressions=self.regressions,
+            new_solves=self.new_solves,
+            excluded=self.excluded,
+            metrics=self.metrics,
+        )
 
 
 class Criterion(Protocol):
     name: str
 
-    def params(self) -> dict[str, Any]: ...
+    def params(self) -> dict[str, JSON]: ...
 
     def __call__(
         self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None
@@ -105,7 +115,7 @@ class StrictPareto:
             raise ConfigError(f"unknown secondary metric(s) {sorted(unknown)}; use steps and/or tokens")
         self.secondary_metrics = tuple(secondary_metrics)
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JSON]:
         return {"secondary_metrics": list(self.secondary_metrics)}
 
     def _decide(
@@ -175,7 +185,7 @@ class MeanReward:
     def __init__(self, alpha: float = 0.1) -> None:
         self.alpha = float(alpha)
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JSON]:
         return {"alpha": self.alpha}
 
     def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:

@@ -82,7 +82,7 @@ class TrainingDocuments:
         trainer.store.put_doc(
             doc.verdict_id,
             "verdict",
-            doc.to_dict(),
+            dict(doc.to_dict()),
             name=trainer.config.name,
             harness_sha=loss.candidate_sha or "",
             config_digest=trainer.spec_digest,

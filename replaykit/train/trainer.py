@@ -26,7 +26,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.modes import RecordMode
-from replaykit.core.records import RunDoc
+from replaykit.core.records import RunDoc, RunDocument
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
@@ -161,7 +161,7 @@ class Trainer:
             self.progress("epoch", {"epoch": epoch})
             yield loss
 
-    def _measure(self, sha: str, label: str) -> dict[str, Any]:
+    def _measure(self, sha: str, label: str) -> RunDocument:
         result = measure(
             self.config,
             record_mode=self.record_mode,
@@ -194,7 +194,7 @@ class Trainer:
 
         return forward
 
-    def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> Loss:
+    def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> Loss:
         loss = Loss(self, epoch, baseline_sha, baseline["run_id"])
         brief = self.brief(epoch, baseline_sha, baseline)
         repo = self.harness.repo
@@ -238,7 +238,7 @@ class Trainer:
         )
         return loss
 
-    def _forked(self, *runs: dict[str, Any]) -> dict[str, str]:
+    def _forked(self, *runs: RunDocument) -> dict[str, str]:
         try:
             from replaykit.episodes.certify import forked_tasks
         except ImportError:
@@ -248,7 +248,7 @@ class Trainer:
             out.update(forked_tasks(self.store, run))
         return out
 
-    def brief(self, epoch: int, baseline_sha: str, baseline: dict[str, Any]) -> str:
+    def brief(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> str:
         """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""
         return training_brief(
             epoch=epoch,

@@ -3,27 +3,27 @@ read with the blob verified and the row's id and kind checked against the docume
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
-from replaykit.core.records import RunDoc
+from replaykit.core.records import RunDoc, RunDocument
 
 
 class DocumentsMixin(BlobsMixin):
     """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
 
-    def put_run(self, run: RunDoc | dict[str, Any]) -> None:
+    def put_run(self, run: RunDoc | RunDocument) -> None:
         """Store a run document (a :class:`~replaykit.core.records.RunDoc` or its ``to_dict()`` form)."""
         if isinstance(run, RunDoc):
             run = run.to_dict()
         self.put_doc(
             run["run_id"],
             run.get("kind", "measure"),
-            run,
+            dict(run),
             name=run.get("name", ""),
             harness_sha=run["harness_sha"],
             model=run["model"]["name"],
@@ -86,7 +86,7 @@ class DocumentsMixin(BlobsMixin):
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
         doc = self.verified_doc(dict(row))
         try:
-            return RunDoc.from_dict(doc)
+            return RunDoc.from_dict(cast(RunDocument, doc))  # a bad shape raises below
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.corrupt(
                 f"its document is not a run ({type(exc).__name__}: {str(exc)[:80]})", f"run {full}"

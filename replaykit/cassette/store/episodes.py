@@ -11,7 +11,7 @@ from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, 
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import RunDoc
+from replaykit.core.records import RunDoc, RunDocument
 
 
 class EpisodesMixin(BlobsMixin):
@@ -80,7 +80,7 @@ class EpisodesMixin(BlobsMixin):
             checked = self._checked[cassette_id]
         return dict(checked[1])
 
-    def check_run(self, run: RunDoc | dict[str, Any]) -> None:
+    def check_run(self, run: RunDoc | RunDocument) -> None:
         """Every episode entry of a run document (a ``RunDoc`` or the stored form) against its
         cassette's events (what verdicts are computed from)."""
         doc = run.to_dict() if isinstance(run, RunDoc) else run
