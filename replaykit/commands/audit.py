@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.text import Text
@@ -18,18 +18,21 @@ from replaykit import render
 from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ConfigError
 
+if TYPE_CHECKING:
+    from replaykit.train.audit_records import CounterfactualReport, SolveRate
+
 
 def _sha(value: Any) -> str:
     return str(value)[:10] if value else "-"
 
 
-def _rate(final: dict[str, Any]) -> str:
+def _rate(final: SolveRate) -> str:
     if final.get("solved") is None:
         return "unknown"
     return f"{final['solved']}/{final['total']} ({final['solve_rate']:.0%})"
 
 
-def counterfactual_table(rep: dict[str, Any]) -> None:
+def counterfactual_table(rep: CounterfactualReport) -> None:
     """Short cells in the table (≠ marks what differs from the recorded training); reasons below, in full."""
     rows: list[list[str | Text]] = []
     notes = []
@@ -169,8 +172,8 @@ def audit(
         if resample_seeds is not None:
             from replaykit.train.robustness import resample_seeds as resample
 
-            rep = resample(st, target, resample_seeds, bootstrap, criterion)
-            emit_json(rep) if as_json else robustness_table(rep)
+            robust = resample(st, target, resample_seeds, bootstrap, criterion)
+            emit_json(robust) if as_json else robustness_table(robust)
             return
         if bootstrap is not None:
             raise ConfigError("--bootstrap goes with --resample-seeds K")
@@ -199,26 +202,27 @@ def audit(
             srep = run_sweep(st, target, axes["criteria"], axes["optimizers"], progress)
         emit_json(srep) if as_json else sweep_table(srep)
         return
+    recorded: dict[str, str] = {}
     with render.progress(enabled=not as_json) as progress:
         if record:
             from replaykit.train.counterfactual_record import record_counterfactual
 
             live = record_counterfactual(st, target, criterion, optimizer, progress)
-            rep = dict(
-                live["audit"],
-                recorded_training=live["training"]["training_id"],
-                recorded_branch=live["training"]["counterfactual_of"]["branch"],
-            )
+            rep: CounterfactualReport = live["audit"]
+            recorded = {
+                "recorded_training": live["training"]["training_id"],
+                "recorded_branch": live["training"]["counterfactual_of"]["branch"],
+            }
         else:
             from replaykit.train.counterfactual import counterfactual
 
             rep = counterfactual(st, target, criterion, optimizer, progress)
     if as_json:
-        emit_json(rep)
+        emit_json({**rep, **recorded})
         return
     counterfactual_table(rep)
     if record:
         render.line(
-            f"recorded as training {rep['recorded_training']} on branch {rep['recorded_branch']} "
-            f"(replay it: replaykit replay {rep['recorded_training']})"
+            f"recorded as training {recorded['recorded_training']} on branch {recorded['recorded_branch']} "
+            f"(replay it: replaykit replay {recorded['recorded_training']})"
         )

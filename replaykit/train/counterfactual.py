@@ -14,6 +14,8 @@ exactly those episodes. Reading only: the store is never written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +23,15 @@ from typing import Any
 
 import yaml
 
-from replaykit.core.records import RunDocument
-from replaykit.core.records import RunDoc
+from replaykit.train.audit_records import (
+    CounterfactualReport,
+    CounterfactualRow,
+    FinalRate,
+    NeededEpisode,
+    SolveRate,
+    WalkResult,
+)
+from replaykit.core.records import JSON, RunDoc, RunDocument
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
@@ -40,12 +49,12 @@ APPROXIMATION = (
 )
 
 
-def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+def parse_spec(text: str) -> tuple[str, dict[str, JSON]]:
     """``NAME[:key=value,key=value]`` (values are YAML scalars or [lists]) → (name, params)."""
     name, _, rest = text.strip().partition(":")
     if not name:
         raise ConfigError(f"empty name in {text!r}; use NAME or NAME:key=value,...")
-    params: dict[str, Any] = {}
+    params: dict[str, JSON] = {}
     parts, depth, cur = [], 0, ""
     for ch in rest:
         depth += (ch == "[") - (ch == "]")
@@ -63,7 +72,7 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def spec_text(name: str, params: dict[str, Any]) -> str:
+def spec_text(name: str, params: Mapping[str, JSON]) -> str:
     shown = {k: v for k, v in params.items() if v is not None}
 
     def fmt(v: Any) -> str:
@@ -72,7 +81,7 @@ def spec_text(name: str, params: dict[str, Any]) -> str:
     return name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(shown.items())) if shown else "")
 
 
-def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, JSON]]:
     if doc.get("optimizer"):
         return doc["optimizer"]["name"], dict(doc["optimizer"].get("params", {}))
     opt = dict(
@@ -81,7 +90,7 @@ def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return opt.pop("name", "greedy_monotonic"), opt
 
 
-def recorded_criterion(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def recorded_criterion(doc: dict[str, Any]) -> tuple[str, dict[str, JSON]]:
     return doc["criterion"]["name"], dict(doc["criterion"]["params"])
 
 
@@ -131,15 +140,15 @@ class Measurements:
             self.cache[sha] = (run, missing)
         return self.cache[sha]
 
-    def rate(self, sha: str | None) -> dict[str, Any]:
+    def rate(self, sha: str | None) -> SolveRate:
         run = self.lookup(sha)[0] if sha else None
         if run is None:
             return {"sha": sha, "solved": None, "total": len(self.template), "solve_rate": None}
         return {
             "sha": sha,
-            "solved": run["solved"],
-            "total": run["total"],
-            "solve_rate": run["solved"] / max(run["total"], 1),
+            "solved": (solved := sum(1 for e in run["episodes"] if e.get("passed"))),
+            "total": len(run["episodes"]),
+            "solve_rate": solved / max(len(run["episodes"]), 1),
         }
 
 
@@ -163,7 +172,7 @@ def recorded_decision(rec: dict[str, Any]) -> str:
     return str(rec["decision"])
 
 
-def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[dict[str, Any]]:
+def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpisode]:
     return [
         {
             "epoch": epoch,
@@ -186,15 +195,15 @@ def walk(
     criterion: Criterion,
     optimizer: Optimizer,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> WalkResult:
     """Step the counterfactual through every recorded epoch (see the module docstring)."""
     head = doc["initial_sha"]
-    rows: list[dict[str, Any]] = []
-    needs: list[dict[str, Any]] = []
+    rows: list[CounterfactualRow] = []
+    needs: list[NeededEpisode] = []
     blocked: int | None = None
     for rec, prop in zip(doc["epochs"], proposals, strict=True):
         epoch = rec["epoch"]
-        row: dict[str, Any] = {
+        row: CounterfactualRow = {
             "epoch": epoch,
             "description": rec.get("description", ""),
             "recorded_decision": recorded_decision(rec),
@@ -226,7 +235,8 @@ def walk(
         if missing:
             blocked = epoch
             needs = missing
-            row.update(counterfactual_decision="unknown", reason=f"{len(missing)} episode(s) never recorded")
+            row["counterfactual_decision"] = "unknown"
+            row["reason"] = f"{len(missing)} episode(s) never recorded"
             continue
         verdict = None
         if not skipped and base_run is not None and cand_run is not None:
@@ -247,13 +257,11 @@ def walk(
         if promote and cand:
             head = cand
         decision = "skipped" if skipped else ("accepted" if promote else "rejected")
-        row.update(
-            counterfactual_decision=decision,
-            offline=True,
-            flipped=decision != row["recorded_decision"],
-            reason=skipped or (verdict.reason if verdict else ""),
-            verdict=verdict.to_dict() if verdict else None,
-        )
+        row["counterfactual_decision"] = decision
+        row["offline"] = True
+        row["flipped"] = decision != row["recorded_decision"]
+        row["reason"] = skipped or (verdict.reason if verdict else "")
+        row["verdict"] = verdict.to_dict() if verdict else None
         if progress:
             progress("epoch", {"epoch": epoch})
     return {
@@ -271,7 +279,7 @@ def counterfactual(
     criterion: str | None = None,
     optimizer: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> CounterfactualReport:
     """The counterfactual report of a recorded training (``criterion``/``optimizer``: ``NAME[:k=v,...]``; default: as recorded)."""
     doc = store.get_doc(training_id, kind="training")
     config = training_config(doc, store)
@@ -296,14 +304,14 @@ def counterfactual(
 
 def report(
     doc: dict[str, Any],
-    result: dict[str, Any],
+    result: WalkResult,
     measurements: Measurements,
     proposals: list[Proposal],
-    crit: tuple[str, dict[str, Any]],
-    opt: tuple[str, dict[str, Any]],
-    rec_crit: tuple[str, dict[str, Any]],
-    rec_opt: tuple[str, dict[str, Any]],
-) -> dict[str, Any]:
+    crit: tuple[str, dict[str, JSON]],
+    opt: tuple[str, dict[str, JSON]],
+    rec_crit: tuple[str, dict[str, JSON]],
+    rec_opt: tuple[str, dict[str, JSON]],
+) -> CounterfactualReport:
     rows = result["rows"]
     complete = result["blocked_at"] is None
     rec_final = doc["chain"][-1]
@@ -337,8 +345,8 @@ def report(
         "recorded_accepted": sum(r["recorded_decision"] == "accepted" for r in rows),
         "final": {
             "recorded": measurements.rate(rec_final),
-            "counterfactual": dict(
-                measurements.rate(result["head"] if complete else None),
+            "counterfactual": FinalRate(
+                **measurements.rate(result["head"] if complete else None),
                 determined=complete,
                 last_known=result["head"],
             ),

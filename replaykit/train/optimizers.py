@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from replaykit.core.records import JSON
 from replaykit.core.registry import Registry
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optim.frontier import ParetoFrontier
@@ -49,7 +50,7 @@ __all__ = [
 class Optimizer(Protocol):
     name: str
 
-    def params(self) -> dict[str, Any]: ...
+    def params(self) -> dict[str, JSON]: ...
 
     def parent(self, head: str) -> str:
         """The commit the next proposal starts from (greedy: the HEAD)."""
@@ -59,7 +60,7 @@ class Optimizer(Protocol):
         """Pure: promote this epoch's candidate or not."""
         ...
 
-    def state(self) -> dict[str, Any]: ...
+    def state(self) -> dict[str, JSON]: ...
 
     def attach(self, parameter: Parameter) -> None: ...
 

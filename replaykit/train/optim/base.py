@@ -11,8 +11,8 @@ training and an offline counterfactual (``replaykit audit TRAINING --optimizer``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from replaykit.core.records import JSON
 from replaykit.core.errors import TrainError
 from replaykit.core.records import RunDoc
 from replaykit.train.criteria import Verdict
@@ -46,7 +46,7 @@ class ParameterBound:
     def __init__(self) -> None:
         self.parameter: Parameter | None = None
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JSON]:
         return {}
 
     def parent(self, head: str) -> str:
@@ -56,7 +56,7 @@ class ParameterBound:
         """Called once per epoch, skipped ones included; True promotes a measurable candidate."""
         raise NotImplementedError
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, JSON]:
         """What the optimizer keeps between steps (shown by audits)."""
         return {}
 

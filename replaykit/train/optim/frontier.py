@@ -10,8 +10,8 @@ the frontier.
 
 from __future__ import annotations
 
-from typing import Any
 
+from replaykit.core.records import JSON
 from replaykit.core.records import RunDoc
 from replaykit.train.optim.base import StepInput, ParameterBound
 
@@ -35,7 +35,7 @@ class ParetoFrontier(ParameterBound):
             return head
         return self.members[self.turn % len(self.members)][0]
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, JSON]:
         return {"frontier": [{"sha": sha, "solved": sorted(s)} for sha, s in self.members], "turn": self.turn}
 
     def _add(self, sha: str, solved: frozenset[str]) -> None:

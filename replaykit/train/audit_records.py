@@ -1,0 +1,101 @@
+"""The shapes of a counterfactual audit (``replaykit audit TRAINING``): one row per
+recorded epoch, the episodes it would need recorded, a baseline's solve rate, and the
+whole report. ``train/counterfactual.py`` builds them; the CLI prints them as JSON or
+renders them (``render/training.py``), sweeps and the HTML report read them.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from replaykit.core.records import JSON, VerdictRecord
+
+
+class CounterfactualRow(TypedDict):
+    epoch: int
+    description: str
+    recorded_decision: str  # accepted | rejected | skipped
+    recorded_baseline: str
+    recorded_candidate: str | None
+    counterfactual_baseline: str | None
+    counterfactual_candidate: str | None
+    counterfactual_decision: str  # accepted | rejected | skipped | unknown | undetermined
+    reapplied: bool  # the recorded proposal's diff was re-applied to another baseline
+    offline: bool  # decided from cassettes alone
+    flipped: bool | None
+    reason: str
+    verdict: VerdictRecord | None
+
+
+class NeededEpisode(TypedDict):
+    """An episode the counterfactual needs and the store lacks (what ``--record`` records)."""
+
+    epoch: int
+    role: str  # baseline | candidate
+    task_id: str
+    seed: int
+    harness_sha: str
+    cassette_id: str
+
+
+class WalkResult(TypedDict):
+    rows: list[CounterfactualRow]
+    head: str  # the counterfactual baseline branch after the last decided epoch
+    blocked_at: int | None  # the first epoch that needs episodes never recorded
+    needs_recording: list[NeededEpisode]
+    optimizer_state: dict[str, JSON]
+
+
+class SolveRate(TypedDict):
+    sha: str | None
+    solved: int | None
+    total: int
+    solve_rate: float | None
+
+
+class FinalRate(SolveRate, total=False):
+    determined: bool
+    last_known: str
+
+
+class Spec(TypedDict, total=False):
+    name: str
+    params: dict[str, JSON]
+    spec: str  # NAME[:k=v,...]
+
+
+class ProposalRow(TypedDict):
+    epoch: int
+    description: str
+    has_diff: bool
+    reason: str | None
+
+
+class FinalRates(TypedDict):
+    recorded: SolveRate
+    counterfactual: FinalRate
+
+
+class CounterfactualReport(TypedDict):
+    training_id: str
+    kind: str  # counterfactual
+    criterion: Spec
+    optimizer: Spec
+    recorded_criterion: Spec
+    recorded_optimizer: Spec
+    same_as_recorded: bool
+    approximation: str
+    epochs: list[CounterfactualRow]
+    flipped: list[int]
+    reapplied: list[int]
+    diverged_at: int | None
+    complete: bool
+    offline_epochs: int
+    offline_share: float
+    accepted: int
+    recorded_accepted: int
+    final: FinalRates
+    reproduces_recorded: bool
+    needs_recording: list[NeededEpisode]
+    optimizer_state: dict[str, JSON]
+    proposals: list[ProposalRow]
