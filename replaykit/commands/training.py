@@ -42,14 +42,14 @@ def train(
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()
-    summary = dict(trainer.summary(), store=cfg.store_location)
+    summary = trainer.summary()
     if as_json:
-        emit_json(summary)
+        emit_json({**summary, "store": cfg.store_location})
         return
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
     later = len(summary["epochs"]) - ran
     render.training_table(
-        dict(summary, epochs=summary["epochs"][:ran], resumed_epochs=min(resumed_before, ran))
+        {**summary, "epochs": summary["epochs"][:ran], "resumed_epochs": min(resumed_before, ran)}
     )
     if later > 0:
         render.line(

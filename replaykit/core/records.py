@@ -78,6 +78,73 @@ class VerdictRecord(TypedDict):
     metrics: dict[str, JSON]
 
 
+class EpochRecord(TypedDict):
+    """One epoch of a training document (``train.loss.Loss.to_dict``)."""
+
+    epoch: int
+    baseline_sha: str
+    baseline_run: str | None
+    candidate_sha: str | None
+    candidate_run: str | None
+    description: str
+    skipped: str | None
+    proposal_cassette: str | None
+    changed: list[str]
+    verdict_id: str | None
+    verdict: VerdictRecord | None
+    loss: float | None
+    decision: str  # accepted | rejected | skipped
+    promoted: NotRequired[bool | None]
+
+
+class NamedParams(TypedDict):
+    name: str
+    params: dict[str, JSON]
+
+
+class PatchQueueDoc(TypedDict):
+    diffs: list[str]  # blob ids of the diff texts
+    descriptions: list[str]
+
+
+class CounterfactualOf(TypedDict):
+    """What a recorded counterfactual training re-judged: the training, and with what."""
+
+    training_id: str
+    criterion: NamedParams
+    optimizer: NamedParams
+    branch: NotRequired[str]
+
+
+class TrainingDocument(TypedDict):
+    """A training as stored (``train.documents.training_summary`` plus its blobs)."""
+
+    training_id: str
+    kind: str
+    name: str
+    spec_digest: str
+    harness_repo: str
+    branch: str
+    initial_sha: str
+    final_baseline: str
+    chain: list[str]
+    epochs: list[EpochRecord]
+    runs: list[str]
+    verdicts: list[str]
+    cassettes: list[str]
+    trees: list[str]
+    estimator: dict[str, JSON]
+    criterion: NamedParams
+    optimizer: NamedParams
+    model: ModelDoc
+    config: dict[str, JSON]  # the RunConfig, as JSON
+    config_base_dir: str
+    initial_bundle: NotRequired[str]
+    blobs: NotRequired[list[str]]
+    patch_queue: NotRequired[PatchQueueDoc]
+    counterfactual_of: NotRequired[CounterfactualOf]
+
+
 class VerdictDocument(TypedDict):
     verdict_id: str
     kind: str

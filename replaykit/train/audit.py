@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from replaykit.train.documents import training_doc
+from replaykit.core.records import TrainingDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.progress import Progress
 from replaykit.core.modes import RecordMode
@@ -51,7 +53,7 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
     return out
 
 
-def recorded_base_dir(doc: dict[str, Any]) -> Path:
+def recorded_base_dir(doc: TrainingDocument) -> Path:
     """The folder a training's relative task paths resolve against: where it was recorded or,
     for a bundle made on another machine, this project's ``configs/`` (task digests in the
     cassette keys make sure the tasks found are the recorded ones)."""
@@ -77,16 +79,15 @@ def replay_training(
     from replaykit.train.documents import stored_estimator
     from replaykit.train.trainer import Trainer
 
-    doc = store.get_doc(training_id, kind="training")
+    doc = training_doc(store, training_id)
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
         gitops.clone_bundle(
             store.get_blob(doc["initial_bundle"]), tmp / "harness", doc["initial_sha"], doc["branch"]
         )
-        data = dict(doc["config"])
-        data["harness"] = dict(data["harness"], repo=str(tmp / "harness"), template=None)
-        data["store"] = str(store.location)
-        config = RunConfig.model_validate(data)
+        recorded = RunConfig.model_validate({**doc["config"], "store": str(store.location)})
+        harness = recorded.harness.model_copy(update={"repo": str(tmp / "harness"), "template": None})
+        config = recorded.model_copy(update={"harness": harness})
         config.base_dir = recorded_base_dir(doc)
         trainer = Trainer(
             config=config,

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from replaykit.train.documents import training_doc
 from replaykit.train.audit_records import (
     CounterfactualReport,
     CounterfactualRow,
@@ -31,7 +32,7 @@ from replaykit.train.audit_records import (
     SolveRate,
     WalkResult,
 )
-from replaykit.core.records import JSON, RunDoc, RunDocument
+from replaykit.core.records import EpochRecord, JSON, RunDoc, RunDocument, TrainingDocument
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.episodes.config import RunConfig
@@ -81,7 +82,7 @@ def spec_text(name: str, params: Mapping[str, JSON]) -> str:
     return name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(shown.items())) if shown else "")
 
 
-def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, JSON]]:
+def recorded_optimizer(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
     if doc.get("optimizer"):
         return doc["optimizer"]["name"], dict(doc["optimizer"].get("params", {}))
     opt = dict(
@@ -90,11 +91,13 @@ def recorded_optimizer(doc: dict[str, Any]) -> tuple[str, dict[str, JSON]]:
     return opt.pop("name", "greedy_monotonic"), opt
 
 
-def recorded_criterion(doc: dict[str, Any]) -> tuple[str, dict[str, JSON]]:
+def recorded_criterion(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
     return doc["criterion"]["name"], dict(doc["criterion"]["params"])
 
 
-def chosen(doc: dict[str, Any], criterion: str | None, optimizer: str | None) -> tuple[Criterion, Optimizer]:
+def chosen(
+    doc: TrainingDocument, criterion: str | None, optimizer: str | None
+) -> tuple[Criterion, Optimizer]:
     """The criterion and optimizer to judge with (``NAME[:k=v,...]``; default: as recorded), built
     (and so validated) before anything runs."""
     crit_name, crit_params = parse_spec(criterion) if criterion else recorded_criterion(doc)
@@ -102,7 +105,7 @@ def chosen(doc: dict[str, Any], criterion: str | None, optimizer: str | None) ->
     return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
 
 
-def training_config(doc: dict[str, Any], store: StoreBackend) -> RunConfig:
+def training_config(doc: TrainingDocument, store: StoreBackend) -> RunConfig:
     data = dict(doc["config"])
     data["store"] = str(store.location)
     config = RunConfig.model_validate(data)
@@ -113,7 +116,7 @@ def training_config(doc: dict[str, Any], store: StoreBackend) -> RunConfig:
 class Measurements:
     """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
 
-    def __init__(self, store: StoreBackend, doc: dict[str, Any], config: RunConfig) -> None:
+    def __init__(self, store: StoreBackend, doc: TrainingDocument, config: RunConfig) -> None:
         self.store, self.config = store, config
         first = store.get_run(doc["runs"][0]) if doc["runs"] else None
         if first is None:
@@ -163,7 +166,7 @@ def _forked(store: StoreBackend, *runs: RunDocument) -> dict[str, str]:
     return out
 
 
-def recorded_decision(rec: dict[str, Any]) -> str:
+def recorded_decision(rec: EpochRecord) -> str:
     """What the recorded optimizer did: accepted = the baseline branch moved to the candidate."""
     if rec.get("skipped"):
         return "skipped"
@@ -188,7 +191,7 @@ def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpiso
 
 def walk(
     store: StoreBackend,
-    doc: dict[str, Any],
+    doc: TrainingDocument,
     scratch: Scratch,
     proposals: list[Proposal],
     measurements: Measurements,
@@ -281,7 +284,7 @@ def counterfactual(
     progress: Progress | None = None,
 ) -> CounterfactualReport:
     """The counterfactual report of a recorded training (``criterion``/``optimizer``: ``NAME[:k=v,...]``; default: as recorded)."""
-    doc = store.get_doc(training_id, kind="training")
+    doc = training_doc(store, training_id)
     config = training_config(doc, store)
     rec_crit, rec_opt = recorded_criterion(doc), recorded_optimizer(doc)
     crit, opt = chosen(doc, criterion, optimizer)
@@ -303,7 +306,7 @@ def counterfactual(
 
 
 def report(
-    doc: dict[str, Any],
+    doc: TrainingDocument,
     result: WalkResult,
     measurements: Measurements,
     proposals: list[Proposal],

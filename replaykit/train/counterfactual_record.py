@@ -16,6 +16,8 @@ from typing import Any
 
 import git
 
+from replaykit.train.documents import training_doc
+from replaykit.core.records import CounterfactualOf, TrainingDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.config import RunConfig
@@ -38,12 +40,12 @@ BRANCH_ROOT = "replaykit/counterfactual"
 class LinkedTrainer(Trainer):
     """A Trainer whose training document names the training it is a counterfactual of."""
 
-    def __init__(self, *args: Any, link: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, link: CounterfactualOf, **kwargs: Any) -> None:
         self.link = link
         super().__init__(*args, **kwargs)
 
-    def summary(self) -> dict[str, Any]:
-        return dict(super().summary(), counterfactual_of=self.link)
+    def summary(self) -> TrainingDocument:
+        return {**super().summary(), "counterfactual_of": self.link}
 
     def record_verdict(self, loss: Loss) -> None:
         """A verdict already stored (same two runs, same criterion: the same verdict) keeps its document, so it
@@ -59,7 +61,7 @@ class LinkedTrainer(Trainer):
         super().record_verdict(loss)
 
 
-def _harness_repo(doc: dict[str, Any]) -> git.Repo:
+def _harness_repo(doc: TrainingDocument) -> git.Repo:
     path = Path(doc["harness_repo"])
     try:
         repo = git.Repo(path)
@@ -80,14 +82,14 @@ def record_counterfactual(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the counterfactual as a live training (recording what is missing); return it and the offline audit after."""
-    doc = store.get_doc(training_id, kind="training")
+    doc = training_doc(store, training_id)
     config = training_config(doc, store)
     crit, opt = chosen(doc, criterion, optimizer)  # validate before any write
     tcfg = train_config(config)
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
         proposals = scratch.proposals()
     repo = _harness_repo(doc)
-    link = {
+    link: CounterfactualOf = {
         "training_id": doc["training_id"],
         "criterion": {"name": crit.name, "params": crit.params()},
         "optimizer": {"name": opt.name, "params": opt.params()},
@@ -119,7 +121,7 @@ def record_counterfactual(
         record_mode=RecordMode.ONCE,
         store=store,
         progress=progress,
-        link=dict(link, branch=branch),
+        link={**link, "branch": branch},
     )
     for loss in trainer.epochs(len(doc["epochs"])):
         loss.backward()

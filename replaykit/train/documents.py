@@ -10,11 +10,11 @@ patch queue's diff texts), so a bundle can export the whole training and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.models.endpoint import model_id
-from replaykit.core.records import VerdictDoc
+from replaykit.core.records import ModelDoc, TrainingDocument, VerdictDoc
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss
@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from replaykit.train.trainer import Trainer
 
 
-def training_summary(trainer: Trainer) -> dict[str, Any]:
+def training_summary(trainer: Trainer) -> TrainingDocument:
     """The training document's fields (epochs recorded by an earlier run included)."""
     epochs = [lo.to_dict() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
+    mid = model_id(trainer.config.model)
     config, estimator, criterion, optimizer = (
         trainer.config,
         trainer.estimator,
@@ -44,13 +45,13 @@ def training_summary(trainer: Trainer) -> dict[str, Any]:
         "chain": trainer.chain(),
         "epochs": epochs,
         "runs": sorted({r for e in epochs for r in (e["baseline_run"], e["candidate_run"]) if r}),
-        "verdicts": [e["verdict_id"] for e in epochs if e.get("verdict_id")],
-        "cassettes": [e["proposal_cassette"] for e in epochs if e.get("proposal_cassette")],
+        "verdicts": [v for e in epochs if (v := e["verdict_id"])],
+        "cassettes": [c for e in epochs if (c := e["proposal_cassette"])],
         "trees": sorted({s for e in epochs for s in (e["baseline_sha"], e["candidate_sha"]) if s}),
         "estimator": estimator.identity(),
         "criterion": {"name": criterion.name, "params": criterion.params()},
         "optimizer": {"name": optimizer.name, "params": optimizer.params()},
-        "model": model_id(config.model).__dict__,
+        "model": ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
         "config": config.model_dump(mode="json"),
         "config_base_dir": str(config.base_dir),
     }
@@ -110,7 +111,7 @@ class TrainingDocuments:
         store.put_doc(
             trainer.training_id,
             "training",
-            doc,
+            dict(doc),
             name=config.name,
             harness_sha=trainer.initial_sha,
             model=config.model.name,
@@ -119,10 +120,15 @@ class TrainingDocuments:
         )
 
 
-def stored_estimator(store: StoreBackend, doc: dict[str, Any]) -> Estimator | None:
+def stored_estimator(store: StoreBackend, doc: TrainingDocument) -> Estimator | None:
     """A recorded training's patch queue, read from the store (not from the diff files,
     which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
     queue = doc.get("patch_queue")
     if not queue:
         return None
     return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue["diffs"]], queue.get("descriptions"))
+
+
+def training_doc(store: StoreBackend, training_id: str) -> TrainingDocument:
+    """A stored training document (verified on read, like every document)."""
+    return cast(TrainingDocument, store.get_doc(training_id, kind="training"))

@@ -9,9 +9,9 @@ per-task movement) and sets the harness parameter's ``.grad`` to this loss;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from replaykit.core.records import RunDoc
+from replaykit.core.records import EpochRecord, RunDoc
 from replaykit.core.errors import TrainError
 from replaykit.train.criteria import Verdict
 
@@ -79,7 +79,7 @@ class Loss:
         self.backward_done = True
         self.trainer.parameter.grad = self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EpochRecord:
         return {
             "epoch": self.epoch,
             "baseline_sha": self.baseline_sha,

@@ -16,10 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import git
 
+from replaykit.core.records import TrainingDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import HarnessError
 from replaykit.episodes.harness import load_solve
@@ -43,7 +43,7 @@ def commit_message(epoch: int, description: str) -> str:
 class Scratch:
     """``with Scratch(store, training_doc) as s:`` a temporary clone, removed afterwards."""
 
-    def __init__(self, store: StoreBackend, doc: dict[str, Any], entry: str, surface: list[str]) -> None:
+    def __init__(self, store: StoreBackend, doc: TrainingDocument, entry: str, surface: list[str]) -> None:
         self.store, self.doc, self.entry, self.surface = store, doc, entry, surface
         self.tmp = Path(tempfile.mkdtemp(prefix="replaykit-audit-"))
         self.repo: git.Repo | None = None

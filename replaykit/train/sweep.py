@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from replaykit.train.documents import training_doc
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import (
@@ -76,7 +77,7 @@ def sweep(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
-    doc = store.get_doc(training_id, kind="training")
+    doc = training_doc(store, training_id)
     config = training_config(doc, store)
     rec_crit = recorded_criterion(doc)
     rec_opt = recorded_optimizer(doc)
@@ -148,7 +149,7 @@ def report_sweep(store: StoreBackend, training_id: str) -> dict[str, Any] | None
     from replaykit.train.optimizers import optimizer_names
 
     try:
-        doc = store.get_doc(training_id, kind="training")
+        doc = training_doc(store, training_id)
         defaults = [spec_text(c.name, c.params()) for c in (make_criterion(n) for n in REPORT_CRITERIA)]
         criteria = list(
             dict.fromkeys([spec_text(doc["criterion"]["name"], doc["criterion"]["params"]), *defaults])

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.modes import RecordMode
-from replaykit.core.records import RunDoc, RunDocument
+from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
@@ -111,7 +111,7 @@ class Trainer:
     def _resolve_training(self) -> None:
         head = self.harness.resolve()
         self.harness.ensure_clean()
-        self.recorded: list[dict[str, Any]] = []
+        self.recorded: list[EpochRecord] = []
         for doc in self.store.find_trainings(self.spec_digest):
             if head in doc["chain"]:
                 self.training_id, self.initial_sha, self.recorded = (
@@ -272,7 +272,7 @@ class Trainer:
             lo.candidate_sha for lo in self.losses if lo.promoted_or_none and lo.candidate_sha
         ]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TrainingDocument:
         return training_summary(self)
 
     def _save(self) -> None:
