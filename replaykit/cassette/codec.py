@@ -14,7 +14,6 @@ from replaykit.cassette.documents import (
     BodyDoc,
     EpisodeDoc,
     EventDoc,
-    GradeDoc,
     ListRef,
     ValueRef,
 )
@@ -165,12 +164,7 @@ def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> EventDoc:
         grade = event.grade
         return {
             "kind": "grade",
-            "grade": GradeDoc(
-                reward=grade.reward,
-                passed=grade.passed,
-                infra_failure=grade.infra_failure,
-                detail=grade.detail,
-            ),
+            "grade": grade.to_dict(),
         }
     raise TypeError(f"unknown event {event!r}")
 
@@ -225,15 +219,7 @@ def decode_event(doc: EventDoc, get: Callable[[str], bytes], previous: Any = Non
     if doc["kind"] == "error":
         return ErrorEvent(message=doc["message"])
     if doc["kind"] == "grade":
-        g = doc["grade"]
-        return GradeEvent(
-            grade=Grade(
-                reward=float(g["reward"]),
-                passed=bool(g["passed"]),
-                infra_failure=bool(g.get("infra_failure", False)),
-                detail=str(g.get("detail", "")),
-            )
-        )
+        return GradeEvent(grade=Grade.from_dict(doc["grade"]))
     raise ValueError(f"unknown event kind {doc['kind']!r}")
 
 

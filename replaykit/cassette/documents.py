@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict, final
 
 from replaykit.cassette.keys import KeyDoc
+from replaykit.envs.base import GradeDoc
 
 
 @final
@@ -79,13 +80,6 @@ class NetEventDoc(TypedDict):
 class ErrorEventDoc(TypedDict):
     kind: Literal["error"]
     message: str
-
-
-class GradeDoc(TypedDict):
-    reward: float
-    passed: bool
-    infra_failure: bool
-    detail: str
 
 
 class GradeEventDoc(TypedDict):

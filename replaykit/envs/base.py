@@ -11,13 +11,32 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, NotRequired, Protocol, Self, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from replaykit.core.errors import EnvError
+from replaykit.core.records import JSON
+
+
+class ObservationDoc(TypedDict):
+    """An observation as stored and shown (``Observation.to_dict``)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: NotRequired[bool]
+
+
+class GradeDoc(TypedDict):
+    """A grade as stored and shown (``Grade.to_dict``)."""
+
+    reward: float
+    passed: bool
+    infra_failure: NotRequired[bool]
+    detail: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -29,11 +48,13 @@ class Observation:
     exit_code: int
     timed_out: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ObservationDoc:
+        return ObservationDoc(
+            stdout=self.stdout, stderr=self.stderr, exit_code=self.exit_code, timed_out=self.timed_out
+        )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Observation":
+    def from_dict(cls, data: ObservationDoc) -> "Observation":
         return cls(
             stdout=data["stdout"],
             stderr=data["stderr"],
@@ -51,11 +72,13 @@ class Grade:
     infra_failure: bool = False
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> GradeDoc:
+        return GradeDoc(
+            reward=self.reward, passed=self.passed, infra_failure=self.infra_failure, detail=self.detail
+        )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Grade":
+    def from_dict(cls, data: GradeDoc) -> "Grade":
         return cls(
             reward=float(data["reward"]),
             passed=bool(data["passed"]),
@@ -80,7 +103,7 @@ class Environment(Protocol):
 
     def close(self) -> None: ...
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, JSON]:
         """Facts for the cassette metadata (image digest, pins in force, ...)."""
         ...
 

@@ -43,6 +43,7 @@ from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.network.wiring import resolve_mode
 from replaykit.envs.tasks import Task, load_task
+from replaykit.core.records import JSON
 from replaykit.core.errors import EnvError, TaskError
 
 TESTS_DIR = "/tests"
@@ -405,7 +406,7 @@ class DockerEnv:
                 return _infra_failure(box.dead, "infrastructure failure while verifying")
             return verifier_grade(obs, Path(tmp), timeout)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, JSON]:
         return {
             "kind": self.kind,
             "image": self.image,

@@ -30,11 +30,12 @@ from typing import Any
 
 from replaykit.core.determinism import ENV_PINS
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation, episode_workspace
+from replaykit.envs.base import EnvKind, EnvRequest, episode_workspace, Grade, Observation
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
+from replaykit.core.records import JSON
 from replaykit.core.errors import EnvError, TaskError
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -354,7 +355,7 @@ class LocalEnv:
             self._env = saved
         return verifier_grade(obs, verifier_logs, timeout)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, JSON]:
         return {
             "kind": self.kind,
             "pins": dict(ENV_PINS),

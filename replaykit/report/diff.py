@@ -87,7 +87,11 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
     if isinstance(a, GradeEvent) and isinstance(b, GradeEvent):
         ga, gb = a.grade.to_dict(), b.grade.to_dict()
         return (
-            ("grade", [f"{k}: {ga[k]}" for k in sorted(ga)], [f"{k}: {gb[k]}" for k in sorted(gb)])
+            (
+                "grade",
+                [f"{k}: {v}" for k, v in sorted(ga.items())],
+                [f"{k}: {v}" for k, v in sorted(gb.items())],
+            )
             if ga != gb
             else (None, [], [])
         )
