@@ -14,6 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from replaykit.core.modes import RecordMode
     from replaykit.core.errors import ConfigError, ReplaykitError
     from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDoc
     from replaykit.envs.base import EnvKind, EnvSettings
@@ -43,6 +44,7 @@ __all__ = [
     "MeanReward",
     "OpenAIBackend",
     "PatchQueue",
+    "RecordMode",
     "ReplaykitError",
     "RunConfig",
     "RunDoc",
@@ -63,6 +65,7 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "Trainer": "replaykit.train.trainer",
     "Loss": "replaykit.train.loss",
+    "RecordMode": "replaykit.core.modes",
     "AgenticEstimator": "replaykit.train.estimators",
     "PatchQueue": "replaykit.train.estimators",
     "OpenAIBackend": "replaykit.train.estimators",
