@@ -64,7 +64,7 @@ def tasks_check(
         from replaykit.envs.docker_settings import DockerSettings
         from replaykit.episodes.config import load_config
 
-        aliases.update(DockerSettings.of(load_config(config).env.model_dump()).image_aliases)
+        aliases.update(DockerSettings.of(load_config(config).env.table()).image_aliases)
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:

@@ -136,7 +136,18 @@ class EnvRequest(Protocol):
     def task_path(self) -> str: ...
 
     @property
-    def env(self) -> dict[str, Any]: ...
+    def env(self) -> EnvTable: ...
+
+
+class EnvTable(TypedDict, total=False):
+    """The config's ``env`` section as a kind's hooks receive it: flat, the shared keys
+    typed here; the kind's own keys ride along (read them with its settings model:
+    ``MySettings.of(env)``)."""
+
+    kind: str
+    timeout_sec: float
+    max_output_bytes: int
+    snapshot: str  # digest | full
 
 
 class WorkerNodes(Protocol):
@@ -156,7 +167,7 @@ class WorkerNodes(Protocol):
         ...
 
 
-PrepareNodes = Callable[[WorkerNodes, dict[str, Any]], None]  # (nodes, env config) → ready
+PrepareNodes = Callable[[WorkerNodes, EnvTable], None]  # (nodes, env config) → ready
 
 
 @dataclass(frozen=True)
@@ -168,8 +179,8 @@ class NodeNeeds:
 
 
 EnvFactory = Callable[[EnvRequest], Environment]
-KeyExtra = Callable[[dict[str, Any], Any], KeyPairs]  # (env config, Task) → extra key pairs
-Oracle = Callable[[Any, dict[str, Any]], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
+KeyExtra = Callable[[EnvTable, Any], KeyPairs]  # (env config, Task) → extra key pairs
+Oracle = Callable[[Any, EnvTable], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
 
 
 class EnvSettings(BaseModel):
@@ -180,7 +191,7 @@ class EnvSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @classmethod
-    def of(cls, env: dict[str, Any]) -> Self:
+    def of(cls, env: EnvTable) -> Self:
         """These settings out of a flat ``env`` table (what a factory, ``key_extra`` or an
         oracle receives): the shared keys and ``kind`` are left out."""
         return cls.model_validate({k: v for k, v in env.items() if k in cls.model_fields})
@@ -202,17 +213,17 @@ class EnvKind:
     node_resource: str | None = None
     prepare_nodes: PrepareNodes | None = None
 
-    def node_needs(self, env: dict[str, Any]) -> NodeNeeds:
+    def node_needs(self, env: EnvTable) -> NodeNeeds:
         """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""
         hook = self.prepare_nodes
         return NodeNeeds(self.node_resource, None if hook is None else lambda nodes: hook(nodes, env))
 
-    def key(self, env: dict[str, Any], task: Any) -> KeyPairs:
+    def key(self, env: EnvTable, task: Any) -> KeyPairs:
         """This kind's part of a cassette key: the kind first, then its extras."""
         extras = self.key_extra(env, task) if self.key_extra else ()
         return (("env", self.kind), *(pair for pair in extras if pair[0] != "env"))
 
-    def check(self, task: Any, env: dict[str, Any]) -> tuple[Grade, Grade]:
+    def check(self, task: Any, env: EnvTable) -> tuple[Grade, Grade]:
         """The oracle check: grade the task untouched, then solved."""
         if self.oracle is None:
             raise EnvError(f"environment kind {self.kind!r} has no oracle check; use another --env")

@@ -18,8 +18,9 @@ replaces (never silent; the same lines are stored with a run's episodes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from replaykit.envs.base import EnvTable
 from replaykit.envs import features
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
@@ -42,7 +43,9 @@ def check_tasks(
 ) -> dict[str, Any]:
     """Run the oracle check on every task the paths/globs name; one row per task."""
     env_kind = get_env_kind(kind)
-    env = {"kind": kind, "image_aliases": dict(aliases or {})}
+    env = cast(
+        EnvTable, {"kind": kind, "image_aliases": dict(aliases or {})}
+    )  # the docker kind's key rides along
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})

@@ -35,7 +35,7 @@ from replaykit.envs import (
     snapshot,
     task_env,
 )
-from replaykit.envs.base import EnvKind, EnvRequest, Grade, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation
 from replaykit.envs.docker_settings import DockerSettings
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
@@ -439,7 +439,7 @@ class DockerEnv:
 # -- the "docker" environment kind (envs/registry.py) --------------------------------------
 
 
-def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
     aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)
@@ -466,7 +466,7 @@ def factory(spec: EnvRequest) -> DockerEnv:
         image = images.ensure_task_image(task, aliases).id
     from replaykit.envs.flavours import substitutions
 
-    aliases = spec.env.get("image_aliases") or {}
+    aliases = DockerSettings.of(spec.env).image_aliases
     return DockerEnv(
         task,
         image,
@@ -481,7 +481,7 @@ def factory(spec: EnvRequest) -> DockerEnv:
     )
 
 
-def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
     aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)

@@ -26,11 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from replaykit.core.determinism import ENV_PINS
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, episode_workspace, Grade, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, episode_workspace, Grade, Observation
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
@@ -380,7 +379,7 @@ def factory(request: EnvRequest) -> LocalEnv:
     )
 
 
-def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     """Grade the untouched environment, then one where solution/solve.sh ran, in a scratch
     workspace removed afterwards. A sound task gives (reward 0, reward 1)."""
     with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:

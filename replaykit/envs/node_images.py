@@ -14,10 +14,9 @@ this module knows Docker, the executor does not.
 
 from __future__ import annotations
 
-from typing import Any
 
 from replaykit.core.errors import EnvError
-from replaykit.envs.base import WorkerNodes
+from replaykit.envs.base import EnvTable, WorkerNodes
 from replaykit.envs.docker_settings import DockerSettings
 
 #: the custom resource Docker episodes are scheduled on (``ray start --resources '{"docker": 4}'``)
@@ -83,7 +82,7 @@ def ship_images(nodes: WorkerNodes, wanted: dict[str, str]) -> dict[str, list[st
     return {node: node_refs for node, node_refs in lacking.items() if node_refs}
 
 
-def prepare_nodes(nodes: WorkerNodes, env: dict[str, Any]) -> None:
+def prepare_nodes(nodes: WorkerNodes, env: EnvTable) -> None:
     """The ``docker`` kind's ``prepare_nodes`` hook: every Docker node builds from the
     driver's base images and alias targets (same IDs, so the same cassette keys)."""
     ship_images(nodes, wanted_images(DockerSettings.of(env).image_aliases))

@@ -22,10 +22,11 @@ from typing import Any
 
 from replaykit.envs.base import (
     EnvFactory,
+    Environment,
     EnvKind,
     EnvRequest,
     EnvSettings,
-    Environment,
+    EnvTable,
     KeyExtra,
     KeyPairs,
     Oracle,
@@ -76,11 +77,11 @@ def uses_docker(kind: str) -> bool:
         return False
 
 
-def env_kind_of(env: dict[str, Any]) -> EnvKind:
+def env_kind_of(env: EnvTable) -> EnvKind:
     return get_env_kind(str(env.get("kind", "local")))
 
 
-def env_key_extra(env: dict[str, Any], task: Any) -> KeyPairs:
+def env_key_extra(env: EnvTable, task: Any) -> KeyPairs:
     """The environment's part of a cassette key (kind first, then the kind's extras)."""
     return env_kind_of(env).key(env, task)
 

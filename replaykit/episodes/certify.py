@@ -32,8 +32,9 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, cast, ClassVar, Iterator
 
+from replaykit.envs.base import EnvTable
 from replaykit.core.records import RunDocument
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
@@ -196,7 +197,7 @@ def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
     meta = episode.meta
-    env_cfg = dict(meta.get("env") or {"kind": env_kind(episode.key)})
+    env_cfg = cast(EnvTable, dict(meta.get("env") or {"kind": env_kind(episode.key)}))  # as recorded
     spec = EpisodeSpec(
         key=episode.key,
         task_path=str(task.path),

@@ -7,7 +7,7 @@ A bad config is one clear ``ConfigError`` line naming the file and the field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, cast, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,7 +24,7 @@ from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
-from replaykit.envs.base import EnvSettings
+from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.execution.config import ExecutorConfig
 
 
@@ -178,6 +178,10 @@ class EnvConfig(BaseModel):
         self._settings = settings
         self.__pydantic_extra__ = settings.model_dump()
         return self
+
+    def table(self) -> EnvTable:
+        """The section as a kind's hooks receive it: flat, the kind's own keys included."""
+        return cast(EnvTable, self.model_dump())
 
     @property
     def settings(self) -> EnvSettings:

@@ -22,7 +22,7 @@ from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, sha256_hex
-from replaykit.envs.base import Environment, Grade, Observation, episode_workspace
+from replaykit.envs.base import Environment, EnvTable, episode_workspace, Grade, Observation
 from replaykit.envs.registry import make_env
 from replaykit.core.errors import DivergenceError, EnvError
 from replaykit.episodes.harness import Context, load_solve
@@ -68,7 +68,7 @@ class EpisodeSpec:
     temperature: float
     base_url: str
     api_key: str
-    env: dict[str, Any]
+    env: EnvTable
     secrets: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()
     keep_going: bool = False  # an endpoint failure marks the episode infra instead of stopping the run

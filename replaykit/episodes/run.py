@@ -77,7 +77,7 @@ def episode_keys(
 ) -> list[tuple[CassetteKey, Task]]:
     mid = model_id(model_cfg)
     digest = config.digest()
-    env = config.env.model_dump()
+    env = config.env.table()
     keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
         extra = env_key_extra(env, task)
@@ -186,7 +186,7 @@ def _measure(
             )
         clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
         tree = str(store.materialise_tree(sha))
-        env = config.env.model_dump()
+        env = config.env.table()
         network = prepare_network(store, config.env.kind, [t for _, t in missing])
         with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
             secrets = secrets_for(config, endpoint.api_key)

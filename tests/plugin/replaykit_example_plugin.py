@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.records import RunDoc
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, Grade, NodeNeeds
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, EnvTable, Grade, NodeNeeds
 from replaykit.envs.grading import oracle_grades
 from replaykit.envs.local import LocalEnv, factory as local_factory
 from replaykit.envs.tasks import Task
@@ -42,11 +42,11 @@ def factory(request: EnvRequest) -> ExampleEnv:
     return sandbox
 
 
-def key_extra(env: dict[str, Any], task: Task) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
     return (("sandbox", "example-v1"),)
 
 
-def oracle(task: Task, env: dict[str, Any]) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="example-check-") as tmp:
