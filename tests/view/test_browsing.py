@@ -1,0 +1,75 @@
+"""The store's named read queries behind the viewer (store/browsing.py) and the search
+sidecar (store/search.py): filters, sorting, pages, facets, the change token, incremental
+indexing. In-process, over a small recorded panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.cassette.stores import open_store
+from replaykit.episodes.run import measure
+from replaykit.testing import small_config
+from replaykit.view.search import Searcher
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("browsing")
+    config = small_config(tmp, tasks=["hello-file", "fix-config-port"], seeds=[0, 1, 2])
+    run = measure(config).run
+    return {"tmp": tmp, "config": config, "run": run, "store": Path(config.store_path)}
+
+
+def test_episode_pages_filter_sort_and_count(recorded: dict[str, Any]) -> None:
+    store = open_store(str(recorded["store"]), readonly=True)
+    rows, total = store.episode_page({}, limit=4)
+    assert total == 6 and len(rows) == 4
+    rest, _ = store.episode_page({}, limit=4, offset=4)
+    assert len(rest) == 2 and not {r["id"] for r in rows} & {r["id"] for r in rest}
+    rows, total = store.episode_page({"task_id": "hello-file", "seed": 1})
+    assert total == 1 and rows[0]["task_id"] == "hello-file" and rows[0]["seed"] == 1
+    rows, _ = store.episode_page({}, sort="tokens", descending=False)
+    assert [r["tokens"] for r in rows] == sorted(r["tokens"] for r in rows)
+    passed, _ = store.episode_page({"outcome": "pass"})
+    failed, _ = store.episode_page({"outcome": "fail"})
+    assert len(passed) + len(failed) == 6 and all(r["passed"] for r in passed)
+    assert not any(r["passed"] for r in failed)
+    sha = recorded["run"]["harness_sha"]
+    assert store.episode_page({"harness_sha": sha[:7]})[1] == 6
+    assert store.episode_page({"harness_sha": "0000000"})[1] == 0
+    some = [e["cassette_id"] for e in recorded["run"]["episodes"][:2]]
+    assert {r["id"] for r in store.episode_page({"ids": some})[0]} == set(some)
+    with pytest.raises(ValueError, match="cannot sort episodes by"):
+        store.episode_page({}, sort="doc; DROP TABLE cassettes")
+    facets = store.episode_facets()
+    assert facets["task_id"] == ["fix-config-port", "hello-file"] and facets["seed"] == [0, 1, 2]
+    assert [r["id"] for r in store.doc_rows("measure")] == [recorded["run"]["run_id"]]
+    store.close()
+
+
+def test_the_change_token_moves_when_another_process_writes(recorded: dict[str, Any]) -> None:
+    reader = open_store(str(recorded["store"]), readonly=True)
+    before = reader.change_token()
+    assert reader.change_token() == before  # reading changes nothing
+    writer = open_store(str(recorded["store"]))
+    writer.put_doc("view-test-doc", "note", {"hello": "world"})
+    writer.close()
+    assert reader.change_token() != before
+    reader.close()
+
+
+def test_the_search_index_is_built_once_then_kept_in_step(recorded: dict[str, Any], tmp_path: Path) -> None:
+    store = open_store(str(recorded["store"]), readonly=True)
+    searcher = Searcher(store, tmp_path / "search.db")
+    assert searcher.refresh() == 6 and searcher.refresh() == 0
+    hits, total = searcher.search("hello")
+    assert total >= 1 and all(h["cassette_id"] for h in hits)
+    hits, total = searcher.search('"; DROP TABLE texts; --')  # words are quoted, never FTS syntax
+    assert total == 0 and hits == []
+    searcher.close()
+    store.close()
