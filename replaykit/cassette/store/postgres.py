@@ -50,7 +50,6 @@ class PostgresStore(Store):
         super().__init__(cache_root(url), readonly=readonly)
         self.url = url
         self._pg: PgDatabase | None = None
-        self._schema_ok = False
 
     @property
     def location(self) -> str:
