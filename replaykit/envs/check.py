@@ -6,8 +6,7 @@ and grades each on its own, twice in fresh environments: untouched, and after
 infrastructure failure) and the second passes. An untouched score strictly between
 0 and 1 (partial credit by design, e.g. 0.33) passes with a ``warning`` that gives the
 score. A malformed or unsupported task is that task's one-line ``problem``; the batch
-goes on with the others (a Terminal-Bench 1 folder is one too, naming the format and
-``harbor tasks migrate``).
+goes on with the others (a Terminal-Bench 1 folder loads natively, ``tb1.py``).
 
 Every row also says which Harbor features the task uses and which replaykit ignored
 (``features.feature_report``), and carries ``warnings``: each unknown task.toml key

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from replaykit.envs import tb1
+
 #: Harbor's network modes (``NetworkMode``) and the ones replaykit runs.
 NETWORK_MODES: tuple[str, ...] = ("public", "no-network", "allowlist")
 SUPPORTED_NETWORK_MODES: tuple[str, ...] = ("public", "no-network")
@@ -161,6 +163,8 @@ def feature_report(config: Mapping[str, Any], folder: Path) -> dict[str, list[st
     env = config.get("environment")
     env_table = env if isinstance(env, Mapping) else {}
     used: list[str] = []
+    if tb1.is_converted(folder):
+        used.append("Terminal-Bench 1 layout (mapped as `harbor tasks migrate` does)")
     if "schema_version" in config:
         used.append(f"schema {config['schema_version']}")
     if config.get("steps"):

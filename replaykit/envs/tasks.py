@@ -329,8 +329,8 @@ def _load_task(path: str | os.PathLike[str]) -> Task:
         raise TaskError(f"{folder}: not a task folder (no such directory)")
     folder = folder.resolve()
     toml_path = folder / "task.toml"
-    if tb1.is_tb1(folder):
-        raise TaskError(tb1.problem(folder))
+    if tb1.is_tb1(folder):  # Terminal-Bench 1: loaded from the folder `harbor tasks migrate` would write
+        return _load_task(tb1.convert(folder, task_digest(folder)))
     if not toml_path.is_file():
         raise TaskError(
             f"{toml_path}: missing; a task folder needs task.toml, instruction.md and tests/test.sh"
@@ -371,7 +371,7 @@ def _is_glob(pattern: str) -> bool:
 
 
 def _task_like(folder: Path) -> bool:
-    """A Harbor task folder, or a TB1 one (which then loads as its one-line problem)."""
+    """A Harbor task folder, or a Terminal-Bench 1 one (``tb1.py``)."""
     return (folder / "task.toml").is_file() or tb1.is_tb1(folder)
 
 

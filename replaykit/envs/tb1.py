@@ -1,17 +1,54 @@
 """Terminal-Bench 1 task folders (``task.yaml``, ``run-tests.sh``, ``docker-compose.yaml``).
 
-replaykit reads the Harbor layout. A TB1 folder is recognised, never mistaken for "no
-task": loading it is one line naming the format and Harbor's own converter,
-``harbor tasks migrate -i SRC -o OUT`` (it maps ``task.yaml`` to task.toml and
-instruction.md, ``solution.sh`` to solution/solve.sh, ``run-tests.sh`` to
-tests/test.sh with a reward line, and the compose main service into the Dockerfile).
+A TB1 folder loads natively: :func:`convert` writes the Harbor-layout folder that
+``harbor tasks migrate`` (Harbor 0.25's ``mappers/terminal_bench.py``) would write, into
+a cache keyed by the source folder's digest (``$XDG_CACHE_HOME/replaykit/tb1/``,
+written atomically), and the task is loaded from there under the TB1 folder's name:
+
+* ``task.yaml`` → ``instruction.md`` and task.toml (``[metadata]`` from its author,
+  difficulty, category and tags; ``[verifier] timeout_sec`` = ``max_test_timeout_sec``
+  (default 60), ``[agent] timeout_sec`` = ``max_agent_timeout_sec`` (default 360));
+* the compose main service (``client``, else the first) → its build context's
+  Dockerfile in ``environment/``, with ``ENV TEST_DIR=/tests`` and the service's
+  ``environment``, ``working_dir``, ``expose`` and ``entrypoint`` appended;
+* ``solution.sh`` → ``solution/solve.sh``; ``tests/`` → ``tests/``; ``run-tests.sh`` →
+  ``tests/test.sh`` with ``$TEST_DIR`` → ``/tests`` and Harbor's reward lines (exit 0 →
+  reward 1); every other file → ``environment/``.
+
+What the mapping cannot collapse into one Dockerfile (several services, top-level
+compose keys) and ``solution.yaml`` are one line naming ``harbor tasks migrate``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
+
+from replaykit.core.errors import TaskError
 
 MARKERS: tuple[str, ...] = ("task.yaml", "run-tests.sh")
+REWARD_SUFFIX = """
+_EXIT_CODE=$?
+if [ $_EXIT_CODE -eq 0 ]; then
+    echo 1 > /logs/verifier/reward.txt
+else
+    echo 0 > /logs/verifier/reward.txt
+fi
+exit $_EXIT_CODE
+"""
+_DEFAULT_ENV = {"TEST_DIR=${T_BENCH_TEST_DIR}"}
+_SERVICE_KEYS = {"build", "image", "container_name", "command", "volumes", "environment"} | {
+    "working_dir",
+    "expose",
+    "entrypoint",
+    "platform",
+}
+FORMAT_VERSION = "1"  # bump when the mapping changes: the cache is keyed by it
 
 
 def is_tb1(folder: Path) -> bool:
@@ -19,10 +56,177 @@ def is_tb1(folder: Path) -> bool:
     return (folder / "task.yaml").is_file() and not (folder / "task.toml").exists()
 
 
-def problem(folder: Path) -> str:
-    """The one line a TB1 folder loads as (see the module docstring)."""
-    have = ", ".join(m for m in (*MARKERS, "docker-compose.yaml") if (folder / m).is_file())
-    return (
-        f"{folder}: a Terminal-Bench 1 task ({have}), not the Harbor layout replaykit reads; "
-        f"convert it with `harbor tasks migrate -i {folder} -o OUT` and check OUT/{folder.name}"
+def _refuse(folder: Path, why: str) -> TaskError:
+    return TaskError(
+        f"{folder}: a Terminal-Bench 1 task whose {why}; convert it with "
+        f"`harbor tasks migrate -i {folder} -o OUT` and use OUT/{folder.name}"
     )
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaykit" / "tb1"
+
+
+def is_converted(folder: Path) -> bool:
+    """``folder`` is the Harbor-layout conversion of a TB1 task (see :func:`convert`)."""
+    return Path(folder).resolve().parent.parent == _cache_root().resolve()
+
+
+def convert(folder: Path, digest: str) -> Path:
+    """The Harbor-layout folder of TB1 task ``folder`` (``digest``: its content digest)."""
+    key = hashlib.sha256(f"{FORMAT_VERSION}:{digest}".encode()).hexdigest()[:24]
+    target = _cache_root() / key / folder.name
+    if (target / "task.toml").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tb1-", dir=target.parent))
+    try:
+        _map(folder, tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / "task.toml").is_file():  # another process won the race: keep its copy
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def _main_service(folder: Path) -> tuple[dict[str, Any], str]:
+    path = folder / "docker-compose.yaml"
+    if not path.is_file():
+        return {}, "."
+    data = _yaml(path) or {}
+    services = data.get("services") if isinstance(data, dict) else None
+    if not isinstance(services, dict) or not services:
+        return {}, "."
+    if len(services) != 1 or any(k not in ("services", "version") for k in data):
+        raise _refuse(folder, "docker-compose.yaml has several services (replaykit maps one)")
+    service = next(iter(services.values())) or {}
+    extra = sorted(k for k in service if k not in _SERVICE_KEYS)
+    if extra:
+        raise _refuse(folder, f"compose service uses {', '.join(extra)}")
+    build = service.get("build", {})
+    context = (
+        build.get("context", ".") if isinstance(build, dict) else build if isinstance(build, str) else "."
+    )
+    return service, str(context)
+
+
+def _additions(service: dict[str, Any]) -> list[str]:
+    lines = ["ENV TEST_DIR=/tests"]
+    env = service.get("environment")
+    pairs = (
+        [str(e) for e in env]
+        if isinstance(env, list)
+        else [f"{k}={v}" for k, v in env.items()]
+        if isinstance(env, dict)
+        else []
+    )
+    lines += [f"ENV {pair}" for pair in pairs if pair not in _DEFAULT_ENV]
+    workdir = service.get("working_dir")
+    if isinstance(workdir, str) and "${" not in workdir:
+        lines.append(f"WORKDIR {workdir}")
+    expose = service.get("expose")
+    if expose is not None:
+        lines += [f"EXPOSE {p}" for p in (expose if isinstance(expose, list) else [expose])]
+    entrypoint = service.get("entrypoint")
+    if entrypoint is not None:
+        lines.append(f"ENTRYPOINT {json.dumps(entrypoint if isinstance(entrypoint, list) else [entrypoint])}")
+    return lines
+
+
+def _map(folder: Path, out: Path) -> None:
+    if (folder / "solution.yaml").exists():
+        raise _refuse(folder, "solution is solution.yaml (Harbor maps solution.sh only)")
+    config = _yaml(folder / "task.yaml")
+    if not isinstance(config, dict) or not isinstance(config.get("instruction"), str):
+        raise TaskError(f"{folder / 'task.yaml'}: field 'instruction' is missing; a TB1 task needs one")
+    if not (folder / "run-tests.sh").is_file():
+        raise TaskError(f"{folder / 'run-tests.sh'}: missing; a TB1 task's verifier")
+    service, context = _main_service(folder)
+    env_dir = out / "environment"
+    env_dir.mkdir(parents=True)
+    handled = {"task.yaml", "solution.sh", "run-tests.sh", "tests", "docker-compose.yaml"}
+    if context != ".":
+        handled.add(Path(context).parts[0])
+        if (folder / context).is_dir():
+            shutil.copytree(folder / context, env_dir, dirs_exist_ok=True)
+    else:
+        handled.add("Dockerfile")
+        if (folder / "Dockerfile").is_file():
+            shutil.copy(folder / "Dockerfile", env_dir / "Dockerfile")
+    dockerfile = env_dir / "Dockerfile"
+    if dockerfile.is_file():
+        text = dockerfile.read_text(encoding="utf-8")
+        for pattern, source in (("tests", "tests"), ("solution.sh", "solution.sh")):
+            refs = (f"COPY {pattern}", f"COPY ./{pattern}", f"ADD {pattern}", f"ADD ./{pattern}")
+            if (
+                any(r in text for r in refs)
+                and (folder / source).exists()
+                and not (env_dir / source).exists()
+            ):
+                copy = shutil.copytree if (folder / source).is_dir() else shutil.copy
+                copy(folder / source, env_dir / source)
+        text = text if text.endswith("\n") else text + "\n"
+        dockerfile.write_text(
+            text + "\n# Mapped from docker-compose.yaml\n" + "\n".join(_additions(service)) + "\n"
+        )
+    if (folder / "solution.sh").is_file():
+        (out / "solution").mkdir()
+        shutil.copy(folder / "solution.sh", out / "solution" / "solve.sh")
+        os.chmod(out / "solution" / "solve.sh", 0o755)
+    (out / "tests").mkdir()
+    if (folder / "tests").is_dir():
+        shutil.copytree(folder / "tests", out / "tests", dirs_exist_ok=True)
+    script = (folder / "run-tests.sh").read_text(encoding="utf-8")
+    script = (script if script.endswith("\n") else script + "\n") + REWARD_SUFFIX
+    (out / "tests" / "test.sh").write_text(script.replace("$TEST_DIR", "/tests"))
+    os.chmod(out / "tests" / "test.sh", 0o755)
+    for item in sorted(folder.rglob("*")):
+        rel = item.relative_to(folder)
+        if rel.parts[0] in handled or item.is_dir():
+            continue
+        (env_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(item, env_dir / rel)
+    instruction = config["instruction"]
+    (out / "instruction.md").write_text(instruction if instruction.endswith("\n") else instruction + "\n")
+    (out / "task.toml").write_text(_toml(config))
+
+
+def _toml(config: dict[str, Any]) -> str:
+    def q(value: Any) -> str:
+        return json.dumps(str(value))
+
+    raw_tags = config.get("tags")
+    tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
+    lines = [
+        'schema_version = "1.4"',
+        "",
+        "[metadata]",
+        f"author_name = {q(config.get('author_name', 'unknown'))}",
+        f"author_email = {q(config.get('author_email', 'unknown'))}",
+        f"difficulty = {q(config.get('difficulty', 'unknown'))}",
+        f"category = {q(config.get('category', 'software_engineering'))}",
+        f"tags = [{', '.join(q(t) for t in tags)}]",
+        "",
+        "[verifier]",
+        f"timeout_sec = {float(config.get('max_test_timeout_sec', 60.0))}",
+        "",
+        "[agent]",
+        f"timeout_sec = {float(config.get('max_agent_timeout_sec', 360.0))}",
+        "",
+        "[environment]",
+        'network_mode = "public"',
+        "",
+    ]
+    return "\n".join(lines)

@@ -128,18 +128,47 @@ def tb1_task(folder: Path) -> Path:
     )
 
 
-def test_tb1_task_names_its_format_and_the_migration(tmp_path: Path) -> None:
-    tb1_task(tmp_path / "tb1-done")
-    with pytest.raises(
-        TaskError, match=r"a Terminal-Bench 1 task \(task.yaml, run-tests.sh, docker-compose.yaml\)"
-    ):
-        load_task(tmp_path / "tb1-done")
-    report = check_tasks(["*"], tmp_path, kind="local")  # a glob finds it (no 'matches no task folder')
-    assert report["total"] == 1 and "harbor tasks migrate -i" in report["tasks"][0]["problem"]
-    out = cli("tasks", "check", "tb1-done", "--env", "local", cwd=tmp_path)
-    assert out.returncode == 1 and "Traceback" not in out.stderr
+def test_tb1_task_loads_as_harbor_tasks_migrate_maps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tb1_task(tmp_path / "tasks" / "tb1-done")
+    task = load_task(tmp_path / "tasks" / "tb1-done")
+    assert task.id == "tb1-done" and task.instruction == "Write done.txt.\n"
+    assert task.verifier_timeout_sec == 30 and task.agent_timeout_sec == 360 and task.network_mode == "public"
+    test_sh = (task.tests_dir / "test.sh").read_text()
     assert (
-        "Terminal-Bench 1 task" in out.stdout + out.stderr
+        test_sh.startswith("#!/bin/bash\n[ -f /app/done.txt ]\n")
+        and "echo 1 > /logs/verifier/reward.txt" in test_sh
+    )
+    dockerfile = (task.environment_dir / "Dockerfile").read_text()
+    assert dockerfile.endswith("# Mapped from docker-compose.yaml\nENV TEST_DIR=/tests\n")
+    assert (task.solution_dir / "solve.sh").read_text() == "#!/bin/bash\ntouch /app/done.txt\n"
+    assert load_task(tmp_path / "tasks" / "tb1-done").digest == task.digest  # converted once, same bytes
+    report = check_tasks(["tasks/*"], tmp_path, kind="local")  # a glob finds it (no 'matches no task folder')
+    assert report["total"] == 1 and report["tasks"][0]["features"][0].startswith("Terminal-Bench 1 layout")
+    write(
+        tmp_path / "tasks" / "tb1-two",
+        {
+            "task.yaml": "instruction: x\n",
+            "run-tests.sh": "true\n",
+            "docker-compose.yaml": "services:\n  client: {build: .}\n  db: {image: postgres}\n",
+        },
+    )
+    with pytest.raises(TaskError, match=r"several services .*harbor tasks migrate -i .*tb1-two -o OUT"):
+        load_task(tmp_path / "tasks" / "tb1-two")
+    out = cli(
+        "tasks",
+        "check",
+        "tasks/tb1-two",
+        "--env",
+        "local",
+        cwd=tmp_path,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert (
+        out.returncode == 1
+        and "Traceback" not in out.stderr
         and "harbor tasks migrate" in out.stdout + out.stderr
     )
 

@@ -10,8 +10,8 @@ base images. Two more adaptations, each forced by this machine, not by the tasks
   ``no-network`` only through its egress-control sidecar, whose probe image no registry
   serves here (Harbor refuses such tasks: "network_mode='no-network' is not supported
   by EnvironmentType.DOCKER"); replaykit runs the originals (no network);
-* Terminal-Bench 1 folders are converted with Harbor's own ``harbor tasks migrate``
-  first, and both run the converted folder.
+* Harbor runs Terminal-Bench 1 folders after its own ``harbor tasks migrate`` (replaykit
+  loads them as they are).
 """
 
 from __future__ import annotations

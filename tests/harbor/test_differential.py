@@ -7,7 +7,8 @@ Dockerfile) must reach the same verdict (solved or not) and the same reward on a
 95% of the tasks; every disagreement must be in :data:`ALLOWED`, with its reason.
 
 How Harbor is run here (local base images, public network, TB1 migrated first) is in
-``harbor_cli.py``. Harbor and replaykit run side by side (Harbor with 2 trials at a
+``harbor_cli.py``; replaykit loads the TB1 folder itself, and its conversion is checked
+file by file against ``harbor tasks migrate``'s. Harbor and replaykit run side by side (Harbor with 2 trials at a
 time); the whole test takes about 5-8 minutes on 2 cores.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from replaykit.envs import images
+from replaykit.envs.tasks import load_task
 from tests.cli_runner import cli
 from tests.harbor import harbor_cli
 
@@ -62,18 +64,27 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
 
     tasks = sorted(p for p in (REPO / "envs").iterdir() if (p / "task.toml").is_file())
     tasks += sorted(p for p in CORPUS.iterdir() if (p / "task.toml").is_file())
-    # replaykit names a TB1 folder's format and the migration; both then run Harbor's conversion
-    said = cli("tasks", "check", str(CORPUS / TB1), "--json")
-    assert said.returncode == 1 and "Traceback" not in said.stderr
-    problem = json.loads(said.stdout)["tasks"][0]["problem"]
-    assert "Terminal-Bench 1 task" in problem and "harbor tasks migrate" in problem
-    tasks.append(harbor_cli.migrate(CORPUS / TB1, tmp_path / "migrated"))
-    ids = [t.name for t in tasks]
+    # TB1: replaykit loads the folder natively with the mapping `harbor tasks migrate` applies
+    # (the same files, byte for byte, but task.toml's layout); Harbor runs its own conversion
+    migrated = harbor_cli.migrate(CORPUS / TB1, tmp_path / "migrated")
+    ours = load_task(CORPUS / TB1).path
+    for rel in (
+        "instruction.md",
+        "environment/Dockerfile",
+        "tests/test.sh",
+        "tests/check.sh",
+        "solution/solve.sh",
+    ):
+        assert (ours / rel).read_bytes() == (migrated / rel).read_bytes(), rel
+    assert sorted(p.relative_to(ours) for p in ours.rglob("*")) == sorted(
+        p.relative_to(migrated) for p in migrated.rglob("*")
+    )
+    ids = [t.name for t in tasks] + [TB1]
     assert len(set(ids)) == len(ids) and len(ids) >= 23, ids
 
     dataset = tmp_path / "harbor-tasks"
     dataset.mkdir()
-    for task in tasks:
+    for task in [*tasks, migrated]:
         harbor_cli.harbor_copy(task, dataset, resolve)
     harbor: dict[str, Any] = {}
     failure: list[BaseException] = []
@@ -86,7 +97,7 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
 
     thread = threading.Thread(target=run_harbor)
     thread.start()
-    checked = cli("tasks", "check", *map(str, tasks), "--json", timeout=1800)
+    checked = cli("tasks", "check", *map(str, tasks), str(CORPUS / TB1), "--json", timeout=1800)
     thread.join()
     if failure:
         raise failure[0]
