@@ -204,12 +204,33 @@ def uvx_pins(folder: Path) -> list[str]:
     return found
 
 
+def from_aliases(client: Any, task: Any, aliases: dict[str, str]) -> dict[str, str]:
+    """The task's ``FROM`` images (or ``docker_image``) that an alias replaces → what runs instead."""
+    dockerfile = task.environment_dir / "Dockerfile"
+    env_table = task.config.get("environment")
+    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
+    if dockerfile.is_file():
+        text = dockerfile.read_text(encoding="utf-8", errors="replace")
+    elif isinstance(prebuilt, str) and prebuilt.strip():
+        text = f"FROM {prebuilt.strip()}\n"
+    else:
+        return {}
+    seen: dict[str, str] = {}
+
+    def record(ref: str) -> str:
+        seen[ref] = images.alias_for(client, ref, aliases)
+        return seen[ref]
+
+    images.rewrite_dockerfile(text, record)
+    return {ref: target for ref, target in seen.items() if target != ref}
+
+
 def substitutions(task: Any, aliases: dict[str, str]) -> list[str]:
     """What replaykit puts in place of what the task names: each ``FROM`` alias applied
     and, on the python flavour, the ``uvx`` pins its shim replaces (one line each)."""
     client = images.docker_client()
     notes: list[str] = []
-    targets = images.from_aliases(client, task, aliases)
+    targets = from_aliases(client, task, aliases)
     for ref, target in targets.items():
         notes.append(f"FROM {ref} runs on {target} (image alias)")
     if PYTHON_IMAGE in targets.values():

@@ -157,27 +157,6 @@ def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
     return ref
 
 
-def from_aliases(client: Any, task: Task, aliases: dict[str, str]) -> dict[str, str]:
-    """The task's ``FROM`` images (or ``docker_image``) that an alias replaces → what runs instead."""
-    dockerfile = task.environment_dir / "Dockerfile"
-    env_table = task.config.get("environment")
-    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
-    if dockerfile.is_file():
-        text = dockerfile.read_text(encoding="utf-8", errors="replace")
-    elif isinstance(prebuilt, str) and prebuilt.strip():
-        text = f"FROM {prebuilt.strip()}\n"
-    else:
-        return {}
-    seen: dict[str, str] = {}
-
-    def record(ref: str) -> str:
-        seen[ref] = alias_for(client, ref, aliases)
-        return seen[ref]
-
-    rewrite_dockerfile(text, record)
-    return {ref: target for ref, target in seen.items() if target != ref}
-
-
 def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, list[str]]:
     """Rewrite the image of every ``FROM`` line through ``resolve``; return the new text and
     the external base images it uses (build stages and ``scratch`` excluded)."""

@@ -152,6 +152,14 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     )
     row = check_tasks([str(folder)], tmp_path)["tasks"][0]
     assert row["ok"] and notes == [w for w in row["warnings"] if "alias" in w or "uvx" in w]
+    from types import SimpleNamespace
+
+    from replaykit.envs.docker import factory
+
+    request = SimpleNamespace(
+        key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env={"kind": "docker"}
+    )
+    assert factory(request).metadata()["warnings"] == notes  # what a run stores with each episode
 
 
 def test_fresh_engine_without_the_python_flavour_says_what_to_build(
