@@ -112,6 +112,9 @@ def test_wheel_ships_package_data(installed: dict[str, Path]) -> None:
         "replaykit/py.typed",
         "replaykit/templates/quickstart/harness.py",
         "replaykit/train/README.md",
+        "replaykit/view/templates/episode.html.j2",  # replaykit view's pages and its two static files
+        "replaykit/view/static/view.js",
+        "replaykit/view/static/view.css",
     } <= names
     assert not any(n.startswith(("tests/", "envs/", "configs/")) for n in names)
 
