@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from replaykit.core.records import JSON
 from replaykit.core.determinism import digest_of
 
 
@@ -70,7 +71,7 @@ class ApiError(Exception):
         self.param = param
         self.code = code
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> dict[str, JSON]:
         return {
             "error": {
                 "message": self.message,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from replaykit.core.records import JSON
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, sha256_hex
 from replaykit.models.reference.protocol import AssistantTurn, dumps, estimate_tokens
 from replaykit.models.reference.responses_request import ResponsesRequest
@@ -21,11 +22,16 @@ def _item_id(request: ResponsesRequest, prefix: str, n: int) -> str:
     return f"{prefix}_{sha256_hex(f'{request.digest}:{prefix}:{n}')[:32]}"
 
 
-def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[dict[str, Any]]:
+def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[dict[str, JSON]]:
     """The completed output items: a message (if any text), then the calls."""
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, JSON]] = []
     if turn.content:
-        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": turn.content}
+        part: dict[str, JSON] = {
+            "type": "output_text",
+            "annotations": [],
+            "logprobs": [],
+            "text": turn.content,
+        }
         items.append(
             {
                 "id": _item_id(request, "msg", 0),
@@ -65,7 +71,7 @@ def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[dict[st
     return items
 
 
-def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, Any]:
+def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, JSON]:
     prompt = estimate_tokens(dumps(request.messages).decode())
     completion = estimate_tokens(
         (turn.content or "") + "".join(c.name + c.arguments for c in turn.tool_calls)
@@ -79,7 +85,7 @@ def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, Any]:
     }
 
 
-def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) -> dict[str, Any]:
+def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) -> dict[str, JSON]:
     body = request.body
     return {
         "id": f"resp_{request.digest[:32]}",

@@ -18,11 +18,12 @@ from __future__ import annotations
 import email.utils
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from replaykit.core.records import JSON
 from replaykit.core.determinism import SOURCE_DATE_EPOCH
 from replaykit.core.errors import ModelError
 from replaykit.models.reference.protocol import (
@@ -113,7 +114,7 @@ class _Handler(LoopbackHandler):
             raise ApiError(400, f"Request body must be 0..{MAX_BODY_BYTES} bytes.")
         return self.rfile.read(length) if length else b""
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(self, status: int, payload: Mapping[str, JSON]) -> None:
         data = dumps(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -135,7 +136,7 @@ class _Handler(LoopbackHandler):
         self.wfile.flush()
 
     # -- endpoints -----------------------------------------------------------------
-    def _model_object(self, name: str) -> dict[str, Any]:
+    def _model_object(self, name: str) -> dict[str, JSON]:
         return {"id": name, "object": "model", "created": SOURCE_DATE_EPOCH, "owned_by": OWNER}
 
     def list_models(self, body: bytes) -> None:

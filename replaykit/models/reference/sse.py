@@ -15,9 +15,8 @@ A streamed reply is a list of SSE events, one HTTP chunk each:
 
 from __future__ import annotations
 
-from typing import Any
-
 from replaykit.core.determinism import SOURCE_DATE_EPOCH
+from replaykit.core.records import JSON
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, dumps, usage_for
 
 SYSTEM_FINGERPRINT = "fp_replaykit_reference"
@@ -29,8 +28,8 @@ def completion_id(request: ChatRequest) -> str:
     return f"chatcmpl-{request.digest[:24]}"
 
 
-def message_dict(turn: AssistantTurn) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.content, "refusal": None}
+def message_dict(turn: AssistantTurn) -> dict[str, JSON]:
+    message: dict[str, JSON] = {"role": "assistant", "content": turn.content, "refusal": None}
     if turn.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -39,7 +38,7 @@ def message_dict(turn: AssistantTurn) -> dict[str, Any]:
     return message
 
 
-def chat_completion(request: ChatRequest, turn: AssistantTurn) -> dict[str, Any]:
+def chat_completion(request: ChatRequest, turn: AssistantTurn) -> dict[str, JSON]:
     """The non-streaming ``chat.completion`` object."""
     return {
         "id": completion_id(request),
@@ -76,9 +75,9 @@ def split_text(text: str, pieces: int) -> list[str]:
     return parts
 
 
-def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, Any]]:
+def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, JSON]]:
     """The ``chat.completion.chunk`` objects of a streamed reply, in order."""
-    base = {
+    base: dict[str, JSON] = {
         "id": completion_id(request),
         "object": "chat.completion.chunk",
         "created": SOURCE_DATE_EPOCH,
@@ -86,8 +85,8 @@ def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, Any
         "system_fingerprint": SYSTEM_FINGERPRINT,
     }
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = dict(base)
+    def chunk(delta: dict[str, JSON], finish_reason: str | None = None) -> dict[str, JSON]:
+        out: dict[str, JSON] = dict(base)
         out["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
         if request.include_usage:
             out["usage"] = None
@@ -97,7 +96,7 @@ def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, Any
     for piece in split_text(turn.content or "", CONTENT_PIECES):
         chunks.append(chunk({"content": piece}))
     for index, call in enumerate(turn.tool_calls):
-        head = {
+        head: dict[str, JSON] = {
             "index": index,
             "id": call.id,
             "type": "function",
@@ -108,14 +107,14 @@ def chat_chunks(request: ChatRequest, turn: AssistantTurn) -> list[dict[str, Any
             chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     chunks.append(chunk({}, turn.finish_reason))
     if request.include_usage:
-        tail: dict[str, Any] = dict(base)
+        tail: dict[str, JSON] = dict(base)
         tail["choices"] = []
         tail["usage"] = usage_for(request, turn)
         chunks.append(tail)
     return chunks
 
 
-def sse_event(data: dict[str, Any] | str) -> bytes:
+def sse_event(data: dict[str, JSON] | str) -> bytes:
     """One SSE event: ``data: <json>\\n\\n`` (or ``data: [DONE]\\n\\n`` for a string)."""
     payload = data.encode("utf-8") if isinstance(data, str) else dumps(data)
     return b"data: " + payload + b"\n\n"
