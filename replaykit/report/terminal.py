@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from replaykit.report.transcript import message_lines
+from replaykit.report.transcript import Message, message_lines
 
 out = Console()
 ROLE_STYLE = {
@@ -24,7 +24,7 @@ def _print(text: str, style: str | None = None) -> None:
     out.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
-def _message(msg: dict[str, Any], indent: str = "  ") -> None:
+def _message(msg: Message, indent: str = "  ") -> None:
     lines = message_lines(msg)
     _print(indent + lines[0], ROLE_STYLE.get(msg["role"], "bold"))
     for line in lines[1:]:

@@ -14,11 +14,38 @@ Each turn is a plain dict (JSON-ready) with a ``kind``: ``call`` (one LLM call:
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
+from replaykit.core.records import JSON
 
-Message = dict[str, Any]  # {"role", "content", "tool_calls": [{"id","name","arguments"}], "tool_call_id"}
+
+class ToolCall(TypedDict):
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(TypedDict):
+    """One message of a conversation, whatever API carried it (chat or Responses)."""
+
+    role: str
+    content: str
+    tool_calls: NotRequired[list[ToolCall]]
+    tool_call_id: NotRequired[str]
+
+
+class Reply(TypedDict):
+    """What one call answered (``parse_response``)."""
+
+    status: int
+    stream: bool
+    messages: list[Message]
+    usage: JSON  # the endpoint's usage object, as sent (None when absent)
+    system_fingerprint: JSON
+    chunks: NotRequired[JSON]
+    error: NotRequired[str]
+    model: NotRequired[JSON]
 
 
 def _text(content: Any) -> str:
@@ -45,7 +72,7 @@ def _text(content: Any) -> str:
 def message(
     role: str,
     content: Any = "",
-    tool_calls: list[dict[str, Any]] | None = None,
+    tool_calls: list[ToolCall] | None = None,
     tool_call_id: str | None = None,
 ) -> Message:
     msg: Message = {"role": role, "content": _text(content)}
@@ -56,8 +83,8 @@ def message(
     return msg
 
 
-def _chat_tool_calls(calls: Any) -> list[dict[str, Any]]:
-    out = []
+def _chat_tool_calls(calls: Any) -> list[ToolCall]:
+    out: list[ToolCall] = []
     for call in calls or []:
         fn = call.get("function") or {}
         out.append(
@@ -80,7 +107,7 @@ def _responses_items(items: Any) -> list[Message]:
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
             args = item.get("arguments", item.get("input", item.get("action", "")))
             args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-            call = {
+            call: ToolCall = {
                 "id": item.get("call_id") or item.get("id") or "",
                 "name": item.get("name") or kind,
                 "arguments": args,
@@ -196,11 +223,11 @@ def _join_responses_stream(events: list[Any]) -> dict[str, Any]:
     return final
 
 
-def parse_response(event: LlmEvent) -> dict[str, Any]:
+def parse_response(event: LlmEvent) -> Reply:
     """The reply of one call: ``messages``, ``usage``, ``system_fingerprint``, ``stream``, ``error``."""
     text = event.content.decode("utf-8", "replace")
     streamed = text.lstrip().startswith(("data:", "event:"))
-    out: dict[str, Any] = {
+    out: Reply = {
         "status": event.status,
         "stream": streamed,
         "messages": [],
