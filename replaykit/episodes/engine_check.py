@@ -33,7 +33,7 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
         key = api_key(model)
     except ConfigError:
         return None  # recording will say so, if anything has to be recorded
-    return measure_identity(model.base_url, key)
+    return measure_identity(model.base_url, key, model.name)
 
 
 def check_engine(store: StoreBackend, reused: list[str], live: dict[str, Any], model: ModelConfig) -> None:

@@ -1,8 +1,8 @@
 """An engine's identity, measured at record time from what the server says about itself.
 
 A recording is reusable only under the engine that produced it. ``measure_identity``
-reads, where present: ``/v1/models`` (every OpenAI-compatible server; vLLM adds
-``max_model_len``), llama.cpp's ``/props`` (model file, context size, chat template,
+reads, where present: the model's entry in ``/v1/models`` (every OpenAI-compatible
+server; vLLM adds ``max_model_len``; the entry named like the model, or the only one), llama.cpp's ``/props`` (model file, context size, chat template,
 build, slots), vLLM's ``/version``, SGLang's ``/get_server_info`` (model, context
 length, deterministic inference, seed, version). llama-cpp-python's server reports only
 its model file; its context size is measured from the error an over-long prompt gets
@@ -111,8 +111,10 @@ def _llama_cpp_python_ctx(client: httpx.Client, base_url: str, model: str) -> in
     return int(found.group(1)) if found else None
 
 
-def measure_identity(base_url: str, api_key: str = "", timeout: float = 5.0) -> dict[str, Any] | None:
-    """The engine's identity fields, or None when the endpoint does not answer at all."""
+def measure_identity(
+    base_url: str, api_key: str = "", model: str = "", timeout: float = 5.0
+) -> dict[str, Any] | None:
+    """The engine's identity fields for ``model``, or None when the endpoint does not answer."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     fields: dict[str, Any] = {}
     # one total deadline for every request below: an endpoint that trickles bytes must not
@@ -129,11 +131,11 @@ def measure_identity(base_url: str, api_key: str = "", timeout: float = 5.0) -> 
             models = None
         data = models.get("data", []) if isinstance(models, dict) else []
         entries = [m for m in data if isinstance(m, dict)]
-        if entries:
-            fields["models"] = sorted(str(m.get("id")) for m in entries)
-            for m in entries:
-                if m.get("max_model_len") is not None:
-                    fields.setdefault("max_model_len", {})[str(m.get("id"))] = m["max_model_len"]
+        # the served model's own entry (a hosted API lists hundreds, and adds more: never the list)
+        chosen = [m for m in entries if m.get("id") == model] or (entries if len(entries) == 1 else [])
+        if chosen:
+            fields["model"] = str(chosen[0].get("id"))
+            fields["max_model_len"] = chosen[0].get("max_model_len")  # vLLM
         root = _root(base_url)
         props = _get(client, root + "/props")
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):

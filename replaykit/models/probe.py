@@ -197,7 +197,7 @@ def probe(
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):
-        engine = None if base_url == "builtin" else measure_identity(url, key)
+        engine = None if base_url == "builtin" else measure_identity(url, key, model)
         note("note", {"message": f"probe: {n} request(s) serially to {url}"})
         client = _Client(url, key)
         try:

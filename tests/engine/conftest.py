@@ -26,13 +26,6 @@ from replaykit.testing.tiny_model import write_tiny_model
 PARAMS = {"max_tokens": 32, "tool_choice": {"type": "function", "function": {"name": "bash"}}}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.engine)
-
-
 def _require_engine() -> None:
     reason = engine_missing()
     if reason is None:
@@ -44,9 +37,15 @@ def _require_engine() -> None:
     pytest.fail(f"{reason} (or set REPLAYKIT_ALLOW_ENGINE_SKIP=1 to skip)", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _engine_required() -> None:
+    """Every test here needs the engine: missing, it fails (skips only when allowed, never in CI)."""
+    _require_engine()
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    _require_engine()
+    _require_engine()  # before any write: a session fixture runs before the autouse one
     return write_tiny_model(tmp_path_factory.mktemp("engine") / "tiny.gguf", seed=0)
 
 

@@ -10,8 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from replaykit.testing import REPO_ROOT
 from replaykit.testing.llama_server import free_port
+
+pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
 
 
 def five_minutes_block() -> str:

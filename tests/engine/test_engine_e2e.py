@@ -22,6 +22,8 @@ from typing import Any
 
 import openai
 
+import pytest
+
 from replaykit.cassette.events import EnvEvent, LlmEvent
 from replaykit.cassette.store import Store
 from replaykit.episodes.harness import TEMPLATES
@@ -29,6 +31,8 @@ from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT
 from replaykit.testing.llama_server import LlamaServer
 from tests.cli_runner import cli
+
+pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
 
 
 def run_json(*args: str) -> dict[str, Any]:

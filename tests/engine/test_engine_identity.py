@@ -8,9 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from replaykit.testing import REPO_ROOT
 from replaykit.testing.llama_server import LlamaServer, free_port
 from tests.cli_runner import cli
+
+pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
 
 
 def test_restart_with_another_n_ctx_stops_reuse_with_one_line_naming_it(
@@ -22,7 +26,7 @@ def test_restart_with_another_n_ctx_stops_reuse_with_one_line_naming_it(
         config = engine_config(server, small)
         first = json.loads(cli("run", str(config), "--json", check=True).stdout)
     assert first["recorded_count"] == 2
-    assert first["engine"] == {"engine": "llama-cpp-python", "models": [str(tiny_model)], "n_ctx": 2048}
+    assert first["engine"] == {"engine": "llama-cpp-python", "model": str(tiny_model), "n_ctx": 2048}
 
     with LlamaServer(tiny_model, n_ctx=4096, port=port, log_path=tmp_path / "b.log"):  # same URL
         refused = cli("run", str(config))

@@ -69,7 +69,7 @@ SGLANG = {
     ("routes", "expected"),
     [
         (LLAMA_CPP, {"engine": "llama.cpp", "n_ctx": 8192, "total_slots": 1, "build_info": "b6000-abc"}),
-        (VLLM, {"engine": "vllm", "version": "0.11.0", "max_model_len": {"Qwen/Qwen3-4B": 32768}}),
+        (VLLM, {"engine": "vllm", "version": "0.11.0", "model": "Qwen/Qwen3-4B", "max_model_len": 32768}),
         (
             SGLANG,
             {
@@ -89,14 +89,21 @@ def test_each_engine_reports_what_changes_answers(routes: dict[str, Any], expect
         assert str(fields["chat_template"]).startswith("sha256:")  # long texts enter as a digest
 
 
+def test_a_hosted_api_listing_many_models_keeps_only_the_configured_one() -> None:
+    routes = {"/v1/models": {"data": [{"id": f"model-{i}", "owned_by": "system"} for i in range(50)]}}
+    for url in serve(routes):
+        assert measure_identity(url, model="model-7") == {"model": "model-7"}
+        assert measure_identity(url, model="absent") == {}
+
+
 def test_an_endpoint_that_does_not_answer_has_no_identity() -> None:
     assert measure_identity("http://127.0.0.1:9/v1", timeout=1) is None
 
 
 def test_changes_name_each_field_and_the_digest_follows_them() -> None:
-    before = {"engine": "llama.cpp", "n_ctx": 2048, "models": ["a.gguf"]}
-    after = {"engine": "llama.cpp", "n_ctx": 4096, "models": ["b.gguf"]}
-    assert identity_changes(before, after) == ["models a.gguf → b.gguf", "n_ctx 2048 → 4096"]
+    before = {"engine": "llama.cpp", "n_ctx": 2048, "model": "a.gguf"}
+    after = {"engine": "llama.cpp", "n_ctx": 4096, "model": "b.gguf"}
+    assert identity_changes(before, after) == ["model a.gguf → b.gguf", "n_ctx 2048 → 4096"]
     assert identity_digest(before) != identity_digest(after) and identity_digest(before) == identity_digest(
         dict(before)
     )
