@@ -280,7 +280,12 @@ def _build(
 ) -> str:
     import docker.errors
 
-    with tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp:
+    from replaykit.envs.network.build import build_proxy
+
+    with (
+        build_proxy(client, task.allow_internet) as proxy,
+        tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp,
+    ):
         context = Path(tmp) / "context"
         if context_dir.is_dir():
             shutil.copytree(context_dir, context, symlinks=True)
@@ -300,6 +305,7 @@ def _build(
                 timeout=max(60, int(task.build_timeout_sec)),
                 network_mode="default",  # as Harbor: builds have the network, whatever the task's policy
                 labels={"replaykit.task": task.id, "replaykit.digest": digest},
+                **({"buildargs": proxy.buildargs} if proxy is not None else {}),
             )
             for chunk in stream:
                 if "stream" in chunk:
@@ -311,9 +317,11 @@ def _build(
             raise EnvError(f"{source}: build failed: {plain(str(exc.explanation or exc))}") from None
         except OSError as exc:
             raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
-    found = image_exists(client, tag)
-    if found is None:
-        raise EnvError(f"{source}: the build produced no image {tag}")
+        found = image_exists(client, tag)
+        if found is None:
+            raise EnvError(f"{source}: the build produced no image {tag}")
+        if proxy is not None:  # what the build fetched belongs to the image it built
+            proxy.built(found)
     return found
 
 

@@ -9,14 +9,17 @@ proxy's ``index.json`` + ``bodies/``, chunk by chunk, so the proxy serves exactl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.backend import BlobStore
+from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
 from replaykit.envs.network.matching import key_of
@@ -50,8 +53,13 @@ def network_mode(episode: Episode) -> str:
 
 def store_bodies(store: BlobStore, episode: Episode) -> None:
     """Stream every recorded network body of ``episode`` into the store; the spool is removed."""
+    store_event_bodies(store, episode.net_events)
+
+
+def store_event_bodies(store: BlobStore, events: list[NetEvent]) -> None:
+    """Stream each event's spooled body into the store as chunks; the spools are removed."""
     spools: set[Path] = set()
-    for event in episode.net_events:
+    for event in events:
         if event.chunks or not event.body_path:
             continue
         path = Path(event.body_path)
@@ -136,8 +144,12 @@ def net_listing(store: Any, target: str) -> dict[str, Any]:
         kind, cassettes = "cassette", [ident]
     rows: list[dict[str, Any]] = []
     bodies: dict[str, int] = {}
+    images: dict[str, None] = {}
     for cassette_id in cassettes:
         episode = store.get_episode(cassette_id)
+        image = dict(episode.key.extra).get("image")
+        if image:
+            images.setdefault(image, None)
         for position, event in enumerate(episode.events):
             if isinstance(event, NetEvent):
                 bodies[event.body] = event.size
@@ -155,7 +167,24 @@ def net_listing(store: Any, target: str) -> dict[str, Any]:
                         "body": event.body,
                     }
                 )
+    builds = []
+    for image in images:
+        for position, event in enumerate(image_exchanges(store, image)):
+            bodies[event.body] = event.size
+            builds.append(
+                {
+                    "image": image,
+                    "position": position,
+                    "method": event.method,
+                    "url": event.url,
+                    "status": event.status,
+                    "bytes": event.size,
+                    "source": event.source,
+                    "body": event.body,
+                }
+            )
     return {
+        "image_builds": builds,
         "kind": kind,
         "id": ident,
         "exchanges": rows,
@@ -165,3 +194,49 @@ def net_listing(store: Any, target: str) -> dict[str, Any]:
         "bytes": sum(r["bytes"] for r in rows),
         "stored_bytes": sum(bodies.values()),
     }
+
+
+IMAGE_KIND = "network-image"
+
+
+def image_doc_id(image_id: str) -> str:
+    return "net-image-" + image_id.removeprefix("sha256:")[:32]
+
+
+@contextlib.contextmanager
+def recording_builds(store: Any, uses_docker: bool, setting: str | None) -> Iterator[None]:
+    """Inside: a task image built from scratch has its HTTP fetches recorded for that image
+    (a ``network-image`` document: its exchanges, their body chunks under ``blobs``)."""
+    if store is None or not uses_docker or setting in ("live", "none") or getattr(store, "readonly", False):
+        yield
+        return
+    from replaykit.envs.network import build
+    from replaykit.envs.network.ca import ensure_ca
+
+    home = ca_home(store)
+    ensure_ca(home)
+
+    def keep(image_id: str, records: list[dict[str, Any]], spool: Path) -> None:
+        events = [NetEvent.from_record(r, str(spool)) for r in records]
+        store_event_bodies(store, events)
+        blobs: dict[str, bytes] = {}
+        doc = {
+            "kind": IMAGE_KIND,
+            "image": image_id,
+            "exchanges": [encode_event(e, blobs) for e in events],
+            "blobs": sorted({c for e in events for c in e.chunks}),
+        }
+        store.put_doc(image_doc_id(image_id), IMAGE_KIND, doc, name=image_id)
+
+    with build.recording(home, keep):
+        yield
+
+
+def image_exchanges(store: Any, image_id: str) -> list[NetEvent]:
+    """What the build of ``image_id`` fetched, when it was recorded (else nothing)."""
+    try:
+        doc = store.get_doc(image_doc_id(image_id), IMAGE_KIND)
+    except CassetteNotFound:
+        return []
+    events = [decode_event(item, store.get_blob) for item in doc.get("exchanges") or []]
+    return [e for e in events if isinstance(e, NetEvent)]

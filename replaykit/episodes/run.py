@@ -26,7 +26,7 @@ from replaykit.cassette.events import Episode
 from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
-from replaykit.episodes.network import ca_home, store_bodies
+from replaykit.episodes.network import ca_home, recording_builds, store_bodies
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.envs.registry import env_key_extra, get_env_kind
@@ -156,7 +156,12 @@ def _measure(
         if not store.has_tree(sha):
             store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
-    keys = episode_keys(config, sha, tasks, model)
+    with recording_builds(  # a task image built now has its HTTP fetches recorded for it
+        store if persist and record_mode != RecordMode.NONE else None,
+        get_env_kind(config.env.kind).uses_docker,
+        getattr(config.env.settings, "network", None),
+    ):
+        keys = episode_keys(config, sha, tasks, model)
     if persist:  # the cassettes the run document will list, reused ones included
         store.lease("cassettes", [k.id for k, _ in keys])
     if record_mode == "none":

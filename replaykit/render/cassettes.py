@@ -96,6 +96,21 @@ def net_rows(doc: dict[str, Any]) -> None:
         ["cassette", "task", "seed", "method", "url", "status", "bytes", "source"],
         cells,
     )
+    if doc.get("image_builds"):
+        show_table(
+            "fetched while building the task images",
+            ["image", "method", "url", "status", "bytes"],
+            [
+                [
+                    r["image"].removeprefix("sha256:")[:12],
+                    r["method"],
+                    r["url"],
+                    str(r["status"]),
+                    str(r["bytes"]),
+                ]
+                for r in doc["image_builds"]
+            ],
+        )
     line(
         f"{doc['total']} exchange(s): {doc['misses']} fetched, {doc['hits']} served from the store; "
         f"{doc['bytes']} bytes transferred, {doc['stored_bytes']} bytes of distinct bodies"

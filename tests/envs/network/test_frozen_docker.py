@@ -9,8 +9,10 @@ store's CA key is in no bundle, cassette or output."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,29 @@ def test_a_live_run_is_never_certified_deterministic(frozen: Any) -> None:
         )
     assert [t["status"] for t in report["tasks"]] == ["forked"], report
     assert "network unfrozen" in report["tasks"][0]["reason"] and report["deterministic"] == 0
+
+
+def test_an_image_build_fetches_through_the_proxy_for_that_image(frozen: Any) -> None:
+    """A fresh build (the Dockerfile changed) of a networked task: apt's HTTP fetches are recorded for the image."""
+    task = frozen["tmp"] / "rebuilt"
+    shutil.copytree(TASK, task)
+    dockerfile = task / "environment" / "Dockerfile"
+    nonce = f"RUN echo {uuid.uuid4().hex} > /etc/replaykit-rebuilt\nRUN apt-get"  # no cached layer
+    dockerfile.write_text(dockerfile.read_text().replace("RUN apt-get", nonce, 1))
+    config = frozen["config"]
+    doc = yaml.safe_load(config.read_text())
+    doc["panel"]["tasks"] = [str(task)]
+    rebuilt = config.with_name("rebuilt.yaml")
+    rebuilt.write_text(yaml.safe_dump(doc))
+    sha = commit(frozen["repo"], ["tree --version"])
+    run = run_json("run", str(rebuilt), "--harness", sha, env=frozen["env"])
+    listing = run_json("net", "ls", run["run_id"], "--store", str(frozen["store"]), env=frozen["env"])
+    builds = listing["image_builds"]
+    assert builds and all(b["url"].startswith("http://") for b in builds), builds
+    assert any("/dists/bookworm" in b["url"] for b in builds), [b["url"] for b in builds]
+    assert any(b["url"].endswith(".deb") and "/tree" in b["url"] for b in builds), [b["url"] for b in builds]
+    row = Store(frozen["store"]).cassette_row(run["cassettes"][0])
+    assert {b["image"] for b in builds} == {dict(json.loads(row["key_json"])["extra"])["image"]}
 
 
 def test_bundle_with_images_certifies_on_a_clean_engine_and_never_carries_the_ca_key(frozen: Any) -> None:
