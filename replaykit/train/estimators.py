@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from replaykit.core.records import JSON
 from replaykit.episodes.config import ModelConfig
 from replaykit.core.errors import ConfigError
 from replaykit.models.clients import openai_client
@@ -36,7 +37,7 @@ KeyPairs = tuple[tuple[str, str], ...]
 
 
 class Estimator(Protocol):
-    def identity(self) -> dict[str, Any]: ...
+    def identity(self) -> dict[str, JSON]: ...
 
     def model_config(self) -> ModelConfig | None:
         """The proposer model, whose calls are recorded in a proposal cassette; None: no model."""
@@ -90,7 +91,7 @@ class AgenticEstimator:
     def __init__(self, backend: AgentBackend | None = None) -> None:
         self.backend = backend or OpenAIBackend()
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, JSON]:
         return {
             "estimator": "agentic",
             "backend": self.backend.kind,
@@ -121,7 +122,7 @@ class PatchQueue:
         self.diffs = list(diffs)
         self.descriptions = list(descriptions or [])
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, JSON]:
         from replaykit.core.determinism import digest_of
 
         return {"estimator": "patch_queue", "diffs": digest_of(self.diffs)}
@@ -157,7 +158,7 @@ class RecordedProposals:
         self.training, self.diffs, self.descriptions = training, list(diffs), list(descriptions)
         self.reasons = list(reasons or [None] * len(self.diffs))
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, JSON]:
         from replaykit.core.determinism import digest_of
 
         return {

@@ -12,8 +12,8 @@ The criterion must accept too: this optimizer only ever promotes *less* than gre
 from __future__ import annotations
 
 from math import comb
-from typing import Any
 
+from replaykit.core.records import JSON
 from replaykit.core.errors import ConfigError
 from replaykit.train.optim.base import StepInput, ParameterBound
 
@@ -36,7 +36,7 @@ class MarginGreedy(ParameterBound):
         self.margin = int(margin)
         self.alpha = None if alpha is None else float(alpha)
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JSON]:
         return {"margin": self.margin, "alpha": self.alpha}
 
     def decide(self, step: StepInput) -> bool:
