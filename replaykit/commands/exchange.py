@@ -79,8 +79,9 @@ def cassettes_import(
 ) -> None:
     """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
     from replaykit.exchange.bundle import import_bundle
+    from replaykit.train.derived import verify_document
 
-    report = import_bundle(open_store(store, config=config), bundle_file)
+    report = import_bundle(open_store(store, config=config), bundle_file, derived=verify_document)
     emit_json(report) if as_json else render.bundle_report(report, "import")
 
 
@@ -97,8 +98,9 @@ def cassettes_verify(
     """Check a bundle without importing it, or (no bundle) every blob, row and document of a store (an fsck)."""
     if bundle_file is None:
         from replaykit.exchange.fsck import verify_store
+        from replaykit.train.derived import verify_document
 
-        result = verify_store(open_store(store, readonly=True, config=config))
+        result = verify_store(open_store(store, readonly=True, config=config), derived=verify_document)
         if as_json:
             emit_json(result)
         else:

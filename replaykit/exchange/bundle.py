@@ -33,7 +33,7 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 
 from replaykit.core.records import RunDocument
@@ -51,7 +51,10 @@ from replaykit.exchange.reader import read_bundle
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import normal_tarinfo, sha256_hex
-from replaykit.core.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
+
+#: recomputes one imported document by (id, kind); raises ``StoreError`` when it does not hold
+DerivedCheck = Callable[[StoreBackend, str, str], None]
 
 __all__ = [
     "FORMAT_NAME",
@@ -282,12 +285,17 @@ def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any
     return plan
 
 
-def import_bundle(store: StoreBackend, path: Path | str) -> dict[str, Any]:
+def import_bundle(
+    store: StoreBackend, path: Path | str, derived: DerivedCheck | None = None
+) -> dict[str, Any]:
     """Verify a bundle completely, then write all its rows and blobs in one transaction.
 
     Nothing is written (not even an empty index) unless the whole bundle
     verifies and none of its ids exists in ``store`` with other content. Rows and
     blobs already present are left alone: importing the same bundle twice is a no-op.
+    ``derived(store, id, kind)`` recomputes each imported document (verdicts and
+    trainings: ``replaykit.train.derived.verify_document``) inside the transaction,
+    before it commits; a ``store corrupt`` there refuses the import.
     """
     path = Path(path)
     sel = read_bundle(path)
@@ -304,6 +312,12 @@ def import_bundle(store: StoreBackend, path: Path | str) -> dict[str, Any]:
             store.insert_blobs({h: sel.blobs[h] for h in plan["blobs"]})
             for table in TABLES:
                 store.insert_rows(table, plan[table])
+            for row in plan["runs"] if derived is not None else []:
+                try:
+                    derived(store, str(row["id"]), str(row.get("kind") or "measure"))  # type: ignore[misc]
+                except StoreError as exc:
+                    detail = str(exc).split(" in store ")[0]
+                    raise BundleError(f"bundle {path}: {detail}; refusing (nothing was imported)") from None
     report["imported"] = {k: len(v) for k, v in plan.items()}
     report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
     report["noop"] = not any(plan.values()) and not report["images_loaded"]

@@ -15,12 +15,17 @@ from replaykit.core.records import RunDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.progress import Progress
 from replaykit.core.errors import StoreError
+from replaykit.exchange.bundle import DerivedCheck
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.refs import doc_refs
 
 
-def verify_store(store: StoreBackend, progress: Progress | None = None) -> dict[str, Any]:
-    """A report: what was checked, and one line per damaged item (``ok`` when none)."""
+def verify_store(
+    store: StoreBackend, progress: Progress | None = None, derived: DerivedCheck | None = None
+) -> dict[str, Any]:
+    """A report: what was checked, and one line per damaged item (``ok`` when none).
+    ``derived(store, id, kind)`` recomputes verdicts and trainings
+    (``replaykit.train.derived.verify_document``; the command passes it)."""
     damaged: list[dict[str, str]] = []
     checked = {"blobs": 0, "cassettes": 0, "runs": 0, "trees": 0}
 
@@ -45,6 +50,8 @@ def verify_store(store: StoreBackend, progress: Progress | None = None) -> dict[
             if k == "measure":
                 store.check_run(cast(RunDocument, doc))  # checking it is the point: bad shapes raise
             check_references(store, f"{k} {r}", doc)
+            if derived is not None:
+                derived(store, r, k)
 
         check("runs", str(rid), run_doc)
     for (sha,) in store.index_rows("trees", "sha"):

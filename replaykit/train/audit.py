@@ -79,11 +79,20 @@ def replay_training(
     from replaykit.train.documents import stored_estimator
     from replaykit.train.trainer import Trainer
 
+    from replaykit.train.derived import verify_training
+
     doc = training_doc(store, training_id)
+    verify_training(
+        store, dict(doc), bundle=False
+    )  # derived, so recomputed first; the clone verifies the bundle
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
         gitops.clone_bundle(
-            store.get_blob(doc["initial_bundle"]), tmp / "harness", doc["initial_sha"], doc["branch"]
+            store.get_blob(doc["initial_bundle"]),
+            tmp / "harness",
+            doc["initial_sha"],
+            doc["branch"],
+            where=f"training {doc['training_id']}",
         )
         recorded = RunConfig.model_validate({**doc["config"], "store": str(store.location)})
         harness = recorded.harness.model_copy(update={"repo": str(tmp / "harness"), "template": None})

@@ -19,7 +19,7 @@ import git
 
 from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH
 from replaykit.core.stale import WORKTREE_PREFIX
-from replaykit.core.errors import TrainError
+from replaykit.core.errors import StoreCorrupt, TrainError
 from replaykit.episodes.harness import commit_all
 
 REF_ROOT = "refs/replaykit"
@@ -132,17 +132,25 @@ def git_bundle(repo: git.Repo, sha: str) -> bytes:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def clone_bundle(data: bytes, dest: Path, sha: str, branch: str) -> git.Repo:
+def clone_bundle(data: bytes, dest: Path, sha: str, branch: str, where: str = "") -> git.Repo:
+    """Clone a stored harness bundle (checked with ``git bundle verify`` first) at ``sha``;
+    a bundle that does not verify or does not hold ``sha`` is ``store corrupt``, one line."""
     dest.mkdir(parents=True, exist_ok=True)
-    (dest.parent / f"{dest.name}.bundle").write_bytes(data)
+    path = dest.parent / f"{dest.name}.bundle"
+    path.write_bytes(data)
     repo = git.Repo.init(dest, initial_branch=branch)
-    repo.git.fetch(
-        "--update-head-ok",
-        str(dest.parent / f"{dest.name}.bundle"),
-        f"{REF_ROOT}/bundle-tmp:refs/heads/{branch}",
-    )
-    repo.git.reset("--hard", sha)
-    repo.git.checkout(branch)
+    what = f"the git bundle of the initial baseline{f' of {where}' if where else ''}"
+    try:
+        repo.git.bundle("verify", "--quiet", str(path))
+    except git.GitCommandError as exc:
+        detail = next((ln.strip() for ln in str(exc.stderr).splitlines() if ln.strip()), "")
+        raise StoreCorrupt(f"{what} does not verify (git bundle verify: {detail[:120]})") from None
+    try:
+        repo.git.fetch("--update-head-ok", str(path), f"{REF_ROOT}/bundle-tmp:refs/heads/{branch}")
+        repo.git.reset("--hard", sha)
+        repo.git.checkout(branch)
+    except git.GitCommandError:
+        raise StoreCorrupt(f"{what} does not hold commit {sha[:10]}") from None
     if repo.head.commit.hexsha != sha:
-        raise TrainError(f"stored harness bundle does not hold {sha[:10]}")
+        raise StoreCorrupt(f"{what} does not hold commit {sha[:10]}")
     return repo

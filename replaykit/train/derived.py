@@ -1,0 +1,191 @@
+"""Derived training documents are recomputed, never trusted.
+
+A verdict is a function of its two runs and its criterion; a training's verdicts,
+decisions, chain and final baseline are a function of its epochs' runs, its criterion
+and its optimizer; its initial baseline is a git bundle. :func:`verify_verdict` and
+:func:`verify_training` recompute them from the store (runs from their cassettes'
+events, verdicts with the recorded criterion, decisions with the recorded optimizer,
+walking the epochs as :mod:`~replaykit.train.counterfactual` does) and raise
+``store corrupt: …`` on the first disagreement. Bundle import, ``cassettes verify``,
+``replay`` of a training and the report call them before trusting a document.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, cast
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
+from replaykit.train import gitops
+from replaykit.train.criteria import make_criterion
+from replaykit.train.scratch import Proposal
+
+
+def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
+    return StoreCorrupt(what, "", str(store.location))
+
+
+def recompute_verdict(store: StoreBackend, doc: dict[str, Any]) -> dict[str, Any]:
+    """The verdict ``doc``'s runs give under its recorded criterion (runs checked against their cassettes)."""
+    recorded = doc.get("verdict")
+    vid = doc.get("verdict_id")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("criterion"), str):
+        raise _corrupt(store, f"verdict {vid}: it records no criterion")
+    baseline, candidate = (
+        store.get_run(str(doc.get("baseline_run"))),
+        store.get_run(str(doc.get("candidate_run"))),
+    )
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        if run.harness_sha != doc.get(f"{role}_sha"):
+            raise _corrupt(
+                store, f"verdict {vid}: its {role}_sha is not the harness of its {role} run {run.run_id}"
+            )
+        store.check_run(run)
+    params = dict(recorded.get("params") or {})
+    if (
+        vid
+        != digest_of([doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params])[:16]
+    ):
+        raise _corrupt(store, f"verdict {vid}: its runs, criterion or params are not the ones its id names")
+    try:
+        criterion = make_criterion(recorded["criterion"], **params)
+    except (ConfigError, TypeError) as exc:
+        raise StoreError(f"verdict {vid}: cannot recompute it: {exc}") from None
+    return dict(criterion(candidate, baseline, recorded.get("excluded")).to_dict())
+
+
+def verify_verdict(store: StoreBackend, doc: dict[str, Any]) -> None:
+    """``store corrupt`` unless the recorded verdict is exactly what its runs and criterion give."""
+    own, recorded = recompute_verdict(store, doc), doc["verdict"]
+    if own != recorded:
+        fields = sorted(k for k in set(own) | set(recorded) if own.get(k) != recorded.get(k))
+        raise _corrupt(
+            store,
+            f"verdict {doc.get('verdict_id')}: field(s) {', '.join(fields)} do not follow from its runs"
+            f" under {recorded.get('criterion')} (forged or corrupt)",
+        )
+
+
+def verify_git_bundle(store: StoreBackend, doc: dict[str, Any]) -> None:
+    """The training's initial-baseline blob is a git bundle (``git bundle verify``) holding its initial SHA."""
+    tid = doc.get("training_id")
+    tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-check-"))
+    try:
+        gitops.clone_bundle(
+            store.get_blob(str(doc.get("initial_bundle"))),
+            tmp / "harness",
+            str(doc.get("initial_sha")),
+            str(doc.get("branch") or "main"),
+            where=f"training {tid}",
+        )
+    except StoreCorrupt as exc:
+        raise exc.within(f"training {tid}", str(store.location)) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _NoReapply:
+    """Stands in for the scratch clone: replaying the recorded policy never re-applies a diff."""
+
+    def apply(self, parent: str, proposal: Proposal) -> tuple[str | None, str | None]:
+        return None, f"the recorded decisions led to baseline {parent[:10]}, which no epoch recorded"
+
+
+def verify_training(store: StoreBackend, doc: dict[str, Any], bundle: bool = True) -> None:
+    """``store corrupt`` unless the training's verdicts, decisions, candidate SHAs, chain and
+    final baseline are what its runs, criterion and optimizer give (and, with ``bundle``,
+    its git bundle verifies)."""
+    from replaykit.train.counterfactual import Measurements, chosen, training_config, walk
+
+    tid = doc.get("training_id")
+    epochs = doc.get("epochs")
+    if not isinstance(epochs, list) or not all(isinstance(e, dict) for e in epochs):
+        raise _corrupt(store, f"training {tid}: its epochs are not a list of objects")
+    verdict_ids = []
+    for e in epochs:
+        if not e.get("verdict_id"):
+            if e.get("verdict") is not None:
+                raise _corrupt(
+                    store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
+                )
+            continue
+        verdict_ids.append(e["verdict_id"])
+        vdoc = store.get_doc(str(e["verdict_id"]), kind="verdict")
+        verify_verdict(store, vdoc)
+        for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
+            if vdoc.get(name) != e.get(name):
+                raise _corrupt(
+                    store,
+                    f"training {tid}: epoch {e.get('epoch')} {name} is not its verdict {e['verdict_id']}'s",
+                )
+        accept = bool((vdoc.get("verdict") or {}).get("accept"))
+        if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
+            raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
+    if doc.get("verdicts") != verdict_ids:
+        raise _corrupt(store, f"training {tid}: its verdicts list is not its epochs' verdicts")
+    decided = [e for e in epochs if e.get("skipped") or e.get("promoted") is not None]
+    if decided != epochs[: len(decided)] or len(epochs) - len(decided) > 1:  # only the last may await step()
+        raise _corrupt(store, f"training {tid}: an epoch before its last has no recorded step")
+    if decided and doc.get("runs"):
+        try:
+            typed = cast(Any, doc)  # the stored form, as the counterfactual reads it
+            config = training_config(typed, store)
+            criterion, optimizer = chosen(typed, None, None)
+            measurements = Measurements(store, typed, config)
+            proposals = [Proposal(int(e.get("epoch", i)), "", None) for i, e in enumerate(epochs)]
+            result = walk(
+                store,
+                cast(Any, dict(doc, epochs=decided)),
+                _NoReapply(),  # type: ignore[arg-type]
+                proposals[: len(decided)],
+                measurements,
+                criterion,
+                optimizer,
+            )
+        except StoreCorrupt:
+            raise
+        except (ReplaykitError, KeyError, TypeError, ValueError) as exc:
+            raise _corrupt(
+                store, f"training {tid}: its epochs cannot be recomputed ({str(exc)[:120]})"
+            ) from None
+        for row in result["rows"]:
+            if row["counterfactual_decision"] != row["recorded_decision"] or (
+                row["counterfactual_candidate"] != row["recorded_candidate"]
+            ):
+                raise _corrupt(
+                    store,
+                    f"training {tid}: epoch {row['epoch']} records {row['recorded_decision']}"
+                    f" {str(row['recorded_candidate'])[:10]}, its runs and policy give"
+                    f" {row['counterfactual_decision']} {str(row['counterfactual_candidate'])[:10]} (forged or corrupt)",
+                )
+        head: Any = result["head"]
+    else:
+        head = doc.get("initial_sha")
+    chain = [doc.get("initial_sha")] + [
+        e["candidate_sha"] for e in decided if e.get("promoted") and e.get("candidate_sha")
+    ]
+    if doc.get("chain") != chain:
+        raise _corrupt(store, f"training {tid}: its chain is not its accepted candidates in order")
+    if doc.get("final_baseline") != head or chain[-1] != head:
+        raise _corrupt(
+            store,
+            f"training {tid}: final_baseline {str(doc.get('final_baseline'))[:10]} is not where its decisions lead ({str(head)[:10]})",
+        )
+    if bundle:
+        verify_git_bundle(store, doc)
+
+
+#: the document kinds whose content is derived (and so recomputed before it is trusted)
+DERIVED_KINDS = ("verdict", "training")
+
+
+def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
+    """Recompute a stored verdict or training (other kinds: nothing to recompute)."""
+    if kind == "verdict":
+        verify_verdict(store, store.get_doc(doc_id, kind="verdict"))
+    elif kind == "training":
+        verify_training(store, store.get_doc(doc_id, kind="training"))
