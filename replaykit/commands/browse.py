@@ -8,7 +8,7 @@ from typing import Literal, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, OutputCapOpt, StoreOpt, emit_json, open_store
 
 
 def runs(
@@ -54,6 +54,7 @@ def cassettes_show(
     transcript: bool = typer.Option(
         False, "--transcript", help="As a conversation: each call's new messages, replies, env steps, grade."
     ),
+    output_cap: int = OutputCapOpt,
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -65,7 +66,10 @@ def cassettes_show(
         from replaykit.commands import report as report_cmd
 
         return report_cmd.show_transcript(
-            open_store(store, readonly=True, config=config), cassette_id, as_json
+            open_store(store, readonly=True, config=config),
+            cassette_id,
+            as_json,
+            None if full else output_cap,
         )
     doc = show_cassette(open_store(store, readonly=True, config=config), cassette_id, full=full or as_json)
     if as_json:

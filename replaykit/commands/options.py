@@ -26,6 +26,14 @@ StoreOpt = typer.Option(
     help="Store: a folder, sqlite:PATH or postgresql://… (default: $REPLAYKIT_STORE or ./cassettes).",
 )
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+#: the default of ``--output-cap`` (``replaykit.report.transcript.OUTPUT_CAP``; a test keeps them equal)
+OUTPUT_CAP = 256 * 1024
+OutputCapOpt = typer.Option(
+    OUTPUT_CAP,
+    "--output-cap",
+    min=1024,
+    help="Show at most this many bytes of each output (message, stdout, stderr) in transcripts and diffs; the rest is counted.",
+)
 KeepGoingOpt = typer.Option(
     False,
     "--keep-going",

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, OutputCapOpt, StoreOpt, emit_json, open_store
 
 
 def existing_store(store: Optional[str], existing: bool = True, config: Optional[Path] = None) -> Any:
@@ -25,12 +25,12 @@ def existing_store(store: Optional[str], existing: bool = True, config: Optional
     return st
 
 
-def show_transcript(store: Any, cassette_id: str, as_json: bool) -> None:
-    """``cassettes show ID --transcript``."""
+def show_transcript(store: Any, cassette_id: str, as_json: bool, cap: int | None = None) -> None:
+    """``cassettes show ID --transcript`` (each output cut to ``cap`` bytes; None: in full)."""
     from replaykit.report import terminal
     from replaykit.report.transcript import show_transcript as build
 
-    doc = build(store, cassette_id)
+    doc = build(store, cassette_id, cap)
     emit_json(doc) if as_json else terminal.transcript(doc)
 
 
@@ -75,6 +75,7 @@ def report(
     ),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write each chart as PNG into this folder."),
+    output_cap: int = OutputCapOpt,
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -82,7 +83,7 @@ def report(
     """Write one self-contained offline HTML report (curve, verdicts, diffs, grids, transcripts)."""
     from replaykit.report.html import write_report
 
-    summary = write_report(existing_store(store, config=config), report_id, output, png)
+    summary = write_report(existing_store(store, config=config), report_id, output, png, cap=output_cap)
     if as_json:
         emit_json(summary)
         return

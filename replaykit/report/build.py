@@ -13,8 +13,9 @@ from typing import Any
 from replaykit.core.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
-from replaykit.report.transcript import episode_summary, transcript
+from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.train.sweep import report_sweep
+from replaykit.train.derived import verify_training, verify_verdict
 
 KINDS = ("training", "measure", "verdict", "compare", "probe")
 
@@ -26,8 +27,8 @@ def anchor(*parts: Any) -> str:
 class Report:
     """Accumulates sections; each episode's transcript and each diff is collected once."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, store: Any, cap: int | None = OUTPUT_CAP) -> None:
+        self.store, self.cap = store, cap  # each output in transcripts and diffs is cut to cap bytes
         self.figures: dict[str, Any] = {}
         self.runs: dict[str, dict[str, Any]] = {}
         self.transcripts: dict[str, dict[str, Any]] = {}
@@ -71,7 +72,7 @@ class Report:
             self.transcripts[cassette_id] = {
                 "anchor": anchor("t", cassette_id),
                 "episode": episode_summary(cassette_id, episode),
-                "turns": transcript(episode),
+                "turns": transcript(episode, self.cap, cassette_id),
                 "meta_kind": episode.meta.get("kind", episode.key.kind),
             }
         return str(self.transcripts[cassette_id]["anchor"])
@@ -129,7 +130,7 @@ class Report:
         key = anchor("d", verdict_id[:10], task, seed)
         if key not in self.diffs:
             doc = diff_episodes(
-                self.store.get_episode(ids[0]), self.store.get_episode(ids[1]), ids[0], ids[1]
+                self.store.get_episode(ids[0]), self.store.get_episode(ids[1]), ids[0], ids[1], self.cap
             )
             doc.pop("aligned")
             self.diffs[key] = dict(
@@ -264,14 +265,14 @@ def _run_point(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(store: Any, report_id: str, cap: int | None = OUTPUT_CAP) -> tuple[dict[str, Any], dict[str, Any]]:
     """The report context for ``report_id`` (training, run, verdict or compare) and its figures by name."""
     kind = store.doc_kind(report_id)
     if kind not in KINDS:
         raise ReplaykitError(
             f"{report_id!r} is a {kind}; a report is made of a training, a run, a verdict or a compare result"
         )
-    report = Report(store)
+    report = Report(store, cap)
     ctx: dict[str, Any] = {
         "kind": kind,
         "training": None,
@@ -282,6 +283,7 @@ def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if kind == "training":
         doc = store.get_doc(report_id, kind="training")
+        verify_training(store, doc)  # derived: recomputed before the report shows it
         ctx["training"] = report.training(doc)
         ctx["id"], ctx["title"] = doc["training_id"], f"training {doc['training_id']} ({doc.get('name', '')})"
     elif kind == "measure":
@@ -290,6 +292,7 @@ def build(store: Any, report_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         ctx["id"], ctx["title"] = run["run_id"], f"run {run['run_id']}"
     elif kind == "verdict":
         doc = store.get_doc(report_id, kind="verdict")
+        verify_verdict(store, doc)
         ctx["verdict"] = report.verdict(doc)
         ctx["id"], ctx["title"] = doc["verdict_id"], f"verdict {doc['verdict_id']}"
     elif kind == "probe":

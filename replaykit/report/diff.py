@@ -15,7 +15,13 @@ import json
 from typing import Any
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
-from replaykit.report.transcript import episode_summary, message_lines, parse_response, request_messages
+from replaykit.report.transcript import (
+    OUTPUT_CAP,
+    episode_summary,
+    message_lines,
+    parse_response,
+    request_messages,
+)
 
 CONTEXT = 3
 
@@ -136,8 +142,24 @@ def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dic
     return rows
 
 
-def diff_episodes(a: Episode, b: Episode, a_id: str = "", b_id: str = "") -> dict[str, Any]:
-    """Align two episodes event by event (calls with calls, steps with steps) and find where they part."""
+def cap_lines(lines: list[str], cap: int | None, cassette_id: str) -> list[str]:
+    """At most ``cap`` bytes of ``lines`` (None: all), then how much more there is and how to see it."""
+    if cap is None:
+        return lines
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line.encode("utf-8")) + 1
+        if used > cap:
+            more = sum(len(x.encode("utf-8")) + 1 for x in lines[i:])
+            return [*lines[:i], f"… {more} more bytes — `replaykit cassettes show {cassette_id} --full`"]
+    return lines
+
+
+def diff_episodes(
+    a: Episode, b: Episode, a_id: str = "", b_id: str = "", cap: int | None = OUTPUT_CAP
+) -> dict[str, Any]:
+    """Align two episodes event by event (calls with calls, steps with steps) and find where
+    they part; the lines shown of each side are cut to ``cap`` bytes (None: in full)."""
     aligned: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
     counters: dict[str, int] = {}
@@ -157,6 +179,7 @@ def diff_episodes(a: Episode, b: Episode, a_id: str = "", b_id: str = "") -> dic
         }
         aligned.append(row)
         if part is not None and first is None:
+            la, lb = cap_lines(la, cap, a_id or a.id), cap_lines(lb, cap, b_id or b.id)
             first = {
                 "position": position,
                 "kind": label,

@@ -17,6 +17,7 @@ from typing import Any
 from replaykit.core.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.build import build
+from replaykit.report.transcript import OUTPUT_CAP
 
 
 def render(ctx: dict[str, Any], figures: dict[str, Any]) -> str:
@@ -51,11 +52,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_report(store: Any, report_id: str, output: Path, png_dir: Path | None = None) -> dict[str, Any]:
-    """Build and write the report of a training, run, verdict or compare result; optionally the charts as PNG."""
+def write_report(
+    store: Any, report_id: str, output: Path, png_dir: Path | None = None, cap: int | None = OUTPUT_CAP
+) -> dict[str, Any]:
+    """Build and write the report of a training, run, verdict or compare result; optionally
+    the charts as PNG. Each output shown is cut to ``cap`` bytes (None: in full)."""
     if output.exists() and output.is_dir():
         raise ReplaykitError(f"report output {output} is a folder; give a file name such as report.html")
-    ctx, figures = build(store, report_id)
+    ctx, figures = build(store, report_id, cap)
     html = render(ctx, figures).encode("utf-8")
     _write_atomic(output, html)
     pngs = (

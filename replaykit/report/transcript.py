@@ -317,8 +317,38 @@ def call_turn(event: LlmEvent, history: list[Message], position: int, number: in
     }
 
 
-def transcript(episode: Episode) -> list[dict[str, Any]]:
-    """The episode's turns in order (see the module docstring)."""
+#: the default cap on each output (a message, a tool call's arguments, stdout, stderr) in a
+#: transcript or a report; ``--output-cap`` changes it, ``cassettes show --full`` lifts it
+OUTPUT_CAP = 256 * 1024
+
+
+def cap_text(text: str, cap: int | None, cassette_id: str = "ID") -> str:
+    """``text`` cut to ``cap`` bytes (UTF-8), saying how much more there is and how to see it."""
+    if cap is None or len(text) <= cap // 4:  # a quick pass for short text (≤ 4 bytes a character)
+        return text
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    head = data[:cap].decode("utf-8", "ignore")
+    more = len(data) - len(head.encode("utf-8"))
+    return f"{head}\n… {more} more bytes — `replaykit cassettes show {cassette_id} --transcript --full`"
+
+
+def _capped(value: Any, cap: int | None, cassette_id: str) -> Any:
+    if isinstance(value, str):
+        return cap_text(value, cap, cassette_id)
+    if isinstance(value, list):
+        return [_capped(v, cap, cassette_id) for v in value]
+    if isinstance(value, dict):
+        return {k: _capped(v, cap, cassette_id) for k, v in value.items()}
+    return value
+
+
+def transcript(
+    episode: Episode, cap: int | None = OUTPUT_CAP, cassette_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The episode's turns in order (see the module docstring); every text in them is cut
+    to ``cap`` bytes (None: in full), naming the command that shows all of it."""
     turns: list[dict[str, Any]] = []
     history: dict[str, list[Message]] = {}  # per path: what the next request would re-send
     calls = 0
@@ -346,7 +376,9 @@ def transcript(episode: Episode) -> list[dict[str, Any]]:
             turns.append({"kind": "error", "position": position, "message": event.message})
         elif isinstance(event, GradeEvent):
             turns.append({"kind": "grade", "position": position, **event.grade.to_dict()})
-    return turns
+    if cap is None:
+        return turns
+    return [_capped(t, cap, cassette_id or episode.id) for t in turns]  # after folding: history is whole
 
 
 def episode_summary(cassette_id: str, episode: Episode) -> dict[str, Any]:
@@ -376,8 +408,9 @@ def message_lines(msg: Message) -> list[str]:
     return lines
 
 
-def show_transcript(store: Any, cassette_id: str) -> dict[str, Any]:
-    """``cassettes show ID --transcript``: the episode's summary and its turns (reads only)."""
+def show_transcript(store: Any, cassette_id: str, cap: int | None = OUTPUT_CAP) -> dict[str, Any]:
+    """``cassettes show ID --transcript``: the episode's summary and its turns (reads only;
+    each output cut to ``cap`` bytes, None: in full)."""
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     episode = store.get_episode(cid)
-    return {"episode": episode_summary(cid, episode), "turns": transcript(episode)}
+    return {"episode": episode_summary(cid, episode), "turns": transcript(episode, cap, cid)}
