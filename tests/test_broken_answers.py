@@ -66,7 +66,7 @@ class _FaultyHandler(LoopbackHandler):
         mode = self.server.mode
         if mode == "relay":
             up = self.server.upstream
-            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+            conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=60)
             conn.request(method, self.path, body=body, headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             data = resp.read()

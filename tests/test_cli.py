@@ -3,6 +3,8 @@ help conventions, completion, Ctrl-C and closed pipes."""
 
 from __future__ import annotations
 
+from replaykit.core.progress import ProgressData, ProgressEvent
+
 import json
 import os
 import signal
@@ -220,7 +222,7 @@ def small(tmp_path: Path) -> Path:
 def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
     from replaykit.train.trainer import Trainer
 
-    events: list[tuple[str, dict[str, object]]] = []
+    events: list[tuple[ProgressEvent, ProgressData]] = []
     trainer = Trainer(config_path=small(tmp_path), progress=lambda event, data: events.append((event, data)))
     for loss in trainer.epochs(2):
         loss.backward()
@@ -237,7 +239,7 @@ def test_compare_reports_cells(tmp_path: Path) -> None:
     from replaykit.episodes.config import load_config
     from replaykit.episodes.compare import compare
 
-    events: list[tuple[str, dict[str, object]]] = []
+    events: list[tuple[ProgressEvent, ProgressData]] = []
     compare(
         load_config(small(tmp_path)),
         ["reference-weak", "reference-strong"],

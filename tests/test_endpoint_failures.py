@@ -7,6 +7,8 @@ refused port. Everything through the real CLI.
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import http.client
 import json
 import os
@@ -64,7 +66,7 @@ class _GateHandler(LoopbackHandler):
             self._reply(status, "application/json", data)
             return
         up = self.server.upstream
-        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+        conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=60)
         conn.request(method, self.path, body=body, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         data = resp.read()
@@ -295,7 +297,7 @@ def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(
                     Store(tmp_path / "store"),
                     "s",
                     gate.base_url,
-                    "once",
+                    RecordMode.ONCE,
                     api_key_env="GATE_KEY",
                     on_ready=ready,
                     stop=stop,

@@ -13,8 +13,8 @@ TASKS = ["hello-file", "fix-config-port", "count-error-lines"]
 def test_pool_records_the_same_episodes_as_inline(tmp_path: Path) -> None:
     (tmp_path / "pool").mkdir()
     (tmp_path / "inline").mkdir()
-    pooled = measure(small_config(tmp_path / "pool", tasks=TASKS, **{"executor.workers": 2}))
-    inline = measure(small_config(tmp_path / "inline", tasks=TASKS, **{"executor.workers": 1}))
+    pooled = measure(small_config(tmp_path / "pool", TASKS, None, **{"executor.workers": 2}))
+    inline = measure(small_config(tmp_path / "inline", TASKS, None, **{"executor.workers": 1}))
     assert len(pooled.recorded) == len(inline.recorded) == 6
     assert pooled.run["run_id"] == inline.run["run_id"]
     assert [e["digest"] for e in pooled.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]

@@ -77,8 +77,10 @@ def test_the_docker_kind_asks_for_its_resource_and_a_node_hook() -> None:
     env = {"kind": "docker", "image_aliases": {"debian:12": "replaykit/base:bookworm"}}
     needs = get_env_kind("docker").node_needs(env)
     assert needs.resource == "docker" and needs.prepare is not None
+    from replaykit.execution.ray_executor import RayExecutor
+
     ray = make_executor(ExecutorConfig(kind="ray"), needs)
-    assert ray.options()["resources"] == {"docker": 1}
+    assert isinstance(ray, RayExecutor) and ray.options()["resources"] == {"docker": 1}
     assert get_env_kind("local").node_needs({"kind": "local"}) == NodeNeeds()
 
 

@@ -42,7 +42,7 @@ def test_a_client_that_resets_its_connection_prints_nothing(
     server: LoopbackServer, capfd: pytest.CaptureFixture[str]
 ) -> None:
     before = threading.active_count()
-    client = socket.create_connection(server.server_address[:2])
+    client = socket.create_connection((str(server.server_address[0]), int(server.server_address[1])))
     client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # half a request
     time.sleep(0.2)
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -56,7 +56,7 @@ def test_a_server_error_is_one_line_not_a_traceback(
     server: LoopbackServer, capfd: pytest.CaptureFixture[str]
 ) -> None:
     before = threading.active_count()
-    with socket.create_connection(server.server_address[:2]) as client:
+    with socket.create_connection((str(server.server_address[0]), int(server.server_address[1]))) as client:
         client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         client.settimeout(5)
         try:

@@ -49,7 +49,7 @@ def test_import_is_lazy_and_py_typed_ships() -> None:
 
 def test_unknown_name_is_an_attribute_error() -> None:
     try:
-        replaykit.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+        replaykit.NoSuchThing  # noqa: B018
     except AttributeError as exc:
         assert "NoSuchThing" in str(exc)
     else:

@@ -116,7 +116,7 @@ def test_async_gather_of_16_replays_ten_times_out_of_ten(
 
 def conversation(url: str, who: int) -> list[str]:
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
-    messages: list[dict[str, Any]] = []
+    messages: list[Any] = []  # the wire form: plain dicts
     replies = []
     for turn in range(4):
         messages.append({"role": "user", "content": f"agent {who} step {turn}"})
@@ -129,7 +129,7 @@ def conversation(url: str, who: int) -> list[str]:
 
 def test_a_24_request_proxy_recording_replays_in_process(tmp_path: Path, echo: Echo) -> None:
     store = Store(tmp_path / "store")
-    stop, live = threading.Event(), {}
+    stop, live = threading.Event(), dict[int, Any]()
 
     def ready(url: str, mode: str) -> None:
         def drive() -> None:

@@ -35,7 +35,12 @@ from tests.test_run import cli  # noqa: E402
 pytestmark = pytest.mark.ray  # starts Ray clusters
 
 MB = 1024 * 1024
-NODE = {"num_cpus": 1, "memory": 768 * MB, "object_store_memory": 80 * MB, "resources": {"docker": 1}}
+NODE: dict[str, Any] = {
+    "num_cpus": 1,
+    "memory": 768 * MB,
+    "object_store_memory": 80 * MB,
+    "resources": {"docker": 1},
+}
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ set once, so the same run exports to the same bytes and a second import is a no-
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import hashlib
 import json
 import os
@@ -137,5 +139,5 @@ def test_record_mode_none_never_materialises_a_mistyped_harness_repo(
         update={"harness": cfg.harness.model_copy(update={"repo": str(tmp_path / "harnes")})}
     )
     with pytest.raises(HarnessError, match="does not exist; record mode none never creates one"):
-        measure(typo, record_mode="none")
+        measure(typo, record_mode=RecordMode.NONE)
     assert not (tmp_path / "harnes").exists()

@@ -23,7 +23,8 @@ class Margin:
 
 class Broken:
     def __init__(self, size: int = 1) -> None:
-        self.table = {}.get(size) + 1  # type: ignore[operator]  # a real bug: TypeError inside
+        table: dict[int, int] = {}
+        self.table = table.get(size) + 1  # type: ignore[operator]  # a real bug: TypeError inside
 
 
 def registry() -> Registry[type]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import socket
 from pathlib import Path
 from typing import Any
@@ -52,7 +54,7 @@ def test_altered_stored_request_is_a_divergence(recorded: dict[str, Any]) -> Non
     assert isinstance(first, LlmEvent)
     first.body["messages"][0]["content"] = "You are a tampered agent."
     store.put_episode(episode)  # a consistent rewrite (not damage): the run is re-measured from cassettes
-    measure(recorded["config"], record_mode="none", store=store)
+    measure(recorded["config"], record_mode=RecordMode.NONE, store=store)
     report = replay_run(store, recorded["run"]["run_id"])
     assert not report["identical"] and report["divergences"] == 1
     div = report["divergence"]

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 cli = functools.partial(run_cli, check=True)  # a failing command fails the test
 
 
-def run_json(*args: str, **kw: Any) -> dict[str, Any]:
+def run_json(*args: str, **kw: Any) -> Any:  # --json: a list or an object
     return json.loads(cli(*args, "--json", **kw).stdout)
 
 

@@ -60,6 +60,11 @@ class Tape:
     def digest(self) -> str:
         return events_digest(self.events)
 
+    @property
+    def llm_events(self) -> list[LlmEvent]:
+        """The model calls taped so far, in order (as ``Episode.llm_events``)."""
+        return [e for e in self.events if isinstance(e, LlmEvent)]
+
     # -- divergence ----------------------------------------------------------------
     def diverge(self, kind: str, reason: str, expected: Any, actual: Any, diff: list[str]) -> DivergenceError:
         if self.divergence is None:

@@ -91,7 +91,7 @@ def echo() -> Iterator[Echo]:
 
 def post(base_url: str, body: dict[str, Any], key: str) -> bytes:
     parts = urlsplit(base_url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     conn.request("POST", parts.path + "/chat/completions", json.dumps(body), headers)
     data = conn.getresponse().read()
@@ -158,12 +158,12 @@ def test_proxy_replay_gives_the_client_its_own_key_back(tmp_path: Path, echo: Ec
 
 def test_in_process_replay_restores_the_presented_key(echo: Echo) -> None:
     tape = Tape("echo")
-    messages = [{"role": "user", "content": f"my key {KEY}"}]
+    messages: list[Any] = [{"role": "user", "content": f"my key {KEY}"}]
     with episode_cassette("echo", tape, Scrubber({"api_key": KEY})):
         client = openai.OpenAI(base_url=echo.base_url, api_key=KEY, max_retries=0)
         live = client.chat.completions.create(model="m", messages=messages).choices[0].message.content
     assert live == f"you said: my key {KEY}"
-    assert b"<secret:api_key>" in tape.events[0].content  # type: ignore[union-attr]
+    assert b"<secret:api_key>" in tape.llm_events[0].content
     for key, expected in ((KEY, live), ("replaykit-offline", "you said: my key <secret:api_key>")):
         replay = Tape("echo", recorded=list(tape.events))
         replay.scrubber = Scrubber({"api_key": KEY})

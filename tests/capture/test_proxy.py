@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import json
 import os
 import re
@@ -29,7 +31,9 @@ from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
 
-MESSAGES = [{"role": "user", "content": "Say something about replay."}]
+MESSAGES: list[Any] = [  # the wire form: plain dicts
+    {"role": "user", "content": "Say something about replay."}
+]
 CLIENT_CANARY = "sk-client-canary-7f3a9c"
 UPSTREAM_CANARY = "sk-upstream-canary-51be02"
 
@@ -142,7 +146,7 @@ def fake() -> Iterator[FakeUpstream]:
     srv.server_close()
 
 
-def _client(url: str) -> openai.OpenAI:
+def _client(url: str) -> Any:  # raw dict messages: the wire form, untyped
     return openai.OpenAI(base_url=url, api_key=CLIENT_CANARY, max_retries=0)
 
 
@@ -168,7 +172,7 @@ def test_record_then_replay_with_upstream_stopped_gives_same_bytes_and_chunks() 
             status, headers, live_frames = raw_post(
                 url, "/chat/completions", {"model": "reference-weak", "messages": MESSAGES, "stream": True}
             )
-    assert [e.path for e in tape.events] == [
+    assert [e.path for e in tape.llm_events] == [
         "/v1/chat/completions",
         "/v1/chat/completions",
         "/v1/responses",
@@ -201,7 +205,7 @@ def test_sse_is_relayed_chunk_by_chunk_while_recording(fake: FakeUpstream) -> No
         fake.release.set()
         rest = list(frames)
         resp.close()
-    assert [first, *rest] == tape.events[0].split_chunks() and len(rest) == 3
+    assert [first, *rest] == tape.llm_events[0].split_chunks() and len(rest) == 3
 
 
 def test_volatile_uuids_and_timestamps_are_normalised(reference: ReferenceServer) -> None:
@@ -222,7 +226,7 @@ def test_volatile_uuids_and_timestamps_are_normalised(reference: ReferenceServer
             "/chat/completions",
             body("0b5c7e1e-1111-4c1c-9a7e-2f0d3c1e9a01", "2026-01-02T03:04:05Z", 1_700_000_000_123),
         )
-    form = tape.events[0].request_form()
+    form = tape.llm_events[0].request_form()
     assert form["body"]["metadata"] == {"session_id": "<uuid:0>", "created_at": "<timestamp>"}
     assert "<uuid:0> started <timestamp>" in form["body"]["messages"][0]["content"]
     replay = Tape("volatile", recorded=list(tape.events))
@@ -232,7 +236,7 @@ def test_volatile_uuids_and_timestamps_are_normalised(reference: ReferenceServer
             "/chat/completions",
             body("9d2e4f6a-2222-4b2b-8c3d-7e6f5a4b3c2d", "2027-05-06T07:08:09.5+02:00", 1_800_000_000_999),
         )
-    assert status == 200 and b"".join(frames) == tape.events[0].content and replay.divergence is None
+    assert status == 200 and b"".join(frames) == tape.llm_events[0].content and replay.divergence is None
     strict = Tape("volatile", recorded=list(tape.events))
     with recording_proxy(strict, None) as url:  # no rules: the same request diverges
         assert (
@@ -350,7 +354,13 @@ def test_proxy_session_records_into_the_store_and_replays(reference: ReferenceSe
         def work() -> None:  # a Store belongs to the thread that opened it
             result.update(
                 run_proxy_session(
-                    Store(tmp_path / "store"), "demo", upstream, mode, ("uuids",), on_ready=ready, stop=stop
+                    Store(tmp_path / "store"),
+                    "demo",
+                    upstream,
+                    RecordMode(mode),
+                    ("uuids",),
+                    on_ready=ready,
+                    stop=stop,
                 )
             )
 

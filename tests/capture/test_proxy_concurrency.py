@@ -5,6 +5,8 @@ client); a proxy killed with SIGKILL keeps every exchange that completed."""
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import json
 import os
 import re
@@ -20,7 +22,7 @@ import openai
 import pytest
 
 from replaykit.capture.conversations import ConversationPlayer, split_session
-from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.events import Event, LlmEvent
 from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
 from replaykit.core.errors import DivergenceError
@@ -38,7 +40,7 @@ def reference() -> Iterator[ReferenceServer]:
         yield server
 
 
-def _client(url: str) -> openai.OpenAI:
+def _client(url: str) -> Any:  # raw dict messages: the wire form, untyped
     return openai.OpenAI(base_url=url, api_key="sk-agent", max_retries=0, timeout=60)
 
 
@@ -97,7 +99,9 @@ def _session(
             stop.set()
 
     def work() -> None:
-        report.update(run_proxy_session(Store(store), "swarm", upstream, mode, on_ready=ready, stop=stop))
+        report.update(
+            run_proxy_session(Store(store), "swarm", upstream, RecordMode(mode), on_ready=ready, stop=stop)
+        )
 
     worker = threading.Thread(target=work)
     worker.start()
@@ -145,7 +149,7 @@ def test_session_paths_keep_the_order_check_and_shared_paths_match_by_content() 
         _event("/v1/chat/completions", "x", b"x"),
         _event("/v1/chat/completions", "y", b"y"),
     ]
-    player = ConversationPlayer("p", recorded)
+    player = ConversationPlayer("p", list[Event](recorded))
     assert player.play(recorded[3].request_form()).content == b"y"  # shared path: any order, by content
     with pytest.raises(DivergenceError) as info:  # a session's requests must come in its recorded order
         player.play(recorded[1].request_form())

@@ -22,7 +22,9 @@ from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e
 
-MESSAGES = [{"role": "user", "content": "Say something about replay."}]
+MESSAGES: list[Any] = [  # the wire form: plain dicts
+    {"role": "user", "content": "Say something about replay."}
+]
 
 
 def proxy(store: Path, *args: str, client: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:

@@ -3,6 +3,8 @@ and ``proxy --agent codex`` applies the rules Codex needs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,9 @@ from replaykit.models.reference.server import ReferenceServer
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
-MESSAGES = [{"role": "user", "content": "hello"}]
+MESSAGES: list[Any] = [  # the wire form: plain dicts
+    {"role": "user", "content": "hello"}
+]
 
 
 def test_divergence_is_not_retried_by_the_stock_openai_client() -> None:

@@ -15,7 +15,9 @@ from replaykit.capture.tape import Tape
 from replaykit.core.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 
-MESSAGES = [{"role": "user", "content": "Say something about replay."}]
+MESSAGES: list[Any] = [  # the wire form: plain dicts
+    {"role": "user", "content": "Say something about replay."}
+]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,7 @@ def server() -> Iterator[ReferenceServer]:
         yield srv
 
 
-def client(base_url: str, **headers: str) -> openai.OpenAI:
+def client(base_url: str, **headers: str) -> Any:  # raw dict messages: the wire form, untyped
     return openai.OpenAI(
         base_url=base_url, api_key="sk-test-key-123456", max_retries=0, default_headers=headers or None
     )
@@ -51,7 +53,8 @@ def test_replay_serves_recorded_responses_in_order(server: ReferenceServer) -> N
 
 
 def test_volatile_headers_do_not_affect_matching(server: ReferenceServer) -> None:
-    tape = record(server, **{"x-stainless-retry-count": "0", "x-request-trace": "abc"})
+    volatile = {"x-stainless-retry-count": "0", "x-request-trace": "abc"}
+    tape = record(server, 2, **volatile)
     replay = Tape("test", recorded=list(tape.events))
     with episode_cassette("test", replay):
         llm = client(
@@ -102,7 +105,7 @@ def test_streaming_replays_same_bytes_and_chunks(server: ReferenceServer) -> Non
     with episode_cassette("s", tape):
         recorded_chunks = stream_chunks(server.base_url)
     assert len(recorded_chunks) > 3 and recorded_chunks[-1].rstrip().endswith(b"data: [DONE]")
-    event = tape.events[0]
+    event = tape.llm_events[0]
     assert event.split_chunks() == recorded_chunks
 
     replay = Tape("s", recorded=list(tape.events))
@@ -148,6 +151,6 @@ def test_secrets_are_scrubbed_from_requests_and_responses(server: ReferenceServe
         client(server.base_url).chat.completions.create(
             model="reference-strong", messages=[{"role": "user", "content": f"my token is {canary}"}]
         )
-    event = tape.events[0]
+    event = tape.llm_events[0]
     assert canary not in str(event.body) and "<secret:TOKEN>" in str(event.body)
     assert canary.encode() not in event.content

@@ -94,7 +94,7 @@ def upstream_factory() -> Iterator[Any]:
 def post_raw(base_url: str, body: dict[str, Any], key: str) -> bytes:
     """The decoded body exactly as the client receives it."""
     parts = urlsplit(base_url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
     conn.request(
         "POST",
         parts.path + "/chat/completions",

@@ -7,6 +7,8 @@ cassette's document, a forged bundle), then checks the one clear error.
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import gzip
 import io
 import json
@@ -131,11 +133,13 @@ def test_edited_cached_column_is_caught(damaged: dict[str, Any], column: str, va
     if (
         column == "infra_failure"
     ):  # an infra failure is never reused: measuring re-records it, a fresh verified cassette
-        assert failed in measure(damaged_config(damaged), record_mode="once").recorded
+        assert failed in measure(damaged_config(damaged), record_mode=RecordMode.ONCE).recorded
         return
     # measuring from the cassettes (what a training's verdicts are computed from) refuses too
     with pytest.raises(StoreCorrupt, match=column):
-        measure(damaged_config(damaged), record_mode="once")  # every cassette present: nothing is recorded
+        measure(
+            damaged_config(damaged), record_mode=RecordMode.ONCE
+        )  # every cassette present: nothing is recorded
 
 
 def damaged_config(damaged: dict[str, Any]) -> Any:

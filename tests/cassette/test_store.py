@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from pathlib import Path
 
 import pytest
 
-from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
+from replaykit.cassette.events import EnvEvent, Episode, Event, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
@@ -21,7 +23,7 @@ def make_key(seed: int = 0) -> CassetteKey:
 
 def make_episode(history: int = 3, seed: int = 0) -> Episode:
     messages = [{"role": "user", "content": f"message {i} " + "x" * 300} for i in range(history)]
-    events = [
+    events: list[Event] = [
         LlmEvent(
             "POST",
             "/v1/chat/completions",
@@ -52,7 +54,7 @@ def test_round_trip_keeps_every_event(store_location: str) -> None:
 
 
 def test_resent_history_is_stored_once(store_location: str) -> None:
-    store = open_store(store_location)
+    store: Any = open_store(store_location)  # reaches the backend's own connection
     store.put_episode(make_episode(history=20))
     blobs = store.db.conn.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
     # 20 distinct messages of ~320 bytes each, re-sent 210 times in total: stored once each.
@@ -76,7 +78,7 @@ def test_key_lookup_and_unknown_id(store_location: str) -> None:
 
 
 def test_failed_write_leaves_no_half_cassette(store_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(store_location)
+    store: Any = open_store(store_location)  # reaches the backend's own connection
     store.put_episode(make_episode(seed=1))
     before = store.db.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
     table = store.db["cassettes"]

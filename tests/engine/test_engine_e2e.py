@@ -125,13 +125,13 @@ def test_proxy_in_front_of_the_real_engine_records_and_replays_a_streamed_sessio
             line = proc.stderr.readline()  # type: ignore[union-attr]
             found = re.search(r"(http://\S+/v1)", line)
             assert found, line + proc.stderr.read()  # type: ignore[union-attr]
-            client = openai.OpenAI(base_url=found.group(1), api_key="sk-no-key-required", max_retries=0)
+            client: Any = openai.OpenAI(base_url=found.group(1), api_key="sk-no-key-required", max_retries=0)
             stream = client.chat.completions.create(
                 model="tiny",
                 messages=messages,
                 max_tokens=12,
                 temperature=0,
-                stream=True,  # type: ignore[arg-type]
+                stream=True,
             )
             pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
             proc.send_signal(signal.SIGTERM)

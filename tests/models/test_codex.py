@@ -105,7 +105,8 @@ def test_codex_exec_task_records_and_replays_offline(codex_cli: str, tmp_path: P
     )  # the builtin reference server is stopped on return
     assert (recorded_dir / "greeting" / "hello.txt").read_text() == "Hello, replaykit!\n"
     assert run.final_message.startswith("Done.") and run.trace_path is not None and run.trace_path.is_file()
-    assert len(tape.events) >= 3 and all(e.path == "/v1/responses" for e in tape.events)
+    assert len(tape.llm_events) == len(tape.events) >= 3
+    assert all(e.path == "/v1/responses" for e in tape.llm_events)
     episode = through_store(tmp_path, tape, "hello-file")
     replay = Tape("codex-hello", recorded=list(episode.events))
     again = backend.run_task(replay_dir, instruction, replay)

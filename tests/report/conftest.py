@@ -25,7 +25,7 @@ def quickstart_training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     return {"tmp": tmp, "config": config, "store": tmp / "store", "summary": summary}
 
 
-def episodes_by_unit(store: Path, run_id: str) -> dict[str, str]:
+def episodes_by_unit(store: Path | str, run_id: str) -> dict[str, str]:
     """``task#seed`` → cassette id of a stored run."""
     from replaykit.cassette.store import Store
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from inspect_ai.log import read_eval_log
+from inspect_ai.model import ChatMessageAssistant
 
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
@@ -62,13 +63,15 @@ def test_run_export_round_trips_through_read_eval_log(tmp_path: Path) -> None:
         assert sample.scores["reward"].metadata == {"passed": episode["passed"], "infra_failure": False}
         roles = [m.role for m in sample.messages]
         assert roles[:3] == ["system", "user", "assistant"]
-        instruction = (REPO / "envs" / sample.id / "instruction.md").read_text()
+        instruction = (REPO / "envs" / str(sample.id) / "instruction.md").read_text()
         assert sample.input == sample.messages[1].text == instruction
         # each message once: as many tool results as environment steps, as many assistant turns as calls
         recorded = st.get_episode(episode["cassette_id"])
         assert roles.count("tool") == len(recorded.env_events) == episode["steps"]
         assert roles.count("assistant") == len(recorded.llm_events)
-        first_call = sample.messages[2].tool_calls
+        assistant = sample.messages[2]
+        assert isinstance(assistant, ChatMessageAssistant)
+        first_call = assistant.tool_calls
         assert (
             first_call
             and first_call[0].function == "bash"
@@ -178,6 +181,7 @@ def test_exported_logs_are_listed_by_inspect_with_model_and_scores(tmp_path: Pat
     usage = header.stats.model_usage["replaykit/reference-weak"]
     assert usage.total_tokens == sum(e["tokens"] for e in run["episodes"]) > 0
     assert usage.input_tokens > 0 and usage.output_tokens > 0
+    assert header.results is not None
     score = header.results.scores[0]
     assert score.name == "reward" and score.scored_samples == 2 and score.unscored_samples == 0
     assert score.metrics["accuracy"].value == run["solved"] / run["total"]

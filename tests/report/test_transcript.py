@@ -62,7 +62,7 @@ def chat_episode(server: ReferenceServer, stream: bool) -> Episode:
     ]
     events: list[Any] = []
     for _ in range(2):
-        body = {
+        body: dict[str, Any] = {
             "model": "reference-strong",
             "messages": list(messages),
             "tools": TOOLS,
@@ -124,7 +124,7 @@ def test_responses_api_transcript_streamed_and_json(server: ReferenceServer) -> 
     ]
     out = []
     for stream in (False, True):
-        body = {
+        body: dict[str, Any] = {
             "model": "reference-strong",
             "instructions": "Be brief.",
             "input": [

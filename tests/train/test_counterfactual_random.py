@@ -22,13 +22,13 @@ pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 TASKS = ["hello-file", "fix-config-port", "csv-active-emails", "organize-files", "count-error-lines"]
-CRITERIA = [
+CRITERIA: list[dict[str, Any]] = [
     {"name": "strict_pareto"},
     {"name": "mean_reward", "alpha": 0.5},
     {"name": "mean_reward", "alpha": 0.1},
 ]
 SEEN: dict[str, list[str]] = {"optimizers": [], "decisions": []}
-OPTIMIZERS = [
+OPTIMIZERS: list[dict[str, Any]] = [
     {"name": "greedy_monotonic"},
     {"name": "margin_greedy", "margin": 1},
     {"name": "pareto_frontier"},

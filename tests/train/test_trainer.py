@@ -167,7 +167,7 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
         **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]},
     )
     trainer = train(cfg, 3, estimator=PatchQueue([outside, broken]))
-    reasons = [lo.skipped for lo in trainer.losses]
+    reasons = [lo.skipped or "" for lo in trainer.losses]
     assert reasons[0].startswith("edits outside the patch surface") and "NOTES.md" in reasons[0]
     assert reasons[1].startswith("harness no longer imports") and "module_that_does_not_exist" in reasons[1]
     assert reasons[2].startswith("empty diff")

@@ -69,7 +69,9 @@ def test_every_page_answers_and_links_to_the_next(viewer: Viewer, quickstart_sto
 
 def test_episode_list_filters_sorts_and_pages(viewer: Viewer) -> None:
     _, page, _ = get(viewer.url + "/episodes")
-    total = int(re.search(r'id="episode-total">(\d+) episode', page).group(1))
+    found = re.search(r'id="episode-total">(\d+) episode', page)
+    assert found is not None, page[:500]
+    total = int(found.group(1))
     assert page.count('class="episode-row"') == 50 and total > 50 and "page 1 of" in page
     _, page2, _ = get(viewer.url + "/episodes?page=2")
     first = set(re.findall(r'href="/episodes/([0-9a-f]+)"', page))
