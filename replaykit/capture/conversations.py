@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from replaykit.cassette.events import Event, LlmEvent, events_digest
+from replaykit.cassette.events import Event, LlmEvent, RequestForm, events_digest
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
@@ -38,7 +38,7 @@ def split_session(path: str) -> tuple[str | None, str]:
     return (match.group(1), match.group(2)) if match else (None, path)
 
 
-def content_key(form: dict[str, Any]) -> str:
+def content_key(form: RequestForm) -> str:
     return canonical_json([form["method"], form["path"], form["body"]])
 
 
@@ -84,7 +84,7 @@ class ConversationPlayer:
         return all(self.served)
 
     def _diverge(
-        self, position: int | None, reason: str, expected: Any, actual: dict[str, Any]
+        self, position: int | None, reason: str, expected: Any, actual: RequestForm
     ) -> DivergenceError:
         report = {
             "episode": self.label,
@@ -100,7 +100,7 @@ class ConversationPlayer:
         self.divergences.append(error)
         return error
 
-    def play(self, form: dict[str, Any]) -> LlmEvent:
+    def play(self, form: RequestForm) -> LlmEvent:
         """The recorded exchange for this request, or :class:`DivergenceError`."""
         session, _ = split_session(form["path"])
         with self.lock:
@@ -137,7 +137,7 @@ class ConversationPlayer:
                 form,
             )
 
-    def _first_matching(self, form: dict[str, Any]) -> LlmEvent | None:
+    def _first_matching(self, form: RequestForm) -> LlmEvent | None:
         """The earliest unserved shared-path exchange that ``match_on`` finds equal (lock held)."""
         for i, event in enumerate(self.recorded):
             if self.served[i] or not isinstance(event, LlmEvent) or split_session(event.path)[0] is not None:
@@ -150,7 +150,7 @@ class ConversationPlayer:
                 return event
         return None
 
-    def _play_session(self, session: str, form: dict[str, Any]) -> LlmEvent:
+    def _play_session(self, session: str, form: RequestForm) -> LlmEvent:
         queue = self.sessions.get(session)
         what = f"request {form['method']} {form['path']}"
         if not queue:
@@ -172,7 +172,7 @@ class ConversationPlayer:
         self.served[i] = True
         return expected
 
-    def _nearest(self, form: dict[str, Any]) -> int | None:
+    def _nearest(self, form: RequestForm) -> int | None:
         """The unserved shared-path exchange with the same path and the longest common history."""
         best: tuple[int, int] | None = None
         for i, event in enumerate(self.recorded):

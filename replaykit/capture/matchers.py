@@ -17,10 +17,11 @@ import re
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from replaykit.cassette.events import RequestForm
 from replaykit.cassette.scrub import Scrubber as Scrubber  # re-exported: forms are scrubbed here
 from replaykit.core.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
 
-Matcher = Callable[[dict[str, Any], dict[str, Any]], None]
+Matcher = Callable[[RequestForm, RequestForm], None]
 NormaliseRule = Callable[[Any], Any]
 
 _MATCHERS: dict[str, Matcher] = {}
@@ -49,17 +50,17 @@ def get_rule(name: str) -> NormaliseRule:
     return _RULES[name]
 
 
-def _method(a: dict[str, Any], b: dict[str, Any]) -> None:
+def _method(a: RequestForm, b: RequestForm) -> None:
     if a["method"] != b["method"]:
         raise AssertionError(f"method {a['method']} != {b['method']}")
 
 
-def _path(a: dict[str, Any], b: dict[str, Any]) -> None:
+def _path(a: RequestForm, b: RequestForm) -> None:
     if a["path"] != b["path"]:
         raise AssertionError(f"path {a['path']} != {b['path']}")
 
 
-def _body(a: dict[str, Any], b: dict[str, Any]) -> None:
+def _body(a: RequestForm, b: RequestForm) -> None:
     if canonical_json(a["body"]) != canonical_json(b["body"]):
         raise AssertionError("body differs")
 
@@ -70,7 +71,7 @@ register_matcher("body", _body)
 
 
 def mismatches(
-    actual: dict[str, Any], recorded: dict[str, Any], match_on: tuple[str, ...] = DEFAULT_MATCH_ON
+    actual: RequestForm, recorded: RequestForm, match_on: tuple[str, ...] = DEFAULT_MATCH_ON
 ) -> list[str]:
     reasons = []
     for name in match_on:
@@ -212,7 +213,7 @@ def request_form(
     body: bytes | str | None,
     scrubber: Scrubber | None = None,
     rules: tuple[str, ...] = (),
-) -> dict[str, Any]:
+) -> RequestForm:
     """The canonical, storable form of a request."""
     parts = urlsplit(url)
     path = parts.path
@@ -231,10 +232,10 @@ def request_form(
     return {"method": method.upper(), "path": path, "body": parsed}
 
 
-def request_diff(expected: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
+def request_diff(expected: RequestForm | None, actual: RequestForm | None) -> list[str]:
     """A unified diff of two request forms, pretty-printed."""
 
-    def lines(form: dict[str, Any] | None) -> list[str]:
+    def lines(form: RequestForm | None) -> list[str]:
         if form is None:
             return ["(no request)"]
         return json.dumps(form, indent=2, sort_keys=True, ensure_ascii=False).splitlines()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from replaykit.capture.conversations import split_session
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.upstream import upstream_pieces
-from replaykit.cassette.events import KEPT_HEADERS, LlmEvent
+from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
 from replaykit.cassette.scrub import presented_credentials, restore
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk
@@ -142,7 +142,7 @@ class ProxyHandler(LoopbackHandler):
             else:
                 self._record(method, form, body, scrubber)
 
-    def _replay(self, form: dict[str, Any]) -> None:
+    def _replay(self, form: RequestForm) -> None:
         player = self.server.player
         try:
             event = player.play(form) if player is not None else self.server.tape.play_llm(form)
@@ -161,7 +161,7 @@ class ProxyHandler(LoopbackHandler):
         chunks = restore(event.split_chunks(), presented_credentials(self.headers.items()))
         self._send(event.status, event.headers, chunks, event.reason)
 
-    def _record(self, method: str, form: dict[str, Any], body: bytes, scrubber: Scrubber) -> None:
+    def _record(self, method: str, form: RequestForm, body: bytes, scrubber: Scrubber) -> None:
         upstream = self.server.upstream
         assert upstream is not None
         conn = upstream.connect()

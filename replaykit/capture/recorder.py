@@ -14,7 +14,7 @@ from typing import Any
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
 
-from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.events import LlmEvent, RequestForm
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.core.determinism import canonical_json
 from replaykit.capture.stubs import httpx2_patches
@@ -64,7 +64,7 @@ class EpisodeCassette(Cassette):
     def write_protected(self) -> bool:
         return self.tape.replaying
 
-    def form(self, request: Any) -> dict[str, Any]:
+    def form(self, request: Any) -> RequestForm:
         return request_form(request.method, request.uri, request.body, self.scrubber, self.rules)
 
     def can_play_response_for(self, request: Any) -> bool:

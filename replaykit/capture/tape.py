@@ -20,6 +20,7 @@ from replaykit.cassette.events import (
     GradeEvent,
     LlmEvent,
     NetEvent,
+    RequestForm,
     events_digest,
 )
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
@@ -118,7 +119,7 @@ class Tape:
         return expected
 
     # -- llm -------------------------------------------------------------------------
-    def _same(self, form: dict[str, Any], expected: LlmEvent) -> bool:
+    def _same(self, form: RequestForm, expected: LlmEvent) -> bool:
         """Fast path of the default matchers: the same method, path and canonical body
         (the recorded body's canonical form computed once per event)."""
         if (
@@ -132,7 +133,7 @@ class Tape:
             canon = self._canonical[id(expected)] = canonical_json(expected.body)
         return canonical_json(form["body"]) == canon
 
-    def play_llm(self, form: dict[str, Any]) -> LlmEvent:
+    def play_llm(self, form: RequestForm) -> LlmEvent:
         expected = self._next("llm", form)
         assert isinstance(expected, LlmEvent)
         reasons = (

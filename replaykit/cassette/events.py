@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
@@ -22,6 +22,14 @@ from replaykit.envs.base import Grade, Observation
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
 KEPT_HEADERS = ("content-type", "content-encoding")
+
+
+class RequestForm(TypedDict):
+    """A request as matched and stored: method, path (query sorted), parsed body."""
+
+    method: str
+    path: str
+    body: Any  # the parsed JSON body after normalisation rules ({"$text": …} when not JSON)
 
 
 @dataclass
@@ -38,7 +46,7 @@ class LlmEvent:
     chunks: list[int]  # lengths of the chunks the client received, in order
     kind: str = field(default="llm", init=False)
 
-    def request_form(self) -> dict[str, Any]:
+    def request_form(self) -> RequestForm:
         return {"method": self.method, "path": self.path, "body": self.body}
 
     def split_chunks(self) -> list[bytes]:
