@@ -6,7 +6,8 @@ viewer process's CPU (and this client's) while it is answered. Sizes are measure
 round-robin in the same run, each sample a batch of ``--batch`` requests (CPU clocks tick
 in 10 ms), and printed per request with the CPU ratio against the smallest store (the
 baseline: how much a page grows with the store). The search index (an FTS5 sidecar
-built lazily on the first search) is timed once per store. Budget (the issue's): every
+built lazily from the first search on, in a background thread) is timed once per store,
+until every episode is searchable. Budget (the issue's): every
 page and every indexed search under 1 s of CPU per request, and under 1 s of wall.
 
 Usage: python benchmarks/view.py [--sizes 100,10000] [--repeats 5]
@@ -78,6 +79,19 @@ class Viewer:
         wall = time.perf_counter() - wall0
         return Sample(wall / times, (self.cpu() - cpu0 + time.process_time() - mine0) / times)
 
+    def build_index(self, path: str) -> Sample:
+        """Search until the page no longer says it is indexing (the sidecar is built in the
+        viewer's background thread, each search waiting a few seconds for it): the build's
+        CPU time in the viewer and the wall time until every episode is searchable."""
+        import time
+
+        cpu0, wall0 = self.cpu(), time.perf_counter()
+        while True:
+            with urllib.request.urlopen(self.url + path, timeout=600) as answer:
+                if b'id="indexing"' not in answer.read():
+                    break
+        return Sample(time.perf_counter() - wall0, self.cpu() - cpu0)
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)
@@ -114,10 +128,10 @@ def main() -> None:
                 store.close()
                 viewers[size] = Viewer(store_dir, Path(tmp) / f"cache-{size}")
                 viewers[size].get("/")  # templates compiled, store opened
-            builds = {size: v.get(f"/search?q={WORD}") for size, v in viewers.items()}
+            builds = {size: v.build_index(f"/search?q={WORD}") for size, v in viewers.items()}
             for size, s in builds.items():
                 print(
-                    f"    search index built on first search, {size:>6} episodes: {s.cpu:6.2f} s ({s.wall:6.2f})"
+                    f"    search index built from the first search on, {size:>6} episodes: {s.cpu:6.2f} s ({s.wall:6.2f})"
                 )
             pages = {
                 "first page": "/episodes",

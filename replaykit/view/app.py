@@ -24,6 +24,8 @@ from replaykit.view.search import Searcher
 
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 STATIC = {"view.css": "text/css", "view.js": "text/javascript"}
+#: Seconds a search waits for the index to catch up before answering with what it has.
+SEARCH_WAIT = 5.0
 Handler = Callable[[Any], Awaitable[Any]]
 
 
@@ -176,8 +178,13 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
         if q:
             if state["searcher"] is None:
                 state["searcher"] = Searcher(store)
-            hits, total = state["searcher"].search(q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE)
+            hits, total = state["searcher"].search(
+                q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
+            )
+        searcher = state["searcher"]
         ctx = {
+            "pending": searcher.pending if searcher is not None else 0,
+            "index_error": searcher.error if searcher is not None else "",
             "q": q,
             "hits": hits,
             "total": total,

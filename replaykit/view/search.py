@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,29 +51,70 @@ def episode_text(episode: Episode) -> str:
 
 
 class Searcher:
-    """The sidecar of one store, refreshed before every search."""
+    """The sidecar of one store, refreshed before every search.
+
+    ``search(q)`` brings the index up to date first. ``search(q, wait=S)`` (the viewer)
+    does that in a background thread with its own store connection and answers after at
+    most ``S`` seconds with what is indexed so far; :attr:`pending` says how many episodes
+    are not searchable yet (the first search of a 10,000-episode store takes a while; the
+    viewer stays responsive meanwhile)."""
 
     def __init__(self, store: StoreBackend, path: Path | None = None) -> None:
         self.store = store
-        self.index = SearchIndex(path or index_path(store.location))
+        self.path = path or index_path(store.location)
+        self.index = SearchIndex(self.path)
+        self.pending = 0
+        self.error = ""
+        self._worker: threading.Thread | None = None
 
     def refresh(self) -> int:
         """Index the episodes stored since the last refresh; how many were added."""
-        rows = self.store.cassette_summaries(("id", "doc", "task_id", "seed", "model"))
+        return self._fill(self.store, self.index)
+
+    def _fill(self, store: StoreBackend, index: SearchIndex) -> int:
+        rows = store.cassette_summaries(("id", "doc", "task_id", "seed", "model"))
         info = {r["id"]: r for r in rows}
-        todo = self.index.sync({r["id"]: r["doc"] for r in rows})
+        todo = index.sync({r["id"]: r["doc"] for r in rows})
+        self.pending = len(todo)
         for i in range(0, len(todo), BATCH):
             batch = []
             for cid in todo[i : i + BATCH]:
                 r = info[cid]
-                text = episode_text(self.store.get_episode(cid))
+                text = episode_text(store.get_episode(cid))
                 batch.append((cid, r["doc"], r["task_id"], r["seed"], r["model"], text))
-            self.index.add(batch)
+            index.add(batch)
+            self.pending -= len(batch)
         return len(todo)
 
-    def search(self, query: str, limit: int = 20, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        self.refresh()
+    def _refresh_in_background(self) -> threading.Thread:
+        if self._worker is not None and self._worker.is_alive():
+            return self._worker
+
+        def work() -> None:
+            store, index = self.store.reopen(readonly=True), SearchIndex(self.path)
+            try:
+                self._fill(store, index)
+                self.error = ""
+            except Exception as exc:  # one line on the search page, never a dead thread's traceback
+                self.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                store.close()
+                index.close()
+
+        self._worker = threading.Thread(target=work, name="replaykit-view-index", daemon=True)
+        self._worker.start()
+        return self._worker
+
+    def search(
+        self, query: str, limit: int = 20, offset: int = 0, wait: float | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        if wait is None:
+            self.refresh()
+        else:
+            self._refresh_in_background().join(timeout=wait)
         return self.index.search(query, limit=limit, offset=offset)
 
     def close(self) -> None:
+        if self._worker is not None:
+            self._worker.join(timeout=30)
         self.index.close()

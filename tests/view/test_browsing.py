@@ -73,3 +73,20 @@ def test_the_search_index_is_built_once_then_kept_in_step(recorded: dict[str, An
     assert total == 0 and hits == []
     searcher.close()
     store.close()
+
+
+def test_the_viewer_builds_the_index_in_the_background(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """``wait=0``: the search answers at once with what is indexed; a thread with its own
+    store connection catches up, and the next search finds everything."""
+    store = open_store(str(recorded["store"]), readonly=True)
+    inline = Searcher(store, tmp_path / "inline.db")
+    _, expected = inline.search("hello")
+    inline.close()
+    background = Searcher(store, tmp_path / "background.db")
+    background.search("hello", wait=0)
+    assert background._worker is not None
+    background._worker.join(timeout=60)
+    assert background.pending == 0 and background.error == ""
+    assert background.search("hello", wait=5)[1] == expected >= 1
+    background.close()
+    store.close()
