@@ -86,7 +86,8 @@ def fetch_all(host: str, port: int, base: str, names: list[str], via_proxy: bool
     for name in names:
         conn.request("GET", f"{base}/{name}" if via_proxy else f"/{name}")
         response = conn.getresponse()
-        total += len(response.read())
+        while block := response.read(CHUNK):  # never the whole body in memory
+            total += len(block)
         assert response.status == 200, response.status
     conn.close()
     return total
