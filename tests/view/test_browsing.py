@@ -4,6 +4,8 @@ indexing. In-process, over a small recorded panel."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,26 @@ from replaykit.view.search import Searcher
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """A small panel recorded once per backend (a folder, or a fresh PostgreSQL database)."""
     tmp = tmp_path_factory.mktemp("browsing")
-    config = small_config(tmp, tasks=["hello-file", "fix-config-port"], seeds=[0, 1, 2])
-    run = measure(config).run
-    return {"tmp": tmp, "config": config, "run": run, "store": Path(config.store_path)}
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgresql":
+            from tests.pg import fresh_database  # the server is checked first (conftest)
+
+            where = {"store": stack.enter_context(fresh_database("browsing"))}
+        else:
+            where = {}
+        config = small_config(tmp, tasks=["hello-file", "fix-config-port"], seeds=[0, 1, 2], **where)
+        run = measure(config).run
+        yield {"tmp": tmp, "config": config, "run": run, "store": config.store_location}
 
 
 def test_episode_pages_filter_sort_and_count(recorded: dict[str, Any]) -> None:
-    store = open_store(str(recorded["store"]), readonly=True)
+    store = open_store(recorded["store"], readonly=True)
     rows, total = store.episode_page({}, limit=4)
     assert total == 6 and len(rows) == 4
     rest, _ = store.episode_page({}, limit=4, offset=4)
@@ -53,10 +65,10 @@ def test_episode_pages_filter_sort_and_count(recorded: dict[str, Any]) -> None:
 
 
 def test_the_change_token_moves_when_another_process_writes(recorded: dict[str, Any]) -> None:
-    reader = open_store(str(recorded["store"]), readonly=True)
+    reader = open_store(recorded["store"], readonly=True)
     before = reader.change_token()
     assert reader.change_token() == before  # reading changes nothing
-    writer = open_store(str(recorded["store"]))
+    writer = open_store(recorded["store"])
     writer.put_doc("view-test-doc", "note", {"hello": "world"})
     writer.close()
     assert reader.change_token() != before
@@ -64,7 +76,7 @@ def test_the_change_token_moves_when_another_process_writes(recorded: dict[str, 
 
 
 def test_the_search_index_is_built_once_then_kept_in_step(recorded: dict[str, Any], tmp_path: Path) -> None:
-    store = open_store(str(recorded["store"]), readonly=True)
+    store = open_store(recorded["store"], readonly=True)
     searcher = Searcher(store, tmp_path / "search.db")
     assert searcher.refresh() == 6 and searcher.refresh() == 0
     hits, total = searcher.search("hello")

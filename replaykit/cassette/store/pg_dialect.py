@@ -17,6 +17,8 @@ from replaykit.core.errors import StoreError
 
 #: the core tables, locked together by ``BEGIN IMMEDIATE`` (one writer; readers go on)
 LOCKED = ("blobs", "cassettes", "runs", "trees", "leases")
+#: tables whose changes move the store's version (``change_token``)
+VERSIONED = ("blobs", "cassettes", "runs", "trees", "certificates")
 _PG_TYPES = {str: 'TEXT COLLATE "C"', int: "BIGINT", float: "DOUBLE PRECISION", bytes: "BYTEA"}
 _IDENT = re.compile(r"\[(\w+)\]")
 _IGNORE = re.compile(r"^\s*INSERT OR IGNORE INTO", re.I)
@@ -28,8 +30,8 @@ def translate(sql: str, params: bool = True) -> str:
     stripped = sql.strip()
     if stripped.upper() == "BEGIN IMMEDIATE":
         return "BEGIN; LOCK TABLE " + ", ".join(LOCKED) + " IN SHARE ROW EXCLUSIVE MODE"
-    if stripped.upper() == "PRAGMA DATA_VERSION":  # changes whenever any transaction commits
-        return "SELECT txid_snapshot_xmax(txid_current_snapshot())"
+    if stripped.upper() == "PRAGMA DATA_VERSION":  # bumped by every write (triggers below)
+        return "SELECT n FROM store_version"
     out = _IDENT.sub(r'"\1"', sql)
     if params:
         out = out.replace("%", "%%").replace("?", "%s")
@@ -56,6 +58,19 @@ def create_tables() -> list[str]:
         ' key TEXT COLLATE "C", host TEXT, pid BIGINT, taken DOUBLE PRECISION,'
         " PRIMARY KEY (owner, tbl, key))"
     )
+    statements.append(
+        "CREATE TABLE IF NOT EXISTS store_version (one INTEGER PRIMARY KEY CHECK (one = 1), n BIGINT)"
+    )
+    statements.append("INSERT INTO store_version VALUES (1, 0) ON CONFLICT DO NOTHING")
+    statements.append(
+        "CREATE OR REPLACE FUNCTION replaykit_bump() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN UPDATE store_version SET n = n + 1; RETURN NULL; END $$"
+    )
+    for table in VERSIONED:  # what SQLite's data_version sees: any committed change
+        statements.append(
+            f'CREATE OR REPLACE TRIGGER "{table}_version" AFTER INSERT OR UPDATE OR DELETE ON "{table}"'
+            " FOR EACH STATEMENT EXECUTE FUNCTION replaykit_bump()"
+        )
     statements.append("CREATE INDEX IF NOT EXISTS cassettes_task_seed ON cassettes (task_id, seed)")
     statements.append("CREATE INDEX IF NOT EXISTS runs_kind ON runs (kind, config_digest)")
     return statements

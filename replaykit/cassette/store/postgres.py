@@ -99,7 +99,11 @@ class PostgresStore(Store):
 
     @staticmethod
     def _ensure_pg_schema(pg: PgDatabase) -> None:
-        if PostgresStore._tables_exist(pg) and pg.table("leases").exists():
+        if (
+            PostgresStore._tables_exist(pg)
+            and pg.table("leases").exists()
+            and pg.table("store_version").exists()
+        ):
             return
         with pg.atomic(lock=False):  # one creator at a time: concurrent first writers wait here
             pg.conn.execute("SELECT pg_advisory_xact_lock(?)", (0x7265706C6179,))
