@@ -77,6 +77,13 @@ def test_a_full_disk_is_one_line_and_rm_and_gc_still_work(small_disk: Path, tmp_
     assert full.stderr.startswith(f"Error: disk full: {store / 'index.db'} cannot be written ("), full.stderr
     assert "free there" in full.stderr and "gc --store" in full.stderr
 
+    report = cli(
+        "report", kept["run_id"], "--store", str(store), "-o", str(small_disk / "r.html"), cwd=tmp_path
+    )
+    assert report.returncode == 1 and len(report.stderr.strip().splitlines()) == 1, report.stderr
+    assert report.stderr.startswith("Error: disk full: ") and "free there" in report.stderr, report.stderr
+    assert not (small_disk / "r.html").exists()
+
     removed = run_json("cassettes", "rm", doomed["run_id"], "-r", "--store", str(store), cwd=tmp_path)
     assert [r["id"] for r in removed["runs"]] == [doomed["run_id"]] and set(removed["cassettes"]) == set(
         doomed["cassettes"]
@@ -90,3 +97,13 @@ def test_a_full_disk_is_one_line_and_rm_and_gc_still_work(small_disk: Path, tmp_
     assert run_json("replay", kept["run_id"], "--store", str(store), cwd=tmp_path)["identical"] is True
     gone = cli("replay", doomed["run_id"], "--store", str(store), cwd=tmp_path)
     assert gone.returncode == 1 and gone.stderr.startswith("Error: no "), gone.stderr
+
+
+@pytest.mark.unit
+def test_a_full_disk_outside_the_store_names_the_path_and_its_free_space(tmp_path: Path) -> None:
+    from replaykit.commands.shell import _os_error_line
+
+    line = _os_error_line(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "r.html")))
+    assert (
+        line.startswith(f"Error: disk full: cannot write {tmp_path / 'r.html'} (") and " free there)" in line
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import typer
@@ -102,6 +103,14 @@ def _usage_line(exc: Any) -> str:
 def _os_error_line(exc: OSError) -> str:
     if exc.errno == errno.EADDRINUSE:
         return f"Error: address already in use ({exc.strerror}); choose another --port"
+    if exc.errno == errno.ENOSPC:  # a full disk: name the path and what is free there
+        from replaykit.cassette.store.guard import free_bytes, human
+
+        path = Path(str(exc.filename)) if exc.filename else Path.cwd()
+        return (
+            f"Error: disk full: cannot write {path} ({human(free_bytes(path))} free there)"
+            " — free space (`replaykit gc` works on a full disk) or choose another path"
+        )
     where = f": {exc.filename}" if exc.filename else ""
     return f"Error: {exc.strerror or exc}{where}"
 
