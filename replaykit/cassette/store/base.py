@@ -79,8 +79,8 @@ class StoreBase:
     @staticmethod
     def _ensure_schema(db: sqlite_utils.Database) -> None:
         for name, spec in SCHEMA.items():
-            if not db.table(name).exists():
-                db.table(name).create(spec["columns"], pk=spec["pk"])
+            if not db.table(name).exists():  # another process may create it in between: no error then
+                db.table(name).create(spec["columns"], pk=spec["pk"], if_not_exists=True)
         db.table("cassettes").create_index(["task_id", "seed"], if_not_exists=True)
         have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()}
         for name, sql in VIEWS.items():  # created with the schema; an existing view is left as it is
