@@ -221,3 +221,65 @@ def test_retries_recover_from_one_cut_answer(tmp_path: Path, faulty: Faulty) -> 
         "replay", doc["run_id"], "--store", str(tmp_path / "store"), "--json", timeout=120, check=True
     )
     assert json.loads(replay.stdout)["identical"] is True, replay.stdout
+
+
+@pytest.mark.parametrize("mode", ["cut", "stream", "garbage"])
+def test_proxy_session_with_a_broken_answer_is_never_reused(
+    tmp_path: Path, faulty: Faulty, mode: str
+) -> None:
+    """Through the recording proxy (external agents): the broken answer is not kept, the
+    client sees a failure, the session is marked, and ``once`` records it again."""
+    import openai
+
+    from replaykit.episodes.proxy_session import run_proxy_session
+
+    def session(modes: list[str]) -> tuple[dict[str, Any], list[str]]:
+        stop, result, seen = threading.Event(), {}, []
+
+        def ready(url: str, kind: str) -> None:
+            client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+            for i, step in enumerate(modes):
+                faulty.mode = step
+                try:
+                    stream = mode == "stream" and step != "relay"
+                    messages = [{"role": "user", "content": f"call {i}"}]
+                    if stream:
+                        for _ in client.chat.completions.create(
+                            model="reference-strong", messages=messages, stream=True
+                        ):
+                            pass
+                    else:
+                        client.chat.completions.create(model="reference-strong", messages=messages)
+                    seen.append("ok")
+                except openai.APIStatusError as exc:
+                    seen.append(f"HTTP {exc.status_code}")
+                except openai.APIConnectionError:
+                    seen.append("cut")
+            stop.set()
+
+        def work() -> None:
+            result.update(
+                run_proxy_session(
+                    Store(tmp_path / "store"),
+                    "s",
+                    faulty.base_url,
+                    "once",
+                    api_key_env="",
+                    on_ready=ready,
+                    stop=stop,
+                )
+            )
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join(timeout=120)
+        return result, seen
+
+    broken, seen = session(["relay", mode])
+    assert broken["mode"] == "record" and broken["llm_calls"] == 1 and seen[0] == "ok"
+    assert seen[1] in ("HTTP 502", "cut"), seen
+    expected = {"cut": "IncompleteRead(99 bytes read, 901 more expected)"}.get(mode, EXPECTED[mode])
+    assert broken["upstream_errors"] and expected in broken["upstream_errors"][0], broken["upstream_errors"]
+    recovered, seen = session(["relay", "relay"])  # once: the marked session is recorded again
+    assert recovered["mode"] == "record" and recovered["llm_calls"] == 2 and seen == ["ok", "ok"]
+    assert not recovered["upstream_errors"]

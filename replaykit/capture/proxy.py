@@ -42,6 +42,7 @@ from replaykit.capture.proxy_handler import ProxyHandler
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream
 from replaykit.cassette.events import Event, LlmEvent
+from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 from replaykit.core.loopback import LoopbackServer
 
@@ -109,6 +110,8 @@ class ProxyServer(LoopbackServer):
         with self.keep_lock:
             self.tape.record(event)
             snapshot = list(self.tape.events)
+            done = canonical_json(event.request_form())  # a retry that succeeded clears its failures
+            self.tape.transport_errors = [f for f in self.tape.transport_errors if f.request != done]
         if self.on_exchange is not None:  # outside the lock: concurrent exchanges share one write
             self.on_exchange(snapshot)
 

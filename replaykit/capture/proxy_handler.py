@@ -24,7 +24,8 @@ from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
 from replaykit.cassette.scrub import presented_credentials, restore
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk
-from replaykit.models.failures import transport_failure
+from replaykit.core.determinism import canonical_json
+from replaykit.models.failures import BODY_SNIPPET, Failure, incomplete_answer
 
 if TYPE_CHECKING:
     from replaykit.capture.proxy import ProxyServer
@@ -175,25 +176,29 @@ class ProxyHandler(LoopbackHandler):
                 )
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                message = f"replaykit proxy: upstream {upstream.url} failed: {exc}"
-                self.server.errors.append(message)
-                self.server.tape.transport_errors.append(transport_failure(method, self.path, exc))
-                self.close_connection = True
-                self._send(
-                    502,
-                    [("content-type", "application/json")],
-                    [error_body(message, "upstream_error", "upstream_unreachable")],
-                )
+                self._upstream_failed(method, form, f"{type(exc).__name__}: {exc}", False)
                 return
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
+            cut: BaseException | None = None
             if streamed:
-                chunks, client_ok = self._relay(resp, headers)
+                chunks, client_ok, cut = self._relay(resp, headers)
             else:
-                data = resp.read()
+                try:
+                    data = resp.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    data, cut = b"", exc
                 chunks = [data] if data else []
         finally:
             conn.close()
+        problem = (
+            f"{type(cut).__name__}: {cut}"
+            if cut is not None
+            else incomplete_answer(form["path"], resp.status, headers, b"".join(chunks))
+        )
+        if problem:  # a cut or malformed answer is never kept: an infrastructure failure
+            self._upstream_failed(method, form, problem if cut else f"incomplete answer: {problem}", streamed)
+            return
         # kept (and persisted) before the client sees the end of the response; the stored copy is
         # scrubbed as one joined stream, the client gets the upstream's bytes unchanged
         stored = scrubber.chunks(chunks)
@@ -219,11 +224,32 @@ class ProxyHandler(LoopbackHandler):
         else:
             self.close_connection = True
 
+    def _upstream_failed(self, method: str, form: RequestForm, detail: str, streamed: bool) -> None:
+        """The upstream refused, cut or garbled its answer: noted on the tape as an endpoint
+        failure (a retry that succeeds clears it); the client gets a 502, or a stream it sees cut."""
+        upstream = self.server.upstream
+        assert upstream is not None
+        detail = self._scrubber().text(detail)  # a garbled body's head is quoted: never a key
+        message = f"replaykit proxy: upstream {upstream.url} failed: {detail}"
+        self.server.errors.append(message)
+        failure = Failure(method.upper(), form["path"], 0, "", detail[:BODY_SNIPPET], canonical_json(form))
+        self.server.tape.transport_errors.append(failure)
+        self.close_connection = True
+        if streamed:
+            return  # the client already has the head of the stream: it sees it end without its last frame
+        with contextlib.suppress(OSError):
+            self._send(
+                502,
+                [("content-type", "application/json")],
+                [error_body(message, "upstream_error", "upstream_unreachable")],
+            )
+
     def _relay(
         self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]
-    ) -> tuple[list[bytes], bool]:
+    ) -> tuple[list[bytes], bool, BaseException | None]:
         """Relay an SSE body frame by frame as it arrives (all but the final empty frame);
-        keep every frame for the tape. Returns the frames and whether the client is still there."""
+        keep every frame for the tape. Returns the frames, whether the client is still there,
+        and what cut the upstream's body (None: it ended properly)."""
         chunks: list[bytes] = []
         client_ok = True
         try:
@@ -236,17 +262,20 @@ class ProxyHandler(LoopbackHandler):
             self.wfile.flush()
         except OSError:
             client_ok = False
-        for piece in upstream_pieces(resp):
-            if not piece:
-                continue
-            chunks.append(piece)
-            if client_ok:
-                try:
-                    self.wfile.write(http_chunk(piece))
-                    self.wfile.flush()
-                except OSError:
-                    client_ok = False  # keep reading: the tape gets the whole response
-        return chunks, client_ok
+        try:
+            for piece in upstream_pieces(resp):
+                if not piece:
+                    continue
+                chunks.append(piece)
+                if client_ok:
+                    try:
+                        self.wfile.write(http_chunk(piece))
+                        self.wfile.flush()
+                    except OSError:
+                        client_ok = False  # keep reading: the tape gets the whole response
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a bad chunk size
+            return chunks, client_ok, exc
+        return chunks, client_ok, None
 
     def list_models(self, method: str, body: bytes) -> None:
         """Pass-through while recording (not recorded); the models the tape used while replaying."""

@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from replaykit.core.modes import SESSION_MODES, RecordMode
-from replaykit.cassette.events import Episode, Event
+from replaykit.cassette.events import Episode, ErrorEvent, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.matchers import Scrubber, get_rule
 from replaykit.capture.proxy import ProxyServer
@@ -236,7 +236,10 @@ def run_proxy_session(
                 server.stop()
     finally:
         writer.close()
-    episode = Episode(key=key, events=list(tape.events), meta=meta)
+    events: list[Event] = list(tape.events)
+    if tape.transport_errors:  # an answer the upstream refused, cut or garbled: kept, never reused
+        events.append(ErrorEvent(f"EndpointFailure: upstream {tape.transport_errors[0].what()}"))
+    episode = Episode(key=key, events=events, meta=meta)
     calls = len(episode.llm_events)
     if calls:  # a session with no call (the client never connected, or timed out) is not kept
         store.put_episode(episode)

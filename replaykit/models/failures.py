@@ -113,7 +113,8 @@ def describe(
 
 
 #: how the openai client reports a dropped connection or a timeout, as the harness's error event
-_CLIENT_TRANSPORT_ERRORS = ("APIConnectionError", "APITimeoutError")
+#: (and how a proxy session notes an answer its upstream refused, cut or garbled)
+_CLIENT_TRANSPORT_ERRORS = ("APIConnectionError", "APITimeoutError", "EndpointFailure")
 
 
 def stored_endpoint_failure(doc: dict[str, Any]) -> bool:
@@ -164,8 +165,8 @@ def incomplete_answer(path: str, status: int, headers: Iterable[tuple[str, str]]
         return None
     ctype = next((v.lower() for k, v in headers if k.lower() == "content-type"), "")
     text = body.decode("utf-8", "replace")
-    if "event-stream" in ctype:
-        return _stream_problem(text)
+    if "event-stream" in ctype or text.lstrip().startswith(("data:", "event:")):
+        return _stream_problem(text)  # a stream labelled otherwise is still judged as a stream
     if "json" in ctype or path.split("?", 1)[0].endswith(_JSON_PATHS):
         try:
             json.loads(text)
