@@ -68,7 +68,7 @@ def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tm
         )
         # the service is up; the agent's background and daemonised processes are not
         assert second.stdout.split() == ["up", "gone", "1"], second  # the one sleep left: the service's
-        assert env.metadata()["services"] >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
+        assert int(str(env.metadata()["services"])) >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
     untouched, solved = oracle(t, {})
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed, solved.detail
