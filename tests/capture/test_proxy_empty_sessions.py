@@ -1,5 +1,5 @@
 """A proxy session that recorded no call is not stored, never "identical", never reused;
-``proxy`` and ``serve reference`` exit 130 on Ctrl-C (a real process, a real SIGINT)."""
+``proxy``, ``serve reference`` and ``run`` exit 130 on Ctrl-C (a real process, a real SIGINT)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -122,3 +123,25 @@ def test_serve_reference_exits_130_on_ctrl_c() -> None:
         proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "reference model server stopped"
+
+
+def test_run_exits_130_on_ctrl_c_and_the_rerun_completes(tmp_path: Path) -> None:
+    from replaykit.commands.shell import INTERRUPTED
+    from replaykit.testing import write_config
+
+    config = write_config(tmp_path, {"panel.seeds": list(range(8))})  # 64 episodes: seconds of work
+    argv = [sys.executable, "-m", "replaykit.cli", "run", str(config), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "store" / "index.db").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # recording is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == INTERRUPTED
+    again = cli("run", str(config), "--json", check=True)
+    assert json.loads(again.stdout)["total"] == 64
