@@ -283,3 +283,23 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
     recovered, seen = session(["relay", "relay"])  # once: the marked session is recorded again
     assert recovered["mode"] == "record" and recovered["llm_calls"] == 2 and seen == ["ok", "ok"]
     assert not recovered["upstream_errors"]
+
+
+def test_cassette_an_older_version_stored_with_a_cut_answer_is_rerecorded(
+    tmp_path: Path, faulty: Faulty
+) -> None:
+    """Older versions graded a cut answer (the harness raised the client's APIConnectionError):
+    such a cassette is never reused; the next run records it again."""
+    from replaykit.cassette.events import ErrorEvent, GradeEvent
+
+    config = config_for(tmp_path, faulty, "relay")
+    first = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
+    store = Store(tmp_path / "store")
+    episode = store.get_episode(first["episodes"][0]["cassette_id"])
+    grade = next(e for e in episode.events if isinstance(e, GradeEvent))
+    episode.events = [ErrorEvent("APIConnectionError: Connection error."), grade]  # what was stored then
+    store.put_episode(episode)
+    store.close()
+    again = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
+    assert again["recorded_count"] == 1 and again["reused_count"] == 0
+    assert again["episodes"][0]["digest"] == first["episodes"][0]["digest"]
