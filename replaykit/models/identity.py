@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2 as httpx  # what the openai client rides on (no second HTTP stack)
 
 from replaykit.core.determinism import digest_of
 
