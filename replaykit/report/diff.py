@@ -15,6 +15,14 @@ import json
 from typing import Any
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
+from replaykit.report.documents import (
+    AlignedRow,
+    EpisodeDiff,
+    FirstDifference,
+    SideRow,
+    UnitDiff,
+    VerdictDiff,
+)
 from replaykit.report.transcript import (
     OUTPUT_CAP,
     episode_summary,
@@ -123,9 +131,9 @@ def _describe(event: Event | None) -> list[str]:
     return [repr(event)]
 
 
-def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dict[str, Any]]:
+def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[SideRow]:
     """Rows ``{"tag": equal|replace|delete|insert|skip, "a": line|None, "b": line|None}`` around the changes."""
-    rows: list[dict[str, Any]] = []
+    rows: list[SideRow] = []
     for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
         if rows:
             rows.append({"tag": "skip", "a": "…", "b": "…"})
@@ -157,11 +165,11 @@ def cap_lines(lines: list[str], cap: int | None, cassette_id: str) -> list[str]:
 
 def diff_episodes(
     a: Episode, b: Episode, a_id: str = "", b_id: str = "", cap: int | None = OUTPUT_CAP
-) -> dict[str, Any]:
+) -> EpisodeDiff:
     """Align two episodes event by event (calls with calls, steps with steps) and find where
     they part; the lines shown of each side are cut to ``cap`` bytes (None: in full)."""
-    aligned: list[dict[str, Any]] = []
-    first: dict[str, Any] | None = None
+    aligned: list[AlignedRow] = []
+    first: FirstDifference | None = None
     counters: dict[str, int] = {}
     for position in range(max(len(a.events), len(b.events))):
         ea = a.events[position] if position < len(a.events) else None
@@ -169,7 +177,7 @@ def diff_episodes(
         label = _label(ea if ea is not None else eb)
         counters[label] = counters.get(label, 0) + 1
         part, la, lb = _part(ea, eb)
-        row = {
+        row: AlignedRow = {
             "position": position,
             "a": _label(ea),
             "b": _label(eb),
@@ -204,14 +212,14 @@ def diff_episodes(
     }
 
 
-def diff_cassettes(store: Any, a: str, b: str) -> dict[str, Any]:
+def diff_cassettes(store: Any, a: str, b: str) -> EpisodeDiff:
     """``cassettes diff A B`` (ids or unique prefixes); reads only."""
     a_id = store.resolve_id("cassettes", a, what="cassette")
     b_id = store.resolve_id("cassettes", b, what="cassette")
     return diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)
 
 
-def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> dict[str, Any]:
+def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> VerdictDiff:
     """``cassettes diff VERDICT [--unit TASK#SEED]``: the baseline vs candidate episode of each
     new solve and regression (or of one unit), each with its first difference."""
     from replaykit.core.errors import ReplaykitError
@@ -237,7 +245,7 @@ def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> dict[s
                 f"--unit {unit!r} is not in both runs of verdict {doc['verdict_id']}; use TASK#SEED, e.g. {known}"
             )
         moved = [(unit, dict(moved).get(unit, "unchanged"))]
-    units = []
+    units: list[UnitDiff] = []
     for name, movement in moved:
         a_id, b_id = runs[0][name], runs[1][name]
         diff = diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)

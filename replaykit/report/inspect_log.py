@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
+from replaykit.report.documents import Turn
 from replaykit.report.transcript import episode_summary, transcript
 
 SCORER = "replaykit_verifier"
@@ -37,7 +38,7 @@ def _inspect() -> Any:
     return log
 
 
-def _messages(turns: list[dict[str, Any]], prefix: str) -> list[Any]:
+def _messages(turns: list[Turn], prefix: str) -> list[Any]:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
     from inspect_ai.tool import ToolCall
 
@@ -74,11 +75,11 @@ def _messages(turns: list[dict[str, Any]], prefix: str) -> list[Any]:
     return out
 
 
-def _usage(turns: list[dict[str, Any]]) -> tuple[int, int, int]:
+def _usage(turns: list[Turn]) -> tuple[int, int, int]:
     """Input, output and total tokens the endpoint reported over an episode's calls."""
     tokens_in = tokens_out = total = 0
     for turn in turns:
-        usage = turn.get("usage") or {} if turn["kind"] == "call" else {}
+        usage = turn["usage"] or {} if turn["kind"] == "call" else {}
         if not isinstance(usage, dict):
             continue
         i = int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0)

@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from replaykit.report.transcript import Message, message_lines
+from replaykit.report.documents import EpisodeDiff, Message, TranscriptDoc, VerdictDiff
+from replaykit.report.transcript import message_lines
 
 out = Console()
 ROLE_STYLE = {
@@ -31,7 +32,7 @@ def _message(msg: Message, indent: str = "  ") -> None:
         _print(indent + "  " + line)
 
 
-def transcript(doc: dict[str, Any]) -> None:
+def transcript(doc: TranscriptDoc) -> None:
     ep = doc["episode"]
     _print(
         f"cassette {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  model {ep['model']}  harness {ep['harness_sha'][:10]}",
@@ -41,9 +42,8 @@ def transcript(doc: dict[str, Any]) -> None:
         f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}"
     )
     for turn in doc["turns"]:
-        kind = turn["kind"]
-        if kind == "call":
-            usage = turn.get("usage") or {}
+        if turn["kind"] == "call":
+            usage = turn["usage"] if isinstance(turn["usage"], dict) else {}
             extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
             stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
             _print(
@@ -58,16 +58,16 @@ def transcript(doc: dict[str, Any]) -> None:
                 _print(f"  error: {turn['error']}", "red")
             for msg in turn["reply"]:
                 _message(msg)
-        elif kind == "env":
+        elif turn["kind"] == "env":
             status = "timed out" if turn["timed_out"] else f"exit {turn['exit_code']}"
             _print(f"── env $ {turn['action']}  → {status}  state {turn['state_digest'][:12]}", "bold yellow")
-            for stream in ("stdout", "stderr"):
-                if turn[stream]:
-                    for line in turn[stream].rstrip("\n").splitlines():
+            for stream, text in (("stdout", turn["stdout"]), ("stderr", turn["stderr"])):
+                if text:
+                    for line in text.rstrip("\n").splitlines():
                         _print(f"  {stream[3:]}| {line}", "dim" if stream == "stdout" else "red")
-        elif kind == "error":
+        elif turn["kind"] == "error":
             _print(f"── harness error: {turn['message']}", "bold red")
-        elif kind == "grade":
+        elif turn["kind"] == "grade":
             verdict = (
                 "INFRA FAILURE" if turn.get("infra_failure") else ("PASS" if turn.get("passed") else "FAIL")
             )
@@ -77,7 +77,7 @@ def transcript(doc: dict[str, Any]) -> None:
             )
 
 
-def episode_diff(doc: dict[str, Any]) -> None:
+def episode_diff(doc: EpisodeDiff) -> None:
     a, b = doc["a"], doc["b"]
     for side, ep in (("a", a), ("b", b)):
         _print(
@@ -135,10 +135,10 @@ def probe(r: dict[str, Any]) -> None:
         _print(f"saved as probe {r['probe_id']} (`replaykit report {r['probe_id']}`)", "dim")
 
 
-def verdict_diff(report: dict[str, Any]) -> None:
+def verdict_diff(report: VerdictDiff) -> None:
     decision = "accepted" if report["accept"] else "rejected"
     _print(
-        f"verdict {report['verdict_id']} ({decision}): {report['baseline_sha'][:10]} → {report['candidate_sha'][:10]}",
+        f"verdict {report['verdict_id']} ({decision}): {report['baseline_sha'][:10]} → {(report['candidate_sha'] or '')[:10]}",
         "bold",
     )
     _print(report["reason"])

@@ -6,7 +6,7 @@ a transcript shows each call's *new* messages only and says how many it folded.
 
     turns = transcript(store.get_episode(cassette_id))
 
-Each turn is a plain dict (JSON-ready) with a ``kind``: ``call`` (one LLM call:
+Each turn is a plain dict (JSON-ready, ``documents.Turn``) with a ``kind``: ``call`` (one LLM call:
 ``new`` request messages, ``folded`` count, ``reply`` messages, usage), ``env``
 (action, observation, state digest), ``error`` or ``grade``.
 """
@@ -14,38 +14,21 @@ Each turn is a plain dict (JSON-ready) with a ``kind``: ``call`` (one LLM call:
 from __future__ import annotations
 
 import json
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypeVar, cast
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
 from replaykit.core.records import JSON
+from replaykit.report.documents import (
+    CallTurn,
+    EpisodeBrief,
+    Message,
+    Reply,
+    ToolCall,
+    TranscriptDoc,
+    Turn,
+)
 
-
-class ToolCall(TypedDict):
-    id: str
-    name: str
-    arguments: str
-
-
-class Message(TypedDict):
-    """One message of a conversation, whatever API carried it (chat or Responses)."""
-
-    role: str
-    content: str
-    tool_calls: NotRequired[list[ToolCall]]
-    tool_call_id: NotRequired[str]
-
-
-class Reply(TypedDict):
-    """What one call answered (``parse_response``)."""
-
-    status: int
-    stream: bool
-    messages: list[Message]
-    usage: JSON  # the endpoint's usage object, as sent (None when absent)
-    system_fingerprint: JSON
-    chunks: NotRequired[JSON]
-    error: NotRequired[str]
-    model: NotRequired[JSON]
+_T = TypeVar("_T")
 
 
 def _text(content: Any) -> str:
@@ -287,12 +270,12 @@ def _folded(sent: list[Message], history: list[Message]) -> int:
     return n
 
 
-def call_turn(event: LlmEvent, history: list[Message], position: int, number: int) -> dict[str, Any]:
+def call_turn(event: LlmEvent, history: list[Message], position: int, number: int) -> CallTurn:
     sent = request_messages(event.body)
     folded = _folded(sent, history)
     reply = parse_response(event)
     body = event.body if isinstance(event.body, dict) else {}
-    settings = {
+    settings: dict[str, JSON] = {
         k: body[k]
         for k in ("model", "temperature", "seed", "top_p", "stream", "max_tokens", "max_output_tokens")
         if k in body
@@ -334,22 +317,25 @@ def cap_text(text: str, cap: int | None, cassette_id: str = "ID") -> str:
     return f"{head}\n… {more} more bytes — `replaykit cassettes show {cassette_id} --transcript --full`"
 
 
-def _capped(value: Any, cap: int | None, cassette_id: str) -> Any:
+def _capped(value: _T, cap: int | None, cassette_id: str) -> _T:
+    """``value`` with every string in it cut to ``cap`` bytes (the same shape)."""
+    return cast(_T, _cut(value, cap, cassette_id))
+
+
+def _cut(value: object, cap: int | None, cassette_id: str) -> object:
     if isinstance(value, str):
         return cap_text(value, cap, cassette_id)
     if isinstance(value, list):
-        return [_capped(v, cap, cassette_id) for v in value]
+        return [_cut(v, cap, cassette_id) for v in value]
     if isinstance(value, dict):
-        return {k: _capped(v, cap, cassette_id) for k, v in value.items()}
+        return {k: _cut(v, cap, cassette_id) for k, v in value.items()}
     return value
 
 
-def transcript(
-    episode: Episode, cap: int | None = OUTPUT_CAP, cassette_id: str | None = None
-) -> list[dict[str, Any]]:
+def transcript(episode: Episode, cap: int | None = OUTPUT_CAP, cassette_id: str | None = None) -> list[Turn]:
     """The episode's turns in order (see the module docstring); every text in them is cut
     to ``cap`` bytes (None: in full), naming the command that shows all of it."""
-    turns: list[dict[str, Any]] = []
+    turns: list[Turn] = []
     history: dict[str, list[Message]] = {}  # per path: what the next request would re-send
     calls = 0
     for position, event in enumerate(episode.events):
@@ -381,7 +367,7 @@ def transcript(
     return [_capped(t, cap, cassette_id or episode.id) for t in turns]  # after folding: history is whole
 
 
-def episode_summary(cassette_id: str, episode: Episode) -> dict[str, Any]:
+def episode_summary(cassette_id: str, episode: Episode) -> EpisodeBrief:
     key = episode.key
     return {
         "id": cassette_id,
@@ -408,7 +394,7 @@ def message_lines(msg: Message) -> list[str]:
     return lines
 
 
-def show_transcript(store: Any, cassette_id: str, cap: int | None = OUTPUT_CAP) -> dict[str, Any]:
+def show_transcript(store: Any, cassette_id: str, cap: int | None = OUTPUT_CAP) -> TranscriptDoc:
     """``cassettes show ID --transcript``: the episode's summary and its turns (reads only;
     each output cut to ``cap`` bytes, None: in full)."""
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")

@@ -263,7 +263,7 @@ def episodes(
 def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[str, Any]:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     ep = store.get_episode(cid)
-    turns = transcript(ep)
+    turns: list[dict[str, Any]] = [dict(t) for t in transcript(ep)]  # the view adds its cut flags
     for turn in turns:
         for m in turn.get("new", []) + turn.get("reply", []):
             m["content"], m["capped"] = capped(m.get("content") or "", full)
