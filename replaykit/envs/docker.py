@@ -7,7 +7,7 @@ from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit
 network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
 ``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
-grading, the state digest (``snapshot.py``) and the ``docker`` kind. As in Harbor, the
+grading and the state digest (``snapshot.py``); the ``docker`` kind is ``docker_kind.py``. As in Harbor, the
 image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
 started stay up across steps (``services.py``); the workdir is task.toml's, else the
 image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
@@ -31,18 +31,16 @@ from replaykit.envs import (
     healthcheck,
     images,
     network,
-    node_images,
     snapshot,
     task_env,
 )
-from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation
-from replaykit.envs.docker_settings import DockerSettings
+from replaykit.envs.base import Grade, Observation
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
-from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.grading import verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.network.wiring import resolve_mode
-from replaykit.envs.tasks import Task, load_task
+from replaykit.envs.tasks import Task
 from replaykit.core.records import JSON
 from replaykit.core.errors import EnvError, TaskError
 
@@ -437,64 +435,3 @@ class DockerEnv:
 
 
 # -- the "docker" environment kind (envs/registry.py) --------------------------------------
-
-
-def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
-    """Build or reuse the task image; its ID enters the cassette key."""
-    aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(task, aliases)
-    extra: tuple[tuple[str, str], ...] = (("image", image.id),)
-    if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
-        extra += (("network", "live"),)
-    spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
-    if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
-        services = compose.service_images(task, spec, aliases)
-        extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)
-    return extra
-
-
-def factory(spec: EnvRequest) -> DockerEnv:
-    task = load_task(Path(spec.task_path))
-    aliases = DockerSettings.of(spec.env).image_aliases
-    image = dict(spec.key.extra).get("image")
-    if image:
-        if images.image_exists(images.docker_client(), image) is None:
-            raise EnvError(
-                f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run"
-            )
-    else:
-        image = images.ensure_task_image(task, aliases).id
-    from replaykit.envs.flavours import substitutions
-
-    aliases = DockerSettings.of(spec.env).image_aliases
-    return DockerEnv(
-        task,
-        image,
-        warnings=substitutions(task, aliases),  # aliases applied, pins swapped: stored with the episode
-        timeout_sec=float(spec.env.get("timeout_sec", 30)),
-        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
-        snapshot_mode=str(spec.env.get("snapshot", "digest")),
-        episode=spec.key.id,
-        aliases=aliases,
-        network_mode=DockerSettings.of(spec.env).network,
-        network_request=getattr(spec, "network", None),
-    )
-
-
-def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
-    """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
-    aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(task, aliases)
-    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
-
-
-ENV = EnvKind(
-    "docker",
-    factory,
-    key_extra,
-    oracle,
-    uses_docker=True,
-    settings=DockerSettings,
-    node_resource=node_images.DOCKER_RESOURCE,
-    prepare_nodes=node_images.prepare_nodes,
-)

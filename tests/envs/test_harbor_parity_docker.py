@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from replaykit.envs import images
-from replaykit.envs.docker import DockerEnv, oracle
+from replaykit.envs.docker import DockerEnv
+from replaykit.envs.docker_kind import oracle
 from replaykit.envs.tasks import load_task
 
 pytestmark = pytest.mark.docker
@@ -154,7 +155,7 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     assert row["ok"] and notes == [w for w in row["warnings"] if "alias" in w or "uvx" in w]
     from types import SimpleNamespace
 
-    from replaykit.envs.docker import factory
+    from replaykit.envs.docker_kind import factory
 
     request = SimpleNamespace(
         key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env={"kind": "docker"}
