@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any, cast, ClassVar, Iterator
 
 from replaykit.envs.base import EnvTable
-from replaykit.core.records import RunDocument
+from replaykit.core.records import JSON, RunDocument
+from replaykit.episodes.certify_records import (
+    Certificate,
+    CertificateEvidence,
+    CertifyReport,
+    CertifyRow,
+    FirstDifference,
+)
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
@@ -119,8 +126,8 @@ def _by_task(store: StoreBackend, cassette_ids: list[str]) -> dict[str, list[str
     return out
 
 
-def get_certificate(store: StoreBackend, cert_id: str) -> dict[str, Any] | None:
-    return store.get_certificate(cert_id)
+def get_certificate(store: StoreBackend, cert_id: str) -> Certificate | None:
+    return cast(Certificate | None, store.get_certificate(cert_id))  # as certify_task stored it
 
 
 def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
@@ -144,10 +151,10 @@ class _Difference:
     step: int | None
     field: str
     action: str
-    recorded: Any
-    reexecuted: Any
+    recorded: JSON
+    reexecuted: JSON
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, seed: int, cassette_id: str) -> FirstDifference:
         return {
             "position": self.position,
             "step": self.step,
@@ -155,6 +162,8 @@ class _Difference:
             "action": self.action,
             "recorded": self.recorded,
             "reexecuted": self.reexecuted,
+            "seed": seed,
+            "cassette_id": cassette_id,
         }
 
     def reason(self, seed: int) -> str:
@@ -279,7 +288,7 @@ def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _
     return None
 
 
-Check = tuple[str, str, dict[str, Any] | None]  # status, reason, first difference
+Check = tuple[str, str, FirstDifference | None]  # status, reason, first difference
 
 
 def network_unfrozen(episode: Episode) -> bool:
@@ -293,7 +302,8 @@ def check_task(episodes: list[Episode], task: Task, nets: dict[str, dict[str, An
     difference; ``network unfrozen`` when an episode ran on a live network: its
     observations depend on what was served that day) or error. ``nets``: each episode's
     frozen network (``episodes/network.py``). Writes nothing, so it can run on any worker."""
-    status, reason, first = DETERMINISTIC, "", None
+    status, reason = DETERMINISTIC, ""
+    first: FirstDifference | None = None
     for episode in episodes:
         if network_unfrozen(episode):
             reason = (
@@ -309,7 +319,7 @@ def check_task(episodes: list[Episode], task: Task, nets: dict[str, dict[str, An
                 status, reason, first = (
                     FORKED,
                     diff.reason(episode.key.seed),
-                    dict(diff.to_dict(), seed=episode.key.seed, cassette_id=episode.id),
+                    diff.to_dict(episode.key.seed, episode.id),
                 )
                 break
     except ReplaykitError as exc:
@@ -334,7 +344,7 @@ def certify_job(job: CertifyJob) -> Check:
 
 def certify_task(
     store: StoreBackend, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
-) -> dict[str, Any]:
+) -> Certificate:
     """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
     key = episodes[0].key
     image = dict(key.extra).get("image", "")
@@ -342,7 +352,8 @@ def certify_task(
         with served_networks(store, episodes) as nets:
             check = check_task(episodes, task, nets)
     status, reason, first = check
-    cert = {
+    evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
+    cert: Certificate = {
         "id": _cert_id_of(store, [e.id for e in episodes]),
         "task_id": task.id,
         "task_digest": key.task_digest,
@@ -352,12 +363,12 @@ def certify_task(
         "reason": reason,
         "run_id": run_id,
         "episodes": len(episodes),
-        "doc": canonical_json({"first_difference": first, "cassettes": [e.id for e in episodes]}),
+        "doc": evidence,
         "created_at": now_iso(),
     }
     if status != ERROR:  # an infrastructure error certifies nothing
-        store.put_certificate(cert)
-    return dict(cert, doc={"first_difference": first, "cassettes": [e.id for e in episodes]})
+        store.put_certificate({**cert, "doc": canonical_json(evidence)})
+    return cert
 
 
 def certify_run(
@@ -368,7 +379,7 @@ def certify_run(
     refresh: bool = False,
     progress: Progress | None = None,
     executor: Executor | None = None,
-) -> dict[str, Any]:
+) -> CertifyReport:
     """Certify every task of a run (reusing certificates unless ``refresh``); the
     re-executions fan out on ``executor`` (default: inline), the driver writes."""
     run = store.get_run(run_id)
@@ -376,7 +387,7 @@ def certify_run(
     by_task = _by_task(store, run.cassettes)
     if progress:
         progress("plan", {"total": len(by_task)})
-    certs: dict[str, tuple[dict[str, Any], bool]] = {}
+    certs: dict[str, tuple[Certificate, bool]] = {}
     todo: dict[str, tuple[list[Episode], Task]] = {}
     for task_id, cassette_ids in sorted(by_task.items()):
         key = _key_of(store, cassette_ids[0])
@@ -419,7 +430,7 @@ def certify_run(
             ]
             for job, check in executor.map(certify_job, jobs):
                 finished(job.episodes[0].key.task_id, check)
-    rows = []
+    rows: list[CertifyRow] = []
     for task_id in sorted(by_task):
         cert, reused = certs[task_id]
         rows.append(
@@ -435,7 +446,14 @@ def certify_run(
             }
         )
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
-    return {"run_id": run.run_id, "tasks": rows, **counts, "certified": counts[ERROR] == 0}
+    return {
+        "run_id": run.run_id,
+        "tasks": rows,
+        "deterministic": counts[DETERMINISTIC],
+        "forked": counts[FORKED],
+        "error": counts[ERROR],
+        "certified": counts[ERROR] == 0,
+    }
 
 
 @contextlib.contextmanager

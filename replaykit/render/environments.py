@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from replaykit.episodes.certify_records import CertifyReport
 from replaykit.render.console import line, plain, show_table
 
 
@@ -38,7 +39,7 @@ def tasks_check(report: dict[str, Any]) -> None:
     line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")
 
 
-def certify_report(report: dict[str, Any]) -> None:
+def certify_report(report: CertifyReport) -> None:
     rows: list[list[str | Text]] = []
     for r in report["tasks"]:
         style = {"deterministic": "green", "forked": "yellow"}.get(r["status"], "red")
