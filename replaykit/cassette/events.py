@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
 
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
@@ -30,6 +30,46 @@ class RequestForm(TypedDict):
     method: str
     path: str
     body: Any  # the parsed JSON body after normalisation rules ({"$text": …} when not JSON)
+
+
+class LlmDigestForm(TypedDict):
+    """What of an ``llm`` event the episode digest covers (the response as its sha256)."""
+
+    kind: Literal["llm"]
+    request: RequestForm
+    status: int
+    content: str
+    chunks: list[int]
+
+
+class EnvDigestForm(TypedDict):
+    kind: Literal["env"]
+    action: str
+    observation: ObservationDoc
+    state: str
+
+
+class NetDigestForm(TypedDict):
+    kind: Literal["net"]
+    method: str
+    url: str
+    request_body: str
+    status: int
+    body: str
+    size: int
+
+
+class ErrorDigestForm(TypedDict):
+    kind: Literal["error"]
+    message: str
+
+
+class GradeDigestForm(TypedDict):
+    kind: Literal["grade"]
+    grade: GradeDoc
+
+
+DigestForm = LlmDigestForm | EnvDigestForm | NetDigestForm | ErrorDigestForm | GradeDigestForm
 
 
 @dataclass
@@ -58,7 +98,7 @@ class LlmEvent:
             out.append(self.content[pos:])
         return out
 
-    def digest_form(self) -> dict[str, Any]:
+    def digest_form(self) -> LlmDigestForm:
         return {
             "kind": "llm",
             "request": self.request_form(),
@@ -79,7 +119,7 @@ class EnvEvent:
     snapshot_data: bytes | None = field(default=None, repr=False, compare=False)  # set while recording
     kind: str = field(default="env", init=False)
 
-    def digest_form(self) -> dict[str, Any]:
+    def digest_form(self) -> EnvDigestForm:
         return {
             "kind": "env",
             "action": self.action,
@@ -132,7 +172,7 @@ class NetEvent:
             body_path=f"{spool}/bodies/{record['body']}" if spool else None,
         )
 
-    def digest_form(self) -> dict[str, Any]:
+    def digest_form(self) -> NetDigestForm:
         return {
             "kind": "net",
             "method": self.method,
@@ -151,7 +191,7 @@ class ErrorEvent:
     message: str
     kind: str = field(default="error", init=False)
 
-    def digest_form(self) -> dict[str, Any]:
+    def digest_form(self) -> ErrorDigestForm:
         return {"kind": "error", "message": self.message}
 
 
@@ -160,7 +200,7 @@ class GradeEvent:
     grade: Grade
     kind: str = field(default="grade", init=False)
 
-    def digest_form(self) -> dict[str, Any]:
+    def digest_form(self) -> GradeDigestForm:
         return {"kind": "grade", "grade": self.grade.to_dict()}
 
 

@@ -51,13 +51,13 @@ def cassettes_export(
             open_store(store, config=config), root_id, output or Path(f"replaykit-{root_id}-inspect"), as_json
         )
     if fmt == "vcr":
-        report = vcr_export.export_vcr(
+        written = vcr_export.export_vcr(
             open_store(store, readonly=True, config=config),
             root_id,
             output or Path(f"replaykit-{root_id}-vcr"),
             base_url or vcr_export.DEFAULT_BASE_URL,
         )
-        emit_json(report) if as_json else render.vcr_export(report)
+        emit_json(written) if as_json else render.vcr_export(written)
         return
     target = output or Path(f"replaykit-{root_id}.tar.gz")
     try:

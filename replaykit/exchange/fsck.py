@@ -9,7 +9,7 @@ document names exists (and, being checked itself, verifies). Reads only: the sto
 
 from __future__ import annotations
 
-from typing import Any, Callable, cast
+from typing import Any, Callable, TypedDict, cast
 
 from replaykit.core.records import RunDocument
 from replaykit.cassette.backend import StoreBackend
@@ -20,13 +20,28 @@ from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.refs import doc_refs
 
 
+class DamagedItem(TypedDict):
+    table: str  # blobs | cassettes | runs | trees
+    id: str
+    error: str
+
+
+class StoreCheck(TypedDict):
+    """``cassettes verify`` without a bundle: what was checked, each damaged item."""
+
+    store: str
+    ok: bool
+    checked: dict[str, int]  # table → items checked
+    damaged: list[DamagedItem]
+
+
 def verify_store(
     store: StoreBackend, progress: Progress | None = None, derived: DerivedCheck | None = None
-) -> dict[str, Any]:
+) -> StoreCheck:
     """A report: what was checked, and one line per damaged item (``ok`` when none).
     ``derived(store, id, kind)`` recomputes verdicts and trainings
     (``replaykit.train.derived.verify_document``; the command passes it)."""
-    damaged: list[dict[str, str]] = []
+    damaged: list[DamagedItem] = []
     checked = {"blobs": 0, "cassettes": 0, "runs": 0, "trees": 0}
 
     def check(table: str, key: str, fn: Callable[[], Any]) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from replaykit.exchange.bundle import collect
@@ -73,11 +73,64 @@ def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
     }
 
 
-def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
+class VcrStatus(TypedDict):
+    code: int
+    message: str
+
+
+class VcrBody(TypedDict):
+    string: bytes
+
+
+class VcrResponse(TypedDict):
+    status: VcrStatus
+    headers: dict[str, list[str]]
+    body: VcrBody
+
+
+class VcrCassette(TypedDict):
+    """vcrpy's in-memory cassette: its ``Request`` objects and their responses, in order."""
+
+    requests: list[Any]  # vcr.request.Request (vcrpy ships no type hints)
+    responses: list[VcrResponse]
+
+
+class CassetteOrigin(TypedDict):
+    cassette_id: str
+    task_id: str
+    seed: int
+    model: str
+    harness_sha: str
+    digest: str
+    base_url: str
+
+
+class VcrMetadata(TypedDict):
+    replaykit: CassetteOrigin
+
+
+class VcrFile(TypedDict):
+    path: str
+    metadata: str
+    cassette_id: str
+    task_id: str
+    seed: int
+    interactions: int
+
+
+class VcrExport(TypedDict):
+    dir: str
+    root: dict[str, str]
+    base_url: str
+    files: list[VcrFile]
+
+
+def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> VcrCassette:
     """vcrpy's in-memory cassette dict (``requests``, ``responses``)."""
     from vcr.request import Request
 
-    requests, responses = [], []
+    requests: list[Any] = []
+    responses: list[VcrResponse] = []
     for event in episode.llm_events:
         body, headers = request_body(event.body)
         requests.append(
@@ -96,7 +149,7 @@ def episode_to_vcr(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[s
     return {"requests": requests, "responses": responses}
 
 
-def episode_metadata(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
+def episode_metadata(episode: Episode, base_url: str = DEFAULT_BASE_URL) -> VcrMetadata:
     """What the sidecar ``<id>.replaykit.json`` says about a cassette (kept out of the
     YAML: vcrpy 9 returns a third value for a top-level ``metadata:`` block, which
     pytest-recording and other loaders do not expect)."""
@@ -130,12 +183,12 @@ def check_base_url(base_url: str) -> str:
 
 def export_vcr(
     store: StoreBackend, root_id: str, out_dir: Path | str, base_url: str = DEFAULT_BASE_URL
-) -> dict[str, Any]:
+) -> VcrExport:
     """Write one vcrpy YAML cassette per episode reachable from ``root_id`` into ``out_dir``."""
     check_base_url(base_url)
     out = Path(out_dir)
     sel = collect(store, root_id)
-    files = []
+    files: list[VcrFile] = []
     for cassette_id in sorted(sel.rows["cassettes"]):
         episode = store.get_episode(cassette_id)
         path = out / f"{cassette_id}.yaml"

@@ -3,13 +3,17 @@ export/import/verify, store checks, vcrpy export, proxy sessions, removals."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from replaykit.core.glossary import legend
 from replaykit.render.console import err, line, plain, short_ids, show_table
 from replaykit.render.runs import divergence
+
+if TYPE_CHECKING:
+    from replaykit.exchange.fsck import StoreCheck
+    from replaykit.exchange.vcr_export import VcrExport
 
 
 def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
@@ -141,7 +145,7 @@ def bundle_report(report: dict[str, Any], action: str) -> None:
     line(text)
 
 
-def vcr_export(report: dict[str, Any]) -> None:
+def vcr_export(report: VcrExport) -> None:
     for f in report["files"]:
         line(f"{f['path']}  task {f['task_id']} seed {f['seed']}: {f['interactions']} call(s)")
     line(
@@ -181,7 +185,7 @@ def removal_report(report: dict[str, Any]) -> None:
         line(str(report["note"]))
 
 
-def store_check(result: dict[str, Any]) -> None:
+def store_check(result: StoreCheck) -> None:
     """``cassettes verify`` without a bundle: each damaged item, then one verdict line."""
     for item in result["damaged"]:
         plain(f"damaged {item['table'][:-1]} {item['id']}: {item['error']}")
