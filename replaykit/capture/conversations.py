@@ -27,7 +27,7 @@ from typing import Any
 from replaykit.cassette.events import Event, LlmEvent, RequestForm, events_digest
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.core.determinism import canonical_json
-from replaykit.core.errors import DivergenceError
+from replaykit.core.errors import DivergenceError, DivergenceReport
 
 SESSION_RE = re.compile(r"^/s/([A-Za-z0-9._~-]{1,128})(/.*)$")
 
@@ -86,7 +86,7 @@ class ConversationPlayer:
     def _diverge(
         self, position: int | None, reason: str, expected: Any, actual: RequestForm
     ) -> DivergenceError:
-        report = {
+        report: DivergenceReport = {
             "episode": self.label,
             "position": position,
             "kind": "llm",

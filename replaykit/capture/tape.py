@@ -26,7 +26,7 @@ from replaykit.cassette.events import (
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
-from replaykit.core.errors import DivergenceError
+from replaykit.core.errors import DivergenceError, DivergenceReport
 
 
 def _describe(event: Event | None) -> str:
@@ -69,7 +69,7 @@ class Tape:
     # -- divergence ----------------------------------------------------------------
     def diverge(self, kind: str, reason: str, expected: Any, actual: Any, diff: list[str]) -> DivergenceError:
         if self.divergence is None:
-            report = {
+            report: DivergenceReport = {
                 "episode": self.label,
                 "position": self.cursor,
                 "kind": kind,

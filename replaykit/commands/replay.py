@@ -37,8 +37,9 @@ def replay(
         from replaykit.train.audit import replay_training
 
         with render.progress(enabled=not as_json) as progress:
-            report = replay_training(st, run_id, progress=progress, executor=executor)
-        emit_json(report) if as_json else render.training_replay(report)
+            training = replay_training(st, run_id, progress=progress, executor=executor)
+        emit_json(training) if as_json else render.training_replay(training)
+        identical = bool(training["identical"])
     else:
         with render.progress(enabled=not as_json) as progress:
             report = replay_run(
@@ -50,5 +51,6 @@ def replay(
                 executor=executor,
             )
         emit_json(report) if as_json else render.replay_report(report)
-    if not report["identical"]:
+        identical = report["identical"]
+    if not identical:
         raise typer.Exit(1)

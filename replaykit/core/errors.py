@@ -6,6 +6,8 @@ place (``replaykit.commands.shell.run``). Messages are one line: what, which val
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 
 class ReplaykitError(Exception):
     """Root of every error replaykit raises on purpose."""
@@ -55,10 +57,22 @@ class CassetteNotFound(StoreError):
     """No cassette (or run, training, verdict) with that id or key."""
 
 
+class DivergenceReport(TypedDict, total=False):
+    """Where a replay parted from its cassette (secrets scrubbed): the event, why, both sides."""
+
+    episode: str
+    position: int | None  # the recorded event's index (None: no recorded event matched)
+    kind: str  # llm | env | grade | end | ...
+    reason: str
+    expected: object  # what was recorded there (a request form, an action, ...)
+    actual: object  # what the replay produced
+    diff: list[str]
+
+
 class DivergenceError(ReplaykitError):
     """Replay produced a request or action that differs from the recorded one."""
 
-    def __init__(self, message: str, report: dict | None = None) -> None:
+    def __init__(self, message: str, report: DivergenceReport | None = None) -> None:
         super().__init__(message)
         self.report = report or {}
 

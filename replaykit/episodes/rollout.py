@@ -24,7 +24,7 @@ from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, EnvTable, episode_workspace, Grade, Observation
 from replaykit.envs.registry import make_env
-from replaykit.core.errors import DivergenceError, EnvError
+from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
@@ -320,7 +320,7 @@ class ReplayResult:
     seed: int
     recorded_digest: str
     replayed_digest: str | None
-    divergence: dict[str, Any] | None
+    divergence: DivergenceReport | None
     grade: Grade | None = None
 
     @property

@@ -41,6 +41,7 @@ from replaykit.episodes.rollout import (
 )
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeSummary, ModelDoc, RunDoc, RunDocument
+from replaykit.episodes.run_records import ReplayReport
 
 
 @dataclass
@@ -325,7 +326,7 @@ def replay_run(
     repo_path: str | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
-) -> dict[str, Any]:
+) -> ReplayReport:
     """Replay every episode of a run offline; compare digests."""
     return replay_runs(store, [run_id], harness_ref, repo_path, progress, executor)[0]
 
@@ -337,7 +338,7 @@ def replay_runs(
     repo_path: str | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ReplayReport]:
     """Replay the episodes of several runs (each distinct episode once) on ``executor``
     (default: inline, one at a time); one report per run, in order."""
     runs = [store.get_run(run_id) for run_id in run_ids]
@@ -384,7 +385,7 @@ def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
     return next(sha for sha, path in trees.items() if str(path) == tree_dir)
 
 
-def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> dict[str, Any]:
+def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> ReplayReport:
     divergences = [r.divergence for r in results if r.divergence]
     return {
         "run_id": run.run_id,

@@ -8,6 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
+from replaykit.core.errors import DivergenceReport
+from replaykit.episodes.run_records import ReplayReport
 from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table
 
@@ -50,7 +52,7 @@ def run_table(doc: dict[str, Any]) -> None:
         line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
 
 
-def replay_report(report: dict[str, Any]) -> None:
+def replay_report(report: ReplayReport) -> None:
     rows: list[list[str | Text]] = [
         [
             e["task_id"],
@@ -70,7 +72,7 @@ def replay_report(report: dict[str, Any]) -> None:
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
 
-def divergence(report: dict[str, Any] | None) -> None:
+def divergence(report: DivergenceReport | None) -> None:
     if not report:
         return
     head = Text("divergence", style="bold red")

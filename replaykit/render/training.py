@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from rich.text import Text
 
 from replaykit.core.glossary import legend
+from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table
 from replaykit.render.runs import divergence
 
 
-def training_table(doc: dict[str, Any]) -> None:
+class TrainingTable(TrainingDocument):
+    """What ``train`` shows: the epochs of this invocation, and how many were resumed."""
+
+    resumed_epochs: NotRequired[int]
+
+
+def training_table(doc: TrainingTable) -> None:
     """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full."""
     rows: list[list[str | Text]] = []
     notes: list[str] = []
     for e in doc["epochs"]:
-        v = e.get("verdict") or {}
-        m = v.get("metrics", {})
+        v = e["verdict"]
+        m = v["metrics"] if v else {}
         solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
         rows.append(
             [
@@ -29,7 +36,7 @@ def training_table(doc: dict[str, Any]) -> None:
                 solved,
             ]
         )
-        why = e["skipped"] or v.get("reason", "")
+        why = e["skipped"] or (v["reason"] if v else "")
         notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
     show_table(
         f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
@@ -47,7 +54,7 @@ def training_table(doc: dict[str, Any]) -> None:
     )
 
 
-def decision_counts(epochs: list[dict[str, Any]]) -> str:
+def decision_counts(epochs: list[EpochRecord]) -> str:
     """``1 accepted (e0), 3 rejected (e1, e2, e4), 1 skipped (e3)``: counts and which epochs."""
     parts = []
     for decision in ("accepted", "rejected", "skipped"):
