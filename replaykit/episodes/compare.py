@@ -3,7 +3,7 @@ models" table. Beside ``run.measure``, which measures one cell."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
@@ -14,15 +14,43 @@ from replaykit.core.determinism import digest_of
 from replaykit.episodes.run import measure
 
 
+class CompareCell(TypedDict):
+    """One harness × model cell: its run and solve rate (``recorded``/``reused``: this
+    invocation's cassettes, never stored)."""
+
+    harness: str
+    harness_sha: str
+    model: str
+    run_id: str
+    solved: int
+    total: int
+    solve_rate: float
+    recorded: NotRequired[int]
+    reused: NotRequired[int]
+
+
+class CompareDocument(TypedDict):
+    """A compare result as stored (kind ``compare``) and as ``compare`` returns it."""
+
+    kind: str
+    name: str
+    models: list[str]
+    harnesses: list[str]
+    cells: list[CompareCell]
+    runs: list[str]
+    trees: list[str]
+    compare_id: str
+
+
 def compare(
     config: RunConfig,
     models: list[str],
     harness_refs: list[str],
     record_mode: RecordMode = RecordMode.ONCE,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> CompareDocument:
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
-    cells = []
+    cells: list[CompareCell] = []
     repo = None
     if progress:
         progress("outer", {"total": len(models) * len(harness_refs), "label": "cell"})
@@ -54,11 +82,25 @@ def compare(
 
 
 def store_compare(
-    store: StoreBackend, name: str, models: list[str], harness_refs: list[str], cells: list[dict[str, Any]]
-) -> dict[str, Any]:
+    store: StoreBackend, name: str, models: list[str], harness_refs: list[str], cells: list[CompareCell]
+) -> CompareDocument:
     """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
-    stable = [{k: v for k, v in c.items() if k not in ("recorded", "reused")} for c in cells]
-    doc: dict[str, Any] = {
+    stable: list[CompareCell] = [
+        {
+            "harness": c["harness"],
+            "harness_sha": c["harness_sha"],
+            "model": c["model"],
+            "run_id": c["run_id"],
+            "solved": c["solved"],
+            "total": c["total"],
+            "solve_rate": c["solve_rate"],
+        }
+        for c in cells
+    ]
+    compare_id = digest_of(
+        [models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]]
+    )[:16]
+    doc: CompareDocument = {
         "kind": "compare",
         "name": name,
         "models": models,
@@ -66,10 +108,7 @@ def store_compare(
         "cells": stable,
         "runs": [c["run_id"] for c in stable],
         "trees": sorted({c["harness_sha"] for c in stable}),
+        "compare_id": compare_id,
     }
-    compare_id = digest_of(
-        [models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]]
-    )[:16]
-    doc["compare_id"] = compare_id
-    store.put_doc(compare_id, "compare", doc, name=name, model=",".join(models))
+    store.put_doc(compare_id, "compare", dict(doc), name=name, model=",".join(models))
     return doc

@@ -4,7 +4,7 @@ the harness × model table, the list of stored documents."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -12,6 +12,9 @@ from replaykit.core.errors import DivergenceReport
 from replaykit.episodes.run_records import ReplayReport
 from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table
+
+if TYPE_CHECKING:
+    from replaykit.episodes.compare import CompareDocument
 
 
 def _passed(e: dict[str, Any]) -> str:
@@ -90,7 +93,7 @@ def divergence(report: DivergenceReport | None) -> None:
         line(Text("  " + diff_line, style=style))
 
 
-def compare_table(report: dict[str, Any]) -> None:
+def compare_table(report: CompareDocument) -> None:
     rows: list[list[str | Text]] = []
     for h in report["harnesses"]:
         cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
