@@ -25,6 +25,7 @@ from replaykit.episodes.certify import (
     get_certificate,
     scrub,
 )
+from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.config import load_config
 from replaykit.episodes.run import measure
 
@@ -134,7 +135,7 @@ def record(
     return Store(tmp / "store"), run
 
 
-def by_task(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def by_task(report: CertifyReport) -> dict[str, CertifyRow]:
     return {row["task_id"]: row for row in report["tasks"]}
 
 
@@ -153,6 +154,7 @@ def test_local_certification_noisy_forked_calm_deterministic(
     noisy = rows["noisy-ticket"]
     assert noisy["status"] == FORKED and noisy["env"] == "local"
     first = noisy["first_difference"]
+    assert first is not None
     assert (first["step"], first["field"], first["action"]) == (1, "stdout", "date +%s%N")
     assert first["recorded"] != first["reexecuted"]
     assert "stdout differs at step 1" in noisy["reason"]
@@ -231,6 +233,7 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
     assert rows["calm-ticket"]["status"] == DETERMINISTIC
     noisy = rows["noisy-ticket"]
     assert noisy["status"] == FORKED and noisy["env"] == "docker"
+    assert noisy["first_difference"] is not None
     assert noisy["first_difference"]["step"] == 1 and noisy["first_difference"]["field"] == "stdout"
     forked = forked_tasks(store, run)
     assert list(forked) == ["noisy-ticket"] and "date +%s%N" in forked["noisy-ticket"]

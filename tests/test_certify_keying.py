@@ -9,6 +9,7 @@ import git
 
 from replaykit.cassette.store import Store
 from replaykit.episodes.certify import DETERMINISTIC, FORKED, certify_run, forked_tasks
+from replaykit.episodes.certify_records import CertifyReport
 from replaykit.episodes.run import measure
 from replaykit.testing import REPO_ROOT, small_config
 
@@ -36,7 +37,7 @@ def two_runs(tmp: Path) -> tuple[Store, dict, dict]:
     return store, calm, noisy
 
 
-def status(report: dict) -> tuple[str, bool]:
+def status(report: CertifyReport) -> tuple[str, bool]:
     (row,) = report["tasks"]
     return row["status"], row["reused"]
 

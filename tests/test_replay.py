@@ -58,6 +58,7 @@ def test_altered_stored_request_is_a_divergence(recorded: dict[str, Any]) -> Non
     report = replay_run(store, recorded["run"]["run_id"])
     assert not report["identical"] and report["divergences"] == 1
     div = report["divergence"]
+    assert div is not None
     assert div["episode"] == cassette_id and div["position"] == 0 and div["kind"] == "llm"
     assert any("tampered" in line and line.startswith("-") for line in div["diff"])
     assert any("You are a shell agent" in line and line.startswith("+") for line in div["diff"])

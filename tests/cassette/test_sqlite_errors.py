@@ -15,7 +15,7 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.core.errors import StoreCorrupt
 from replaykit.episodes.run import measure, replay_run
-from replaykit.exchange.fsck import verify_store
+from replaykit.exchange.fsck import StoreCheck, verify_store
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 
@@ -56,7 +56,7 @@ def test_non_utf8_text_columns_are_store_corrupt_in_the_library(
             assert report is None or not report["ok"], (table, column, report)
 
 
-def verify_store_or_corrupt(path: Path) -> dict[str, Any] | None:
+def verify_store_or_corrupt(path: Path) -> StoreCheck | None:
     try:
         return verify_store(Store(path, readonly=True))
     except StoreCorrupt:

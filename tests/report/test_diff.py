@@ -62,6 +62,7 @@ def test_an_episode_that_ends_early_parts_at_its_end() -> None:
     key = CassetteKey("0" * 40, "t", "d", ModelId("m", "e"), 0, "c")
     grade = GradeEvent(Grade(1.0, True, False, "ok"))
     doc = diff_episodes(Episode(key, [grade]), Episode(key, []))
+    assert doc["first_difference"] is not None
     assert doc["first_difference"]["part"] == "kind" and doc["first_difference"]["b_lines"] == [
         "(the episode has ended)"
     ]

@@ -43,6 +43,7 @@ def test_a_huge_output_is_capped_in_transcripts_and_diffs_and_counted() -> None:
 
     other = episode(big.replace("x", "y", 1))
     first = diff_episodes(ep, other, "a" * 24, "b" * 24, cap=4096)["first_difference"]
+    assert first is not None
     assert sum(len(line) for line in first["a_lines"]) < 4096 + 200
     assert first["a_lines"][-1].startswith("… ") and "`replaykit cassettes show aaaa" in first["a_lines"][-1]
 

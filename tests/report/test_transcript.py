@@ -15,6 +15,7 @@ from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.envs.base import Grade, Observation
 from replaykit.models.reference.server import ReferenceServer
+from replaykit.report.documents import CallTurn, Message, Turn
 from replaykit.report.transcript import parse_response, transcript
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +44,14 @@ def call(server: ReferenceServer, path: str, body: dict[str, Any]) -> LlmEvent:
     )
 
 
-def no_ids(messages: list[dict[str, Any]]) -> list[Any]:
+def only_calls(turns: list[Turn]) -> list[CallTurn]:
+    """The turns of an episode of model calls only (failing if any other turn is there)."""
+    calls = [t for t in turns if t["kind"] == "call"]
+    assert len(calls) == len(turns), [t["kind"] for t in turns]
+    return calls
+
+
+def no_ids(messages: list[Message]) -> list[Any]:
     """Replies without call ids (the server derives them from the request, whose stream flag differs)."""
     return [
         (m["role"], m["content"], [(c["name"], c["arguments"]) for c in m.get("tool_calls", [])])
@@ -108,7 +116,7 @@ def test_chat_transcript_shows_new_messages_only_and_joins_streams(server: Refer
     assert calls[0]["reply"][0]["tool_calls"][0]["name"] == "bash"
     assert [t["kind"] for t in plain][:3] == ["call", "env", "call"] and plain[-1]["kind"] == "grade"
     s_calls = [t for t in streamed if t["kind"] == "call"]
-    assert all(t["stream"] and t["chunks"] > 2 for t in s_calls)
+    assert all(t["stream"] and isinstance(t["chunks"], int) and t["chunks"] > 2 for t in s_calls)
     # the joined stream carries the same reply as the JSON response
     assert [no_ids(t["reply"]) for t in s_calls] == [no_ids(t["reply"]) for t in calls]
     assert s_calls[0]["system_fingerprint"] == calls[0]["system_fingerprint"] == "fp_replaykit_reference"
@@ -145,7 +153,7 @@ def test_responses_api_transcript_streamed_and_json(server: ReferenceServer) -> 
             ],
         )
         out.append(transcript(Episode(key(), [first, call(server, "/v1/responses", follow)])))
-    plain, streamed = out
+    plain, streamed = only_calls(out[0]), only_calls(out[1])
     assert [m["role"] for m in plain[0]["new"]] == ["system", "user"]
     assert plain[0]["reply"][-1]["tool_calls"][0]["name"] == "bash"
     assert plain[1]["folded"] == 3 and [m["role"] for m in plain[1]["new"]] == ["tool"]
