@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LlmEvent, NetEvent
+from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import KeyDoc
 from replaykit.core.errors import ConfigError
+from replaykit.envs.base import GradeDoc
 
 TRUNCATE = 400
 
@@ -53,50 +55,123 @@ def count_cassettes(store: StoreBackend, run_id: str | None = None) -> int:
     return len(store.get_run(run_id).cassettes) if run_id else store.count_cassettes()
 
 
-def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[str, Any]:
+class ShownRequest(TypedDict):
+    method: str
+    path: str
+    body: str  # JSON text, cut unless --full
+
+
+class ShownResponse(TypedDict):
+    status: int
+    chunks: int
+    bytes: int
+    body: str
+
+
+class ShownLlm(TypedDict):
+    position: int
+    kind: Literal["llm"]
+    request: ShownRequest
+    response: ShownResponse
+
+
+class ShownEnv(TypedDict):
+    position: int
+    kind: Literal["env"]
+    action: str
+    exit_code: int
+    timed_out: bool
+    stdout: str
+    stderr: str
+    state_digest: str
+    snapshot: str | None
+
+
+class ShownNet(TypedDict):
+    position: int
+    kind: Literal["net"]
+    method: str
+    url: str
+    status: int
+    bytes: int
+    body: str
+    source: str
+
+
+class ShownError(TypedDict):
+    position: int
+    kind: Literal["error"]
+    message: str
+
+
+class ShownGrade(TypedDict):
+    position: int
+    kind: Literal["grade"]
+    grade: GradeDoc
+
+
+ShownEvent = ShownLlm | ShownEnv | ShownNet | ShownError | ShownGrade
+
+
+class CassetteView(TypedDict):
+    """``cassettes show ID``: the key, digest, metadata and each event, long texts cut."""
+
+    id: str
+    key: KeyDoc
+    digest: str
+    meta: dict[str, Any]  # Episode.meta, as recorded
+    events: list[ShownEvent]
+
+
+def _shown(position: int, event: Event, full: bool) -> ShownEvent:
+    if isinstance(event, LlmEvent):
+        return {
+            "position": position,
+            "kind": "llm",
+            "request": {
+                "method": event.method,
+                "path": event.path,
+                "body": _cut(json.dumps(event.body, ensure_ascii=False), full),
+            },
+            "response": {
+                "status": event.status,
+                "chunks": len(event.chunks),
+                "bytes": len(event.content),
+                "body": _cut(event.content.decode("utf-8", "replace"), full),
+            },
+        }
+    if isinstance(event, EnvEvent):
+        return {
+            "position": position,
+            "kind": "env",
+            "action": _cut(event.action, full),
+            "exit_code": event.observation.exit_code,
+            "timed_out": event.observation.timed_out,
+            "stdout": _cut(event.observation.stdout, full),
+            "stderr": _cut(event.observation.stderr, full),
+            "state_digest": event.state_digest,
+            "snapshot": event.snapshot,
+        }
+    if isinstance(event, NetEvent):
+        return {
+            "position": position,
+            "kind": "net",
+            "method": event.method,
+            "url": event.url,
+            "status": event.status,
+            "bytes": event.size,
+            "body": event.body,
+            "source": event.source,
+        }
+    if isinstance(event, ErrorEvent):
+        return {"position": position, "kind": "error", "message": event.message}
+    return {"position": position, "kind": "grade", "grade": event.grade.to_dict()}
+
+
+def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> CassetteView:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     episode = store.get_episode(cid)
-    events: list[dict[str, Any]] = []
-    for position, event in enumerate(episode.events):
-        item: dict[str, Any] = {"position": position, "kind": event.kind}
-        if isinstance(event, LlmEvent):
-            item.update(
-                request={
-                    "method": event.method,
-                    "path": event.path,
-                    "body": _cut(json.dumps(event.body, ensure_ascii=False), full),
-                },
-                response={
-                    "status": event.status,
-                    "chunks": len(event.chunks),
-                    "bytes": len(event.content),
-                    "body": _cut(event.content.decode("utf-8", "replace"), full),
-                },
-            )
-        elif isinstance(event, EnvEvent):
-            item.update(
-                action=_cut(event.action, full),
-                exit_code=event.observation.exit_code,
-                timed_out=event.observation.timed_out,
-                stdout=_cut(event.observation.stdout, full),
-                stderr=_cut(event.observation.stderr, full),
-                state_digest=event.state_digest,
-                snapshot=event.snapshot,
-            )
-        elif isinstance(event, NetEvent):
-            item.update(
-                method=event.method,
-                url=event.url,
-                status=event.status,
-                bytes=event.size,
-                body=event.body,
-                source=event.source,
-            )
-        elif isinstance(event, ErrorEvent):
-            item["message"] = event.message
-        elif isinstance(event, GradeEvent):
-            item["grade"] = event.grade.to_dict()
-        events.append(item)
+    events = [_shown(position, event, full) for position, event in enumerate(episode.events)]
     return {
         "id": cid,
         "key": episode.key.canonical(),

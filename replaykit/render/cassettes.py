@@ -12,6 +12,8 @@ from replaykit.render.console import err, line, plain, short_ids, show_table
 from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
+    from replaykit.envs.base import GradeDoc
+    from replaykit.episodes.views import CassetteView
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.vcr_export import VcrExport
 
@@ -40,7 +42,7 @@ def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
     line(legend("llm", "env", "reward"))
 
 
-def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
+def cassette_doc(doc: CassetteView, full: bool = False) -> None:
     key = doc["key"]
     line(
         f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}"
@@ -57,11 +59,11 @@ def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
         elif e["kind"] == "env":
             line(
                 f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}"
-                + (f"  snapshot {e['snapshot'][:12]}" if e.get("snapshot") else "")
+                + (f"  snapshot {e['snapshot'][:12]}" if e["snapshot"] else "")
             )
-            for stream in ("stdout", "stderr"):
-                if e[stream]:
-                    line(f"      {stream}: {e[stream]}")
+            for stream, text in (("stdout", e["stdout"]), ("stderr", e["stderr"])):
+                if text:
+                    line(f"      {stream}: {text}")
         elif e["kind"] == "net":
             served = "fetched" if e["source"] == "upstream" else "served from the store"
             line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {served})")
@@ -71,7 +73,7 @@ def cassette_doc(doc: dict[str, Any], full: bool = False) -> None:
             line(f"{head} {grade_text(e['grade'])}")
 
 
-def grade_text(grade: dict[str, Any] | None) -> str:
+def grade_text(grade: GradeDoc | None) -> str:
     """``PASS · reward 1.0 · reward 1 from reward.txt …`` (never a Python dict)."""
     if not grade:
         return "-"
