@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
 from replaykit.cassette.keys import CassetteKey
+from replaykit.core.records import JSON
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
@@ -76,7 +77,7 @@ class EpisodeSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S  # each model call's total deadline (model.timeout_s)
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
     model_params: dict[str, Any] = field(default_factory=dict)  # model.params, sent with every call
-    engine: dict[str, Any] | None = None  # the engine identity measured at record time (models.identity)
+    engine: dict[str, JSON] | None = None  # the engine identity measured at record time (models.identity)
     network: dict[str, Any] = field(default_factory=dict)  # the frozen network's store (envs/network/)
 
     def meta(self) -> dict[str, Any]:

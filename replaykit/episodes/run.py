@@ -40,7 +40,7 @@ from replaykit.episodes.rollout import (
     replay_episode,
 )
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpisodeSummary, ModelDoc, RunDoc, RunDocument
+from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
 from replaykit.episodes.run_records import ReplayReport
 
 
@@ -49,7 +49,7 @@ class MeasureResult:
     run: RunDocument
     recorded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
-    engine: dict[str, Any] | None = None  # the engine identity measured for this run (real endpoints)
+    engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
 
     def to_json(self) -> dict[str, Any]:
         out = dict(self.run)

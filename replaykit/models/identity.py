@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx2 as httpx  # what the openai client rides on (no second HTTP stack)
 
 from replaykit.core.determinism import digest_of
+from replaykit.core.records import JSON
 
 #: llama-cpp-python answers an over-long prompt with the context size in its message
 _CTX_ERROR = re.compile(r"maximum context length is (\d+) tokens")
@@ -113,10 +114,10 @@ def _llama_cpp_python_ctx(client: httpx.Client, base_url: str, model: str) -> in
 
 def measure_identity(
     base_url: str, api_key: str = "", model: str = "", timeout: float = 5.0
-) -> dict[str, Any] | None:
+) -> dict[str, JSON] | None:
     """The engine's identity fields for ``model``, or None when the endpoint does not answer."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    fields: dict[str, Any] = {}
+    fields: dict[str, JSON] = {}
     # one total deadline for every request below: an endpoint that trickles bytes must not
     # hang a run before its first model call (model.timeout_s bounds the calls themselves)
     transport = _DeadlineTransport(2 * timeout)
@@ -160,11 +161,11 @@ def measure_identity(
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def identity_digest(fields: dict[str, Any] | None) -> str:
+def identity_digest(fields: Mapping[str, JSON] | None) -> str:
     return digest_of(fields or {})[:16]
 
 
-def identity_changes(recorded: dict[str, Any], live: dict[str, Any]) -> list[str]:
+def identity_changes(recorded: Mapping[str, JSON], live: Mapping[str, JSON]) -> list[str]:
     """What differs, one short phrase per field: ``n_ctx 2048 → 4096``."""
     out = []
     for name in sorted(set(recorded) | set(live)):

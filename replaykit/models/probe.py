@@ -22,10 +22,11 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ModelError
+from replaykit.core.records import JSON
 from replaykit.models.identity import identity_digest, measure_identity
 from replaykit.models.probe_advice import advice, classify
 
@@ -158,6 +159,35 @@ def _endpoint(base_url: str, api_key_env: str) -> Iterator[tuple[str, str]]:
     yield base_url, os.environ.get(api_key_env, "") if api_key_env else ""
 
 
+class ProbeResult(TypedDict):
+    """A determinism probe's outcome (kind ``probe``; ``probe_id`` digests all but ``advice``)."""
+
+    kind: str
+    base_url: str
+    model: str
+    requests: int
+    n: int
+    concurrency: int
+    temperature: float
+    seed: int
+    prompt: str
+    distinct_outputs: int
+    distinct_serial: int
+    distinct_concurrent: int
+    serial_vs_concurrent_differ: bool
+    first_difference_token: int | None
+    system_fingerprints: list[str]
+    verdict: str  # deterministic | nondeterministic
+    outputs: list[str]
+    request: NotRequired[dict[str, JSON]]  # what was sent beside model and messages
+    engine: NotRequired[dict[str, JSON]]  # models.identity fields
+    engine_digest: NotRequired[str]
+    classification: NotRequired[str]
+    advice: NotRequired[list[str]]
+    probe_id: NotRequired[str]
+    saved: NotRequired[bool]  # set by ``replaykit probe``: kept in the store
+
+
 def probe(
     base_url: str,
     model: str,
@@ -170,7 +200,7 @@ def probe(
     progress: Any = None,
     max_tokens: int | None = None,
     params: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ProbeResult:
     """Probe an OpenAI-compatible chat endpoint for nondeterminism (see the module docstring).
 
     ``max_tokens`` caps each reply; ``params`` (a config's ``model.params``) are sent too."""
@@ -179,7 +209,7 @@ def probe(
     if concurrency < 1 or concurrency > n:
         raise ConfigError(f"--concurrency {concurrency}: use 1 to {n} (-n) concurrent clients")
     note = progress or (lambda event, data: None)
-    body = {
+    body: dict[str, JSON] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "temperature": temperature,
@@ -192,8 +222,9 @@ def probe(
         body["max_tokens"] = max_tokens
     choice = body.get("tool_choice")
     if choice not in (None, "none") and "tools" not in body:  # a tool_choice needs its tool
-        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
-        body["tools"] = [probe_tool(named or "bash")]
+        function = choice.get("function") if isinstance(choice, dict) else None
+        named = function.get("name") if isinstance(function, dict) else None
+        body["tools"] = [probe_tool(named if isinstance(named, str) and named else "bash")]
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):
@@ -211,7 +242,7 @@ def probe(
     positions = [p for p in (first_difference(reference, o) for o in outputs[1:]) if p is not None]
     fingerprints = sorted({fp for _, fp in serial + concurrent if fp})
     d_serial, d_conc, d_all = len({t for t, _ in serial}), len({t for t, _ in concurrent}), len(set(outputs))
-    result: dict[str, Any] = {
+    result: ProbeResult = {
         "kind": "probe",
         "base_url": "builtin" if base_url == "builtin" else base_url.rstrip("/"),
         "model": model,
@@ -237,14 +268,18 @@ def probe(
         result["engine_digest"] = identity_digest(engine)
     load_varies = d_serial == 1 and (d_conc > 1 or result["serial_vs_concurrent_differ"])
     result["classification"] = classify(d_serial, load_varies)
+    engine_name = (engine or {}).get("engine")
     result["advice"] = advice(
-        result["classification"], (engine or {}).get("engine"), temperature, len(fingerprints)
+        result["classification"],
+        engine_name if isinstance(engine_name, str) else None,
+        temperature,
+        len(fingerprints),
     )
     result["probe_id"] = digest_of({k: v for k, v in result.items() if k != "advice"})[:16]
     return result
 
 
-def save_probe(store: Any, result: dict[str, Any]) -> str:
+def save_probe(store: Any, result: ProbeResult) -> str:
     """Keep a probe result in the store (kind ``probe``) so reports can show it."""
     store.put_doc(
         result["probe_id"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,6 +10,9 @@ from rich.table import Table
 
 from replaykit.report.documents import EpisodeDiff, Message, TranscriptDoc, VerdictDiff
 from replaykit.report.transcript import message_lines
+
+if TYPE_CHECKING:
+    from replaykit.models.probe import ProbeResult
 
 out = Console()
 ROLE_STYLE = {
@@ -107,7 +110,7 @@ def episode_diff(doc: EpisodeDiff) -> None:
     out.print(table)
 
 
-def probe(r: dict[str, Any]) -> None:
+def probe(r: ProbeResult) -> None:
     _print(
         f"probe {r['probe_id']}: {r['model']} at {r['base_url']} · temperature {r['temperature']} · seed {r['seed']}",
         "bold",
