@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import NotRequired
 
 from rich.text import Text
 
 from replaykit.core.glossary import legend
 from replaykit.core.records import EpochRecord, TrainingDocument
+from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 from replaykit.render.console import line, show_table
 from replaykit.render.runs import divergence
 
@@ -63,7 +64,7 @@ def decision_counts(epochs: list[EpochRecord]) -> str:
     return ", ".join(parts)
 
 
-def training_replay(report: dict[str, Any]) -> None:
+def training_replay(report: TrainingReplay) -> None:
     rows: list[list[str | Text]] = [
         [
             str(e["epoch"]),
@@ -84,11 +85,11 @@ def training_replay(report: dict[str, Any]) -> None:
         f"runs replayed identically: {runs_ok}/{len(report['runs'])} · final baseline {report['final_baseline'][:10]} / {report['replayed_final_baseline'][:10]}"
     )
     for r in report["runs"]:
-        divergence(r.get("divergence"))
+        divergence(r["divergence"])
     line("identical" if report["identical"] else "DIVERGED")
 
 
-def audit_report(report: dict[str, Any]) -> None:
+def audit_report(report: VerdictAudit) -> None:
     rec = report["recorded"]
     line(
         f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}"

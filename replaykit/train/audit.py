@@ -6,8 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
-
+from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
 from replaykit.train.documents import training_doc
 from replaykit.core.records import TrainingDocument
 from replaykit.cassette.backend import StoreBackend
@@ -19,7 +18,7 @@ from replaykit.episodes.run import replay_runs
 from replaykit.train.criteria import make_criterion
 
 
-def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> dict[str, Any]:
+def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> VerdictAudit:
     """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision would differ."""
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
@@ -29,7 +28,7 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
     own = make_criterion(recorded["criterion"], **recorded["params"])(
         candidate, baseline, recorded.get("excluded")
     )
-    out: dict[str, Any] = {
+    out: VerdictAudit = {
         "verdict_id": doc["verdict_id"],
         "training_id": doc.get("training_id"),
         "epoch": doc.get("epoch"),
@@ -73,7 +72,7 @@ def replay_training(
     episodes: bool = True,
     progress: Progress | None = None,
     executor: Executor | None = None,
-) -> dict[str, Any]:
+) -> TrainingReplay:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
     from replaykit.train.documents import stored_estimator
@@ -113,7 +112,7 @@ def replay_training(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     fields = ("candidate_sha", "decision", "loss", "skipped", "verdict")
-    epochs = []
+    epochs: list[EpochReplay] = []
     for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):
         diffs = [f for f in fields if rec.get(f) != rep.get(f)]
         epochs.append(
@@ -127,7 +126,7 @@ def replay_training(
                 "differs_in": diffs,
             }
         )
-    runs = []
+    runs: list[RunReplay] = []
     if episodes:  # every run's episodes in one batch: a training's replay fans out on the executor
         for run_id, report in zip(
             doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor), strict=True

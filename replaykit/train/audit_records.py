@@ -6,8 +6,9 @@ renders them (``render/training.py``), sweeps and the HTML report read them.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
+from replaykit.core.errors import DivergenceReport
 from replaykit.core.records import JSON, VerdictRecord
 
 
@@ -99,3 +100,53 @@ class CounterfactualReport(TypedDict):
     needs_recording: list[NeededEpisode]
     optimizer_state: dict[str, JSON]
     proposals: list[ProposalRow]
+
+
+class CounterfactualVerdict(TypedDict):
+    """What another criterion would have decided on a recorded verdict's two runs."""
+
+    criterion: str
+    verdict: VerdictRecord
+    differs: bool
+    summary: str
+
+
+class VerdictAudit(TypedDict):
+    """``replaykit audit VERDICT``: the verdict recomputed from its stored runs."""
+
+    verdict_id: str
+    training_id: str | None
+    epoch: int | None
+    baseline_sha: str
+    candidate_sha: str | None
+    recorded: VerdictRecord
+    recomputed: VerdictRecord
+    reproduced: bool
+    counterfactual: NotRequired[CounterfactualVerdict]
+
+
+class EpochReplay(TypedDict):
+    epoch: int
+    candidate_sha: str | None
+    replayed_candidate_sha: str | None
+    decision: str
+    replayed_decision: str
+    identical: bool
+    differs_in: list[str]  # the fields that differ (candidate_sha, decision, loss, skipped, verdict)
+
+
+class RunReplay(TypedDict):
+    run_id: str
+    identical: bool
+    divergence: DivergenceReport | None
+
+
+class TrainingReplay(TypedDict):
+    """``replaykit replay TRAINING``: each epoch and run replayed offline, and the final baseline."""
+
+    training_id: str
+    identical: bool
+    final_baseline: str
+    replayed_final_baseline: str
+    epochs: list[EpochReplay]
+    runs: list[RunReplay]
