@@ -19,7 +19,7 @@ from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_j
 from replaykit.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from replaykit.train.audit_records import CounterfactualReport, SolveRate
+    from replaykit.train.audit_records import CounterfactualReport, SolveRate, SweepReport
 
 
 def _sha(value: Any) -> str:
@@ -88,7 +88,7 @@ def counterfactual_table(rep: CounterfactualReport) -> None:
         render.line("reproduces the recorded training: every decision and the final baseline")
 
 
-def sweep_table(rep: dict[str, Any]) -> None:
+def sweep_table(rep: SweepReport) -> None:
     rows: list[list[str | Text]] = []
     for c in rep["cells"]:
         final = _sha(c["final_baseline"]) if c["complete"] else f"? after {_sha(c['last_known_baseline'])}"

@@ -150,3 +150,33 @@ class TrainingReplay(TypedDict):
     replayed_final_baseline: str
     epochs: list[EpochReplay]
     runs: list[RunReplay]
+
+
+class SweepCell(TypedDict):
+    """One (criterion, optimizer) of a sweep: how its counterfactual training ends."""
+
+    criterion: str  # NAME[:k=v,...]
+    optimizer: str
+    recorded: bool  # the pair the training was recorded with
+    accepted_epochs: list[int]
+    accepted: int
+    flipped: list[int]
+    complete: bool
+    final_baseline: str | None
+    last_known_baseline: str
+    final_solved: int | None
+    final_total: int
+    final_solve_rate: float | None
+    offline_share: float
+    needs_recording: int  # episodes never recorded that the walk would need
+
+
+class SweepReport(TypedDict):
+    """``replaykit audit TRAINING --sweep``: one cell per criterion × optimizer."""
+
+    training_id: str
+    kind: str  # sweep
+    criteria: list[str]
+    optimizers: list[str]
+    recorded_final: SolveRate
+    cells: list[SweepCell]

@@ -9,8 +9,8 @@ all cells; nothing is written.
 
 from __future__ import annotations
 
-from typing import Any
 
+from replaykit.train.audit_records import SweepCell, SweepReport
 from replaykit.train.documents import training_doc
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
@@ -75,7 +75,7 @@ def sweep(
     criteria: list[str] | None = None,
     optimizers: list[str] | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> SweepReport:
     """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
     doc = training_doc(store, training_id)
     config = training_config(doc, store)
@@ -88,7 +88,7 @@ def sweep(
     for name, params in opt_specs:
         make_optimizer(name, **params)
     measurements = Measurements(store, doc, config)
-    cells = []
+    cells: list[SweepCell] = []
     with Scratch(store, doc, config.harness.entry, train_config(config).patch_surface) as scratch:
         proposals = scratch.proposals()
         for cname, cparams in crit_specs:
@@ -141,7 +141,7 @@ def sweep(
 REPORT_CRITERIA = ("strict_pareto", "mean_reward")
 
 
-def report_sweep(store: StoreBackend, training_id: str) -> dict[str, Any] | None:
+def report_sweep(store: StoreBackend, training_id: str) -> SweepReport | None:
     """The sweep a training report shows: the recorded criterion and the built-in ones × every registered
     optimizer, all with their default parameters. None when the training cannot be swept (nothing is raised:
     a report never fails for its optional parts)."""
