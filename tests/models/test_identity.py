@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.core.records import JSON
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
 
 pytestmark = pytest.mark.unit
@@ -101,8 +102,8 @@ def test_an_endpoint_that_does_not_answer_has_no_identity() -> None:
 
 
 def test_changes_name_each_field_and_the_digest_follows_them() -> None:
-    before = {"engine": "llama.cpp", "n_ctx": 2048, "model": "a.gguf"}
-    after = {"engine": "llama.cpp", "n_ctx": 4096, "model": "b.gguf"}
+    before: dict[str, JSON] = {"engine": "llama.cpp", "n_ctx": 2048, "model": "a.gguf"}
+    after: dict[str, JSON] = {"engine": "llama.cpp", "n_ctx": 4096, "model": "b.gguf"}
     assert identity_changes(before, after) == ["model a.gguf → b.gguf", "n_ctx 2048 → 4096"]
     assert identity_digest(before) != identity_digest(after) and identity_digest(before) == identity_digest(
         dict(before)
