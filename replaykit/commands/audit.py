@@ -19,7 +19,7 @@ from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_j
 from replaykit.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from replaykit.train.audit_records import CounterfactualReport, SolveRate, SweepReport
+    from replaykit.train.audit_records import CounterfactualReport, SeedRobustness, SolveRate, SweepReport
 
 
 def _sha(value: Any) -> str:
@@ -116,7 +116,7 @@ def sweep_table(rep: SweepReport) -> None:
     render.line(f"recorded final baseline {_sha(rec['sha'])} solves {_rate(rec)}")
 
 
-def robustness_table(rep: dict[str, Any]) -> None:
+def robustness_table(rep: SeedRobustness) -> None:
     rows: list[list[str | Text]] = [
         [",".join(map(str, s["seeds"])), "accept" if s["accept"] else "reject", "yes" if s["holds"] else "NO"]
         for s in rep["samples"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, VerdictRecord
+from replaykit.core.records import JSON, NamedParams, VerdictRecord
 
 
 class CounterfactualRow(TypedDict):
@@ -180,3 +180,31 @@ class SweepReport(TypedDict):
     optimizers: list[str]
     recorded_final: SolveRate
     cells: list[SweepCell]
+
+
+class SeedSample(TypedDict):
+    seeds: list[int]
+    accept: bool
+    holds: bool  # the same decision as on every seed
+    loss: float
+    reason: str
+
+
+class SeedRobustness(TypedDict):
+    """``replaykit audit VERDICT --resample-seeds K``: does the decision hold on fewer seeds?"""
+
+    verdict_id: str
+    kind: str  # seed_robustness
+    training_id: str | None
+    epoch: int | None
+    criterion: NamedParams
+    recorded_accept: bool
+    accept: bool
+    seeds: list[int]
+    k: int
+    method: str  # subsets | bootstrap
+    samples: list[SeedSample]
+    holds: int
+    total: int
+    share: float
+    summary: str

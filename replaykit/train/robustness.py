@@ -13,10 +13,10 @@ import random
 from dataclasses import replace
 from itertools import combinations
 from math import comb
-from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.train.audit_records import SeedRobustness, SeedSample
 from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
@@ -40,7 +40,7 @@ def resample_seeds(
     bootstrap: int | None = None,
     criterion: str | None = None,
     rng_seed: int = 0,
-) -> dict[str, Any]:
+) -> SeedRobustness:
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
     baseline = store.get_run(doc["baseline_run"])
@@ -65,7 +65,7 @@ def resample_seeds(
                 f"{MAX_SUBSETS}); add --bootstrap N to draw N samples instead"
             )
         samples = list(combinations(seeds, k))
-    rows = []
+    rows: list[SeedSample] = []
     for sample in samples:
         v = crit(_restrict(candidate, sample), _restrict(baseline, sample), recorded.get("excluded"))
         rows.append(
