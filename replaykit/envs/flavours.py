@@ -132,7 +132,7 @@ def download_wheels(dest: Path) -> None:
 
 def build_python_image(
     tag: str = PYTHON_IMAGE, force: bool = False, progress: images.BuildLog | None = None
-) -> dict[str, Any]:
+) -> images.BaseImage:
     """Build the python flavour (see the module docstring); cached by tag."""
     client = images.docker_client()
     existing = images.image_exists(client, tag)

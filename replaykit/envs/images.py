@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
 from replaykit.envs.heredoc import rewrite_heredocs
@@ -358,12 +358,21 @@ def host_mirror(suite: str = BASE_SUITE) -> str | None:
     return None
 
 
+class BaseImage(TypedDict):
+    """``images build-base``: the tag, the image id, and whether it was built now (else cached)."""
+
+    tag: str
+    id: str
+    built: bool
+    flavor: NotRequired[str]  # python: the flavour built on it (envs/flavours.py)
+
+
 def build_base_image(
     tag: str = BASE_IMAGE,
     force: bool = False,
     progress: BuildLog | None = None,
     packages: tuple[str, ...] = BASE_PACKAGES,
-) -> dict[str, Any]:
+) -> BaseImage:
     """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
     client = docker_client()
     existing = image_exists(client, tag)

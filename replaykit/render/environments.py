@@ -3,12 +3,16 @@ what is registered (plugins)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from replaykit.episodes.certify_records import CertifyReport
 from replaykit.render.console import line, plain, show_table
+
+if TYPE_CHECKING:
+    from replaykit.envs.images import BaseImage
+    from replaykit.workspace.doctor import DoctorReport
 
 
 def tasks_check(report: dict[str, Any]) -> None:
@@ -70,7 +74,7 @@ def certify_report(report: CertifyReport) -> None:
     )
 
 
-def doctor_report(report: dict[str, Any]) -> None:
+def doctor_report(report: DoctorReport) -> None:
     marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
     for c in report["checks"]:
         line(
@@ -80,7 +84,7 @@ def doctor_report(report: dict[str, Any]) -> None:
     line("ready" if report["ok"] else "not ready: fix the FAIL lines above")
 
 
-def base_image(result: dict[str, Any]) -> None:
+def base_image(result: BaseImage) -> None:
     """``images build-base``: built or cached, the tag and the short image id."""
     plain(f"{'built' if result['built'] else 'cached'} {result['tag']} ({result['id'][:19]})")
 

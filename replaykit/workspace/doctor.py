@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -209,7 +209,21 @@ def check_endpoint(config: Any, timeout: float = 3.0) -> list[Check]:
     return [_reach(base_url, key, timeout), key_check]
 
 
-def diagnose(config_path: Path | None = None, store: str | None = None) -> dict[str, Any]:
+class CheckRow(TypedDict):
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str
+
+
+class DoctorReport(TypedDict):
+    """``replaykit doctor``: every check in order; ``ok`` is False when any failed."""
+
+    ok: bool
+    checks: list[CheckRow]
+
+
+def diagnose(config_path: Path | None = None, store: str | None = None) -> DoctorReport:
     """Every check, in order; ``ok`` is False when any check failed."""
     checks: list[Check] = []
     config = None
@@ -232,4 +246,7 @@ def diagnose(config_path: Path | None = None, store: str | None = None) -> dict[
                 "config", WARN, "no config given: harness and endpoint not checked", "replaykit doctor CONFIG"
             )
         )
-    return {"ok": all(c.status != FAIL for c in checks), "checks": [asdict(c) for c in checks]}
+    rows: list[CheckRow] = [
+        {"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks
+    ]
+    return {"ok": all(c.status != FAIL for c in checks), "checks": rows}
