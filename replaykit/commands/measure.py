@@ -4,7 +4,7 @@ reusing one cassette per episode, and print the table."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -12,8 +12,11 @@ from replaykit import render
 from replaykit.core.modes import RecordMode
 from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json, open_store
 
+if TYPE_CHECKING:
+    from replaykit.episodes.run_records import MeasureReport
 
-def with_errors(store: Any, doc: dict[str, Any]) -> dict[str, Any]:
+
+def with_errors(store: Any, doc: MeasureReport) -> MeasureReport:
     """Each failed episode whose harness raised gets ``error``: the exception type (from its cassette)."""
     from replaykit.episodes.views import show_cassette
 

@@ -41,7 +41,7 @@ from replaykit.episodes.rollout import (
 )
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
-from replaykit.episodes.run_records import ReplayReport
+from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
 
 
 @dataclass
@@ -51,14 +51,19 @@ class MeasureResult:
     reused: list[str] = field(default_factory=list)
     engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
 
-    def to_json(self) -> dict[str, Any]:
-        out = dict(self.run)
+    def to_json(self) -> MeasureReport:
+        reused = set(self.reused)
+        episodes: list[MeasuredEpisode] = [
+            {**e, "reused": e["cassette_id"] in reused} for e in self.run["episodes"]
+        ]
+        out: MeasureReport = {
+            **self.run,
+            "episodes": episodes,
+            "recorded_count": len(self.recorded),
+            "reused_count": len(self.reused),
+        }
         if self.engine is not None:
             out["engine"] = self.engine
-        reused = set(self.reused)
-        out["episodes"] = [dict(e, reused=e["cassette_id"] in reused) for e in self.run["episodes"]]
-        out["recorded_count"] = len(self.recorded)
-        out["reused_count"] = len(self.reused)
         return out
 
 

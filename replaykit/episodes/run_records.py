@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
+from replaykit.core.records import JSON, EpisodeRow, ModelDoc, PanelDoc
 
 
 class ReplayedEpisode(TypedDict):
@@ -26,3 +27,29 @@ class ReplayReport(TypedDict):
     episodes: list[ReplayedEpisode]
     divergence: DivergenceReport | None  # the first one
     divergences: int
+
+
+class MeasuredEpisode(EpisodeRow):
+    reused: bool  # its cassette was reused (not recorded by this measure)
+    error: NotRequired[str]  # the exception type its harness raised (``run`` adds it)
+
+
+class MeasureReport(TypedDict):
+    """``replaykit run``: the run document, each episode marked reused or recorded, and the counts."""
+
+    run_id: str
+    kind: NotRequired[str]
+    name: NotRequired[str]
+    harness_sha: str
+    harness_repo: NotRequired[str]
+    model: ModelDoc
+    config_digest: str
+    panel: NotRequired[PanelDoc]
+    cassettes: list[str]
+    episodes: list[MeasuredEpisode]
+    solved: NotRequired[int]
+    total: NotRequired[int]
+    engine: NotRequired[dict[str, JSON]]  # the engine identity measured for this run
+    recorded_count: int
+    reused_count: int
+    store: NotRequired[str]  # where it was stored (``run`` adds it)

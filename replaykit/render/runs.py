@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.episodes.run_records import ReplayReport
+from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
 from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from replaykit.episodes.compare import CompareDocument
 
 
-def _passed(e: dict[str, Any]) -> str:
+def _passed(e: MeasuredEpisode) -> str:
     if e["passed"]:
         return "yes"
     if e.get("infra_failure"):
@@ -25,7 +25,7 @@ def _passed(e: dict[str, Any]) -> str:
     return f"no ({e['error']})" if e.get("error") else "no"
 
 
-def run_table(doc: dict[str, Any]) -> None:
+def run_table(doc: MeasureReport) -> None:
     n = short_ids([e["cassette_id"] for e in doc["episodes"]])
     rows: list[list[str | Text]] = [
         [
