@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, NamedParams, VerdictRecord
+from replaykit.core.records import JSON, NamedParams, TrainingDocument, VerdictRecord
 
 
 class CounterfactualRow(TypedDict):
@@ -208,3 +208,10 @@ class SeedRobustness(TypedDict):
     total: int
     share: float
     summary: str
+
+
+class RecordedCounterfactual(TypedDict):
+    """``audit TRAINING --record``: the live counterfactual training and the offline audit after it."""
+
+    training: TrainingDocument
+    audit: CounterfactualReport

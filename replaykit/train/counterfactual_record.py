@@ -16,6 +16,7 @@ from typing import Any
 
 import git
 
+from replaykit.train.audit_records import RecordedCounterfactual
 from replaykit.train.documents import training_doc
 from replaykit.core.records import CounterfactualOf, TrainingDocument
 from replaykit.cassette.backend import StoreBackend
@@ -80,7 +81,7 @@ def record_counterfactual(
     criterion: str | None = None,
     optimizer: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> RecordedCounterfactual:
     """Run the counterfactual as a live training (recording what is missing); return it and the offline audit after."""
     doc = training_doc(store, training_id)
     config = training_config(doc, store)
