@@ -104,9 +104,9 @@ class EpisodeCassette(Cassette):
             chunks=[len(c) for c in chunks],
         )
         self.tape.record(event)
-        # a retry that got a complete answer clears the failures of its earlier attempts
-        done = canonical_json(form)
-        self.tape.transport_errors = [f for f in self.tape.transport_errors if f.request != done]
+        if self.tape.transport_errors:  # a retry that got a complete answer clears its earlier attempts
+            done = canonical_json(form)  # (the whole request: only worth it when there is something to clear)
+            self.tape.transport_errors = [f for f in self.tape.transport_errors if f.request != done]
         return event
 
     def note_transport_error(self, request: Any, exc: BaseException) -> None:

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import functools
 import socket
-import threading
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
+from replaykit.capture.deadlines import DEADLINES, Entry
 from replaykit.cassette.events import KEPT_HEADERS
 from replaykit.cassette.scrub import presented_credentials, restore
 
@@ -99,7 +99,7 @@ def _presented(real_request: Any) -> dict[str, str]:
     return found
 
 
-def _watchdog(response: Any, deadline: float) -> threading.Timer:
+def _watchdog(response: Any, deadline: float) -> Entry:
     """Cuts the response's socket when the call's total deadline passes: a trickling body
     never hangs the caller (httpx's own timeouts are per read)."""
     stream = response.extensions.get("network_stream")
@@ -110,10 +110,7 @@ def _watchdog(response: Any, deadline: float) -> threading.Timer:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
-    timer.daemon = True
-    timer.start()
-    return timer
+    return DEADLINES.arm(deadline, cut)
 
 
 def _past_deadline(httpx2: Any, cassette: "EpisodeCassette", exc: BaseException, deadline: float) -> Any:
@@ -174,7 +171,7 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
             cassette.note_transport_error(request, exc)
             raise exc from None
         finally:
-            watchdog.cancel()
+            DEADLINES.cancel(watchdog)
             real_response.stream.close()
         reason = real_response.reason_phrase
         headers = kept_headers(real_response.headers)
