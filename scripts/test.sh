@@ -19,6 +19,7 @@ python3 -m ruff check replaykit tests
 python3 -m ruff format --check --quiet .
 echo "== mypy"
 python3 -m mypy replaykit
+python3 -m mypy --explicit-package-bases tests
 echo "== import cycles and layers"
 python3 scripts/check_imports.py
 

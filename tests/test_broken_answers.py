@@ -10,6 +10,8 @@ recovers everything is recorded afresh (never "reused").
 
 from __future__ import annotations
 
+from replaykit.core.modes import RecordMode
+
 import http.client
 import json
 import subprocess
@@ -242,7 +244,7 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
                 faulty.mode = step
                 try:
                     stream = mode == "stream" and step != "relay"
-                    messages = [{"role": "user", "content": f"call {i}"}]
+                    messages: list[Any] = [{"role": "user", "content": f"call {i}"}]
                     if stream:
                         for _ in client.chat.completions.create(
                             model="reference-strong", messages=messages, stream=True
@@ -263,7 +265,7 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
                     Store(tmp_path / "store"),
                     "s",
                     faulty.base_url,
-                    "once",
+                    RecordMode.ONCE,
                     api_key_env="",
                     on_ready=ready,
                     stop=stop,

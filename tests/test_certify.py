@@ -3,6 +3,8 @@ store and reuse certificates, and feed forked tasks to training verdicts."""
 
 from __future__ import annotations
 
+from replaykit.core.records import RunDocument
+
 import json
 import os
 import subprocess
@@ -119,7 +121,7 @@ def reference(task_suite: Path) -> Iterator[str]:
 
 def record(
     tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[int] | None = None
-) -> tuple[Store, dict[str, Any]]:
+) -> tuple[Store, RunDocument]:
     tmp.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
     data.update(store=str(tmp / "store"), train=None)
@@ -256,7 +258,7 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
     store.close()
 
 
-def noisy_digest(store: Store, run: dict[str, Any]) -> tuple[str, list[str]]:
+def noisy_digest(store: Store, run: RunDocument) -> tuple[str, list[str]]:
     """The noisy task's digest and the digests of its episodes in the run."""
     rows = [store.cassette_row(cid) for cid in run["cassettes"]]
     rows = [r for r in rows if r["task_id"] == "noisy-ticket"]

@@ -3,6 +3,8 @@ same task are certified separately, and certification order never flips a verdic
 
 from __future__ import annotations
 
+from replaykit.core.records import RunDocument
+
 from pathlib import Path
 
 import git
@@ -21,7 +23,7 @@ CALM = "printf 'ticket 42\\n' > ticket.txt; cat ticket.txt"
 NOISY = "echo ticket $RANDOM$RANDOM$RANDOM > ticket.txt; cat ticket.txt"
 
 
-def two_runs(tmp: Path) -> tuple[Store, dict, dict]:
+def two_runs(tmp: Path) -> tuple[Store, RunDocument, RunDocument]:
     """One task, one harness commit per action sequence: calm, then noisy."""
     repo = git.Repo.init(tmp / "harness", initial_branch="main")
     shas = []

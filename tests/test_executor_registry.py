@@ -74,7 +74,10 @@ def test_a_registered_executor_kind_runs_the_panel(tmp_path: Path) -> None:
 
 
 def test_the_docker_kind_asks_for_its_resource_and_a_node_hook() -> None:
-    env = {"kind": "docker", "image_aliases": {"debian:12": "replaykit/base:bookworm"}}
+    env: Any = {
+        "kind": "docker",
+        "image_aliases": {"debian:12": "replaykit/base:bookworm"},
+    }  # a config's env table
     needs = get_env_kind("docker").node_needs(env)
     assert needs.resource == "docker" and needs.prepare is not None
     from replaykit.execution.ray_executor import RayExecutor
@@ -122,7 +125,8 @@ def test_the_docker_hook_ships_only_what_each_node_lacks(monkeypatch: pytest.Mon
     nodes = FakeNodes(
         {"n1": {"replaykit/base:bookworm": "sha256:aaa"}, "n2": {"python:3.12-slim": "sha256:old"}}
     )
-    needs = get_env_kind("docker").node_needs({"kind": "docker", "image_aliases": {"python:3.12-slim": "x"}})
+    table: Any = {"kind": "docker", "image_aliases": {"python:3.12-slim": "x"}}  # a config's env table
+    needs = get_env_kind("docker").node_needs(table)
     assert needs.prepare is not None
     needs.prepare(nodes)
     assert nodes.held == {"n1": dict(wanted), "n2": dict(wanted)}

@@ -9,6 +9,8 @@ local pool capped at the core count.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import json
@@ -87,7 +89,7 @@ def test_meta_is_stored_once_and_old_documents_still_read(tmp_path: Path) -> Non
     assert episode.meta["seed"] == 0 and episode.meta["task"]["id"] == "hello-file"
     # a format-1 document (meta inline) decodes to the same episode
     blobs: dict[str, bytes] = {}
-    old = encode_episode(episode, blobs)
+    old: dict[str, Any] = dict(encode_episode(episode, blobs))
     old.update(format=1, meta=episode.meta)
     again = decode_episode(json.loads(canonical_json(old)), lambda h: blobs[h])
     assert again.meta == episode.meta and again.digest == episode.digest

@@ -4,6 +4,8 @@ compaction waits for room), and nothing is corrupted."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import errno
 import json
 import os
@@ -49,7 +51,7 @@ def fill(disk: Path) -> None:
     os.sync()
 
 
-def run_json(*args: str, cwd: Path) -> dict:
+def run_json(*args: str, cwd: Path) -> Any:
     proc = cli(*args, "--json", cwd=cwd)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stdout, proc.stderr)
     return json.loads(proc.stdout)

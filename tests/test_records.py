@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 from replaykit.core.records import EpisodeSummary, RunDoc
@@ -20,5 +22,6 @@ def test_a_measured_run_round_trips_through_rundoc(tmp_path: Path) -> None:
 
 
 def test_episode_summary_tolerates_the_minimal_rows_criteria_accept() -> None:
-    e = EpisodeSummary.from_dict({"task_id": "t", "seed": 3, "passed": 1, "infra_failure": 0, "reward": None})
+    row: Any = {"task_id": "t", "seed": 3, "passed": 1, "infra_failure": 0, "reward": None}  # 0/1 as stored
+    e = EpisodeSummary.from_dict(row)
     assert (e.unit, e.passed, e.reward, e.steps, e.tokens) == ("t#3", True, None, 0, 0)

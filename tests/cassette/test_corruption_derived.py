@@ -55,7 +55,7 @@ def forge_verdict(rng: random.Random, t: dict[str, Any]) -> Forgery:
     v = doc["verdict"]
     shas = [s for s in t["doc"]["trees"] if s not in (doc["baseline_sha"], doc["candidate_sha"])]
     runs = [r for r in t["doc"]["runs"] if r not in (doc["baseline_run"], doc["candidate_run"])]
-    choices: dict[str, Callable[[], None]] = {
+    choices: dict[str, Callable[[], object]] = {
         "accept": lambda: v.update(accept=not v["accept"]),
         "loss": lambda: v.update(loss=v["loss"] + rng.choice([-1.0, -0.25, 0.5, 2.0])),
         "reason": lambda: v.update(reason=v["reason"] + " (checked)"),
@@ -84,7 +84,7 @@ def forge_training(rng: random.Random, t: dict[str, Any]) -> Forgery:
     e = epochs[i]
     rejected = [x["candidate_sha"] for x in epochs if x["candidate_sha"] and not x["promoted"]]
     others = [v for v in doc["verdicts"] if v != e["verdict_id"]]
-    choices: dict[str, Callable[[], None]] = {
+    choices: dict[str, Callable[[], object]] = {
         "final_baseline": lambda: doc.update(final_baseline=rng.choice([*rejected, doc["initial_sha"]])),
         "chain": lambda: doc.update(chain=doc["chain"] + rejected[:1] if rejected else doc["chain"][:-1]),
         "decision": lambda: e.update(decision="rejected" if e["decision"] == "accepted" else "accepted"),

@@ -3,6 +3,8 @@ never as an exception out of the environment, and leaves no container behind."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 import pytest
@@ -63,15 +65,21 @@ def test_memory_hog_is_an_infra_failure(hostile: tuple[Task, str]) -> None:
         grade = env.grade()
         assert grade.infra_failure and "out of memory" in grade.detail
         assert env.state_digest().startswith("dead:")
-        assert env.metadata()["limits"]["memory_mb"] == 128
+        assert limits(env)["memory_mb"] == 128
     assert gone(name)
+
+
+def limits(env: DockerEnv) -> dict[str, Any]:
+    found = env.metadata()["limits"]
+    assert isinstance(found, dict)
+    return found
 
 
 def test_disk_filler_stops_at_the_storage_limit(hostile: tuple[Task, str]) -> None:
     task, image = hostile
     with DockerEnv(task, image, timeout_sec=30, episode="disk-filler") as env:
         name = env.container.name
-        enforced = env.metadata()["limits"]["storage_enforced"]
+        enforced = limits(env)["storage_enforced"]
         obs = env.run("for i in $(seq 1 40); do head -c 8M /dev/zero > big.$i; done; echo wrote")
         if enforced == "driver":
             assert obs.exit_code != 0

@@ -3,6 +3,10 @@ what every kind has; a key of another kind, a misspelt key or a bad value is one
 
 from __future__ import annotations
 
+from typing import cast
+
+from replaykit.envs.base import EnvTable
+
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +51,7 @@ def test_a_kind_gets_its_own_keys_typed_and_the_section_stays_flat(tmp_path: Pat
         "socket": "/tmp/s.sock",
         "slots": 1,
     }
-    assert SocketSettings.of(env.model_dump()).socket == "/tmp/s.sock"
+    assert SocketSettings.of(cast(EnvTable, env.model_dump())).socket == "/tmp/s.sock"
 
 
 @pytest.mark.parametrize(

@@ -266,7 +266,8 @@ def _conflict_cassette(recorded: dict[str, Any], store: Store) -> None:
 
 
 def _conflict_run(recorded: dict[str, Any], store: Store) -> None:
-    store.put_run(dict(recorded["run"], name="someone else's"))
+    forged: Any = dict(recorded["run"], name="someone else's")
+    store.put_run(forged)
 
 
 @pytest.mark.parametrize("make", [_conflict_cassette, _conflict_run], ids=["cassette", "run"])

@@ -51,7 +51,7 @@ def test_a_huge_output_is_capped_in_transcripts_and_diffs_and_counted() -> None:
 @pytest.mark.e2e
 def test_cassettes_show_transcript_caps_and_full_shows_all(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCH))
-    from report_size import inflate
+    from report_size import inflate  # type: ignore[import-not-found]  # benchmarks/ is put on sys.path above
 
     from replaykit.cassette.store import Store
     from replaykit.episodes.run import measure

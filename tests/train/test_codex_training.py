@@ -49,7 +49,9 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
     )
     assert all(e["proposal_cassette"] for e in summary["epochs"])
     store = Store(cfg.store_path)
-    proposal = store.get_episode(summary["epochs"][0]["proposal_cassette"])
+    cassette = summary["epochs"][0]["proposal_cassette"]
+    assert cassette is not None
+    proposal = store.get_episode(cassette)
     assert proposal.key.kind == "proposal" and any(e.path == "/v1/responses" for e in proposal.llm_events)
 
     def refuse(*args: Any, **kwargs: Any) -> None:

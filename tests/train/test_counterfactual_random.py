@@ -161,6 +161,7 @@ def test_frontier_proposes_from_a_kept_candidate_and_the_audit_follows_it(
         trainer.optimizer.step()
     s = trainer.summary()
     e0, e1 = s["epochs"]
+    assert e0["verdict"] is not None
     assert (
         e0["verdict"]["regressions"] == ["count-error-lines#0"]
         and e0["verdict"]["new_solves"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from replaykit.core.records import EpisodeRow, RunDocument
+
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ from replaykit.train.robustness import resample_seeds
 SEEDS = list(range(16))
 
 
-def run(run_id: str, passed: Any) -> dict[str, Any]:
-    episodes = [
+def run(run_id: str, passed: Any) -> RunDocument:
+    episodes: list[EpisodeRow] = [
         {
             "task_id": t,
             "seed": s,
