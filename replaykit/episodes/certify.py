@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,51 +46,18 @@ from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.schema import now_iso
-from replaykit.core.determinism import (
-    CLOCK_PATTERN,
-    DATE_PATTERN,
-    UUID_PATTERN,
-    ZONE_PATTERN,
-    canonical_json,
-    digest_of,
-)
+from replaykit.core.determinism import canonical_json, digest_of
 from replaykit.envs.registry import make_env
 from replaykit.episodes import network
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.core.errors import ReplaykitError, TaskError
 from replaykit.execution.executor import Executor
 from replaykit.core.progress import Progress
+from replaykit.episodes.observation_scrub import scrub
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
 #: The environment metadata's ``network`` value of an episode that ran on a live network.
 NETWORK_UNFROZEN = "unfrozen"
-
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
-#: (pattern, replacement), applied in order. Narrow on purpose: a scrubbed field can no
-#: longer fork, so nothing broader than these volatile shapes is hidden.
-SCRUBBERS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"\b{UUID_PATTERN}\b"), "<uuid>"),
-    (re.compile(r"\b0x[0-9a-fA-F]{4,16}\b"), "0x<addr>"),
-    (re.compile(rf"\b{DATE_PATTERN}[T ]{CLOCK_PATTERN}(?:{ZONE_PATTERN}|\s?UTC)?"), "<timestamp>"),
-    (
-        re.compile(
-            rf"\b{_DAY},? (?:\d{{1,2}} {_MONTH}|{_MONTH} +\d{{1,2}}),? \d{{2}}:\d{{2}}:\d{{2}}(?: [A-Z]{{2,5}})? \d{{4}}\b"
-        ),
-        "<timestamp>",
-    ),
-    (re.compile(rf"\b{_MONTH} +\d{{1,2}} +(?:\d{{2}}:\d{{2}}|\d{{4}})\b"), "<date>"),
-    (re.compile(r"\b\d{2}:\d{2}:\d{2}\.\d+\b"), "<time>"),
-    (re.compile(r"\b\d+\.\d+ ?(?:s|ms|us|µs|ns|sec|secs|seconds?)\b"), "<duration>"),
-    (re.compile(r"\b\d+ ?(?:ms|us|µs|ns)\b"), "<duration>"),
-)
-
-
-def scrub(text: str) -> str:
-    """Replace volatile shapes (used only to compare observations, never in keys)."""
-    for pattern, replacement in SCRUBBERS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def env_kind(key: CassetteKey) -> str:
