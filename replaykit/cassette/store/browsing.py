@@ -22,21 +22,8 @@ EPISODE_SORTS = (
     "n_llm",
     "tokens",
 )
-_COLUMNS = (
-    "id",
-    "kind",
-    "task_id",
-    "seed",
-    "model",
-    "harness_sha",
-    "reward",
-    "passed",
-    "infra_failure",
-    "n_env",
-    "n_llm",
-    "tokens",
-    "created_at",
-)
+#: What an episode row holds: its id and kind, the sortable columns, the time last.
+_COLUMNS = ("id", "kind", *EPISODE_SORTS[1:], EPISODE_SORTS[0])
 OUTCOMES = ("pass", "fail", "infra")
 
 
