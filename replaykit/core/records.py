@@ -3,7 +3,8 @@
 The store keeps documents as canonical JSON; these give them a shape on the way in
 (``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
 ``measure``; what ``Store.get_run`` returns) and its per-episode rows
-(``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records).
+(``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records);
+the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result).
 Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
 
@@ -157,6 +158,34 @@ class VerdictDocument(TypedDict):
     runs: list[str | None]
     trees: list[str | None]
     verdict: VerdictRecord
+
+
+class CompareCell(TypedDict):
+    """One harness × model cell: its run and solve rate (``recorded``/``reused``: this
+    invocation's cassettes, never stored)."""
+
+    harness: str
+    harness_sha: str
+    model: str
+    run_id: str
+    solved: int
+    total: int
+    solve_rate: float
+    recorded: NotRequired[int]
+    reused: NotRequired[int]
+
+
+class CompareDocument(TypedDict):
+    """A compare result as stored (kind ``compare``) and as ``episodes.compare.compare`` returns it."""
+
+    kind: str
+    name: str
+    models: list[str]
+    harnesses: list[str]
+    cells: list[CompareCell]
+    runs: list[str]
+    trees: list[str]
+    compare_id: str
 
 
 @dataclass(frozen=True)

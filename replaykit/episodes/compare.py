@@ -3,43 +3,14 @@ models" table. Beside ``run.measure``, which measures one cell."""
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
-
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
 from replaykit.core.progress import Progress
 from replaykit.core.modes import RecordMode
+from replaykit.core.records import CompareCell, CompareDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.core.determinism import digest_of
 from replaykit.episodes.run import measure
-
-
-class CompareCell(TypedDict):
-    """One harness × model cell: its run and solve rate (``recorded``/``reused``: this
-    invocation's cassettes, never stored)."""
-
-    harness: str
-    harness_sha: str
-    model: str
-    run_id: str
-    solved: int
-    total: int
-    solve_rate: float
-    recorded: NotRequired[int]
-    reused: NotRequired[int]
-
-
-class CompareDocument(TypedDict):
-    """A compare result as stored (kind ``compare``) and as ``compare`` returns it."""
-
-    kind: str
-    name: str
-    models: list[str]
-    harnesses: list[str]
-    cells: list[CompareCell]
-    runs: list[str]
-    trees: list[str]
-    compare_id: str
 
 
 def compare(

@@ -14,7 +14,7 @@ from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table
 
 if TYPE_CHECKING:
-    from replaykit.episodes.compare import CompareDocument
+    from replaykit.core.records import CompareDocument
 
 
 def _passed(e: MeasuredEpisode) -> str:
