@@ -236,7 +236,8 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
     from replaykit.episodes.proxy_session import run_proxy_session
 
     def session(modes: list[str]) -> tuple[dict[str, Any], list[str]]:
-        stop, result, seen = threading.Event(), {}, []
+        stop, seen = threading.Event(), []
+        result: dict[str, object] = {}
 
         def ready(url: str, kind: str) -> None:
             client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)

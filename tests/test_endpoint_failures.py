@@ -278,7 +278,8 @@ def test_proxy_session_that_recorded_an_endpoint_error_is_rerecorded(
     monkeypatch.setenv("GATE_KEY", GOOD_KEY)
 
     def session() -> dict[str, Any]:
-        stop, result, statuses = threading.Event(), {}, []
+        stop, statuses = threading.Event(), []
+        result: dict[str, object] = {}
 
         def ready(url: str, kind: str) -> None:
             client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)

@@ -140,7 +140,7 @@ def test_a_24_request_proxy_recording_replays_in_process(tmp_path: Path, echo: E
         threading.Thread(target=drive, daemon=True).start()
 
     report = run_proxy_session(store, "crowd", echo.base_url, api_key_env="", on_ready=ready, stop=stop)
-    assert report["llm_calls"] == 24
+    assert report["llm_calls"] == 24 and report["cassette_id"] is not None
     for trial in range(3):
         who = list(range(6))
         random.Random(trial).shuffle(who)

@@ -8,7 +8,7 @@ and the document in one transaction.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from replaykit.cassette.documents import (
     BodyDoc,
@@ -28,6 +28,7 @@ from replaykit.cassette.events import (
     NET_CHUNK,
 )
 from replaykit.cassette.keys import CassetteKey
+from replaykit.core.records import EpisodeMeta
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.envs.base import Grade, Observation
 
@@ -260,10 +261,9 @@ def decode_episode(doc: EpisodeDoc, get: Callable[[str], bytes]) -> Episode:
     if fmt not in READABLE_FORMATS:
         raise ValueError(f"unknown cassette format {fmt!r}")
     meta = doc.get("meta", {})
-    if fmt >= 2:
-        meta = {name: _decode_value(ref, get) for name, ref in meta.items()}
+    values = {name: _decode_value(ref, get) for name, ref in meta.items()} if fmt >= 2 else meta
     return Episode(
         key=CassetteKey.from_canonical(doc["key"]),
         events=decode_events(doc["events"], get),
-        meta=meta,
+        meta=cast(EpisodeMeta, values),  # as it was written (the document is verified by its digest)
     )

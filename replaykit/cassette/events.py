@@ -17,7 +17,9 @@ from typing import Any, Literal, TypedDict
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
+from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
+from replaykit.envs.network.matching import ExchangeRecord
 
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
@@ -157,7 +159,7 @@ class NetEvent:
     kind: str = field(default="net", init=False)
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], spool: str | None) -> "NetEvent":
+    def from_record(cls, record: ExchangeRecord, spool: str | None) -> "NetEvent":
         """From one line of the proxy's exchange log (its body in ``spool/bodies``)."""
         return cls(
             method=str(record["method"]),
@@ -222,7 +224,7 @@ class Episode:
 
     key: CassetteKey
     events: list[Event]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: EpisodeMeta = field(default_factory=lambda: EpisodeMeta())
 
     @property
     def id(self) -> str:

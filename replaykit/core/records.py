@@ -4,7 +4,8 @@ The store keeps documents as canonical JSON; these give them a shape on the way 
 (``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
 ``measure``; what ``Store.get_run`` returns) and its per-episode rows
 (``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records);
-the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result).
+the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result,
+an episode's ``meta``: ``EpisodeMeta``).
 Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
 
@@ -186,6 +187,64 @@ class CompareDocument(TypedDict):
     runs: list[str]
     trees: list[str]
     compare_id: str
+
+
+class TaskMeta(TypedDict):
+    """The task an episode ran, as its harness saw it (``episodes.rollout.TaskView``)."""
+
+    id: str
+    instruction: str
+    metadata: dict[str, JSON]
+    path: str
+    steps: NotRequired[list[list[str]]]  # multi-step tasks: [name, instruction] per step
+    step_actions: NotRequired[list[int]]  # how many actions each step took
+    steps_run: NotRequired[int]
+
+
+class HarnessMeta(TypedDict):
+    entry: str
+    params: dict[str, JSON]
+
+
+class ModelMeta(TypedDict):
+    name: str
+    temperature: float
+    params: NotRequired[dict[str, JSON]]  # model.params, sent with every call
+    engine: NotRequired[dict[str, JSON]]  # the engine identity measured at record time
+
+
+class ProxyMeta(TypedDict):
+    name: str
+    upstream: NotRequired[str]  # sessions stored by older versions have only the name
+    rules: NotRequired[list[str]]
+
+
+class PytestMeta(TypedDict):
+    name: str
+
+
+class EpisodeMeta(TypedDict, total=False):
+    """An episode's ``meta`` (``cassette.events.Episode.meta``). A rollout writes task to
+    environment (``episodes.rollout.EpisodeSpec.meta``), a proxy session ``proxy``, the
+    pytest plugin ``pytest`` (those write ``rules`` and ``pins`` too), a training's
+    proposer ``kind``, ``brief``, ``epoch`` and ``backend``."""
+
+    task: TaskMeta
+    harness: HarnessMeta
+    model: ModelMeta
+    seed: int
+    env: Mapping[str, object]  # the config's env table as recorded (envs.base.EnvTable)
+    rules: list[str]
+    pins: dict[str, str]
+    versions: dict[str, str]
+    secret_env: dict[str, str]  # secret label -> the variable holding it (never a value)
+    environment: dict[str, JSON]  # the environment's facts (envs.base.Environment.metadata)
+    proxy: ProxyMeta
+    pytest: PytestMeta
+    kind: str  # proposal (a training's proposer session); unset otherwise
+    brief: str  # a proposal's brief, its epoch and the estimator's identity
+    epoch: int
+    backend: dict[str, JSON]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install
 from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
 from replaykit.envs.grading import verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
+from replaykit.envs.network import NetworkRequest
+from replaykit.envs.network.matching import ExchangeRecord, MissRecord
 from replaykit.envs.network.wiring import resolve_mode
 from replaykit.envs.tasks import Task
 from replaykit.core.records import JSON
@@ -69,7 +71,7 @@ class DockerEnv:
         aliases: dict[str, str] | None = None,
         warnings: list[str] | None = None,
         network_mode: str | None = None,
-        network_request: dict[str, Any] | None = None,
+        network_request: NetworkRequest | None = None,
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -265,11 +267,11 @@ class DockerEnv:
         if self._net is not None:
             self._net.close()
 
-    def network_exchanges(self) -> list[dict[str, Any]]:
+    def network_exchanges(self) -> list[ExchangeRecord]:
         """The frozen network's exchanges since the last call (records; bodies in its spool)."""
         return self._net.drain() if self._net is not None else []
 
-    def network_misses(self) -> list[dict[str, Any]]:
+    def network_misses(self) -> list[MissRecord]:
         """Requests a re-execution's frozen network had no recording for."""
         return self._net.misses() if self._net is not None else []
 

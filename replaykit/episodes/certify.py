@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, cast, ClassVar, Iterator
 
 from replaykit.envs.base import EnvTable
-from replaykit.core.records import JSON, RunDocument
+from replaykit.envs.network import NetworkRequest
+from replaykit.core.records import JSON, EpisodeMeta, RunDocument
 from replaykit.episodes.certify_records import (
     Certificate,
     CertificateEvidence,
@@ -142,10 +143,9 @@ class _Difference:
         return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
 
 
-def _find_task(
-    task_id: str, digest: str, meta: dict[str, Any], patterns: list[str] | None, root: Path
-) -> Task:
-    path = (meta.get("task") or {}).get("path")
+def _find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:
+    recorded = meta.get("task")
+    path = recorded.get("path") if recorded else None
     candidates: list[Task] = []
     if path and Path(path).is_dir():
         candidates.append(load_task(path))
@@ -167,7 +167,7 @@ def _find_task(
     )
 
 
-def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _Difference | None:
+def _rerun(episode: Episode, task: Task, net: NetworkRequest | None = None) -> _Difference | None:
     """Run the episode's recorded actions in a fresh environment; the first difference."""
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
@@ -184,7 +184,7 @@ def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _
         base_url="",
         api_key="",
         env=env_cfg,
-        network=dict(net or {}),
+        network=net.copy() if net else NetworkRequest(),
     )
     env = make_env(spec)
     misses: Any = getattr(env, "network_misses", list)
@@ -196,7 +196,7 @@ def _rerun(episode: Episode, task: Task, net: dict[str, Any] | None = None) -> _
 
     step = 0
     # multi-step tasks: stage each step before its first action, grade it after its last
-    bounds = list(meta.get("task", {}).get("step_actions") or [])
+    bounds = list(recorded.get("step_actions") or []) if (recorded := meta.get("task")) else []
     plan: list[tuple[str, int]] = [
         p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]
     ]
@@ -263,7 +263,7 @@ def network_unfrozen(episode: Episode) -> bool:
     return isinstance(environment, dict) and environment.get("network") == NETWORK_UNFROZEN
 
 
-def check_task(episodes: list[Episode], task: Task, nets: dict[str, dict[str, Any]] | None = None) -> Check:
+def check_task(episodes: list[Episode], task: Task, nets: dict[str, NetworkRequest] | None = None) -> Check:
     """Re-execute every episode of one task: deterministic, forked (with the first
     difference; ``network unfrozen`` when an episode ran on a live network: its
     observations depend on what was served that day) or error. ``nets``: each episode's
@@ -299,7 +299,7 @@ class CertifyJob:
 
     episodes: list[Episode]
     task_path: str
-    nets: dict[str, dict[str, Any]] | None = None
+    nets: dict[str, NetworkRequest] | None = None
 
     portable_paths: ClassVar[tuple[str, ...]] = ("task_path",)
 
@@ -423,9 +423,9 @@ def certify_run(
 
 
 @contextlib.contextmanager
-def served_networks(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, dict[str, Any]]]:
+def served_networks(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, NetworkRequest]]:
     """Each episode's frozen network for a re-execution (its recorded exchanges only), removed after."""
-    nets: dict[str, dict[str, Any]] = {}
+    nets: dict[str, NetworkRequest] = {}
     folders = []
     try:
         for episode in episodes:

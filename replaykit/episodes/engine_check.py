@@ -19,12 +19,13 @@ from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, EngineChanged, ModelError
+from replaykit.core.records import JSON
 from replaykit.episodes.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, api_key
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
 
 
-def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str, Any] | None:
+def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str, JSON] | None:
     """The engine identity a real endpoint reports now (None: the built-in server, replay-only
     modes, no key at hand, or an endpoint that does not answer)."""
     if model.base_url == BUILTIN or record_mode == "none" or not persist:
@@ -36,13 +37,14 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
     return measure_identity(model.base_url, key, model.name)
 
 
-def check_engine(store: StoreBackend, reused: list[str], live: dict[str, Any], model: ModelConfig) -> None:
+def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], model: ModelConfig) -> None:
     """Stop when a cassette about to be reused was recorded under another engine identity."""
     if model.accept_engine_change:
         return
     live_digest = identity_digest(live)
     for cassette_id in reused:
-        recorded = (store.get_episode(cassette_id).meta.get("model") or {}).get("engine")
+        recorded_model = store.get_episode(cassette_id).meta.get("model")
+        recorded = recorded_model.get("engine") if recorded_model else None
         if recorded is None or identity_digest(recorded) == live_digest:
             continue  # recorded before identities were measured, or the same engine
         changed = "; ".join(identity_changes(recorded, live)[:3])
@@ -52,7 +54,7 @@ def check_engine(store: StoreBackend, reused: list[str], live: dict[str, Any], m
         )
 
 
-def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, Any]) -> dict[str, Any] | None:
+def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -> dict[str, Any] | None:
     """The newest saved probe of this endpoint, model and engine identity at ``model.temperature``."""
     endpoint, digest = model.base_url.rstrip("/"), identity_digest(live)
     for row in store.doc_rows("probe"):
@@ -65,7 +67,7 @@ def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, Any]) ->
 
 
 def check_probe(
-    store: StoreBackend, model: ModelConfig, live: dict[str, Any], warn: Callable[[str], None]
+    store: StoreBackend, model: ModelConfig, live: dict[str, JSON], warn: Callable[[str], None]
 ) -> None:
     """Warn (or, with ``model.require_deterministic``, stop) when the last probe was not deterministic."""
     probe = last_probe(store, model, live)

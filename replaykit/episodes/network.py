@@ -14,15 +14,16 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from replaykit.cassette.backend import BlobStore
 from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
-from replaykit.envs.network.matching import key_of
+from replaykit.envs.network import NetworkRequest
+from replaykit.envs.network.matching import ExchangeRecord, MissRecord, ServedResponse, key_of
 
 
 def ca_home(store: Any) -> Path:
@@ -39,12 +40,14 @@ def ca_home(store: Any) -> Path:
 def network_mode(episode: Episode) -> str:
     """How the episode's container reached the network: ``frozen``, ``live`` or ``none``."""
     environment = episode.meta.get("environment") or {}
-    state = environment.get("network") if isinstance(environment, dict) else None
+    state = environment.get("network")
     if state in ("frozen", "none"):
         return str(state)
     if state == "unfrozen":
         return "live"
-    limits = environment.get("limits") or {}
+    limits = environment.get("limits")
+    if not isinstance(limits, Mapping):
+        limits = {}
     mode = limits.get("network_mode")
     if mode:
         return str(mode)
@@ -86,7 +89,7 @@ def serve_folder(store: BlobStore, events: list[NetEvent], folder: Path) -> Path
     """``folder`` holding ``events`` as the proxy serves them (the first recording of a key wins)."""
     bodies = folder / "bodies"
     bodies.mkdir(parents=True, exist_ok=True)
-    index: dict[str, Any] = {}
+    index: dict[str, ServedResponse] = {}
     for event in events:
         key = key_of(event.method, event.url, event.request_body)
         if key in index:
@@ -107,7 +110,7 @@ def serve_folder(store: BlobStore, events: list[NetEvent], folder: Path) -> Path
     return folder
 
 
-def replay_request(store: Any, episode: Episode) -> tuple[dict[str, Any], Path | None]:
+def replay_request(store: Any, episode: Episode) -> tuple[NetworkRequest, Path | None]:
     """What a re-execution of ``episode`` gives its environment: the store (for the CA) and,
     for a frozen recording, a folder serving its exchanges only (the caller removes it)."""
     mode = network_mode(episode)
@@ -117,7 +120,7 @@ def replay_request(store: Any, episode: Episode) -> tuple[dict[str, Any], Path |
 
     home = ca_home(store)
     ensure_ca(home)  # a store that imported the recording makes its own CA
-    request: dict[str, Any] = {"store": str(home)}
+    request: NetworkRequest = {"store": str(home)}
     if mode != "frozen":
         return request, None
     folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
@@ -125,7 +128,7 @@ def replay_request(store: Any, episode: Episode) -> tuple[dict[str, Any], Path |
     return {**request, "serve": str(folder), "serve_only": True}, folder
 
 
-def unrecorded_line(misses: list[dict[str, Any]]) -> str:
+def unrecorded_line(misses: list[MissRecord]) -> str:
     first = misses[0]
     more = f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""
     return (
@@ -134,7 +137,49 @@ def unrecorded_line(misses: list[dict[str, Any]]) -> str:
     )
 
 
-def net_listing(store: Any, target: str) -> dict[str, Any]:
+class BuildExchangeRow(TypedDict):
+    """``net ls``: one exchange of a task image's build."""
+
+    image: str
+    position: int
+    method: str
+    url: str
+    status: int
+    bytes: int
+    source: str  # upstream (fetched) | store (served)
+    body: str
+
+
+class ExchangeRow(TypedDict):
+    """``net ls``: one exchange of an episode."""
+
+    cassette_id: str
+    task_id: str
+    seed: int
+    position: int
+    method: str
+    url: str
+    status: int
+    bytes: int
+    source: str
+    body: str
+
+
+class NetListing(TypedDict):
+    """``net ls --json``: what a run's (or a cassette's) episodes fetched, and totals."""
+
+    image_builds: list[BuildExchangeRow]
+    kind: str  # run | cassette
+    id: str
+    exchanges: list[ExchangeRow]
+    total: int
+    misses: int
+    hits: int
+    bytes: int
+    stored_bytes: int  # the distinct bodies' bytes
+
+
+def net_listing(store: Any, target: str) -> NetListing:
     """What the episodes of a run (or one cassette) fetched: one row per exchange, and totals."""
     try:
         ident = store.resolve_id("runs", target, what="run")
@@ -142,7 +187,7 @@ def net_listing(store: Any, target: str) -> dict[str, Any]:
     except CassetteNotFound:  # not a run: a cassette (its error names both when it is neither)
         ident = store.resolve_id("cassettes", target, what="run or cassette")
         kind, cassettes = "cassette", [ident]
-    rows: list[dict[str, Any]] = []
+    rows: list[ExchangeRow] = []
     bodies: dict[str, int] = {}
     images: dict[str, None] = {}
     for cassette_id in cassettes:
@@ -167,7 +212,7 @@ def net_listing(store: Any, target: str) -> dict[str, Any]:
                         "body": event.body,
                     }
                 )
-    builds = []
+    builds: list[BuildExchangeRow] = []
     for image in images:
         for position, event in enumerate(image_exchanges(store, image)):
             bodies[event.body] = event.size
@@ -216,7 +261,7 @@ def recording_builds(store: Any, uses_docker: bool, setting: str | None) -> Iter
     home = ca_home(store)
     ensure_ca(home)
 
-    def keep(image_id: str, records: list[dict[str, Any]], spool: Path) -> None:
+    def keep(image_id: str, records: list[ExchangeRecord], spool: Path) -> None:
         events = [NetEvent.from_record(r, str(spool)) for r in records]
         store_event_bodies(store, events)
         blobs: dict[str, bytes] = {}

@@ -20,7 +20,7 @@ import queue
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
 from replaykit.core.modes import SESSION_MODES, RecordMode
 from replaykit.cassette.events import Episode, ErrorEvent, Event
@@ -31,9 +31,33 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.models.failures import stored_endpoint_failure
-from replaykit.core.errors import CassetteNotFound, ConfigError
+from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceReport
+from replaykit.core.records import EpisodeMeta
 
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
+
+
+class SessionReport(TypedDict):
+    """What a session ends with (``replaykit proxy --json``): the recording's keys, or the replay's."""
+
+    mode: str  # record | replay
+    cassette_id: str | None  # None: a recording with no call (not stored)
+    name: str
+    stopped_by: str  # stop | SIGINT | SIGTERM
+    # record
+    llm_calls: NotRequired[int]
+    stored: NotRequired[bool]
+    digest: NotRequired[str]
+    upstream_errors: NotRequired[list[str]]
+    store_errors: NotRequired[list[str]]
+    # replay
+    served: NotRequired[int]
+    recorded: NotRequired[int]
+    identical: NotRequired[bool]
+    recorded_digest: NotRequired[str]
+    replayed_digest: NotRequired[str]
+    divergence: NotRequired[DivergenceReport | None]
+    divergences: NotRequired[int]
 
 
 def endpoint_identity(upstream: str) -> str:
@@ -128,7 +152,7 @@ class _SessionWriter:
     store connection (SQLite connections belong to their thread). Writers waiting at
     the same time share one write of the newest tape."""
 
-    def __init__(self, source: StoreBackend, key: CassetteKey, meta: dict[str, Any]) -> None:
+    def __init__(self, source: StoreBackend, key: CassetteKey, meta: EpisodeMeta) -> None:
         self.source, self.key, self.meta = source, key, meta
         self.jobs: queue.Queue[tuple[list[Event], threading.Event] | None] = queue.Queue()
         self.error: BaseException | None = None
@@ -187,7 +211,7 @@ def run_proxy_session(
     api_key_env: str = "OPENAI_API_KEY",
     on_ready: Ready | None = None,
     stop: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> SessionReport:
     """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
     record_mode = RecordMode.parse(record_mode, SESSION_MODES, " for the proxy")
     for rule in rules:
@@ -210,7 +234,7 @@ def run_proxy_session(
         raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
     key = proxy_key(name, upstream, rules)
     tape = Tape(key.id)
-    meta = {
+    meta: EpisodeMeta = {
         "proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)},
         "rules": list(rules),
         "pins": ENV_PINS,
@@ -264,9 +288,10 @@ def _replay(
     port: int,
     on_ready: Ready | None,
     stop: threading.Event | None,
-) -> dict[str, Any]:
+) -> SessionReport:
     episode = store.get_episode(row["id"])
-    rules = rules or tuple(episode.meta.get("proxy", {}).get("rules", ()))
+    proxy = episode.meta.get("proxy")
+    rules = rules or tuple(proxy.get("rules", ()) if proxy else ())
     tape = Tape(episode.id, recorded=list(episode.events))
     server = ProxyServer(tape, None, None, rules, host=host, port=port, concurrent=True)
     player = server.player

@@ -18,12 +18,13 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
 from replaykit.cassette.keys import CassetteKey
-from replaykit.core.records import JSON
+from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.envs.base import Environment, EnvTable, episode_workspace, Grade, Observation
+from replaykit.envs.network import NetworkRequest
 from replaykit.envs.registry import make_env
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.episodes.harness import Context, load_solve
@@ -39,7 +40,7 @@ class TaskView:
 
     id: str
     instruction: str
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, JSON] = field(default_factory=dict)
     steps: tuple[tuple[str, str], ...] = ()  # multi-step tasks: (name, instruction) per step, in order
 
     @classmethod
@@ -65,7 +66,7 @@ class EpisodeSpec:
     task: TaskView
     tree_dir: str
     entry: str
-    params: dict[str, Any]
+    params: dict[str, JSON]
     temperature: float
     base_url: str
     api_key: str
@@ -76,28 +77,32 @@ class EpisodeSpec:
     api_key_env: str = ""  # named in the endpoint-failure message
     timeout_s: float = DEFAULT_TIMEOUT_S  # each model call's total deadline (model.timeout_s)
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
-    model_params: dict[str, Any] = field(default_factory=dict)  # model.params, sent with every call
+    model_params: dict[str, JSON] = field(default_factory=dict)  # model.params, sent with every call
     engine: dict[str, JSON] | None = None  # the engine identity measured at record time (models.identity)
-    network: dict[str, Any] = field(default_factory=dict)  # the frozen network's store (envs/network/)
+    network: NetworkRequest = field(
+        default_factory=lambda: NetworkRequest()
+    )  # the frozen network's store (envs/network/)
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
 
+        task = TaskMeta(
+            id=self.task.id,
+            instruction=self.task.instruction,
+            metadata=self.task.metadata,
+            path=self.task_path,
+        )
+        if self.task.steps:
+            task["steps"] = [list(s) for s in self.task.steps]
+        model = ModelMeta(name=self.key.model.name, temperature=self.temperature)
+        if self.model_params:
+            model["params"] = self.model_params
+        if self.engine is not None:
+            model["engine"] = self.engine
         return {
-            "task": {
-                "id": self.task.id,
-                "instruction": self.task.instruction,
-                "metadata": self.task.metadata,
-                "path": self.task_path,
-                **({"steps": [list(s) for s in self.task.steps]} if self.task.steps else {}),
-            },
+            "task": task,
             "harness": {"entry": self.entry, "params": self.params},
-            "model": {
-                "name": self.key.model.name,
-                "temperature": self.temperature,
-                **({"params": self.model_params} if self.model_params else {}),
-                **({"engine": self.engine} if self.engine is not None else {}),
-            },
+            "model": model,
             "seed": self.key.seed,
             "env": self.env,
             "rules": list(self.rules),
@@ -174,30 +179,44 @@ def _client(base_url: str, api_key: str, timeout_s: float, max_retries: int) -> 
     return openai_client(base_url, api_key, timeout=timeout_s, max_retries=max_retries)
 
 
+@dataclass(frozen=True)
+class Drive:
+    """What one run of the harness needs: an :class:`EpisodeSpec`'s part, or a recording's meta."""
+
+    key: CassetteKey
+    task: TaskView
+    temperature: float
+    params: dict[str, JSON]
+    model_params: dict[str, JSON] = field(default_factory=dict)
+    rules: tuple[str, ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_retries: int = 0
+
+    @classmethod
+    def of(cls, spec: EpisodeSpec) -> Drive:
+        s = spec
+        timeout_s = s.timeout_s or DEFAULT_TIMEOUT_S
+        return cls(s.key, s.task, s.temperature, s.params, s.model_params, s.rules, timeout_s, s.max_retries)
+
+
 def _drive(
-    solve: Callable[..., Any],
-    tape: Tape,
-    spec_like: dict[str, Any],
-    env: TapedEnv,
-    base_url: str,
-    api_key: str,
+    solve: Callable[..., Any], tape: Tape, run: Drive, env: TapedEnv, base_url: str, api_key: str
 ) -> None:
     """Run the harness once under the episode cassette; errors become events."""
-    key: CassetteKey = spec_like["key"]
+    key = run.key
     ctx = Context(
         seed=key.seed,
         task_id=key.task_id,
         model=key.model.name,
-        temperature=spec_like["temperature"],
-        params=dict(spec_like["params"]),
-        model_params=dict(spec_like.get("model_params") or {}),
+        temperature=run.temperature,
+        params=dict(run.params),
+        model_params=dict(run.model_params),
     )
     scrubber = tape.scrubber
-    timeout_s = float(spec_like.get("timeout_s") or DEFAULT_TIMEOUT_S)
-    client = _client(base_url, api_key, timeout_s, int(spec_like.get("max_retries") or 0))
-    with episode_cassette(key.id, tape, scrubber, tuple(spec_like.get("rules") or ()), timeout_s):
+    client = _client(base_url, api_key, run.timeout_s, run.max_retries)
+    with episode_cassette(key.id, tape, scrubber, run.rules, run.timeout_s):
         try:
-            solve(spec_like["task"], env, client, ctx)
+            solve(run.task, env, client, ctx)
         except DivergenceError:
             raise
         except Exception as exc:  # endpoint failures among them: record_episode judges the tape afterwards
@@ -251,7 +270,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
                 grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
                 meta["task"]["steps_run"] = len(meta["task"]["step_actions"])
             else:
-                _drive(solve, tape, spec.__dict__, taped, spec.base_url, spec.api_key)
+                _drive(solve, tape, Drive.of(spec), taped, spec.base_url, spec.api_key)
             failure = endpoint_failure(tape.events, tape.transport_errors)
             if failure is None and grade is None:
                 grade = _grade(inner, taped)
@@ -300,14 +319,8 @@ def _record_steps(
 
     def act(step: Any) -> None:
         before = taped.actions
-        _drive(
-            solve,
-            tape,
-            {**spec.__dict__, "task": spec.task.for_step(step.name, step.instruction)},
-            taped,
-            spec.base_url,
-            spec.api_key,
-        )
+        run = replace(Drive.of(spec), task=spec.task.for_step(step.name, step.instruction))
+        _drive(solve, tape, run, taped, spec.base_url, spec.api_key)
         actions.append(taped.actions - before)
 
     grade = run_steps(_Graded(), task.steps, task.reward_strategy, act)
@@ -329,7 +342,7 @@ class ReplayResult:
         return self.divergence is None and self.recorded_digest == self.replayed_digest
 
 
-def replay_scrubber(meta: dict[str, Any]) -> Scrubber:
+def replay_scrubber(meta: EpisodeMeta) -> Scrubber:
     """What a replay scrubs from what it compares and reports: the live values of the
     recording's secret variables (and of ``OPENAI_API_KEY``), where this process has them."""
     names = {"api_key": "OPENAI_API_KEY", **(meta.get("secret_env") or {})}
@@ -340,34 +353,30 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     """Replay one recorded episode offline against the harness files in ``tree_dir``."""
     meta = episode.meta
     task_meta = meta["task"]
-    spec_like = {
-        "key": episode.key,
-        "task": TaskView(
+    recorded = Drive(
+        episode.key,
+        TaskView(
             id=task_meta["id"], instruction=task_meta["instruction"], metadata=task_meta.get("metadata", {})
         ),
-        "params": meta["harness"]["params"],
-        "temperature": meta["model"]["temperature"],
-        "model_params": meta["model"].get("params") or {},
-        "rules": meta.get("rules", []),
-    }
+        meta["model"]["temperature"],
+        meta["harness"]["params"],
+        meta["model"].get("params") or {},
+        tuple(meta.get("rules") or ()),
+    )
     tape = Tape(episode.id, recorded=list(episode.events))
     tape.scrubber = replay_scrubber(meta)
     grade: Grade | None = None
-    steps = [tuple(s) for s in task_meta.get("steps", [])][
-        : int(task_meta.get("steps_run", len(task_meta.get("steps", []))))
+    recorded_steps = task_meta.get("steps", [])
+    steps: list[tuple[str, str] | None] = [
+        (name, instruction)
+        for name, instruction in recorded_steps[: task_meta.get("steps_run", len(recorded_steps))]
     ]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
-        for name, instruction in steps or [(None, None)]:
-            view = spec_like["task"] if name is None else spec_like["task"].for_step(name, instruction)
-            _drive(
-                solve,
-                tape,
-                {**spec_like, "task": view},
-                TapedEnv(tape, None),
-                OFFLINE_BASE_URL,
-                "replaykit-offline",
-            )
+        for step in steps or [None]:
+            view = recorded.task if step is None else recorded.task.for_step(*step)
+            offline = TapedEnv(tape, None)
+            _drive(solve, tape, replace(recorded, task=view), offline, OFFLINE_BASE_URL, "replaykit-offline")
         grade = tape.play_grade().grade
         tape.check_complete()
     except DivergenceError as exc:

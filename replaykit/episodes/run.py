@@ -26,6 +26,7 @@ from replaykit.cassette.events import Episode
 from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
+from replaykit.envs.network import NetworkRequest
 from replaykit.episodes.network import ca_home, recording_builds, store_bodies
 from replaykit.models.endpoint import model_id, open_endpoint
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
@@ -250,7 +251,7 @@ def _warner(progress: Progress | None) -> Callable[[str], None]:
     return lambda text: warnings.warn(text, RuntimeWarning, stacklevel=3)
 
 
-def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> dict[str, Any]:
+def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> NetworkRequest:
     """The frozen network's part of each episode's spec: the store (its CA made once, here)."""
     if not get_env_kind(kind).uses_docker or not any(t.allow_internet for t in tasks):
         return {}

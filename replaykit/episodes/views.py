@@ -9,6 +9,7 @@ from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, Net
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import KeyDoc
 from replaykit.core.errors import ConfigError
+from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import GradeDoc
 
 TRUNCATE = 400
@@ -119,7 +120,7 @@ class CassetteView(TypedDict):
     id: str
     key: KeyDoc
     digest: str
-    meta: dict[str, Any]  # Episode.meta, as recorded
+    meta: EpisodeMeta  # Episode.meta, as recorded
     events: list[ShownEvent]
 
 

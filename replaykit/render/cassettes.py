@@ -13,6 +13,8 @@ from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
     from replaykit.envs.base import GradeDoc
+    from replaykit.episodes.network import NetListing
+    from replaykit.episodes.proxy_session import SessionReport
     from replaykit.episodes.views import CassetteView
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.vcr_export import VcrExport
@@ -82,7 +84,7 @@ def grade_text(grade: GradeDoc | None) -> str:
     return f"{verdict} · reward {grade.get('reward')}" + (f" · {detail}" if detail else "")
 
 
-def net_rows(doc: dict[str, Any]) -> None:
+def net_rows(doc: NetListing) -> None:
     """``net ls``: one row per exchange, then the totals."""
     cells: list[list[str | Text]] = [
         [
@@ -156,7 +158,7 @@ def vcr_export(report: VcrExport) -> None:
     )
 
 
-def proxy_report(report: dict[str, Any]) -> None:
+def proxy_report(report: SessionReport) -> None:
     """The end of a ``replaykit proxy`` session: what was recorded, or how the replay went."""
     if report["mode"] == "record" and not report.get("stored", True):
         text = f"proxy session {report['name']!r} recorded no call: nothing stored (point the client's base_url at the proxy)"

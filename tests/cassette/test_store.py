@@ -38,7 +38,7 @@ def make_episode(history: int = 3, seed: int = 0) -> Episode:
     ]
     events.append(EnvEvent("echo hi", Observation("hi\n", "", 0), "s" * 64))
     events.append(GradeEvent(Grade(1.0, True)))
-    return Episode(make_key(seed), events, {"note": "meta"})
+    return Episode(make_key(seed), events, {"kind": "meta"})
 
 
 def test_round_trip_keeps_every_event(store_location: str) -> None:
@@ -50,7 +50,7 @@ def test_round_trip_keeps_every_event(store_location: str) -> None:
     assert [e.kind for e in loaded.events] == ["llm", "llm", "llm", "env", "grade"]
     assert loaded.llm_events[2].body == episode.llm_events[2].body
     assert loaded.llm_events[0].split_chunks() == [b'{"ok"', b": 0}"]
-    assert loaded.meta == {"note": "meta"}
+    assert loaded.meta == {"kind": "meta"}
 
 
 def test_resent_history_is_stored_once(store_location: str) -> None:

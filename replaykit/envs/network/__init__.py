@@ -15,11 +15,21 @@ is ``replaykit/episodes/network.py``: this package may not import the store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+
+class NetworkRequest(TypedDict, total=False):
+    """What an episode's spec tells its environment of the frozen network (``{}``: none).
+
+    Made by ``replaykit/episodes/run.py`` (recording) and ``episodes/network.py`` (a re-execution)."""
+
+    store: str  # the folder holding the store's CA (``episodes.network.ca_home``)
+    serve: str  # a folder serving a recording (``index.json`` + ``bodies/``)
+    serve_only: bool  # refuse what the recording does not hold (a re-execution)
 
 
 def attach(
-    client: Any, request: dict[str, Any] | None, mode: str, episode: str, labels: dict[str, str]
+    client: Any, request: NetworkRequest | None, mode: str, episode: str, labels: dict[str, str]
 ) -> Any:
     """An :class:`~replaykit.envs.network.wiring.EpisodeNetwork` for this episode, or None
     when it has no network (mode ``none``) or no store to keep what it fetches."""

@@ -29,6 +29,7 @@ from mitmproxy import http
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matching
+from matching import ErrorRecord, ExchangeRecord, MissRecord, RequestForm, ServedResponse
 
 UNRECORDED_HEADER = "x-replaykit-unrecorded"
 READY = ".ready"
@@ -63,7 +64,7 @@ class _Sink:
         return self.digest
 
 
-def _body_server(serve_dir: Path, index: dict[str, Any]) -> ThreadingHTTPServer:
+def _body_server(serve_dir: Path, index: dict[str, ServedResponse]) -> ThreadingHTTPServer:
     """A loopback server answering ``GET /<match key>`` with that recorded response, its body
     streamed from ``serve_dir/bodies`` (a recorded hit is re-routed here: mitmproxy streams
     it on, so a served body is never held in memory either)."""
@@ -106,7 +107,7 @@ class FrozenNetwork:
         self.bodies.mkdir(parents=True, exist_ok=True)
         serve = config.get("serve")
         self.serve_dir = Path(serve) if serve else None
-        self.index: dict[str, Any] = {}
+        self.index: dict[str, ServedResponse] = {}
         if self.serve_dir is not None and (self.serve_dir / "index.json").is_file():
             self.index = json.loads((self.serve_dir / "index.json").read_text())
         self.lock = threading.Lock()
@@ -116,7 +117,7 @@ class FrozenNetwork:
         )
 
     # -- logs ---------------------------------------------------------------------
-    def _log(self, name: str, record: dict[str, Any]) -> None:
+    def _log(self, name: str, record: ExchangeRecord | MissRecord | ErrorRecord) -> None:
         with self.lock:
             record["seq"] = self.seq
             self.seq += 1
@@ -124,7 +125,7 @@ class FrozenNetwork:
                 out.write(json.dumps(record, sort_keys=True) + "\n")
 
     @staticmethod
-    def _request_form(flow: http.HTTPFlow) -> dict[str, Any]:
+    def _request_form(flow: http.HTTPFlow) -> RequestForm:
         req = flow.request
         content = req.raw_content or b""
         ctype = req.headers.get("content-type", "")
@@ -157,7 +158,8 @@ class FrozenNetwork:
                 502, text.encode(), {"content-type": "text/plain", UNRECORDED_HEADER: "1"}
             )
             flow.metadata["replaykit_source"] = "unrecorded"
-            self._log("misses.jsonl", {"method": form["method"], "url": form["url"], "match": form["match"]})
+            miss: MissRecord = {"method": form["method"], "url": form["url"], "match": form["match"]}
+            self._log("misses.jsonl", miss)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or flow.metadata.get("replaykit_source") == "unrecorded":
@@ -173,9 +175,9 @@ class FrozenNetwork:
         source = flow.metadata.get("replaykit_source", "upstream")
         if source == "unrecorded" or flow.response is None:
             return
-        form = flow.metadata.get("replaykit") or self._request_form(flow)
+        form: RequestForm = flow.metadata.get("replaykit") or self._request_form(flow)
         sink = flow.metadata.get("replaykit_sink")
-        hit = flow.metadata.get("replaykit_hit")
+        hit: ServedResponse | None = flow.metadata.get("replaykit_hit")
         if hit is not None:
             digest, size = str(hit["body"]), int(hit.get("size") or 0)
         elif sink is not None:
@@ -184,23 +186,22 @@ class FrozenNetwork:
             content = flow.response.raw_content or b""
             digest, size = hashlib.sha256(content).hexdigest(), len(content)
         headers = matching.stored_headers([(k, v) for k, v in flow.response.headers.items(multi=True)])
-        self._log(
-            "exchanges.jsonl",
-            {
-                **form,
-                "status": flow.response.status_code,
-                "reason": flow.response.reason,
-                "headers": headers,
-                "body": digest,
-                "size": size,
-                "source": source,
-            },
-        )
+        exchange: ExchangeRecord = {
+            **form,
+            "status": flow.response.status_code,
+            "reason": flow.response.reason,
+            "headers": headers,
+            "body": digest,
+            "size": size,
+            "source": source,
+        }
+        self._log("exchanges.jsonl", exchange)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        form = flow.metadata.get("replaykit") or self._request_form(flow)
+        form: RequestForm = flow.metadata.get("replaykit") or self._request_form(flow)
         message = str(flow.error.msg if flow.error else "unknown error")
-        self._log("errors.jsonl", {"method": form["method"], "url": form["url"], "error": message[:300]})
+        failure: ErrorRecord = {"method": form["method"], "url": form["url"], "error": message[:300]}
+        self._log("errors.jsonl", failure)
 
 
 addons = [FrozenNetwork()]

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.errors import EnvError
+from replaykit.envs.network.matching import ExchangeRecord
 
 #: (image ID, the proxy's exchange records, the spool holding their bodies) → kept
-Recorder = Callable[[str, list[dict[str, Any]], Path], None]
+Recorder = Callable[[str, list[ExchangeRecord], Path], None]
 _recorder: tuple[Path, Recorder] | None = None
 
 

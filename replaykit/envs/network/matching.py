@@ -5,13 +5,16 @@ A request matches a recorded one by method + URL (credentials scrubbed) + a norm
 body: JSON bodies in canonical form, form bodies with sorted fields, anything else by its
 bytes. Request headers never enter the key (they are volatile or credentials). What is
 stored of a response: status, reason, the headers that are not volatile or credentials,
-and the body (a content-addressed blob).
+and the body (a content-addressed blob). The shapes of what the addon writes (its logs'
+lines, a served recording's ``index.json``) are the TypedDicts below.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: query parameters whose values are credentials: scrubbed from stored URLs and keys
@@ -34,6 +37,55 @@ SECRET_PARAMS = frozenset(
     }
 )
 SCRUBBED = "<scrubbed>"
+
+#: a stored response header: (lower-cased name, value); a list of two once read back as JSON
+Header = Sequence[str]
+
+
+class RequestForm(TypedDict):
+    """What is kept of a request: never its headers or body, only the body's digest."""
+
+    method: str
+    url: str  # credentials scrubbed
+    match: str  # the look-up key (:func:`match_key`)
+    request_body: str  # digest of the normalised body
+    request_size: int
+
+
+class ServedResponse(TypedDict):
+    """A recorded response as the proxy serves it: the values of ``index.json`` (by match key)."""
+
+    status: int
+    reason: str
+    headers: Sequence[Header]
+    body: str  # sha256 of the body, its file under ``bodies/``
+    size: int
+
+
+class ExchangeRecord(RequestForm, ServedResponse):
+    """One line of ``exchanges.jsonl``: a completed exchange."""
+
+    source: str  # upstream | store
+    seq: NotRequired[int]  # the order the addon logged it in
+
+
+class MissRecord(TypedDict):
+    """One line of ``misses.jsonl``: a request a replaying proxy could not serve."""
+
+    method: str
+    url: str
+    match: str
+    seq: NotRequired[int]
+
+
+class ErrorRecord(TypedDict):
+    """One line of ``errors.jsonl``: an upstream failure."""
+
+    method: str
+    url: str
+    error: str
+    seq: NotRequired[int]
+
 
 #: response headers never stored: volatile (they change between two identical fetches),
 #: credentials, or hop-by-hop (they describe one connection, not the content)

@@ -24,6 +24,7 @@ from typing import Any
 
 from replaykit.core.errors import EnvError
 from replaykit.envs.network.ca import StoreCA
+from replaykit.envs.network.matching import ExchangeRecord, MissRecord
 
 ADDON = Path(__file__).resolve().parent / "addon.py"
 MODES = ("record", "replay", "live")
@@ -184,9 +185,17 @@ class ProxyServer:
         self.stop()
 
 
-def read_log(spool: Path, name: str = "exchanges.jsonl") -> list[dict[str, Any]]:
-    """The records the addon wrote to ``spool/name``, in the order it wrote them."""
-    path = spool / name
+def read_log(spool: Path) -> list[ExchangeRecord]:
+    """The exchanges the addon logged in ``spool``, in the order it wrote them."""
+    return [json.loads(line) for line in _lines(spool / "exchanges.jsonl")]
+
+
+def read_misses(spool: Path) -> list[MissRecord]:
+    """The requests a replaying proxy logged as unrecorded, in order."""
+    return [json.loads(line) for line in _lines(spool / "misses.jsonl")]
+
+
+def _lines(path: Path) -> list[str]:
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

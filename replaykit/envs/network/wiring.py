@@ -22,7 +22,8 @@ from typing import Any
 from replaykit.core.errors import EnvError
 from replaykit.envs import containers
 from replaykit.envs.network.ca import StoreCA
-from replaykit.envs.network.server import ProxyServer, read_log
+from replaykit.envs.network.matching import ExchangeRecord, MissRecord
+from replaykit.envs.network.server import ProxyServer, read_log, read_misses
 
 CA_PATH = "/etc/replaykit/mitm-ca.pem"
 APT_CONF = "/etc/apt/apt.conf.d/99replaykit-proxy"
@@ -135,15 +136,15 @@ class EpisodeNetwork:
         if result.exit_code != 0:
             raise EnvError(f"cannot add the frozen network's CA to the trust store of {container.name}")
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[ExchangeRecord]:
         """Exchanges completed since the last call (records + bodies under ``spool/bodies``)."""
         records = read_log(self.spool)
         new, self._drained = records[self._drained :], len(records)
         return new
 
-    def misses(self) -> list[dict[str, Any]]:
+    def misses(self) -> list[MissRecord]:
         """Requests a re-execution could not serve (never recorded)."""
-        return read_log(self.spool, "misses.jsonl")
+        return read_misses(self.spool)
 
     def close(self) -> None:
         """Stop the proxy and remove the network (the spool stays until :meth:`discard`)."""

@@ -110,7 +110,8 @@ def test_run_records_the_containers_fetches(frozen: Any) -> None:
     assert any(u.endswith("six-1.16.0-py2.py3-none-any.whl") for u in urls), urls  # the wheel
     assert f"{frozen['srv'].url}/data.txt" in urls  # the verifier's HTTPS fetch
     assert all(e.chunks or e.size == 0 for e in episode.net_events)
-    assert episode.meta["environment"]["limits"]["network_mode"] == "frozen"
+    limits = episode.meta["environment"]["limits"]
+    assert isinstance(limits, dict) and limits["network_mode"] == "frozen"
     assert frozen["srv"].requests == ["/data.txt"]
 
 

@@ -19,7 +19,7 @@ from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.envs.network import server
 from replaykit.envs.network.ca import ensure_ca
-from replaykit.envs.network.server import ProxyServer, read_log
+from replaykit.envs.network.server import ProxyServer, read_log, read_misses
 from replaykit.episodes.network import serve_folder, store_bodies
 from tests.envs.network.https_server import FileServer
 
@@ -93,7 +93,7 @@ def test_record_then_serve_only_what_was_recorded(tmp_path: Path, upstream: Any)
         assert status == 200 and body == b"frozen bytes\n" * 1000  # served, whatever the token
         status, text = fetch(proxy.url, ca.cert, f"{upstream.url}/other.txt")
     assert status == 502 and f"unrecorded request GET {upstream.url}/other.txt".encode() in text
-    misses = read_log(tmp_path / "spool2", "misses.jsonl")
+    misses = read_misses(tmp_path / "spool2")
     assert [m["url"] for m in misses] == [f"{upstream.url}/other.txt"]
     served = read_log(tmp_path / "spool2")
     assert [s["source"] for s in served] == ["store"]
