@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs everything the tests need, then runs them all.
 #   bash scripts/test.sh [pytest args...]
+# pytest runs on REPLAYKIT_TEST_WORKERS xdist workers (default 2: CI's two cores; `auto`
+# for one per core, 0 to run serially), whole test modules (or xdist_group groups) per
+# worker, longest first (tests/parallel.py). Later pytest args win: `-n 0` debugs serially.
 # Installs: replaykit with its dev extra (pip). Later steps (Docker engine, base
 # image, Codex CLI) are added by scripts/setup-*.sh when present.
 set -euo pipefail
@@ -23,4 +26,4 @@ python3 -m mypy --explicit-package-bases tests
 echo "== import cycles and layers"
 python3 scripts/check_imports.py
 
-python3 -m pytest -q "$@"
+python3 -m pytest -q -n "${REPLAYKIT_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -6,7 +6,10 @@ a one-line reason, unless ``REPLAYKIT_ALLOW_DOCKER_SKIP=1`` is set (then they sk
 under ``CI`` they always fail, so a CI run can never pass with the Docker tests skipped.
 
 After the session, no container labelled ``replaykit=1`` created during the session
-may remain: leftovers are removed and the session fails.
+may remain: leftovers are removed and the session fails. Under pytest-xdist (``-n``) the
+controller judges, once every worker has finished: a worker only reports that it ran
+Docker tests and which process it was (another worker's containers may still be running
+while one finishes). Scheduling across workers: ``tests/parallel.py``.
 
 Nothing happens at import time: Docker is only contacted by the hooks and fixtures.
 """
@@ -30,6 +33,9 @@ _state: dict[str, Any] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from tests import parallel
+
+    config.pluginmanager.register(parallel, "replaykit-parallel")
     os.environ.setdefault("REPLAYKIT_PROJECT", str(REPO))  # where replaykit.testing finds configs/ and envs/
     # A test run started in the background (``nohup … &``, some CI runners) begins with
     # SIGINT ignored, and exec'd children keep an ignored signal: the CLI under test would
@@ -73,9 +79,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
     cpu0, wall0 = cpu(), time.perf_counter()
     yield
-    row = {"test": item.nodeid, "cpu": round(cpu() - cpu0, 3), "wall": round(time.perf_counter() - wall0, 3)}
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
+    test = item.nodeid.split("@", 1)[0] if item.get_closest_marker("xdist_group") else item.nodeid
+    row = {"test": test, "cpu": round(cpu() - cpu0, 3), "wall": round(time.perf_counter() - wall0, 3)}
+    # one write of one whole line, O_APPEND: lines of several xdist workers never interleave
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(row) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def docker_unavailable() -> str | None:
@@ -141,37 +152,74 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
         yield url
 
 
-def leftover_containers(since: float) -> list[dict[str, Any]]:
-    """Labelled containers created at or after ``since`` (epoch seconds) by this test
-    process or by a process that is gone (its forked workers, a killed CLI). A
-    container whose owner is another live process (a concurrent test session on the
-    same engine) is not ours to judge."""
-    from replaykit.envs.containers import OWNER_LABEL, _owner_alive, owner_id
+def leftover_containers(since: float, owners: set[str], dead: bool = True) -> list[dict[str, Any]]:
+    """Labelled containers created at or after ``since`` (epoch seconds) by one of
+    ``owners`` (this test process, its xdist workers) or, with ``dead``, by a process that
+    is gone (their forked workers, a killed CLI). A container whose owner is another live
+    process (a concurrent test session, or another xdist worker still running) is not ours
+    to judge."""
+    from replaykit.envs.containers import OWNER_LABEL, _owner_alive
     from replaykit.envs.images import docker_client
 
-    me = owner_id()
     found = docker_client().api.containers(all=True, filters={"label": "replaykit=1"})
     return [
         c
         for c in found
         if c.get("Created", 0) >= int(since) - 1
-        and ((owner := (c.get("Labels") or {}).get(OWNER_LABEL, "")) == me or not _owner_alive(owner))
+        and (
+            (owner := (c.get("Labels") or {}).get(OWNER_LABEL, "")) in owners
+            or (dead and not _owner_alive(owner))
+        )
     ]
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _state.get("docker_ran"):
-        return
+def remove_leftovers(left: list[dict[str, Any]]) -> list[str]:
+    """Remove ``left`` (containers as Docker lists them); their names."""
     from replaykit.envs.containers import remove_container
 
-    left = leftover_containers(_state.get("started", 0))
-    if not left:
-        return
     for c in left:
         remove_container(c["Id"])
-    names = ", ".join(n.lstrip("/") for c in left for n in c.get("Names", [])[:1])
+    return [n.lstrip("/") for c in left for n in (c.get("Names") or [c["Id"][:12]])[:1]]
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """This process is a pytest-xdist worker (``-n``), not the controller or a serial run."""
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: what a finished worker reported (see pytest_sessionfinish)."""
+    out = getattr(node, "workeroutput", None) or {}
+    if out.get("replaykit_docker_ran"):
+        _state["docker_ran"] = True
+        _state.setdefault("owners", set()).add(out["replaykit_owner"])
+        _state.setdefault("left", []).extend(out["replaykit_left"])
+
+
+@pytest.hookimpl(trylast=True)  # on the xdist controller: after its workers stopped
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when the tests left labelled containers behind (removing them).
+    A worker judges only its own (in-process) containers, before its exit handlers could
+    hide a leak, and reports who it was; the controller judges the rest once all are done."""
+    if not _state.get("docker_ran"):
+        return
+    from replaykit.envs.containers import owner_id
+
+    since = _state.get("started", 0)
+    if is_worker(session.config):
+        own = remove_leftovers(leftover_containers(since, {owner_id()}, dead=False))
+        out = session.config.workeroutput  # type: ignore[attr-defined]
+        out.update(replaykit_docker_ran=True, replaykit_owner=owner_id(), replaykit_left=own)
+        return
+    left = [
+        *_state.get("left", []),
+        *remove_leftovers(leftover_containers(since, {owner_id(), *_state.get("owners", ())})),
+    ]
+    if not left:
+        return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    message = f"replaykit: {len(left)} labelled container(s) left behind by the tests (now removed): {names}"
+    message = f"replaykit: {len(left)} labelled container(s) left behind by the tests (now removed): {', '.join(left)}"
     if reporter is not None:
         reporter.write_line(message, red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
