@@ -9,8 +9,8 @@ unseeded random source.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from replaykit.core.records import JSON
 from replaykit.core.determinism import digest_of
@@ -40,13 +40,16 @@ class ChatRequest:
 
     ``digest`` is the sha256 of the body's canonical JSON: every id in the
     response derives from it, so equal requests get byte-identical responses.
+    Only each message's ``role`` (a string) and the tools' being objects are checked;
+    the rest is the client's JSON (or a Responses request's Chat-style messages),
+    read by narrowing.
     """
 
-    body: dict[str, Any]
+    body: Mapping[str, object]
     digest: str
     model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    messages: Sequence[Mapping[str, object]]
+    tools: Sequence[Mapping[str, object]] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
     seed: int = 0
@@ -82,15 +85,15 @@ class ApiError(Exception):
         }
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: object) -> bytes:
     """Compact JSON bytes in insertion order (OpenAI's field order), UTF-8 kept."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
+def parse_json_object(raw: bytes) -> dict[str, JSON]:
     """The request body as a JSON object, or a 400 ``ApiError``."""
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value: JSON = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ApiError(400, f"We could not parse the JSON body of your request: {exc}") from exc
     if not isinstance(value, dict):
@@ -98,19 +101,36 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+def objects(value: JSON) -> list[Mapping[str, JSON]] | None:
+    """``value`` as a list of JSON objects, or ``None`` if it is not one (decoded JSON
+    objects are dicts; ``Mapping`` narrows them to ``Mapping[str, JSON]``)."""
+    if not isinstance(value, list):
+        return None
+    items = [item for item in value if isinstance(item, Mapping)]
+    return items if len(items) == len(value) else None
+
+
+def schema_properties(parameters: object) -> Mapping[str, object]:
+    """A tool's JSON-schema ``properties`` (empty if it has none)."""
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def parse_chat_request(body: dict[str, JSON]) -> ChatRequest:
     """Validate a Chat Completions body; malformed fields raise a 400 ``ApiError``."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "you must provide a model parameter", param="model")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list) or not raw_messages:
         raise ApiError(400, "'messages' must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+    messages: list[Mapping[str, JSON]] = []
+    for i, message in enumerate(raw_messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise ApiError(400, f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]")
-    tools = body.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        messages.append(message)
+    tools = objects(body.get("tools") or [])
+    if tools is None:
         raise ApiError(400, "'tools' must be an array of objects", param="tools")
     if body.get("tool_choice") == "none":
         tools = []
@@ -134,7 +154,7 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     )
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: Mapping[str, object]) -> str:
     """The text of a message: a string ``content`` or the text parts of a list."""
     content = message.get("content")
     if isinstance(content, str):

@@ -32,15 +32,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from replaykit.core.records import JSON
+
 from replaykit.models.reference.responses_render import response_object, stream_events
 from replaykit.models.reference.responses_request import parse_responses_request
 from replaykit.models.reference.responses_turns import turn_for
 
 
-def respond(body: dict[str, Any], models: Mapping[str, Any]) -> tuple[bool, Any]:
-    """``(True, sse_events)`` for a streamed request, else ``(False, response_json)``."""
+def respond(body: dict[str, JSON], models: Mapping[str, Any]) -> list[bytes] | dict[str, object]:
+    """The SSE events of a streamed request, else the response object."""
     request = parse_responses_request(body)
     turn = turn_for(request, models)
     if request.stream:
-        return True, stream_events(request, turn)
-    return False, response_object(request, turn, True)
+        return stream_events(request, turn)
+    return response_object(request, turn, True)

@@ -9,7 +9,7 @@ event, with ``sequence_number``s, ``response.created`` first and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
 
 from replaykit.core.records import JSON
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, sha256_hex
@@ -17,16 +17,43 @@ from replaykit.models.reference.protocol import AssistantTurn, dumps, estimate_t
 from replaykit.models.reference.responses_request import ResponsesRequest
 from replaykit.models.reference.sse import ARGUMENT_PIECES, CONTENT_PIECES, split_text
 
+if TYPE_CHECKING:
+    from openai.types.responses import ResponseFunctionToolCallParam, ResponseOutputTextParam
+
+
+class MessageItem(TypedDict):
+    """A ``message`` output item (openai's ``ResponseOutputMessageParam``, with a list to index)."""
+
+    id: str
+    type: Literal["message"]
+    status: Literal["in_progress", "completed"]
+    content: list[ResponseOutputTextParam]
+    role: Literal["assistant"]
+
+
+class CustomToolCallItem(TypedDict):
+    """A ``custom_tool_call`` output item (openai's ``ResponseCustomToolCallParam`` plus ``status``)."""
+
+    id: str
+    type: Literal["custom_tool_call"]
+    status: Literal["in_progress", "completed"]
+    call_id: str
+    input: str
+    name: str
+
+
+OutputItem: TypeAlias = "MessageItem | CustomToolCallItem | ResponseFunctionToolCallParam"
+
 
 def _item_id(request: ResponsesRequest, prefix: str, n: int) -> str:
     return f"{prefix}_{sha256_hex(f'{request.digest}:{prefix}:{n}')[:32]}"
 
 
-def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[dict[str, JSON]]:
+def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[OutputItem]:
     """The completed output items: a message (if any text), then the calls."""
-    items: list[dict[str, JSON]] = []
+    items: list[OutputItem] = []
     if turn.content:
-        part: dict[str, JSON] = {
+        part: ResponseOutputTextParam = {
             "type": "output_text",
             "annotations": [],
             "logprobs": [],
@@ -85,7 +112,7 @@ def usage(request: ResponsesRequest, turn: AssistantTurn) -> dict[str, JSON]:
     }
 
 
-def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) -> dict[str, JSON]:
+def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) -> dict[str, object]:
     body = request.body
     return {
         "id": f"resp_{request.digest[:32]}",
@@ -115,9 +142,9 @@ def response_object(request: ResponsesRequest, turn: AssistantTurn, done: bool) 
     }
 
 
-def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+def _item_events(index: int, item: OutputItem) -> list[dict[str, object]]:
     ref = {"item_id": item["id"], "output_index": index}
-    events: list[dict[str, Any]] = []
+    events: list[dict[str, object]] = []
     if item["type"] == "message":
         text = item["content"][0]["text"]
         empty = dict(item, status="in_progress", content=[])
@@ -175,7 +202,7 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
 
 def stream_events(request: ResponsesRequest, turn: AssistantTurn) -> list[bytes]:
     """Every SSE event of a streamed response, ``response.completed`` last."""
-    events: list[dict[str, Any]] = [
+    events: list[dict[str, object]] = [
         {"type": "response.created", "response": response_object(request, turn, False)},
         {"type": "response.in_progress", "response": response_object(request, turn, False)},
     ]
@@ -189,5 +216,5 @@ def stream_events(request: ResponsesRequest, turn: AssistantTurn) -> list[bytes]
             "sequence_number": n,
             **{k: v for k, v in event.items() if k != "type"},
         }
-        out.append(b"event: " + event["type"].encode("ascii") + b"\ndata: " + dumps(event) + b"\n\n")
+        out.append(b"event: " + str(event["type"]).encode("ascii") + b"\ndata: " + dumps(event) + b"\n\n")
     return out

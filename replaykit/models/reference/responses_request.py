@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
-from replaykit.models.reference.protocol import ApiError
+from replaykit.core.records import JSON
+from replaykit.models.reference.protocol import ApiError, objects, schema_properties
 
 NORMALISE_RULES = ("uuids", "timestamps", "codex-session")
 _EXIT_RES = (
@@ -35,7 +37,7 @@ class CommandTool:
 
     def arguments(self, command: str) -> str:
         if self.kind == "cmd":
-            args: dict[str, Any] = {"cmd": command}
+            args: dict[str, str | bool] = {"cmd": command}
             if self.login_flag:
                 args["login"] = False
             return json.dumps(args)
@@ -44,28 +46,51 @@ class CommandTool:
         return json.dumps({"command": command})
 
 
+class CalledFunction(TypedDict):
+    name: JSON
+    arguments: JSON  # the item's ``arguments`` (``input`` of a custom tool call), as sent
+
+
+class CallOfMessage(TypedDict):
+    """A ``function_call`` / ``custom_tool_call`` item as a Chat-style tool call."""
+
+    id: JSON  # the item's ``call_id``
+    type: str
+    function: CalledFunction
+
+
+class ChatStyleMessage(TypedDict):
+    """An ``input`` item as the Chat-style message the simulator reads."""
+
+    role: str
+    content: str | None
+    tool_calls: NotRequired[list[CallOfMessage]]
+    tool_call_id: NotRequired[JSON]
+    raw: NotRequired[str]  # a tool output as sent, before its exit code is rewritten
+
+
 @dataclass(frozen=True)
 class ResponsesRequest:
-    body: dict[str, Any]
+    body: dict[str, JSON]
     digest: str
     model: str
-    messages: list[dict[str, Any]]
+    messages: list[ChatStyleMessage]
     stream: bool
     seed: int
     tool: CommandTool | None
     patch_tool: CommandTool | None
 
 
-def normalised_digest(body: dict[str, Any]) -> str:
+def normalised_digest(body: Mapping[str, JSON]) -> str:
     from replaykit.capture.matchers import get_rule
 
-    value: Any = body
+    value: object = body
     for name in NORMALISE_RULES:
         value = get_rule(name)(value)
     return digest_of(value)
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -91,18 +116,18 @@ def tool_result_text(output: str) -> str:
     return f"exit_code: {code}\n{output}{nudge}"
 
 
-def input_messages(items: Any) -> list[dict[str, Any]]:
+def input_messages(items: str | Sequence[Mapping[str, JSON]]) -> list[ChatStyleMessage]:
     """Responses ``input`` → Chat-style messages (what the simulator reads)."""
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatStyleMessage] = []
     for item in items:
         kind = item.get("type", "message")
         if kind == "message":
             messages.append({"role": str(item.get("role", "user")), "content": _text_of(item.get("content"))})
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item.get("arguments") if kind == "function_call" else item.get("input")
-            call = {
+            call: CallOfMessage = {
                 "id": item.get("call_id"),
                 "type": "function",
                 "function": {"name": item.get("name"), "arguments": arguments or ""},
@@ -121,18 +146,20 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def command_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
+def command_tool(tools: Sequence[Mapping[str, JSON]]) -> CommandTool | None:
     """The function tool to run commands with: ``exec_command``, ``shell_command``, ``shell``, ``bash``, else any with a command."""
     functions = {
-        t["name"]: t for t in tools if t.get("type") == "function" and isinstance(t.get("name"), str)
+        name: t for t in tools if t.get("type") == "function" and isinstance(name := t.get("name"), str)
     }
 
     def make(name: str) -> CommandTool | None:
-        props = (functions[name].get("parameters") or {}).get("properties") or {}
+        props = schema_properties(functions[name].get("parameters"))
         if "cmd" in props:
             return CommandTool(name, "cmd", login_flag="login" in props)
         if "command" in props:
-            return CommandTool(name, "argv" if props["command"].get("type") == "array" else "command")
+            command = props["command"]
+            array = isinstance(command, Mapping) and command.get("type") == "array"
+            return CommandTool(name, "argv" if array else "command")
         return None
 
     for name in ("exec_command", "shell_command", "shell", "bash", *sorted(functions)):
@@ -141,21 +168,22 @@ def command_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
     return None
 
 
-def patch_tool(tools: list[dict[str, Any]]) -> CommandTool | None:
+def patch_tool(tools: Sequence[Mapping[str, JSON]]) -> CommandTool | None:
     for t in tools:
         if t.get("name") == "apply_patch" and t.get("type") in ("function", "custom"):
             return CommandTool("apply_patch", "patch-function" if t["type"] == "function" else "patch-custom")
     return None
 
 
-def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
+def parse_responses_request(body: dict[str, JSON]) -> ResponsesRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "you must provide a model parameter", param="model")
-    items = body.get("input")
-    if not isinstance(items, (str, list)) or not items:
+    raw_items = body.get("input")
+    if not isinstance(raw_items, (str, list)) or not raw_items:
         raise ApiError(400, "'input' must be a string or a non-empty array", param="input")
-    if isinstance(items, list) and not all(isinstance(i, dict) for i in items):
+    items = raw_items if isinstance(raw_items, str) else objects(raw_items)
+    if items is None:
         raise ApiError(400, "'input' items must be objects", param="input")
     if body.get("previous_response_id"):
         raise ApiError(
@@ -163,17 +191,22 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
             "previous_response_id is not supported here; send the whole input (store=false)",
             param="previous_response_id",
         )
-    tools = body.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+    tools = objects(body.get("tools") or [])
+    if tools is None:
         raise ApiError(400, "'tools' must be an array of objects", param="tools")
     if body.get("tool_choice") == "none":
         tools = []
-    metadata: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
-    seed = body.get("seed", metadata.get("seed", 0))
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    raw_seed = body.get("seed", metadata.get("seed", 0)) or 0
+    bad_seed = ApiError(400, "'seed' must be an integer", param="seed")
+    if not isinstance(raw_seed, (int, float, str)):
+        raise bad_seed
     try:
-        seed = int(seed or 0)
-    except (TypeError, ValueError):
-        raise ApiError(400, "'seed' must be an integer", param="seed") from None
+        seed = int(raw_seed)
+    except ValueError:
+        raise bad_seed from None
     return ResponsesRequest(
         body=body,
         digest=normalised_digest(body),

@@ -11,14 +11,17 @@ per turn, read back from the conversation (stateless).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from replaykit.core.determinism import sha256_hex
 from replaykit.models.reference.patches import apply_patch_text, shell_heredoc
 from replaykit.models.reference.protocol import ApiError, AssistantTurn, ChatRequest, ToolCall
 from replaykit.models.reference.responses_request import ResponsesRequest, exit_code, read_output
 
-BASH_TOOL = {
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionToolParam
+
+BASH_TOOL: ChatCompletionToolParam = {
     "type": "function",
     "function": {
         "name": "bash",
@@ -87,7 +90,7 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
         return AssistantTurn(content=f"I could not read `{path}`.")
     first = outputs[0]
     source = (
-        read_output(first.get("raw", first["content"]))
+        read_output(first.get("raw", first["content"] or ""))
         if exit_code(first.get("raw", "")) in (0, None)
         else ""
     )

@@ -22,8 +22,8 @@ import re
 import shlex
 import tarfile
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from replaykit.core.determinism import normal_tarinfo
 
@@ -96,7 +96,7 @@ def _tar_gz(folder: Path) -> bytes:
     return out.getvalue()
 
 
-def literal_env(tables: list[dict[str, Any]]) -> dict[str, str]:
+def literal_env(tables: Sequence[Mapping[str, object]]) -> dict[str, str]:
     """Literal (non-templated) values of ``[solution.env]`` tables, later tables winning."""
     env: dict[str, str] = {}
     for table in tables:

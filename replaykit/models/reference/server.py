@@ -114,7 +114,7 @@ class _Handler(LoopbackHandler):
             raise ApiError(400, f"Request body must be 0..{MAX_BODY_BYTES} bytes.")
         return self.rfile.read(length) if length else b""
 
-    def _send_json(self, status: int, payload: Mapping[str, JSON]) -> None:
+    def _send_json(self, status: int, payload: Mapping[str, object]) -> None:
         data = dumps(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -167,11 +167,11 @@ class _Handler(LoopbackHandler):
         """The Responses API, rendered by ``responses.py`` from the same model registry."""
         from replaykit.models.reference.responses import respond
 
-        stream, payload = respond(parse_json_object(body), self.server.models)
-        if stream:
-            self._send_stream(payload)
+        reply = respond(parse_json_object(body), self.server.models)
+        if isinstance(reply, list):
+            self._send_stream(reply)
         else:
-            self._send_json(200, payload)
+            self._send_json(200, reply)
 
 
 def _model_not_found(name: str) -> ApiError:

@@ -12,13 +12,18 @@ from __future__ import annotations
 import random
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from replaykit.core.determinism import canonical_json, derive_seed, sha256_hex
-from replaykit.models.reference.protocol import AssistantTurn, ChatRequest, ToolCall, message_text
+from replaykit.models.reference.protocol import (
+    AssistantTurn,
+    ChatRequest,
+    ToolCall,
+    message_text,
+    schema_properties,
+)
 from replaykit.models.reference.scripts import script_steps, solution_env
 from replaykit.models.reference.scripts import solution_steps as solution_steps  # re-exported
 
@@ -156,7 +161,7 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def identify_task(messages: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> Task | None:
+def identify_task(messages: Sequence[Mapping[str, object]], tasks: Sequence[Task]) -> Task | None:
     """The task whose instruction (whitespace-normalised) appears in a message.
 
     When several match, the longest instruction wins, then the smallest task id.
@@ -174,7 +179,7 @@ def exit_code_of(text: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def read_progress(messages: Sequence[dict[str, Any]], n_steps: int, max_attempts: int) -> Progress:
+def read_progress(messages: Sequence[Mapping[str, object]], n_steps: int, max_attempts: int) -> Progress:
     """Replay the conversation's tool calls to find the next step and attempt.
 
     Each assistant tool call with a ``tool`` result moves the pointer: exit 0 ⇒
@@ -188,7 +193,8 @@ def read_progress(messages: Sequence[dict[str, Any]], n_steps: int, max_attempts
     for i, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        for call in message.get("tool_calls") or []:
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             j = _result_index(messages, i, call, claimed)
             if j is None:
                 continue
@@ -203,9 +209,11 @@ def read_progress(messages: Sequence[dict[str, Any]], n_steps: int, max_attempts
     return Progress(step=min(step, n_steps), attempt=attempt if step < n_steps else 0)
 
 
-def _result_index(messages: Sequence[dict[str, Any]], start: int, call: Any, claimed: set[int]) -> int | None:
+def _result_index(
+    messages: Sequence[Mapping[str, object]], start: int, call: object, claimed: set[int]
+) -> int | None:
     """The ``tool`` message answering ``call``: by ``tool_call_id``, else the next unclaimed one."""
-    call_id = call.get("id") if isinstance(call, dict) else None
+    call_id = call.get("id") if isinstance(call, Mapping) else None
     fallback: int | None = None
     for j in range(start + 1, len(messages)):
         m = messages[j]
@@ -220,7 +228,7 @@ def _result_index(messages: Sequence[dict[str, Any]], start: int, call: Any, cla
     return fallback
 
 
-def _nudged(messages: Sequence[dict[str, Any]], result_index: int, result: str) -> bool:
+def _nudged(messages: Sequence[Mapping[str, object]], result_index: int, result: str) -> bool:
     if RETRY_RE.search(result):
         return True
     for m in messages[result_index + 1 :]:
@@ -312,19 +320,17 @@ def _typo(word: str, rng: random.Random) -> str:
     return word + word[-1]
 
 
-def bash_tool_name(tools: Sequence[dict[str, Any]]) -> str | None:
+def bash_tool_name(tools: Sequence[Mapping[str, object]]) -> str | None:
     """The function tool to call: one named ``bash``, else the first taking a ``command``."""
     candidates = [t.get("function") for t in tools if t.get("type", "function") == "function"]
-    functions: list[dict[str, Any]] = [
-        f for f in candidates if isinstance(f, dict) and isinstance(f.get("name"), str)
+    functions = [
+        (name, f) for f in candidates if isinstance(f, Mapping) and isinstance(name := f.get("name"), str)
     ]
-    for f in functions:
-        if f["name"] == "bash":
-            return "bash"
-    for f in functions:
-        properties = (f.get("parameters") or {}).get("properties") or {}
-        if "command" in properties:
-            return str(f["name"])
+    if any(name == "bash" for name, _ in functions):
+        return "bash"
+    for name, f in functions:
+        if "command" in schema_properties(f.get("parameters")):
+            return name
     return None
 
 
