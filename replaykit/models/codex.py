@@ -26,15 +26,17 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
 from replaykit.core.determinism import ENV_PINS, derive_seed
 from replaykit.core.errors import ModelError
+from replaykit.core.records import JSON
 from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.models.session import ProposalSession
 
@@ -61,7 +63,7 @@ def codex_version(binary: str | None = None) -> str:
     return out.stdout.strip() or out.stderr.strip()
 
 
-def _toml(value: Any) -> str:
+def _toml(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -70,10 +72,10 @@ def _toml(value: Any) -> str:
 
 
 def config_toml(
-    model: str, base_url: str, sandbox: str, stream_idle_ms: int, extra: dict[str, Any] | None = None
+    model: str, base_url: str, sandbox: str, stream_idle_ms: int, extra: Mapping[str, object] | None = None
 ) -> str:
     """The throwaway ``config.toml``: one provider (the proxy), no retries, no prompts, no updates."""
-    top = {
+    top: dict[str, object] = {
         "model": model,
         "model_provider": PROVIDER_ID,
         "approval_policy": "never",
@@ -83,7 +85,7 @@ def config_toml(
         **(extra or {}),
     }
     lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
-    provider = {
+    provider: dict[str, JSON] = {
         "name": "replaykit proxy",
         "base_url": base_url,
         "wire_api": "responses",
@@ -110,21 +112,27 @@ def codex_environment(home: Path) -> dict[str, str]:
     return env
 
 
+def _object(value: JSON | None) -> Mapping[str, JSON]:
+    """A JSON object, or ``{}`` for anything else (a missing or malformed field)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 @dataclass
 class CodexRun:
-    """One ``codex exec`` run: its exit code, its ``--json`` events, what it said and changed."""
+    """One ``codex exec`` run: its exit code, its ``--json`` events (JSON objects, read by
+    narrowing: Codex's event schema is its own), what it said and changed."""
 
     exit_code: int
-    events: list[dict[str, Any]]
+    events: list[Mapping[str, JSON]]
     stderr: str
     trace_path: Path | None = None
     version: str = ""
-    file_changes: list[dict[str, Any]] = field(default_factory=list)
+    file_changes: list[JSON] = field(default_factory=list)  # the ``changes`` of file_change items
 
     @property
     def final_message(self) -> str:
         for event in reversed(self.events):
-            item = event.get("item") or {}
+            item = _object(event.get("item"))
             if event.get("type") == "item.completed" and item.get("type") == "agent_message":
                 return str(item.get("text", ""))
         return ""
@@ -133,18 +141,20 @@ class CodexRun:
     def error(self) -> str:
         for event in reversed(self.events):
             if event.get("type") in ("turn.failed", "error"):
-                err = event.get("error") or {}
+                err = _object(event.get("error"))
                 return str(err.get("message") or event.get("message") or event)
         return self.stderr.strip().splitlines()[-1] if self.stderr.strip() else f"exit code {self.exit_code}"
 
 
-def parse_events(stdout: str) -> list[dict[str, Any]]:
-    events = []
+def parse_events(stdout: str) -> list[Mapping[str, JSON]]:
+    events: list[Mapping[str, JSON]] = []
     for line in stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):
             with contextlib.suppress(ValueError):
-                events.append(json.loads(line))
+                event: JSON = json.loads(line)
+                if isinstance(event, Mapping):
+                    events.append(event)
     return events
 
 
@@ -160,7 +170,7 @@ class CodexAgentBackend:
         trace_dir: Path | str | None = None,
         turn_timeout_sec: float = 600.0,
         sandbox: str = "workspace-write",
-        config: dict[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,  # extra config.toml keys (scalars; others as strings)
     ) -> None:
         self.model = model
         self.base_url = base_url
@@ -205,12 +215,12 @@ class CodexAgentBackend:
         if session.tape.divergence is not None:
             raise session.tape.divergence
         events = parse_events(stdout)
-        changes = [
-            c
-            for e in events
-            if (e.get("item") or {}).get("type") == "file_change" and e.get("type") == "item.completed"
-            for c in e["item"].get("changes", [])
-        ]
+        changes: list[JSON] = []
+        for event in events:
+            item = _object(event.get("item"))
+            if event.get("type") == "item.completed" and item.get("type") == "file_change":
+                listed = item.get("changes", [])
+                changes.extend(listed if isinstance(listed, list) else [])
         run = CodexRun(code, events, stderr, version=self.version, file_changes=changes)
         run.trace_path = self._save_trace(session.tape.label, stdout, stderr)
         if code != 0:

@@ -15,11 +15,12 @@ recognised by :func:`stored_endpoint_failure` and re-recorded too.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable
 
 from replaykit.cassette.events import Event, LlmEvent
 from replaykit.core.errors import ModelError
+from replaykit.core.records import JSON
 
 BODY_SNIPPET = 160
 #: ``model.timeout_s``'s default: the total time one model call may take, retries not included
@@ -117,13 +118,16 @@ def describe(
 _CLIENT_TRANSPORT_ERRORS = ("APIConnectionError", "APITimeoutError", "EndpointFailure")
 
 
-def stored_endpoint_failure(doc: dict[str, Any]) -> bool:
+def stored_endpoint_failure(doc: Mapping[str, JSON]) -> bool:
     """Whether a stored episode document holds an endpoint failure (older versions stored them
-    as results): an HTTP error, or the client's connection or timeout error the harness raised."""
-    for event in doc.get("events", []):
-        if not isinstance(event, dict):
+    as results): an HTTP error, or the client's connection or timeout error the harness raised.
+    Read as plain JSON: documents of every version come through here."""
+    events = doc.get("events", [])
+    for event in events if isinstance(events, list) else []:
+        if not isinstance(event, Mapping):
             continue
-        if event.get("kind") == "llm" and int(event.get("status") or 0) >= 400:
+        status = event.get("status") or 0
+        if event.get("kind") == "llm" and isinstance(status, (int, float, str)) and int(status) >= 400:
             return True
         if event.get("kind") == "error" and str(event.get("message", "")).startswith(
             _CLIENT_TRANSPORT_ERRORS

@@ -21,7 +21,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
@@ -38,7 +38,7 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
-def probe_tool(name: str) -> dict[str, Any]:
+def probe_tool(name: str) -> dict[str, JSON]:
     """A one-argument shell tool (the quickstart harness's), sent when a tool_choice is."""
     return {
         "type": "function",
@@ -95,7 +95,7 @@ class _Client:
         with contextlib.suppress(Exception):
             self.http.get("/models")
 
-    def send(self, body: dict[str, Any]) -> tuple[str, str | None]:
+    def send(self, body: Mapping[str, JSON]) -> tuple[str, str | None]:
         import httpx2
 
         try:
@@ -109,7 +109,7 @@ class _Client:
 
 
 def _concurrent(
-    base_url: str, api_key: str, body: dict[str, Any], n: int, k: int
+    base_url: str, api_key: str, body: Mapping[str, JSON], n: int, k: int
 ) -> list[tuple[str, str | None]]:
     clients = [_Client(base_url, api_key) for _ in range(k)]
     results: list[tuple[str, str | None] | None] = [None] * n
@@ -199,7 +199,7 @@ def probe(
     api_key_env: str = "OPENAI_API_KEY",
     progress: Any = None,
     max_tokens: int | None = None,
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, JSON] | None = None,
 ) -> ProbeResult:
     """Probe an OpenAI-compatible chat endpoint for nondeterminism (see the module docstring).
 
@@ -216,7 +216,10 @@ def probe(
         "seed": seed,
     }
     extra = dict(params or {})
-    body.update(extra.pop("extra_body", None) or {})
+    extra_body = extra.pop("extra_body", None) or {}
+    if not isinstance(extra_body, Mapping):
+        raise ConfigError(f"model.params.extra_body {extra_body!r}: give a mapping of request fields")
+    body.update(extra_body)
     body.update(extra)
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
