@@ -44,6 +44,9 @@ from replaykit.exchange.bundle_format import (
     MANIFEST,
     TABLES,
     BundleError,
+    BundleManifest,
+    BundleReport,
+    Cell,
     Selection,
 )
 from replaykit.exchange import images
@@ -91,7 +94,7 @@ def resolve_root(store: StoreBackend, root_id: str) -> tuple[str, str]:
         ) from None
 
 
-def _row(store: StoreBackend, table: str, key: str, referrer: str) -> dict[str, Any]:
+def _row(store: StoreBackend, table: str, key: str, referrer: str) -> dict[str, Cell]:
     row = store.get_row(table, key)
     if row is not None:
         return row
@@ -130,13 +133,14 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
             verified = store.verified_doc(row)
             if row.get("kind") == "measure":
                 store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
-        sel.blobs[row["doc"]] = store.get_blob(row["doc"])
-        doc = json.loads(sel.blobs[row["doc"]])
+        doc_id, sha = str(row["doc"]), str(row.get("harness_sha") or "")
+        sel.blobs[doc_id] = store.get_blob(doc_id)
+        doc = json.loads(sel.blobs[doc_id])
         if table == "cassettes":
             refs, _ = episode_blobs(doc, store.get_blob, where)
             sel.blobs.update((d, store.get_blob(d)) for d in refs if d not in sel.blobs)
-            if row.get("harness_sha") and store.has_tree(row["harness_sha"]):  # what replays it, when stored
-                pending.append(("trees", row["harness_sha"], where))
+            if sha and store.has_tree(sha):  # what replays it, when stored
+                pending.append(("trees", sha, where))
             continue
         listed = doc_refs(doc, where)
         sel.blobs.update((d, store.get_blob(d)) for d in listed.pop("blobs") if d not in sel.blobs)
@@ -171,7 +175,7 @@ def bundle_bytes(sel: Selection, compress: bool = True) -> bytes:
     from replaykit.core.versions import tool_versions
 
     members = _members(sel)
-    manifest = {
+    manifest: BundleManifest = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "tools": tool_versions(),
@@ -200,7 +204,7 @@ def export_bundle(
     out: Path | str,
     compress: bool | None = None,
     with_images: bool = False,
-) -> dict[str, Any]:
+) -> BundleReport:
     """Write the bundle of ``root_id`` to ``out`` (atomically); return a summary. ``with_images``:
     the Docker images its cassettes ran in, ``docker save``d into it (``exchange/images.py``)."""
     out = Path(out)
@@ -226,17 +230,17 @@ def export_bundle(
     }
 
 
-def verify_bundle(path: Path | str, store: StoreBackend | None = None) -> dict[str, Any]:
+def verify_bundle(path: Path | str, store: StoreBackend | None = None) -> BundleReport:
     """Check a bundle without importing it; with ``store``, also what an import would do."""
     sel = read_bundle(path)
-    report: dict[str, Any] = {
+    report: BundleReport = {
         "path": str(path),
         "ok": True,
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "root": sel.root,
         "counts": sel.counts(),
-        "tools": sel.manifest.get("tools", {}),
+        "tools": sel.manifest["tools"] if sel.manifest else {},
     }
     if store is not None:
         plan = _plan(store, sel, Path(path)) if _has_index(store) else _full_plan(sel)
@@ -285,9 +289,7 @@ def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any
     return plan
 
 
-def import_bundle(
-    store: StoreBackend, path: Path | str, derived: DerivedCheck | None = None
-) -> dict[str, Any]:
+def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck | None = None) -> BundleReport:
     """Verify a bundle completely, then write all its rows and blobs in one transaction.
 
     Nothing is written (not even an empty index) unless the whole bundle
@@ -300,7 +302,7 @@ def import_bundle(
     path = Path(path)
     sel = read_bundle(path)
     plan = _plan(store, sel, path) if _has_index(store) else _full_plan(sel)
-    report: dict[str, Any] = {
+    report: BundleReport = {
         "path": str(path),
         "store": str(store.location),
         "root": sel.root,

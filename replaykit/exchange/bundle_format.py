@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.errors import ReplaykitError
 
@@ -31,14 +31,67 @@ class BundleError(ReplaykitError):
     """A bundle is malformed, tampered with, unsafe, or conflicts with the target store."""
 
 
+#: one column's value in an index row (what the store's tables and ``index/*.json`` hold)
+Cell = str | int | float | None
+
+
+class BundleRoot(TypedDict):
+    """What a bundle was made of: a ``runs`` row (any kind) or a cassette."""
+
+    table: str  # runs | cassettes
+    id: str
+    kind: NotRequired[str]  # the run's kind, or ``cassette``
+
+
+class MemberDigest(TypedDict):
+    sha256: str
+    size: int
+
+
+class BundleManifest(TypedDict):
+    """``manifest.json``: the format, the tools that wrote it, the root, every other member's digest."""
+
+    format: str
+    version: int
+    tools: dict[str, str]
+    root: BundleRoot
+    counts: dict[str, int]  # rows per table, and blobs
+    members: dict[str, MemberDigest]
+
+
+class BundleReport(TypedDict):
+    """What ``cassettes export``/``import``/``verify`` report (``--json``): the bundle, its root
+    and counts, then what the action did."""
+
+    path: str
+    root: BundleRoot
+    counts: dict[str, int]
+    # export
+    bytes: NotRequired[int]
+    sha256: NotRequired[str]
+    images: NotRequired[list[str]]
+    # import
+    store: NotRequired[str]
+    imported: NotRequired[dict[str, int]]
+    images_loaded: NotRequired[list[str]]
+    noop: NotRequired[bool]
+    # verify
+    ok: NotRequired[bool]
+    format: NotRequired[str]
+    version: NotRequired[int]
+    tools: NotRequired[dict[str, str]]
+    would_import: NotRequired[dict[str, int]]
+
+
 @dataclass
 class Selection:
     """Rows and blobs of one closed subset of a store (what a bundle holds)."""
 
-    root: dict[str, str]
-    rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: {t: {} for t in TABLES})
+    root: BundleRoot
+    #: table -> key -> the row's columns
+    rows: dict[str, dict[str, dict[str, Cell]]] = field(default_factory=lambda: {t: {} for t in TABLES})
     blobs: dict[str, bytes] = field(default_factory=dict)
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: BundleManifest | None = None  # as read from a bundle (None: collected from a store)
 
     def counts(self) -> dict[str, int]:
         return {**{t: len(self.rows[t]) for t in TABLES}, "blobs": len(self.blobs)}

@@ -9,6 +9,7 @@ document names exists (and, being checked itself, verifies). Reads only: the sto
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, TypedDict, cast
 
 from replaykit.core.records import RunDocument
@@ -74,7 +75,7 @@ def verify_store(
     return {"store": store.location, "ok": not damaged, "checked": checked, "damaged": damaged}
 
 
-def check_references(store: StoreBackend, where: str, doc: dict[str, Any]) -> None:
+def check_references(store: StoreBackend, where: str, doc: Mapping[str, object]) -> None:
     """Every row and blob ``doc`` names is in the store (``store corrupt`` naming the first missing)."""
     try:
         refs = doc_refs(doc, where)

@@ -14,12 +14,31 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from replaykit.exchange.bundle import resolve_root
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreError
+
+
+class RemovedDocument(TypedDict):
+    id: str
+    kind: str  # measure, training, verdict, ...; empty when the row has none
+
+
+class RemovalReport(TypedDict):
+    """What ``cassettes rm``/``gc`` removed (or, ``dry_run``, would remove); ``--json``."""
+
+    dry_run: bool
+    runs: list[RemovedDocument]
+    cassettes: list[str]
+    trees: list[str]
+    blobs: int
+    bytes: int
+    compacted: NotRequired[bool]  # after a removal: whether the index was given back to the disk
+    index_bytes: NotRequired[int]
+    note: NotRequired[str]
 
 
 @dataclass
@@ -31,7 +50,7 @@ class Plan:
     bytes: int = 0
     kinds: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self, dry_run: bool) -> dict[str, Any]:
+    def to_json(self, dry_run: bool) -> RemovalReport:
         return {
             "dry_run": dry_run,
             "runs": [{"id": r, "kind": self.kinds.get(r, "")} for r in self.runs],
@@ -148,7 +167,7 @@ def plan(store: StoreBackend, ids: list[str], recursive: bool = False, prune: bo
 
 def remove(
     store: StoreBackend, ids: list[str], recursive: bool = False, dry_run: bool = False
-) -> dict[str, Any]:
+) -> RemovalReport:
     """Remove ``ids`` (none: only unreferenced blobs and trees) in one transaction."""
     if not store.exists():
         raise StoreError(f"no store at {store.location}; pass --store")
@@ -162,5 +181,11 @@ def remove(
         store.delete_rows("blobs", found.blobs)
     report = found.to_json(dry_run=False)
     if found.blobs or found.runs or found.cassettes:  # deleted first; compacted only with room
-        report.update(store.compact())
+        compacted = store.compact()
+        report["compacted"] = compacted.get("compacted") is True
+        size, note = compacted.get("index_bytes"), compacted.get("note")
+        if isinstance(size, int):
+            report["index_bytes"] = size
+        if isinstance(note, str):
+            report["note"] = note
     return report

@@ -30,7 +30,7 @@ def image_ids(sel: Selection) -> list[str]:
     """The task images the selection's cassettes were recorded in (their keys name them)."""
     found = set()
     for row in sel.rows["cassettes"].values():
-        extra = dict(json.loads(row["key_json"]).get("extra") or [])
+        extra = dict(json.loads(str(row["key_json"])).get("extra") or [])
         if str(extra.get("image", "")).startswith("sha256:"):
             found.add(str(extra["image"]))
     return sorted(found)

@@ -40,7 +40,7 @@ def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
     cap = max_bytes() if cap is None else cap
     member_cap = min(cap, int(os.environ.get("REPLAYKIT_BUNDLE_MAX_MEMBER_BYTES") or MAX_MEMBER_BYTES))
     members: dict[str, bytes] = {}
-    listed: dict[str, Any] | None = None
+    listed: dict[str, object] | None = None
     total = 0
     try:
         raw = open(path, "rb")
@@ -138,7 +138,7 @@ def read_bundle(path: Path | str) -> Selection:
     path = Path(path)
     members = read_members(path)
     manifest = check_manifest(path, members)
-    sel = Selection(root={k: str(v) for k, v in manifest["root"].items()}, manifest=manifest)
+    sel = Selection(root=manifest["root"], manifest=manifest)
     check_blobs(path, members, sel)
     load_rows(path, members, sel)
     check_graph(path, sel)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import PurePosixPath
+from collections.abc import Mapping
 from typing import Any, Callable, cast
 
 from replaykit.cassette.codec import decode_episode
@@ -14,7 +15,7 @@ from replaykit.cassette.documents import EpisodeDoc
 from replaykit.exchange.bundle_format import HEX64, BundleError
 
 
-def _ids(doc: dict[str, Any], name: str, where: str) -> list[str]:
+def _ids(doc: Mapping[str, object], name: str, where: str) -> list[str]:
     value = doc.get(name) or []
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise BundleError(f"{where}: field {name!r} must be a list of ids")

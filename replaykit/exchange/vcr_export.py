@@ -37,6 +37,7 @@ from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from replaykit.exchange.bundle import collect
+from replaykit.exchange.bundle_format import BundleRoot
 from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import canonical_json
@@ -120,7 +121,7 @@ class VcrFile(TypedDict):
 
 class VcrExport(TypedDict):
     dir: str
-    root: dict[str, str]
+    root: BundleRoot
     base_url: str
     files: list[VcrFile]
 

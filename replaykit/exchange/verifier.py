@@ -26,13 +26,15 @@ from replaykit.exchange.bundle_format import (
     PK,
     TABLES,
     BundleError,
+    BundleManifest,
+    BundleRoot,
     Selection,
     parse_json,
 )
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 
 
-def check_manifest(path: Path, members: dict[str, bytes]) -> dict[str, Any]:
+def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
     """The manifest: format and version, every member listed with its size and sha256, a valid root."""
     if MANIFEST not in members:
         raise BundleError(f"bundle {path} has no {MANIFEST}; not a replaykit bundle (or truncated)")
@@ -70,7 +72,18 @@ def check_manifest(path: Path, members: dict[str, bytes]) -> dict[str, Any]:
         or not isinstance(root.get("id"), str)
     ):
         raise BundleError(f"bundle {path}: {MANIFEST} has no valid root")
-    return manifest
+    counts, tools = manifest.get("counts"), manifest.get("tools")
+    named = BundleRoot(table=str(root["table"]), id=str(root["id"]))
+    if "kind" in root:
+        named["kind"] = str(root["kind"])
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "tools": tools if isinstance(tools, dict) else {},
+        "root": named,
+        "counts": counts if isinstance(counts, dict) else {},
+        "members": listed,
+    }
 
 
 def check_blobs(path: Path, members: dict[str, bytes], sel: Selection) -> None:
@@ -136,7 +149,7 @@ def check_graph(path: Path, sel: Selection) -> None:
     for table in ("cassettes", "runs"):
         for key, row in sel.rows[table].items():
             where = f"bundle {path}: {table[:-1]} {key}"
-            doc = parse_json(get(row["doc"]), f"{where}: document")
+            doc = parse_json(get(str(row["doc"])), f"{where}: document")
             if table == "cassettes":
                 refs, episode = episode_blobs(doc, get, where)
                 for digest in refs:

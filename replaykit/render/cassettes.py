@@ -14,9 +14,11 @@ from replaykit.render.runs import divergence
 if TYPE_CHECKING:
     from replaykit.envs.base import GradeDoc
     from replaykit.episodes.network import NetListing
+    from replaykit.exchange.bundle_format import BundleReport
     from replaykit.episodes.proxy_session import SessionReport
     from replaykit.episodes.views import CassetteView
     from replaykit.exchange.fsck import StoreCheck
+    from replaykit.exchange.gc import RemovalReport
     from replaykit.exchange.vcr_export import VcrExport
 
 
@@ -125,7 +127,7 @@ def net_rows(doc: NetListing) -> None:
     )
 
 
-def bundle_report(report: dict[str, Any], action: str) -> None:
+def bundle_report(report: BundleReport, action: str) -> None:
     """One summary line for ``cassettes export``/``import``/``verify``."""
     root = report["root"]
     what = f"{root.get('kind', root['table'])} {root['id']}"
@@ -175,7 +177,7 @@ def proxy_report(report: SessionReport) -> None:
     line(text)
 
 
-def removal_report(report: dict[str, Any]) -> None:
+def removal_report(report: RemovalReport) -> None:
     verb = "would remove" if report["dry_run"] else "removed"
     for r in report["runs"]:
         line(f"{verb} {r['kind'] or 'document'} {r['id']}")
