@@ -30,7 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from replaykit.envs import containers, images
 from replaykit.envs.heredoc import rewrite_heredocs
@@ -94,7 +94,7 @@ class Service:
     command: Any
     entrypoint: Any
     environment: dict[str, str]
-    healthcheck: dict[str, Any] | None
+    healthcheck: ComposeHealthcheck | None
     depends_on: tuple[str, ...]
     working_dir: str | None
     hostname: str | None
@@ -167,7 +167,17 @@ def _env_map(value: Any, where: str) -> dict[str, str]:
     raise TaskError(f"{where}: field 'environment' must be a mapping or a list of NAME=value")
 
 
-def _healthcheck(value: Any, where: str) -> dict[str, Any] | None:
+class ComposeHealthcheck(TypedDict):
+    """A service's healthcheck as Docker's API takes it (durations in nanoseconds)."""
+
+    test: list[str]  # ["CMD", ...] | ["CMD-SHELL", command] | ["NONE"]
+    interval: int
+    timeout: int
+    start_period: int
+    retries: int
+
+
+def _healthcheck(value: Any, where: str) -> ComposeHealthcheck | None:
     if value is None or (isinstance(value, dict) and value.get("disable")):
         return None
     if not isinstance(value, dict) or "test" not in value:
@@ -177,11 +187,17 @@ def _healthcheck(value: Any, where: str) -> dict[str, Any] | None:
         test = ["CMD-SHELL", test]
     if not isinstance(test, list) or not test or test[0] not in ("CMD", "CMD-SHELL", "NONE"):
         raise TaskError(f'{where}: field \'healthcheck.test\' must be a string or ["CMD"|"CMD-SHELL", ...]')
-    check: dict[str, Any] = {"test": [str(t) for t in test]}
-    for key, default in (("interval", "5s"), ("timeout", "30s"), ("start_period", "0s")):
-        check[key] = duration_ns(value.get(key, default), f"{where}: field 'healthcheck.{key}'")
-    check["retries"] = int(value.get("retries", 3))
-    return check
+
+    def ns(key: str, default: str) -> int:
+        return duration_ns(value.get(key, default), f"{where}: field 'healthcheck.{key}'")
+
+    return ComposeHealthcheck(
+        test=[str(t) for t in test],
+        interval=ns("interval", "5s"),
+        timeout=ns("timeout", "30s"),
+        start_period=ns("start_period", "0s"),
+        retries=int(value.get("retries", 3)),
+    )
 
 
 def load_compose(task: Task, env: dict[str, str]) -> Compose | None:

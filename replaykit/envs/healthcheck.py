@@ -12,7 +12,7 @@ are waited for by ``compose.py``.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from replaykit.core.errors import TaskError
 
@@ -26,7 +26,18 @@ DEFAULTS: dict[str, float] = {
 }
 
 
-def healthcheck_config(task: Any) -> dict[str, Any] | None:
+class HealthcheckConfig(TypedDict):
+    """A task's ``environment.healthcheck`` table, validated, its defaults filled in."""
+
+    command: str
+    interval_sec: float
+    timeout_sec: float
+    start_period_sec: float
+    start_interval_sec: float
+    retries: float
+
+
+def healthcheck_config(task: Any) -> HealthcheckConfig | None:
     """The task's validated healthcheck table, or None."""
     env = task.config.get("environment")
     table = env.get("healthcheck") if isinstance(env, dict) else None
@@ -39,15 +50,22 @@ def healthcheck_config(task: Any) -> dict[str, Any] | None:
         or not table["command"].strip()
     ):
         raise TaskError(f"{where}: field 'environment.healthcheck.command' must be a non-empty string")
-    config: dict[str, Any] = {"command": table["command"]}
+    numbers: dict[str, float] = {}
     for key, default in DEFAULTS.items():
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise TaskError(
                 f"{where}: field 'environment.healthcheck.{key}' must be a number >= 0, got {value!r}"
             )
-        config[key] = value
-    return config
+        numbers[key] = value
+    return HealthcheckConfig(
+        command=table["command"],
+        interval_sec=numbers["interval_sec"],
+        timeout_sec=numbers["timeout_sec"],
+        start_period_sec=numbers["start_period_sec"],
+        start_interval_sec=numbers["start_interval_sec"],
+        retries=numbers["retries"],
+    )
 
 
 def wait_healthy(env: Any, task: Any) -> str | None:

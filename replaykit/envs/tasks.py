@@ -21,6 +21,7 @@ from replaykit.envs import features, tb1
 from replaykit.envs.task_schema import size_mb, validate_config
 from replaykit.envs.steps import Step, load_steps
 from replaykit.core.errors import TaskError
+from replaykit.core.records import JSON
 
 #: Harbor's defaults for fields a task.toml may leave out.
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
@@ -50,7 +51,7 @@ class Task:
         return default
 
     @property
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, JSON]:
         table = self.config.get("metadata")
         return dict(table) if isinstance(table, dict) else {}
 

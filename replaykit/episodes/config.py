@@ -6,6 +6,7 @@ A bad config is one clear ``ConfigError`` line naming the file and the field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, cast, Literal
 
@@ -23,6 +24,7 @@ from pydantic import (
 from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
+from replaykit.core.records import JSON
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.execution.config import ExecutorConfig
@@ -70,14 +72,14 @@ class ModelParams(_Strict):
     (e.g. llama.cpp's ``cache_prompt: false``)."""
 
     max_tokens: int | None = Field(default=None, ge=1)
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: str | dict[str, object] | None = None  # a mapping: {type: function, function: {name}}
     top_p: float | None = Field(default=None, gt=0, le=1)
     seed: Seed | None = None
     stop: list[str] | None = Field(default=None, max_length=4)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     parallel_tool_calls: bool | None = None
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, object] = Field(default_factory=dict)  # merged into the request body as is
 
     @field_validator("tool_choice")
     @classmethod
@@ -94,7 +96,7 @@ class ModelParams(_Strict):
                 )
         return choice
 
-    def sent(self) -> dict[str, Any]:
+    def sent(self) -> dict[str, JSON]:
         """What goes into each request (unset parameters are not sent)."""
         return self.model_dump(exclude_none=True, exclude_defaults=True)
 
@@ -217,7 +219,9 @@ class RunConfig(_Strict):
     env: EnvConfig = Field(default_factory=EnvConfig)
     record: RecordConfig = Field(default_factory=RecordConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
-    train: dict[str, Any] | None = None
+    train: dict[str, object] | None = (
+        None  # validated by replaykit.train.config (which episodes may not import)
+    )
 
     #: the folder relative paths resolve against (set by load_config)
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -252,7 +256,7 @@ class RunConfig(_Strict):
 
     def digest(self) -> str:
         """What, besides the key's other parts, changes an episode's behaviour."""
-        parts: dict[str, Any] = {
+        parts: dict[str, object] = {
             "entry": self.harness.entry,
             "params": self.harness.params,
             "temperature": self.model.temperature,
@@ -327,18 +331,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+def apply_overrides(data: dict[str, object], overrides: Mapping[str, object] | None) -> dict[str, object]:
     """Set dotted keys in a config mapping, in place: ``{"env.snapshot": "full"}``."""
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, last = dotted.split(".")
         for part in parents:
-            node = node.setdefault(part, {})
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"cannot set {dotted}: {part!r} is not a mapping in the config")
+            node = child
         node[last] = value
     return data
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+def load_config(path: str | Path, overrides: Mapping[str, object] | None = None) -> RunConfig:
     """The config in ``path`` (``overrides``: dotted keys set on top, e.g. from the command line);
     any error is one line naming the file, the line and the key."""
     path = Path(path)

@@ -20,6 +20,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
 from replaykit.core.modes import SESSION_MODES, RecordMode
@@ -90,7 +91,7 @@ def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
     )
 
 
-def find_session(store: StoreBackend, name: str, upstream: str | None) -> dict[str, Any] | None:
+def find_session(store: StoreBackend, name: str, upstream: str | None) -> Mapping[str, object] | None:
     """The stored session called ``name`` (for this upstream, when given)."""
     rows = store.find_proxy_sessions(name, endpoint_identity(upstream) if upstream else None)
     if len({r["endpoint"] for r in rows}) > 1:
@@ -138,10 +139,10 @@ def _wait(stop: threading.Event | None, ready: Callable[[], None] = lambda: None
     return "stop"
 
 
-def _reusable(store: StoreBackend, row: dict[str, Any], upstream: str | None) -> bool:
+def _reusable(store: StoreBackend, row: Mapping[str, object], upstream: str | None) -> bool:
     """A stored session may be replayed as the answer unless it recorded no call (older
     versions stored empty sessions) or, when it could be re-recorded, an endpoint error."""
-    doc = store.get_json(row["doc"])
+    doc = store.get_json(str(row["doc"]))
     if not any(isinstance(e, dict) and e.get("kind") == "llm" for e in doc.get("events", [])):
         return False
     return not (upstream and stored_endpoint_failure(doc))
@@ -282,14 +283,14 @@ def run_proxy_session(
 
 def _replay(
     store: StoreBackend,
-    row: dict[str, Any],
+    row: Mapping[str, object],
     rules: tuple[str, ...],
     host: str,
     port: int,
     on_ready: Ready | None,
     stop: threading.Event | None,
 ) -> SessionReport:
-    episode = store.get_episode(row["id"])
+    episode = store.get_episode(str(row["id"]))
     proxy = episode.meta.get("proxy")
     rules = rules or tuple(proxy.get("rules", ()) if proxy else ())
     tape = Tape(episode.id, recorded=list(episode.events))

@@ -18,9 +18,15 @@ from replaykit.core.errors import EnvError
 
 REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "envs"
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
 SAMPLE_IDS = sorted(p.name for p in ENVS.iterdir() if (p / "task.toml").is_file())
 #: Tasks tagged "docker-only" need their image (a verifier shim, a sidecar service): not run locally.
-LOCAL_IDS = [t for t in SAMPLE_IDS if "docker-only" not in load_task(ENVS / t).metadata.get("tags", [])]
+LOCAL_IDS = [t for t in SAMPLE_IDS if "docker-only" not in _list(load_task(ENVS / t).metadata.get("tags"))]
 #: Single-step tasks: the simulator plays their solve.sh (line by line, or as one script).
 SINGLE_IDS = [t for t in LOCAL_IDS if not load_task(ENVS / t).steps]
 
