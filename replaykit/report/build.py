@@ -8,34 +8,56 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
+from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
+from replaykit.report.documents import (
+    CompareRow,
+    CompareSection,
+    EpochSection,
+    GridRow,
+    MovementRow,
+    ReportContext,
+    RunCell,
+    RunPoint,
+    RunSection,
+    TrainingSection,
+    VerdictSection,
+    DiffSection,
+    TranscriptSection,
+)
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.train.sweep import report_sweep
 from replaykit.train.derived import verify_training, verify_verdict
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from replaykit.models.probe import ProbeResult
+
 KINDS = ("training", "measure", "verdict", "compare", "probe")
 
 
-def anchor(*parts: Any) -> str:
+def anchor(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(str(p) for p in parts)).strip("-")
 
 
 class Report:
     """Accumulates sections; each episode's transcript and each diff is collected once."""
 
-    def __init__(self, store: Any, cap: int | None = OUTPUT_CAP) -> None:
+    def __init__(self, store: StoreBackend, cap: int | None = OUTPUT_CAP) -> None:
         self.store, self.cap = store, cap  # each output in transcripts and diffs is cut to cap bytes
-        self.figures: dict[str, Any] = {}
-        self.runs: dict[str, dict[str, Any]] = {}
-        self.transcripts: dict[str, dict[str, Any]] = {}
-        self.diffs: dict[str, dict[str, Any]] = {}
+        self.figures: dict[str, Figure] = {}
+        self.runs: dict[str, RunSection] = {}
+        self.transcripts: dict[str, TranscriptSection] = {}
+        self.diffs: dict[str, DiffSection] = {}
 
     # -- pieces ------------------------------------------------------------------
-    def run(self, run_id: str) -> dict[str, Any]:
+    def run(self, run_id: str) -> RunSection:
         """A run's task × seed grid (reward, steps, tokens, infra failures), each episode linked to its transcript."""
         if run_id in self.runs:
             return self.runs[run_id]
@@ -43,11 +65,11 @@ class Report:
         episodes = [e.to_dict() for e in doc.episodes]
         tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
         seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
-        cells = {
-            (e["task_id"], e["seed"]): dict(e, anchor=self.transcript(e["cassette_id"])) for e in episodes
+        cells: dict[tuple[str, int | str], RunCell] = {
+            (e["task_id"], e["seed"]): {**e, "anchor": self.transcript(e["cassette_id"])} for e in episodes
         }
-        grid = [{"task_id": t, "cells": [cells.get((t, s)) for s in seeds]} for t in tasks]
-        out = {
+        grid: list[GridRow] = [{"task_id": t, "cells": [cells.get((t, s)) for s in seeds]} for t in tasks]
+        out: RunSection = {
             "run_id": doc.run_id,
             "anchor": anchor("r", doc.run_id),
             "harness_sha": doc.harness_sha,
@@ -75,13 +97,20 @@ class Report:
                 "turns": transcript(episode, self.cap, cassette_id),
                 "meta_kind": episode.meta.get("kind", episode.key.kind),
             }
-        return str(self.transcripts[cassette_id]["anchor"])
+        return self.transcripts[cassette_id]["anchor"]
 
-    def verdict(self, doc: dict[str, Any]) -> dict[str, Any]:
+    def stored_run(self, run_id: str | None, what: str) -> RunSection:
+        """The run a stored document names (``store corrupt`` when it names none)."""
+        if not run_id:
+            raise self.store.corrupt(f"{what} names no run")
+        return self.run(run_id)
+
+    def verdict(self, doc: VerdictDocument) -> VerdictSection:
         """A verdict row: candidate SHA, decision, reason, per-task movement (each unit linked to its diff)."""
         v = doc["verdict"]
-        base, cand = self.run(doc["baseline_run"]), self.run(doc["candidate_run"])
-        movement = []
+        what = f"verdict {doc['verdict_id']}"
+        base, cand = self.stored_run(doc["baseline_run"], what), self.stored_run(doc["candidate_run"], what)
+        movement: list[MovementRow] = []
         for label, units in (
             ("new solve", v.get("new_solves") or []),
             ("regression", v.get("regressions") or []),
@@ -110,7 +139,7 @@ class Report:
             "code_diff": self.code_diff(doc["baseline_sha"], doc["candidate_sha"]),
         }
 
-    def unit_diff(self, verdict_id: str, unit: str, base: dict[str, Any], cand: dict[str, Any]) -> str | None:
+    def unit_diff(self, verdict_id: str, unit: str, base: RunSection, cand: RunSection) -> str | None:
         task, _, seed = unit.rpartition("#")
         ids = []
         for run in (base, cand):
@@ -133,14 +162,14 @@ class Report:
                 self.store.get_episode(ids[0]), self.store.get_episode(ids[1]), ids[0], ids[1], self.cap
             )
             doc.pop("aligned")
-            self.diffs[key] = dict(
-                doc,
-                anchor=key,
-                unit=unit,
-                verdict_id=verdict_id,
-                a_anchor=self.transcript(ids[0]),
-                b_anchor=self.transcript(ids[1]),
-            )
+            self.diffs[key] = {
+                **doc,
+                "anchor": key,
+                "unit": unit,
+                "verdict_id": verdict_id,
+                "a_anchor": self.transcript(ids[0]),
+                "b_anchor": self.transcript(ids[1]),
+            }
         return key
 
     def code_diff(self, base_sha: str | None, cand_sha: str | None) -> list[str] | None:
@@ -166,12 +195,21 @@ class Report:
         return lines
 
     # -- documents -----------------------------------------------------------------
-    def training(self, doc: dict[str, Any]) -> dict[str, Any]:
-        epochs, verdicts = [], []
+    def training(self, doc: TrainingDocument) -> TrainingSection:
+        epochs: list[EpochSection] = []
+        verdicts: list[VerdictSection] = []
         for e in doc["epochs"]:
-            base = self.run(e["baseline_run"])
-            cand = self.run(e["candidate_run"]) if e.get("candidate_run") else None
-            row = {
+            base = self.stored_run(e["baseline_run"], f"epoch {e['epoch']} of training {doc['training_id']}")
+            cand = self.run(cand_id) if (cand_id := e.get("candidate_run")) else None
+            proposal = (
+                self.transcript(cassette)
+                if (cassette := e.get("proposal_cassette")) and self.store.has(cassette)
+                else None
+            )
+            verdict = self.verdict(stored_verdict(self.store, vid)) if (vid := e.get("verdict_id")) else None
+            if verdict:
+                verdicts.append(verdict)
+            epoch: EpochSection = {
                 "epoch": e["epoch"],
                 "decision": e["decision"],
                 "description": e["description"],
@@ -181,22 +219,14 @@ class Report:
                 "loss": e.get("loss", 0.0),
                 "baseline": _run_point(base),
                 "candidate": _run_point(cand) if cand else None,
-                "proposal": self.transcript(e["proposal_cassette"])
-                if e.get("proposal_cassette") and self.store.has(e["proposal_cassette"])
-                else None,
-                "verdict": None,
-                "code_diff": None,
+                "proposal": proposal,
+                "verdict": verdict,
+                "code_diff": verdict["code_diff"]
+                if verdict
+                else self.code_diff(e["baseline_sha"], e.get("candidate_sha")),
                 "anchor": anchor("e", e["epoch"]),
             }
-            if e.get("verdict_id"):
-                row["verdict"] = self.verdict(self.store.get_doc(e["verdict_id"], kind="verdict"))
-                verdicts.append(row["verdict"])
-            row["code_diff"] = (
-                row["verdict"]["code_diff"]
-                if row["verdict"]
-                else self.code_diff(e["baseline_sha"], e.get("candidate_sha"))
-            )
-            epochs.append(row)
+            epochs.append(epoch)
         self.figures["curve"] = charts.training_curve(epochs)
         tasks = list(dict.fromkeys(t for e in epochs for t in e["baseline"]["per_task"]))
         columns = ["initial"] + [f"e{e['epoch']}" for e in epochs]
@@ -224,8 +254,8 @@ class Report:
             "sweep": report_sweep(self.store, doc["training_id"]),  # other criteria × optimizers, offline
         }
 
-    def compare(self, doc: dict[str, Any]) -> dict[str, Any]:
-        rows = []
+    def compare(self, doc: CompareDocument) -> CompareSection:
+        rows: list[CompareRow] = []
         for h in doc["harnesses"]:
             cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
             sha = next(iter(cells.values()))["harness_sha"] if cells else ""
@@ -234,7 +264,7 @@ class Report:
                     "harness": h,
                     "harness_sha": sha,
                     "cells": [
-                        dict(cells[m], run=self.run(cells[m]["run_id"])["anchor"]) if m in cells else None
+                        {**cells[m], "run": self.run(cells[m]["run_id"])["anchor"]} if m in cells else None
                         for m in doc["models"]
                     ],
                 }
@@ -249,23 +279,57 @@ class Report:
         return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
 
 
-def probes(store: Any, models: set[str] | None = None) -> list[dict[str, Any]]:
+# -- stored documents by kind: the store checks each against its row and kind on read (the
+#    casts name what ``get_doc`` returns for that kind); reports recompute the derived ones
+
+
+def stored_training(store: StoreBackend, training_id: str) -> TrainingDocument:
+    doc = store.get_doc(training_id, kind="training")
+    verify_training(store, doc)  # derived: recomputed before a report shows it
+    return cast(TrainingDocument, doc)
+
+
+def stored_verdict(store: StoreBackend, verdict_id: str, verify: bool = False) -> VerdictDocument:
+    doc = store.get_doc(verdict_id, kind="verdict")
+    if verify:
+        verify_verdict(store, doc)
+    return cast(VerdictDocument, doc)
+
+
+def stored_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
+    return cast(CompareDocument, store.get_doc(compare_id, kind="compare"))
+
+
+def stored_probe(store: StoreBackend, probe_id: str) -> ProbeResult:
+    return cast("ProbeResult", store.get_doc(probe_id, kind="probe"))
+
+
+def probes(store: StoreBackend, models: set[str] | None = None) -> list[ProbeResult]:
     """Stored determinism probes (``replaykit probe --save``), of these models or all."""
     rows = [r for r in store.list_runs() if r["kind"] == "probe" and (models is None or r["model"] in models)]
-    return [store.get_doc(r["id"], kind="probe") for r in rows]
+    return [stored_probe(store, r["id"]) for r in rows]
 
 
-def _fraction(episodes: list[dict[str, Any]]) -> float | None:
+def _fraction(episodes: list[RunCell]) -> float | None:
     return sum(bool(e["passed"]) for e in episodes) / len(episodes) if episodes else None
 
 
-def _run_point(run: dict[str, Any]) -> dict[str, Any]:
+def _run_point(run: RunSection) -> RunPoint:
     return {
-        k: run[k] for k in ("run_id", "anchor", "solved", "total", "tokens", "steps", "infra", "per_task")
+        "run_id": run["run_id"],
+        "anchor": run["anchor"],
+        "solved": run["solved"],
+        "total": run["total"],
+        "tokens": run["tokens"],
+        "steps": run["steps"],
+        "infra": run["infra"],
+        "per_task": run["per_task"],
     }
 
 
-def build(store: Any, report_id: str, cap: int | None = OUTPUT_CAP) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(
+    store: StoreBackend, report_id: str, cap: int | None = OUTPUT_CAP
+) -> tuple[ReportContext, dict[str, Figure]]:
     """The report context for ``report_id`` (training, run, verdict or compare) and its figures by name."""
     kind = store.doc_kind(report_id)
     if kind not in KINDS:
@@ -273,42 +337,40 @@ def build(store: Any, report_id: str, cap: int | None = OUTPUT_CAP) -> tuple[dic
             f"{report_id!r} is a {kind}; a report is made of a training, a run, a verdict or a compare result"
         )
     report = Report(store, cap)
-    ctx: dict[str, Any] = {
-        "kind": kind,
-        "training": None,
-        "verdict": None,
-        "compare": None,
-        "run": None,
-        "probes": [],
-    }
+    training = verdict = compare = run = None
+    shown: list[ProbeResult] | None = None
     if kind == "training":
-        doc = store.get_doc(report_id, kind="training")
-        verify_training(store, doc)  # derived: recomputed before the report shows it
-        ctx["training"] = report.training(doc)
-        ctx["id"], ctx["title"] = doc["training_id"], f"training {doc['training_id']} ({doc.get('name', '')})"
+        doc = stored_training(store, report_id)
+        training = report.training(doc)
+        doc_id, title = doc["training_id"], f"training {doc['training_id']} ({doc.get('name', '')})"
     elif kind == "measure":
         run = report.run(store.get_run(report_id).run_id)
-        ctx["run"] = run
-        ctx["id"], ctx["title"] = run["run_id"], f"run {run['run_id']}"
+        doc_id, title = run["run_id"], f"run {run['run_id']}"
     elif kind == "verdict":
-        doc = store.get_doc(report_id, kind="verdict")
-        verify_verdict(store, doc)
-        ctx["verdict"] = report.verdict(doc)
-        ctx["id"], ctx["title"] = doc["verdict_id"], f"verdict {doc['verdict_id']}"
+        vdoc = stored_verdict(store, report_id, verify=True)
+        verdict = report.verdict(vdoc)
+        doc_id, title = vdoc["verdict_id"], f"verdict {vdoc['verdict_id']}"
     elif kind == "probe":
-        doc = store.get_doc(report_id, kind="probe")
-        ctx["probes"] = [doc]
-        ctx["id"], ctx["title"] = doc["probe_id"], f"probe {doc['probe_id']} ({doc['model']})"
+        probe = stored_probe(store, report_id)
+        shown = [probe]
+        doc_id, title = probe["probe_id"], f"probe {probe['probe_id']} ({probe['model']})"
     else:
-        doc = store.get_doc(report_id, kind="compare")
-        ctx["compare"] = report.compare(doc)
-        ctx["id"], ctx["title"] = (
-            doc.get("compare_id", report_id),
-            f"compare {doc.get('compare_id', report_id)}",
-        )
-    if kind != "probe":
-        ctx["probes"] = probes(store, {r["model"] for r in report.runs.values()})
-    ctx["runs"] = list(report.runs.values())
-    ctx["diffs"] = list(report.diffs.values())
-    ctx["transcripts"] = list(report.transcripts.values())
-    return ctx, report.figures
+        cdoc = stored_compare(store, report_id)
+        compare = report.compare(cdoc)
+        doc_id = cdoc.get("compare_id", report_id)
+        title = f"compare {doc_id}"
+    if shown is None:
+        shown = probes(store, {r["model"] for r in report.runs.values()})
+    return {
+        "kind": kind,
+        "training": training,
+        "verdict": verdict,
+        "compare": compare,
+        "run": run,
+        "probes": shown,
+        "id": doc_id,
+        "title": title,
+        "runs": list(report.runs.values()),
+        "diffs": list(report.diffs.values()),
+        "transcripts": list(report.transcripts.values()),
+    }, report.figures

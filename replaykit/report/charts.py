@@ -11,7 +11,12 @@ import io
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from replaykit.report.documents import EpochSection
 
 BASELINE, CANDIDATE, ACCEPT = "#4c72b0", "#dd8452", "#2ca02c"
 RC: Any = {
@@ -23,13 +28,13 @@ RC: Any = {
 }
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
-def svg(fig: Any) -> str:
+def svg(fig: Figure) -> str:
     """An inline ``<svg>`` element (no XML prolog, no DOCTYPE)."""
     import matplotlib
 
@@ -43,7 +48,7 @@ def svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def save_png(fig: Any, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
     import matplotlib
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +57,7 @@ def save_png(fig: Any, path: Path) -> Path:
     return path
 
 
-def training_curve(epochs: list[dict[str, Any]]) -> Any:
+def training_curve(epochs: list[EpochSection]) -> Figure:
     """Solved per epoch (baseline vs candidate, accepted epochs marked), then tokens and steps per epoch."""
     import matplotlib
 
@@ -61,7 +66,7 @@ def training_curve(epochs: list[dict[str, Any]]) -> Any:
         solved, tokens, steps = fig.subplots(3, 1, sharex=True, height_ratios=[2, 1, 1])
         xs = [e["epoch"] for e in epochs]
 
-        def series(ax: Any, key: str, label: str, gid: str) -> None:
+        def series(ax: Any, key: Literal["solved", "tokens", "steps"], label: str, gid: str) -> None:
             b = [e["baseline"][key] for e in epochs]
             c = [e["candidate"][key] if e["candidate"] else math.nan for e in epochs]
             ax.plot(xs, b, marker="o", color=BASELINE, label="baseline", gid=f"{gid}-baseline")
@@ -72,11 +77,13 @@ def training_curve(epochs: list[dict[str, Any]]) -> Any:
             ax.grid(alpha=0.3)
 
         series(solved, "solved", "solved", "curve-solved")
-        accepted = [e for e in epochs if e["decision"] == "accepted"]
+        accepted = [
+            (e["epoch"], c["solved"]) for e in epochs if e["decision"] == "accepted" and (c := e["candidate"])
+        ]
         if accepted:
             solved.scatter(
-                [e["epoch"] for e in accepted],
-                [e["candidate"]["solved"] for e in accepted],
+                [epoch for epoch, _ in accepted],
+                [n for _, n in accepted],
                 s=180,
                 marker="*",
                 color=ACCEPT,
@@ -97,7 +104,7 @@ def training_curve(epochs: list[dict[str, Any]]) -> Any:
 
 def heatmap(
     rows: list[str], columns: list[str], values: list[list[float | None]], title: str, gid: str
-) -> Any:
+) -> Figure:
     """A rows × columns grid of fractions in [0, 1] (None: not measured), each cell labelled."""
     import matplotlib
     import numpy as np
@@ -122,7 +129,9 @@ def heatmap(
     return fig
 
 
-def grouped_bars(groups: list[str], series: dict[str, list[float]], title: str, ylabel: str, gid: str) -> Any:
+def grouped_bars(
+    groups: list[str], series: dict[str, list[float]], title: str, ylabel: str, gid: str
+) -> Figure:
     """One group of bars per model, one bar per harness (the "trained vs untrained per model" figure)."""
     import matplotlib
 

@@ -1,4 +1,4 @@
-"""The JSON-ready documents the report layer hands out: transcript turns, episode diffs.
+"""The JSON-ready documents the report layer hands out: transcript turns, episode diffs, a report.
 
 A transcript is a list of turns, each with a ``kind`` (``call``, ``env``, ``error``,
 ``grade``); a diff aligns two episodes and names their first difference. These are what
@@ -7,10 +7,14 @@ A transcript is a list of turns, each with a ``kind`` (``call``, ``env``, ``erro
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
-from replaykit.core.records import JSON
+from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, NamedParams
 from replaykit.envs.base import GradeDoc
+
+if TYPE_CHECKING:
+    from replaykit.models.probe import ProbeResult
+    from replaykit.train.audit_records import SweepReport
 
 
 class ToolCall(TypedDict):
@@ -160,3 +164,145 @@ class VerdictDiff(TypedDict):
     baseline_sha: str
     candidate_sha: str | None
     units: list[UnitDiff]
+
+
+# -- the report's model: what ``build.build`` hands the template (``report --json`` prints
+#    its summary, ``html.ReportSummary``) --------------------------------------------------
+
+
+class RunCell(EpisodeRow):
+    """One (task, seed) cell of a run's grid: the run's episode row, linked to its transcript."""
+
+    anchor: str
+
+
+class GridRow(TypedDict):
+    task_id: str
+    cells: list[RunCell | None]  # one per seed; None where the run has no such episode
+
+
+class RunPoint(TypedDict):
+    """What an epoch row shows of a run."""
+
+    run_id: str
+    anchor: str
+    solved: int
+    total: int
+    tokens: int
+    steps: int
+    infra: int
+    per_task: dict[str, float | None]  # task → solve rate over its seeds
+
+
+class RunSection(RunPoint):
+    """A run's task × seed grid (``Report.run``)."""
+
+    harness_sha: str
+    model: str
+    endpoint: str
+    seeds: list[int | str]
+    grid: list[GridRow]
+
+
+class TranscriptSection(TypedDict):
+    anchor: str
+    episode: EpisodeBrief
+    turns: list[Turn]
+    meta_kind: JSON  # the episode's meta ``kind``, else its key's
+
+
+class DiffSection(EpisodeDiff):
+    """A moved unit's two episodes at their first difference (``aligned`` left out)."""
+
+    anchor: str
+    unit: str
+    verdict_id: str
+    a_anchor: str
+    b_anchor: str
+
+
+class MovementRow(TypedDict):
+    unit: str
+    movement: str  # new solve | regression
+    anchor: str | None  # the unit's diff; None when a run lacks the unit's episode
+
+
+class VerdictSection(TypedDict):
+    verdict_id: str
+    anchor: str
+    epoch: int | None
+    baseline_sha: str
+    candidate_sha: str | None
+    accept: bool
+    criterion: str
+    loss: float
+    reason: str
+    movement: list[MovementRow]
+    baseline_run: str  # anchors of the runs' sections
+    candidate_run: str
+    code_diff: list[str] | None
+
+
+class EpochSection(TypedDict):
+    epoch: int
+    decision: str
+    description: str
+    skipped: str | None
+    baseline_sha: str
+    candidate_sha: str | None
+    loss: float | None
+    baseline: RunPoint
+    candidate: RunPoint | None
+    proposal: str | None  # the proposal's transcript anchor, when its cassette is stored
+    verdict: VerdictSection | None
+    code_diff: list[str] | None
+    anchor: str
+
+
+class TrainingSection(TypedDict):
+    training_id: str
+    name: str
+    initial_sha: str
+    final_baseline: str
+    branch: str
+    epochs: list[EpochSection]
+    verdicts: list[VerdictSection]
+    criterion: NamedParams
+    model: ModelDoc
+    accepted: int
+    rejected: int
+    skipped: int
+    sweep: SweepReport | None
+
+
+class CompareSectionCell(CompareCell):
+    run: str  # the anchor of the cell's run
+
+
+class CompareRow(TypedDict):
+    harness: str
+    harness_sha: str
+    cells: list[CompareSectionCell | None]  # one per model
+
+
+class CompareSection(TypedDict):
+    compare_id: str
+    models: list[str]
+    rows: list[CompareRow]
+
+
+class ReportContext(TypedDict):
+    """The whole report: one of training/verdict/compare/run (by ``kind``), the probes of its
+    models, and every run, diff and transcript its sections link to."""
+
+    kind: str
+    id: str
+    title: str
+    training: TrainingSection | None
+    verdict: VerdictSection | None
+    compare: CompareSection | None
+    run: RunSection | None
+    probes: list[ProbeResult]
+    runs: list[RunSection]
+    diffs: list[DiffSection]
+    transcripts: list[TranscriptSection]

@@ -11,16 +11,36 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
 from replaykit.report import charts
 from replaykit.report.build import build
+from replaykit.report.documents import ReportContext
 from replaykit.report.transcript import OUTPUT_CAP
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def render(ctx: dict[str, Any], figures: dict[str, Any]) -> str:
+
+class ReportSummary(TypedDict):
+    """What ``report ID`` says it wrote (and prints with ``--json``)."""
+
+    id: str
+    kind: str
+    path: str
+    bytes: int
+    charts: list[str]  # the figures' names, inlined as SVG
+    pngs: list[str]  # the PNG files written (``--png DIR``)
+    runs: int
+    transcripts: int
+    diffs: int
+
+
+def render(ctx: ReportContext, figures: Mapping[str, Figure]) -> str:
     import jinja2
     from markupsafe import Markup
 
@@ -53,8 +73,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def write_report(
-    store: Any, report_id: str, output: Path, png_dir: Path | None = None, cap: int | None = OUTPUT_CAP
-) -> dict[str, Any]:
+    store: StoreBackend,
+    report_id: str,
+    output: Path,
+    png_dir: Path | None = None,
+    cap: int | None = OUTPUT_CAP,
+) -> ReportSummary:
     """Build and write the report of a training, run, verdict or compare result; optionally
     the charts as PNG. Each output shown is cut to ``cap`` bytes (None: in full)."""
     if output.exists() and output.is_dir():
