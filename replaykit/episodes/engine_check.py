@@ -15,7 +15,7 @@ with ``model.require_deterministic`` refuses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, EngineChanged, ModelError
@@ -23,6 +23,7 @@ from replaykit.core.records import JSON
 from replaykit.episodes.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, api_key
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
+from replaykit.models.probe import ProbeResult
 
 
 def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str, JSON] | None:
@@ -54,7 +55,7 @@ def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], 
         )
 
 
-def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -> dict[str, Any] | None:
+def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -> ProbeResult | None:
     """The newest saved probe of this endpoint, model and engine identity at ``model.temperature``."""
     endpoint, digest = model.base_url.rstrip("/"), identity_digest(live)
     for row in store.doc_rows("probe"):
@@ -62,7 +63,7 @@ def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -
             continue
         doc = store.verified_doc(row)
         if float(doc.get("temperature", 0.0)) == model.temperature:
-            return doc
+            return cast(ProbeResult, doc)  # a saved probe (models.probe.save_probe), its blob verified
     return None
 
 
