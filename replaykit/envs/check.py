@@ -17,7 +17,7 @@ replaces (never silent; the same lines are stored with a run's episodes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from replaykit.envs.base import EnvTable
 from replaykit.envs import features
@@ -25,6 +25,33 @@ from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
+
+
+class TaskCheckRow(TypedDict):
+    """One task of ``tasks check``: the two grades, and why it fails (``problem``) or may mislead."""
+
+    task_id: str
+    path: str
+    digest: str | None  # None: the task did not load
+    ok: bool
+    untouched: float | None  # the untouched environment's reward (None: not graded)
+    solved: float | None  # the solution's reward
+    problem: str
+    warning: str  # the warnings, joined
+    warnings: list[str]
+    features: list[str]  # Harbor features the task uses
+    ignored: list[str]  # ... and those replaykit ignores
+
+
+class TaskCheckReport(TypedDict):
+    """``tasks check --json``."""
+
+    env: str
+    tasks: list[TaskCheckRow]
+    passed: int
+    total: int
+    warnings: int  # tasks with a warning
+    ok: bool
 
 
 def tail(text: str, limit: int = 400) -> str:
@@ -39,7 +66,7 @@ def check_tasks(
     kind: str = "docker",
     aliases: dict[str, str] | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> TaskCheckReport:
     """Run the oracle check on every task the paths/globs name; one row per task."""
     env_kind = get_env_kind(kind)
     env = cast(
@@ -48,7 +75,7 @@ def check_tasks(
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})
-    rows: list[dict[str, Any]] = []
+    rows: list[TaskCheckRow] = []
     for folder in folders:
         try:
             task = load_task(folder)
@@ -77,25 +104,26 @@ def check_tasks(
         ]
         if env_kind.uses_docker:
             notes.extend(_image_notes(task, dict(aliases or {})))
-        row: dict[str, Any] = {
-            "task_id": task.id,
-            "path": str(task.path),
-            "digest": task.digest[:12],
-            "features": report["used"],
-            "ignored": report["ignored"],
-        }
+        row = TaskCheckRow(
+            task_id=task.id,
+            path=str(task.path),
+            digest=task.digest[:12],
+            ok=False,
+            untouched=None,
+            solved=None,
+            problem="",
+            warning="",
+            warnings=[],
+            features=report["used"],
+            ignored=report["ignored"],
+        )
         if not task.has_solution:
-            row.update(
-                ok=False,
-                untouched=None,
-                solved=None,
-                problem=f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check",
-            )
+            row["problem"] = f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check"
         else:
             try:
                 untouched, solved = env_kind.check(task, env)
             except (EnvError, TaskError) as exc:
-                row.update(ok=False, untouched=None, solved=None, problem=str(exc))
+                row["problem"] = str(exc)
             else:
                 problems = []
                 if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
@@ -114,13 +142,9 @@ def check_tasks(
                         + (" (infra failure)" if solved.infra_failure else "")
                         + f": {tail(solved.detail)}"
                     )
-                row.update(
-                    ok=not problems,
-                    untouched=untouched.reward,
-                    solved=solved.reward,
-                    problem="; ".join(problems),
-                )
-        row.update(warnings=notes, warning="; ".join(notes))
+                row["ok"], row["untouched"], row["solved"] = not problems, untouched.reward, solved.reward
+                row["problem"] = "; ".join(problems)
+        row["warnings"], row["warning"] = notes, "; ".join(notes)
         rows.append(row)
         if progress:
             progress("task", {"task_id": task.id})

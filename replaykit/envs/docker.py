@@ -36,7 +36,7 @@ from replaykit.envs import (
 )
 from replaykit.envs.base import Grade, Observation
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
-from replaykit.envs.episode_container import INIT, EpisodeContainer, start_container
+from replaykit.envs.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
 from replaykit.envs.grading import verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.network import NetworkRequest
@@ -192,7 +192,7 @@ class DockerEnv:
         config = images.image_config(client, self.image)
         self._image_workdir = str(config.get("WorkingDir") or "") or None
         self._entrypoint = list(config.get("Entrypoint") or [])  # kept, as Harbor keeps it
-        options: dict[str, Any] = {
+        options: ContainerOptions = {
             "command": INIT,
             "name": name,
             "hostname": HOSTNAME,
@@ -209,12 +209,13 @@ class DockerEnv:
             else "default"
             if self.task.allow_internet and self.network_mode != "none"
             else "none",
-            **({"extra_hosts": self._net.extra_hosts} if self._net is not None else {}),
             "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
             "mem_limit": f"{self.task.memory_mb}m",
             "memswap_limit": f"{self.task.memory_mb}m",
             "pids_limit": self.pids_limit,
         }
+        if self._net is not None:
+            options["extra_hosts"] = self._net.extra_hosts
         try:
             container, by_driver = start_container(
                 client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR)

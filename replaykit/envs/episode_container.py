@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.envs import compose, containers, faults, services, task_env
@@ -58,7 +58,27 @@ def _dirs_tar(*names: str) -> bytes:
     return buf.getvalue()
 
 
-def _create(client: Any, image: str, storage_mb: int, options: dict[str, Any]) -> tuple[Any, bool]:
+class ContainerOptions(TypedDict):
+    """What an episode's container is created with (keywords of docker's ``containers.create``)."""
+
+    name: str
+    command: list[str]
+    hostname: str
+    working_dir: str
+    environment: dict[str, str]
+    detach: bool
+    tty: bool
+    stdin_open: bool
+    labels: dict[str, str]
+    network_mode: str
+    extra_hosts: NotRequired[dict[str, str]]  # the frozen network's proxy host
+    nano_cpus: int
+    mem_limit: str
+    memswap_limit: str
+    pids_limit: int
+
+
+def _create(client: Any, image: str, storage_mb: int, options: ContainerOptions) -> tuple[Any, bool]:
     """Create the container, with a driver storage quota where the daemon supports one."""
     import docker.errors
 
@@ -75,7 +95,7 @@ def _create(client: Any, image: str, storage_mb: int, options: dict[str, Any]) -
 
 
 def start_container(
-    client: Any, image: str, storage_mb: int, options: dict[str, Any], folders: tuple[str, ...]
+    client: Any, image: str, storage_mb: int, options: ContainerOptions, folders: tuple[str, ...]
 ) -> tuple[Any, bool]:
     """Create (``options["name"]``) and start a container of ``image`` with ``folders`` made;
     returns it and whether the storage driver enforces ``storage_mb``. Removed on failure."""

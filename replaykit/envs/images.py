@@ -125,12 +125,22 @@ def image_exists(client: Any, ref: str) -> str | None:
         raise EnvError(f"cannot inspect image {ref!r}: {exc.explanation or exc}") from None
 
 
-def image_config(client: Any, ref: str) -> dict[str, Any]:
+class ImageConfig(TypedDict, total=False):
+    """The part of an image's ``Config`` (``docker image inspect``) replaykit reads; Docker
+    writes null for an unset list or mapping."""
+
+    WorkingDir: str
+    Entrypoint: list[str] | None
+    Labels: dict[str, str] | None
+
+
+def image_config(client: Any, ref: str) -> ImageConfig:
     """The image's ``Config`` (WorkingDir, Entrypoint, …); {} when the image is unknown."""
     try:
-        return dict(client.api.inspect_image(ref).get("Config") or {})
+        found = client.api.inspect_image(ref).get("Config")  # the docker SDK is untyped
+        return ImageConfig(**found) if found else ImageConfig()
     except Exception:
-        return {}
+        return ImageConfig()
 
 
 def image_workdir(client: Any, ref: str) -> str | None:

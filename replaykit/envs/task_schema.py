@@ -8,6 +8,7 @@ warnings (Harbor ignores them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -98,7 +99,13 @@ def _kind_ok(value: Any, kind: str) -> bool:
     raise AssertionError(kind)
 
 
-def validate_config(config: dict[str, Any], toml_path: Path) -> None:
+def _table(config: Mapping[str, object], section: str) -> Mapping[str, object]:
+    """A section of task.toml (checked to be a table first), or an empty one when absent."""
+    table = config.get(section)
+    return table if isinstance(table, dict) else {}
+
+
+def validate_config(config: Mapping[str, object], toml_path: Path) -> None:
     version = config.get("version")
     expected = " or ".join(f'"{v}"' for v in SUPPORTED_VERSIONS)
     if version is None and "schema_version" in config:
@@ -118,7 +125,7 @@ def validate_config(config: dict[str, Any], toml_path: Path) -> None:
         if section in config and not isinstance(config[section], dict):
             raise TaskError(f"{toml_path}: field '{section}' must be a table ([{section}])")
     for (section, key), kind in _FIELD_TYPES.items():
-        table = config.get(section, {})
+        table = _table(config, section)
         if key in table and not _kind_ok(table[key], kind):
             raise TaskError(f"{toml_path}: field '{section}.{key}' must be a {kind}, got {table[key]!r}")
     validate_env_tables(config, str(toml_path))
@@ -130,6 +137,6 @@ def validate_config(config: dict[str, Any], toml_path: Path) -> None:
             + (" (replaykit cannot enforce allowed_hosts)" if mode == "allowlist" else "")
         )
     for (section, key), bad, why in _UNSUPPORTED:
-        table = config.get(section, {})
+        table = _table(config, section)
         if key in table and bad(table[key]):
             raise TaskError(f"{toml_path}: field '{section}.{key}' = {table[key]!r} is not supported: {why}")

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def _yaml(path: Path) -> Any:
         raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
 
-def _main_service(folder: Path) -> tuple[dict[str, Any], str]:
+def _main_service(folder: Path) -> tuple[dict[str, object], str]:
     path = folder / "docker-compose.yaml"
     if not path.is_file():
         return {}, "."
@@ -122,7 +123,7 @@ def _main_service(folder: Path) -> tuple[dict[str, Any], str]:
     return service, str(context)
 
 
-def _additions(service: dict[str, Any]) -> list[str]:
+def _additions(service: Mapping[str, object]) -> list[str]:
     lines = ["ENV TEST_DIR=/tests"]
     env = service.get("environment")
     pairs = (
@@ -200,15 +201,21 @@ def _map(folder: Path, out: Path) -> None:
         shutil.copy(item, env_dir / rel)
     instruction = config["instruction"]
     (out / "instruction.md").write_text(instruction if instruction.endswith("\n") else instruction + "\n")
-    (out / "task.toml").write_text(_toml(config))
+    (out / "task.toml").write_text(_toml(config, folder / "task.yaml"))
 
 
-def _toml(config: dict[str, Any]) -> str:
-    def q(value: Any) -> str:
+def _toml(config: Mapping[str, object], where: Path) -> str:
+    def q(value: object) -> str:
         return json.dumps(str(value))
 
+    def number(key: str, default: float) -> float:
+        value = config.get(key, default)
+        if not isinstance(value, (int, float, str)):
+            raise TaskError(f"{where}: field {key!r} must be a number of seconds, not {value!r}")
+        return float(value)
+
     raw_tags = config.get("tags")
-    tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
+    tags: list[object] = raw_tags if isinstance(raw_tags, list) else []
     lines = [
         'schema_version = "1.4"',
         "",
@@ -220,10 +227,10 @@ def _toml(config: dict[str, Any]) -> str:
         f"tags = [{', '.join(q(t) for t in tags)}]",
         "",
         "[verifier]",
-        f"timeout_sec = {float(config.get('max_test_timeout_sec', 60.0))}",
+        f"timeout_sec = {number('max_test_timeout_sec', 60.0)}",
         "",
         "[agent]",
-        f"timeout_sec = {float(config.get('max_agent_timeout_sec', 360.0))}",
+        f"timeout_sec = {number('max_agent_timeout_sec', 360.0)}",
         "",
         "[environment]",
         'network_mode = "public"',

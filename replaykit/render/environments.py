@@ -11,11 +11,12 @@ from replaykit.episodes.certify_records import CertifyReport
 from replaykit.render.console import line, plain, show_table
 
 if TYPE_CHECKING:
+    from replaykit.envs.check import TaskCheckReport
     from replaykit.envs.images import BaseImage
     from replaykit.workspace.doctor import DoctorReport
 
 
-def tasks_check(report: dict[str, Any]) -> None:
+def tasks_check(report: TaskCheckReport) -> None:
     rows: list[list[str | Text]] = [
         [
             r["task_id"],
