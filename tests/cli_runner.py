@@ -6,7 +6,10 @@ environment plus ``env`` and ``cwd`` applied for the call and restored after it,
 what the command registered with ``atexit`` run at its end and what it left
 unreferenced collected (as at a process exit: a store's connection closes and
 checkpoints), and the per-process client cache cleared. That costs no interpreter start-up and no
-re-import (about half a CPU second per call).
+re-import. What existed before the first call (the imported modules, the collected tests:
+~300,000 objects) is frozen out of the collector (``gc.freeze``), again whenever modules were
+imported since, so that collection looks only at what later calls made: a full collection of the
+whole heap costs ~0.25 s of CPU, about half of what an in-process call used to cost.
 
 ``process=True`` runs ``python -m replaykit.cli`` in a subprocess instead: for tests
 where a real process is the point (signals, Ctrl-C, kill -9, a ``timeout``, a
@@ -77,6 +80,20 @@ def _exit_hooks() -> Iterator[list[tuple[Callable[..., Any], tuple[Any, ...], di
                 fn(*a, **k)
 
 
+_frozen_modules = 0
+
+
+def _freeze_the_heap() -> None:
+    """Move every live object into the collector's permanent generation (``gc.freeze``)
+    when modules were imported since the last time: they live until exit anyway. Garbage
+    a later command leaves is still collected; it is never frozen before its collection."""
+    global _frozen_modules
+    if len(sys.modules) != _frozen_modules:
+        gc.collect()
+        gc.freeze()
+        _frozen_modules = len(sys.modules)
+
+
 def _in_process(
     args: list[str], cwd: Path | None, env: dict[str, str] | None, stdin: str | None
 ) -> subprocess.CompletedProcess[str]:
@@ -84,6 +101,7 @@ def _in_process(
     from replaykit.commands.shell import run
     from replaykit.models.clients import clear_clients
 
+    _freeze_the_heap()
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
     try:
