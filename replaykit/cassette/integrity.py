@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from replaykit.core.records import EpisodeRow
 from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
+
+if TYPE_CHECKING:
+    from replaykit.cassette.store.schema import CassetteColumns
 
 #: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
 CASSETTE_DERIVED = (
@@ -57,7 +61,7 @@ def blob_ok(digest: str, data: bytes, size: int | None = None) -> bool:
     return hashlib.sha256(data).hexdigest() == digest
 
 
-def cassette_columns(episode: Episode) -> dict[str, Any]:
+def cassette_columns(episode: Episode) -> CassetteColumns:
     """Every derived column of an episode's row, computed from its key and events."""
     key, grade = episode.key, episode.grade
     return {
@@ -82,7 +86,7 @@ def cassette_columns(episode: Episode) -> dict[str, Any]:
     }
 
 
-def _same(stored: Any, derived: Any) -> bool:
+def _same(stored: Any, derived: Any) -> bool:  # any values a row or a document holds
     if isinstance(derived, bool) or isinstance(stored, bool):
         return stored is not None and derived is not None and int(stored) == int(derived)
     if derived is None or stored is None:
@@ -93,25 +97,27 @@ def _same(stored: Any, derived: Any) -> bool:
 
 
 def cassette_mismatches(
-    row: dict[str, Any], episode: Episode, derived: dict[str, Any] | None = None
+    row: Mapping[str, object], episode: Episode, derived: CassetteColumns | None = None
 ) -> list[str]:
-    """Names of the row's columns that disagree with its episode (empty: consistent)."""
-    derived = derived or cassette_columns(episode)
+    """Names of the row's columns that disagree with its episode (empty: consistent); the
+    row as stored or as a bundle carries it (so any values: what it holds is checked)."""
+    columns: Mapping[str, object] = derived or cassette_columns(episode)
     bad = []
     for column in CASSETTE_DERIVED:
         if column == "key_json":
+            raw = row.get("key_json")
             try:
-                ok = json.loads(row.get("key_json") or "null") == episode.key.canonical()
+                ok = isinstance(raw, (str, bytes)) and json.loads(raw or "null") == episode.key.canonical()
             except (TypeError, ValueError):
                 ok = False
         else:
-            ok = _same(row.get(column), derived[column])
+            ok = _same(row.get(column), columns[column])
         if not ok:
             bad.append(column)
     return bad
 
 
-def run_episode_mismatches(entry: EpisodeRow, derived: dict[str, Any]) -> list[str]:
+def run_episode_mismatches(entry: EpisodeRow, derived: CassetteColumns) -> list[str]:
     """Fields of a run document's episode entry that disagree with its cassette's events."""
     pairs = {
         "cassette_id": "id",
@@ -126,10 +132,11 @@ def run_episode_mismatches(entry: EpisodeRow, derived: dict[str, Any]) -> list[s
         "digest": "digest",
     }
     row: dict[str, object] = dict(entry)
-    return [name for name, column in pairs.items() if name in row and not _same(row[name], derived[column])]
+    columns: Mapping[str, object] = derived
+    return [name for name, column in pairs.items() if name in row and not _same(row[name], columns[column])]
 
 
-def doc_mismatches(row: dict[str, Any], doc: Any) -> list[str]:
+def doc_mismatches(row: Mapping[str, object], doc: object) -> list[str]:
     """What in a runs-table row disagrees with its document (empty: consistent)."""
     if not isinstance(doc, dict):
         return ["document is not a JSON object"]
@@ -142,7 +149,7 @@ def doc_mismatches(row: dict[str, Any], doc: Any) -> list[str]:
         bad.append(f"document is for {str(doc.get(field))[:16]}, not {row.get('id')}")
     if kind == "measure":
         for column, path in RUN_MIRRORS.items():
-            value: Any = doc
+            value: object = doc
             for part in path:
                 value = value.get(part) if isinstance(value, dict) else None
             if row.get(column) not in (None, "") and row.get(column) != value:

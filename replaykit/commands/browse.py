@@ -21,8 +21,18 @@ def runs(
 ) -> None:
     """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
     everything = open_store(store, readonly=True, config=config).list_runs()
-    rows = [r for r in everything if kind is None or r["kind"] == kind]
-    rows = [{k: r[k] for k in ("id", "kind", "name", "harness_sha", "model", "created_at")} for r in rows]
+    rows = [
+        {
+            "id": r["id"],
+            "kind": r["kind"],
+            "name": r["name"],
+            "harness_sha": r["harness_sha"],
+            "model": r["model"],
+            "created_at": r["created_at"],
+        }
+        for r in everything
+        if kind is None or r["kind"] == kind
+    ]
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
 
 

@@ -46,7 +46,7 @@ from replaykit.episodes.certify_records import (
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.store.schema import now_iso
+from replaykit.cassette.store.schema import CertificateRow, now_iso
 from replaykit.core.determinism import canonical_json, digest_of
 from replaykit.envs.registry import make_env
 from replaykit.episodes import network
@@ -319,7 +319,7 @@ def certify_task(
             check = check_task(episodes, task, nets)
     status, reason, first = check
     evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
-    cert: Certificate = {
+    row: CertificateRow = {
         "id": _cert_id_of(store, [e.id for e in episodes]),
         "task_id": task.id,
         "task_digest": key.task_digest,
@@ -329,12 +329,12 @@ def certify_task(
         "reason": reason,
         "run_id": run_id,
         "episodes": len(episodes),
-        "doc": evidence,
+        "doc": canonical_json(evidence),
         "created_at": now_iso(),
     }
     if status != ERROR:  # an infrastructure error certifies nothing
-        store.put_certificate({**cert, "doc": canonical_json(evidence)})
-    return cert
+        store.put_certificate(row)
+    return {**row, "doc": evidence}
 
 
 def certify_run(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, TypedDict
+from collections.abc import Mapping
+from typing import Literal, TypedDict
 
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.backend import StoreBackend
@@ -39,7 +40,7 @@ LS_COLUMNS = (
 
 def list_cassettes(
     store: StoreBackend, run_id: str | None = None, limit: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last)."""
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
@@ -47,9 +48,9 @@ def list_cassettes(
         ids = store.get_run(run_id).cassettes
         if limit is not None:
             ids = ids[len(ids) - limit :] if limit else []
-        rows = [store.cassette_row(i) for i in ids]
+        rows: list[Mapping[str, object]] = [store.cassette_row(i) for i in ids]
         return [{c: r[c] for c in LS_COLUMNS} for r in rows]
-    return store.cassette_summaries(LS_COLUMNS, limit)
+    return [dict(r) for r in store.cassette_summaries(LS_COLUMNS, limit)]
 
 
 def count_cassettes(store: StoreBackend, run_id: str | None = None) -> int:

@@ -8,7 +8,7 @@ events, every reference present in the bundle).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from replaykit.cassette.integrity import (
     cassette_columns,
@@ -32,6 +32,9 @@ from replaykit.exchange.bundle_format import (
     parse_json,
 )
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
+
+if TYPE_CHECKING:
+    from replaykit.cassette.store.schema import CassetteColumns
 
 
 def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
@@ -145,7 +148,7 @@ def check_graph(path: Path, sel: Selection) -> None:
     for key, row in sel.rows["trees"].items():
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
             get(digest)
-    derived: dict[str, dict[str, Any]] = {}
+    derived: dict[str, CassetteColumns] = {}
     for table in ("cassettes", "runs"):
         for key, row in sel.rows[table].items():
             where = f"bundle {path}: {table[:-1]} {key}"

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES
+from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS
 from replaykit.view import queries
@@ -153,7 +153,7 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
         outcome = q.get("outcome", "")
         if outcome and outcome not in OUTCOMES:
             raise ValueError(f"outcome={outcome!r} is not one of {', '.join(OUTCOMES)}")
-        filters: dict[str, Any] = {
+        filters: EpisodeFilters = {
             "task_id": q.get("task", ""),
             "seed": _int(q.get("seed"), "seed"),
             "model": q.get("model", ""),

@@ -8,12 +8,16 @@ only), documents and episodes only for what is on the page.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.report.diff import diff_verdict
 from replaykit.report.transcript import episode_summary, transcript
 from replaykit.view.caps import capped
+
+if TYPE_CHECKING:
+    from replaykit.cassette.store.browsing import EpisodeFilters
+    from replaykit.cassette.store.schema import RunsRow
 
 PAGE = 50
 
@@ -57,7 +61,7 @@ def curve(epochs: list[dict[str, Any]], total: int | None) -> dict[str, Any]:
     }
 
 
-def training_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+def training_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     doc = store.get_doc(row["id"], kind="training")
     epochs = doc.get("epochs") or []
     metrics = [((e.get("verdict") or {}).get("metrics") or {}) for e in epochs]
@@ -92,7 +96,7 @@ def training(store: StoreBackend, training_id: str) -> dict[str, Any]:
     return {"training": training_row(store, row)}
 
 
-def run_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+def run_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     doc = store.get_run(row["id"]).to_dict()
     episodes = doc.get("episodes") or []
     return {
@@ -142,11 +146,15 @@ def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
         for t in tasks
         if any((t, s) in cells for s in seeds)
     ]
-    row = {
+    row: RunsRow = {
         "id": doc.run_id,
+        "kind": doc.kind,
         "name": "",
         "model": doc.model["name"],
+        "endpoint": doc.model.get("endpoint", ""),
         "harness_sha": doc.harness_sha,
+        "config_digest": doc.config_digest,
+        "doc": "",
         "created_at": "",
     }
     return {
@@ -156,7 +164,7 @@ def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
     }
 
 
-def verdict_row(store: StoreBackend, row: dict[str, Any]) -> dict[str, Any]:
+def verdict_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     doc = store.get_doc(row["id"], kind="verdict")
     v = doc["verdict"]
     return {
@@ -242,7 +250,7 @@ def compare(store: StoreBackend, compare_id: str) -> dict[str, Any]:
 
 
 def episodes(
-    store: StoreBackend, filters: dict[str, Any], sort: str, descending: bool, page: int
+    store: StoreBackend, filters: EpisodeFilters, sort: str, descending: bool, page: int
 ) -> dict[str, Any]:
     page = max(page, 1)
     rows, total = store.episode_page(

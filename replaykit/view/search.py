@@ -12,12 +12,11 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import is_url
 from replaykit.cassette.events import Episode
-from replaykit.cassette.store.search import SearchIndex
+from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.report.transcript import transcript
 
 #: Episodes decoded and written per transaction while the index is built.
@@ -107,7 +106,7 @@ class Searcher:
 
     def search(
         self, query: str, limit: int = 20, offset: int = 0, wait: float | None = None
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[SearchHit], int]:
         if wait is None:
             self.refresh()
         else:

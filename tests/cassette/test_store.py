@@ -101,7 +101,8 @@ def test_trees_materialise_with_modes(store_location: str) -> None:
     assert (tree / "harness.py").read_text() == "x = 1\n"
     assert (tree / "bin/run").stat().st_mode & 0o111
     row = store.get_row("trees", "b" * 40)
-    assert row is not None and json.loads(row["manifest"])["harness.py"][0] == 0o100644
+    assert row is not None and isinstance(manifest := row["manifest"], str)
+    assert json.loads(manifest)["harness.py"][0] == 0o100644
 
 
 def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:

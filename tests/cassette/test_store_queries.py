@@ -8,6 +8,7 @@ from pathlib import Path
 
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.store.schema import CertificateRow
 from replaykit.cassette.stores import is_url, open_store
 from replaykit.envs.base import Grade
 
@@ -48,7 +49,7 @@ def test_certificates_round_trip_and_reading_creates_nothing(store_location: str
     assert reader.get_certificate("c1") is None
     reader.close()
     assert is_url(store_location) or index.read_bytes() == before
-    row = {
+    row: CertificateRow = {
         "id": "c1",
         "task_id": "t",
         "task_digest": "d",

@@ -9,14 +9,19 @@ import shutil
 import sqlite3
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Self, TypeVar
 from urllib.parse import quote
 
 import sqlite_utils
 
 from replaykit.cassette.store.guard import connect
-from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, retry_locked
+from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, as_rows, retry_locked
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
+
+if TYPE_CHECKING:
+    from replaykit.cassette.store.schema import CassetteColumns
+
+T = TypeVar("T")
 
 
 class StoreBase:
@@ -27,7 +32,7 @@ class StoreBase:
         self.readonly = readonly
         self._db: sqlite_utils.Database | None = None
         self._checked: dict[
-            str, tuple[str, dict[str, Any]]
+            str, tuple[str, CassetteColumns]
         ] = {}  # cassette id -> (doc hash, derived columns)
         self._scratch: Path | None = None
 
@@ -151,14 +156,14 @@ class StoreBase:
     def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
         return StoreCorrupt(what, where, self.location)
 
-    def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
-        """One row by primary key (a plain query: sqlite-utils' ``Table.get`` reads the
-        table's schema with a PRAGMA on every call)."""
+    def _row(self, shape: type[T], table: str, pk: str, value: str) -> T | None:
+        """One row by primary key, as ``shape`` (the table's row TypedDict; a plain query:
+        sqlite-utils' ``Table.get`` reads the table's schema with a PRAGMA on every call)."""
         cursor = self.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{pk}] = ?", (value,))
         row = cursor.fetchone()
         if row is None:
             return None
-        return dict(zip((c[0] for c in cursor.description), row, strict=True))
+        return as_rows(shape, [c[0] for c in cursor.description], [row])[0]
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
         """A full id from a unique prefix (any length, as git does)."""

@@ -4,6 +4,7 @@ one-transaction write of blobs plus an index row that episodes and documents use
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from replaykit.cassette.codec import Blobs, put
@@ -50,7 +51,7 @@ class BlobsMixin(LeasesMixin):
     def get_json(self, digest: str) -> Any:
         return json.loads(self.get_blob(digest))
 
-    def _write_row(self, table: str, row: dict[str, Any], blobs: Blobs) -> None:
+    def _write_row(self, table: str, row: Mapping[str, object], blobs: Blobs) -> None:
         """Blobs + one row in one transaction; ``created_at`` is set once, at first write."""
         pk = SCHEMA[table]["pk"]
         self.writable()
@@ -59,6 +60,6 @@ class BlobsMixin(LeasesMixin):
             old = self.db.conn.execute(
                 f"SELECT created_at FROM [{table}] WHERE [{pk}] = ?", (row[pk],)
             ).fetchone()
-            row["created_at"] = old[0] if old and old[0] else now_iso()
-            self.db.table(table).insert(row, replace=True)
-            self._lease_rows(table, [row[pk]])
+            created_at = old[0] if old and old[0] else now_iso()
+            self.db.table(table).insert({**row, "created_at": created_at}, replace=True)
+            self._lease_rows(table, [str(row[pk])])

@@ -4,9 +4,11 @@ their bodies, and a change token for polling. Reads only; nothing here writes.""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import Any, TypedDict
 
 from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.cassette.store.schema import RunsRow, as_rows
 
 #: Columns an episode page can be sorted by (the index columns of ``cassettes``).
 EPISODE_SORTS = (
@@ -27,31 +29,63 @@ _COLUMNS = ("id", "kind", *EPISODE_SORTS[1:], EPISODE_SORTS[0])
 OUTCOMES = ("pass", "fail", "infra")
 
 
+class EpisodeFilters(TypedDict, total=False):
+    """What an episode page is filtered by (absent, empty or None: not filtered)."""
+
+    kind: str  # default ``episode``
+    task_id: str
+    seed: int | str | None  # a form's text is accepted
+    model: str
+    harness_sha: str  # a prefix
+    outcome: str | None  # pass | fail | infra; anything else: not filtered
+    ids: Collection[str] | None  # only these cassettes
+
+
+class EpisodeListing(TypedDict):
+    """An episode row of a page: its id and kind, the sortable columns, the time last."""
+
+    id: str
+    kind: str
+    task_id: str
+    seed: int
+    model: str
+    harness_sha: str
+    reward: float | None
+    passed: int | None
+    infra_failure: int | None
+    n_env: int
+    n_llm: int
+    tokens: int
+    created_at: str
+
+
 class BrowsingMixin(BlobsMixin):
     """Listings for a browser: one page at a time, never a whole table of documents."""
 
     def episode_page(
         self,
-        filters: dict[str, Any] | None = None,
+        filters: EpisodeFilters | None = None,
         sort: str = "created_at",
         descending: bool = True,
         limit: int = 50,
         offset: int = 0,
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[EpisodeListing], int]:
         """Index rows of episodes matching ``filters`` (``kind`` (default ``episode``), ``task_id``,
         ``seed``, ``model``, ``harness_sha`` (a prefix), ``outcome`` (pass|fail|infra), ``ids``),
         sorted by one of :data:`EPISODE_SORTS`, one page of them, and how many match."""
         if sort not in EPISODE_SORTS:
             raise ValueError(f"cannot sort episodes by {sort!r}; one of {', '.join(EPISODE_SORTS)}")
-        f = filters or {}
-        where, args = ["kind = ?"], [f.get("kind") or "episode"]
-        for column in ("task_id", "model"):
-            if f.get(column):
+        f: EpisodeFilters = filters or {}
+        where: list[str] = ["kind = ?"]
+        args: list[str | int] = [f.get("kind") or "episode"]
+        for column, value in (("task_id", f.get("task_id")), ("model", f.get("model"))):
+            if value:
                 where.append(f"[{column}] = ?")
-                args.append(str(f[column]))
-        if f.get("seed") is not None and f.get("seed") != "":
+                args.append(str(value))
+        seed = f.get("seed")
+        if seed is not None and seed != "":
             where.append("seed = ?")
-            args.append(int(f["seed"]))
+            args.append(int(seed))
         if f.get("harness_sha"):
             where.append("harness_sha LIKE ?")
             args.append(str(f["harness_sha"]).replace("%", "").replace("_", "") + "%")
@@ -62,8 +96,8 @@ class BrowsingMixin(BlobsMixin):
             where.append("passed = 0 AND infra_failure = 0")
         elif outcome == "infra":
             where.append("infra_failure = 1")
-        if f.get("ids") is not None:
-            ids = list(f["ids"]) or [""]
+        if (wanted := f.get("ids")) is not None:
+            ids = list(wanted) or [""]
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
         clause = " AND ".join(where)
@@ -76,7 +110,7 @@ class BrowsingMixin(BlobsMixin):
             f"SELECT {cols} FROM cassettes WHERE {clause} ORDER BY [{sort}] {order}, id {order} LIMIT ? OFFSET ?",
             [*args, int(limit), int(offset)],
         ).fetchall()
-        return [dict(zip(_COLUMNS, r, strict=True)) for r in rows], total
+        return as_rows(EpisodeListing, _COLUMNS, rows), total
 
     def episode_facets(self, kind: str = "episode") -> dict[str, list[Any]]:
         """The distinct tasks, seeds, models and harness SHAs of the stored episodes (for filters)."""
@@ -88,7 +122,7 @@ class BrowsingMixin(BlobsMixin):
             out[column] = [r[0] for r in rows]
         return out
 
-    def doc_rows(self, kind: str) -> list[dict[str, Any]]:
+    def doc_rows(self, kind: str) -> list[RunsRow]:
         """The ``runs``-table rows of one kind (documents not read), newest first."""
         cursor = self.db.conn.execute(
             "SELECT id, kind, name, harness_sha, model, endpoint, config_digest, doc, created_at "
@@ -96,7 +130,7 @@ class BrowsingMixin(BlobsMixin):
             (kind,),
         )
         cols = [c[0] for c in cursor.description]
-        return [dict(zip(cols, r, strict=True)) for r in cursor.fetchall()]
+        return as_rows(RunsRow, cols, cursor.fetchall())
 
     def change_token(self) -> str:
         """A value that changes whenever another process commits to the store (for polling)."""

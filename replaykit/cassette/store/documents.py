@@ -3,11 +3,13 @@ read with the blob verified and the row's id and kind checked against the docume
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.records import RunDoc, RunDocument
@@ -23,7 +25,7 @@ class DocumentsMixin(BlobsMixin):
         self.put_doc(
             run["run_id"],
             run.get("kind", "measure"),
-            dict(run),
+            run,
             name=run.get("name", ""),
             harness_sha=run["harness_sha"],
             model=run["model"]["name"],
@@ -31,7 +33,7 @@ class DocumentsMixin(BlobsMixin):
             config_digest=run["config_digest"],
         )
 
-    def put_doc(self, doc_id: str, kind: str, doc: dict[str, Any], **columns: Any) -> None:
+    def put_doc(self, doc_id: str, kind: str, doc: Mapping[str, object], **columns: str) -> None:
         """Store a document (run, training, verdict, ...) in the ``runs`` table by id."""
         blobs: Blobs = {}
         doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
@@ -40,11 +42,12 @@ class DocumentsMixin(BlobsMixin):
         row.update({"id": doc_id, "kind": kind, "doc": doc_hash})
         self._write_row("runs", row, blobs)
 
-    def verified_doc(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A runs-table row's document, its blob verified and its id checked against the row."""
+    def verified_doc(self, row: Mapping[str, object]) -> dict[str, Any]:
+        """A runs-table row's document, its blob verified and its id checked against the row
+        (a row as stored, or as a bundle carries it: what it holds is what is checked)."""
         where = f"{row.get('kind') or 'document'} {row['id']}"
         try:
-            doc = self.get_json(row["doc"])
+            doc = self.get_json(str(row["doc"]))
         except StoreCorrupt as exc:
             raise exc.within(where, self.location) from None
         except ValueError:
@@ -64,16 +67,16 @@ class DocumentsMixin(BlobsMixin):
         full = self.resolve_id("runs", doc_id, what=what)
         row = self._runs_row(full)
         if kind and row["kind"] != kind:
-            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
+            self.verified_doc(row)  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.location}")
-        return self.verified_doc(dict(row))
+        return self.verified_doc(row)
 
     def doc_kind(self, doc_id: str) -> str:
         full = self.resolve_id("runs", doc_id, what="run or training")
         return str(self._runs_row(full)["kind"])
 
-    def _runs_row(self, full: str) -> dict[str, Any]:
-        row = self._row("runs", "id", full)
+    def _runs_row(self, full: str) -> RunsRow:
+        row = self._row(RunsRow, "runs", "id", full)
         assert row is not None  # resolve_id found it
         return row
 
@@ -82,9 +85,9 @@ class DocumentsMixin(BlobsMixin):
         full = self.resolve_id("runs", run_id, what="run")
         row = self._runs_row(full)
         if row["kind"] != "measure":
-            self.verified_doc(dict(row))  # a row whose kind was damaged is corruption, not a wrong id
+            self.verified_doc(row)  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
-        doc = self.verified_doc(dict(row))
+        doc = self.verified_doc(row)
         try:
             return RunDoc.from_dict(cast(RunDocument, doc))  # a bad shape raises below
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -92,5 +95,5 @@ class DocumentsMixin(BlobsMixin):
                 f"its document is not a run ({type(exc).__name__}: {str(exc)[:80]})", f"run {full}"
             ) from None
 
-    def list_runs(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.db.table("runs").rows_where(order_by="created_at, id")]
+    def list_runs(self) -> list[RunsRow]:
+        return typed_rows(RunsRow, self.db.table("runs").rows_where(order_by="created_at, id"))

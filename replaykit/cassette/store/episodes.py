@@ -3,12 +3,20 @@ and the cached columns verified; index listings that never read episode document
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.cassette.store.schema import (
+    CassetteColumns,
+    CassetteFields,
+    CassetteRow,
+    Cell,
+    as_rows,
+    typed_rows,
+)
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import RunDoc, RunDocument
@@ -21,8 +29,7 @@ class EpisodesMixin(BlobsMixin):
         """Write an episode atomically (replacing one with the same key)."""
         blobs: Blobs = {}
         doc = encode_episode(episode, blobs)
-        row = cassette_columns(episode)
-        row["doc"] = put(blobs, canonical_json(doc).encode("utf-8"))
+        row = {**cassette_columns(episode), "doc": put(blobs, canonical_json(doc).encode("utf-8"))}
         self._write_row("cassettes", row, blobs)
         self._checked.pop(episode.id, None)
 
@@ -32,8 +39,8 @@ class EpisodesMixin(BlobsMixin):
             is not None
         )
 
-    def cassette_row(self, cassette_id: str) -> dict[str, Any]:
-        row = self._row("cassettes", "id", cassette_id)
+    def cassette_row(self, cassette_id: str) -> CassetteRow:
+        row = self._row(CassetteRow, "cassettes", "id", cassette_id)
         if row is None:
             raise CassetteNotFound(
                 f"no cassette {cassette_id!r} in store {self.location}; list them with `replaykit cassettes ls`"
@@ -72,13 +79,13 @@ class EpisodesMixin(BlobsMixin):
         self._checked[cassette_id] = (row["doc"], derived)
         return episode
 
-    def verified_columns(self, cassette_id: str) -> dict[str, Any]:
+    def verified_columns(self, cassette_id: str) -> CassetteColumns:
         """A cassette's derived columns, checked against its events (decoded once per store object)."""
         checked = self._checked.get(cassette_id)
         if checked is None or checked[0] != self.cassette_row(cassette_id)["doc"]:
             self.get_episode(cassette_id)
             checked = self._checked[cassette_id]
-        return dict(checked[1])
+        return checked[1].copy()
 
     def check_run(self, run: RunDoc | RunDocument) -> None:
         """Every episode entry of a run document (a ``RunDoc`` or the stored form) against its
@@ -93,24 +100,24 @@ class EpisodesMixin(BlobsMixin):
                 )
 
     def list_cassettes(
-        self, where: str | None = None, params: Iterable[Any] = (), limit: int | None = None
-    ) -> list[dict[str, Any]]:
+        self, where: str | None = None, params: Iterable[Cell] = (), limit: int | None = None
+    ) -> list[CassetteRow]:
         rows = self.db.table("cassettes").rows_where(
             where, list(params), order_by="created_at, id", limit=limit
         )
-        return [dict(r) for r in rows]
+        return typed_rows(CassetteRow, rows)
 
-    def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[dict[str, Any]]:
+    def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[CassetteFields]:
         """Index columns of the newest ``limit`` cassettes (all when None), oldest first;
         episode documents are not read."""
         cols = ", ".join(f"[{c}]" for c in columns)
         sql = f"SELECT {cols} FROM cassettes ORDER BY created_at DESC, id DESC"
-        args: tuple[Any, ...] = ()
+        args: tuple[int, ...] = ()
         if limit is not None:
             sql += " LIMIT ?"
             args = (int(limit),)
         rows = self.db.conn.execute(sql, args).fetchall()
-        return [dict(zip(columns, r, strict=True)) for r in reversed(rows)]
+        return as_rows(CassetteFields, columns, reversed(rows))
 
     def count_cassettes(self) -> int:
         return int(self.db.conn.execute("SELECT COUNT(*) FROM cassettes").fetchone()[0])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA
+from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA, Cell
 from replaykit.core.errors import StoreError
 
 #: the core tables, locked together by ``BEGIN IMMEDIATE`` (one writer; readers go on)
@@ -134,7 +134,7 @@ class PgTable:
         spec = SCHEMA.get(self.name) or EXTRA_TABLES.get(self.name)
         return pk or (spec["pk"] if spec else "id")
 
-    def insert(self, row: dict[str, Any], replace: bool = False, pk: str | None = None) -> None:
+    def insert(self, row: Mapping[str, Cell], replace: bool = False, pk: str | None = None) -> None:
         cols = list(row)
         sql = f"INSERT INTO [{self.name}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
         if replace:
@@ -143,7 +143,9 @@ class PgTable:
             sql += f" ON CONFLICT ([{key}]) " + (f"DO UPDATE SET {updates}" if updates else "DO NOTHING")
         self.db.conn.execute(sql, [row[c] for c in cols])
 
-    def insert_all(self, rows: list[dict[str, Any]], pk: str | None = None, alter: bool = False) -> None:
+    def insert_all(
+        self, rows: Iterable[Mapping[str, Cell]], pk: str | None = None, alter: bool = False
+    ) -> None:
         """Rows as exported (an existing primary key is an error, as in SQLite)."""
         del pk, alter  # the schema is fixed: bundles carry the core tables' columns
         for row in rows:
@@ -155,7 +157,7 @@ class PgTable:
         where_args: Sequence[Any] = (),
         order_by: str | None = None,
         limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[dict[str, Cell]]:
         sql = f"SELECT * FROM [{self.name}]"
         args = list(where_args)
         if where:
@@ -170,7 +172,7 @@ class PgTable:
         for r in cursor.fetchall():
             yield dict(zip(cols, r, strict=True))
 
-    def create(self, columns: dict[str, Any], pk: str) -> None:
+    def create(self, columns: dict[str, type], pk: str) -> None:
         cols = ", ".join(
             f'"{c}" {_PG_TYPES[t]}' + (" PRIMARY KEY" if c == pk else "") for c, t in columns.items()
         )

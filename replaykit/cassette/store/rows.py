@@ -7,7 +7,7 @@ import contextlib
 from typing import Any, Iterable, Iterator
 
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.cassette.store.schema import SCHEMA
+from replaykit.cassette.store.schema import SCHEMA, Cell
 from replaykit.core.errors import StoreError
 
 
@@ -30,13 +30,13 @@ class RowsMixin(BlobsMixin):
         return int(cursor.rowcount)
 
     # -- rows, for bundles (export and import) ------------------------------------------
-    def get_row(self, table: str, key: str) -> dict[str, Any] | None:
-        """One row of a core table by primary key, as stored."""
-        if table not in SCHEMA:
-            raise StoreError(f"unknown store table {table!r}")
-        return self._row(table, SCHEMA[table]["pk"], key)
+    def get_row(self, table: str, key: str) -> dict[str, Cell] | None:
+        """One row of a core table by primary key, as stored (a blob is read with ``get_blob``)."""
+        if table not in SCHEMA or table == "blobs":
+            raise StoreError(f"no rows of store table {table!r} (one of runs, cassettes, trees)")
+        return self._row(dict[str, Cell], table, SCHEMA[table]["pk"], key)
 
-    def present(self, table: str, keys: list[str], column: str | None = None) -> dict[str, Any]:
+    def present(self, table: str, keys: list[str], column: str | None = None) -> dict[str, Cell]:
         """Of ``keys``, those present in a core table → their ``column`` (or True)."""
         if table not in SCHEMA:
             raise StoreError(f"unknown store table {table!r}")
@@ -44,7 +44,7 @@ class RowsMixin(BlobsMixin):
             return {}
         pk = SCHEMA[table]["pk"]
         value = f"[{column}]" if column else "1"
-        found: dict[str, Any] = {}
+        found: dict[str, Cell] = {}
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             sql = f"SELECT [{pk}], {value} FROM [{table}] WHERE [{pk}] IN ({','.join('?' * len(chunk))})"
@@ -61,7 +61,7 @@ class RowsMixin(BlobsMixin):
         """Content-addressed blobs (``hash → bytes``; present ones are left alone)."""
         self._write_blobs(blobs)
 
-    def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def insert_rows(self, table: str, rows: list[dict[str, Cell]]) -> None:
         """Rows of a core table, as exported (an existing primary key is an error)."""
         if table not in SCHEMA:
             raise StoreError(f"unknown store table {table!r}")

@@ -6,11 +6,142 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypedDict, TypeVar, cast
+
+from replaykit.core.records import JSON
 
 INDEX = "index.db"
+T = TypeVar("T")
 
-SCHEMA: dict[str, dict[str, Any]] = {
+#: one value of a stored row, as SQLite and PostgreSQL return it (a blob's bytes are
+#: not read as a row: ``get_blob``)
+Cell = str | int | float | None
+
+
+class TableSpec(TypedDict):
+    """A table: its columns (name → Python type of the value) and primary key."""
+
+    columns: dict[str, type]
+    pk: str
+
+
+class CassetteColumns(TypedDict):
+    """A cassette row's columns derived from its episode (``integrity.cassette_columns``)."""
+
+    id: str
+    kind: str
+    harness_sha: str
+    task_id: str
+    task_digest: str
+    model: str
+    endpoint: str
+    model_revision: str
+    seed: int
+    config_digest: str
+    key_json: str
+    digest: str
+    n_llm: int
+    n_env: int
+    reward: float | None
+    passed: int | None  # None: no grade (nor for infra_failure)
+    infra_failure: int | None
+    tokens: int
+
+
+class CassetteRow(CassetteColumns):
+    """A ``cassettes`` row as stored: the derived columns, the document's hash, the time."""
+
+    doc: str
+    created_at: str
+
+
+class CassetteFields(TypedDict, total=False):
+    """Some columns of a cassette row: those a listing asked for (``cassette_summaries``)."""
+
+    id: str
+    kind: str
+    harness_sha: str
+    task_id: str
+    task_digest: str
+    model: str
+    endpoint: str
+    model_revision: str
+    seed: int
+    config_digest: str
+    key_json: str
+    digest: str
+    n_llm: int
+    n_env: int
+    reward: float | None
+    passed: int | None
+    infra_failure: int | None
+    tokens: int
+    doc: str
+    created_at: str
+
+
+class RunsRow(TypedDict):
+    """A ``runs`` row (a run, training, verdict, … document) as stored; ``doc`` is its hash."""
+
+    id: str
+    kind: str
+    name: str
+    harness_sha: str
+    model: str
+    endpoint: str
+    config_digest: str
+    doc: str
+    created_at: str
+
+
+class CertificateRow(TypedDict):
+    """A ``certificates`` row as stored (``doc``: the evidence, canonical JSON)."""
+
+    id: str
+    task_id: str
+    task_digest: str
+    env_kind: str
+    image_id: str
+    status: str
+    reason: str
+    run_id: str
+    episodes: int
+    doc: str
+    created_at: str
+
+
+class CertificateRecord(TypedDict):
+    """A certificate as ``get_certificate`` reads it: the row with ``doc`` decoded."""
+
+    id: str
+    task_id: str
+    task_digest: str
+    env_kind: str
+    image_id: str
+    status: str
+    reason: str
+    run_id: str
+    episodes: int
+    doc: dict[str, JSON]
+    created_at: str
+
+
+def typed_rows(shape: type[T], rows: Iterable[Mapping[str, object]]) -> list[T]:
+    """Rows as the driver returns them (sqlite3, sqlite-utils and psycopg are untyped here)
+    typed as the table's TypedDict ``shape``: the one place a row gets its type. ``shape``
+    names the columns selected (tests/cassette/test_row_shapes.py checks every shape
+    against ``SCHEMA``)."""
+    del shape  # it names the type only
+    return cast(list[T], [dict(r) for r in rows])
+
+
+def as_rows(shape: type[T], columns: Sequence[str], values: Iterable[Sequence[object]]) -> list[T]:
+    """Tuples of ``columns`` (a cursor's rows) as ``shape`` rows (:func:`typed_rows`)."""
+    return typed_rows(shape, (dict(zip(columns, v, strict=True)) for v in values))
+
+
+SCHEMA: dict[str, TableSpec] = {
     "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash"},
     "cassettes": {
         "columns": {
@@ -95,7 +226,7 @@ VIEWS: dict[str, str] = {
 
 
 #: Tables other layers own, created on their first write (never by a read).
-EXTRA_TABLES: dict[str, dict[str, Any]] = {
+EXTRA_TABLES: dict[str, TableSpec] = {
     "certificates": {
         "columns": {
             "id": str,
@@ -115,7 +246,7 @@ EXTRA_TABLES: dict[str, dict[str, Any]] = {
 }
 
 
-def retry_locked(fn: Any, seconds: float = 30.0) -> Any:
+def retry_locked(fn: Callable[[], T], seconds: float = 30.0) -> T:
     """Run ``fn``, waiting while another process holds the database (e.g. creating the schema)."""
     deadline = time.monotonic() + seconds
     while True:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS indexed (id TEXT PRIMARY KEY, doc TEXT NOT NULL)",
@@ -23,6 +23,16 @@ _SCHEMA = (
         "id UNINDEXED, task_id UNINDEXED, seed UNINDEXED, model UNINDEXED, body, tokenize='unicode61')"
     ),
 )
+
+
+class SearchHit(TypedDict):
+    """An episode whose text matched, with a snippet of the match."""
+
+    cassette_id: str
+    task_id: str
+    seed: int
+    model: str
+    snippet: str
 
 
 class SearchIndex:
@@ -63,7 +73,7 @@ class SearchIndex:
                 "INSERT OR REPLACE INTO indexed(id, doc) VALUES (?, ?)", [(r[0], r[1]) for r in rows]
             )
 
-    def search(self, query: str, limit: int = 20, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def search(self, query: str, limit: int = 20, offset: int = 0) -> tuple[list[SearchHit], int]:
         """Episodes whose text matches ``query`` (every word, as typed), best first, with a snippet
         (matches between ``\\x02`` and ``\\x03``); and how many match."""
         match = " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
@@ -77,5 +87,8 @@ class SearchIndex:
             "FROM texts WHERE texts MATCH ? ORDER BY rank LIMIT ? OFFSET ?",
             (match, int(limit), int(offset)),
         ).fetchall()
-        keys = ("cassette_id", "task_id", "seed", "model", "snippet")
-        return [dict(zip(keys, r, strict=True)) for r in rows], total
+        hits = [
+            SearchHit(cassette_id=cid, task_id=task, seed=seed, model=model, snippet=snippet)
+            for cid, task, seed, model, snippet in rows
+        ]
+        return hits, total
