@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.report.documents import Turn
 from replaykit.report.transcript import episode_summary, transcript
@@ -102,7 +103,9 @@ def log_name(created: str, task: str, log_id: str) -> str:
     return f"{clean(created)}_{clean(task)}_{clean(log_id)}.json"
 
 
-def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None, bool, tuple[int, int, int]]:
+def _sample(
+    store: StoreBackend, cassette_id: str, epoch: int
+) -> tuple[Any, float | None, bool, tuple[int, int, int]]:
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
@@ -157,14 +160,14 @@ def _sample(store: Any, cassette_id: str, epoch: int) -> tuple[Any, float | None
 
 
 def _log(
-    store: Any,
+    store: StoreBackend,
     name: str,
     run_id: str,
     model: str,
     harness_sha: str,
     created: str,
     episodes: list[tuple[str, int]],
-    extra: dict[str, Any],
+    extra: dict[str, str],
 ) -> Any:
     from inspect_ai.log import (
         EvalConfig,
@@ -230,7 +233,7 @@ def _log(
     return EvalLog(eval=spec, status="success", results=results, stats=stats, samples=samples)
 
 
-def _run_ids(store: Any, root_id: str) -> list[str] | None:
+def _run_ids(store: StoreBackend, root_id: str) -> list[str] | None:
     """The runs under a stored document (None when the id is not a document)."""
     try:
         kind = store.doc_kind(root_id)
@@ -247,7 +250,21 @@ def _run_ids(store: Any, root_id: str) -> list[str] | None:
     return list(runs)
 
 
-def export_inspect(store: Any, root_id: str, folder: Path) -> dict[str, Any]:
+class InspectFile(TypedDict):
+    path: str
+    run_id: str  # the run (or cassette) the log holds
+    samples: int
+
+
+class InspectExport(TypedDict):
+    """What ``cassettes export ID --format inspect`` wrote (and prints with ``--json``)."""
+
+    root: str
+    folder: str
+    files: list[InspectFile]
+
+
+def export_inspect(store: StoreBackend, root_id: str, folder: Path) -> InspectExport:
     """Write one Inspect eval log (JSON) per run under ``folder``; returns what was written."""
     log_api = _inspect()
     created_at = {r["id"]: r["created_at"] for r in store.list_runs()}
@@ -295,7 +312,7 @@ def export_inspect(store: Any, root_id: str, folder: Path) -> dict[str, Any]:
     if folder.exists() and not folder.is_dir():
         raise ReplaykitError(f"{folder} is a file; --format inspect writes a folder of logs (-o DIR)")
     folder.mkdir(parents=True, exist_ok=True)
-    files = []
+    files: list[InspectFile] = []
     for log_id, log in logs:
         path = folder / log_name(log.eval.created, log.eval.task.rsplit("/", 1)[-1], log_id)
         log_api.write_eval_log(log, str(path), format="json")

@@ -17,6 +17,7 @@ import json
 from typing import Any, TypeVar, cast
 
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
+from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
     CallTurn,
@@ -137,75 +138,6 @@ def request_messages(body: Any) -> list[Message]:
     return out
 
 
-def _sse_payloads(content: bytes) -> list[Any]:
-    out = []
-    for line in content.decode("utf-8", "replace").splitlines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if not data or data == "[DONE]":
-            continue
-        try:
-            out.append(json.loads(data))
-        except ValueError:
-            continue
-    return out
-
-
-def _join_chat_stream(chunks: list[Any]) -> dict[str, Any]:
-    """Streamed chat completion chunks → one ``chat.completion``-shaped dict."""
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    doc: dict[str, Any] = {"stream": True, "chunks": len(chunks)}
-    for chunk in chunks:
-        if not isinstance(chunk, dict):
-            continue
-        for key in ("id", "model", "system_fingerprint"):
-            if chunk.get(key):
-                doc[key] = chunk[key]
-        if chunk.get("usage"):
-            doc["usage"] = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(
-                    int(tc.get("index", len(calls))), {"id": "", "function": {"name": "", "arguments": ""}}
-                )
-                slot["id"] = tc.get("id") or slot["id"]
-                fn = tc.get("function") or {}
-                slot["function"]["name"] += fn.get("name") or ""
-                slot["function"]["arguments"] += fn.get("arguments") or ""
-            if choice.get("finish_reason"):
-                doc["finish_reason"] = choice["finish_reason"]
-    msg = {"role": "assistant", "content": "".join(content), "tool_calls": [calls[i] for i in sorted(calls)]}
-    doc["choices"] = [{"message": msg, "finish_reason": doc.get("finish_reason")}]
-    return doc
-
-
-def _join_responses_stream(events: list[Any]) -> dict[str, Any]:
-    """Streamed Responses API events → the final response object (``response.completed``)."""
-    items: dict[int, Any] = {}
-    final: dict[str, Any] | None = None
-    for event in events:
-        if not isinstance(event, dict):
-            continue
-        if event.get("type") in (
-            "response.completed",
-            "response.incomplete",
-            "response.failed",
-        ) and isinstance(event.get("response"), dict):
-            final = dict(event["response"])
-        elif event.get("type") == "response.output_item.done":
-            items[int(event.get("output_index", len(items)))] = event.get("item")
-    final = final or {}
-    if not final.get("output") and items:
-        final["output"] = [items[i] for i in sorted(items)]
-    final["stream"] = True
-    final["chunks"] = len(events)
-    return final
-
-
 def parse_response(event: LlmEvent) -> Reply:
     """The reply of one call: ``messages``, ``usage``, ``system_fingerprint``, ``stream``, ``error``."""
     text = event.content.decode("utf-8", "replace")
@@ -218,28 +150,28 @@ def parse_response(event: LlmEvent) -> Reply:
         "system_fingerprint": None,
     }
     if streamed:
-        payloads = _sse_payloads(event.content)
+        payloads = sse_payloads(event.content)
         is_responses = any(
             isinstance(p, dict) and str(p.get("type", "")).startswith("response.") for p in payloads
         )
-        doc = _join_responses_stream(payloads) if is_responses else _join_chat_stream(payloads)
+        doc = join_responses_stream(payloads) if is_responses else join_chat_stream(payloads)
     else:
         try:
-            doc = json.loads(text) if text.strip() else {}
+            body = json.loads(text) if text.strip() else {}
         except ValueError:
-            doc = {"raw": text}
-    if not isinstance(doc, dict):
-        doc = {"raw": text}
+            body = None
+        doc = body if isinstance(body, dict) else {"raw": text}
     out["chunks"] = doc.get("chunks", len(event.chunks))
     if event.status >= 400 or "error" in doc:
         err = doc.get("error")
-        out["error"] = (err.get("message") if isinstance(err, dict) else str(err or "")) or text[:500]
+        reason = err.get("message") if isinstance(err, dict) else str(err or "")
+        out["error"] = str(reason or "") or text[:500]
     out["usage"] = doc.get("usage")
     out["system_fingerprint"] = doc.get("system_fingerprint")
     out["model"] = doc.get("model")
     if "choices" in doc:
-        for choice in doc.get("choices") or []:
-            msg = choice.get("message") or {}
+        for choice in doc["choices"] if isinstance(doc["choices"], list) else []:
+            msg = (choice.get("message") if isinstance(choice, dict) else None) or {}
             out["messages"].append(
                 message("assistant", msg.get("content"), _chat_tool_calls(msg.get("tool_calls")))
             )
