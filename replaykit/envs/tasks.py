@@ -40,7 +40,7 @@ class Task:
     id: str
     path: Path
     instruction: str
-    config: dict[str, Any] = field(hash=False)
+    config: dict[str, object] = field(hash=False)
     digest: str
     steps: tuple[Step, ...] = field(default=(), hash=False)  # Harbor's [[steps]]; () for one step
 

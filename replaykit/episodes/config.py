@@ -54,7 +54,7 @@ class HarnessConfig(_Strict):
 
     @field_validator("params")
     @classmethod
-    def _known_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def _known_params(cls, params: dict[str, object]) -> dict[str, object]:
         """``max_steps``, the one parameter every shipped harness reads, must be a count."""
         steps = params.get("max_steps")
         if "max_steps" in params and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):

@@ -73,7 +73,9 @@ def test_sample_task_layout(task_id: str) -> None:
     assert task.workdir == "/app" and task.allow_internet is False
     assert task.agent_timeout_sec > 0 and task.verifier_timeout_sec > 0
     assert task.cpus >= 1 and task.memory_mb > 0 and task.storage_mb > 0
-    assert set(task.config["environment"]) >= {"build_timeout_sec", "cpus", "memory_mb", "storage_mb"}
+    environment = task.config["environment"]
+    assert isinstance(environment, dict)
+    assert set(environment) >= {"build_timeout_sec", "cpus", "memory_mb", "storage_mb"}
     assert task.instruction.strip()
     dockerfile = (task.environment_dir / "Dockerfile").read_text()
     assert dockerfile.startswith("FROM debian:bookworm-slim")
