@@ -50,6 +50,7 @@ class HarnessConfig(_Strict):
     template: str | None = "quickstart"
     branch: str = "main"
     entry: str = "harness.py"
+    #: free-form values for the harness (Any: pydantic cannot take the recursive ``JSON`` alias)
     params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("params")

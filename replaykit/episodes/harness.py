@@ -23,6 +23,7 @@ import git
 
 from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
 from replaykit.core.errors import HarnessError
+from replaykit.core.records import JSON
 from replaykit.core.stale import clean_dead_scratch, scratch_dir
 
 TEMPLATES = Path(__file__).parents[1] / "templates"
@@ -38,10 +39,11 @@ class Context:
     task_id: str
     model: str
     temperature: float = 0.0
+    #: the config's ``harness.params``, as the harness's own code reads them (``int(ctx.params["max_steps"])``)
     params: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
     #: the config's ``model.params`` (max_tokens, tool_choice, seed, ...), sent with every call
-    model_params: dict[str, Any] = field(default_factory=dict)
+    model_params: dict[str, JSON] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(derive_seed(self.seed, self.task_id, "rng"))
@@ -56,7 +58,8 @@ class Context:
 
     def llm_kwargs(self) -> dict[str, Any]:
         """model, temperature, a per-call seed derived from (run seed, task, call number) and
-        the config's ``model.params`` (its ``seed``, when set, instead of the per-call one)."""
+        the config's ``model.params`` (its ``seed``, when set, instead of the per-call one).
+        Any: splatted into the openai client's ``create()``, whose keywords each have their own type."""
         kwargs: dict[str, Any] = {
             "model": self.model,
             "temperature": self.temperature,
