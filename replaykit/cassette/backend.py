@@ -14,11 +14,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from replaykit.cassette.events import Episode
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import RunDoc, RunDocument, TrainingDocument
+from replaykit.core.records import (
+    JSON,
+    CompareDocument,
+    RunDoc,
+    RunDocument,
+    TrainingDocument,
+    VerdictDocument,
+)
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFilters, EpisodeListing
@@ -105,9 +112,18 @@ class Index(Protocol):
         """Is ``doc_id`` stored with exactly the document hashing to ``doc_digest``?"""
         ...
 
-    def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["verdict"]) -> VerdictDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["compare"]) -> CompareDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
+        """A document by id or unique prefix (of ``kind``, when given), verified against its row."""
+        ...
 
-    def verified_doc(self, row: Mapping[str, object]) -> dict[str, Any]:
+    def verified_doc(self, row: Mapping[str, object]) -> dict[str, JSON]:
         """A runs-table row's document, its blob verified and its id checked against the row."""
         ...
 

@@ -62,7 +62,8 @@ def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -
         if (row["endpoint"], row["model"], row["config_digest"]) != (endpoint, model.name, digest):
             continue
         doc = store.verified_doc(row)
-        if float(doc.get("temperature", 0.0)) == model.temperature:
+        temperature = doc.get("temperature", 0.0)
+        if isinstance(temperature, (int, float)) and float(temperature) == model.temperature:
             return cast(ProbeResult, doc)  # a saved probe (models.probe.save_probe), its blob verified
     return None
 

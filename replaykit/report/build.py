@@ -279,25 +279,25 @@ class Report:
         return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
 
 
-# -- stored documents by kind: the store checks each against its row and kind on read (the
-#    casts name what ``get_doc`` returns for that kind); reports recompute the derived ones
+# -- stored documents by kind: the store checks each against its row and kind on read (and
+#    ``get_doc`` names what it returns for that kind); reports recompute the derived ones
 
 
 def stored_training(store: StoreBackend, training_id: str) -> TrainingDocument:
     doc = store.get_doc(training_id, kind="training")
     verify_training(store, doc)  # derived: recomputed before a report shows it
-    return cast(TrainingDocument, doc)
+    return doc
 
 
 def stored_verdict(store: StoreBackend, verdict_id: str, verify: bool = False) -> VerdictDocument:
     doc = store.get_doc(verdict_id, kind="verdict")
     if verify:
         verify_verdict(store, doc)
-    return cast(VerdictDocument, doc)
+    return doc
 
 
 def stored_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
-    return cast(CompareDocument, store.get_doc(compare_id, kind="compare"))
+    return store.get_doc(compare_id, kind="compare")
 
 
 def stored_probe(store: StoreBackend, probe_id: str) -> ProbeResult:

@@ -242,12 +242,12 @@ def _run_ids(store: StoreBackend, root_id: str) -> list[str] | None:
     if kind == "measure":
         return [store.get_run(root_id).run_id]
     doc = store.get_doc(root_id, kind=kind)
-    runs = doc.get("runs") or []
-    if not runs:
+    runs = doc.get("runs")
+    if not isinstance(runs, list) or not runs:
         raise ReplaykitError(
             f"{root_id!r} is a {kind} with no runs; export a run, training, verdict, compare result or cassette"
         )
-    return list(runs)
+    return [r for r in runs if isinstance(r, str)]  # a verdict of an unmeasured candidate names None
 
 
 class InspectFile(TypedDict):

@@ -22,7 +22,7 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
     """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision would differ."""
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
-    baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(doc["candidate_run"])
+    baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(str(doc["candidate_run"]))
     store.check_run(baseline)  # the columns a verdict is computed from, against the cassettes' events
     store.check_run(candidate)
     own = make_criterion(recorded["criterion"], **recorded["params"])(
@@ -81,9 +81,7 @@ def replay_training(
     from replaykit.train.derived import verify_training
 
     doc = training_doc(store, training_id)
-    verify_training(
-        store, dict(doc), bundle=False
-    )  # derived, so recomputed first; the clone verifies the bundle
+    verify_training(store, doc, bundle=False)  # derived, so recomputed first; the clone verifies the bundle
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
         gitops.clone_bundle(

@@ -20,6 +20,7 @@ from typing import Any, cast
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
+from replaykit.core.records import TrainingDocument, VerdictDocument
 from replaykit.train import gitops
 from replaykit.train.criteria import make_criterion
 from replaykit.train.scratch import Proposal
@@ -29,7 +30,7 @@ def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def recompute_verdict(store: StoreBackend, doc: dict[str, Any]) -> dict[str, Any]:
+def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> dict[str, Any]:
     """The verdict ``doc``'s runs give under its recorded criterion (runs checked against their cassettes)."""
     recorded = doc.get("verdict")
     vid = doc.get("verdict_id")
@@ -58,7 +59,7 @@ def recompute_verdict(store: StoreBackend, doc: dict[str, Any]) -> dict[str, Any
     return dict(criterion(candidate, baseline, recorded.get("excluded")).to_dict())
 
 
-def verify_verdict(store: StoreBackend, doc: dict[str, Any]) -> None:
+def verify_verdict(store: StoreBackend, doc: VerdictDocument) -> None:
     """``store corrupt`` unless the recorded verdict is exactly what its runs and criterion give."""
     own, recorded = recompute_verdict(store, doc), doc["verdict"]
     if own != recorded:
@@ -70,7 +71,7 @@ def verify_verdict(store: StoreBackend, doc: dict[str, Any]) -> None:
         )
 
 
-def verify_git_bundle(store: StoreBackend, doc: dict[str, Any]) -> None:
+def verify_git_bundle(store: StoreBackend, doc: TrainingDocument) -> None:
     """The training's initial-baseline blob is a git bundle (``git bundle verify``) holding its initial SHA."""
     tid = doc.get("training_id")
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-check-"))
@@ -95,7 +96,7 @@ class _NoReapply:
         return None, f"the recorded decisions led to baseline {parent[:10]}, which no epoch recorded"
 
 
-def verify_training(store: StoreBackend, doc: dict[str, Any], bundle: bool = True) -> None:
+def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = True) -> None:
     """``store corrupt`` unless the training's verdicts, decisions, candidate SHAs, chain and
     final baseline are what its runs, criterion and optimizer give (and, with ``bundle``,
     its git bundle verifies)."""

@@ -10,7 +10,7 @@ patch queue's diff texts), so a bundle can export the whole training and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.models.endpoint import model_id
@@ -131,4 +131,4 @@ def stored_estimator(store: StoreBackend, doc: TrainingDocument) -> Estimator | 
 
 def training_doc(store: StoreBackend, training_id: str) -> TrainingDocument:
     """A stored training document (verified on read, like every document)."""
-    return cast(TrainingDocument, store.get_doc(training_id, kind="training"))
+    return store.get_doc(training_id, kind="training")

@@ -44,7 +44,7 @@ def resample_seeds(
     doc = store.get_doc(verdict_id, kind="verdict")
     recorded = doc["verdict"]
     baseline = store.get_run(doc["baseline_run"])
-    candidate = store.get_run(doc["candidate_run"])
+    candidate = store.get_run(str(doc["candidate_run"]))  # a verdict names its candidate run
     seeds = sorted({int(e.seed) for e in baseline.episodes} & {int(e.seed) for e in candidate.episodes})
     if not 1 <= k <= len(seeds):
         raise ConfigError(

@@ -18,11 +18,12 @@ from replaykit.view.caps import capped
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFilters
     from replaykit.cassette.store.schema import RunsRow
+    from replaykit.core.records import CompareCell, EpochRecord
 
 PAGE = 50
 
 
-def _accepted(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+def _accepted(epochs: list[EpochRecord]) -> dict[str, Any]:
     """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
     out: dict[str, Any] = {}
     for decision in ("accepted", "rejected", "skipped"):
@@ -31,10 +32,16 @@ def _accepted(epochs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def curve(epochs: list[dict[str, Any]], total: int | None) -> dict[str, Any]:
+def _metric(epoch: EpochRecord, name: str) -> int | float | None:
+    """A number an epoch's verdict recorded among its metrics (None: none recorded)."""
+    value = v["metrics"].get(name) if (v := epoch.get("verdict")) else None
+    return value if isinstance(value, (int, float)) else None
+
+
+def curve(epochs: list[EpochRecord], total: int | None) -> dict[str, Any]:
     """Solved instances per epoch (baseline and candidate), as SVG polyline points."""
-    base = [((e.get("verdict") or {}).get("metrics") or {}).get("solved_baseline") for e in epochs]
-    cand = [((e.get("verdict") or {}).get("metrics") or {}).get("solved_candidate") for e in epochs]
+    base = [_metric(e, "solved_baseline") for e in epochs]
+    cand = [_metric(e, "solved_candidate") for e in epochs]
     top = max([v for v in base + cand if v is not None] + [total or 0, 1])
     width, height = 60 * max(len(epochs), 1), 120
 
@@ -64,12 +71,12 @@ def curve(epochs: list[dict[str, Any]], total: int | None) -> dict[str, Any]:
 def training_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     doc = store.get_doc(row["id"], kind="training")
     epochs = doc.get("epochs") or []
-    metrics = [((e.get("verdict") or {}).get("metrics") or {}) for e in epochs]
-    units = next((m.get("units") for m in metrics if m.get("units")), None)
+    metrics = [v["metrics"] for e in epochs if (v := e.get("verdict"))]
+    units = next((u for m in metrics if isinstance(u := m.get("units"), int) and u), None)
     return {
         "id": row["id"],
         "name": row.get("name") or doc.get("name", ""),
-        "model": (doc.get("model") or {}).get("name", row.get("model", "")),
+        "model": model["name"] if (model := doc.get("model")) else row["model"],
         "created_at": row["created_at"],
         "initial_sha": doc.get("initial_sha", ""),
         "final_baseline": doc.get("final_baseline", ""),
@@ -226,14 +233,16 @@ def compares(store: StoreBackend) -> dict[str, Any]:
 def compare(store: StoreBackend, compare_id: str) -> dict[str, Any]:
     doc = store.get_doc(compare_id, kind="compare")
     models, harnesses = doc["models"], doc["harnesses"]
-    rows = []
+    rows, grid = [], []
     for h in harnesses:
         cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"] if cells else ""
-        rows.append({"harness": h, "harness_sha": sha, "cells": [cells.get(m) for m in models]})
+        line: list[CompareCell | None] = [cells.get(m) for m in models]
+        rows.append({"harness": h, "harness_sha": sha, "cells": line})
+        grid.append(line)
     delta = None
     if len(rows) >= 2:  # the last harness (e.g. the trained one) against the first (the untrained one)
-        first, last = rows[0]["cells"], rows[-1]["cells"]
+        first, last = grid[0], grid[-1]
         delta = [
             (b["solve_rate"] - a["solve_rate"]) if a is not None and b is not None else None
             for a, b in zip(first, last, strict=True)

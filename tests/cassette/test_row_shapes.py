@@ -6,7 +6,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Union, get_args, get_origin, get_type_hints
+from typing import Union, assert_type, get_args, get_origin, get_type_hints
 
 import pytest
 
@@ -26,7 +26,8 @@ from replaykit.cassette.store.schema import (
 )
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import open_store
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.errors import CassetteNotFound
+from replaykit.core.records import EpisodeSummary, RunDoc, TrainingDocument
 from replaykit.envs.base import Grade, Observation
 
 
@@ -135,3 +136,17 @@ def test_search_hits_have_their_shape(tmp_path: Path) -> None:
     hits, total = index.search("needle")
     assert total == 1 and [mismatches(h, SearchHit) for h in hits] == [[]] and hits[0]["seed"] == 3
     index.close()
+
+
+def test_documents_read_back_as_their_kind(store_location: str) -> None:
+    """``get_doc`` names what a kind's document is (mypy checks ``assert_type``); the store
+    still refuses a document of another kind."""
+    store = open_store(store_location)
+    store.put_doc("t1", "training", {"training_id": "t1", "kind": "training"})
+    store.put_doc("n1", "note", {"hello": "world"})
+    training = assert_type(store.get_doc("t1", kind="training"), TrainingDocument)
+    assert training["training_id"] == "t1"
+    note = assert_type(store.get_doc("n1"), Mapping[str, object])
+    assert note == {"hello": "world"}
+    with pytest.raises(CassetteNotFound, match="is a note, not a verdict"):
+        store.get_doc("n1", kind="verdict")

@@ -4,7 +4,7 @@ read with the blob verified and the row's id and kind checked against the docume
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Literal, cast, overload
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
@@ -12,7 +12,14 @@ from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
-from replaykit.core.records import RunDoc, RunDocument
+from replaykit.core.records import (
+    JSON,
+    CompareDocument,
+    RunDoc,
+    RunDocument,
+    TrainingDocument,
+    VerdictDocument,
+)
 
 
 class DocumentsMixin(BlobsMixin):
@@ -42,7 +49,7 @@ class DocumentsMixin(BlobsMixin):
         row.update({"id": doc_id, "kind": kind, "doc": doc_hash})
         self._write_row("runs", row, blobs)
 
-    def verified_doc(self, row: Mapping[str, object]) -> dict[str, Any]:
+    def verified_doc(self, row: Mapping[str, object]) -> dict[str, JSON]:
         """A runs-table row's document, its blob verified and its id checked against the row
         (a row as stored, or as a bundle carries it: what it holds is what is checked)."""
         where = f"{row.get('kind') or 'document'} {row['id']}"
@@ -62,7 +69,18 @@ class DocumentsMixin(BlobsMixin):
         row = self.db.conn.execute("SELECT doc FROM runs WHERE id = ?", (doc_id,)).fetchone()
         return row is not None and row[0] == doc_digest
 
-    def get_doc(self, doc_id: str, kind: str | None = None) -> dict[str, Any]:
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["verdict"]) -> VerdictDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: Literal["compare"]) -> CompareDocument: ...
+    @overload
+    def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]: ...
+    def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
+        """A document by id or unique prefix, verified against its row; of ``kind``, when
+        given (another kind is "not found"): a training, verdict or compare result as the
+        TypedDict its writer stores (``core/records.py``), any other kind as a mapping."""
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
         row = self._runs_row(full)
