@@ -10,8 +10,6 @@ import json
 import random
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +20,15 @@ from replaykit.core.errors import StoreCorrupt
 from replaykit.exchange.fsck import verify_store
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 MUTATIONS = 120
-CLI_EVERY = 12  # every 12th mutation is replayed through the real CLI, the rest through the library
+CLI_EVERY = (
+    12  # every 12th mutation is replayed through the real CLI (in-process), the rest through the library
+)
 CASSETTE_COLUMNS = (
     "digest",
     "passed",
@@ -132,12 +133,7 @@ def test_randomised_corruption_campaign(source: dict[str, Any], tmp_path: Path) 
         what = mutate(conn, rng, source["run"])
         conn.close()
         if i % CLI_EVERY == 0:
-            out = subprocess.run(
-                [sys.executable, "-m", "replaykit.cli", "replay", run_id, "--store", str(path), "--json"],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            out = cli("replay", run_id, "--store", str(path), "--json")
             assert "Traceback" not in out.stderr, (what, out.stderr)
             if out.returncode == 0:
                 identical = json.loads(out.stdout)["identical"]
@@ -170,21 +166,7 @@ def test_randomised_corruption_campaign(source: dict[str, Any], tmp_path: Path) 
 
 
 def test_fsck_of_a_healthy_store_via_cli(source: dict[str, Any]) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replaykit.cli",
-            "cassettes",
-            "verify",
-            "--store",
-            str(source["path"]),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = cli("cassettes", "verify", "--store", str(source["path"]), "--json")
     report = json.loads(out.stdout)
     assert (
         out.returncode == 0
@@ -201,12 +183,7 @@ def test_fsck_names_what_is_damaged(source: dict[str, Any], tmp_path: Path) -> N
     conn = sqlite3.connect(str(path / "index.db"), isolation_level=None)
     conn.execute("UPDATE cassettes SET passed = 1 - passed WHERE id = ?", (cid,))
     conn.close()
-    out = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "cassettes", "verify", "--store", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = cli("cassettes", "verify", "--store", str(path))
     assert (
         out.returncode == 1
         and f"damaged cassette {cid}: store corrupt: cassette {cid}: column(s) passed" in out.stdout
