@@ -2,7 +2,7 @@
 
 Real servers on loopback: the built-in reference server, a gate in front of it that
 answers an HTTP error (401/404/500) until it is switched to pass through, and a
-refused port. Everything through the real CLI.
+refused port. Everything through the real CLI (in-process: tests/cli_runner.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from replaykit.core.modes import RecordMode
 
 import http.client
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,6 +24,7 @@ from replaykit.cassette.store import Store
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -93,16 +91,6 @@ def gate() -> Iterator[Gate]:
             server.shutdown()
             server.close_connections()
             server.server_close()
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def config_for(tmp: Path, base_url: str, **overrides: Any) -> Path:
@@ -221,16 +209,12 @@ def test_unknown_proposer_model_stops_the_training(tmp_path: Path) -> None:
     assert store.list_cassettes("kind = ?", ["proposal"]) == []  # the failed proposal was not cached
 
 
-def test_unset_api_key_env_is_an_error_not_a_placeholder(tmp_path: Path, gate: Gate) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "GATE_KEY"}
+def test_unset_api_key_env_is_an_error_not_a_placeholder(
+    tmp_path: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GATE_KEY", raising=False)
     config = config_for(tmp_path, gate.base_url)
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "run", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    proc = cli("run", str(config))
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     assert "$GATE_KEY (model.api_key_env) is not set" in proc.stderr and 'api_key_env: ""' in proc.stderr
     assert stored_cassettes(tmp_path) == 0
