@@ -7,14 +7,12 @@ from __future__ import annotations
 import pytest
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 
 from replaykit.testing import write_config
+from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -78,14 +76,8 @@ def make_suite(root: Path) -> None:
     )
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
+def cli(*args: str, env: dict[str, str] | None = None, process: bool = False) -> dict[str, Any]:
+    proc = run_cli(*args, "--json", env=env, process=process)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
 
@@ -108,7 +100,9 @@ def test_oracle_solves_harbor_shaped_tasks_and_replays(tmp_path: Path) -> None:
     run = cli("run", str(config), env=host)
     assert run["total"] == 4 and run["solved"] == 4, run
     store = str(tmp_path / "store")
-    replay = cli("replay", run["run_id"], "--store", store, env={"DOCKER_HOST": "unix:///nonexistent"})
+    replay = cli(  # its own process: a Docker client cached by an earlier test would not see DOCKER_HOST
+        "replay", run["run_id"], "--store", store, env={"DOCKER_HOST": "unix:///nonexistent"}, process=True
+    )
     assert replay["identical"] is True and replay["divergence"] is None, replay
     assert [e["replayed_digest"] for e in replay["episodes"]] == [e["digest"] for e in run["episodes"]]
     cert = cli("certify", run["run_id"], "--store", store, "--tasks", str(tmp_path / "suite" / "*"), env=host)

@@ -13,14 +13,13 @@ import pytest
 from replaykit.models.probe import first_difference
 from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.protocol import AssistantTurn
+from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    return run_cli(*args, timeout=300)
 
 
 @pytest.fixture
