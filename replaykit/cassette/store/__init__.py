@@ -22,7 +22,7 @@ per concern: ``base`` (opening, plumbing), ``blobs``, ``episodes``, ``documents`
 documents for the viewer; ``search`` is its full-text sidecar file), ``rows`` (bundles and ``gc``),
 ``trees``, ``leases`` (what live writers are about to reference), ``space`` (the reserve
 that lets ``gc`` run on a full disk; compaction); ``guard`` turns every SQLite failure
-into one line; ``schema`` holds the tables and views.
+into one line; ``schema`` holds the tables, views and row shapes.
 """
 
 from __future__ import annotations

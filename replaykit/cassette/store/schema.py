@@ -1,6 +1,7 @@
-"""The store's schema: core tables, browsing views, tables other layers own, and the
-small helpers every part of the store shares (the index file name, ``now_iso``,
-waiting out a lock held by another process)."""
+"""The store's schema: core tables, browsing views, tables other layers own, their rows
+as TypedDicts (what ``StoreBackend`` returns), and the small helpers every part of the
+store shares (the index file name, ``now_iso``, waiting out a lock held by another
+process, ``typed_rows``)."""
 
 from __future__ import annotations
 
