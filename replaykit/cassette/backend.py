@@ -28,7 +28,7 @@ from replaykit.core.records import (
 )
 
 if TYPE_CHECKING:
-    from replaykit.cassette.store.browsing import EpisodeFilters, EpisodeListing
+    from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.cassette.store.schema import (
         CassetteColumns,
         CassetteFields,
@@ -154,7 +154,7 @@ class Index(Protocol):
         offset: int = 0,
     ) -> tuple[list[EpisodeListing], int]: ...
 
-    def episode_facets(self, kind: str = "episode") -> dict[str, list[Any]]: ...
+    def episode_facets(self, kind: str = "episode") -> EpisodeFacets: ...
 
     def doc_rows(self, kind: str) -> list[RunsRow]: ...
 

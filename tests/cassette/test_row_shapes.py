@@ -13,7 +13,7 @@ import pytest
 from replaykit.cassette.events import EnvEvent, Episode, Event, GradeEvent
 from replaykit.cassette.integrity import CASSETTE_DERIVED, cassette_columns
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.store.browsing import _COLUMNS, EpisodeListing
+from replaykit.cassette.store.browsing import _COLUMNS, EpisodeFacets, EpisodeListing
 from replaykit.cassette.store.schema import (
     EXTRA_TABLES,
     SCHEMA,
@@ -120,6 +120,9 @@ def test_rows_read_back_have_their_shape(store_location: str) -> None:
     assert all(mismatches(r, CassetteFields) == [] for r in summaries)
     rows, total = reader.episode_page({"kind": "episode"})
     assert total == 2 and all(mismatches(r, EpisodeListing) == [] for r in rows)
+    facets = reader.episode_facets()
+    assert mismatches(facets, EpisodeFacets) == [] and facets["seed"] == [1, 2]
+    assert all(isinstance(v, int) for v in facets["seed"]) and facets["model"] == ["m"]
     assert [mismatches(r, RunsRow) for r in reader.list_runs()] == [[]]
     assert [mismatches(r, RunsRow) for r in reader.doc_rows("measure")] == [[]]
     record = reader.get_certificate("c1")

@@ -41,6 +41,15 @@ class EpisodeFilters(TypedDict, total=False):
     ids: Collection[str] | None  # only these cassettes
 
 
+class EpisodeFacets(TypedDict):
+    """The values an episode page's filters offer: each column's distinct values, sorted."""
+
+    task_id: list[str]
+    seed: list[int]
+    model: list[str]
+    harness_sha: list[str]
+
+
 class EpisodeListing(TypedDict):
     """An episode row of a page: its id and kind, the sortable columns, the time last."""
 
@@ -112,15 +121,22 @@ class BrowsingMixin(BlobsMixin):
         ).fetchall()
         return as_rows(EpisodeListing, _COLUMNS, rows), total
 
-    def episode_facets(self, kind: str = "episode") -> dict[str, list[Any]]:
+    def episode_facets(self, kind: str = "episode") -> EpisodeFacets:
         """The distinct tasks, seeds, models and harness SHAs of the stored episodes (for filters)."""
-        out: dict[str, list[Any]] = {}
-        for column in ("task_id", "seed", "model", "harness_sha"):
-            rows = self.db.conn.execute(
-                f"SELECT DISTINCT [{column}] FROM cassettes WHERE kind = ? ORDER BY [{column}]", (kind,)
-            ).fetchall()
-            out[column] = [r[0] for r in rows]
-        return out
+        return {
+            "task_id": self._distinct("task_id", kind),
+            "seed": self._distinct("seed", kind),
+            "model": self._distinct("model", kind),
+            "harness_sha": self._distinct("harness_sha", kind),
+        }
+
+    def _distinct(
+        self, column: str, kind: str
+    ) -> list[Any]:  # the column's values, as the driver returns them
+        rows = self.db.conn.execute(
+            f"SELECT DISTINCT [{column}] FROM cassettes WHERE kind = ? ORDER BY [{column}]", (kind,)
+        ).fetchall()
+        return [r[0] for r in rows]
 
     def doc_rows(self, kind: str) -> list[RunsRow]:
         """The ``runs``-table rows of one kind (documents not read), newest first."""
