@@ -30,6 +30,7 @@ class Message(TypedDict):
     content: str
     tool_calls: NotRequired[list[ToolCall]]
     tool_call_id: NotRequired[str]
+    capped: NotRequired[int]  # the viewer's cut: characters of ``content`` hidden
 
 
 class Reply(TypedDict):
@@ -88,6 +89,8 @@ class EnvTurn(TypedDict):
     stdout: str
     stderr: str
     state_digest: str
+    stdout_capped: NotRequired[int]  # the viewer's cut: characters hidden
+    stderr_capped: NotRequired[int]
 
 
 class ErrorTurn(TypedDict):

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import sys
 from importlib import resources
+from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
+from replaykit.cassette.store.search import SearchHit
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS
 from replaykit.view import queries
+from replaykit.view.pages import HomePage, SearchPage
 from replaykit.view.search import Searcher
 
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
@@ -68,9 +71,11 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
     from starlette.routing import Route
 
     env = _environment()
-    state: dict[str, Any] = {"searcher": searcher}
 
-    def page(request: Request, template: str, title: str, ctx: dict[str, Any], status: int = 200) -> Response:
+    def page(
+        request: Request, template: str, title: str, ctx: Mapping[str, object], status: int = 200
+    ) -> Response:
+        """``ctx``: a page of ``queries`` (``pages.py``), the template's names."""
         html = env.get_template(template).render(
             request=request,
             title=title,
@@ -101,8 +106,12 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
         return endpoint
 
     def home(request: Request) -> Response:
-        ctx = queries.trainings(store) | queries.compares(store)
-        ctx |= {"runs": queries.runs(store)["runs"][:10], "episode_count": store.episode_page({}, limit=1)[1]}
+        ctx: HomePage = {
+            **queries.trainings(store),
+            **queries.compares(store),
+            "runs": queries.runs(store)["runs"][:10],
+            "episode_count": store.episode_page({}, limit=1)[1],
+        }
         return page(request, "home.html.j2", "replaykit view", ctx)
 
     def trainings(request: Request) -> Response:
@@ -171,18 +180,18 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
         return page(request, "episode.html.j2", f"episode {ctx['episode']['id']}", ctx)
 
     def search(request: Request) -> Response:
+        nonlocal searcher
         q = request.query_params.get("q", "").strip()
         pageno = _int(request.query_params.get("page"), "page", 1) or 1
-        hits: list[dict[str, Any]] = []
+        hits: list[SearchHit] = []
         total = 0
         if q:
-            if state["searcher"] is None:
-                state["searcher"] = Searcher(store)
-            hits, total = state["searcher"].search(
+            if searcher is None:
+                searcher = Searcher(store)
+            hits, total = searcher.search(
                 q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
             )
-        searcher = state["searcher"]
-        ctx = {
+        ctx: SearchPage = {
             "pending": searcher.pending if searcher is not None else 0,
             "index_error": searcher.error if searcher is not None else "",
             "q": q,

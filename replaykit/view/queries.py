@@ -8,28 +8,53 @@ only), documents and episodes only for what is on the page.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.report.diff import diff_verdict
 from replaykit.report.transcript import episode_summary, transcript
 from replaykit.view.caps import capped
+from replaykit.view.pages import (
+    CompareGridRow,
+    CompareListRow,
+    ComparePage,
+    ComparesPage,
+    Curve,
+    CurvePoint,
+    DecisionCount,
+    Decisions,
+    EpisodePage,
+    EpisodesPage,
+    RawEvent,
+    RunGridRow,
+    RunPage,
+    RunRow,
+    RunsPage,
+    TrainingPage,
+    TrainingRow,
+    TrainingsPage,
+    UnitDiffPage,
+    VerdictPage,
+    VerdictRow,
+    VerdictsPage,
+)
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFilters
     from replaykit.cassette.store.schema import RunsRow
-    from replaykit.core.records import CompareCell, EpochRecord
 
 PAGE = 50
 
 
-def _accepted(epochs: list[EpochRecord]) -> dict[str, Any]:
+def _accepted(epochs: list[EpochRecord]) -> Decisions:
     """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
-    out: dict[str, Any] = {}
-    for decision in ("accepted", "rejected", "skipped"):
+
+    def count(decision: str) -> DecisionCount:
         which = [e["epoch"] for e in epochs if e.get("decision") == decision]
-        out[decision] = {"count": len(which), "epochs": which}
-    return out
+        return {"count": len(which), "epochs": which}
+
+    return {"accepted": count("accepted"), "rejected": count("rejected"), "skipped": count("skipped")}
 
 
 def _metric(epoch: EpochRecord, name: str) -> int | float | None:
@@ -38,14 +63,14 @@ def _metric(epoch: EpochRecord, name: str) -> int | float | None:
     return value if isinstance(value, (int, float)) else None
 
 
-def curve(epochs: list[EpochRecord], total: int | None) -> dict[str, Any]:
+def curve(epochs: list[EpochRecord], total: int | None) -> Curve:
     """Solved instances per epoch (baseline and candidate), as SVG polyline points."""
     base = [_metric(e, "solved_baseline") for e in epochs]
     cand = [_metric(e, "solved_candidate") for e in epochs]
     top = max([v for v in base + cand if v is not None] + [total or 0, 1])
     width, height = 60 * max(len(epochs), 1), 120
 
-    def points(values: list[Any]) -> list[dict[str, Any]]:
+    def points(values: list[float | None]) -> list[CurvePoint]:
         return [
             {"x": 30 + 60 * i, "y": round(height - 10 - (height - 30) * v / top, 1), "value": v, "epoch": i}
             for i, v in enumerate(values)
@@ -68,7 +93,7 @@ def curve(epochs: list[EpochRecord], total: int | None) -> dict[str, Any]:
     }
 
 
-def training_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
+def training_row(store: StoreBackend, row: RunsRow) -> TrainingRow:
     doc = store.get_doc(row["id"], kind="training")
     epochs = doc.get("epochs") or []
     metrics = [v["metrics"] for e in epochs if (v := e.get("verdict"))]
@@ -90,11 +115,11 @@ def training_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     }
 
 
-def trainings(store: StoreBackend) -> dict[str, Any]:
+def trainings(store: StoreBackend) -> TrainingsPage:
     return {"trainings": [training_row(store, r) for r in store.doc_rows("training")]}
 
 
-def training(store: StoreBackend, training_id: str) -> dict[str, Any]:
+def training(store: StoreBackend, training_id: str) -> TrainingPage:
     full = store.resolve_id("runs", training_id, what="training")
     row = next((r for r in store.doc_rows("training") if r["id"] == full), None)
     if row is None:
@@ -103,7 +128,7 @@ def training(store: StoreBackend, training_id: str) -> dict[str, Any]:
     return {"training": training_row(store, row)}
 
 
-def run_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
+def run_row(store: StoreBackend, row: RunsRow) -> RunRow:
     doc = store.get_run(row["id"]).to_dict()
     episodes = doc.get("episodes") or []
     return {
@@ -121,7 +146,7 @@ def run_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     }
 
 
-def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1) -> dict[str, Any]:
+def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1) -> RunsPage:
     rows = [
         r
         for r in store.doc_rows("measure")
@@ -138,7 +163,7 @@ def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1)
     }
 
 
-def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
+def run(store: StoreBackend, run_id: str) -> RunPage:
     doc = store.get_run(run_id)
     episodes = [e.to_dict() for e in doc.episodes]
     tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
@@ -148,7 +173,7 @@ def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
     for e in episodes:
         if e["task_id"] not in tasks:
             tasks.append(e["task_id"])
-    grid = [
+    grid: list[RunGridRow] = [
         {"task_id": t, "cells": [cells.get((t, s)) for s in seeds]}
         for t in tasks
         if any((t, s) in cells for s in seeds)
@@ -165,13 +190,13 @@ def run(store: StoreBackend, run_id: str) -> dict[str, Any]:
         "created_at": "",
     }
     return {
-        "run": run_row(store, row) | {"endpoint": doc.model.get("endpoint", "")},
+        "run": {**run_row(store, row), "endpoint": doc.model.get("endpoint", "")},
         "seeds": seeds,
         "grid": grid,
     }
 
 
-def verdict_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
+def verdict_row(store: StoreBackend, row: RunsRow) -> VerdictRow:
     doc = store.get_doc(row["id"], kind="verdict")
     v = doc["verdict"]
     return {
@@ -192,7 +217,7 @@ def verdict_row(store: StoreBackend, row: RunsRow) -> dict[str, Any]:
     }
 
 
-def verdicts(store: StoreBackend, movement: str = "") -> dict[str, Any]:
+def verdicts(store: StoreBackend, movement: str = "") -> VerdictsPage:
     rows = [verdict_row(store, r) for r in store.doc_rows("verdict")]
     if movement == "regression":
         rows = [r for r in rows if r["regressions"]]
@@ -201,21 +226,21 @@ def verdicts(store: StoreBackend, movement: str = "") -> dict[str, Any]:
     return {"verdicts": rows, "movement": movement}
 
 
-def verdict(store: StoreBackend, verdict_id: str) -> dict[str, Any]:
+def verdict(store: StoreBackend, verdict_id: str) -> VerdictPage:
     full = store.resolve_id("runs", verdict_id, what="verdict")
     store.get_doc(full, kind="verdict")
     row = next(r for r in store.doc_rows("verdict") if r["id"] == full)
     return {"verdict": verdict_row(store, row)}
 
 
-def unit_diff(store: StoreBackend, verdict_id: str, unit: str) -> dict[str, Any]:
+def unit_diff(store: StoreBackend, verdict_id: str, unit: str) -> UnitDiffPage:
     """The two episodes of one unit of a verdict, side by side at the first differing event."""
     doc = diff_verdict(store, verdict_id, unit)
     return {"diff": doc, "unit": doc["units"][0]}
 
 
-def compares(store: StoreBackend) -> dict[str, Any]:
-    out = []
+def compares(store: StoreBackend) -> ComparesPage:
+    out: list[CompareListRow] = []
     for row in store.doc_rows("compare"):
         doc = store.get_doc(row["id"], kind="compare")
         out.append(
@@ -230,19 +255,17 @@ def compares(store: StoreBackend) -> dict[str, Any]:
     return {"compares": out}
 
 
-def compare(store: StoreBackend, compare_id: str) -> dict[str, Any]:
+def compare(store: StoreBackend, compare_id: str) -> ComparePage:
     doc = store.get_doc(compare_id, kind="compare")
     models, harnesses = doc["models"], doc["harnesses"]
-    rows, grid = [], []
+    rows: list[CompareGridRow] = []
     for h in harnesses:
-        cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
+        cells: dict[str, CompareCell] = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"] if cells else ""
-        line: list[CompareCell | None] = [cells.get(m) for m in models]
-        rows.append({"harness": h, "harness_sha": sha, "cells": line})
-        grid.append(line)
+        rows.append({"harness": h, "harness_sha": sha, "cells": [cells.get(m) for m in models]})
     delta = None
     if len(rows) >= 2:  # the last harness (e.g. the trained one) against the first (the untrained one)
-        first, last = grid[0], grid[-1]
+        first, last = rows[0]["cells"], rows[-1]["cells"]
         delta = [
             (b["solve_rate"] - a["solve_rate"]) if a is not None and b is not None else None
             for a, b in zip(first, last, strict=True)
@@ -260,7 +283,7 @@ def compare(store: StoreBackend, compare_id: str) -> dict[str, Any]:
 
 def episodes(
     store: StoreBackend, filters: EpisodeFilters, sort: str, descending: bool, page: int
-) -> dict[str, Any]:
+) -> EpisodesPage:
     page = max(page, 1)
     rows, total = store.episode_page(
         filters, sort=sort, descending=descending, limit=PAGE, offset=(page - 1) * PAGE
@@ -277,17 +300,18 @@ def episodes(
     }
 
 
-def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[str, Any]:
+def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> EpisodePage:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     ep = store.get_episode(cid)
-    turns: list[dict[str, Any]] = [dict(t) for t in transcript(ep)]  # the view adds its cut flags
+    turns = transcript(ep)  # the view adds its cut flags
     for turn in turns:
-        for m in turn.get("new", []) + turn.get("reply", []):
-            m["content"], m["capped"] = capped(m.get("content") or "", full)
-        for key in ("stdout", "stderr"):
-            if key in turn:
-                turn[key], turn[f"{key}_capped"] = capped(turn[key] or "", full)
-    raw = []
+        if turn["kind"] == "call":
+            for m in turn["new"] + turn["reply"]:
+                m["content"], m["capped"] = capped(m.get("content") or "", full)
+        elif turn["kind"] == "env":
+            turn["stdout"], turn["stdout_capped"] = capped(turn["stdout"] or "", full)
+            turn["stderr"], turn["stderr_capped"] = capped(turn["stderr"] or "", full)
+    raw: list[RawEvent] = []
     for position, event in enumerate(ep.events):
         form = event.digest_form()
         text, cut = capped(json.dumps(form, indent=1, sort_keys=True, default=str), full)
@@ -295,12 +319,12 @@ def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> dict[s
     row = store.cassette_row(cid)
     summary = episode_summary(cid, ep)
     return {
-        "episode": summary
-        | {
+        "episode": {
+            **summary,
             "reward": row.get("reward"),
             "passed": row.get("passed"),
             "infra_failure": row.get("infra_failure"),
-            "created_at": row.get("created_at"),
+            "created_at": row["created_at"],
         },
         "grade": ep.grade.to_dict() if ep.grade else None,
         "turns": turns,

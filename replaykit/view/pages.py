@@ -1,0 +1,222 @@
+"""What each viewer page is handed: the typed results of ``queries.py`` (one per route).
+
+The templates read these keys; the store's rows they are built from (``RunsRow``,
+``EpisodeListing``, ``CassetteRow``) and the stored documents (``core/records.py``) are typed
+where the store defines them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypedDict
+
+from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
+from replaykit.report.documents import EpisodeBrief
+
+if TYPE_CHECKING:
+    from replaykit.cassette.store.browsing import EpisodeFilters, EpisodeListing
+    from replaykit.cassette.store.search import SearchHit
+    from replaykit.envs.base import GradeDoc
+    from replaykit.report.documents import Turn, UnitDiff, VerdictDiff
+
+
+class DecisionCount(TypedDict):
+    count: int
+    epochs: list[int]
+
+
+class Decisions(TypedDict):
+    """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
+
+    accepted: DecisionCount
+    rejected: DecisionCount
+    skipped: DecisionCount
+
+
+class CurvePoint(TypedDict):
+    x: int
+    y: float
+    value: float  # solved instances
+    epoch: int
+
+
+class Curve(TypedDict):
+    """Solved instances per epoch as SVG polyline points."""
+
+    width: int
+    height: int
+    top: float
+    baseline: list[CurvePoint]
+    candidate: list[CurvePoint]
+    baseline_path: str
+    accepted: list[CurvePoint]
+
+
+class TrainingRow(TypedDict):
+    id: str
+    name: str
+    model: str
+    created_at: str
+    initial_sha: str
+    final_baseline: str
+    branch: str
+    criterion: str
+    epochs: list[EpochRecord]
+    n_epochs: int
+    decisions: Decisions
+    units: int | None  # task instances per run, from the first verdict that counted them
+    curve: Curve
+
+
+class TrainingsPage(TypedDict):
+    trainings: list[TrainingRow]
+
+
+class TrainingPage(TypedDict):
+    training: TrainingRow
+
+
+class RunRow(TypedDict):
+    id: str
+    name: str
+    model: str
+    harness_sha: str
+    created_at: str
+    solved: int | None
+    total: int | None
+    episodes: int
+    steps: int
+    tokens: int
+    infra: int
+
+
+class RunDetail(RunRow):
+    endpoint: str
+
+
+class RunsPage(TypedDict):
+    runs: list[RunRow]
+    total: int
+    page: int
+    pages: int
+    models: list[str]
+
+
+class RunGridRow(TypedDict):
+    task_id: str
+    cells: list[EpisodeRow | None]  # one per seed
+
+
+class RunPage(TypedDict):
+    run: RunDetail
+    seeds: list[int | str]
+    grid: list[RunGridRow]
+
+
+class VerdictRow(TypedDict):
+    id: str
+    training_id: str
+    epoch: int | None
+    accept: bool | None
+    criterion: str
+    loss: float | None
+    reason: str
+    new_solves: list[str]
+    regressions: list[str]
+    baseline_sha: str
+    candidate_sha: str | None
+    baseline_run: str
+    candidate_run: str | None
+    created_at: str
+
+
+class VerdictsPage(TypedDict):
+    verdicts: list[VerdictRow]
+    movement: str  # the filter: regression | new-solve | "" (all)
+
+
+class VerdictPage(TypedDict):
+    verdict: VerdictRow
+
+
+class UnitDiffPage(TypedDict):
+    diff: VerdictDiff
+    unit: UnitDiff
+
+
+class CompareListRow(TypedDict):
+    id: str
+    name: str
+    models: list[str]
+    harnesses: list[str]
+    created_at: str
+
+
+class ComparesPage(TypedDict):
+    compares: list[CompareListRow]
+
+
+class CompareGridRow(TypedDict):
+    harness: str
+    harness_sha: str
+    cells: list[CompareCell | None]  # one per model
+
+
+class CompareView(TypedDict):
+    id: str
+    name: str
+    models: list[str]
+    rows: list[CompareGridRow]
+    delta: list[float | None] | None  # last harness − first, per model (two harnesses or more)
+
+
+class ComparePage(TypedDict):
+    compare: CompareView
+
+
+class EpisodesPage(TypedDict):
+    episodes: list[EpisodeListing]
+    total: int
+    page: int
+    pages: int
+    facets: dict[str, list[object]]  # column → its distinct values (the filters' choices)
+    filters: EpisodeFilters
+    sort: str
+    descending: bool
+
+
+class EpisodeView(EpisodeBrief):
+    reward: float | None
+    passed: int | None
+    infra_failure: int | None
+    created_at: str
+
+
+class RawEvent(TypedDict):
+    position: int
+    kind: str
+    text: str  # the event's digest form as JSON, capped
+    capped: int  # characters hidden
+
+
+class EpisodePage(TypedDict):
+    episode: EpisodeView
+    grade: GradeDoc | None
+    turns: list[Turn]  # messages and outputs capped (``capped``, ``stdout_capped``: characters hidden)
+    raw: list[RawEvent]
+    full: bool
+    meta: dict[str, str | int | float | bool]  # the episode's scalar meta fields
+
+
+class HomePage(TrainingsPage, ComparesPage):
+    runs: list[RunRow]  # the newest ten
+    episode_count: int
+
+
+class SearchPage(TypedDict):
+    pending: int  # episodes not indexed yet
+    index_error: str
+    q: str
+    hits: list[SearchHit]
+    total: int
+    page: int
+    pages: int
