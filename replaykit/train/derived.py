@@ -8,6 +8,9 @@ events, verdicts with the recorded criterion, decisions with the recorded optimi
 walking the epochs as :mod:`~replaykit.train.counterfactual` does) and raise
 ``store corrupt: …`` on the first disagreement. Bundle import, ``cassettes verify``,
 ``replay`` of a training and the report call them before trusting a document.
+
+The documents are typed as stored (``VerdictDocument``, ``TrainingDocument``) but read as
+untrusted: a field of the wrong shape is corruption too, so the checks narrow before use.
 """
 
 from __future__ import annotations
@@ -15,12 +18,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
-from replaykit.core.records import TrainingDocument, VerdictDocument
+from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
 from replaykit.train import gitops
 from replaykit.train.criteria import make_criterion
 from replaykit.train.scratch import Proposal
@@ -30,7 +32,7 @@ def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> dict[str, Any]:
+def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecord:
     """The verdict ``doc``'s runs give under its recorded criterion (runs checked against their cassettes)."""
     recorded = doc.get("verdict")
     vid = doc.get("verdict_id")
@@ -56,7 +58,7 @@ def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> dict[str, An
         criterion = make_criterion(recorded["criterion"], **params)
     except (ConfigError, TypeError) as exc:
         raise StoreError(f"verdict {vid}: cannot recompute it: {exc}") from None
-    return dict(criterion(candidate, baseline, recorded.get("excluded")).to_dict())
+    return criterion(candidate, baseline, recorded.get("excluded")).to_dict()
 
 
 def verify_verdict(store: StoreBackend, doc: VerdictDocument) -> None:
@@ -133,14 +135,13 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
         raise _corrupt(store, f"training {tid}: an epoch before its last has no recorded step")
     if decided and doc.get("runs"):
         try:
-            typed = cast(Any, doc)  # the stored form, as the counterfactual reads it
-            config = training_config(typed, store)
-            criterion, optimizer = chosen(typed, None, None)
-            measurements = Measurements(store, typed, config)
+            config = training_config(doc, store)
+            criterion, optimizer = chosen(doc, None, None)
+            measurements = Measurements(store, doc, config)
             proposals = [Proposal(int(e.get("epoch", i)), "", None) for i, e in enumerate(epochs)]
             result = walk(
                 store,
-                cast(Any, dict(doc, epochs=decided)),
+                {**doc, "epochs": decided},
                 _NoReapply(),  # type: ignore[arg-type]
                 proposals[: len(decided)],
                 measurements,
@@ -163,7 +164,7 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
                     f" {str(row['recorded_candidate'])[:10]}, its runs and policy give"
                     f" {row['counterfactual_decision']} {str(row['counterfactual_candidate'])[:10]} (forged or corrupt)",
                 )
-        head: Any = result["head"]
+        head: str | None = result["head"]
     else:
         head = doc.get("initial_sha")
     chain = [doc.get("initial_sha")] + [

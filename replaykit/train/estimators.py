@@ -15,8 +15,9 @@ Add an estimator with one file: a class following :class:`Estimator`, then
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from replaykit.core.records import JSON
 from replaykit.episodes.config import ModelConfig
@@ -183,9 +184,9 @@ class RecordedProposals:
         return self.descriptions[epoch]
 
 
-def _agentic(backend: dict[str, Any] | None = None) -> AgenticEstimator:
+def _agentic(backend: Mapping[str, object] | None = None) -> AgenticEstimator:
     spec = dict(backend or {})
-    return AgenticEstimator(make_backend(spec.pop("kind", "openai"), **spec))
+    return AgenticEstimator(make_backend(str(spec.pop("kind", "openai")), **spec))
 
 
 def _patch_queue(
@@ -220,11 +221,12 @@ register_estimator("patch_queue", _patch_queue)
 register_estimator("recorded_proposals", RecordedProposals)
 
 
-def make_estimator(spec: dict[str, Any] | None, base_dir: Path | None = None) -> Estimator:
-    """``base_dir``: the config file's folder, which relative paths (patch-queue diffs) resolve against."""
-    spec = dict(spec or {})
-    kind = spec.pop("kind", "agentic")
+def make_estimator(spec: Mapping[str, object] | None, base_dir: Path | None = None) -> Estimator:
+    """``spec``: ``kind`` and the factory's parameters. ``base_dir``: the config file's folder,
+    which relative paths (patch-queue diffs) resolve against."""
+    params = dict(spec or {})
+    kind = str(params.pop("kind", "agentic"))
     if kind == "patch_queue" and base_dir is not None:
-        spec["base_dir"] = base_dir
-    estimator: Estimator = ESTIMATORS.create(kind, **spec)
+        params["base_dir"] = base_dir
+    estimator: Estimator = ESTIMATORS.create(kind, **params)
     return estimator

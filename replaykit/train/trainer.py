@@ -72,8 +72,8 @@ class Trainer:
         crit = dict(self.train_cfg.criterion)
         opt = dict(self.train_cfg.optimizer)
         self.estimator = estimator or make_estimator(self.train_cfg.estimator, base_dir=config.base_dir)
-        self.criterion = criterion or make_criterion(crit.pop("name", "strict_pareto"), **crit)
-        self.optimizer = optimizer or make_optimizer(opt.pop("name", "greedy_monotonic"), **opt)
+        self.criterion = criterion or make_criterion(str(crit.pop("name", "strict_pareto")), **crit)
+        self.optimizer = optimizer or make_optimizer(str(opt.pop("name", "greedy_monotonic")), **opt)
         self.record_mode = RecordMode.parse(record_mode)
         self.keep_going = keep_going
         self.progress: Progress = progress or (lambda event, data: None)
