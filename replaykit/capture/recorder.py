@@ -9,7 +9,7 @@ kept; look-up is by position in the episode, not a scan.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
@@ -24,6 +24,23 @@ from replaykit.models.failures import DEFAULT_TIMEOUT_S
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
 #: requests/urllib3 during an episode, and only model traffic belongs in a cassette.
 SKIPPED_PATCHERS = ("httplib", "requests", "boto3", "urllib3", "httplib2", "tornado", "aiohttp", "httpx2")
+
+
+class VcrStatus(TypedDict):
+    code: int
+    message: NotRequired[str]
+
+
+class VcrBody(TypedDict):
+    string: bytes | str
+
+
+class VcrResponse(TypedDict):
+    """A response as vcrpy's stubs play and record it."""
+
+    status: VcrStatus
+    headers: NotRequired[dict[str, list[str]]]
+    body: VcrBody
 
 
 class EpisodeCassette(Cassette):
@@ -75,7 +92,7 @@ class EpisodeCassette(Cassette):
             return self.player.play(self.form(request))
         return self.tape.play_llm(self.form(request))
 
-    def play_response(self, request: Any) -> dict[str, Any]:
+    def play_response(self, request: Any) -> VcrResponse:
         """vcrpy's response dict, for vcrpy's own stubs (when a patcher is enabled)."""
         event = self.play_event(request)
         headers: dict[str, list[str]] = {}
@@ -119,7 +136,7 @@ class EpisodeCassette(Cassette):
         failure = dataclasses.replace(failure, request=canonical_json(self.form(request)))
         self.tape.transport_errors.append(failure)
 
-    def append(self, request: Any, response: dict[str, Any]) -> None:
+    def append(self, request: Any, response: VcrResponse) -> None:
         """vcrpy's stubs record through here (one chunk: they join the body)."""
         body = response["body"]["string"]
         body = body.encode("utf-8") if isinstance(body, str) else body

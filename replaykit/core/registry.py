@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
@@ -161,7 +161,7 @@ def _registered(name: str, obj: object) -> RegistryEntry:
 
 
 def check_params(
-    what: str, factory: Callable[..., object], params: dict[str, Any], error: type[ReplaykitError]
+    what: str, factory: Callable[..., object], params: Mapping[str, object], error: type[ReplaykitError]
 ) -> None:
     """``params`` bind to ``factory``'s signature and each value fits its annotation (where
     the annotation can be resolved); otherwise one line naming the parameter."""
@@ -199,7 +199,8 @@ def check_params(
             raise error(f"{what}: parameter {key!r}: {message} (got {value!r})") from None
 
 
-def _hints(factory: Callable[..., object]) -> dict[str, Any]:
+def _hints(factory: Callable[..., object]) -> dict[str, object]:
+    """The factory's parameter annotations, resolved (typing objects: what ``TypeAdapter`` takes)."""
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
     try:
         return typing.get_type_hints(target)

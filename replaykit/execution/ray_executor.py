@@ -33,7 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, Sequence, TypedDict, TypeVar
 
 from replaykit.core.errors import ConfigError, ReplaykitError
 from replaykit.envs.base import NodeNeeds
@@ -62,7 +62,7 @@ def connect(address: str = "auto", num_cpus: int | None = None) -> None:
     ray = _ray()
     if ray.is_initialized():
         return
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    kwargs: dict[str, bool] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address == "local":
             ray.init(num_cpus=num_cpus, **kwargs)
@@ -175,6 +175,16 @@ class RayNodes:
         return self.ray.put(data)
 
 
+class RayOptions(TypedDict):
+    """What each Ray task is started with (``ray.remote(fn).options(**options)``)."""
+
+    num_cpus: float
+    max_retries: int
+    retry_exceptions: bool
+    resources: NotRequired[dict[str, float]]
+    memory: NotRequired[int]  # bytes
+
+
 class RayExecutor:
     """``map(fn, jobs)`` on a Ray cluster; yields ``(job, result)`` as each finishes.
     ``needs``: what the environment kind asks of the nodes (a resource, a preparation)."""
@@ -195,11 +205,11 @@ class RayExecutor:
         self.resources = dict(resources or {})
         self.needs = needs or NodeNeeds()
 
-    def options(self) -> dict[str, Any]:
+    def options(self) -> RayOptions:
         resources = dict(self.resources)
         if self.needs.resource:
             resources.setdefault(self.needs.resource, 1)
-        opts: dict[str, Any] = {
+        opts: RayOptions = {
             "num_cpus": self.cpus,
             "max_retries": self.max_retries,
             "retry_exceptions": False,
@@ -216,7 +226,7 @@ class RayExecutor:
 
         ray = _ray()
         by_path: dict[str, tuple[str, str, Any]] = {}
-        by_digest: dict[str, Any] = {}
+        by_digest: dict[str, object] = {}  # Ray object references (untyped), by folder digest
         shipped = []
         for job in jobs:
             folders = {}

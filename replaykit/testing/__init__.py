@@ -9,6 +9,7 @@ directory. Nothing here reads the installed package's location.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def __getattr__(name: str) -> Any:
 
 def write_config(
     tmp: Path,
-    overrides: dict[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     name: str = "config.yaml",
     base: str = "quickstart.yaml",
     root: Path | None = None,
@@ -62,11 +63,15 @@ def write_config(
     """A copy of ``configs/<base>`` whose store and harness repo live under ``tmp``
     (dotted keys override, e.g. ``{"env.snapshot": "full"}``)."""
     root = Path(root) if root is not None else project_root()
-    data: dict[str, Any] = yaml.safe_load((root / "configs" / base).read_text())
-    data["store"] = str(tmp / "store")
-    data["harness"]["repo"] = str(tmp / "harness")
-    data["panel"]["tasks"] = [str(root / "envs" / t) for t in QUICKSTART_TASKS]
-    apply_overrides(data, overrides)
+    data = yaml.safe_load((root / "configs" / base).read_text())
+    if not isinstance(data, dict):
+        raise ConfigError(f"{root / 'configs' / base} does not hold a mapping; give a config file as base")
+    here = {
+        "store": str(tmp / "store"),
+        "harness.repo": str(tmp / "harness"),
+        "panel.tasks": [str(root / "envs" / t) for t in QUICKSTART_TASKS],
+    }
+    apply_overrides(data, {**here, **(overrides or {})})
     path = tmp / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -76,7 +81,7 @@ def small_config(
     tmp: Path, tasks: list[str] | None = None, seeds: list[int] | None = None, **overrides: Any
 ) -> RunConfig:
     """A config over a few sample tasks (by id) and seeds, for fast tests."""
-    values: dict[str, Any] = dict(overrides)
+    values: dict[str, object] = dict(overrides)
     if tasks is not None:
         values["panel.tasks"] = [str(project_root() / "envs" / t) for t in tasks]
     if seeds is not None:

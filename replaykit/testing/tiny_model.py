@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 #: ChatML, as Qwen and others ship it (what ``--chat_format chatml-function-calling`` speaks)
 CHAT_TEMPLATE = (
@@ -70,6 +70,13 @@ class TinyShape:
     scale: float = 0.02  # standard deviation of the random weights
 
 
+class _BpeModel(TypedDict):
+    """The ``model`` section of a ``tokenizers`` BPE tokenizer's JSON (``Tokenizer.to_str``)."""
+
+    vocab: dict[str, int]
+    merges: list[str | list[str]]  # "a b", or ["a", "b"] in newer tokenizers
+
+
 def learn_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str]]:
     """(tokens by id, their gguf token types, merges) of a byte-level BPE learned from CORPUS."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -84,7 +91,7 @@ def learn_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str]]:
         show_progress=False,
     )
     tokenizer.train_from_iterator(CORPUS.splitlines() * 4, trainer=trainer)
-    model: dict[str, Any] = json.loads(tokenizer.to_str())["model"]
+    model: _BpeModel = json.loads(tokenizer.to_str())["model"]
     by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
     tokens = [token for token, _ in by_id]
     types = [3 if token in SPECIAL_TOKENS else 1 for token in tokens]  # 3: control, 1: normal

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
@@ -33,7 +33,25 @@ def _check_new(path: Path, what: str) -> None:
         raise ConfigError(f"{path} already exists and is not empty; choose a new {what}")
 
 
-def init_task(name: str, parent: Path) -> dict[str, Any]:
+class TaskCreated(TypedDict):
+    """What ``replaykit tasks init`` made (its ``--json``)."""
+
+    task: str
+    path: str
+    files: list[str]
+
+
+class ProjectCreated(TypedDict):
+    """What ``replaykit init`` made (its ``--json``)."""
+
+    path: str
+    config: str  # the replaykit.yaml
+    harness: str
+    harness_sha: str
+    task: str  # the sample task's folder
+
+
+def init_task(name: str, parent: Path) -> TaskCreated:
     """Write a new Harbor-layout task ``parent/name`` that passes the oracle check."""
     if not NAME.fullmatch(name):
         raise ConfigError(
@@ -55,7 +73,7 @@ def init_task(name: str, parent: Path) -> dict[str, Any]:
     return {"task": name, "path": str(folder), "files": sorted(TASK_FILES)}
 
 
-def init_project(folder: Path, template: str = "quickstart") -> dict[str, Any]:
+def init_project(folder: Path, template: str = "quickstart") -> ProjectCreated:
     """A harness repo (committed, from a template), one sample task and a config that
     ``replaykit run`` / ``train`` accept, all under ``folder``."""
     from replaykit.episodes.harness import materialise_template
