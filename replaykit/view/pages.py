@@ -13,7 +13,7 @@ from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
 from replaykit.report.documents import EpisodeBrief
 
 if TYPE_CHECKING:
-    from replaykit.cassette.store.browsing import EpisodeFilters, EpisodeListing
+    from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.cassette.store.search import SearchHit
     from replaykit.envs.base import GradeDoc
     from replaykit.report.documents import Turn, UnitDiff, VerdictDiff
@@ -178,7 +178,7 @@ class EpisodesPage(TypedDict):
     total: int
     page: int
     pages: int
-    facets: dict[str, list[object]]  # column → its distinct values (the filters' choices)
+    facets: EpisodeFacets  # each column's distinct values (the filters' choices)
     filters: EpisodeFilters
     sort: str
     descending: bool
