@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.train.audit import audit, replay_training
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -27,23 +26,7 @@ BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
 def test_shipped_training_imports_and_replays_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replaykit.cli",
-            "cassettes",
-            "import",
-            str(BUNDLE),
-            "--store",
-            str(tmp_path / "store"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    out = cli("cassettes", "import", str(BUNDLE), "--store", str(tmp_path / "store"), "--json", cwd=REPO)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["root"]["kind"] == "training"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx2
@@ -17,6 +15,7 @@ from replaykit.capture.proxy import recording_proxy
 from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
 from replaykit.capture.tape import Tape
 from replaykit.models.reference.server import ReferenceServer
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -52,11 +51,5 @@ def test_agent_codex_rules() -> None:
 
 
 def test_unknown_agent_is_a_usage_error(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "replaykit.cli", "proxy", "--name", "s", "--agent", "claude"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = cli("proxy", "--name", "s", "--agent", "claude", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "codex" in proc.stderr

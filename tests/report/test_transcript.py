@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from replaykit.envs.base import Grade, Observation
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.report.documents import CallTurn, Message, Turn
 from replaykit.report.transcript import parse_response, transcript
+from tests.cli_runner import cli
 
 REPO = Path(__file__).resolve().parents[2]
 INSTRUCTION = (REPO / "envs" / "hello-file" / "instruction.md").read_text()
@@ -167,23 +166,13 @@ def test_cli_transcript_of_a_recorded_episode(tmp_path: Path) -> None:
 
     result = measure(small_config(tmp_path, tasks=["fix-config-port"], seeds=[0]))
     cid = result.run["episodes"][0]["cassette_id"]
-    cmd = [
-        sys.executable,
-        "-m",
-        "replaykit.cli",
-        "cassettes",
-        "show",
-        cid[:10],
-        "--transcript",
-        "--store",
-        str(tmp_path / "store"),
-    ]
-    doc = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout)
+    cmd = ["cassettes", "show", cid[:10], "--transcript", "--store", str(tmp_path / "store")]
+    doc = json.loads(cli(*cmd, "--json", check=True).stdout)
     kinds = [t["kind"] for t in doc["turns"]]
     assert kinds[0] == "call" and kinds[-1] == "grade" and "env" in kinds
     calls = [t for t in doc["turns"] if t["kind"] == "call"]
     assert all(c["folded"] > 0 for c in calls[1:])  # history is never shown twice
     envs = [t for t in doc["turns"] if t["kind"] == "env"]
     assert all(len(e["state_digest"]) == 64 for e in envs)
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    text = cli(*cmd, check=True).stdout
     assert "earlier message(s) re-sent (folded)" in text and "grade:" in text and envs[0]["action"] in text
