@@ -35,7 +35,8 @@ NOTES: dict[str, str] = {
     "model.api_key_env": "Environment variable holding the API key; the key is sent, never stored.",
     "model.temperature": "Sampling temperature sent with every call (keep 0 for reproducible recordings).",
     "model.timeout_s": "Total deadline of one model call in seconds, connect to last byte (a trickling answer "
-    "ends there); a call past it is an infrastructure failure, never a result.",
+    "ends there); a call past it is an infrastructure failure, never a result. It also bounds the "
+    "measurement of a real engine's identity before a run (at most 10 s).",
     "model.max_retries": "Retries, by the client, of a call that was refused, cut, unparsable or past its "
     "deadline; a retry that gets a complete answer leaves no trace in the cassette.",
     "model.params": "Request parameters sent with every call (`ctx.llm_kwargs()`) and part of the cassette key; unset ones are not sent.",

@@ -26,16 +26,24 @@ from replaykit.models.identity import identity_changes, identity_digest, measure
 from replaykit.models.probe import ProbeResult
 
 
+#: the identity measurement's own bound per request; the whole of it (about five requests)
+#: gets twice that, and never more than one model call may take (``model.timeout_s``)
+IDENTITY_TIMEOUT_S = 5.0
+
+
 def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str, JSON] | None:
     """The engine identity a real endpoint reports now (None: the built-in server, replay-only
-    modes, no key at hand, or an endpoint that does not answer)."""
+    modes, no key at hand, or an endpoint that does not answer). Measuring it takes at most
+    ``min(10 s, model.timeout_s)``: an endpoint that trickles its answers costs a run no more
+    before its first call than the call itself may take."""
     if model.base_url == BUILTIN or record_mode == "none" or not persist:
         return None
     try:
         key = api_key(model)
     except ConfigError:
         return None  # recording will say so, if anything has to be recorded
-    return measure_identity(model.base_url, key, model.name)
+    timeout = min(IDENTITY_TIMEOUT_S, model.timeout_s / 2)  # measure_identity's total deadline is twice this
+    return measure_identity(model.base_url, key, model.name, timeout=timeout)
 
 
 def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], model: ModelConfig) -> None:

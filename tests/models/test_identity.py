@@ -108,3 +108,42 @@ def test_changes_name_each_field_and_the_digest_follows_them() -> None:
     assert identity_digest(before) != identity_digest(after) and identity_digest(before) == identity_digest(
         dict(before)
     )
+
+
+def test_a_trickling_endpoint_costs_a_run_no_more_than_one_call_may_take() -> None:
+    """``model.timeout_s`` bounds the identity measurement before a run too (its own bound,
+    10 s in all, would otherwise hold a run with a 2 s call deadline five times as long)."""
+    import time
+
+    from replaykit.episodes.config import ModelConfig
+    from replaykit.episodes.engine_check import live_engine
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "100000")
+            self.end_headers()
+            try:
+                for _ in range(100_000):  # a byte every 50 ms: each read is quick, the whole never ends
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client gave up
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        model = ModelConfig(name="m", base_url=url, api_key_env="", timeout_s=2)
+        started = time.monotonic()
+        assert live_engine(model, "once", True) is None  # nothing learnt: the deadline passed first
+        elapsed = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 1.5 < elapsed < 6, elapsed  # 2 s (model.timeout_s), not the measurement's own 10 s
