@@ -233,7 +233,8 @@ def docker_base() -> str:
     """The local base image (built once if missing: debootstrap, about a minute)."""
     if docker_unavailable():
         pytest.fail(f"no Docker engine: {docker_unavailable()}", pytrace=False)
-    from replaykit.envs.images import BASE_IMAGE, build_base_image
+    from replaykit.envs.base_image import build_base_image
+    from replaykit.envs.images import BASE_IMAGE
 
     build_base_image()
     return BASE_IMAGE

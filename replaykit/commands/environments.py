@@ -23,7 +23,7 @@ def images_build_base(
     as_json: bool = JsonOpt,
 ) -> None:
     """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
-    from replaykit.envs.images import build_base_image
+    from replaykit.envs.base_image import build_base_image
 
     if flavor == "python":
         from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image

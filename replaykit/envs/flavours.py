@@ -44,12 +44,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs import images
+from replaykit.envs import base_image, images
 from replaykit.core.errors import EnvError
 
 PYTHON_IMAGE = images.PYTHON_FLAVOUR
 PYTHON_ROOT = "replaykit/base:bookworm-python-root"
-PYTHON_PACKAGES = (*images.BASE_PACKAGES, "python3-pip", "python3-venv", "ca-certificates")
+PYTHON_PACKAGES = (*base_image.BASE_PACKAGES, "python3-pip", "python3-venv", "ca-certificates")
 PYTHON_WHEELS = ("uv", "pytest", "pytest-json-ctrf")
 FLAVOURS = ("debian", "python")
 _PY = ("3.11", "cp311")
@@ -132,14 +132,14 @@ def download_wheels(dest: Path) -> None:
 
 def build_python_image(
     tag: str = PYTHON_IMAGE, force: bool = False, progress: images.BuildLog | None = None
-) -> images.BaseImage:
+) -> base_image.BaseImage:
     """Build the python flavour (see the module docstring); cached by tag."""
     client = images.docker_client()
     existing = images.image_exists(client, tag)
     current = (images.image_config(client, tag).get("Labels") or {}).get("replaykit.flavour-version")
     if existing and not force and current == FLAVOUR_VERSION:
         return {"tag": tag, "id": existing, "built": False, "flavor": "python"}
-    images.build_base_image(tag=PYTHON_ROOT, force=force, progress=progress, packages=PYTHON_PACKAGES)
+    base_image.build_base_image(tag=PYTHON_ROOT, force=force, progress=progress, packages=PYTHON_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="replaykit-flavour-") as tmp:
         context = Path(tmp)
         (context / "wheels").mkdir()

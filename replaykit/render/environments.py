@@ -12,7 +12,7 @@ from replaykit.render.console import line, plain, show_table
 
 if TYPE_CHECKING:
     from replaykit.envs.check import TaskCheckReport
-    from replaykit.envs.images import BaseImage
+    from replaykit.envs.base_image import BaseImage
     from replaykit.workspace.doctor import DoctorReport
 
 

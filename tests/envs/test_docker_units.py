@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.envs import images
+from replaykit.envs import base_image, images
 from replaykit.envs.images import BASE_IMAGE, DEFAULT_ALIAS_SOURCES, normalise_ref, rewrite_dockerfile
 from replaykit.envs.snapshot import ADDED, DELETED, MODIFIED, change_roots
 from replaykit.envs.tasks import load_task, size_mb
@@ -92,9 +92,9 @@ def test_change_roots() -> None:
 
 def test_host_mirror_override_and_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLAYKIT_DEBIAN_MIRROR", "http://mirror.invalid/debian")
-    assert images.host_mirror() == "http://mirror.invalid/debian"
+    assert base_image.host_mirror() == "http://mirror.invalid/debian"
     monkeypatch.delenv("REPLAYKIT_DEBIAN_MIRROR")
-    found = images.host_mirror()  # whatever this host's apt uses for bookworm, or None
+    found = base_image.host_mirror()  # whatever this host's apt uses for bookworm, or None
     assert found is None or found.rstrip("/").endswith("/debian")
 
 
