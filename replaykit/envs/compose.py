@@ -2,7 +2,9 @@
 
 As in Harbor, the service ``main`` is the agent's container (built from
 ``environment/Dockerfile``, run by ``DockerEnv``); every other service is a
-*sidecar*. No ``docker compose`` binary is needed: replaykit reads the file itself.
+*sidecar*. No ``docker compose`` binary is needed: replaykit reads the file itself
+(``compose_spec.py``: parsing, validation, what is refused); this module builds or finds
+the sidecars' images and runs them.
 
 * **Network.** Each episode gets its own bridge network (``replaykit-<episode>-<id>``,
   ``internal`` unless the task has ``allow_internet``); ``main`` and every sidecar join
@@ -25,256 +27,29 @@ As in Harbor, the service ``main`` is the agent's container (built from
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from replaykit.envs import containers, images
+from replaykit.envs.compose_spec import MAIN, Compose, ComposeHealthcheck, Service, compose_file, load_compose
 from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task
-from replaykit.core.errors import EnvError, TaskError
+from replaykit.core.errors import EnvError
 
-MAIN = "main"
-FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+__all__ = [
+    "HEALTH_WAIT_SEC",
+    "MAIN",
+    "Compose",
+    "ComposeHealthcheck",
+    "Service",
+    "Sidecars",
+    "compose_file",
+    "load_compose",
+    "service_images",
+]
+
 HEALTH_WAIT_SEC = 120.0
-_REFUSED = (
-    "volumes",
-    "privileged",
-    "cap_add",
-    "network_mode",
-    "networks",
-    "devices",
-    "pid",
-    "ipc",
-    "extends",
-    "secrets",
-    "configs",
-    "volumes_from",
-    "runtime",
-)
-_KNOWN = {
-    "image",
-    "build",
-    "command",
-    "entrypoint",
-    "environment",
-    "healthcheck",
-    "depends_on",
-    "working_dir",
-    "hostname",
-    "ports",
-    "expose",
-    "container_name",
-    "restart",
-    "init",
-    "tty",
-    "stdin_open",
-    "labels",
-    "pull_policy",
-    "platform",
-    "mem_limit",
-    "cpus",
-    "deploy",
-    "env_file",
-    "user",
-}
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)")
-
-
-@dataclass(frozen=True)
-class Service:
-    name: str
-    image: str | None
-    build_context: Path | None
-    dockerfile: str
-    command: Any
-    entrypoint: Any
-    environment: dict[str, str]
-    healthcheck: ComposeHealthcheck | None
-    depends_on: tuple[str, ...]
-    working_dir: str | None
-    hostname: str | None
-
-
-@dataclass
-class Compose:
-    path: Path
-    services: dict[str, Service]
-    main_env: dict[str, str] = field(default_factory=dict)
-    main_depends: tuple[str, ...] = ()
-
-    @property
-    def sidecars(self) -> list[Service]:
-        """Sidecars in start order (dependencies first; ties by name)."""
-        ordered: list[Service] = []
-        seen: set[str] = set()
-
-        def visit(name: str, trail: tuple[str, ...]) -> None:
-            if name in seen or name == MAIN:
-                return
-            if name in trail:
-                raise TaskError(
-                    f"{self.path}: services depend on each other in a cycle: {' -> '.join((*trail, name))}"
-                )
-            service = self.services[name]
-            for dep in service.depends_on:
-                visit(dep, (*trail, name))
-            seen.add(name)
-            ordered.append(service)
-
-        for name in sorted(self.services):
-            visit(name, ())
-        return ordered
-
-
-def compose_file(task: Task) -> Path | None:
-    return next((task.environment_dir / f for f in FILES if (task.environment_dir / f).is_file()), None)
-
-
-def duration_ns(value: Any, where: str) -> int:
-    """Compose durations (``"1m30s"``, ``"500ms"``, a number of seconds) in nanoseconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value * 1e9)
-    text = str(value).strip()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise TaskError(f'{where}: {value!r} is not a duration such as "5s", "500ms" or "1m30s"')
-    scale = {"h": 3600e9, "m": 60e9, "s": 1e9, "ms": 1e6, "us": 1e3}
-    return int(sum(float(n) * scale[u] for n, u in parts))
-
-
-def _interpolate(value: Any, env: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return _VAR.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value).replace("$$", "$")
-    if isinstance(value, list):
-        return [_interpolate(v, env) for v in value]
-    if isinstance(value, dict):
-        return {k: _interpolate(v, env) for k, v in value.items()}
-    return value
-
-
-def _env_map(value: Any, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return {str(k): "" if v is None else str(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return dict(str(item).partition("=")[::2] for item in value)
-    raise TaskError(f"{where}: field 'environment' must be a mapping or a list of NAME=value")
-
-
-class ComposeHealthcheck(TypedDict):
-    """A service's healthcheck as Docker's API takes it (durations in nanoseconds)."""
-
-    test: list[str]  # ["CMD", ...] | ["CMD-SHELL", command] | ["NONE"]
-    interval: int
-    timeout: int
-    start_period: int
-    retries: int
-
-
-def _healthcheck(value: Any, where: str) -> ComposeHealthcheck | None:
-    if value is None or (isinstance(value, dict) and value.get("disable")):
-        return None
-    if not isinstance(value, dict) or "test" not in value:
-        raise TaskError(f"{where}: field 'healthcheck' needs a 'test'")
-    test = value["test"]
-    if isinstance(test, str):
-        test = ["CMD-SHELL", test]
-    if not isinstance(test, list) or not test or test[0] not in ("CMD", "CMD-SHELL", "NONE"):
-        raise TaskError(f'{where}: field \'healthcheck.test\' must be a string or ["CMD"|"CMD-SHELL", ...]')
-
-    def ns(key: str, default: str) -> int:
-        return duration_ns(value.get(key, default), f"{where}: field 'healthcheck.{key}'")
-
-    return ComposeHealthcheck(
-        test=[str(t) for t in test],
-        interval=ns("interval", "5s"),
-        timeout=ns("timeout", "30s"),
-        start_period=ns("start_period", "0s"),
-        retries=int(value.get("retries", 3)),
-    )
-
-
-def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
-    """The task's compose file, validated; None when it has none."""
-    path = compose_file(task)
-    if path is None:
-        return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
-    raw = data.get("services") if isinstance(data, dict) else None
-    if not isinstance(raw, dict) or not raw:
-        raise TaskError(f"{path}: field 'services' must map service names to their definitions")
-    for top in set(data) - {"services", "version", "name", "x-replaykit"}:
-        raise TaskError(
-            f"{path}: top-level field {top!r} is not supported (services only, on a private network)"
-        )
-    compose = Compose(path, {})
-    for name, spec in raw.items():
-        where = f"{path}: service {name!r}"
-        spec = _interpolate(spec or {}, env)
-        if not isinstance(spec, dict):
-            raise TaskError(f"{where}: must be a mapping")
-        for key in spec:
-            if key in _REFUSED:
-                raise TaskError(
-                    f"{where}: field {key!r} is not supported (replaykit runs services isolated, on a private network)"
-                )
-            if key not in _KNOWN and not str(key).startswith("x-"):
-                raise TaskError(f"{where}: field {key!r} is not supported")
-        depends = spec.get("depends_on") or []
-        depends = tuple(sorted(depends)) if isinstance(depends, (list, dict)) else ()
-        for dep in depends:
-            if dep not in raw:
-                raise TaskError(f"{where}: depends_on names {dep!r}, which is not a service")
-        environment = _env_map(spec.get("environment"), where)
-        if name == MAIN:
-            compose.main_env, compose.main_depends = environment, depends
-            continue
-        build = spec.get("build")
-        context: Path | None = None
-        dockerfile = "Dockerfile"
-        if isinstance(build, str):
-            context = task.environment_dir / build
-        elif isinstance(build, dict):
-            context = task.environment_dir / str(build.get("context", "."))
-            dockerfile = str(build.get("dockerfile", "Dockerfile"))
-        if context is not None:
-            context = context.resolve()
-            if (
-                not context.is_relative_to(task.environment_dir.resolve())
-                or not (context / dockerfile).is_file()
-            ):
-                raise TaskError(
-                    f"{where}: field 'build' must name a folder under environment/ holding {dockerfile}"
-                )
-        image = spec.get("image") if context is None else None
-        if context is None and not isinstance(image, str):
-            raise TaskError(f"{where}: needs 'build' or 'image'")
-        compose.services[name] = Service(
-            name=name,
-            image=image,
-            build_context=context,
-            dockerfile=dockerfile,
-            command=spec.get("command"),
-            entrypoint=spec.get("entrypoint"),
-            environment=environment,
-            healthcheck=_healthcheck(spec.get("healthcheck"), where),
-            depends_on=tuple(d for d in depends if d != MAIN),
-            working_dir=spec.get("working_dir"),
-            hostname=spec.get("hostname"),
-        )
-    compose.sidecars  # noqa: B018  (validates the dependency graph)
-    return compose
 
 
 def service_images(task: Task, compose: Compose, aliases: dict[str, str] | None = None) -> dict[str, str]:
