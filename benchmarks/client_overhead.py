@@ -5,9 +5,11 @@ history growing every call) against a mock transport that answers instantly — 
 floor any replay through the client can reach. Then the same episodes run
 (a) recorded: replaykit's episode cassette wraps the same mock transport, and
 (b) replayed: the cassette serves every response from the tape, offline.
-The difference per call is replaykit's own overhead (interception, request forms,
-matching, response building, per-episode cassette setup); store I/O is excluded.
-Measured at several sizes to show it stays flat.
+The CPU ratio of each recorded (replayed) episode to the stock episode beside it, less
+one, is replaykit's own overhead (interception, request forms, matching, response
+building, per-episode cassette setup); store I/O is excluded. The verdict is from the
+median of those paired ratios only; the ms figures are the ratios times the stock
+client's CPU per call in the same run. Measured at several sizes to show it stays flat.
 
 Usage: python benchmarks/client_overhead.py [--sizes 100,1000,10000,50000] [--repeats 3]
 Targets (issue 13): replay overhead <= 0.2 ms/call, recording overhead <= 0.1 ms/call.
@@ -19,7 +21,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import load_line, verdict
+from measure import Sample, load_line, median_cpu, median_wall, ratio, sample, verdict
 
 CALLS = 25
 OFFLINE = "http://127.0.0.1:9/v1"
@@ -80,61 +81,44 @@ def key(i: int) -> CassetteKey:
     return CassetteKey("0" * 40, f"bench-{i}", "0" * 64, ModelId("m", "mock"), i, "bench")
 
 
-def _trimmed_mean(values: list[float], cut: float = 0.1) -> float:
-    """The mean without the lowest and highest ``cut`` of the values (preemptions, stray GC)."""
-    values = sorted(values)
-    k = int(len(values) * cut)
-    kept = values[k : len(values) - k] or values
-    return sum(kept) / len(kept)
-
-
-def run(episodes: int) -> tuple[float, float, float]:
-    """Seconds per call: the stock client on the mock transport, and replaykit's own
-    added cost per call when recording and when replaying.
+def run(episodes: int) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    """Per episode, a sample (CPU and wall seconds) of the stock client on the mock
+    transport, of the same episode recorded, and of its replay.
 
     Each episode runs three times in a row (base and record, in alternating order,
     then replay of the episode just recorded), so load from other processes hits all
-    three alike; the added costs are paired per episode (record - base, replay - base)
-    and averaged with the extreme 10% left out. Times are CPU time of this process,
-    which other processes' load disturbs less than wall time. Each episode is dropped
-    once replayed: a real run hands it to the store (on disk) and keeps nothing, so
-    holding them all would only measure the garbage collector."""
+    three alike: the verdicts use the per-episode CPU ratios record/base and
+    replay/base (``measure.ratio``: the median of paired ratios), never a difference
+    of times taken at different moments. Each episode is dropped once replayed: a real
+    run hands it to the store (on disk) and keeps nothing, so holding them all would
+    only measure the garbage collector."""
     real = httpx2.HTTPTransport.handle_request
     llm = openai.OpenAI(base_url=OFFLINE, api_key="bench", max_retries=0)
-    bases: list[float] = []
-    record_costs: list[float] = []
-    replay_costs: list[float] = []
+    out: dict[str, list[Sample]] = {"base": [], "record": [], "replay": []}
     for i in range(episodes):
+        tape = Tape(key(i).id)
+
+        def recorded(i: int = i, tape: Tape = tape) -> None:
+            with episode_cassette(tape.label, tape):
+                agent(llm, i)
+
         httpx2.HTTPTransport.handle_request = _mock_handle  # type: ignore[method-assign]
         try:
-            tape = Tape(key(i).id)
-            first = "base" if i % 2 == 0 else "record"
-            times: dict[str, float] = {}
-            for mode in (first, "record" if first == "base" else "base"):
-                t0 = time.process_time()
-                if mode == "base":
-                    agent(llm, i)
-                else:
-                    with episode_cassette(tape.label, tape):
-                        agent(llm, i)
-                times[mode] = time.process_time() - t0
+            cases = {"base": lambda i=i: agent(llm, i), "record": recorded}
+            for mode in ("base", "record") if i % 2 == 0 else ("record", "base"):
+                out[mode].append(sample(cases[mode])[0])
         finally:
             httpx2.HTTPTransport.handle_request = real  # type: ignore[method-assign]
         episode = Episode(key(i), tape.events)
-        t0 = time.process_time()
         replaying = Tape(episode.id, recorded=list(episode.events))
-        with episode_cassette(replaying.label, replaying):
-            agent(llm, i)
-        times["replay"] = time.process_time() - t0
+
+        def replayed(i: int = i, replaying: Tape = replaying) -> None:
+            with episode_cassette(replaying.label, replaying):
+                agent(llm, i)
+
+        out["replay"].append(sample(replayed)[0])
         assert replaying.cursor == len(episode.events)
-        bases.append(times["base"])
-        record_costs.append(times["record"] - times["base"])
-        replay_costs.append(times["replay"] - times["base"])
-    return (
-        sum(bases) / len(bases) / CALLS,
-        _trimmed_mean(record_costs) / CALLS,
-        _trimmed_mean(replay_costs) / CALLS,
-    )
+    return out["base"], out["record"], out["replay"]
 
 
 #: The stock client's own CPU cost per call on an idle machine here (3.13-3.26 ms
@@ -166,12 +150,20 @@ def main() -> None:
     )
     for size in [int(s) for s in args.sizes.split(",")]:
         rounds = [run(max(1, size // CALLS)) for _ in range(args.repeats)]
-        base, rec_o, rep_o = (statistics.median(r[i] for r in rounds) * 1e3 for i in range(3))
-        rec_r, rep_r = rec_o / base, rep_o / base
+        base = statistics.median(median_cpu(b) for b, _, _ in rounds) / CALLS * 1e3
+        rec_r = statistics.median(ratio(r, b) for b, r, _ in rounds) - 1
+        rep_r = statistics.median(ratio(p, b) for b, _, p in rounds) - 1
         met = verdict(rec_r <= RECORD_TARGET and rep_r <= REPLAY_TARGET)
+        rec_o, rep_o = rec_r * base, rep_r * base
         print(
             f"{size:>7}  {base:>9.3f} ms  {base + rec_o:>6.3f} ms  {base + rep_o:>6.3f} ms  "
             f"{rec_o:>+7.3f} ms {rec_r:>+6.1%}  {rep_o:>+7.3f} ms {rep_r:>+6.1%}  ({met})"
+        )
+        walls = (statistics.median(median_wall(r[i]) for r in rounds) / CALLS * 1e3 for i in range(3))
+        print(
+            "         wall per call (information): stock {:.3f} ms, record {:.3f} ms, replay {:.3f} ms".format(
+                *walls
+            )
         )
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from replaykit.capture.deadlines import DEADLINES, Entry
 from replaykit.cassette.events import KEPT_HEADERS
 from replaykit.cassette.scrub import presented_credentials, restore
+from replaykit.models.failures import incomplete_answer
 
 if TYPE_CHECKING:
     from replaykit.capture.recorder import EpisodeCassette
@@ -99,16 +100,18 @@ def _presented(real_request: Any) -> dict[str, str]:
     return found
 
 
-def _watchdog(response: Any, deadline: float) -> Entry:
+def _watchdog(response: Any, deadline: float) -> Entry | None:
     """Cuts the response's socket when the call's total deadline passes: a trickling body
-    never hangs the caller (httpx's own timeouts are per read)."""
+    never hangs the caller (httpx's own timeouts are per read). None when the response has
+    no socket to cut (an in-memory transport): the deadline is still checked after the read."""
     stream = response.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return None
 
     def cut() -> None:
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
     return DEADLINES.arm(deadline, cut)
 
@@ -126,18 +129,16 @@ def _check_answer(
     httpx2: Any,
     cassette: "EpisodeCassette",
     request: Any,
-    response: Any,
+    status: int,
+    headers: list[tuple[str, str]],
     chunks: list[bytes],
     deadline: float,
 ) -> None:
-    """Raises (as a protocol error the client retries) unless the answer is complete and well formed."""
-    from replaykit.models.failures import incomplete_answer
-
+    """Raises (as a protocol error the client retries) unless the answer is complete and well
+    formed; once per response, on the kept headers (the content type is one of them)."""
     if time.monotonic() > deadline:
         raise _past_deadline(httpx2, cassette, TimeoutError(), deadline)
-    problem = incomplete_answer(
-        urlsplit(request.uri).path, response.status_code, response.headers.multi_items(), b"".join(chunks)
-    )
+    problem = incomplete_answer(urlsplit(request.uri).path, status, headers, b"".join(chunks))
     if problem:
         raise httpx2.RemoteProtocolError(f"incomplete answer: {problem}")
 
@@ -165,16 +166,17 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
                 chunks.append(bytes(chunk))
                 if time.monotonic() > deadline:
                     break
-            _check_answer(httpx2, cassette, request, real_response, chunks, deadline)
+            headers = kept_headers(real_response.headers)
+            _check_answer(httpx2, cassette, request, real_response.status_code, headers, chunks, deadline)
         except Exception as exc:  # cut body, cut stream, unparsable answer, deadline passed
             exc = _past_deadline(httpx2, cassette, exc, deadline)
             cassette.note_transport_error(request, exc)
             raise exc from None
         finally:
-            DEADLINES.cancel(watchdog)
+            if watchdog is not None:
+                DEADLINES.cancel(watchdog)
             real_response.stream.close()
         reason = real_response.reason_phrase
-        headers = kept_headers(real_response.headers)
         cassette.record_event(request, real_response.status_code, reason, headers, chunks)
         # transparent: the client gets the upstream's bytes; only the stored copy is scrubbed
         return _response(httpx2, real_response.status_code, reason or "", headers, chunks, False)
@@ -207,14 +209,14 @@ def handle_async_request(
                 return [bytes(c) async for c in real_response.stream]
 
             chunks = await asyncio.wait_for(read_body(), max(0.0, deadline - time.monotonic()))
-            _check_answer(httpx2, cassette, request, real_response, chunks, deadline)
+            headers = kept_headers(real_response.headers)
+            _check_answer(httpx2, cassette, request, real_response.status_code, headers, chunks, deadline)
         except Exception as exc:
             exc = _past_deadline(httpx2, cassette, exc, deadline)
             cassette.note_transport_error(request, exc)
             raise exc from None
         finally:
             await real_response.stream.aclose()
-        headers = kept_headers(real_response.headers)
         cassette.record_event(
             request, real_response.status_code, real_response.reason_phrase, headers, chunks
         )
