@@ -6,7 +6,9 @@ cassette key, or the local workspace path the rollout uses); no model is needed,
 the actions are in the cassette. Observations (stdout, stderr, exit code, timeout)
 are compared after narrow scrubbing (hex addresses, UUIDs, timestamps, durations)
 and so is the grade (reward, passed, infra failure). A task is ``deterministic``
-when every episode matches, else ``forked`` with its first differing step.
+when every episode matches, else ``forked`` with its first differing step. Re-executing
+one task is ``reexecute.py`` (``check_task``, ``CertifyJob``; its names import from here
+too); this module keys, stores and reuses certificates and fans a run's tasks out.
 
 Certificates live in the store's ``certificates`` table, keyed by what was executed:
 (task digest, environment kind, image ID, and the digests of the task's episodes in
@@ -29,40 +31,60 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast, ClassVar, Iterator
+from typing import cast, Iterator
 
-from replaykit.envs.base import EnvTable
 from replaykit.envs.network import NetworkRequest
-from replaykit.core.records import JSON, EpisodeMeta, RunDocument
+from replaykit.core.records import EpisodeMeta, RunDocument
 from replaykit.episodes.certify_records import (
     Certificate,
     CertificateEvidence,
     CertifyReport,
     CertifyRow,
-    FirstDifference,
 )
-from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
+from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.schema import CertificateRow, now_iso
 from replaykit.core.determinism import canonical_json, digest_of
-from replaykit.envs.registry import make_env
 from replaykit.episodes import network
 from replaykit.envs.tasks import Task, load_panel, load_task
-from replaykit.core.errors import ReplaykitError, TaskError
+from replaykit.core.errors import TaskError
 from replaykit.execution.executor import Executor
 from replaykit.core.progress import Progress
 from replaykit.episodes.observation_scrub import scrub
+from replaykit.episodes.reexecute import (
+    DETERMINISTIC,
+    ERROR,
+    FORKED,
+    NETWORK_UNFROZEN,
+    CertifyJob,
+    Check,
+    certify_job,
+    check_task,
+    env_kind,
+    network_unfrozen,
+)
 
-DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
-#: The environment metadata's ``network`` value of an episode that ran on a live network.
-NETWORK_UNFROZEN = "unfrozen"
-
-
-def env_kind(key: CassetteKey) -> str:
-    return dict(key.extra).get("env", "local")
+__all__ = [  # what re-executes one task lives in reexecute.py; importable from here as before
+    "DETERMINISTIC",
+    "ERROR",
+    "FORKED",
+    "NETWORK_UNFROZEN",
+    "CertifyJob",
+    "Check",
+    "certificate_id",
+    "certify_job",
+    "certify_run",
+    "certify_task",
+    "check_task",
+    "env_kind",
+    "forked_tasks",
+    "get_certificate",
+    "network_unfrozen",
+    "scrub",
+    "served_networks",
+]
 
 
 def certificate_id(
@@ -112,37 +134,6 @@ def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
     return out
 
 
-@dataclass
-class _Difference:
-    position: int
-    step: int | None
-    field: str
-    action: str
-    recorded: JSON
-    reexecuted: JSON
-
-    def to_dict(self, seed: int, cassette_id: str) -> FirstDifference:
-        return {
-            "position": self.position,
-            "step": self.step,
-            "field": self.field,
-            "action": self.action,
-            "recorded": self.recorded,
-            "reexecuted": self.reexecuted,
-            "seed": seed,
-            "cassette_id": cassette_id,
-        }
-
-    def reason(self, seed: int) -> str:
-        where = (
-            f"step {self.step} (event {self.position})"
-            if self.step is not None
-            else f"the grade (event {self.position})"
-        )
-        rec, new = json.dumps(self.recorded)[:120], json.dumps(self.reexecuted)[:120]
-        return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
-
-
 def _find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:
     recorded = meta.get("task")
     path = recorded.get("path") if recorded else None
@@ -165,147 +156,6 @@ def _find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str]
     raise TaskError(
         f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH"
     )
-
-
-def _rerun(episode: Episode, task: Task, net: NetworkRequest | None = None) -> _Difference | None:
-    """Run the episode's recorded actions in a fresh environment; the first difference."""
-    from replaykit.episodes.rollout import EpisodeSpec, TaskView
-
-    meta = episode.meta
-    env_cfg = cast(EnvTable, dict(meta.get("env") or {"kind": env_kind(episode.key)}))  # as recorded
-    spec = EpisodeSpec(
-        key=episode.key,
-        task_path=str(task.path),
-        task=TaskView.of(task),
-        tree_dir="",
-        entry="",
-        params={},
-        temperature=0.0,
-        base_url="",
-        api_key="",
-        env=env_cfg,
-        network=net.copy() if net else NetworkRequest(),
-    )
-    env = make_env(spec)
-    misses: Any = getattr(env, "network_misses", list)
-
-    def served() -> None:  # the frozen network had no recording for a request: say which
-        missed = misses()
-        if missed:
-            raise ReplaykitError(network.unrecorded_line(missed))
-
-    step = 0
-    # multi-step tasks: stage each step before its first action, grade it after its last
-    bounds = list(recorded.get("step_actions") or []) if (recorded := meta.get("task")) else []
-    plan: list[tuple[str, int]] = [
-        p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]
-    ]
-    graded: list[tuple[Any, Any]] = []
-    stepped: Any = env  # environments that run multi-step tasks have begin_step (local, docker)
-
-    def advance(to_action: bool) -> None:
-        """Run staged/grade points until the next recorded action (or to the end)."""
-        while plan and not (to_action and plan[0][0] == "act"):
-            what, i = plan.pop(0)
-            if what == "begin":
-                stepped.begin_step(task.steps[i])
-            elif what == "grade":
-                graded.append((task.steps[i], env.grade()))
-        if to_action and plan:
-            plan.pop(0)
-
-    try:
-        env.start()
-        for position, event in enumerate(episode.events):
-            if bounds and isinstance(event, EnvEvent):
-                advance(to_action=True)
-            if isinstance(event, EnvEvent):
-                obs = env.run(event.action)
-                served()
-                rec = event.observation
-                for field in ("exit_code", "timed_out", "stdout", "stderr"):
-                    a, b = getattr(rec, field), getattr(obs, field)
-                    if isinstance(a, str):
-                        a, b = scrub(a), scrub(b)
-                    if a != b:
-                        return _Difference(
-                            position, step, field, event.action, getattr(rec, field), getattr(obs, field)
-                        )
-                step += 1
-            elif isinstance(event, GradeEvent):
-                if bounds:
-                    from replaykit.envs.steps import combine
-
-                    advance(to_action=False)
-                    grade = combine(graded, task.reward_strategy, len(task.steps))
-                else:
-                    grade = env.grade()
-                served()
-                rec_g = {
-                    "reward": event.grade.reward,
-                    "passed": event.grade.passed,
-                    "infra_failure": event.grade.infra_failure,
-                }
-                new_g = {"reward": grade.reward, "passed": grade.passed, "infra_failure": grade.infra_failure}
-                if rec_g != new_g:
-                    return _Difference(position, None, "grade", "tests/test.sh", rec_g, new_g)
-    finally:
-        env.close()
-    return None
-
-
-Check = tuple[str, str, FirstDifference | None]  # status, reason, first difference
-
-
-def network_unfrozen(episode: Episode) -> bool:
-    """The episode ran on a live network (its environment said ``network: unfrozen``)."""
-    environment = episode.meta.get("environment")
-    return isinstance(environment, dict) and environment.get("network") == NETWORK_UNFROZEN
-
-
-def check_task(episodes: list[Episode], task: Task, nets: dict[str, NetworkRequest] | None = None) -> Check:
-    """Re-execute every episode of one task: deterministic, forked (with the first
-    difference; ``network unfrozen`` when an episode ran on a live network: its
-    observations depend on what was served that day) or error. ``nets``: each episode's
-    frozen network (``episodes/network.py``). Writes nothing, so it can run on any worker."""
-    status, reason = DETERMINISTIC, ""
-    first: FirstDifference | None = None
-    for episode in episodes:
-        if network_unfrozen(episode):
-            reason = (
-                f"seed {episode.key.seed}: network unfrozen: the episode ran with a live network "
-                f"(not the frozen one), so its observations cannot be certified deterministic; "
-                f"re-record it with env.network: frozen"
-            )
-            return FORKED, reason, {"field": "network", "seed": episode.key.seed, "cassette_id": episode.id}
-    try:
-        for episode in episodes:
-            diff = _rerun(episode, task, (nets or {}).get(episode.id))
-            if diff is not None:
-                status, reason, first = (
-                    FORKED,
-                    diff.reason(episode.key.seed),
-                    diff.to_dict(episode.key.seed, episode.id),
-                )
-                break
-    except ReplaykitError as exc:
-        status, reason = ERROR, str(exc)
-    return status, reason, first
-
-
-@dataclass
-class CertifyJob:
-    """One task's episodes to re-execute (picklable; the task folder travels by content)."""
-
-    episodes: list[Episode]
-    task_path: str
-    nets: dict[str, NetworkRequest] | None = None
-
-    portable_paths: ClassVar[tuple[str, ...]] = ("task_path",)
-
-
-def certify_job(job: CertifyJob) -> Check:
-    return check_task(job.episodes, load_task(job.task_path), job.nets)
 
 
 def certify_task(
