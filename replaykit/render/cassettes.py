@@ -3,7 +3,8 @@ export/import/verify, store checks, vcrpy export, proxy sessions, removals."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -22,20 +23,21 @@ if TYPE_CHECKING:
     from replaykit.exchange.vcr_export import VcrExport
 
 
-def cassette_rows(rows: list[dict[str, Any]], total: int | None = None) -> None:
+def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None) -> None:
+    """``cassettes ls``: the listed columns of each cassette row (``episodes.views.LS_COLUMNS``)."""
     shown = (
         f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)"
         if total is not None and total > len(rows)
         else f"{len(rows)} cassette(s)"
     )
-    n = short_ids([r["id"] for r in rows])
+    n = short_ids([str(r["id"]) for r in rows])
     cells: list[list[str | Text]] = [
         [
-            r["id"][:n],
-            r["task_id"],
+            str(r["id"])[:n],
+            str(r["task_id"]),
             str(r["seed"]),
-            r["model"],
-            r["harness_sha"][:8],
+            str(r["model"]),
+            str(r["harness_sha"])[:8],
             str(r["n_llm"]),
             str(r["n_env"]),
             "-" if r["reward"] is None else f"{r['reward']:.2f}",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Iterator, TypedDict
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
 from replaykit.core.progress import Progress as ProgressCallback
@@ -15,6 +15,14 @@ from replaykit.render.console import err, err_console
 
 #: Characters of a bar's label (``baseline 6cc9be88e2 · csv-active-emails#1``), padded or cut to it.
 LABEL_WIDTH = 44
+
+
+class _Bars(TypedDict, total=False):
+    """The bars drawn so far: the outer one (and what it counts), the inner one."""
+
+    outer_label: str
+    outer: TaskID
+    inner: TaskID
 
 
 def episode_label(data: ProgressData) -> str:
@@ -50,7 +58,7 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback]:
         console=err_console,
         transient=True,
     )
-    state: dict[str, Any] = {}
+    state: _Bars = {}
 
     def callback(event: ProgressEvent, data: ProgressData) -> None:
         if event == "note":

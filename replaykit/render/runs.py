@@ -4,7 +4,8 @@ the harness × model table, the list of stored documents."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -113,7 +114,8 @@ def compare_table(report: CompareDocument) -> None:
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 
 
-def run_rows(rows: list[dict[str, Any]], all_ids: list[str] | None = None) -> None:
+def run_rows(rows: Sequence[Mapping[str, str]], all_ids: list[str] | None = None) -> None:
+    """``runs``: one line per stored document (its ``runs`` row's id, kind, name, harness, model, time)."""
     n = short_ids(all_ids or [r["id"] for r in rows])
     cells: list[list[str | Text]] = [
         [
