@@ -1,8 +1,9 @@
-"""Measure a harness on a panel (record or reuse cassettes) and replay a run offline.
+"""Measure a harness on a panel (record or reuse cassettes).
 
 ``measure`` is the forward pass: one harness SHA × one model × a panel of tasks ×
 seeds → a Run that lists its cassettes. Under record mode ``once`` an episode
-whose key is already in the store is reused, not re-run.
+whose key is already in the store is reused, not re-run. Replaying a run offline is
+``replay.py`` (``replay_run``, ``replay_runs``; they import from here too).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
@@ -22,8 +22,6 @@ from replaykit.core.modes import RecordMode
 from replaykit.core.determinism import digest_of
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.core.errors import CassetteNotFound, HarnessError
-from replaykit.cassette.events import Episode
-from replaykit.execution.executor import Executor
 from replaykit.execution.select import make_executor
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.envs.network import NetworkRequest
@@ -34,15 +32,31 @@ from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.models.failures import stored_endpoint_failure
 from replaykit.episodes.rollout import (
     EpisodeSpec,
-    ReplayResult,
     TaskView,
     clean_workspaces,
     record_episode,
-    replay_episode,
 )
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
-from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
+from replaykit.episodes.replay import ReplayJob, replay_job, replay_run, replay_runs
+from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
+
+__all__ = [  # replaying a run lives in replay.py; its names import from here as before
+    "MeasureResult",
+    "ReplayJob",
+    "check_record_mode",
+    "episode_keys",
+    "measure",
+    "open_harness",
+    "prepare_network",
+    "put_run_once",
+    "replay_job",
+    "replay_run",
+    "replay_runs",
+    "reusable",
+    "run_document",
+    "secrets_for",
+]
 
 
 @dataclass
@@ -309,106 +323,3 @@ def run_document(
         cassettes=ids,
         episodes=episodes,
     ).to_dict()
-
-
-@dataclass
-class ReplayJob:
-    """One episode to replay offline against a harness tree (picklable, portable)."""
-
-    episode: Episode
-    tree_dir: str
-
-    portable_paths: ClassVar[tuple[str, ...]] = ("tree_dir",)
-
-
-def replay_job(job: ReplayJob) -> ReplayResult:
-    return replay_episode(job.episode, Path(job.tree_dir))
-
-
-def replay_run(
-    store: StoreBackend,
-    run_id: str,
-    harness_ref: str | None = None,
-    repo_path: str | None = None,
-    progress: Progress | None = None,
-    executor: Executor | None = None,
-) -> ReplayReport:
-    """Replay every episode of a run offline; compare digests."""
-    return replay_runs(store, [run_id], harness_ref, repo_path, progress, executor)[0]
-
-
-def replay_runs(
-    store: StoreBackend,
-    run_ids: list[str],
-    harness_ref: str | None = None,
-    repo_path: str | None = None,
-    progress: Progress | None = None,
-    executor: Executor | None = None,
-) -> list[ReplayReport]:
-    """Replay the episodes of several runs (each distinct episode once) on ``executor``
-    (default: inline, one at a time); one report per run, in order."""
-    runs = [store.get_run(run_id) for run_id in run_ids]
-    replayed: list[str] = []  # the harness sha each run is replayed at
-    trees: dict[str, Path] = {}
-    plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
-    for run in runs:
-        sha = run.harness_sha
-        files = None
-        if harness_ref:
-            repo = HarnessRepo(Path(repo_path or run.harness_repo))
-            sha = repo.resolve(harness_ref)
-            files = None if store.has_tree(sha) else repo.tree_files(sha)
-        replayed.append(sha)
-        if sha not in trees:
-            trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
-        plan.extend((cid, sha) for cid in run.cassettes)
-    plan = list(dict.fromkeys(plan))
-    results: dict[tuple[str, str], ReplayResult] = {}
-
-    def done(item: tuple[str, str], outcome: ReplayResult) -> None:
-        results[item] = outcome
-        if progress:
-            progress(
-                "episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical}
-            )
-
-    if executor is None or getattr(executor, "workers", 0) == 1:
-        for cid, sha in plan:  # inline: one episode in memory at a time
-            done((cid, sha), replay_episode(store.get_episode(cid), trees[sha]))
-    else:
-        jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
-        for job, outcome in executor.map(replay_job, jobs, batch=True):
-            done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
-    for run in runs:  # what the run says of each episode, against the (verified) cassette read above
-        store.check_run(run)
-    return [
-        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes])
-        for run, sha in zip(runs, replayed, strict=True)
-    ]
-
-
-def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
-    return next(sha for sha, path in trees.items() if str(path) == tree_dir)
-
-
-def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> ReplayReport:
-    divergences = [r.divergence for r in results if r.divergence]
-    return {
-        "run_id": run.run_id,
-        "harness_sha": run.harness_sha,
-        "replayed_harness_sha": sha,
-        "identical": all(r.identical for r in results),
-        "episodes": [
-            {
-                "cassette_id": r.cassette_id,
-                "task_id": r.task_id,
-                "seed": r.seed,
-                "identical": r.identical,
-                "recorded_digest": r.recorded_digest,
-                "replayed_digest": r.replayed_digest,
-            }
-            for r in results
-        ],
-        "divergence": divergences[0] if divergences else None,
-        "divergences": len(divergences),
-    }

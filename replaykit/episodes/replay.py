@@ -1,0 +1,126 @@
+"""Replay runs offline: every episode of a run against a harness tree, digests compared.
+
+``replay_run`` / ``replay_runs`` replay each distinct episode once (at the run's harness
+SHA, or ``harness_ref``'s), inline or on an executor (``ReplayJob``, batched), check what
+each run document says against the cassettes read, and report per run: identical or not,
+each episode's recorded and replayed digests, the first divergence. Nothing here touches
+the network or writes a run; measuring is ``run.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import Episode
+from replaykit.core.progress import Progress
+from replaykit.core.records import RunDoc
+from replaykit.episodes.harness import HarnessRepo
+from replaykit.episodes.rollout import ReplayResult, replay_episode
+from replaykit.episodes.run_records import ReplayReport
+from replaykit.execution.executor import Executor
+
+
+@dataclass
+class ReplayJob:
+    """One episode to replay offline against a harness tree (picklable, portable)."""
+
+    episode: Episode
+    tree_dir: str
+
+    portable_paths: ClassVar[tuple[str, ...]] = ("tree_dir",)
+
+
+def replay_job(job: ReplayJob) -> ReplayResult:
+    return replay_episode(job.episode, Path(job.tree_dir))
+
+
+def replay_run(
+    store: StoreBackend,
+    run_id: str,
+    harness_ref: str | None = None,
+    repo_path: str | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> ReplayReport:
+    """Replay every episode of a run offline; compare digests."""
+    return replay_runs(store, [run_id], harness_ref, repo_path, progress, executor)[0]
+
+
+def replay_runs(
+    store: StoreBackend,
+    run_ids: list[str],
+    harness_ref: str | None = None,
+    repo_path: str | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> list[ReplayReport]:
+    """Replay the episodes of several runs (each distinct episode once) on ``executor``
+    (default: inline, one at a time); one report per run, in order."""
+    runs = [store.get_run(run_id) for run_id in run_ids]
+    replayed: list[str] = []  # the harness sha each run is replayed at
+    trees: dict[str, Path] = {}
+    plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
+    for run in runs:
+        sha = run.harness_sha
+        files = None
+        if harness_ref:
+            repo = HarnessRepo(Path(repo_path or run.harness_repo))
+            sha = repo.resolve(harness_ref)
+            files = None if store.has_tree(sha) else repo.tree_files(sha)
+        replayed.append(sha)
+        if sha not in trees:
+            trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
+        plan.extend((cid, sha) for cid in run.cassettes)
+    plan = list(dict.fromkeys(plan))
+    results: dict[tuple[str, str], ReplayResult] = {}
+
+    def done(item: tuple[str, str], outcome: ReplayResult) -> None:
+        results[item] = outcome
+        if progress:
+            progress(
+                "episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical}
+            )
+
+    if executor is None or getattr(executor, "workers", 0) == 1:
+        for cid, sha in plan:  # inline: one episode in memory at a time
+            done((cid, sha), replay_episode(store.get_episode(cid), trees[sha]))
+    else:
+        jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
+        for job, outcome in executor.map(replay_job, jobs, batch=True):
+            done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
+    for run in runs:  # what the run says of each episode, against the (verified) cassette read above
+        store.check_run(run)
+    return [
+        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes])
+        for run, sha in zip(runs, replayed, strict=True)
+    ]
+
+
+def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
+    return next(sha for sha, path in trees.items() if str(path) == tree_dir)
+
+
+def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> ReplayReport:
+    divergences = [r.divergence for r in results if r.divergence]
+    return {
+        "run_id": run.run_id,
+        "harness_sha": run.harness_sha,
+        "replayed_harness_sha": sha,
+        "identical": all(r.identical for r in results),
+        "episodes": [
+            {
+                "cassette_id": r.cassette_id,
+                "task_id": r.task_id,
+                "seed": r.seed,
+                "identical": r.identical,
+                "recorded_digest": r.recorded_digest,
+                "replayed_digest": r.replayed_digest,
+            }
+            for r in results
+        ],
+        "divergence": divergences[0] if divergences else None,
+        "divergences": len(divergences),
+    }
