@@ -41,15 +41,19 @@ def fill(store: Store, episodes: list[Episode], total: int) -> None:
 
 
 def cli(*args: str, repeats: int = 3) -> Sample:
-    """The median CPU and wall time of ``repeats`` runs of the real CLI."""
-    runs = [
-        sample(
+    """The median CPU and wall time of ``repeats`` runs of the real CLI; a failing run
+    ends the benchmark with the command and its error line (exit 1)."""
+    runs = []
+    for _ in range(repeats):
+        took, proc = sample(
             lambda: subprocess.run(
-                [sys.executable, "-m", "replaykit.cli", *args], check=True, capture_output=True
+                [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True
             )
-        )[0]
-        for _ in range(repeats)
-    ]
+        )
+        if proc.returncode != 0:
+            error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
+            raise SystemExit(f"Error: replaykit {' '.join(args)} exited {proc.returncode}: {error}")
+        runs.append(took)
     return Sample(statistics.median(s.wall for s in runs), statistics.median(s.cpu for s in runs))
 
 

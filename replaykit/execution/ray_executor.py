@@ -64,8 +64,8 @@ def connect(address: str = "auto", num_cpus: int | None = None) -> None:
         return
     kwargs: dict[str, bool] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
-        if address == "local":
-            ray.init(num_cpus=num_cpus, **kwargs)
+        if address == "local":  # a new private instance even when another cluster runs on this machine
+            ray.init(address="local", num_cpus=num_cpus, **kwargs)
         else:
             ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
