@@ -7,7 +7,8 @@ from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit
 network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
 ``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
-grading and the state digest (``snapshot.py``); the ``docker`` kind is ``docker_kind.py``. As in Harbor, the
+grading and the state digest (``snapshot.py``); the oracle and the verifier inside the
+container are ``docker_grading.py``; the ``docker`` kind is ``docker_kind.py``. As in Harbor, the
 image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
 started stay up across steps (``services.py``); the workdir is task.toml's, else the
 image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
@@ -17,9 +18,7 @@ The container's mechanics (create, ``docker exec``, nothing outliving a step, fa
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -27,6 +26,7 @@ from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.envs import (
     compose,
     containers,
+    docker_grading,
     faults,
     healthcheck,
     images,
@@ -35,24 +35,16 @@ from replaykit.envs import (
     task_env,
 )
 from replaykit.envs.base import Grade, Observation
+from replaykit.envs.docker_grading import LOGS_DIR, TESTS_DIR
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
-from replaykit.envs.grading import verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.network import NetworkRequest
 from replaykit.envs.network.matching import ExchangeRecord, MissRecord
 from replaykit.envs.network.wiring import resolve_mode
 from replaykit.envs.tasks import Task
 from replaykit.core.records import JSON
-from replaykit.core.errors import EnvError, TaskError
-
-TESTS_DIR = "/tests"
-LOGS_DIR = "/logs"
-SOLUTION_DIR = "/solution"
-
-
-def _infra_failure(reason: str, what: str = "infrastructure failure") -> Grade:
-    return Grade(0.0, False, infra_failure=True, detail=f"{what}: {reason}")
+from replaykit.core.errors import EnvError
 
 
 class DockerEnv:
@@ -345,67 +337,14 @@ class DockerEnv:
     def run_solution(self) -> Observation:
         """Oracle: copy solution/ (or the current step's) to /solution and run
         ``bash /solution/solve.sh`` in the workdir with ``[solution.env]``."""
-        env = task_env.task_env(self.task.path, self.task.config, "solution")
-        source, timeout = self.task.solution_dir, self.task.agent_timeout_sec
-        if self.step is not None:
-            if self.step.solution_dir is None:
-                raise TaskError(
-                    f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle"
-                )
-            source, timeout = self.step.solution_dir, self.step.agent_timeout_sec or timeout
-            env = env.merged(
-                task_env.resolve(
-                    self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"
-                )
-            )
-        elif not (source / "solve.sh").is_file():
-            raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
-        self._exec(["bash", "-c", f"rm -rf {SOLUTION_DIR}"], 60, cwd="/")
-        self._require_started().put(source, SOLUTION_DIR)
-        self._secrets.update(env.secrets)
-        return self._exec(
-            ["bash", f"{SOLUTION_DIR}/solve.sh"], timeout, {**env.values, "SOLUTION_DIR": SOLUTION_DIR}
+        return docker_grading.run_solution(
+            self.task, self.step, self._require_started, self._exec, self._secrets
         )
 
     def grade(self) -> Grade:
         """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
         read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
-        box = self._require_started()
-        if box.dead is not None:
-            return _infra_failure(box.dead)
-        prep = self._exec(
-            ["bash", "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR}/verifier && mkdir -p {LOGS_DIR}/verifier"],
-            60,
-            cwd="/",
-        )
-        if box.dead is not None:
-            return _infra_failure(box.dead)
-        if prep.exit_code != 0:
-            said = (prep.stderr or prep.stdout).strip().splitlines()
-            why = said[-1][:200] if said else f"exit {prep.exit_code}"
-            return _infra_failure(f"cannot prepare the verifier: {why}")
-        verifier_env = verifier_vars(self.task, self.step)
-        sources, timeout = (
-            (self.step.tests_sources, self.step.verifier_timeout_sec)
-            if self.step
-            else ((self.task.tests_dir,), None)
-        )
-        timeout = timeout or self.task.verifier_timeout_sec
-        try:
-            for tests in sources:  # a step's tests/ on top of the task's shared tests/ (as Harbor)
-                box.put(tests, TESTS_DIR)
-        except OSError as exc:
-            raise EnvError(f"cannot copy the tests of task {self.task.id!r}: {exc}") from None
-        self._secrets.update(verifier_env.secrets)
-        obs = self._exec(["bash", f"{TESTS_DIR}/test.sh"], timeout, verifier_env.values)
-        with tempfile.TemporaryDirectory(prefix="replaykit-reward-") as tmp:
-            for name in ("reward.txt", "reward.json"):
-                data = snapshot.read_file(box.container, f"{LOGS_DIR}/verifier/{name}")
-                if data is not None:
-                    (Path(tmp) / name).write_bytes(data)
-            if box.dead is not None:
-                return _infra_failure(box.dead, "infrastructure failure while verifying")
-            return verifier_grade(obs, Path(tmp), timeout)
+        return docker_grading.grade(self.task, self.step, self._require_started(), self._exec, self._secrets)
 
     def metadata(self) -> dict[str, JSON]:
         return {
@@ -435,6 +374,3 @@ class DockerEnv:
             "env_vars": sorted(self.env_vars()),
             "snapshot": self.snapshot_mode,
         }
-
-
-# -- the "docker" environment kind (envs/registry.py) --------------------------------------
