@@ -100,16 +100,20 @@ class Report:
         return self.transcripts[cassette_id]["anchor"]
 
     def stored_run(self, run_id: str | None, what: str) -> RunSection:
-        """The run a stored document names (``store corrupt`` when it names none)."""
+        """The run a stored document names; one error line when it names none (an unmeasured
+        candidate), as when the named run is not in the store."""
         if not run_id:
-            raise self.store.corrupt(f"{what} names no run")
+            raise ReplaykitError(
+                f"{what} was not measured (no run is stored); report one of its runs instead"
+            )
         return self.run(run_id)
 
     def verdict(self, doc: VerdictDocument) -> VerdictSection:
         """A verdict row: candidate SHA, decision, reason, per-task movement (each unit linked to its diff)."""
         v = doc["verdict"]
         what = f"verdict {doc['verdict_id']}"
-        base, cand = self.stored_run(doc["baseline_run"], what), self.stored_run(doc["candidate_run"], what)
+        base = self.stored_run(doc["baseline_run"], f"the baseline of {what}")
+        cand = self.stored_run(doc["candidate_run"], f"the candidate of {what}")
         movement: list[MovementRow] = []
         for label, units in (
             ("new solve", v.get("new_solves") or []),
@@ -199,7 +203,9 @@ class Report:
         epochs: list[EpochSection] = []
         verdicts: list[VerdictSection] = []
         for e in doc["epochs"]:
-            base = self.stored_run(e["baseline_run"], f"epoch {e['epoch']} of training {doc['training_id']}")
+            base = self.stored_run(
+                e["baseline_run"], f"the baseline of epoch {e['epoch']} of training {doc['training_id']}"
+            )
             cand = self.run(cand_id) if (cand_id := e.get("candidate_run")) else None
             proposal = (
                 self.transcript(cassette)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
 from replaykit.report.documents import (
     AlignedRow,
@@ -212,14 +212,14 @@ def diff_episodes(
     }
 
 
-def diff_cassettes(store: Any, a: str, b: str) -> EpisodeDiff:
+def diff_cassettes(store: StoreBackend, a: str, b: str) -> EpisodeDiff:
     """``cassettes diff A B`` (ids or unique prefixes); reads only."""
     a_id = store.resolve_id("cassettes", a, what="cassette")
     b_id = store.resolve_id("cassettes", b, what="cassette")
     return diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)
 
 
-def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> VerdictDiff:
+def diff_verdict(store: StoreBackend, verdict_id: str, unit: str | None = None) -> VerdictDiff:
     """``cassettes diff VERDICT [--unit TASK#SEED]``: the baseline vs candidate episode of each
     new solve and regression (or of one unit), each with its first difference."""
     from replaykit.core.errors import ReplaykitError
@@ -232,8 +232,12 @@ def diff_verdict(store: Any, verdict_id: str, unit: str | None = None) -> Verdic
         raise ReplaykitError(f"{verdict_id!r} is a {kind}: give two cassette ids (A B), or one verdict id")
     doc = store.get_doc(verdict_id, kind="verdict")
     v = doc["verdict"]
-    runs = []
-    for run_id in (doc["baseline_run"], doc["candidate_run"]):
+    runs: list[dict[str, str]] = []  # unit → cassette id, of the baseline and the candidate run
+    for side, run_id in (("baseline", doc["baseline_run"]), ("candidate", doc["candidate_run"])):
+        if not run_id:
+            raise ReplaykitError(
+                f"the {side} of verdict {doc['verdict_id']} was not measured (no run is stored): nothing to diff"
+            )
         runs.append({e.unit: e.cassette_id for e in store.get_run(run_id).episodes})
     moved = [(u, "new solve") for u in v.get("new_solves") or []] + [
         (u, "regression") for u in v.get("regressions") or []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar, cast
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
 from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
 from replaykit.core.records import JSON
@@ -326,7 +327,7 @@ def message_lines(msg: Message) -> list[str]:
     return lines
 
 
-def show_transcript(store: Any, cassette_id: str, cap: int | None = OUTPUT_CAP) -> TranscriptDoc:
+def show_transcript(store: StoreBackend, cassette_id: str, cap: int | None = OUTPUT_CAP) -> TranscriptDoc:
     """``cassettes show ID --transcript``: the episode's summary and its turns (reads only;
     each output cut to ``cap`` bytes, None: in full)."""
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")

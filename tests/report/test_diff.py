@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.envs.base import Grade
 from replaykit.report.diff import diff_episodes, side_by_side
 
+
+from tests.cli_runner import cli as run_cli
 
 from .conftest import cli, episodes_by_unit
 
@@ -88,3 +92,28 @@ def test_diff_of_the_accepted_verdict_shows_the_retry_nudge_for_each_new_solve(
     assert f"new solve: {one}" in text and "Fix it and retry." in text
     bad = cli("cassettes", "diff", epoch["verdict_id"], "--unit", "nope#9", "--store", store, check=False)
     assert bad.returncode == 1 and bad.stderr.startswith("Error: --unit 'nope#9' is not in both runs")
+
+
+def test_a_verdict_whose_candidate_was_not_measured_is_one_error_line(
+    quickstart_training: dict[str, Any], tmp_path: Path
+) -> None:
+    """A stored verdict may name no candidate run: ``cassettes diff`` says so in one line
+    (exit 1), not a "no run None" lookup; ``report`` fails in one line too (its verification
+    looks the run up first), never with a traceback."""
+    from replaykit.cassette.store import Store
+
+    store = tmp_path / "store"
+    shutil.copytree(quickstart_training["store"], store)
+    st = Store(store)
+    verdict_id = next(r["id"] for r in st.doc_rows("verdict"))
+    doc = dict(st.get_doc(verdict_id, kind="verdict"))
+    doc.update(verdict_id="0" * 16, candidate_run=None, runs=[doc["baseline_run"], None])
+    st.put_doc("0" * 16, "verdict", doc)
+    st.close()
+    for args in (("cassettes", "diff", "0" * 16), ("report", "0" * 16, "-o", str(tmp_path / "r.html"))):
+        proc = run_cli(*args, "--store", str(store))
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        if args[0] == "cassettes":
+            assert "the candidate of verdict 0000000000000000 was not measured" in lines[0], lines
