@@ -138,3 +138,53 @@ def test_xdist_runs_whole_units_longest_first(
     (heavy_worker,) = workers["test_heavy.py"]
     first = next(what for kind, what, worker in rows if worker == heavy_worker)
     assert first == "test_heavy.py"  # the heaviest unit started first
+
+
+LEAKS = """
+import time, uuid
+import pytest
+from replaykit.envs.containers import LABEL, OWNER_LABEL, owner_id
+from replaykit.envs.images import BASE_IMAGE, docker_client
+
+pytestmark = pytest.mark.docker
+DEAD = owner_id().split(":")[0] + ":999999999:0"  # a process that is gone (a killed CLI)
+
+def container(owner, name):
+    return docker_client().containers.create(
+        BASE_IMAGE, command=["true"], name=f"{{name}}-{{uuid.uuid4().hex[:8]}}", labels={{LABEL: "1", OWNER_LABEL: owner}}
+    )
+{body}
+"""
+OWN = """
+def test_leaks_its_own():
+    container(owner_id(), "rk-parallel-own")  # the worker's own: that worker judges it
+"""
+LEAK = """
+def test_leaks_a_dead_process_container():
+    container(DEAD, "rk-parallel-dead")  # a gone process's: the controller judges it, at the end
+
+def test_other_work():
+    time.sleep(1)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.e2e
+def test_leftover_containers_are_judged_after_every_worker_finished(
+    docker_base: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    docker: heavy\n")
+    pytester.makepyfile(test_own=LEAKS.format(body=OWN), test_dead=LEAKS.format(body=LEAK))
+    monkeypatch.delenv("REPLAYKIT_TEST_CPU", raising=False)  # the inner run is not this one's cost
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "tests.conftest")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # decided on the controller, from what the workers left
+    (line,) = [x for x in result.stdout.lines if "left behind by the tests" in x]
+    # the dead process's container: named, unless a concurrent replaykit process swept it first
+    # (every Docker run removes containers of gone owners), which only a run beside others sees
+    assert "rk-parallel-own-" in line and ("rk-parallel-dead-" in line or "1 labelled" in line), line
+    from replaykit.envs.images import docker_client
+
+    names = [c.name for c in docker_client().containers.list(all=True)]
+    assert not [n for n in names if n.startswith("rk-parallel-")], names  # removed

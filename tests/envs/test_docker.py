@@ -201,16 +201,27 @@ def test_close_removes_the_container_and_start_recreates(task: Task, image: str)
 
 def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
     client = images.docker_client()
-    dead = client.containers.create(
-        image, command=["true"], labels={LABEL: "1", OWNER_LABEL: f"{owner_id().split(':')[0]}:999999999:0"}
-    )
+    dead_owner = f"{owner_id().split(':')[0]}:999999999:0"
     alive = client.containers.create(image, command=["true"], labels={LABEL: "1", OWNER_LABEL: owner_id()})
+    created = [alive]
     try:
-        removed = remove_stale_containers()
-        assert dead.id[:12] in removed and alive.id[:12] not in removed
-        assert alive.id in [c.id for c in client.containers.list(all=True)]
+        # Every replaykit process sweeps at its start: another xdist worker's CLI may remove the
+        # dead owner's container first. Then this call did not, and the test tries again.
+        for _ in range(5):
+            dead = client.containers.create(
+                image, command=["true"], labels={LABEL: "1", OWNER_LABEL: dead_owner}
+            )
+            created.append(dead)
+            removed = remove_stale_containers()
+            assert alive.id[:12] not in removed
+            left = [c.id for c in client.containers.list(all=True)]
+            assert dead.id not in left and alive.id in left
+            if dead.id[:12] in removed:
+                break
+        else:
+            pytest.fail("remove_stale_containers never removed the dead owner's container itself")
     finally:
-        for c in (dead, alive):
+        for c in created:
             client.api.remove_container(c.id, force=True) if c.id in [
                 x.id for x in client.containers.list(all=True)
             ] else None
