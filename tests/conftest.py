@@ -65,7 +65,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """With ``REPLAYKIT_TEST_CPU=FILE``: append each test's CPU seconds (this process and
     its waited-for children) and wall seconds to FILE, one JSON line each — a suite's
-    cost measured the way the benchmarks measure, whatever else the machine runs."""
+    cost measured the way the benchmarks measure, whatever else the machine runs — and,
+    under xdist, which worker ran it."""
     path = os.environ.get("REPLAYKIT_TEST_CPU")
     if not path:
         yield
@@ -80,7 +81,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     cpu0, wall0 = cpu(), time.perf_counter()
     yield
     test = item.nodeid.split("@", 1)[0] if item.get_closest_marker("xdist_group") else item.nodeid
-    row = {"test": test, "cpu": round(cpu() - cpu0, 3), "wall": round(time.perf_counter() - wall0, 3)}
+    row: dict[str, object] = {
+        "test": test,
+        "cpu": round(cpu() - cpu0, 3),
+        "wall": round(time.perf_counter() - wall0, 3),
+    }
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        row["worker"] = worker  # gw0, gw1, …: how a parallel run was balanced
     # one write of one whole line, O_APPEND: lines of several xdist workers never interleave
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
