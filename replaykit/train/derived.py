@@ -38,10 +38,13 @@ def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecor
     vid = doc.get("verdict_id")
     if not isinstance(recorded, dict) or not isinstance(recorded.get("criterion"), str):
         raise _corrupt(store, f"verdict {vid}: it records no criterion")
-    baseline, candidate = (
-        store.get_run(str(doc.get("baseline_run"))),
-        store.get_run(str(doc.get("candidate_run"))),
-    )
+    ids = {role: doc.get(f"{role}_run") for role in ("baseline", "candidate")}
+    for role, run_id in ids.items():
+        if not isinstance(run_id, str) or not run_id:
+            raise _corrupt(
+                store, f"verdict {vid}: it names no {role} run (a verdict compares two measured runs)"
+            )
+    baseline, candidate = store.get_run(str(ids["baseline"])), store.get_run(str(ids["candidate"]))
     for role, run in (("baseline", baseline), ("candidate", candidate)):
         if run.harness_sha != doc.get(f"{role}_sha"):
             raise _corrupt(

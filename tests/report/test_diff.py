@@ -98,8 +98,8 @@ def test_a_verdict_whose_candidate_was_not_measured_is_one_error_line(
     quickstart_training: dict[str, Any], tmp_path: Path
 ) -> None:
     """A stored verdict may name no candidate run: ``cassettes diff`` says so in one line
-    (exit 1), not a "no run None" lookup; ``report`` fails in one line too (its verification
-    looks the run up first), never with a traceback."""
+    (exit 1), not a "no run None" lookup; ``report``, which verifies the verdict first, calls
+    it corrupt in one line naming the missing run; never a traceback."""
     from replaykit.cassette.store import Store
 
     store = tmp_path / "store"
@@ -117,3 +117,5 @@ def test_a_verdict_whose_candidate_was_not_measured_is_one_error_line(
         assert len(lines) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
         if args[0] == "cassettes":
             assert "the candidate of verdict 0000000000000000 was not measured" in lines[0], lines
+        else:
+            assert "verdict 0000000000000000: it names no candidate run" in lines[0], lines
