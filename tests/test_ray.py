@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,10 +27,10 @@ from replaykit.episodes.harness import TEMPLATES, commit_all
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config, write_config
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
+from tests.test_run import cli
 
-from tests.test_run import cli  # noqa: E402
+if TYPE_CHECKING:
+    from ray.cluster_utils import Cluster
 
 pytestmark = pytest.mark.ray  # starts Ray clusters
 
@@ -45,6 +45,9 @@ NODE: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    ray = pytest.importorskip("ray")  # here, not at collection: importing Ray costs ~0.6 s of CPU
+    from ray.cluster_utils import Cluster
+
     if ray.is_initialized():
         ray.shutdown()
     c = Cluster(
@@ -161,6 +164,8 @@ def test_docker_nodes_get_the_drivers_base_images(
     import tarfile
     import uuid
 
+    import ray
+
     from replaykit.envs import node_images as ray_images
     from replaykit.execution.ray_executor import RayNodes
     from replaykit.envs.images import docker_client, image_exists
@@ -199,6 +204,8 @@ def test_docker_nodes_get_the_drivers_base_images(
 
 def test_short_jobs_are_batched_and_each_result_comes_back_with_its_job(cluster: Cluster) -> None:
     import operator
+
+    import ray
 
     from replaykit.execution.ray_executor import RayExecutor
 

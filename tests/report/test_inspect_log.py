@@ -7,9 +7,6 @@ import pytest
 import json
 from pathlib import Path
 
-from inspect_ai.log import read_eval_log
-from inspect_ai.model import ChatMessageAssistant
-
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 
@@ -17,11 +14,15 @@ from replaykit.testing import write_config
 from .conftest import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
+# inspect_ai is imported by the tests that read a log (~1.8 s of CPU: not at collection)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_run_export_round_trips_through_read_eval_log(tmp_path: Path) -> None:
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model import ChatMessageAssistant
+
     tasks = ["fix-config-port", "hello-file"]
     config = write_config(
         tmp_path, {"panel.tasks": [str(REPO / "envs" / t) for t in tasks], "panel.seeds": [0, 1]}
@@ -144,7 +145,7 @@ def test_export_to_a_file_path_is_one_line(tmp_path: Path) -> None:
 def test_exported_logs_are_listed_by_inspect_with_model_and_scores(tmp_path: Path) -> None:
     """``list_eval_logs`` lists only timestamp-first names; the header alone gives the model,
     its token usage and the reward metrics (what `inspect view` shows in its list)."""
-    from inspect_ai.log import list_eval_logs
+    from inspect_ai.log import list_eval_logs, read_eval_log
 
     config = write_config(
         tmp_path,
