@@ -6,11 +6,16 @@ even for the offline loopback address; a replay of a training builds thousands.
 of the key, so a forked worker never reuses its parent's client (nor its pooled
 connections); a client the harness closed is replaced. vcrpy patches httpx2's
 transport classes, not instances, so a cached client is intercepted like a new one.
+Every client of the process shares one SSL context (the one httpx2 would build, per
+``SSL_CERT_FILE``/``SSL_CERT_DIR``), so a client made after ``clear_clients`` costs
+~0.2 ms instead of ~25.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 import threading
 from typing import Any
 
@@ -29,8 +34,9 @@ def openai_client(base_url: str, api_key: str, timeout: float = 300, max_retries
     with _LOCK:
         client = _CLIENTS.get(key)
         if client is None or client.is_closed():
+            http = openai.DefaultHttpxClient(verify=_ssl_context(*_ssl_env()))  # openai's defaults
             client = openai.OpenAI(
-                base_url=base_url, api_key=key[2], max_retries=max_retries, timeout=timeout
+                base_url=base_url, api_key=key[2], max_retries=max_retries, timeout=timeout, http_client=http
             )
             _CLIENTS[key] = client
         return client
@@ -43,3 +49,16 @@ def clear_clients() -> None:
             if pid == os.getpid():
                 client.close()
         _CLIENTS.clear()
+
+
+def _ssl_env() -> tuple[str, str]:
+    return os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
+
+
+@functools.lru_cache(maxsize=4)
+def _ssl_context(cert_file: str, cert_dir: str) -> ssl.SSLContext:
+    """The context httpx2 builds for ``verify=True`` (it reads the variables itself), once
+    per value of the variables: an SSLContext is safe to share between clients and threads."""
+    import httpx2
+
+    return httpx2.create_ssl_context(verify=True)
