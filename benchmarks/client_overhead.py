@@ -2,9 +2,10 @@
 
 The stock ``openai.OpenAI`` client runs agent-like episodes (25 calls each, the
 history growing every call) against a mock transport that answers instantly — the
-floor any replay through the client can reach. Then the same episodes run
-(a) recorded: replaykit's episode cassette wraps the same mock transport, and
-(b) replayed: the cassette serves every response from the tape, offline.
+floor any replay through the client can reach. Beside each, call by call in turn,
+the same episode runs (a) recorded: replaykit's episode cassette wraps the same mock
+transport, and then (b) replayed: the cassette serves every response from the tape,
+offline.
 The CPU ratio of each recorded (replayed) episode to the stock episode beside it, less
 one, is replaykit's own overhead (interception, request forms, matching, response
 building, per-episode cassette setup); store I/O is excluded. The verdict is from the
@@ -21,6 +22,8 @@ import argparse
 import json
 import statistics
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import Sample, load_line, median_cpu, median_wall, ratio, sample, verdict
+from measure import Sample, load_line, median_cpu, median_wall, ratio, verdict
 
 CALLS = 25
 OFFLINE = "http://127.0.0.1:9/v1"
@@ -66,7 +69,15 @@ def _mock_handle(self: Any, request: Any) -> Any:
     return _answer(request)
 
 
-def agent(llm: openai.OpenAI, episode: int) -> None:
+class _StockTransport(httpx2.HTTPTransport):
+    """The stock client's transport: the mock itself, whatever a cassette patches on
+    ``httpx2.HTTPTransport`` (so stock calls can run between recorded ones)."""
+
+    handle_request = _mock_handle
+
+
+def agent(llm: openai.OpenAI, episode: int) -> Iterator[None]:
+    """One episode, a call per step (the caller interleaves two episodes call by call)."""
     messages = [
         {"role": "system", "content": "You are a benchmark agent. " * 10},
         {"role": "user", "content": f"Episode {episode}."},
@@ -75,50 +86,78 @@ def agent(llm: openai.OpenAI, episode: int) -> None:
         reply = llm.chat.completions.create(model="m", messages=messages, seed=episode * 1000 + step)  # type: ignore[arg-type]
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
         messages.append({"role": "user", "content": f"step {step}: observation text " * 3})
+        yield
 
 
 def key(i: int) -> CassetteKey:
     return CassetteKey("0" * 40, f"bench-{i}", "0" * 64, ModelId("m", "mock"), i, "bench")
 
 
-def run(episodes: int) -> tuple[list[Sample], list[Sample], list[Sample]]:
-    """Per episode, a sample (CPU and wall seconds) of the stock client on the mock
-    transport, of the same episode recorded, and of its replay.
+def paired(stock: openai.OpenAI, client: openai.OpenAI, episode: int, cassette: Any) -> tuple[Sample, Sample]:
+    """The same episode by the stock client and by ``client`` inside ``cassette``, call by
+    call in turn (which goes first alternates), so both see the same load within
+    milliseconds; CPU and wall seconds of each side, the cassette's setup and teardown
+    counted on its side."""
+    cpu, wall = {"stock": 0.0, "cassette": 0.0}, {"stock": 0.0, "cassette": 0.0}
 
-    Each episode runs three times in a row (base and record, in alternating order,
-    then replay of the episode just recorded), so load from other processes hits all
-    three alike: the verdicts use the per-episode CPU ratios record/base and
-    replay/base (``measure.ratio``: the median of paired ratios), never a difference
-    of times taken at different moments. Each episode is dropped once replayed: a real
-    run hands it to the store (on disk) and keeps nothing, so holding them all would
-    only measure the garbage collector."""
+    def timed(side: str, step: Any) -> None:
+        c0, w0 = time.process_time(), time.perf_counter()
+        step()
+        cpu[side] += time.process_time() - c0
+        wall[side] += time.perf_counter() - w0
+
+    timed("cassette", cassette.__enter__)
+    try:
+        sides = {"stock": agent(stock, episode), "cassette": agent(client, episode)}
+        for k in range(CALLS):
+            for side in ("stock", "cassette") if k % 2 == 0 else ("cassette", "stock"):
+                timed(side, lambda side=side: next(sides[side]))
+    finally:
+        timed("cassette", lambda: cassette.__exit__(None, None, None))
+    return Sample(wall["stock"], cpu["stock"]), Sample(wall["cassette"], cpu["cassette"])
+
+
+def run(episodes: int) -> dict[str, list[Sample]]:
+    """Per episode, samples (CPU and wall seconds) of: the episode recorded and the stock
+    client beside it (``record``, ``record base``), then its replay and the stock client
+    beside that (``replay``, ``replay base``).
+
+    Beside means call by call in turn (:func:`paired`): a shared machine's load moves
+    within seconds, so the verdicts use per-episode CPU ratios of calls made
+    milliseconds apart (``measure.ratio``: the median of paired ratios), never a
+    difference of times taken at different moments. Each episode is dropped once
+    replayed: a real run hands it to the store (on disk) and keeps nothing, so holding
+    them all would only measure the garbage collector."""
     real = httpx2.HTTPTransport.handle_request
-    llm = openai.OpenAI(base_url=OFFLINE, api_key="bench", max_retries=0)
-    out: dict[str, list[Sample]] = {"base": [], "record": [], "replay": []}
+    stock = openai.OpenAI(
+        base_url=OFFLINE,
+        api_key="bench",
+        max_retries=0,
+        http_client=httpx2.Client(transport=_StockTransport()),
+    )
+    llm = openai.OpenAI(  # the same client on httpx2's own transport (which the cassette patches)
+        base_url=OFFLINE,
+        api_key="bench",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.HTTPTransport()),
+    )
+    out: dict[str, list[Sample]] = {"record base": [], "record": [], "replay base": [], "replay": []}
     for i in range(episodes):
         tape = Tape(key(i).id)
-
-        def recorded(i: int = i, tape: Tape = tape) -> None:
-            with episode_cassette(tape.label, tape):
-                agent(llm, i)
-
         httpx2.HTTPTransport.handle_request = _mock_handle  # type: ignore[method-assign]
         try:
-            cases = {"base": lambda i=i: agent(llm, i), "record": recorded}
-            for mode in ("base", "record") if i % 2 == 0 else ("record", "base"):
-                out[mode].append(sample(cases[mode])[0])
+            base, recorded = paired(stock, llm, i, episode_cassette(tape.label, tape))
         finally:
             httpx2.HTTPTransport.handle_request = real  # type: ignore[method-assign]
+        out["record base"].append(base)
+        out["record"].append(recorded)
         episode = Episode(key(i), tape.events)
         replaying = Tape(episode.id, recorded=list(episode.events))
-
-        def replayed(i: int = i, replaying: Tape = replaying) -> None:
-            with episode_cassette(replaying.label, replaying):
-                agent(llm, i)
-
-        out["replay"].append(sample(replayed)[0])
+        base, replayed = paired(stock, llm, i, episode_cassette(replaying.label, replaying))
         assert replaying.cursor == len(episode.events)
-    return out["base"], out["record"], out["replay"]
+        out["replay base"].append(base)
+        out["replay"].append(replayed)
+    return out
 
 
 #: The stock client's own CPU cost per call on an idle machine here (3.13-3.26 ms
@@ -150,16 +189,19 @@ def main() -> None:
     )
     for size in [int(s) for s in args.sizes.split(",")]:
         rounds = [run(max(1, size // CALLS)) for _ in range(args.repeats)]
-        base = statistics.median(median_cpu(b) for b, _, _ in rounds) / CALLS * 1e3
-        rec_r = statistics.median(ratio(r, b) for b, r, _ in rounds) - 1
-        rep_r = statistics.median(ratio(p, b) for b, _, p in rounds) - 1
+        base = statistics.median(median_cpu(r["record base"]) for r in rounds) / CALLS * 1e3
+        rec_r = statistics.median(ratio(r["record"], r["record base"]) for r in rounds) - 1
+        rep_r = statistics.median(ratio(r["replay"], r["replay base"]) for r in rounds) - 1
         met = verdict(rec_r <= RECORD_TARGET and rep_r <= REPLAY_TARGET)
         rec_o, rep_o = rec_r * base, rep_r * base
         print(
             f"{size:>7}  {base:>9.3f} ms  {base + rec_o:>6.3f} ms  {base + rep_o:>6.3f} ms  "
             f"{rec_o:>+7.3f} ms {rec_r:>+6.1%}  {rep_o:>+7.3f} ms {rep_r:>+6.1%}  ({met})"
         )
-        walls = (statistics.median(median_wall(r[i]) for r in rounds) / CALLS * 1e3 for i in range(3))
+        walls = (
+            statistics.median(median_wall(r[m]) for r in rounds) / CALLS * 1e3
+            for m in ("record base", "record", "replay")
+        )
         print(
             "         wall per call (information): stock {:.3f} ms, record {:.3f} ms, replay {:.3f} ms".format(
                 *walls
