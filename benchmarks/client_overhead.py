@@ -12,7 +12,7 @@ building, per-episode cassette setup); store I/O is excluded. The verdict is fro
 median of those paired ratios only; the ms figures are the ratios times the stock
 client's CPU per call in the same run. Measured at several sizes to show it stays flat.
 
-Usage: python benchmarks/client_overhead.py [--sizes 100,1000,10000,50000] [--repeats 3]
+Usage: python benchmarks/client_overhead.py [--sizes 100,1000,10000,50000] [--repeats 3] [--min-pairs 120]
 Targets (issue 13): replay overhead <= 0.2 ms/call, recording overhead <= 0.1 ms/call.
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -174,7 +173,13 @@ def main() -> None:
         "--repeats",
         type=int,
         default=3,
-        help="runs per size; the median is printed (a shared machine is noisy)",
+        help="runs per size, at least (a shared machine is noisy)",
+    )
+    parser.add_argument(
+        "--min-pairs",
+        type=int,
+        default=120,
+        help="episode pairs per size, at least (more runs of a small size); the median ratio over all is judged",
     )
     args = parser.parse_args()
     run(4)  # warm up imports and caches
@@ -188,24 +193,23 @@ def main() -> None:
         f"{'calls':>7}  {'stock client':>12}  {'record':>9}  {'replay':>9}  {'rec. overhead':>13}  {'replay overhead':>15}"
     )
     for size in [int(s) for s in args.sizes.split(",")]:
-        rounds = [run(max(1, size // CALLS)) for _ in range(args.repeats)]
-        base = statistics.median(median_cpu(r["record base"]) for r in rounds) / CALLS * 1e3
-        rec_r = statistics.median(ratio(r["record"], r["record base"]) for r in rounds) - 1
-        rep_r = statistics.median(ratio(r["replay"], r["replay base"]) for r in rounds) - 1
+        episodes = max(1, size // CALLS)
+        # at least MIN_PAIRS episode pairs per size: a median of 4 pairs (100 calls) flipped
+        rounds = [run(episodes) for _ in range(max(args.repeats, -(-args.min_pairs // episodes)))]
+        pooled = {m: [s for r in rounds for s in r[m]] for m in rounds[0]}
+        base = median_cpu(pooled["record base"]) / CALLS * 1e3
+        rec_r = ratio(pooled["record"], pooled["record base"]) - 1
+        rep_r = ratio(pooled["replay"], pooled["replay base"]) - 1
         met = verdict(rec_r <= RECORD_TARGET and rep_r <= REPLAY_TARGET)
         rec_o, rep_o = rec_r * base, rep_r * base
         print(
             f"{size:>7}  {base:>9.3f} ms  {base + rec_o:>6.3f} ms  {base + rep_o:>6.3f} ms  "
             f"{rec_o:>+7.3f} ms {rec_r:>+6.1%}  {rep_o:>+7.3f} ms {rep_r:>+6.1%}  ({met})"
         )
-        walls = (
-            statistics.median(median_wall(r[m]) for r in rounds) / CALLS * 1e3
-            for m in ("record base", "record", "replay")
-        )
+        walls = [median_wall(pooled[m]) / CALLS * 1e3 for m in ("record base", "record", "replay")]
         print(
-            "         wall per call (information): stock {:.3f} ms, record {:.3f} ms, replay {:.3f} ms".format(
-                *walls
-            )
+            f"         {len(rounds)} rounds, {len(pooled['record'])} episode pairs; wall per call (information): "
+            "stock {:.3f} ms, record {:.3f} ms, replay {:.3f} ms".format(*walls)
         )
 
 

@@ -23,7 +23,7 @@ def bench(name: str, *args: str) -> str:
 
 
 def test_client_overhead_runs_small() -> None:
-    out = bench("client_overhead.py", "--sizes", "50", "--repeats", "1")
+    out = bench("client_overhead.py", "--sizes", "50", "--repeats", "1", "--min-pairs", "1")
     assert "replay overhead" in out and "\n     50 " in out
 
 
