@@ -9,8 +9,6 @@ import sys
 
 import pytest
 
-pytest.importorskip("ray")
-
 pytestmark = pytest.mark.ray  # starts a Ray instance
 
 CODE = """
