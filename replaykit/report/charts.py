@@ -115,8 +115,7 @@ def heatmap(
         data = np.array([[math.nan if v is None else v for v in row] for row in values], dtype=float).reshape(
             len(rows), len(columns)
         )
-        cmap = matplotlib.colormaps["RdYlGn"].copy()
-        cmap.set_bad("#dddddd")
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#dddddd")
         image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto", gid=gid)
         ax.set_xticks(range(len(columns)), columns)
         ax.set_yticks(range(len(rows)), rows)
