@@ -137,10 +137,9 @@ def unrecorded_line(misses: list[MissRecord]) -> str:
     )
 
 
-class BuildExchangeRow(TypedDict):
-    """``net ls``: one exchange of a task image's build."""
+class Exchange(TypedDict):
+    """``net ls``: one recorded exchange, at its position in the episode or the build."""
 
-    image: str
     position: int
     method: str
     url: str
@@ -150,19 +149,30 @@ class BuildExchangeRow(TypedDict):
     body: str
 
 
-class ExchangeRow(TypedDict):
+class BuildExchangeRow(Exchange):
+    """``net ls``: one exchange of a task image's build."""
+
+    image: str
+
+
+class ExchangeRow(Exchange):
     """``net ls``: one exchange of an episode."""
 
     cassette_id: str
     task_id: str
     seed: int
-    position: int
-    method: str
-    url: str
-    status: int
-    bytes: int
-    source: str
-    body: str
+
+
+def _exchange(position: int, event: NetEvent) -> Exchange:
+    return {
+        "position": position,
+        "method": event.method,
+        "url": event.url,
+        "status": event.status,
+        "bytes": event.size,
+        "source": event.source,
+        "body": event.body,
+    }
 
 
 class NetListing(TypedDict):
@@ -203,31 +213,14 @@ def net_listing(store: Any, target: str) -> NetListing:
                         "cassette_id": cassette_id,
                         "task_id": episode.key.task_id,
                         "seed": episode.key.seed,
-                        "position": position,
-                        "method": event.method,
-                        "url": event.url,
-                        "status": event.status,
-                        "bytes": event.size,
-                        "source": event.source,
-                        "body": event.body,
+                        **_exchange(position, event),
                     }
                 )
     builds: list[BuildExchangeRow] = []
     for image in images:
         for position, event in enumerate(image_exchanges(store, image)):
             bodies[event.body] = event.size
-            builds.append(
-                {
-                    "image": image,
-                    "position": position,
-                    "method": event.method,
-                    "url": event.url,
-                    "status": event.status,
-                    "bytes": event.size,
-                    "source": event.source,
-                    "body": event.body,
-                }
-            )
+            builds.append({"image": image, **_exchange(position, event)})
     return {
         "image_builds": builds,
         "kind": kind,
