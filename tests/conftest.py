@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from replaykit.testing import write_config
+from tests.parallel import HEAVY
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,8 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-#: the tiers a test can be in besides ``unit`` (pyproject declares them all)
-HEAVY = ("docker", "ray", "browser", "engine", "harbor", "postgres", "codex")
+#: the tiers a test can be in besides ``unit`` (pyproject declares them all; the heavy ones
+#: are tests/parallel.py's HEAVY)
 TIERS = ("e2e", *HEAVY)
 
 

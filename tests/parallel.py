@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-#: the tiers that need more than this process (tests/conftest.py's HEAVY)
+#: the tiers that need more than this process (tests/conftest.py marks tests by them too)
 HEAVY = ("docker", "ray", "browser", "engine", "harbor", "postgres", "codex")
 #: module (under tests/) → (seconds of its light tests, seconds of its heavy-tier tests)
 SECONDS: dict[str, tuple[float, float]] = {
