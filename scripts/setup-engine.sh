@@ -11,7 +11,9 @@ set -euo pipefail
 
 VERSION=0.3.36
 CACHE="${REPLAYKIT_CACHE:-$HOME/.cache/replaykit}/wheels/llama-cpp-python-$VERSION"
+CONSTRAINTS="${REPLAYKIT_CONSTRAINTS-$(dirname "$0")/constraints.txt}"  # "" (scripts/test-latest.sh): the newest
 PIP=(python3 -m pip install --quiet --disable-pip-version-check)
+[ -n "$CONSTRAINTS" ] && PIP+=(-c "$CONSTRAINTS")
 
 installed() {
   python3 - "$VERSION" <<'PY'
@@ -42,6 +44,6 @@ if [ -z "$(wheel)" ]; then
   rm -rf "$tmp"
 fi
 echo "installing $(wheel)"
-"${PIP[@]}" "$(wheel)[server]" "gguf>=0.17" "tokenizers>=0.20"
+"${PIP[@]}" "$(wheel)[server]" gguf tokenizers
 installed || { echo "llama-cpp-python $VERSION did not install: see the pip output above" >&2; exit 1; }
 echo "llama-cpp-python $VERSION installed"

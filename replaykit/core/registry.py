@@ -199,7 +199,7 @@ def check_params(
             raise error(f"{what}: parameter {key!r}: {message} (got {value!r})") from None
 
 
-def _hints(factory: Callable[..., object]) -> dict[str, object]:
+def _hints(factory: Callable[..., object]) -> dict[str, Any]:
     """The factory's parameter annotations, resolved (typing objects: what ``TypeAdapter`` takes)."""
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
     try:
