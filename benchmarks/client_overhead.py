@@ -29,10 +29,10 @@ from typing import Any
 import httpx2
 import openai
 
-from replaykit.cassette.events import Episode
-from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
+from replaykit.cassette.events import Episode
+from replaykit.cassette.keys import CassetteKey, ModelId
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import Sample, load_line, median_cpu, median_wall, ratio, verdict

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import openai
 
+from replaykit.capture.recorder import episode_cassette
+from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
-from replaykit.capture.tape import Tape
 from replaykit.envs.base import Grade
 from replaykit.models.reference.server import ReferenceServer
 

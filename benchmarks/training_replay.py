@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
 from typing import Any
 
 import yaml

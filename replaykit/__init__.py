@@ -14,8 +14,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from replaykit.core.modes import RecordMode
     from replaykit.core.errors import ConfigError, ReplaykitError
+    from replaykit.core.modes import RecordMode
     from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDoc
     from replaykit.envs.base import EnvKind, EnvSettings
     from replaykit.envs.registry import register_env

@@ -28,7 +28,6 @@ import pytest
 from replaykit.testing import write_config
 from tests.parallel import HEAVY
 
-
 REPO = Path(__file__).resolve().parent.parent
 _state: dict[str, Any] = {}
 

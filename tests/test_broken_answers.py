@@ -10,8 +10,6 @@ recovers everything is recorded afresh (never "reused").
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import http.client
 import json
 import subprocess
@@ -25,6 +23,7 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
+from replaykit.core.modes import RecordMode
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli

@@ -3,8 +3,6 @@ store and reuse certificates, and feed forked tasks to training verdicts."""
 
 from __future__ import annotations
 
-from replaykit.core.records import RunDocument
-
 import json
 import os
 import subprocess
@@ -17,6 +15,7 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
+from replaykit.core.records import RunDocument
 from replaykit.episodes.certify import (
     DETERMINISTIC,
     ERROR,

@@ -3,13 +3,12 @@ same task are certified separately, and certification order never flips a verdic
 
 from __future__ import annotations
 
-from replaykit.core.records import RunDocument
-
 from pathlib import Path
 
 import git
 
 from replaykit.cassette.store import Store
+from replaykit.core.records import RunDocument
 from replaykit.episodes.certify import DETERMINISTIC, FORKED, certify_run, forked_tasks
 from replaykit.episodes.certify_records import CertifyReport
 from replaykit.episodes.run import measure

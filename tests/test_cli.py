@@ -3,8 +3,6 @@ help conventions, completion, Ctrl-C and closed pipes."""
 
 from __future__ import annotations
 
-from replaykit.core.progress import ProgressData, ProgressEvent
-
 import json
 import os
 import signal
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.commands.shell import INTERRUPTED
+from replaykit.core.progress import ProgressData, ProgressEvent
 from replaykit.testing import write_config
 from tests.cli_runner import cli
 
@@ -236,8 +235,8 @@ def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
 
 
 def test_compare_reports_cells(tmp_path: Path) -> None:
-    from replaykit.episodes.config import load_config
     from replaykit.episodes.compare import compare
+    from replaykit.episodes.config import load_config
 
     events: list[tuple[ProgressEvent, ProgressData]] = []
     compare(

@@ -4,8 +4,6 @@ files) is cleaned by the next run. Real processes throughout."""
 
 from __future__ import annotations
 
-import pytest
-
 import fcntl
 import os
 import signal
@@ -14,9 +12,9 @@ import sys
 from pathlib import Path
 
 import git
+import pytest
 
 from replaykit.episodes.harness import TEMPLATES
-
 from replaykit.testing import REPO_ROOT, write_config
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

@@ -7,8 +7,6 @@ refused port. Everything through the real CLI (in-process: tests/cli_runner.py).
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import http.client
 import json
 import socket
@@ -22,6 +20,7 @@ import pytest
 from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
+from replaykit.core.modes import RecordMode
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli

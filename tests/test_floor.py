@@ -9,25 +9,22 @@ local pool capped at the core count.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
 import json
 import os
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from replaykit.cassette.codec import decode_episode, encode_episode
 from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
-from replaykit.execution.executor import LocalExecutor, capped_workers
 from replaykit.episodes.harness import load_solve
-from replaykit.models.clients import openai_client
 from replaykit.episodes.run import measure, replay_run
+from replaykit.execution.executor import LocalExecutor, capped_workers
+from replaykit.models.clients import openai_client
 from replaykit.testing import small_config
-
-
 from tests.test_run import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

@@ -4,14 +4,13 @@ compaction waits for room), and nothing is corrupted."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import errno
 import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml

@@ -4,12 +4,11 @@ handed the panel, every task is solved, the run replays identically and certifie
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 
 from replaykit.testing import write_config
 from tests.cli_runner import cli as run_cli

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import socket
 from pathlib import Path
 from typing import Any
 
-from replaykit.testing import REPO_ROOT, write_config
+import pytest
 
+from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

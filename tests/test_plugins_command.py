@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.envs.base import EnvRequest, Environment
+from replaykit.envs.base import Environment, EnvRequest
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
 from replaykit.workspace.plugins import REGISTRIES, plugins_report
 

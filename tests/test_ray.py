@@ -26,7 +26,6 @@ from replaykit.episodes.config import load_config
 from replaykit.episodes.harness import TEMPLATES, commit_all
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config, write_config
-
 from tests.test_run import cli
 
 if TYPE_CHECKING:
@@ -167,8 +166,8 @@ def test_docker_nodes_get_the_drivers_base_images(
     import ray
 
     from replaykit.envs import node_images as ray_images
-    from replaykit.execution.ray_executor import RayNodes
     from replaykit.envs.images import docker_client, image_exists
+    from replaykit.execution.ray_executor import RayNodes
 
     client = docker_client()
     ref = f"replaykit-test/shipped:{uuid.uuid4().hex[:12]}"

@@ -4,8 +4,6 @@ set once, so the same run exports to the same bytes and a second import is a no-
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import hashlib
 import json
 import os
@@ -15,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from replaykit.exchange.bundle import export_bundle, import_bundle
 from replaykit.cassette.store import Store
 from replaykit.core.errors import HarnessError
+from replaykit.core.modes import RecordMode
 from replaykit.episodes.run import measure
+from replaykit.exchange.bundle import export_bundle, import_bundle
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
 from tests.cli_runner import cli as run_cli

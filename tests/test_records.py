@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.episodes.run import measure

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import socket
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ import pytest
 
 from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
+from replaykit.core.modes import RecordMode
 from replaykit.episodes.harness import commit_all
 from replaykit.episodes.run import measure, replay_run
 from replaykit.testing import small_config

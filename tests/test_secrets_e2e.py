@@ -5,17 +5,15 @@ reference server on loopback."""
 
 from __future__ import annotations
 
-import pytest
-
 import functools
 import json
 from pathlib import Path
 
 import git
+import pytest
 
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import REPO_ROOT, write_config
-
 from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

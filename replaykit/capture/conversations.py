@@ -24,8 +24,8 @@ import threading
 from collections import deque
 from typing import Any
 
-from replaykit.cassette.events import Event, LlmEvent, RequestForm, events_digest
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
+from replaykit.cassette.events import Event, LlmEvent, RequestForm, events_digest
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError, DivergenceReport
 

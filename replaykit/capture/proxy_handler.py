@@ -22,9 +22,9 @@ from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.upstream import upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
 from replaykit.cassette.scrub import presented_credentials, restore
+from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk
-from replaykit.core.determinism import canonical_json
 from replaykit.models.failures import BODY_SNIPPET, Failure, incomplete_answer
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from typing import Any, NotRequired, TypedDict
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
 
-from replaykit.cassette.events import LlmEvent, RequestForm
 from replaykit.capture.matchers import Scrubber, request_form
-from replaykit.core.determinism import canonical_json
 from replaykit.capture.stubs import httpx2_patches
 from replaykit.capture.tape import Tape
+from replaykit.cassette.events import LlmEvent, RequestForm
+from replaykit.core.determinism import canonical_json
 from replaykit.models.failures import DEFAULT_TIMEOUT_S
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.events import (
     EnvEvent,
     ErrorEvent,
@@ -23,7 +24,6 @@ from replaykit.cassette.events import (
     RequestForm,
     events_digest,
 )
-from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError, DivergenceReport

@@ -18,6 +18,7 @@ from replaykit.cassette.documents import (
     ValueRef,
 )
 from replaykit.cassette.events import (
+    NET_CHUNK,
     EnvEvent,
     Episode,
     ErrorEvent,
@@ -25,11 +26,10 @@ from replaykit.cassette.events import (
     GradeEvent,
     LlmEvent,
     NetEvent,
-    NET_CHUNK,
 )
 from replaykit.cassette.keys import CassetteKey
-from replaykit.core.records import EpisodeMeta
 from replaykit.core.determinism import canonical_json, sha256_hex
+from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import Grade, Observation
 
 FORMAT = 2

@@ -21,7 +21,6 @@ from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
 from replaykit.envs.network.matching import ExchangeRecord
 
-
 #: Response headers a cassette keeps (everything else is volatile or a secret).
 KEPT_HEADERS = ("content-type", "content-encoding")
 

@@ -15,9 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from replaykit.core.records import EpisodeRow
 from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
+from replaykit.core.records import EpisodeRow
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.schema import CassetteColumns

@@ -15,7 +15,7 @@ import typer
 from rich.text import Text
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -195,7 +195,8 @@ def audit(
             raise ConfigError(
                 "--sweep lists the criteria and optimizers itself; drop --criterion/--optimizer/--record"
             )
-        from replaykit.train.sweep import parse_sweep, sweep as run_sweep
+        from replaykit.train.sweep import parse_sweep
+        from replaykit.train.sweep import sweep as run_sweep
 
         axes = parse_sweep(sweep)
         with render.progress(enabled=not as_json) as progress:

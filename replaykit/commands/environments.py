@@ -9,7 +9,7 @@ from typing import Literal, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
 
 
 def images_build_base(

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from replaykit import render
-from replaykit.core.modes import RecordMode
 from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json, open_store
+from replaykit.core.modes import RecordMode
 
 if TYPE_CHECKING:
     from replaykit.episodes.run_records import MeasureReport
@@ -81,9 +81,9 @@ def compare(
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
+    from replaykit.episodes.compare import compare as compare_cells
     from replaykit.episodes.config import load_config
     from replaykit.episodes.run import check_record_mode
-    from replaykit.episodes.compare import compare as compare_cells
 
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, ConfigStoreOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
 
 
 def replay(
@@ -28,8 +28,8 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""
-    from replaykit.execution.select import cli_executor
     from replaykit.episodes.run import replay_run
+    from replaykit.execution.select import cli_executor
 
     st = open_store(store, readonly=True, config=config)
     executor = cli_executor(workers, ray)

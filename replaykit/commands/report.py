@@ -129,7 +129,8 @@ def probe(
     as_json: bool = JsonOpt,
 ) -> None:
     """Send the same request N times serially and concurrently: is the endpoint deterministic?"""
-    from replaykit.models.probe import DEFAULT_PROMPT, probe as run_probe, save_probe
+    from replaykit.models.probe import DEFAULT_PROMPT, save_probe
+    from replaykit.models.probe import probe as run_probe
     from replaykit.render import err
 
     if config is not None:

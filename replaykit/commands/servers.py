@@ -10,10 +10,10 @@ from typing import Iterator, Literal, Optional
 
 import typer
 
-from replaykit.core.modes import RecordMode, SessionMode
 from replaykit import render
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ReplaykitError
+from replaykit.core.modes import RecordMode, SessionMode
 
 
 @contextlib.contextmanager

@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.core.modes import RecordMode
 from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json
+from replaykit.core.modes import RecordMode
 
 
 def train(

@@ -19,12 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from replaykit.envs.base import EnvTable
-from replaykit.envs import features
-from replaykit.envs.registry import get_env_kind
-from replaykit.envs.tasks import load_task, panel_folders
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
+from replaykit.envs import features
+from replaykit.envs.base import EnvTable
+from replaykit.envs.registry import get_env_kind
+from replaykit.envs.tasks import load_task, panel_folders
 
 
 class TaskCheckRow(TypedDict):

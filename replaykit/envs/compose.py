@@ -31,11 +31,11 @@ import time
 import uuid
 from typing import Any
 
+from replaykit.core.errors import EnvError
 from replaykit.envs import containers, images
 from replaykit.envs.compose_spec import MAIN, Compose, ComposeHealthcheck, Service, compose_file, load_compose
 from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task
-from replaykit.core.errors import EnvError
 
 __all__ = [
     "HEALTH_WAIT_SEC",

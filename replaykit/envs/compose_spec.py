@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from replaykit.envs.tasks import Task
 from replaykit.core.errors import TaskError
+from replaykit.envs.tasks import Task
 
 MAIN = "main"
 FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")

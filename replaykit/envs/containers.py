@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs import images
 from replaykit.core.errors import EnvError
+from replaykit.envs import images
 
 LABEL = "replaykit"
 OWNER_LABEL = "replaykit.owner"

@@ -23,6 +23,8 @@ from types import TracebackType
 from typing import Any
 
 from replaykit.core.determinism import ENV_PINS, HOSTNAME
+from replaykit.core.errors import EnvError
+from replaykit.core.records import JSON
 from replaykit.envs import (
     compose,
     containers,
@@ -35,16 +37,14 @@ from replaykit.envs import (
     task_env,
 )
 from replaykit.envs.base import Grade, Observation
-from replaykit.envs.docker_grading import LOGS_DIR, TESTS_DIR
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
+from replaykit.envs.docker_grading import LOGS_DIR, TESTS_DIR
 from replaykit.envs.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
-from replaykit.envs.steps import Step
 from replaykit.envs.network import NetworkRequest
 from replaykit.envs.network.matching import ExchangeRecord, MissRecord
 from replaykit.envs.network.wiring import resolve_mode
+from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task
-from replaykit.core.records import JSON
-from replaykit.core.errors import EnvError
 
 
 class DockerEnv:

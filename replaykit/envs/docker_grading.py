@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from replaykit.core.errors import EnvError, TaskError
 from replaykit.envs import snapshot, task_env
 from replaykit.envs.base import Grade, Observation
 from replaykit.envs.episode_container import EpisodeContainer
 from replaykit.envs.grading import verifier_grade, verifier_vars
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task
-from replaykit.core.errors import EnvError, TaskError
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs"

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
+from replaykit.core.errors import EnvError
 from replaykit.envs import compose, containers, faults, services, task_env
 from replaykit.envs.base import Observation
 from replaykit.envs.containers import remove_container
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
-from replaykit.core.errors import EnvError
 
 # PID 1: bash blocked reading the container's open (never written) stdin: it has no
 # child of its own, reaps orphans, and `kill -KILL -1` spares it; so after every step the

@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 DEFAULT_PIDS_LIMIT = 1024

@@ -44,8 +44,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs import base_image, images
 from replaykit.core.errors import EnvError
+from replaykit.envs import base_image, images
 
 PYTHON_IMAGE = images.PYTHON_FLAVOUR
 PYTHON_ROOT = "replaykit/base:bookworm-python-root"

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, TypedDict
 
 from replaykit.core.determinism import digest_of
+from replaykit.core.errors import EnvError
 from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task, task_digest
-from replaykit.core.errors import EnvError
 
 BASE_IMAGE = "replaykit/base:bookworm"
 TASK_REPO = "replaykit-task"

@@ -28,14 +28,14 @@ from pathlib import Path
 from types import TracebackType
 
 from replaykit.core.determinism import ENV_PINS
+from replaykit.core.errors import EnvError, TaskError
+from replaykit.core.records import JSON
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, episode_workspace, Grade, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation, episode_workspace
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
-from replaykit.core.records import JSON
-from replaykit.core.errors import EnvError, TaskError
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MARKER = ".replaykit-workspace"

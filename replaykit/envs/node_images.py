@@ -14,7 +14,6 @@ this module knows Docker, the executor does not.
 
 from __future__ import annotations
 
-
 from replaykit.core.errors import EnvError
 from replaykit.envs.base import EnvTable, WorkerNodes
 from replaykit.envs.docker_settings import DockerSettings

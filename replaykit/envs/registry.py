@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from replaykit.core.errors import EnvError
+from replaykit.core.registry import Registry
 from replaykit.envs.base import (
     EnvFactory,
     Environment,
@@ -31,8 +33,6 @@ from replaykit.envs.base import (
     KeyPairs,
     Oracle,
 )
-from replaykit.core.errors import EnvError
-from replaykit.core.registry import Registry
 
 
 def _as_kind(name: str, obj: object) -> EnvKind:

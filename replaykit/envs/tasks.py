@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replaykit.envs import features, tb1
-from replaykit.envs.task_schema import size_mb, validate_config
-from replaykit.envs.steps import Step, load_steps
 from replaykit.core.errors import TaskError
 from replaykit.core.records import JSON
+from replaykit.envs import features, tb1
+from replaykit.envs.steps import Step, load_steps
+from replaykit.envs.task_schema import size_mb, validate_config
 
 #: Harbor's defaults for fields a task.toml may leave out.
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0

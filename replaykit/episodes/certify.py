@@ -32,26 +32,25 @@ import contextlib
 import json
 import shutil
 from pathlib import Path
-from typing import cast, Iterator
+from typing import Iterator, cast
 
-from replaykit.envs.network import NetworkRequest
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import Episode
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.store.schema import CertificateRow, now_iso
+from replaykit.core.determinism import canonical_json, digest_of
+from replaykit.core.errors import TaskError
+from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeMeta, RunDocument
+from replaykit.envs.network import NetworkRequest
+from replaykit.envs.tasks import Task, load_panel, load_task
+from replaykit.episodes import network
 from replaykit.episodes.certify_records import (
     Certificate,
     CertificateEvidence,
     CertifyReport,
     CertifyRow,
 )
-from replaykit.cassette.events import Episode
-from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.store.schema import CertificateRow, now_iso
-from replaykit.core.determinism import canonical_json, digest_of
-from replaykit.episodes import network
-from replaykit.envs.tasks import Task, load_panel, load_task
-from replaykit.core.errors import TaskError
-from replaykit.execution.executor import Executor
-from replaykit.core.progress import Progress
 from replaykit.episodes.observation_scrub import scrub
 from replaykit.episodes.reexecute import (
     DETERMINISTIC,
@@ -65,6 +64,7 @@ from replaykit.episodes.reexecute import (
     env_kind,
     network_unfrozen,
 )
+from replaykit.execution.executor import Executor
 
 __all__ = [  # what re-executes one task lives in reexecute.py; importable from here as before
     "DETERMINISTIC",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
-from replaykit.core.progress import Progress
+from replaykit.core.determinism import digest_of
 from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
 from replaykit.core.records import CompareCell, CompareDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.core.determinism import digest_of
 from replaykit.episodes.run import measure
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, cast, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -25,8 +25,8 @@ from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.core.records import JSON
-from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.envs.base import EnvSettings, EnvTable
+from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.execution.config import ExecutorConfig
 
 

@@ -25,7 +25,6 @@ from replaykit.models.endpoint import BUILTIN, api_key
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
 from replaykit.models.probe import ProbeResult
 
-
 #: the identity measurement's own bound per request; the whole of it (about five requests)
 #: gets twice that, and never more than one model call may take (``model.timeout_s``)
 IDENTITY_TIMEOUT_S = 5.0

@@ -15,7 +15,7 @@ import random
 import shutil
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable
 

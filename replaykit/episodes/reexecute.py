@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, cast, ClassVar
+from typing import Any, ClassVar, cast
 
-from replaykit.envs.base import EnvTable
-from replaykit.envs.network import NetworkRequest
-from replaykit.core.records import JSON
-from replaykit.episodes.certify_records import FirstDifference
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
-from replaykit.envs.registry import make_env
-from replaykit.episodes import network
-from replaykit.envs.tasks import Task, load_task
 from replaykit.core.errors import ReplaykitError
+from replaykit.core.records import JSON
+from replaykit.envs.base import EnvTable
+from replaykit.envs.network import NetworkRequest
+from replaykit.envs.registry import make_env
+from replaykit.envs.tasks import Task, load_task
+from replaykit.episodes import network
+from replaykit.episodes.certify_records import FirstDifference
 from replaykit.episodes.observation_scrub import scrub
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"

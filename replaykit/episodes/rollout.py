@@ -16,21 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
-from replaykit.cassette.keys import CassetteKey
-from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
+from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import ENV_PINS, sha256_hex
-from replaykit.envs.base import Environment, EnvTable, episode_workspace, Grade, Observation
+from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
+from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
+from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
+from replaykit.envs.base import Environment, EnvTable, Grade, Observation, episode_workspace
 from replaykit.envs.network import NetworkRequest
 from replaykit.envs.registry import make_env
-from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.episodes.harness import Context, load_solve
-from replaykit.models.endpoint import OFFLINE_BASE_URL
-from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.models.clients import openai_client
+from replaykit.models.endpoint import OFFLINE_BASE_URL
 from replaykit.models.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
 
 

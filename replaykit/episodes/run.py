@@ -14,32 +14,32 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.stores import open_store
-from replaykit.episodes.config import ModelConfig, RunConfig
-from replaykit.core.modes import RecordMode
 from replaykit.core.determinism import digest_of
-from replaykit.envs.tasks import Task, load_panel
 from replaykit.core.errors import CassetteNotFound, HarnessError
-from replaykit.execution.select import make_executor
-from replaykit.episodes.harness import HarnessRepo
+from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
+from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
 from replaykit.envs.network import NetworkRequest
-from replaykit.episodes.network import ca_home, recording_builds, store_bodies
-from replaykit.models.endpoint import model_id, open_endpoint
-from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.envs.registry import env_key_extra, get_env_kind
-from replaykit.models.failures import stored_endpoint_failure
+from replaykit.envs.tasks import Task, load_panel
+from replaykit.episodes.config import ModelConfig, RunConfig
+from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
+from replaykit.episodes.harness import HarnessRepo
+from replaykit.episodes.network import ca_home, recording_builds, store_bodies
+from replaykit.episodes.replay import ReplayJob, replay_job, replay_run, replay_runs
 from replaykit.episodes.rollout import (
     EpisodeSpec,
     TaskView,
     clean_workspaces,
     record_episode,
 )
-from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
-from replaykit.episodes.replay import ReplayJob, replay_job, replay_run, replay_runs
 from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
+from replaykit.execution.select import make_executor
+from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.models.failures import stored_endpoint_failure
 
 __all__ = [  # replaying a run lives in replay.py; its names import from here as before
     "MeasureResult",

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Literal, TypedDict
 
-from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.keys import KeyDoc
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeMeta

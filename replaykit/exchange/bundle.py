@@ -35,8 +35,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, cast
 
-
+from replaykit.cassette.backend import StoreBackend
+from replaykit.core.determinism import normal_tarinfo, sha256_hex
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import RunDocument
+from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
     CONTENT,
     FORMAT_NAME,
@@ -49,12 +52,8 @@ from replaykit.exchange.bundle_format import (
     Cell,
     Selection,
 )
-from replaykit.exchange import images
 from replaykit.exchange.reader import read_bundle
 from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
-from replaykit.cassette.backend import StoreBackend
-from replaykit.core.determinism import normal_tarinfo, sha256_hex
-from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 
 #: recomputes one imported document by (id, kind); raises ``StoreError`` when it does not hold
 DerivedCheck = Callable[[StoreBackend, str, str], None]

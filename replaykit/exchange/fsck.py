@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, TypedDict, cast
 
-from replaykit.core.records import RunDocument
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.progress import Progress
 from replaykit.core.errors import StoreError
+from replaykit.core.progress import Progress
+from replaykit.core.records import RunDocument
 from replaykit.exchange.bundle import DerivedCheck
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.refs import doc_refs

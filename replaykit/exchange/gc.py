@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
-from replaykit.exchange.bundle import resolve_root
-from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreError
+from replaykit.exchange.bundle import resolve_root
+from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 
 
 class RemovedDocument(TypedDict):

@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from replaykit.cassette.events import NET_CHUNK
 from replaykit.cassette.codec import put
+from replaykit.cassette.events import NET_CHUNK
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import EnvError
 from replaykit.exchange.bundle_format import Selection

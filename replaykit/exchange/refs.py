@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import PurePosixPath
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any, Callable, cast
 
 from replaykit.cassette.codec import decode_episode

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
-from replaykit.exchange.bundle import collect
-from replaykit.exchange.bundle_format import BundleRoot
-from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
+from replaykit.exchange.bundle import collect
+from replaykit.exchange.bundle_format import BundleRoot
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765/v1"
 BUILTIN_BASE_PATH = "/v1"  # the reference server's base path (model endpoint "builtin")

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.keys import ModelId
-from replaykit.episodes.config import ModelConfig
 from replaykit.core.errors import ConfigError
+from replaykit.episodes.config import ModelConfig
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"

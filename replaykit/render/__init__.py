@@ -17,8 +17,8 @@ from replaykit.render import console
 from replaykit.render.cassettes import (
     bundle_report,
     cassette_doc,
-    net_rows,
     cassette_rows,
+    net_rows,
     proxy_report,
     removal_report,
     store_check,

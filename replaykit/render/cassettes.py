@@ -15,9 +15,9 @@ from replaykit.render.runs import divergence
 if TYPE_CHECKING:
     from replaykit.envs.base import GradeDoc
     from replaykit.episodes.network import NetListing
-    from replaykit.exchange.bundle_format import BundleReport
     from replaykit.episodes.proxy_session import SessionReport
     from replaykit.episodes.views import CassetteView
+    from replaykit.exchange.bundle_format import BundleReport
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.gc import RemovalReport
     from replaykit.exchange.vcr_export import VcrExport

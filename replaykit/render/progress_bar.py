@@ -12,7 +12,6 @@ from replaykit.core.progress import Progress as ProgressCallback
 from replaykit.core.progress import ProgressData, ProgressEvent
 from replaykit.render.console import err, err_console
 
-
 #: Characters of a bar's label (``baseline 6cc9be88e2 · csv-active-emails#1``), padded or cut to it.
 LABEL_WIDTH = 44
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
 from replaykit.core.glossary import legend
+from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
 from replaykit.render.console import line, short_ids, show_table
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from rich.text import Text
 
 from replaykit.core.glossary import legend
 from replaykit.core.records import EpochRecord, TrainingDocument
-from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 from replaykit.render.console import line, show_table
 from replaykit.render.runs import divergence
+from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 
 
 class TrainingTable(TrainingDocument):

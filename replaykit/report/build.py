@@ -18,6 +18,7 @@ from replaykit.report.diff import diff_episodes
 from replaykit.report.documents import (
     CompareRow,
     CompareSection,
+    DiffSection,
     EpochSection,
     GridRow,
     MovementRow,
@@ -26,13 +27,12 @@ from replaykit.report.documents import (
     RunPoint,
     RunSection,
     TrainingSection,
-    VerdictSection,
-    DiffSection,
     TranscriptSection,
+    VerdictSection,
 )
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
-from replaykit.train.sweep import report_sweep
 from replaykit.train.derived import verify_training, verify_verdict
+from replaykit.train.sweep import report_sweep
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -18,7 +18,6 @@ from typing import Any, TypeVar, cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
-from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
     CallTurn,
@@ -29,6 +28,7 @@ from replaykit.report.documents import (
     TranscriptDoc,
     Turn,
 )
+from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
 
 _T = TypeVar("_T")
 

@@ -15,10 +15,9 @@ from typing import Any
 
 import yaml
 
+from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeRow, EpisodeSummary, ModelDoc, RunDoc
 from replaykit.episodes.config import RunConfig, apply_overrides, load_config
-from replaykit.core.errors import ConfigError
-
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.
 QUICKSTART_TASKS: tuple[str, ...] = (

@@ -6,16 +6,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
-from replaykit.train.documents import training_doc
-from replaykit.core.records import TrainingDocument
+
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.progress import Progress
 from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
+from replaykit.core.records import TrainingDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.execution.executor import Executor
 from replaykit.episodes.run import replay_runs
+from replaykit.execution.executor import Executor
+from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
 from replaykit.train.criteria import make_criterion
+from replaykit.train.documents import training_doc
 
 
 def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> VerdictAudit:
@@ -75,10 +76,9 @@ def replay_training(
 ) -> TrainingReplay:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
+    from replaykit.train.derived import verify_training
     from replaykit.train.documents import stored_estimator
     from replaykit.train.trainer import Trainer
-
-    from replaykit.train.derived import verify_training
 
     doc = training_doc(store, training_id)
     verify_training(store, doc, bundle=False)  # derived, so recomputed first; the clone verifies the bundle

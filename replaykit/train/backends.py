@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from replaykit.models.session import ProposalSession
 from replaykit.core.registry import Registry
+from replaykit.models.session import ProposalSession
 
 
 @runtime_checkable

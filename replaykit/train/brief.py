@@ -11,9 +11,9 @@ from __future__ import annotations
 import fnmatch
 from typing import Mapping, Sequence
 
-from replaykit.core.records import RunDocument
-from replaykit.cassette.events import EnvEvent
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import EnvEvent
+from replaykit.core.records import RunDocument
 from replaykit.train.loss import Loss
 
 

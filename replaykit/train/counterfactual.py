@@ -14,16 +14,21 @@ exactly those episodes. Reading only: the store is never written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from replaykit.train.documents import training_doc
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import CassetteKey
+from replaykit.core.errors import ConfigError
+from replaykit.core.progress import Progress
+from replaykit.core.records import JSON, EpochRecord, RunDoc, RunDocument, TrainingDocument
+from replaykit.episodes.config import RunConfig
+from replaykit.episodes.run import run_document
 from replaykit.train.audit_records import (
     CounterfactualReport,
     CounterfactualRow,
@@ -32,17 +37,11 @@ from replaykit.train.audit_records import (
     SolveRate,
     WalkResult,
 )
-from replaykit.core.records import EpochRecord, JSON, RunDoc, RunDocument, TrainingDocument
-from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.backend import StoreBackend
-from replaykit.episodes.config import RunConfig
-from replaykit.core.errors import ConfigError
-from replaykit.episodes.run import run_document
+from replaykit.train.config import train_config
 from replaykit.train.criteria import Criterion, make_criterion
+from replaykit.train.documents import training_doc
 from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
-from replaykit.core.progress import Progress
-from replaykit.train.config import train_config
 
 APPROXIMATION = (
     "after the first divergence, each later epoch re-applies the recorded proposal (its diff) to the "

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.models.endpoint import model_id
 from replaykit.core.records import ModelDoc, TrainingDocument, VerdictDoc
+from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss

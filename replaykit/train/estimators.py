@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable, Protocol
 
-from replaykit.core.records import JSON
-from replaykit.episodes.config import ModelConfig
 from replaykit.core.errors import ConfigError
-from replaykit.models.clients import openai_client
+from replaykit.core.records import JSON
 from replaykit.core.registry import Registry
+from replaykit.episodes.config import ModelConfig
+from replaykit.models.clients import openai_client
 from replaykit.train.backends import AgentBackend, ProposalSession, make_backend
 from replaykit.train.gitops import TrainError, apply_diff
 

@@ -18,8 +18,8 @@ from typing import Iterator
 import git
 
 from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH
-from replaykit.core.stale import WORKTREE_PREFIX
 from replaykit.core.errors import StoreCorrupt, TrainError
+from replaykit.core.stale import WORKTREE_PREFIX
 from replaykit.episodes.harness import commit_all
 
 REF_ROOT = "refs/replaykit"

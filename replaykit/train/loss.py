@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from replaykit.core.records import EpochRecord, RunDoc
 from replaykit.core.errors import TrainError
+from replaykit.core.records import EpochRecord, RunDoc
 from replaykit.train.criteria import Verdict
 
 if TYPE_CHECKING:

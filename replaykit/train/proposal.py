@@ -16,12 +16,12 @@ from replaykit.capture.matchers import Scrubber
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
-from replaykit.episodes.config import ModelConfig
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import CassetteNotFound
+from replaykit.episodes.config import ModelConfig
+from replaykit.episodes.run import reusable, secrets_for
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
 from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
-from replaykit.episodes.run import reusable, secrets_for
 from replaykit.train.backends import ProposalSession
 
 if TYPE_CHECKING:

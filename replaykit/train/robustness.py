@@ -15,9 +15,9 @@ from itertools import combinations
 from math import comb
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.train.audit_records import SeedRobustness, SeedSample
-from replaykit.core.errors import ConfigError
 from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
 

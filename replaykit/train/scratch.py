@@ -19,9 +19,9 @@ from types import TracebackType
 
 import git
 
-from replaykit.core.records import TrainingDocument
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import HarnessError
+from replaykit.core.records import TrainingDocument
 from replaykit.episodes.harness import load_solve
 from replaykit.train import gitops
 

@@ -9,11 +9,10 @@ all cells; nothing is written.
 
 from __future__ import annotations
 
-
-from replaykit.train.audit_records import SweepCell, SweepReport
-from replaykit.train.documents import training_doc
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
+from replaykit.train.audit_records import SweepCell, SweepReport
+from replaykit.train.config import train_config
 from replaykit.train.counterfactual import (
     Measurements,
     Progress,
@@ -26,9 +25,9 @@ from replaykit.train.counterfactual import (
     walk,
 )
 from replaykit.train.criteria import make_criterion
+from replaykit.train.documents import training_doc
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
-from replaykit.train.config import train_config
 
 AXES = {
     "criteria": "criteria",

@@ -24,16 +24,16 @@ from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import open_store
-from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.modes import RecordMode
-from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
-from replaykit.episodes.config import RunConfig, load_config
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
-from replaykit.episodes.harness import load_solve
-from replaykit.models.endpoint import model_id
-from replaykit.episodes.run import measure, open_harness
+from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress, ProgressData, ProgressEvent
+from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
 from replaykit.core.stale import clean_stale_worktrees
+from replaykit.episodes.config import RunConfig, load_config
+from replaykit.episodes.harness import load_solve
+from replaykit.episodes.run import measure, open_harness
+from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.brief import training_brief
 from replaykit.train.config import train_config

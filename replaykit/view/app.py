@@ -11,8 +11,8 @@ fetched from anywhere but this server (a Content-Security-Policy says so).
 from __future__ import annotations
 
 import sys
-from importlib import resources
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.stores import is_url
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store.search import SearchHit, SearchIndex
+from replaykit.cassette.stores import is_url
 from replaykit.report.transcript import transcript
 
 #: Episodes decoded and written per transaction while the index is built.

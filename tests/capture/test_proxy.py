@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import json
 import os
 import re
@@ -22,13 +20,14 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from replaykit.cassette.events import Episode, LlmEvent
-from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
-from replaykit.episodes.proxy_session import run_proxy_session
-from replaykit.cassette.store import Store
 from replaykit.capture.tape import Tape
+from replaykit.cassette.events import Episode, LlmEvent
+from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.store import Store
+from replaykit.core.modes import RecordMode
+from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.models.reference.server import ReferenceServer
 
 MESSAGES: list[Any] = [  # the wire form: plain dicts

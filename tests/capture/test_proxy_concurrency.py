@@ -5,8 +5,6 @@ client); a proxy killed with SIGKILL keeps every exchange that completed."""
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import json
 import os
 import re
@@ -23,9 +21,10 @@ import pytest
 
 from replaykit.capture.conversations import ConversationPlayer, split_session
 from replaykit.cassette.events import Event, LlmEvent
-from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.cassette.store import Store
 from replaykit.core.errors import DivergenceError
+from replaykit.core.modes import RecordMode
+from replaykit.episodes.proxy_session import run_proxy_session
 from replaykit.models.reference.server import ReferenceServer
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

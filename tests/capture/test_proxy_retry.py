@@ -3,17 +3,16 @@ and ``proxy --agent codex`` applies the rules Codex needs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
 import pytest
 
 from replaykit.capture.proxy import recording_proxy
-from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
 from replaykit.capture.tape import Tape
+from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
 from replaykit.models.reference.server import ReferenceServer
 from tests.cli_runner import cli
 

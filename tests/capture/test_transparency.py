@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from replaykit.cassette.events import LlmEvent
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.recorder import episode_cassette
-from replaykit.cassette.scrub import Scrubber, is_secret
 from replaykit.capture.tape import Tape
+from replaykit.cassette.events import LlmEvent
+from replaykit.cassette.scrub import Scrubber, is_secret
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 CANARY = "sk-canary-4b1d2e9f0c7a"

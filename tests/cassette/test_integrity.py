@@ -7,8 +7,6 @@ cassette's document, a forged bundle), then checks the one clear error.
 
 from __future__ import annotations
 
-from replaykit.core.modes import RecordMode
-
 import gzip
 import io
 import json
@@ -21,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import StoreCorrupt
+from replaykit.core.modes import RecordMode
 from replaykit.episodes.run import measure, replay_run
+from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.models.reference.server import ReferenceServer
 from replaykit.episodes.run import measure
+from replaykit.models.reference.server import ReferenceServer
 from replaykit.testing import small_config
 
 CANARY_KEY = "sk-canary-4b1d2e9f0c7a"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +12,8 @@ from replaykit.cassette.events import EnvEvent, Episode, Event, GradeEvent, LlmE
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
-from replaykit.envs.base import Grade, Observation
 from replaykit.core.errors import CassetteNotFound, StoreError
+from replaykit.envs.base import Grade, Observation
 
 
 def make_key(seed: int = 0) -> CassetteKey:

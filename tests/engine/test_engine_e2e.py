@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import openai
-
 import pytest
 
 from replaykit.cassette.events import EnvEvent, LlmEvent

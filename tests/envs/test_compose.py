@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import TaskError
 from replaykit.envs import compose, images
 from replaykit.envs.tasks import load_task
-from replaykit.core.errors import TaskError
 
 REPO = Path(__file__).resolve().parents[2]
 

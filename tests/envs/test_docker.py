@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.determinism import ENV_PINS
+from replaykit.core.errors import EnvError
 from replaykit.envs import images
 from replaykit.envs.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, owner_id, remove_stale_containers
 from replaykit.envs.docker import DockerEnv
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
-from replaykit.core.errors import EnvError
 
 pytestmark = pytest.mark.docker
 

@@ -3,9 +3,8 @@ never as an exception out of the environment, and leaves no container behind."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import pytest
 

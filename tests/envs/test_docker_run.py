@@ -18,9 +18,9 @@ import pytest
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
-from replaykit.episodes.config import load_config
 from replaykit.envs import images
 from replaykit.envs.containers import OWNER_LABEL
+from replaykit.episodes.config import load_config
 from replaykit.episodes.run import measure, replay_run
 from tests.cli_runner import cli as run_cli
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import EnvError
 from replaykit.envs import base_image, images
 from replaykit.envs.images import BASE_IMAGE, DEFAULT_ALIAS_SOURCES, normalise_ref, rewrite_dockerfile
 from replaykit.envs.snapshot import ADDED, DELETED, MODIFIED, change_roots
 from replaykit.envs.tasks import load_task, size_mb
-from replaykit.core.errors import EnvError
 
 
 def test_rewrite_from_lines_keeps_stages_flags_and_scratch() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import TaskError
 from replaykit.envs.base import Observation
 from replaykit.envs.check import check_tasks
 from replaykit.envs.grading import verifier_grade
@@ -17,7 +18,6 @@ from replaykit.envs.rewards import scalar_reward
 from replaykit.envs.steps import combine, load_steps
 from replaykit.envs.task_env import resolve, scrub
 from replaykit.envs.tasks import load_task
-from replaykit.core.errors import TaskError
 
 HEAD = 'version = "2.0"\n'
 REWARD = 'mkdir -p "$LOGS_DIR/verifier"\n'

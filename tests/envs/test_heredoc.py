@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.envs.heredoc import rewrite_heredocs
 from replaykit.core.errors import EnvError
+from replaykit.envs.heredoc import rewrite_heredocs
 
 
 def runs(text: str) -> list[list[str]]:

@@ -3,18 +3,15 @@ what every kind has; a key of another kind, a misspelt key or a bad value is one
 
 from __future__ import annotations
 
-from typing import cast
-
-from replaykit.envs.base import EnvTable
-
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import yaml
 
 from replaykit.core.errors import ConfigError
-from replaykit.envs.base import EnvSettings
+from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.envs.docker_settings import DockerSettings
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
 from replaykit.episodes.config import EnvConfig, load_config

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.determinism import ENV_PINS
+from replaykit.core.errors import EnvError
 from replaykit.envs.base import Environment, Grade, Observation
 from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
 from replaykit.envs.tasks import Task, load_task
-from replaykit.core.errors import EnvError
 
 REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "envs"

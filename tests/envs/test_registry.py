@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, uses_docker
 from replaykit.core.errors import EnvError
+from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, uses_docker
 
 
 def test_builtins_are_known_and_docker_loads_only_when_asked() -> None:

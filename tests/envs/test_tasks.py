@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.envs.tasks import Task, load_panel, load_task, task_digest
 from replaykit.core.errors import TaskError
+from replaykit.envs.tasks import Task, load_panel, load_task, task_digest
 from replaykit.testing import QUICKSTART_TASKS
 
 REPO = Path(__file__).resolve().parents[2]

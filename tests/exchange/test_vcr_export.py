@@ -14,19 +14,18 @@ import yaml
 from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.request import Request
 
+from replaykit.capture.recorder import episode_cassette
+from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.capture.recorder import episode_cassette
 from replaykit.cassette.store import Store
-from replaykit.capture.tape import Tape
-from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
-from replaykit.episodes.config import load_config
 from replaykit.envs.base import Grade
+from replaykit.episodes.config import load_config
+from replaykit.episodes.run import measure
+from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
 from replaykit.models.endpoint import BUILTIN_KEY
 from replaykit.models.reference import ReferenceServer
 from replaykit.pytest_plugin import store_path
-from replaykit.episodes.run import measure
-
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
-from replaykit.capture.tape import Tape
 from replaykit.core.errors import DivergenceError, ModelError
 from replaykit.models import codex as codex_module
 from replaykit.models.codex import CODEX_RULES, INSTALL_HINT, CodexAgentBackend, config_toml

@@ -6,8 +6,8 @@ import json
 import random
 import socket
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 

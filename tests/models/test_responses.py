@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from replaykit.models.reference import server as server_module
-from replaykit.models.reference.protocol import AssistantTurn, ChatRequest
 from replaykit.models.reference.patches import apply_patch_text, shell_heredoc
+from replaykit.models.reference.protocol import AssistantTurn, ChatRequest
 from replaykit.models.reference.server import ReferenceServer
 
 INSTRUCTION = "Create a folder `out` holding `a.txt` with the word hello."

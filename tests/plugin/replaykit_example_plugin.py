@@ -12,7 +12,8 @@ from typing import Any
 from replaykit.core.records import RunDoc
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, EnvTable, Grade, NodeNeeds
 from replaykit.envs.grading import oracle_grades
-from replaykit.envs.local import LocalEnv, factory as local_factory
+from replaykit.envs.local import LocalEnv
+from replaykit.envs.local import factory as local_factory
 from replaykit.envs.tasks import Task
 from replaykit.train.backends import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes

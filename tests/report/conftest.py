@@ -13,7 +13,6 @@ import pytest
 from replaykit.testing import write_config
 from tests.cli_runner import cli as run_cli
 
-
 cli = functools.partial(run_cli, check=True)
 
 

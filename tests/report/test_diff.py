@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.envs.base import Grade
 from replaykit.report.diff import diff_episodes, side_by_side
-
-
 from tests.cli_runner import cli as run_cli
 
 from .conftest import cli, episodes_by_unit

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 
+import pytest
+
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
-
 
 from .conftest import cli
 

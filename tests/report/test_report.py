@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 import hashlib
 import json
 import re
@@ -11,8 +9,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from replaykit.testing import write_config
+import pytest
 
+from replaykit.testing import write_config
 
 from .conftest import cli
 

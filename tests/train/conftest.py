@@ -21,8 +21,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
                 f"network use during an offline audit: {args[1:] if len(args) > 1 else args}"
             )
 
-        import replaykit.models.endpoint as endpoint
         import replaykit.episodes.run
+        import replaykit.models.endpoint as endpoint
         import replaykit.train.proposal
 
         monkeypatch.setattr(socket.socket, "connect", refuse)

@@ -3,17 +3,16 @@ and travel in bundles; diff paths resolve against the config file's folder, not 
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from replaykit.episodes.harness import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT, write_config
-
 from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from replaykit.core.records import EpisodeRow, RunDocument
-
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from replaykit.core.records import RunDoc
 from replaykit.cassette.store import Store
 from replaykit.core.errors import ConfigError
+from replaykit.core.records import EpisodeRow, RunDoc, RunDocument
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.robustness import resample_seeds
 

@@ -12,9 +12,9 @@ import pytest
 
 import replaykit.models.endpoint as endpoint
 from replaykit.cassette.store import Store
+from replaykit.episodes.compare import compare
 from replaykit.episodes.config import RunConfig
 from replaykit.testing import small_config
-from replaykit.episodes.compare import compare
 from replaykit.train.audit import audit, replay_training
 from replaykit.train.estimators import PatchQueue
 from replaykit.train.gitops import TrainError, fast_forward
@@ -177,8 +177,8 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
 
 def test_optimizer_never_moves_the_branch_except_by_fast_forward(tmp_path: Path) -> None:
     cfg = config(tmp_path)
-    from replaykit.episodes.run import open_harness
     from replaykit.episodes.harness import commit_all
+    from replaykit.episodes.run import open_harness
 
     repo = open_harness(cfg).repo
     base = repo.head.commit.hexsha

@@ -35,8 +35,8 @@ from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
 from replaykit.cassette.store.rows import RowsMixin
-from replaykit.cassette.store.space import SpaceMixin
 from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, now_iso
+from replaykit.cassette.store.space import SpaceMixin
 from replaykit.cassette.store.trees import TreesMixin
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sqlite3
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar
 from urllib.parse import quote
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from replaykit.core.records import JSON
 from replaykit.core.determinism import digest_of
+from replaykit.core.records import JSON
 
 
 @dataclass(frozen=True)

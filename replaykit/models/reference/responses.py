@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from replaykit.core.records import JSON
-
 from replaykit.models.reference.responses_render import response_object, stream_events
 from replaykit.models.reference.responses_request import parse_responses_request
 from replaykit.models.reference.responses_turns import turn_for

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
 
-from replaykit.core.records import JSON
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, sha256_hex
+from replaykit.core.records import JSON
 from replaykit.models.reference.protocol import AssistantTurn, dumps, estimate_tokens
 from replaykit.models.reference.responses_request import ResponsesRequest
 from replaykit.models.reference.sse import ARGUMENT_PIECES, CONTENT_PIECES, split_text

@@ -23,9 +23,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
-from replaykit.core.records import JSON
 from replaykit.core.determinism import SOURCE_DATE_EPOCH
 from replaykit.core.errors import ModelError
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
+from replaykit.core.records import JSON
+from replaykit.models.reference.noise import batch_noise
+from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.protocol import (
     ApiError,
     AssistantTurn,
@@ -34,10 +37,7 @@ from replaykit.models.reference.protocol import (
     parse_chat_request,
     parse_json_object,
 )
-from replaykit.models.reference.noise import batch_noise
-from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.simulator import Task, TaskModel, load_tasks, task_models
-from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 from replaykit.models.reference.sse import chat_completion, sse_events
 
 ModelHandler = Callable[[ChatRequest], AssistantTurn]

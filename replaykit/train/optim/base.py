@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replaykit.core.records import JSON
 from replaykit.core.errors import TrainError
-from replaykit.core.records import RunDoc
+from replaykit.core.records import JSON, RunDoc
 from replaykit.train.criteria import Verdict
 from replaykit.train.parameter import Parameter
 

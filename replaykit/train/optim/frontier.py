@@ -10,10 +10,8 @@ the frontier.
 
 from __future__ import annotations
 
-
-from replaykit.core.records import JSON
-from replaykit.core.records import RunDoc
-from replaykit.train.optim.base import StepInput, ParameterBound
+from replaykit.core.records import JSON, RunDoc
+from replaykit.train.optim.base import ParameterBound, StepInput
 
 
 def solved_set(run: RunDoc | None) -> frozenset[str]:

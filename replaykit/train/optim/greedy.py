@@ -6,7 +6,7 @@ reject → keep the candidate under a ref.
 
 from __future__ import annotations
 
-from replaykit.train.optim.base import StepInput, ParameterBound
+from replaykit.train.optim.base import ParameterBound, StepInput
 
 
 class GreedyMonotonic(ParameterBound):

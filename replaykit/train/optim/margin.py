@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from math import comb
 
-from replaykit.core.records import JSON
 from replaykit.core.errors import ConfigError
-from replaykit.train.optim.base import StepInput, ParameterBound
+from replaykit.core.records import JSON
+from replaykit.train.optim.base import ParameterBound, StepInput
 
 
 def sign_test(wins: int, losses: int) -> float:

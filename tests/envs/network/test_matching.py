@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import EnvError
 from replaykit.envs.network.matching import match_key, scrub_url, stored_headers
 from replaykit.envs.network.wiring import container_env, resolve_mode
-from replaykit.core.errors import EnvError
 from replaykit.workspace.doctor import check_network
 
 pytestmark = pytest.mark.unit
