@@ -35,9 +35,9 @@ from measure import interleaved, load_line, median_cpu, median_wall, ratio
 from replaykit.cassette.events import Episode, NetEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
-from replaykit.envs.network import server
-from replaykit.envs.network.ca import ensure_ca
-from replaykit.envs.network.server import ProxyServer, read_log
+from replaykit.envs.docker.network import server
+from replaykit.envs.docker.network.ca import ensure_ca
+from replaykit.envs.docker.network.server import ProxyServer, read_log
 from replaykit.episodes.network import serve_folder, store_bodies
 
 CHUNK = 1 << 16

@@ -100,7 +100,7 @@ def docker_unavailable() -> str | None:
     """None when a Docker engine answers, else a one-line reason (checked once)."""
     if "reason" not in _state:
         try:
-            from replaykit.envs.images import docker_client
+            from replaykit.envs.docker.images import docker_client
 
             docker_client()
             _state["reason"] = None
@@ -165,8 +165,8 @@ def leftover_containers(since: float, owners: set[str], dead: bool = True) -> li
     is gone (their forked workers, a killed CLI). A container whose owner is another live
     process (a concurrent test session, or another xdist worker still running) is not ours
     to judge."""
-    from replaykit.envs.containers import OWNER_LABEL, _owner_alive
-    from replaykit.envs.images import docker_client
+    from replaykit.envs.docker.containers import OWNER_LABEL, _owner_alive
+    from replaykit.envs.docker.images import docker_client
 
     found = docker_client().api.containers(all=True, filters={"label": "replaykit=1"})
     return [
@@ -182,7 +182,7 @@ def leftover_containers(since: float, owners: set[str], dead: bool = True) -> li
 
 def remove_leftovers(left: list[dict[str, Any]]) -> list[str]:
     """Remove ``left`` (containers as Docker lists them); their names."""
-    from replaykit.envs.containers import remove_container
+    from replaykit.envs.docker.containers import remove_container
 
     for c in left:
         remove_container(c["Id"])
@@ -211,7 +211,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hide a leak, and reports who it was; the controller judges the rest once all are done."""
     if not _state.get("docker_ran"):
         return
-    from replaykit.envs.containers import owner_id
+    from replaykit.envs.docker.containers import owner_id
 
     since = _state.get("started", 0)
     if is_worker(session.config):
@@ -240,8 +240,8 @@ def docker_base() -> str:
     """The local base image (built once if missing: debootstrap, about a minute)."""
     if docker_unavailable():
         pytest.fail(f"no Docker engine: {docker_unavailable()}", pytrace=False)
-    from replaykit.envs.base_image import build_base_image
-    from replaykit.envs.images import BASE_IMAGE
+    from replaykit.envs.docker.base_image import build_base_image
+    from replaykit.envs.docker.images import BASE_IMAGE
 
     build_base_image()
     return BASE_IMAGE

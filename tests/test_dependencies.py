@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: imports that are not replaykit's own to declare, each with its reason
 ELSEWHERE = {
-    "mitmproxy": "envs/network/addon.py runs inside mitmdump, in its own venv (scripts/setup-network.sh)",
+    "mitmproxy": "envs/docker/network/addon.py runs inside mitmdump, in its own venv (scripts/setup-network.sh)",
     "matching": "addon.py's sibling module, imported by file inside mitmdump",
 }
 #: modules of an extra that ``pip install -e '.[dev]'`` does not bring (the engine's, built by

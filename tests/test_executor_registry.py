@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.envs import node_images
 from replaykit.envs.base import NodeNeeds
+from replaykit.envs.docker import node_images
 from replaykit.envs.registry import get_env_kind
 from replaykit.episodes.run import measure
 from replaykit.execution.config import ExecutorConfig

@@ -143,8 +143,8 @@ def test_xdist_runs_whole_units_longest_first(
 LEAKS = """
 import time, uuid
 import pytest
-from replaykit.envs.containers import LABEL, OWNER_LABEL, owner_id
-from replaykit.envs.images import BASE_IMAGE, docker_client
+from replaykit.envs.docker.containers import LABEL, OWNER_LABEL, owner_id
+from replaykit.envs.docker.images import BASE_IMAGE, docker_client
 
 pytestmark = pytest.mark.docker
 DEAD = owner_id().split(":")[0] + ":999999999:0"  # a process that is gone (a killed CLI)
@@ -184,7 +184,7 @@ def test_leftover_containers_are_judged_after_every_worker_finished(
     # the dead process's container: named, unless a concurrent replaykit process swept it first
     # (every Docker run removes containers of gone owners), which only a run beside others sees
     assert "rk-parallel-own-" in line and ("rk-parallel-dead-" in line or "1 labelled" in line), line
-    from replaykit.envs.images import docker_client
+    from replaykit.envs.docker.images import docker_client
 
     names = [c.name for c in docker_client().containers.list(all=True)]
     assert not [n for n in names if n.startswith("rk-parallel-")], names  # removed

@@ -165,8 +165,8 @@ def test_docker_nodes_get_the_drivers_base_images(
 
     import ray
 
-    from replaykit.envs import node_images as ray_images
-    from replaykit.envs.images import docker_client, image_exists
+    from replaykit.envs.docker import node_images as ray_images
+    from replaykit.envs.docker.images import docker_client, image_exists
     from replaykit.execution.ray_executor import RayNodes
 
     client = docker_client()

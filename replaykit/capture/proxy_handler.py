@@ -18,6 +18,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replaykit.capture.conversations import split_session
+from replaykit.capture.failures import BODY_SNIPPET, Failure, incomplete_answer
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.upstream import upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
@@ -25,7 +26,6 @@ from replaykit.cassette.scrub import presented_credentials, restore
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk
-from replaykit.models.failures import BODY_SNIPPET, Failure, incomplete_answer
 
 if TYPE_CHECKING:
     from replaykit.capture.proxy import ProxyServer

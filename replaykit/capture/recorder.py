@@ -14,12 +14,12 @@ from typing import Any, NotRequired, TypedDict
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
 
+from replaykit.capture.failures import DEFAULT_TIMEOUT_S
 from replaykit.capture.matchers import Scrubber, request_form
 from replaykit.capture.stubs import httpx2_patches
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import LlmEvent, RequestForm
 from replaykit.core.determinism import canonical_json
-from replaykit.models.failures import DEFAULT_TIMEOUT_S
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
 #: requests/urllib3 during an episode, and only model traffic belongs in a cassette.
@@ -130,7 +130,7 @@ class EpisodeCassette(Cassette):
         """The endpoint could not be reached, cut its answer or passed the deadline: an infrastructure failure."""
         import dataclasses
 
-        from replaykit.models.failures import transport_failure
+        from replaykit.capture.failures import transport_failure
 
         failure = transport_failure(request.method, request.uri, exc)
         failure = dataclasses.replace(failure, request=canonical_json(self.form(request)))

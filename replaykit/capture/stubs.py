@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
 from replaykit.capture.deadlines import DEADLINES, Entry
+from replaykit.capture.failures import incomplete_answer
 from replaykit.cassette.events import KEPT_HEADERS
 from replaykit.cassette.scrub import presented_credentials, restore
-from replaykit.models.failures import incomplete_answer
 
 if TYPE_CHECKING:
     from replaykit.capture.recorder import EpisodeCassette

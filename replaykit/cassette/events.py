@@ -19,7 +19,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
-from replaykit.envs.network.matching import ExchangeRecord
+from replaykit.envs.docker.network.matching import ExchangeRecord
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
 KEPT_HEADERS = ("content-type", "content-encoding")
@@ -135,7 +135,7 @@ NET_CHUNK = 4 * 1024 * 1024
 
 @dataclass
 class NetEvent:
-    """One exchange of the task container through the frozen network (``envs/network/``).
+    """One exchange of the task container through the frozen network (``envs/docker/network/``).
 
     The request is kept as method + scrubbed URL + the digest of its normalised body (never
     its headers or body: they may hold credentials); the response as status, reason, the

@@ -181,7 +181,7 @@ def config_markdown() -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/execution/config.py`, `replaykit/train/config.py`) by",
+        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/models/config.py`, `replaykit/execution/config.py`, `replaykit/train/config.py`) by",
         "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
         "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
         "Unknown keys are errors. Relative paths resolve against the config file's folder.",

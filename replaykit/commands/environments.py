@@ -23,10 +23,10 @@ def images_build_base(
     as_json: bool = JsonOpt,
 ) -> None:
     """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
-    from replaykit.envs.base_image import build_base_image
+    from replaykit.envs.docker.base_image import build_base_image
 
     if flavor == "python":
-        from replaykit.envs.flavours import PYTHON_IMAGE, build_python_image
+        from replaykit.envs.docker.flavours import PYTHON_IMAGE, build_python_image
 
         result = build_python_image(
             tag=PYTHON_IMAGE if tag == "replaykit/base:bookworm" else tag,
@@ -61,7 +61,7 @@ def tasks_check(
 
     aliases: dict[str, str] = {}
     if config:
-        from replaykit.envs.docker_settings import DockerSettings
+        from replaykit.envs.docker.settings import DockerSettings
         from replaykit.episodes.config import load_config
 
         aliases.update(DockerSettings.of(load_config(config).env.table()).image_aliases)

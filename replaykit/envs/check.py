@@ -160,7 +160,7 @@ def check_tasks(
 
 def _image_notes(task: Any, aliases: dict[str, str]) -> list[str]:
     """The aliases and swapped pins the task's image gets (empty when Docker is unreachable)."""
-    from replaykit.envs import flavours
+    from replaykit.envs.docker import flavours
 
     try:
         return flavours.substitutions(task, aliases)

@@ -46,7 +46,7 @@ def _as_kind(name: str, obj: object) -> EnvKind:
 ENVIRONMENTS: Registry[EnvKind] = Registry(
     "environment kind",
     "replaykit.envs",
-    builtins={"local": "replaykit.envs.local:ENV", "docker": "replaykit.envs.docker_kind:ENV"},
+    builtins={"local": "replaykit.envs.local:ENV", "docker": "replaykit.envs.docker.kind:ENV"},
     convert=_as_kind,
     error=EnvError,
 )

@@ -42,7 +42,7 @@ from replaykit.core.determinism import canonical_json, digest_of
 from replaykit.core.errors import TaskError
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeMeta, RunDocument
-from replaykit.envs.network import NetworkRequest
+from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.episodes import network
 from replaykit.episodes.certify_records import (

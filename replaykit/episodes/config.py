@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -24,21 +23,10 @@ from pydantic import (
 from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
-from replaykit.core.records import JSON
 from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.execution.config import ExecutorConfig
-
-
-def _whole_number(value: Any) -> Any:
-    """YAML's ``true`` is not the number 1 here: a boolean where a count or a seed belongs is a mistake."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, not {str(value).lower()}")
-    return value
-
-
-#: seeds are stored as SQLite integers and sent to endpoints: 0 to the largest signed 64-bit
-Seed = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, le=2**63 - 1)]
+from replaykit.models.config import ModelConfig, Seed
 
 
 class _Strict(BaseModel):
@@ -63,60 +51,6 @@ class HarnessConfig(_Strict):
                 f"field 'harness.params.max_steps': expected a whole number >= 1 (got {steps!r})"
             )
         return params
-
-
-class ModelParams(_Strict):
-    """Request parameters sent with every chat call (``ctx.llm_kwargs()``) and part of the key.
-
-    ``seed`` fixes one seed for every call (default: a per-call seed derived from the run
-    seed, task and call number); ``extra_body`` is merged into the request body as it is
-    (e.g. llama.cpp's ``cache_prompt: false``)."""
-
-    max_tokens: int | None = Field(default=None, ge=1)
-    tool_choice: str | dict[str, object] | None = None  # a mapping: {type: function, function: {name}}
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: Seed | None = None
-    stop: list[str] | None = Field(default=None, max_length=4)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    parallel_tool_calls: bool | None = None
-    extra_body: dict[str, object] = Field(default_factory=dict)  # merged into the request body as is
-
-    @field_validator("tool_choice")
-    @classmethod
-    def _named_function(cls, choice: Any) -> Any:
-        if isinstance(choice, str) and choice not in ("auto", "none", "required"):
-            raise ValueError(
-                "tool_choice must be auto, none, required or {type: function, function: {name: NAME}}"
-            )
-        if isinstance(choice, dict):
-            name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
-            if not isinstance(name, str) or not name:
-                raise ValueError(
-                    "a tool_choice mapping must be {type: function, function: {name: NAME}}; or use auto, none, required"
-                )
-        return choice
-
-    def sent(self) -> dict[str, JSON]:
-        """What goes into each request (unset parameters are not sent)."""
-        return self.model_dump(exclude_none=True, exclude_defaults=True)
-
-
-class ModelConfig(_Strict):
-    name: str = Field(default="reference-strong", min_length=1)
-    base_url: str = Field(default="builtin", min_length=1)
-    revision: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(default=0.0, ge=0, le=2)  # the range OpenAI-compatible endpoints take
-    #: the total time one model call may take (connect to the last byte), in seconds
-    timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    #: retries of a call that failed (refused, cut, timed out, 429/5xx), by the openai client
-    max_retries: int = Field(default=0, ge=0, le=10)
-    params: ModelParams = Field(default_factory=ModelParams)
-    #: reuse cassettes recorded under another engine identity (what the server reports changed)
-    accept_engine_change: bool = False
-    #: refuse to record when the last saved probe of this engine was not deterministic (else: warn)
-    require_deterministic: bool = False
 
 
 class PanelConfig(_Strict):

@@ -20,7 +20,7 @@ from typing import cast
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, EngineChanged, ModelError
 from replaykit.core.records import JSON
-from replaykit.episodes.config import ModelConfig
+from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, api_key
 from replaykit.models.identity import identity_changes, identity_digest, measure_identity
 from replaykit.models.probe import ProbeResult

@@ -1,4 +1,4 @@
-"""The store's side of the frozen network (``replaykit/envs/network/`` runs the proxy).
+"""The store's side of the frozen network (``replaykit/envs/docker/network/`` runs the proxy).
 
 Recording: the proxy leaves each response body in its spool; :func:`store_bodies` streams
 it into the store as content-addressed chunks (``NET_CHUNK`` bytes each: memory stays
@@ -22,8 +22,8 @@ from replaykit.cassette.backend import BlobStore
 from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
-from replaykit.envs.network import NetworkRequest
-from replaykit.envs.network.matching import ExchangeRecord, MissRecord, ServedResponse, key_of
+from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.docker.network.matching import ExchangeRecord, MissRecord, ServedResponse, key_of
 
 
 def ca_home(store: Any) -> Path:
@@ -116,7 +116,7 @@ def replay_request(store: Any, episode: Episode) -> tuple[NetworkRequest, Path |
     mode = network_mode(episode)
     if mode == "none":
         return {}, None
-    from replaykit.envs.network.ca import ensure_ca
+    from replaykit.envs.docker.network.ca import ensure_ca
 
     home = ca_home(store)
     ensure_ca(home)  # a store that imported the recording makes its own CA
@@ -248,8 +248,8 @@ def recording_builds(store: Any, uses_docker: bool, setting: str | None) -> Iter
     if store is None or not uses_docker or setting in ("live", "none") or getattr(store, "readonly", False):
         yield
         return
-    from replaykit.envs.network import build
-    from replaykit.envs.network.ca import ensure_ca
+    from replaykit.envs.docker.network import build
+    from replaykit.envs.docker.network.ca import ensure_ca
 
     home = ca_home(store)
     ensure_ca(home)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
+from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.capture.matchers import Scrubber, get_rule
 from replaykit.capture.proxy import ProxyServer
 from replaykit.capture.tape import Tape
@@ -33,7 +34,6 @@ from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceReport
 from replaykit.core.modes import SESSION_MODES, RecordMode
 from replaykit.core.records import EpisodeMeta
-from replaykit.models.failures import stored_endpoint_failure
 
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
 

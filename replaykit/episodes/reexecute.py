@@ -23,7 +23,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import JSON
 from replaykit.envs.base import EnvTable
-from replaykit.envs.network import NetworkRequest
+from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
+from replaykit.capture.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
@@ -26,12 +27,11 @@ from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
 from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.envs.base import Environment, EnvTable, Grade, Observation, episode_workspace
-from replaykit.envs.network import NetworkRequest
+from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.registry import make_env
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.models.clients import openai_client
 from replaykit.models.endpoint import OFFLINE_BASE_URL
-from replaykit.models.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class EpisodeSpec:
     engine: dict[str, JSON] | None = None  # the engine identity measured at record time (models.identity)
     network: NetworkRequest = field(
         default_factory=lambda: NetworkRequest()
-    )  # the frozen network's store (envs/network/)
+    )  # the frozen network's store (envs/docker/network/)
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.stores import open_store
@@ -22,10 +23,10 @@ from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
-from replaykit.envs.network import NetworkRequest
+from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
-from replaykit.episodes.config import ModelConfig, RunConfig
+from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import ca_home, recording_builds, store_bodies
@@ -38,8 +39,8 @@ from replaykit.episodes.rollout import (
 )
 from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
 from replaykit.execution.select import make_executor
+from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id, open_endpoint
-from replaykit.models.failures import stored_endpoint_failure
 
 __all__ = [  # replaying a run lives in replay.py; its names import from here as before
     "MeasureResult",
@@ -269,7 +270,7 @@ def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> Network
     """The frozen network's part of each episode's spec: the store (its CA made once, here)."""
     if not get_env_kind(kind).uses_docker or not any(t.allow_internet for t in tasks):
         return {}
-    from replaykit.envs.network.ca import ensure_ca
+    from replaykit.envs.docker.network.ca import ensure_ca
 
     home = ca_home(store)
     ensure_ca(home)

@@ -38,7 +38,7 @@ def image_ids(sel: Selection) -> list[str]:
 
 def add_images(sel: Selection) -> list[str]:
     """``docker save`` every image of the selection into it (blobs + one document each)."""
-    from replaykit.envs.images import docker_client, image_exists
+    from replaykit.envs.docker.images import docker_client, image_exists
 
     client = docker_client()
     added = []
@@ -80,7 +80,7 @@ def load_images(store: Any, sel: Selection) -> list[str]:
     rows = [r for r in sel.rows["runs"].values() if r.get("kind") == KIND]
     if not rows:
         return []
-    from replaykit.envs.images import docker_client, image_exists
+    from replaykit.envs.docker.images import docker_client, image_exists
 
     client = docker_client()
     loaded = []

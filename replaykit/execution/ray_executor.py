@@ -16,7 +16,7 @@ writes the store: SQLite stays single-writer.
 Before episodes fan out, the environment kind may prepare the nodes
 (``EnvKind.prepare_nodes``, given the cluster as ``RayNodes``): the docker kind loads
 the driver's base images on Docker nodes that lack them
-(:mod:`replaykit.envs.node_images`), so every node has the same image IDs, the same
+(:mod:`replaykit.envs.docker.node_images`), so every node has the same image IDs, the same
 task image digests and cassette keys. This module knows Ray, not Docker.
 
 Faults: a worker or node that dies mid-episode has its task retried elsewhere by

@@ -281,7 +281,7 @@ class CodexAgentBackend:
         if tape.replaying:
             yield ProposalSession(tape, OFFLINE_BASE_URL, "", seed, Scrubber(secrets), CODEX_RULES)
             return
-        from replaykit.episodes.config import ModelConfig
+        from replaykit.models.config import ModelConfig
         from replaykit.models.endpoint import open_endpoint
 
         with open_endpoint(ModelConfig(name=self.model, base_url=self.base_url)) as endpoint:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from replaykit.cassette.keys import ModelId
 from replaykit.core.errors import ConfigError
-from replaykit.episodes.config import ModelConfig
+from replaykit.models.config import ModelConfig
 
 BUILTIN = "builtin"
 BUILTIN_KEY = "sk-reference-simulator"

@@ -11,8 +11,8 @@ from replaykit.episodes.certify_records import CertifyReport
 from replaykit.render.console import line, plain, show_table
 
 if TYPE_CHECKING:
-    from replaykit.envs.base_image import BaseImage
     from replaykit.envs.check import TaskCheckReport
+    from replaykit.envs.docker.base_image import BaseImage
     from replaykit.workspace.doctor import DoctorReport
 
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replaykit.episodes.config import RunConfig, Seed
+from replaykit.episodes.config import RunConfig
+from replaykit.models.config import Seed
 
 
 def _agentic() -> dict[str, object]:

@@ -22,8 +22,8 @@ from typing import Callable, Protocol
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import JSON
 from replaykit.core.registry import Registry
-from replaykit.episodes.config import ModelConfig
 from replaykit.models.clients import openai_client
+from replaykit.models.config import ModelConfig
 from replaykit.train.backends import AgentBackend, ProposalSession, make_backend
 from replaykit.train.gitops import TrainError, apply_diff
 

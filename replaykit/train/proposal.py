@@ -12,16 +12,16 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Iterator
 
+from replaykit.capture.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.capture.matchers import Scrubber
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import CassetteNotFound
-from replaykit.episodes.config import ModelConfig
 from replaykit.episodes.run import reusable, secrets_for
+from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
-from replaykit.models.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.train.backends import ProposalSession
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ class Check:
 
 def check_docker(needed: bool) -> list[Check]:
     """The engine, then the local base image."""
-    from replaykit.envs.images import BASE_IMAGE, docker_client, image_exists
+    from replaykit.envs.docker.images import BASE_IMAGE, docker_client, image_exists
 
     missing = FAIL if needed else WARN
     why = "" if needed else " (only Docker tasks need it; env.kind is local)"
@@ -61,8 +61,8 @@ def check_network(needed: bool) -> Check:
     import tempfile
 
     from replaykit.core.errors import EnvError
-    from replaykit.envs.network import server
-    from replaykit.envs.network.ca import ensure_ca
+    from replaykit.envs.docker.network import server
+    from replaykit.envs.docker.network.ca import ensure_ca
 
     missing = FAIL if needed else WARN
     why = "" if needed else " (only Docker tasks that reach the internet need it)"

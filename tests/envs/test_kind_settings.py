@@ -12,7 +12,7 @@ import yaml
 
 from replaykit.core.errors import ConfigError
 from replaykit.envs.base import EnvSettings, EnvTable
-from replaykit.envs.docker_settings import DockerSettings
+from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
 from replaykit.episodes.config import EnvConfig, load_config
 

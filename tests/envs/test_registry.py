@@ -24,6 +24,6 @@ def test_unknown_kind_names_the_known_ones() -> None:
 def test_looking_up_local_does_not_import_docker() -> None:
     import subprocess
 
-    code = "import sys; from replaykit.envs.registry import get_env_kind; get_env_kind('local'); print('replaykit.envs.docker' in sys.modules)"
+    code = "import sys; from replaykit.envs.registry import get_env_kind; get_env_kind('local'); print('replaykit.envs.docker.env' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

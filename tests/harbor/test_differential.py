@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.envs import images
+from replaykit.envs.docker import images
 from replaykit.envs.tasks import load_task
 from tests.cli_runner import cli
 from tests.harbor import harbor_cli
@@ -38,7 +38,7 @@ ALLOWED: dict[str, str] = {
     "heredoc-dockerfile": (
         "Harbor builds with `docker compose build`, which on this engine (no BuildKit/buildx) "
         "cannot parse Dockerfile heredocs (`RUN <<EOF`, `COPY <<EOF`); replaykit rewrites them "
-        "into classic instructions first (replaykit/envs/heredoc.py), so it solves the task"
+        "into classic instructions first (replaykit/envs/docker/heredoc.py), so it solves the task"
     ),
 }
 MIN_AGREEMENT = 0.95
@@ -54,7 +54,7 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"the Harbor differential test must run in CI: {reason}", pytrace=False)
         pytest.skip(reason)
-    from replaykit.envs.flavours import build_python_image
+    from replaykit.envs.docker.flavours import build_python_image
 
     build_python_image()  # python:* tasks run on it, under both frameworks
     client = images.docker_client()

@@ -115,8 +115,8 @@ def test_a_trickling_endpoint_costs_a_run_no_more_than_one_call_may_take() -> No
     10 s in all, would otherwise hold a run with a 2 s call deadline five times as long)."""
     import time
 
-    from replaykit.episodes.config import ModelConfig
     from replaykit.episodes.engine_check import live_engine
+    from replaykit.models.config import ModelConfig
 
     class Trickle(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -1,0 +1,133 @@
+"""The local base image: ``replaykit/base:bookworm`` built with debootstrap, never pulled.
+
+``build_base_image`` makes it (Debian bookworm with bash, coreutils, python3 and pytest)
+with ``debootstrap`` and ``docker import``, from the Debian mirror this host's apt uses
+(``host_mirror``); tasks whose Dockerfile starts ``FROM debian:bookworm-slim``,
+``ubuntu:24.04``, ``python:3.12-slim``, … run on it when that image is not present
+locally (the aliases are ``images.py``; the python flavour is ``flavours.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import NotRequired, TypedDict
+
+from replaykit.core.errors import EnvError
+from replaykit.envs.docker.images import BASE_IMAGE, BuildLog, docker_client, image_exists
+
+BASE_SUITE = "bookworm"
+BASE_PACKAGES = ("python3", "python-is-python3", "python3-pytest")
+
+
+def host_mirror(suite: str = BASE_SUITE) -> str | None:
+    """The Debian mirror this host's apt uses for ``suite`` (None: debootstrap's default)."""
+    override = os.environ.get("REPLAYKIT_DEBIAN_MIRROR")
+    if override:
+        return override
+    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for block in re.split(r"\n\s*\n", text):  # deb822 stanzas
+            uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
+            suites = re.search(r"^Suites:\s*(.+)$", block, re.M)
+            if (
+                uris
+                and suites
+                and suite in suites.group(1).split()
+                and uris.group(1).rstrip("/").endswith("/debian")
+            ):
+                return uris.group(1)
+        for line in text.splitlines():  # one-line format
+            parts = line.split("#", 1)[0].split()
+            if len(parts) >= 3 and parts[0] == "deb":
+                rest = [p for p in parts[1:] if not p.startswith("[")]
+                if len(rest) >= 2 and rest[1] == suite and rest[0].rstrip("/").endswith("/debian"):
+                    return rest[0]
+    return None
+
+
+class BaseImage(TypedDict):
+    """``images build-base``: the tag, the image id, and whether it was built now (else cached)."""
+
+    tag: str
+    id: str
+    built: bool
+    flavor: NotRequired[str]  # python: the flavour built on it (envs/docker/flavours.py)
+
+
+def build_base_image(
+    tag: str = BASE_IMAGE,
+    force: bool = False,
+    progress: BuildLog | None = None,
+    packages: tuple[str, ...] = BASE_PACKAGES,
+) -> BaseImage:
+    """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
+    client = docker_client()
+    existing = image_exists(client, tag)
+    if existing and not force:
+        return {"tag": tag, "id": existing, "built": False}
+    debootstrap = shutil.which("debootstrap") or next(
+        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if os.path.exists(p)), None
+    )
+    if debootstrap is None:
+        raise EnvError(
+            "debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)"
+        )
+    if os.geteuid() != 0:
+        raise EnvError(
+            "building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh"
+        )
+    mirror = host_mirror()
+    with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        argv = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}", BASE_SUITE, str(rootfs)]
+        if mirror:
+            argv.append(mirror)
+        if progress:
+            progress(f"debootstrap {BASE_SUITE} (about a minute)")
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+            raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {proc.returncode}): {tail}")
+        for junk in (
+            "var/cache/apt/archives",
+            "var/lib/apt/lists",
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/info",
+        ):
+            folder = rootfs / junk
+            if folder.is_dir():
+                for child in folder.iterdir():
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    elif child.name != "lock":
+                        child.unlink(missing_ok=True)
+        archive = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+        if progress:
+            progress(f"docker import → {tag}")
+        repository, _, version = tag.rpartition(":")
+        client.api.import_image(
+            src=str(archive),
+            repository=repository,
+            tag=version,
+            changes=[
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                'CMD ["bash"]',
+                f"LABEL replaykit.base={BASE_SUITE}",
+            ],
+        )
+    image_id = image_exists(client, tag)
+    if image_id is None:
+        raise EnvError(f"docker import did not produce {tag}")
+    return {"tag": tag, "id": image_id, "built": True}

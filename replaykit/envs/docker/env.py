@@ -1,0 +1,368 @@
+"""The Docker environment: one container per episode, removed whatever happens.
+
+``DockerEnv`` implements the ``Environment`` protocol like ``LocalEnv`` does (same
+observations, timeouts, output caps and grading semantics) inside a container of the
+task's image (``images.ensure_task_image``). This module holds the task's side: limits
+from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit``; the
+network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
+``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
+``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
+grading and the state digest (``snapshot.py``); the oracle and the verifier inside the
+container are ``docker_grading.py``; the ``docker`` kind is ``docker_kind.py``. As in Harbor, the
+image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
+started stay up across steps (``services.py``); the workdir is task.toml's, else the
+image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
+The container's mechanics (create, ``docker exec``, nothing outliving a step, faults) are
+``episode_container.py``; labels and cleanup at exit or on signals, ``containers.py``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import TracebackType
+from typing import Any
+
+from replaykit.core.determinism import ENV_PINS, HOSTNAME
+from replaykit.core.errors import EnvError
+from replaykit.core.records import JSON
+from replaykit.envs import healthcheck, task_env
+from replaykit.envs.base import Grade, Observation
+from replaykit.envs.docker import compose, containers, faults, images, network, snapshot
+from replaykit.envs.docker import grading as docker_grading
+from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
+from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
+from replaykit.envs.docker.grading import LOGS_DIR, TESTS_DIR
+from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.docker.network.matching import ExchangeRecord, MissRecord
+from replaykit.envs.docker.network.wiring import resolve_mode
+from replaykit.envs.steps import Step
+from replaykit.envs.tasks import Task
+
+
+class DockerEnv:
+    """One episode of ``task`` in a container of ``image`` (implements ``Environment``)."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        task: Task,
+        image: str,
+        timeout_sec: float = 30,
+        max_output_bytes: int = 65536,
+        snapshot_mode: str = "digest",
+        episode: str = "",
+        aliases: dict[str, str] | None = None,
+        warnings: list[str] | None = None,
+        network_mode: str | None = None,
+        network_request: NetworkRequest | None = None,
+    ) -> None:
+        if timeout_sec <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        if max_output_bytes <= 0:
+            raise EnvError(f"max_output_bytes must be > 0, got {max_output_bytes!r}")
+        self.task = task
+        self.image = image
+        self.timeout_sec = float(timeout_sec)
+        self.max_output_bytes = int(max_output_bytes)
+        self.snapshot_mode = snapshot_mode
+        self.episode = episode
+        self.aliases = dict(aliases or {})
+        self._box: EpisodeContainer | None = None
+        self._sidecars: compose.Sidecars | None = None
+        self._state: str | None = None
+        self._image_workdir: str | None = None
+        self._entrypoint: list[str] = []
+        self._services = 0
+        self.step: Step | None = None
+        self._env = task_env.ResolvedEnv()
+        self._storage_enforced = "no"
+        self._secrets: dict[str, str] = {}
+        self._warnings: list[str] = list(warnings or ())
+        self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
+        self._network_request = network_request  # the store, and what to serve (envs/docker/network/)
+        self._net: Any = None
+
+    @property
+    def container(self) -> Any:
+        """The episode's Docker container (None until started)."""
+        return self._box.container if self._box is not None else None
+
+    @property
+    def workdir(self) -> str:
+        """task.toml's ``environment.workdir``, else the image's WORKDIR, else ``/`` (as
+        Harbor: no ``/app`` is made when the image sets no WORKDIR)."""
+        table = self.task.config.get("environment")
+        explicit = isinstance(table, dict) and "workdir" in table
+        chosen = self.task.workdir if explicit else self._image_workdir or "/"
+        return "/" + chosen.strip("/")
+
+    def env_vars(self) -> dict[str, str]:
+        env = dict(ENV_PINS)
+        env.update(APP_DIR=self.workdir, TESTS_DIR=TESTS_DIR, LOGS_DIR=LOGS_DIR, PYTHONDONTWRITEBYTECODE="1")
+        env.update(self._env.values)  # [environment.env]
+        return env
+
+    @property
+    def network_state(self) -> str:
+        """``none`` (no-network task) or ``unfrozen`` (a live network, Harbor's default;
+        the frozen network, when it serves the episode, reports ``frozen``)."""
+        if self._net is not None and self.network_mode == "frozen":
+            return "frozen"
+        return "unfrozen" if self.task.allow_internet and self.network_mode != "none" else "none"
+
+    @property
+    def warnings(self) -> list[str]:
+        """What replaykit applied that the task did not say (aliases, swapped pins): stored with the run."""
+        return list(self._warnings)
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """Values of this episode's env tables that came from the host (scrubbed from outputs)."""
+        return dict(self._env.secrets)
+
+    @property
+    def pids_limit(self) -> int:
+        table = self.task.config.get("environment")
+        value = table.get("pids_limit") if isinstance(table, dict) else None
+        return (
+            int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0
+            else faults.DEFAULT_PIDS_LIMIT
+        )
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """(Re)create the episode's container from the image and start it."""
+        self.close()
+        self._env = task_env.task_env(self.task.path, self.task.config, "environment")
+        self._secrets = dict(self._env.secrets)
+        self.step = None
+        client = images.docker_client()
+        install_cleanup()
+        name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
+        labels = {
+            LABEL: "1",
+            OWNER_LABEL: owner_id(),
+            EPISODE_LABEL: self.episode or "-",
+            "replaykit.task": self.task.id,
+        }
+        spec = compose.load_compose(self.task, self._env.values)
+        unhealthy: str | None = None
+        if spec is not None:
+            self._sidecars = compose.Sidecars(
+                client,
+                spec,
+                compose.service_images(self.task, spec, self.aliases),
+                self.task,
+                self.episode,
+                labels,
+            )
+            try:
+                unhealthy = self._sidecars.start()
+            except Exception as exc:
+                self._sidecars.close()
+                self._sidecars = None
+                raise EnvError(
+                    f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}"
+                ) from None
+        with containers.live_lock:
+            containers.live[name] = None
+        net_env: dict[str, str] = {}
+        if spec is None:  # multi-container tasks keep their own network (compose.py)
+            self._net = network.attach(client, self._network_request, self.network_mode, self.episode, labels)
+            net_env = self._net.start() if self._net is not None else {}
+        ncpu = containers.host_cpus(client)
+        config = images.image_config(client, self.image)
+        self._image_workdir = str(config.get("WorkingDir") or "") or None
+        self._entrypoint = list(config.get("Entrypoint") or [])  # kept, as Harbor keeps it
+        options: ContainerOptions = {
+            "command": INIT,
+            "name": name,
+            "hostname": HOSTNAME,
+            "working_dir": self.workdir,
+            "environment": {**(spec.main_env if spec else {}), **self.env_vars(), **net_env},
+            "detach": True,
+            "tty": False,
+            "stdin_open": True,
+            "labels": labels,
+            "network_mode": self._sidecars.network
+            if self._sidecars
+            else self._net.name
+            if self._net is not None
+            else "default"
+            if self.task.allow_internet and self.network_mode != "none"
+            else "none",
+            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
+            "mem_limit": f"{self.task.memory_mb}m",
+            "memswap_limit": f"{self.task.memory_mb}m",
+            "pids_limit": self.pids_limit,
+        }
+        if self._net is not None:
+            options["extra_hosts"] = self._net.extra_hosts
+        try:
+            container, by_driver = start_container(
+                client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR)
+            )
+        except EnvError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise EnvError(
+                f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
+            ) from None
+        if self._net is not None:
+            try:
+                self._net.inject(container)
+            except EnvError:
+                self.close()
+                raise
+        self._box = box = EpisodeContainer(
+            client,
+            container,
+            storage_by_driver=by_driver,
+            storage_mb=self.task.storage_mb,
+            memory_mb=self.task.memory_mb,
+            pids_limit=self.pids_limit,
+            max_output_bytes=self.max_output_bytes,
+            sidecars=self._sidecars,
+        )
+        self._state = None
+        self._storage_enforced = box.watchdog.enforced
+        if unhealthy:
+            box.stop(unhealthy)
+            return
+        if self._entrypoint:  # INIT ran as the entrypoint's arguments: what it started stays up
+            self._services = len(box.adopt_services())
+            if box.dead is not None:
+                return
+        unhealthy = healthcheck.wait_healthy(self, self.task)
+        if unhealthy:
+            box.stop(unhealthy)
+
+    def close(self) -> None:
+        """Remove the container (idempotent)."""
+        box, self._box = self._box, None
+        if box is not None:
+            box.remove()
+        sidecars, self._sidecars = self._sidecars, None
+        if sidecars is not None:
+            sidecars.close()
+        if self._net is not None:
+            self._net.close()
+
+    def network_exchanges(self) -> list[ExchangeRecord]:
+        """The frozen network's exchanges since the last call (records; bodies in its spool)."""
+        return self._net.drain() if self._net is not None else []
+
+    def network_misses(self) -> list[MissRecord]:
+        """Requests a re-execution's frozen network had no recording for."""
+        return self._net.misses() if self._net is not None else []
+
+    def network_spool(self) -> str | None:
+        return str(self._net.spool) if self._net is not None else None
+
+    def __enter__(self) -> "DockerEnv":
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _require_started(self) -> EpisodeContainer:
+        if self._box is None:
+            raise EnvError(f"environment for task {self.task.id!r} is not started; call start()")
+        return self._box
+
+    # -- actions --------------------------------------------------------------------
+    def _exec(
+        self,
+        argv: list[str],
+        timeout_sec: float,
+        extra_env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Observation:
+        box = self._require_started()
+        if box.dead is None:
+            self._state = None
+        return box.exec(argv, timeout_sec, cwd or self.workdir, extra_env, self._secrets)
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
+        timeout = self.timeout_sec if timeout_sec is None else float(timeout_sec)
+        if timeout <= 0:
+            raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
+        return self._exec(["bash", "-c", command], timeout)
+
+    def state_digest(self) -> str:
+        """Digest of the container's filesystem diff and changed contents (no mtimes)."""
+        box = self._require_started()
+        if box.dead is not None:
+            return "dead:" + box.dead  # nothing more can be read reliably from a stopped episode
+        if self._state is None:
+            try:
+                self._state = snapshot.state_digest(box.container)
+            except EnvError:
+                box.stop(faults.stopped_reason(box.container) or "the container's state could not be read")
+                return "dead:" + str(box.dead)
+        return self._state
+
+    def snapshot_bytes(self) -> bytes | None:
+        """A full filesystem snapshot when ``env.snapshot: full``, else None."""
+        if self.snapshot_mode != "full":
+            return None
+        return snapshot.full_snapshot(self._require_started().container, self.workdir)
+
+    def begin_step(self, step: Step) -> None:
+        """Multi-step tasks: stage ``step`` (its workdir/ files, then its setup.sh) before the agent works on it."""
+        box = self._require_started()
+        self.step = step
+        if step.workdir_dir is None:
+            return
+        box.put(step.workdir_dir, self.workdir)
+        if (step.workdir_dir / "setup.sh").is_file():
+            self._exec(["bash", f"{self.workdir}/setup.sh"], self.task.agent_timeout_sec)
+
+    def run_solution(self) -> Observation:
+        """Oracle: copy solution/ (or the current step's) to /solution and run
+        ``bash /solution/solve.sh`` in the workdir with ``[solution.env]``."""
+        return docker_grading.run_solution(
+            self.task, self.step, self._require_started, self._exec, self._secrets
+        )
+
+    def grade(self) -> Grade:
+        """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
+        read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
+        return docker_grading.grade(self.task, self.step, self._require_started(), self._exec, self._secrets)
+
+    def metadata(self) -> dict[str, JSON]:
+        return {
+            "kind": self.kind,
+            "image": self.image,
+            "pins": dict(ENV_PINS),
+            "hostname": HOSTNAME,
+            "task_id": self.task.id,
+            "task_digest": self.task.digest,
+            "timeout_sec": self.timeout_sec,
+            "max_output_bytes": self.max_output_bytes,
+            "limits": {
+                "cpus": self.task.cpus,
+                "memory_mb": self.task.memory_mb,
+                "network": self.task.allow_internet,
+                "network_mode": self.network_mode,
+                "pids": self.pids_limit,
+                "storage_mb": self.task.storage_mb,
+                "storage_enforced": self._storage_enforced,
+            },
+            # a live network is an uncontrolled input: certify never calls such an episode deterministic
+            "network": self.network_state,
+            "warnings": list(self.warnings),
+            "workdir": self.workdir,
+            "entrypoint": list(self._entrypoint),
+            "services": self._services,
+            "env_vars": sorted(self.env_vars()),
+            "snapshot": self.snapshot_mode,
+        }

@@ -1,0 +1,331 @@
+"""Docker images for tasks: the Docker client, image aliases, task image builds.
+
+No registry is ever contacted. A task's ``environment/Dockerfile`` is built from a
+temporary context in which every ``FROM`` line is rewritten through the image
+aliases (a config map base image → local image). Images are cached by a content
+digest of the environment folder, the rewritten Dockerfile and the IDs of the base
+images, and tagged ``replaykit-task/<task-id>:<digest12>``; the image ID is what
+enters cassette keys.
+
+Tasks whose Dockerfile starts ``FROM debian:bookworm-slim``, ``ubuntu:24.04``,
+``python:3.12-slim``, … use the local base image ``replaykit/base:bookworm`` when that
+image is not present locally; ``base_image.py`` builds it (``build_base_image``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypedDict
+
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import EnvError
+from replaykit.envs.docker.heredoc import rewrite_heredocs
+from replaykit.envs.tasks import Task, task_digest
+
+BASE_IMAGE = "replaykit/base:bookworm"
+TASK_REPO = "replaykit-task"
+IMAGE_FORMAT = 1  # bump to rebuild every task image
+
+#: Base images mapped to the local base image when they are not present locally.
+DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
+    "debian:bookworm-slim",
+    "debian:bookworm",
+    "debian:12-slim",
+    "debian:12",
+    "debian:stable-slim",
+    "debian:stable",
+    "debian:latest",
+    "ubuntu:24.04",
+    "ubuntu:22.04",
+    "ubuntu:noble",
+    "ubuntu:jammy",
+    "ubuntu:latest",
+    "python:3.11-slim",
+    "python:3.12-slim",
+    "python:3.13-slim",
+    "python:3.11",
+    "python:3.12",
+    "python:3.13",
+    "python:3.12-slim-bookworm",
+    "python:3.11-slim-bookworm",
+    "python:3-slim",
+    "python:3.13-slim-bookworm",
+    "python:3.13-bookworm",
+    "python:3.12-bookworm",
+    "python:3.11-bookworm",
+)
+#: Where ``python:*`` tags (any ``python:3…``) go: the python flavour (when it is missing, a build
+#: says in one line to run ``replaykit images build-base --flavor python``).
+PYTHON_FLAVOUR = "replaykit/base:bookworm-python"
+_PYTHON_TAG = re.compile(r"^python:3(\.\d+)*(-[a-z0-9.-]+)?$")
+
+_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
+_STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
+
+BuildLog = Callable[
+    [str], None
+]  # one line of build output (not the (event, data) Progress of replaykit.core.progress)
+_clients: dict[int, Any] = {}
+
+
+def docker_client() -> Any:
+    """A connected docker SDK client (one per process); ``EnvError`` when no daemon answers."""
+    pid = os.getpid()
+    client = _clients.get(pid)
+    if client is not None:
+        return client
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # the SDK raises DockerException, requests errors, OSError, ...
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise EnvError(
+            f"cannot reach the Docker daemon at {host}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
+            "start it (scripts/setup-docker.sh does) or use env.kind: local"
+        ) from None
+    _clients[pid] = client
+    return client
+
+
+def normalise_ref(ref: str) -> str:
+    """``docker.io/library/debian:12@sha256:…`` → ``debian:12``; no tag → ``:latest``."""
+    name = ref.split("@", 1)[0]
+    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "library/"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    if ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name
+
+
+def image_exists(client: Any, ref: str) -> str | None:
+    """The image ID of ``ref`` when it is present locally, else None (never pulls)."""
+    import docker.errors
+
+    try:
+        return str(client.images.get(ref).id)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:
+        if exc.status_code == 404:
+            return None
+        raise EnvError(f"cannot inspect image {ref!r}: {exc.explanation or exc}") from None
+
+
+class ImageConfig(TypedDict, total=False):
+    """The part of an image's ``Config`` (``docker image inspect``) replaykit reads; Docker
+    writes null for an unset list or mapping."""
+
+    WorkingDir: str
+    Entrypoint: list[str] | None
+    Labels: dict[str, str] | None
+
+
+def image_config(client: Any, ref: str) -> ImageConfig:
+    """The image's ``Config`` (WorkingDir, Entrypoint, …); {} when the image is unknown."""
+    try:
+        found = client.api.inspect_image(ref).get("Config")  # the docker SDK is untyped
+        return ImageConfig(**found) if found else ImageConfig()
+    except Exception:
+        return ImageConfig()
+
+
+def image_workdir(client: Any, ref: str) -> str | None:
+    """The image's WORKDIR (None when unset or the image is unknown)."""
+    return str(image_config(client, ref).get("WorkingDir") or "") or None
+
+
+def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
+    """Where a ``FROM`` reference points: a configured alias, the image itself if present
+    locally, else the local base image for well-known Debian/Ubuntu/Python tags."""
+    for key in (ref, normalise_ref(ref)):
+        if key in aliases:
+            return aliases[key]
+    normalised = {normalise_ref(k): v for k, v in aliases.items()}
+    if normalise_ref(ref) in normalised:
+        return normalised[normalise_ref(ref)]
+    if image_exists(client, ref):
+        return ref
+    name = normalise_ref(ref)
+    if _PYTHON_TAG.match(name) and name.split("-")[0] != "python:3.10" and "alpine" not in name:
+        return PYTHON_FLAVOUR  # never the pip-less base in its place: a missing flavour says what to build
+    if name in DEFAULT_ALIAS_SOURCES:
+        return BASE_IMAGE
+    return ref
+
+
+def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, list[str]]:
+    """Rewrite the image of every ``FROM`` line through ``resolve``; return the new text and
+    the external base images it uses (build stages and ``scratch`` excluded)."""
+    stages: set[str] = set()
+    bases: list[str] = []
+    lines = []
+    for line in text.splitlines():
+        m = _FROM.match(line)
+        if m:
+            head, flags, ref, rest = m.groups()
+            stage = _STAGE.search(rest)
+            if ref.lower() not in stages and ref != "scratch" and "$" not in ref:
+                ref = resolve(ref)
+                bases.append(ref)
+            if stage:
+                stages.add(stage.group(1).lower())
+            line = f"{head}{flags}{ref}{rest}"
+        lines.append(line)
+    return "\n".join(lines) + "\n", bases
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    """A built (or reused) task image."""
+
+    id: str
+    tag: str
+    digest: str
+    built: bool
+
+
+def image_tag(task: Task | str, digest: str) -> str:
+    name = (
+        re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_")
+        or "task"
+    )
+    return f"{TASK_REPO}/{name}:{digest[:12]}"
+
+
+def ensure_task_image(
+    task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None
+) -> TaskImage:
+    """Build ``environment/Dockerfile`` (no registry; with the network, as Harbor builds) or reuse the cached image."""
+    client = docker_client()
+    dockerfile = task.environment_dir / "Dockerfile"
+    env_table = task.config.get("environment")
+    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
+    if dockerfile.is_file():
+        try:
+            original = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+        source = str(dockerfile)
+    elif isinstance(prebuilt, str) and prebuilt.strip():
+        original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
+        source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
+    else:
+        raise EnvError(
+            f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker"
+        )
+    return build_cached(client, task, task.environment_dir, original, source, task.id, aliases, progress)
+
+
+def build_cached(
+    client: Any,
+    task: Task,
+    context_dir: Path,
+    original: str,
+    source: str,
+    name: str,
+    aliases: dict[str, str] | None = None,
+    progress: BuildLog | None = None,
+) -> TaskImage:
+    """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
+    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
+    aliases = dict(aliases or {})
+    text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
+    if not any(_FROM.match(line) for line in original.splitlines()):
+        raise EnvError(f"{source}: field 'FROM' is missing; the Dockerfile names no base image")
+    base_ids: dict[str, str] = {}
+    for ref in bases:
+        found = image_exists(client, ref)
+        if found is None:
+            hint = (
+                "run `replaykit images build-base`"
+                if ref == BASE_IMAGE
+                else "run `replaykit images build-base --flavor python` (python:* images run on it)"
+                if ref == PYTHON_FLAVOUR
+                else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
+            )
+            raise EnvError(
+                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}"
+            )
+        base_ids[ref] = found
+    digest = digest_of(
+        {
+            "format": IMAGE_FORMAT,
+            "environment": task_digest(context_dir),
+            "dockerfile": text,
+            "bases": base_ids,
+            "build_network": "default",  # Harbor always builds with the network
+        }
+    )
+    tag = image_tag(name, digest)
+    existing = image_exists(client, tag)
+    if existing is not None:
+        return TaskImage(existing, tag, digest, built=False)
+    if progress:
+        progress(f"building image {tag} for task {task.id}")
+    image_id = _build(client, task, context_dir, text, tag, digest, source)
+    return TaskImage(image_id, tag, digest, built=True)
+
+
+def plain(text: str) -> str:
+    """Build output as plain text: ANSI colour/cursor codes and carriage returns removed."""
+    return _ANSI.sub("", text).replace("\r", "")
+
+
+def _build(
+    client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag: str, digest: str, source: str
+) -> str:
+    import docker.errors
+
+    from replaykit.envs.docker.network.build import build_proxy
+
+    with (
+        build_proxy(client, task.allow_internet) as proxy,
+        tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp,
+    ):
+        context = Path(tmp) / "context"
+        if context_dir.is_dir():
+            shutil.copytree(context_dir, context, symlinks=True)
+        else:
+            context.mkdir()
+        (context / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
+        log: list[str] = []
+        try:
+            stream = client.api.build(
+                path=str(context),
+                dockerfile="Dockerfile",
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                timeout=max(60, int(task.build_timeout_sec)),
+                network_mode="default",  # as Harbor: builds have the network, whatever the task's policy
+                labels={"replaykit.task": task.id, "replaykit.digest": digest},
+                **({"buildargs": proxy.buildargs} if proxy is not None else {}),
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    log.extend(line for line in plain(str(chunk["stream"])).splitlines() if line.strip())
+                if "error" in chunk:
+                    tail = " | ".join(log[-4:])
+                    raise EnvError(f"{source}: build failed: {plain(str(chunk['error'])).strip()} ({tail})")
+        except docker.errors.APIError as exc:
+            raise EnvError(f"{source}: build failed: {plain(str(exc.explanation or exc))}") from None
+        except OSError as exc:
+            raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
+        found = image_exists(client, tag)
+        if found is None:
+            raise EnvError(f"{source}: the build produced no image {tag}")
+        if proxy is not None:  # what the build fetched belongs to the image it built
+            proxy.built(found)
+    return found

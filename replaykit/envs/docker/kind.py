@@ -1,0 +1,78 @@
+"""The ``docker`` environment kind: what the registry knows of it (``ENV``) — the
+cassette-key extras (the task image's ID, a live network, sidecar images), the factory
+that builds a ``DockerEnv`` for an episode (the recorded image, never a rebuild of
+another), the oracle check, its settings and its worker-node hook. The environment
+itself is ``docker.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replaykit.core.errors import EnvError
+from replaykit.envs import task_env
+from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade
+from replaykit.envs.docker import compose, images, node_images
+from replaykit.envs.docker.env import DockerEnv
+from replaykit.envs.docker.flavours import substitutions
+from replaykit.envs.docker.settings import DockerSettings
+from replaykit.envs.grading import oracle_grades
+from replaykit.envs.tasks import Task, load_task
+
+
+def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
+    """Build or reuse the task image; its ID enters the cassette key."""
+    aliases = DockerSettings.of(env).image_aliases
+    image = images.ensure_task_image(task, aliases)
+    extra: tuple[tuple[str, str], ...] = (("image", image.id),)
+    if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
+        extra += (("network", "live"),)
+    spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
+    if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
+        services = compose.service_images(task, spec, aliases)
+        extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)
+    return extra
+
+
+def factory(spec: EnvRequest) -> DockerEnv:
+    task = load_task(Path(spec.task_path))
+    aliases = DockerSettings.of(spec.env).image_aliases
+    image = dict(spec.key.extra).get("image")
+    if image:
+        if images.image_exists(images.docker_client(), image) is None:
+            raise EnvError(
+                f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run"
+            )
+    else:
+        image = images.ensure_task_image(task, aliases).id
+    return DockerEnv(
+        task,
+        image,
+        warnings=substitutions(task, aliases),  # aliases applied, pins swapped: stored with the episode
+        timeout_sec=float(spec.env.get("timeout_sec", 30)),
+        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
+        snapshot_mode=str(spec.env.get("snapshot", "digest")),
+        episode=spec.key.id,
+        aliases=aliases,
+        network_mode=DockerSettings.of(spec.env).network,
+        network_request=getattr(spec, "network", None),
+    )
+
+
+def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
+    """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
+    aliases = DockerSettings.of(env).image_aliases
+    image = images.ensure_task_image(task, aliases)
+    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
+
+
+ENV = EnvKind(
+    "docker",
+    factory,
+    key_extra,
+    oracle,
+    uses_docker=True,
+    settings=DockerSettings,
+    node_resource=node_images.DOCKER_RESOURCE,
+    prepare_nodes=node_images.prepare_nodes,
+)

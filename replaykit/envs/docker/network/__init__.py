@@ -1,0 +1,50 @@
+"""The frozen network: what a task container fetches, recorded and served back (issue 19).
+
+| module | concern |
+| --- | --- |
+| ``ca.py`` | the store's mitm CA, generated once, kept in the store folder (its key never leaves it) |
+| ``matching.py`` | match key (method + scrubbed URL + normalised body), URL/header scrubbing (stdlib only) |
+| ``addon.py`` | the mitmproxy addon: record, serve, refuse; bodies streamed to content-addressed files |
+| ``server.py`` | one ``mitmdump`` child process: start, wait, stop; host trust and proxy for the upstream side |
+| ``wiring.py`` | one episode: internal Docker network, proxy on its gateway, CA and variables in the container |
+
+The store side (bodies into blobs, exchanges as episode events, serving a recording back)
+is ``replaykit/episodes/network.py``: this package may not import the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+
+class NetworkRequest(TypedDict, total=False):
+    """What an episode's spec tells its environment of the frozen network (``{}``: none).
+
+    Made by ``replaykit/episodes/run.py`` (recording) and ``episodes/network.py`` (a re-execution)."""
+
+    store: str  # the folder holding the store's CA (``episodes.network.ca_home``)
+    serve: str  # a folder serving a recording (``index.json`` + ``bodies/``)
+    serve_only: bool  # refuse what the recording does not hold (a re-execution)
+
+
+def attach(
+    client: Any, request: NetworkRequest | None, mode: str, episode: str, labels: dict[str, str]
+) -> Any:
+    """An :class:`~replaykit.envs.docker.network.wiring.EpisodeNetwork` for this episode, or None
+    when it has no network (mode ``none``) or no store to keep what it fetches."""
+    from replaykit.envs.docker.network.ca import StoreCA, network_folder
+    from replaykit.envs.docker.network.wiring import EpisodeNetwork
+
+    if mode == "none" or not request or not request.get("store"):
+        return None
+    serve = request.get("serve")
+    return EpisodeNetwork(
+        client,
+        StoreCA(network_folder(Path(request["store"]))),
+        mode,
+        episode,
+        labels,
+        serve=Path(serve) if serve else None,
+        serve_only=bool(request.get("serve_only")),
+    )

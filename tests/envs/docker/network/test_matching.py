@@ -1,0 +1,60 @@
+"""Matching and scrubbing of frozen-network exchanges, and the doctor's proxy check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replaykit.core.errors import EnvError
+from replaykit.envs.docker.network.matching import match_key, scrub_url, stored_headers
+from replaykit.envs.docker.network.wiring import container_env, resolve_mode
+from replaykit.workspace.doctor import check_network
+
+pytestmark = pytest.mark.unit
+
+
+def test_credentials_leave_the_url_and_the_key_ignores_them() -> None:
+    url = "https://user:pw@Files.Example:8443/a/b.whl?token=s3cret&v=2&X-Amz-Signature=abc"
+    scrubbed = scrub_url(url)
+    assert "s3cret" not in scrubbed and "pw" not in scrubbed and "abc" not in scrubbed
+    assert scrubbed.startswith("https://files.example:8443/a/b.whl?") and "v=2" in scrubbed
+    assert scrub_url(scrubbed) == scrubbed  # stored URLs re-key the same way
+    assert match_key("GET", url) == match_key("get", url.replace("s3cret", "other"))
+    assert match_key("GET", url) != match_key("GET", url.replace("v=2", "v=3"))
+
+
+def test_bodies_are_normalised_before_matching() -> None:
+    a = match_key("POST", "http://h/x", b'{"b": 1, "a": [1, 2]}', "application/json")
+    b = match_key("POST", "http://h/x", b'{"a":[1,2],"b":1}', "application/json; charset=utf-8")
+    assert a == b != match_key("POST", "http://h/x", b'{"a":[2,1],"b":1}', "application/json")
+    f1 = match_key("POST", "http://h/f", b"b=2&a=1&password=x", "application/x-www-form-urlencoded")
+    f2 = match_key("POST", "http://h/f", b"a=1&password=y&b=2", "application/x-www-form-urlencoded")
+    assert f1 == f2
+    assert match_key("POST", "http://h/x", b"raw") != match_key("POST", "http://h/x", b"raw2")
+
+
+def test_volatile_and_credential_headers_are_not_stored() -> None:
+    kept = stored_headers(
+        [("Date", "now"), ("Set-Cookie", "sid=1"), ("Content-Type", "text/plain"), ("ETag", "x")]
+    )
+    assert kept == [("content-type", "text/plain"), ("etag", "x")]
+
+
+def test_modes_and_the_containers_variables() -> None:
+    assert resolve_mode(None, True) == "frozen" and resolve_mode("live", True) == "live"
+    assert resolve_mode("frozen", False) == "none" and resolve_mode(None, False) == "none"
+    with pytest.raises(EnvError, match=r"env\.network is 'open'"):
+        resolve_mode("open", True)
+    env = container_env("http://replaykit-proxy:3128")
+    assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://replaykit-proxy:3128" and env["no_proxy"] == ""
+    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
+        assert env[name] == "/etc/replaykit/mitm-ca.pem"
+    assert env["UV_NATIVE_TLS"] == "1" and env["SSL_CERT_DIR"]
+
+
+def test_doctor_says_how_to_install_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLAYKIT_MITMDUMP", str(tmp_path / "missing" / "mitmdump"))
+    check = check_network(needed=True)
+    assert check.status == "fail" and "scripts/setup-network.sh" in check.fix and "\n" not in check.detail
+    assert check_network(needed=False).status == "warn"
