@@ -64,8 +64,8 @@ PY
 PY311="$(find_python 3.11)"
 PY312="$(find_python 3.12)"
 resolve constraints.txt "$PY311" -e '.[dev]' "llama-cpp-python[server]==0.3.36" \
-  "$(grep -o '"gguf[^"]*"' pyproject.toml | head -1 | tr -d '"')" \
-  "$(grep -o '"tokenizers[^"]*"' pyproject.toml | head -1 | tr -d '"')"
+  "$(grep -o '"gguf[^"]*"' pyproject.toml | sed -n 1p | tr -d '"')" \
+  "$(grep -o '"tokenizers[^"]*"' pyproject.toml | sed -n 1p | tr -d '"')"
 resolve constraints-mitmproxy.txt "$PY311" "$(sed -n 's/^MITMPROXY_REQUIREMENT="\(.*\)"$/\1/p' scripts/setup-network.sh)"
 resolve constraints-harbor.txt "$PY312" \
   "harbor==$(sed -n 's/^HARBOR_VERSION="${REPLAYKIT_HARBOR_VERSION:-\(.*\)}"$/\1/p' scripts/setup-harbor.sh)" \

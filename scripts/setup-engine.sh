@@ -33,7 +33,7 @@ if installed; then
   exit 0
 fi
 
-wheel() { ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1; }
+wheel() { ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | sed -n 1p; }
 if [ -z "$(wheel)" ]; then
   echo "building llama-cpp-python $VERSION into $CACHE (compiles llama.cpp: about 5 minutes)"
   mkdir -p "$CACHE"

@@ -58,5 +58,5 @@ BINARY="$("$VENV/bin/python" -c 'import compose, os; print(os.path.join(os.path.
 mkdir -p "$PLUGINS"
 ln -sf "$BINARY" "$PLUGINS/docker-compose"
 DOCKER_CONFIG="$CACHE/docker-config" docker compose version
-"$VENV/bin/harbor" --version 2>/dev/null || "$VENV/bin/python" -m pip show harbor | head -2
+"$VENV/bin/harbor" --version 2>/dev/null || "$VENV/bin/python" -m pip show harbor | sed -n 1,2p
 touch "$STAMP"

@@ -18,6 +18,6 @@ rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c "$CONSTRAINTS" "$MITMPROXY_REQUIREMENT" 2>&1 |
   { grep -v "is ignored: it is neither a file nor a directory" || true; }
-"$VENV/bin/mitmdump" --version | head -1
+"$VENV/bin/mitmdump" --version | sed -n 1p # sed reads it all: no broken pipe under pipefail
 touch "$STAMP"
 echo "setup-network: mitmproxy installed in $VENV"
