@@ -44,6 +44,13 @@ def solve(task, env, llm, ctx):
 """
 
 
+#: 200 answers in JSON that are no answer (the endpoint's shape check: capture/shapes.py)
+SHAPES: dict[str, Any] = {
+    "error_object": {"error": {"message": "The server is overloaded", "type": "server_error"}},
+    "no_choices": {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m"},
+}
+
+
 class Faulty(LoopbackServer):
     """Misbehaves as ``mode`` says, or relays to the reference server (``mode = "relay"``)."""
 
@@ -93,6 +100,17 @@ class _FaultyHandler(LoopbackHandler):
             data = b"<html><body>gateway says hello</body></html>"
             self._head(200, "application/json", len(data))
             self.wfile.write(data)
+        elif mode in SHAPES:  # 200 and JSON, but no answer: an error object, or no choices
+            data = json.dumps(SHAPES[mode]).encode()
+            self._head(200, "application/json", len(data))
+            self.wfile.write(data)
+        elif mode == "error_stream":  # 200, a stream whose one event is an error object
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            error = {"error": {"message": "The server had an error", "type": "server_error"}}
+            self.wfile.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
         elif mode == "trickle":  # a byte every 50 ms: each read is quick, the whole never ends
             self._head(200, "application/json", 100_000)
             for _ in range(100_000):
@@ -132,7 +150,7 @@ def streaming_harness(tmp: Path) -> None:
 
 
 def config_for(tmp: Path, faulty: Faulty, mode: str, **overrides: Any) -> Path:
-    if mode == "stream":
+    if mode in ("stream", "error_stream"):
         streaming_harness(tmp)
     values = {
         "panel.tasks": [TASK],
@@ -156,10 +174,15 @@ EXPECTED = {
     "stream": "the event stream ended before its last event",
     "garbage": "the 200 answer is not JSON",
     "trickle": "longer than its total deadline of 3s (model.timeout_s)",
+    "error_object": "the 200 answer carries an error object (server_error: The server is overloaded)",
+    "no_choices": "the 200 answer has no choices (its keys: created, id, model, object)",
+    "error_stream": "the stream carries an error event (server_error: The server had an error)",
 }
+ALL = ["cut", "stream", "garbage", "trickle", "error_object", "no_choices", "error_stream"]
+RECOVERING = [m for m in ALL if m != "trickle"]
 
 
-@pytest.mark.parametrize("mode", ["cut", "stream", "garbage", "trickle"])
+@pytest.mark.parametrize("mode", ALL)
 def test_broken_answer_stops_the_run_and_nothing_is_cached(tmp_path: Path, faulty: Faulty, mode: str) -> None:
     faulty.mode = mode
     config = config_for(tmp_path, faulty, mode)
@@ -177,7 +200,7 @@ def test_broken_answer_stops_the_run_and_nothing_is_cached(tmp_path: Path, fault
         assert elapsed < 30, elapsed
 
 
-@pytest.mark.parametrize("mode", ["cut", "stream", "garbage"])
+@pytest.mark.parametrize("mode", RECOVERING)
 def test_broken_answer_is_infra_and_rerecorded_once_the_endpoint_recovers(
     tmp_path: Path, faulty: Faulty, mode: str
 ) -> None:
@@ -224,7 +247,7 @@ def test_retries_recover_from_one_cut_answer(tmp_path: Path, faulty: Faulty) -> 
     assert json.loads(replay.stdout)["identical"] is True, replay.stdout
 
 
-@pytest.mark.parametrize("mode", ["cut", "stream", "garbage"])
+@pytest.mark.parametrize("mode", RECOVERING)
 def test_proxy_session_with_a_broken_answer_is_never_reused(
     tmp_path: Path, faulty: Faulty, mode: str
 ) -> None:
@@ -243,7 +266,7 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
             for i, step in enumerate(modes):
                 faulty.mode = step
                 try:
-                    stream = mode == "stream" and step != "relay"
+                    stream = mode in ("stream", "error_stream") and step != "relay"
                     messages: list[Any] = [{"role": "user", "content": f"call {i}"}]
                     if stream:
                         for _ in client.chat.completions.create(
@@ -257,6 +280,8 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
                     seen.append(f"HTTP {exc.status_code}")
                 except openai.APIConnectionError:
                     seen.append("cut")
+                except openai.APIError:  # a relayed stream's error event (the upstream's bytes)
+                    seen.append("error event")
             stop.set()
 
         def work() -> None:
@@ -279,7 +304,7 @@ def test_proxy_session_with_a_broken_answer_is_never_reused(
 
     broken, seen = session(["relay", mode])
     assert broken["mode"] == "record" and broken["llm_calls"] == 1 and seen[0] == "ok"
-    assert seen[1] in ("HTTP 502", "cut"), seen
+    assert seen[1] in ("HTTP 502", "cut", "error event"), seen
     expected = {"cut": "IncompleteRead(99 bytes read, 901 more expected)"}.get(mode, EXPECTED[mode])
     assert broken["upstream_errors"] and expected in broken["upstream_errors"][0], broken["upstream_errors"]
     recovered, seen = session(["relay", "relay"])  # once: the marked session is recorded again

@@ -2,8 +2,8 @@
 
 An HTTP error from a model endpoint (any 4xx/5xx), a refused connection, a
 timeout (``model.timeout_s`` is a total deadline per call), a body cut before its
-end, an SSE stream cut before its terminal event or a 2xx answer that does not parse
-(:func:`incomplete_answer`) says nothing about the harness or the task: such an exchange is never
+end, an SSE stream cut before its terminal event, a 2xx answer that does not parse, or one
+that carries an error object or has the wrong shape (:func:`incomplete_answer`, ``shapes.py``) says nothing about the harness or the task: such an exchange is never
 stored as a graded episode and never reused. While recording, the rollout and the
 trainer ask :func:`endpoint_failure` whether the tape saw one; the run then stops
 with one line naming the endpoint, the status and the fix (or, with
@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from replaykit.capture.shapes import event_problem, shape_problem
 from replaykit.cassette.events import Event, LlmEvent
 from replaykit.core.errors import ModelError
 from replaykit.core.records import JSON
@@ -157,6 +158,9 @@ def _stream_problem(text: str) -> str | None:
             doc = json.loads(data)
         except ValueError:
             return f"an event of the stream is not JSON: {data[:60]!r}"
+        problem = event_problem(doc)
+        if problem:
+            return problem
         if isinstance(doc, dict) and doc.get("type") in _TERMINAL_EVENTS:
             return None
     return "the event stream ended before its last event ([DONE] or response.completed)"
@@ -164,7 +168,9 @@ def _stream_problem(text: str) -> str | None:
 
 def incomplete_answer(path: str, status: int, headers: Iterable[tuple[str, str]], body: bytes) -> str | None:
     """Why a 2xx answer is not a complete, well-formed one (None: it is): an SSE stream cut
-    before ``[DONE]``/``response.completed``, or a JSON endpoint's body that does not parse."""
+    before ``[DONE]``/``response.completed`` or carrying an error event, a JSON endpoint's body
+    that does not parse, or one that carries an error object or lacks its endpoint's shape
+    (``shapes.py``: no ``choices``, …)."""
     if not 200 <= status < 300 or status == 204:
         return None
     ctype = next((v.lower() for k, v in headers if k.lower() == "content-type"), "")
@@ -173,8 +179,9 @@ def incomplete_answer(path: str, status: int, headers: Iterable[tuple[str, str]]
         return _stream_problem(text)  # a stream labelled otherwise is still judged as a stream
     if "json" in ctype or path.split("?", 1)[0].endswith(_JSON_PATHS):
         try:
-            json.loads(text)
+            doc = json.loads(text)
         except ValueError:
             shown = " ".join(text.split())[:60]
             return f"the {status} answer is not JSON ({len(body)} bytes: {shown!r})"
+        return shape_problem(path, status, doc)
     return None
