@@ -20,7 +20,8 @@ from typing import Any
 from replaykit.cassette.codec import decode_episode
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store import Store
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from replaykit.train.criteria import MeanReward, StrictPareto, Verdict, register_criterion
     from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue, register_estimator
     from replaykit.train.loss import Loss
-    from replaykit.train.optimizers import GreedyMonotonic, register_optimizer
+    from replaykit.train.optim.greedy import GreedyMonotonic
+    from replaykit.train.optimizers import register_optimizer
     from replaykit.train.trainer import Trainer
 
 __version__ = "0.1.0"

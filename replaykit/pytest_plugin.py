@@ -271,10 +271,10 @@ _TAPE = pytest.StashKey[Any]()
 @pytest.fixture
 def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "StoreBackend") -> Iterator[Any]:
     """Record this test's LLM calls on the first run (if it passes); replay them after."""
-    from replaykit.capture.matchers import Scrubber
     from replaykit.capture.recorder import episode_cassette
     from replaykit.capture.tape import Tape
     from replaykit.cassette.events import Episode
+    from replaykit.cassette.scrub import Scrubber
     from replaykit.core.determinism import ENV_PINS
 
     marker = request.node.get_closest_marker("replaykit")

@@ -106,7 +106,8 @@ def docker_unavailable() -> str | None:
             _state["reason"] = None
         except Exception as exc:  # EnvError, ImportError
             _state["reason"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return _state["reason"]
+    reason: str | None = _state["reason"]
+    return reason
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

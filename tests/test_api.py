@@ -87,9 +87,38 @@ def test_aliases_are_dropped_when_their_version_comes() -> None:
     from packaging.version import Version
 
     import replaykit
-    from replaykit.core.deprecation import MOVED
+    from replaykit.core.deprecation import MOVED, MOVED_NAMES
 
-    for alias, (target, removed_in) in MOVED.items():
+    moved = [*MOVED.items(), *((f"{m}.{n}", v) for (m, n), v in MOVED_NAMES.items())]
+    for alias, (target, removed_in) in moved:
         assert Version(replaykit.__version__) < Version(removed_in), (
             f"remove the deprecated alias {alias} (moved to {target}) and its docs/api.md row"
         )
+
+
+def test_a_moved_name_keeps_a_deprecated_alias_that_warns_on_import() -> None:
+    """``ProposalSession`` moved from ``replaykit.train.backends`` to ``replaykit.models.session``:
+    the old import still gives the same class, warned at the script's own line; any other
+    missing name is still an AttributeError/ImportError."""
+    import subprocess
+    import sys
+
+    script = (
+        "from replaykit.train.backends import ProposalSession\n"
+        "import replaykit.models.session as new\n"
+        "print(ProposalSession is new.ProposalSession)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+    assert (
+        "<string>:1: DeprecationWarning: replaykit.train.backends.ProposalSession moved to "
+        "replaykit.models.session.ProposalSession" in out.stderr
+    )
+    missing = subprocess.run(
+        [sys.executable, "-c", "from replaykit.train.backends import Nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 1 and "ImportError: cannot import name 'Nope'" in missing.stderr
+    assert "DeprecationWarning" not in missing.stderr

@@ -16,18 +16,11 @@ import yaml
 
 from replaykit.cassette.store import Store
 from replaykit.core.records import RunDocument
-from replaykit.episodes.certify import (
-    DETERMINISTIC,
-    ERROR,
-    FORKED,
-    certificate_id,
-    certify_run,
-    forked_tasks,
-    get_certificate,
-    scrub,
-)
+from replaykit.episodes.certify import certificate_id, certify_run, forked_tasks, get_certificate
 from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.config import load_config
+from replaykit.episodes.observation_scrub import scrub
+from replaykit.episodes.reexecute import DETERMINISTIC, ERROR, FORKED
 from replaykit.episodes.run import measure
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,7 +21,8 @@ from replaykit.cassette.codec import decode_episode, encode_episode
 from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
 from replaykit.episodes.harness import load_solve
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from replaykit.execution.executor import LocalExecutor, capped_workers
 from replaykit.models.clients import openai_client
 from replaykit.testing import small_config

@@ -78,7 +78,8 @@ def make_suite(root: Path) -> None:
 def cli(*args: str, env: dict[str, str] | None = None, process: bool = False) -> dict[str, Any]:
     proc = run_cli(*args, "--json", env=env, process=process)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
 
 
 def test_oracle_solves_harbor_shaped_tasks_and_replays(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.models.reference import ReferenceServer
+from replaykit.models.reference.server import ReferenceServer
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 

@@ -24,7 +24,8 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.episodes.config import load_config
 from replaykit.episodes.harness import TEMPLATES, commit_all
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config, write_config
 from tests.test_run import cli
 
@@ -65,7 +66,7 @@ def cluster() -> Iterator[Cluster]:
         yield c
     finally:
         ray.shutdown()
-        c.shutdown()
+        c.shutdown()  # type: ignore[no-untyped-call]  # ray.cluster_utils is untyped
 
 
 def _ray(address: str, **extra: Any) -> dict[str, Any]:

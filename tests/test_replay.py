@@ -13,7 +13,8 @@ from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.harness import commit_all
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from replaykit.cassette.events import RequestForm
-from replaykit.cassette.scrub import Scrubber as Scrubber  # re-exported: forms are scrubbed here
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
 
 Matcher = Callable[[RequestForm, RequestForm], None]

@@ -37,11 +37,11 @@ import threading
 from typing import Callable, Iterator, TypedDict, Unpack
 
 from replaykit.capture.conversations import ConversationPlayer
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy_handler import ProxyHandler
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream
 from replaykit.cassette.events import Event, LlmEvent
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 from replaykit.core.loopback import LoopbackServer

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from replaykit.capture.conversations import split_session
 from replaykit.capture.failures import BODY_SNIPPET, Failure, incomplete_answer
-from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.capture.matchers import request_form
 from replaykit.capture.upstream import upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
-from replaykit.cassette.scrub import presented_credentials, restore
+from replaykit.cassette.scrub import Scrubber, presented_credentials, restore
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, http_chunk

@@ -15,10 +15,11 @@ from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
 
 from replaykit.capture.failures import DEFAULT_TIMEOUT_S
-from replaykit.capture.matchers import Scrubber, request_form
+from replaykit.capture.matchers import request_form
 from replaykit.capture.stubs import httpx2_patches
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import LlmEvent, RequestForm
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
@@ -43,7 +44,7 @@ class VcrResponse(TypedDict):
     body: VcrBody
 
 
-class EpisodeCassette(Cassette):
+class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped
     """A vcrpy Cassette whose interactions live in a replaykit tape."""
 
     def __init__(
@@ -89,7 +90,8 @@ class EpisodeCassette(Cassette):
 
     def play_event(self, request: Any) -> LlmEvent:
         if self.player is not None:
-            return self.player.play(self.form(request))
+            played: LlmEvent = self.player.play(self.form(request))
+            return played
         return self.tape.play_llm(self.form(request))
 
     def play_response(self, request: Any) -> VcrResponse:

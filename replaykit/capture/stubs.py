@@ -50,14 +50,14 @@ def _stream_classes(httpx2: Any) -> tuple[type, type]:
     classes = _STREAMS.get(id(httpx2))
     if classes is None:
 
-        class SyncChunks(httpx2.SyncByteStream):
+        class SyncChunks(httpx2.SyncByteStream):  # type: ignore[misc]  # a module passed in: Any
             def __init__(self, chunks: list[bytes]) -> None:
                 self.chunks = chunks
 
             def __iter__(self) -> Iterator[bytes]:
                 yield from self.chunks
 
-        class AsyncChunks(httpx2.AsyncByteStream):
+        class AsyncChunks(httpx2.AsyncByteStream):  # type: ignore[misc]
             def __init__(self, chunks: list[bytes]) -> None:
                 self.chunks = chunks
 

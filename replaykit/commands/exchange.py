@@ -41,9 +41,10 @@ def cassettes_export(
 ) -> None:
     """Export a run, training or cassette with everything it needs: a verified bundle, or vcrpy cassettes."""
     from replaykit.exchange import bundle, vcr_export
+    from replaykit.exchange.bundle_format import BundleError
 
     if fmt not in ("bundle", "vcr", "inspect"):
-        raise bundle.BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
+        raise BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
     if fmt == "inspect":
         from replaykit.commands import report as report_cmd
 
@@ -65,7 +66,7 @@ def cassettes_export(
             open_store(store, readonly=True, config=config), root_id, target, with_images=with_images
         )
     except OSError as exc:
-        raise bundle.BundleError(
+        raise BundleError(
             f"cannot write {target}: {exc.strerror or exc}; choose another -o/--output"
         ) from exc
     emit_json(report) if as_json else render.bundle_report(report, "export")

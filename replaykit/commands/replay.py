@@ -28,7 +28,7 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a run or a whole training offline (no network, no environment) and compare."""
-    from replaykit.episodes.run import replay_run
+    from replaykit.episodes.replay import replay_run
     from replaykit.execution.select import cli_executor
 
     st = open_store(store, readonly=True, config=config)

@@ -131,7 +131,7 @@ def probe(
     """Send the same request N times serially and concurrently: is the endpoint deterministic?"""
     from replaykit.models.probe import DEFAULT_PROMPT, save_probe
     from replaykit.models.probe import probe as run_probe
-    from replaykit.render import err
+    from replaykit.render.console import err
 
     if config is not None:
         from replaykit.episodes.config import load_config

@@ -7,8 +7,7 @@ the actions are in the cassette. Observations (stdout, stderr, exit code, timeou
 are compared after narrow scrubbing (hex addresses, UUIDs, timestamps, durations)
 and so is the grade (reward, passed, infra failure). A task is ``deterministic``
 when every episode matches, else ``forked`` with its first differing step. Re-executing
-one task is ``reexecute.py`` (``check_task``, ``CertifyJob``; its names import from here
-too); this module keys, stores and reuses certificates and fans a run's tasks out.
+one task is ``reexecute.py`` (``check_task``, ``CertifyJob``, the statuses); this module keys, stores and reuses certificates and fans a run's tasks out.
 
 Certificates live in the store's ``certificates`` table, keyed by what was executed:
 (task digest, environment kind, image ID, and the digests of the task's episodes in
@@ -51,38 +50,24 @@ from replaykit.episodes.certify_records import (
     CertifyReport,
     CertifyRow,
 )
-from replaykit.episodes.observation_scrub import scrub
 from replaykit.episodes.reexecute import (
     DETERMINISTIC,
     ERROR,
     FORKED,
-    NETWORK_UNFROZEN,
     CertifyJob,
     Check,
     certify_job,
     check_task,
     env_kind,
-    network_unfrozen,
 )
 from replaykit.execution.executor import Executor
 
-__all__ = [  # what re-executes one task lives in reexecute.py; importable from here as before
-    "DETERMINISTIC",
-    "ERROR",
-    "FORKED",
-    "NETWORK_UNFROZEN",
-    "CertifyJob",
-    "Check",
+__all__ = [
     "certificate_id",
-    "certify_job",
     "certify_run",
     "certify_task",
-    "check_task",
-    "env_kind",
     "forked_tasks",
     "get_certificate",
-    "network_unfrozen",
-    "scrub",
     "served_networks",
 ]
 

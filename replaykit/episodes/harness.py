@@ -189,7 +189,7 @@ def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
         sys.dont_write_bytecode = old
         if sys.path and sys.path[0] == str(tree):
             sys.path.pop(0)
-    solve = getattr(module, func, None)
+    solve: object = getattr(module, func, None)
     if not callable(solve):
         raise HarnessError(f"harness {filename} has no function {func}(task, env, llm, ctx)")
     return solve

@@ -24,12 +24,13 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
 from replaykit.capture.failures import stored_endpoint_failure
-from replaykit.capture.matchers import Scrubber, get_rule
+from replaykit.capture.matchers import get_rule
 from replaykit.capture.proxy import ProxyServer
 from replaykit.capture.tape import Tape
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode, ErrorEvent, Event
 from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceReport
 from replaykit.core.modes import SESSION_MODES, RecordMode

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
 from replaykit.capture.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
 from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta

@@ -3,7 +3,7 @@
 ``measure`` is the forward pass: one harness SHA × one model × a panel of tasks ×
 seeds → a Run that lists its cassettes. Under record mode ``once`` an episode
 whose key is already in the store is reused, not re-run. Replaying a run offline is
-``replay.py`` (``replay_run``, ``replay_runs``; they import from here too).
+``replay.py`` (``replay_run``, ``replay_runs``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.cassette.backend import StoreBackend
@@ -30,7 +30,6 @@ from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import ca_home, recording_builds, store_bodies
-from replaykit.episodes.replay import ReplayJob, replay_job, replay_run, replay_runs
 from replaykit.episodes.rollout import (
     EpisodeSpec,
     TaskView,
@@ -42,18 +41,14 @@ from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id, open_endpoint
 
-__all__ = [  # replaying a run lives in replay.py; its names import from here as before
+__all__ = [
     "MeasureResult",
-    "ReplayJob",
     "check_record_mode",
     "episode_keys",
     "measure",
     "open_harness",
     "prepare_network",
     "put_run_once",
-    "replay_job",
-    "replay_run",
-    "replay_runs",
     "reusable",
     "run_document",
     "secrets_for",
@@ -69,15 +64,19 @@ class MeasureResult:
 
     def to_json(self) -> MeasureReport:
         reused = set(self.reused)
-        episodes: list[MeasuredEpisode] = [
-            {**e, "reused": e["cassette_id"] in reused} for e in self.run["episodes"]
+        # the spreads leave the optional keys (an episode's error, the report's engine and store) unset
+        episodes = [
+            cast(MeasuredEpisode, {**e, "reused": e["cassette_id"] in reused}) for e in self.run["episodes"]
         ]
-        out: MeasureReport = {
-            **self.run,
-            "episodes": episodes,
-            "recorded_count": len(self.recorded),
-            "reused_count": len(self.reused),
-        }
+        out = cast(
+            MeasureReport,
+            {
+                **self.run,
+                "episodes": episodes,
+                "recorded_count": len(self.recorded),
+                "reused_count": len(self.reused),
+            },
+        )
         if self.engine is not None:
             out["engine"] = self.engine
         return out

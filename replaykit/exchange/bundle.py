@@ -59,14 +59,9 @@ from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
 DerivedCheck = Callable[[StoreBackend, str, str], None]
 
 __all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
-    "BundleError",
-    "Selection",
     "collect",
     "export_bundle",
     "import_bundle",
-    "read_bundle",
     "verify_bundle",
 ]
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, derive_seed
 from replaykit.core.errors import ModelError
 from replaykit.core.records import JSON

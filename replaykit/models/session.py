@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.tape import Tape
+from replaykit.cassette.scrub import Scrubber
 
 
 @dataclass

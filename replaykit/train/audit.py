@@ -12,7 +12,7 @@ from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import TrainingDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.run import replay_runs
+from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
 from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
 from replaykit.train.criteria import make_criterion

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from replaykit.core.deprecation import moved_name
 from replaykit.core.registry import Registry
-from replaykit.models.session import ProposalSession
+
+if TYPE_CHECKING:
+    from replaykit.models.session import ProposalSession
 
 
 @runtime_checkable
@@ -47,3 +50,8 @@ def make_backend(kind: str, **params: Any) -> AgentBackend:
     """The agent backend ``kind`` with ``params`` (checked against its signature: ``Registry.create``)."""
     backend: AgentBackend = BACKENDS.create(kind, **params)
     return backend
+
+
+def __getattr__(name: str) -> object:
+    """``ProposalSession`` moved to :mod:`replaykit.models.session` (a deprecated alias here)."""
+    return moved_name(__name__, name)

@@ -40,7 +40,8 @@ from replaykit.train.audit_records import (
 from replaykit.train.config import train_config
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.documents import training_doc
-from replaykit.train.optimizers import Optimizer, StepInput, make_optimizer
+from replaykit.train.optim.base import StepInput
+from replaykit.train.optimizers import Optimizer, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
 
 APPROXIMATION = (

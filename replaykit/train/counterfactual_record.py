@@ -20,16 +20,12 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
 from replaykit.core.records import CounterfactualOf, TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.train.audit_records import RecordedCounterfactual
 from replaykit.train.config import train_config
-from replaykit.train.counterfactual import (
-    Progress,
-    chosen,
-    counterfactual,
-    training_config,
-)
+from replaykit.train.counterfactual import chosen, counterfactual, training_config
 from replaykit.train.documents import training_doc
 from replaykit.train.loss import Loss
 from replaykit.train.scratch import Scratch

@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable, Protocol
 
-from replaykit.core.errors import ConfigError
+from replaykit.core.errors import ConfigError, TrainError
 from replaykit.core.records import JSON
 from replaykit.core.registry import Registry
 from replaykit.models.clients import openai_client
 from replaykit.models.config import ModelConfig
-from replaykit.train.backends import AgentBackend, ProposalSession, make_backend
-from replaykit.train.gitops import TrainError, apply_diff
+from replaykit.models.session import ProposalSession
+from replaykit.train.backends import AgentBackend, make_backend
+from replaykit.train.gitops import apply_diff
 
 SYSTEM_PROMPT = (
     "You improve an agent harness (the control loop around a frozen model). Read the brief, then reply with "

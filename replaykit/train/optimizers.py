@@ -36,11 +36,7 @@ from replaykit.train.parameter import Parameter
 
 __all__ = [
     "OPTIMIZERS",
-    "GreedyMonotonic",
-    "MarginGreedy",
     "Optimizer",
-    "ParetoFrontier",
-    "StepInput",
     "make_optimizer",
     "optimizer_names",
     "register_optimizer",

@@ -13,16 +13,16 @@ import contextlib
 from typing import TYPE_CHECKING, Iterator
 
 from replaykit.capture.failures import EndpointFailure, describe, endpoint_failure
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import CassetteNotFound
 from replaykit.episodes.run import reusable, secrets_for
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
-from replaykit.train.backends import ProposalSession
+from replaykit.models.session import ProposalSession
 
 if TYPE_CHECKING:
     from replaykit.train.trainer import Trainer

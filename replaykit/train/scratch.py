@@ -20,7 +20,7 @@ from types import TracebackType
 import git
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.errors import HarnessError
+from replaykit.core.errors import HarnessError, TrainError
 from replaykit.core.records import TrainingDocument
 from replaykit.episodes.harness import load_solve
 from replaykit.train import gitops
@@ -133,7 +133,7 @@ class Scratch:
         with gitops.worktree(self.git, parent) as wd:
             try:
                 gitops.apply_diff(wd, proposal.diff)
-            except gitops.TrainError as exc:
+            except TrainError as exc:
                 return None, str(exc)
             changed = gitops.changed_paths(wd)
             if not changed:

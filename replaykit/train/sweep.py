@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
+from replaykit.core.progress import Progress
 from replaykit.train.audit_records import SweepCell, SweepReport
 from replaykit.train.config import train_config
 from replaykit.train.counterfactual import (
     Measurements,
-    Progress,
     parse_spec,
     recorded_criterion,
     recorded_optimizer,

@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.scrub import Scrubber
 from replaykit.cassette.store import Store
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.proxy_session import run_proxy_session

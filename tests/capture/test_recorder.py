@@ -9,9 +9,9 @@ from typing import Any
 import openai
 import pytest
 
-from replaykit.capture.matchers import Scrubber
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
+from replaykit.cassette.scrub import Scrubber
 from replaykit.core.errors import DivergenceError
 from replaykit.models.reference.server import ReferenceServer
 

@@ -24,8 +24,10 @@ from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.modes import RecordMode
-from replaykit.episodes.run import measure, replay_run
-from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
+from replaykit.exchange.bundle import export_bundle, import_bundle
+from replaykit.exchange.bundle_format import BundleError
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 

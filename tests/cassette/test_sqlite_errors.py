@@ -14,7 +14,8 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.core.errors import StoreCorrupt
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from replaykit.exchange.fsck import StoreCheck, verify_store
 from replaykit.testing import small_config
 from tests.cli_runner import cli

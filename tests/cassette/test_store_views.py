@@ -7,7 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from replaykit.cassette.store import VIEWS, Store
+from replaykit.cassette.store import Store
+from replaykit.cassette.store.schema import VIEWS
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
 

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftes
 
 def run_json(*args: str) -> dict[str, Any]:
     proc = cli(*args, "--json", check=True)
-    return json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
 
 
 def test_quickstart_panel_on_the_real_engine_replays_identically_with_the_server_stopped(

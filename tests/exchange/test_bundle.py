@@ -16,8 +16,11 @@ from replaykit.cassette.events import GradeEvent
 from replaykit.cassette.store import Store
 from replaykit.envs.base import Grade
 from replaykit.episodes.config import load_config
-from replaykit.episodes.run import measure, replay_run
-from replaykit.exchange.bundle import BundleError, export_bundle, import_bundle, read_bundle, verify_bundle
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
+from replaykit.exchange.bundle import export_bundle, import_bundle, verify_bundle
+from replaykit.exchange.bundle_format import BundleError
+from replaykit.exchange.reader import read_bundle
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

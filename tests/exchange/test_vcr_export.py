@@ -24,7 +24,7 @@ from replaykit.episodes.config import load_config
 from replaykit.episodes.run import measure
 from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body
 from replaykit.models.endpoint import BUILTIN_KEY
-from replaykit.models.reference import ReferenceServer
+from replaykit.models.reference.server import ReferenceServer
 from replaykit.pytest_plugin import store_path
 from tests.cli_runner import cli
 
@@ -79,7 +79,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def message_of(content: bytes) -> dict[str, Any]:
-    return json.loads(content)["choices"][0]["message"]
+    message: dict[str, Any] = json.loads(content)["choices"][0]["message"]
+    return message
 
 
 def test_plain_vcrpy_replays_an_exported_run(recorded: dict[str, Any], tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ def test_params_enter_the_config_digest_only_when_set(tmp_path: Path) -> None:
         ({"max_tokns": 5}, "model.params.max_tokns"),
     ],
 )
-def test_bad_params_are_one_line_naming_the_field(tmp_path: Path, params: dict, field: str) -> None:
+def test_bad_params_are_one_line_naming_the_field(
+    tmp_path: Path, params: dict[str, object], field: str
+) -> None:
     with pytest.raises(ConfigError) as exc:
         load_config(write_config(tmp_path, {"model.params": params}))
     assert f"field {field!r}" in str(exc.value) and "\n" not in str(exc.value)

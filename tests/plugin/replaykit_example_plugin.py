@@ -15,7 +15,7 @@ from replaykit.envs.grading import oracle_grades
 from replaykit.envs.local import LocalEnv
 from replaykit.envs.local import factory as local_factory
 from replaykit.envs.tasks import Task
-from replaykit.train.backends import ProposalSession
+from replaykit.models.session import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes
 from replaykit.train.optim.base import ParameterBound, StepInput
 

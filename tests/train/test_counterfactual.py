@@ -33,7 +33,8 @@ def cli(*args: str) -> dict[str, Any]:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
 
 
 @pytest.fixture(scope="module")

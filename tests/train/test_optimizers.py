@@ -8,13 +8,11 @@ from replaykit.core.errors import ConfigError
 from replaykit.core.records import RunDoc
 from replaykit.testing import run_doc
 from replaykit.train.criteria import StrictPareto
-from replaykit.train.optimizers import (
-    GreedyMonotonic,
-    MarginGreedy,
-    ParetoFrontier,
-    StepInput,
-    make_optimizer,
-)
+from replaykit.train.optim.base import StepInput
+from replaykit.train.optim.frontier import ParetoFrontier
+from replaykit.train.optim.greedy import GreedyMonotonic
+from replaykit.train.optim.margin import MarginGreedy
+from replaykit.train.optimizers import make_optimizer
 
 
 def run(solved: set[str], units: tuple[str, ...] = ("a#0", "b#0", "c#0", "d#0")) -> RunDoc:

@@ -13,7 +13,9 @@ from replaykit.episodes.harness import TEMPLATES
 from replaykit.models.reference.proposer import unified_diff
 from replaykit.testing import small_config
 from replaykit.train.estimators import PatchQueue
-from replaykit.train.optimizers import OPTIMIZERS, GreedyMonotonic, StepInput, register_optimizer
+from replaykit.train.optim.base import StepInput
+from replaykit.train.optim.greedy import GreedyMonotonic
+from replaykit.train.optimizers import OPTIMIZERS, register_optimizer
 from replaykit.train.parameter import Parameter
 from replaykit.train.trainer import Trainer
 

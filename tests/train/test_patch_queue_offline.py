@@ -26,7 +26,8 @@ def cli(*args: str, cwd: Path) -> dict[str, Any]:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
 
 
 def a_diff() -> str:

@@ -12,12 +12,13 @@ import pytest
 
 import replaykit.models.endpoint as endpoint
 from replaykit.cassette.store import Store
+from replaykit.core.errors import TrainError
 from replaykit.episodes.compare import compare
 from replaykit.episodes.config import RunConfig
 from replaykit.testing import small_config
 from replaykit.train.audit import audit, replay_training
 from replaykit.train.estimators import PatchQueue
-from replaykit.train.gitops import TrainError, fast_forward
+from replaykit.train.gitops import fast_forward
 from replaykit.train.trainer import Trainer
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

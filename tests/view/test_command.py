@@ -19,7 +19,8 @@ pytestmark = pytest.mark.e2e
 
 def fetch(url: str) -> str:
     with urllib.request.urlopen(url, timeout=60) as answer:
-        return answer.read().decode("utf-8")
+        text: str = answer.read().decode("utf-8")
+        return text
 
 
 def test_a_viewer_session_leaves_the_store_byte_identical(

@@ -35,7 +35,6 @@ from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
 from replaykit.cassette.store.rows import RowsMixin
-from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, now_iso
 from replaykit.cassette.store.space import SpaceMixin
 from replaykit.cassette.store.trees import TreesMixin
 
@@ -57,7 +56,7 @@ def open_sqlite(location: str, readonly: bool = False) -> Store:
     return Store(Path(location).expanduser(), readonly=readonly)
 
 
-__all__ = ["EXTRA_TABLES", "INDEX", "SCHEMA", "VIEWS", "Store", "now_iso", "open_sqlite"]
+__all__ = ["Store", "open_sqlite"]
 
 if TYPE_CHECKING:
     _conforms: type[StoreBackend] = Store  # mypy: Store implements the backend protocol

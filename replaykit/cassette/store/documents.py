@@ -59,6 +59,8 @@ class DocumentsMixin(BlobsMixin):
             raise exc.within(where, self.location) from None
         except ValueError:
             raise self.corrupt(f"document {str(row['doc'])[:12]}… is not JSON", where) from None
+        if not isinstance(doc, dict):
+            raise self.corrupt(f"document {str(row['doc'])[:12]}… is not a JSON object", where)
         bad = doc_mismatches(row, doc)
         if bad:
             raise self.corrupt(f"{where}: {'; '.join(bad)} (row and document disagree)")

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypedDict
+from typing import Any, Callable, TypedDict, cast
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import EnvError
@@ -134,7 +134,7 @@ def image_config(client: Any, ref: str) -> ImageConfig:
     """The image's ``Config`` (WorkingDir, Entrypoint, …); {} when the image is unknown."""
     try:
         found = client.api.inspect_image(ref).get("Config")  # the docker SDK is untyped
-        return ImageConfig(**found) if found else ImageConfig()
+        return cast(ImageConfig, dict(found)) if found else ImageConfig()
     except Exception:
         return ImageConfig()
 

@@ -223,8 +223,9 @@ def read_output(raw: str) -> str:
     """The command output inside a tool result (after Codex's ``Output:`` header, or a JSON ``output``)."""
     try:
         doc = json.loads(raw)
-        if isinstance(doc, dict) and isinstance(doc.get("output"), str):
-            return doc["output"]
+        output = doc.get("output") if isinstance(doc, dict) else None
+        if isinstance(output, str):
+            return output
     except ValueError:
         pass
     _, sep, rest = raw.partition("Output:\n")

@@ -25,7 +25,6 @@ from replaykit.models.reference.protocol import (
     schema_properties,
 )
 from replaykit.models.reference.scripts import script_steps, solution_env
-from replaykit.models.reference.scripts import solution_steps as solution_steps  # re-exported
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from replaykit.cassette.store import Store
 from replaykit.envs.docker import images
 from replaykit.envs.docker.containers import OWNER_LABEL
 from replaykit.episodes.config import load_config
-from replaykit.episodes.run import measure, replay_run
+from replaykit.episodes.replay import replay_run
+from replaykit.episodes.run import measure
 from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.docker

@@ -11,7 +11,8 @@ from replaykit.core.errors import EnvError
 from replaykit.envs.docker import base_image, images
 from replaykit.envs.docker.images import BASE_IMAGE, DEFAULT_ALIAS_SOURCES, normalise_ref, rewrite_dockerfile
 from replaykit.envs.docker.snapshot import ADDED, DELETED, MODIFIED, change_roots
-from replaykit.envs.tasks import load_task, size_mb
+from replaykit.envs.task_schema import size_mb
+from replaykit.envs.tasks import load_task
 
 
 def test_rewrite_from_lines_keeps_stages_flags_and_scratch() -> None:
