@@ -5,14 +5,18 @@ counts, the grade, tokens). :func:`cassette_columns` computes them; the store
 writes exactly that, and every read (``Store.get_episode``), ``cassettes verify``
 and bundle import/export compare a row with it (:func:`cassette_mismatches`). A
 runs-table row (run, training, verdict, …) must name itself in its document
-(:func:`doc_mismatches`). A blob must hash to its address (:func:`blob_ok`).
+(:func:`doc_mismatches`). A blob must hash to its address (:func:`blob_ok`). A harness
+tree's manifest must name only relative paths inside the tree (:func:`tree_manifest`), in the
+store and at the bundle border alike: nothing planted is written outside its folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.events import Episode
@@ -52,6 +56,42 @@ RUN_MIRRORS = {
     "endpoint": ("model", "endpoint"),
     "config_digest": ("config_digest",),
 }
+
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def safe_path(name: str) -> bool:
+    """Is ``name`` a relative POSIX path that stays inside its folder (no absolute path, drive,
+    backslash, NUL, empty, ``.`` or ``..`` part)? Bundle members and tree files alike."""
+    if (
+        not name
+        or name.startswith(("/", "\\"))
+        or "\\" in name
+        or "\x00" in name
+        or re.match(r"^[A-Za-z]:", name)
+    ):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/")) and all(
+        part not in (".", "..") for part in PurePosixPath(name).parts
+    )
+
+
+def tree_manifest(text: object) -> dict[str, tuple[int, str]]:
+    """A harness tree's manifest (``{path: [mode, blob]}`` JSON) as ``{path: (mode, blob)}``,
+    checked: every path stays inside the tree (:func:`safe_path`), every blob is a sha256.
+    Raises ``ValueError`` naming what is wrong (the store says store corrupt, a bundle refuses)."""
+    try:
+        parsed = json.loads(text)  # type: ignore[arg-type]
+        items = {str(p): (int(v[0]), str(v[1])) for p, v in parsed.items()}
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
+        raise ValueError("its manifest is not a {path: [mode, blob]} mapping") from None
+    for path, (_, digest) in items.items():
+        if not safe_path(path):
+            raise ValueError(f"unsafe file path {path[:80]!r} (absolute or with '..'); refusing")
+        if not HEX64.fullmatch(digest):
+            raise ValueError(f"file {path[:80]!r} has no valid blob hash")
+    return items
 
 
 def blob_ok(digest: str, data: bytes, size: int | None = None) -> bool:

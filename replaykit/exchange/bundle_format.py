@@ -22,7 +22,6 @@ TABLES = ("cassettes", "runs", "trees")
 PK = {"cassettes": "id", "runs": "id", "trees": "sha"}
 #: the column that says what a row *is*: equal values mean the same content
 CONTENT = {"cassettes": "doc", "runs": "doc", "trees": "manifest"}
-HEX64 = re.compile(r"[0-9a-f]{64}")
 COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees)\.json|blobs/[0-9a-f]{64})")
 

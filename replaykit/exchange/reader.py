@@ -13,8 +13,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from replaykit.cassette.integrity import safe_path
 from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleError, Selection, parse_json
-from replaykit.exchange.refs import safe_name
 from replaykit.exchange.verifier import check_blobs, check_graph, check_manifest, load_rows
 
 #: default cap on a bundle's decompressed size (``REPLAYKIT_BUNDLE_MAX_BYTES`` overrides)
@@ -54,7 +54,7 @@ def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
         with raw, fileobj, tarfile.open(fileobj=fileobj, mode="r|") as tar:
             for info in tar:
                 name = info.name
-                if not safe_name(name):
+                if not safe_path(name):
                     raise BundleError(
                         f"bundle {path}: member {name!r} escapes the archive (absolute or '..' path); refusing"
                     )

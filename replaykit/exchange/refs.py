@@ -1,18 +1,17 @@
 """The reference walkers shared by bundle export, import and ``gc``: what a document,
-an episode or a tree manifest references, and which member or file names are safe.
+an episode or a tree manifest references (which member or file names are safe:
+``cassette.integrity.safe_path``).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from typing import Any, Callable, cast
 
 from replaykit.cassette.codec import decode_episode
 from replaykit.cassette.documents import EpisodeDoc
-from replaykit.exchange.bundle_format import HEX64, BundleError
+from replaykit.cassette.integrity import HEX64, tree_manifest
+from replaykit.exchange.bundle_format import BundleError
 
 
 def _ids(doc: Mapping[str, object], name: str, where: str) -> list[str]:
@@ -65,29 +64,9 @@ def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[se
 
 
 def tree_blobs(manifest_text: Any, where: str) -> list[str]:
-    """The file blobs of a tree manifest, refusing paths that would escape the tree."""
+    """The file blobs of a tree manifest, refusing paths that would escape the tree (the
+    check the store makes on every read: ``cassette.integrity.tree_manifest``)."""
     try:
-        manifest = json.loads(manifest_text)
-        items = [(str(p), int(v[0]), str(v[1])) for p, v in manifest.items()]
-    except (ValueError, TypeError, AttributeError, IndexError, KeyError):
-        raise BundleError(f"{where}: manifest is not a {{path: [mode, blob]}} mapping") from None
-    for path, _, digest in items:
-        if not safe_name(path):
-            raise BundleError(f"{where}: unsafe file path {path!r} (absolute or with '..'); refusing")
-        if not HEX64.fullmatch(digest):
-            raise BundleError(f"{where}: file {path!r} has no valid blob hash")
-    return [d for _, _, d in items]
-
-
-def safe_name(name: str) -> bool:
-    if (
-        not name
-        or name.startswith(("/", "\\"))
-        or "\\" in name
-        or "\x00" in name
-        or re.match(r"^[A-Za-z]:", name)
-    ):
-        return False
-    return all(part not in ("", ".", "..") for part in PurePosixPath(name).parts) and ".." not in name.split(
-        "/"
-    )
+        return [digest for _, digest in tree_manifest(manifest_text).values()]
+    except ValueError as exc:
+        raise BundleError(f"{where}: {str(exc).removeprefix('its ')}") from None

@@ -1,20 +1,22 @@
 """Harness trees: the files of a harness commit stored as blobs plus a manifest, so
 replay needs no git repository; materialised under ``cache/trees/<sha>`` (or a
-temporary folder for a read-only store)."""
+temporary folder for a read-only store). Every read of a manifest checks that its paths stay
+inside the tree (``integrity.tree_manifest``): a planted ``..`` or absolute entry is store
+corruption, never written."""
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from replaykit.cassette.codec import Blobs, put
+from replaykit.cassette.integrity import safe_path, tree_manifest
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json, sha256_hex
-from replaykit.core.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.errors import CassetteNotFound, HarnessError, StoreCorrupt
 
 
 class TreesMixin(BlobsMixin):
@@ -43,12 +45,10 @@ class TreesMixin(BlobsMixin):
             raise CassetteNotFound(
                 f"harness tree {sha[:12]} is not in store {self.location}; record a run of it first"
             )
-        try:
-            return {str(p): (int(m), str(h)) for p, (m, h) in json.loads(row[0]).items()}
-        except (TypeError, ValueError, AttributeError):
-            raise self.corrupt(
-                "its manifest is not a {path: [mode, blob]} mapping", f"harness tree {sha[:12]}"
-            ) from None
+        try:  # checked on every read: a planted path never reaches a materialisation
+            return tree_manifest(row[0])
+        except ValueError as exc:
+            raise self.corrupt(str(exc), f"harness tree {sha[:12]}") from None
 
     def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
         try:
@@ -93,6 +93,11 @@ class TreesMixin(BlobsMixin):
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
         for path, (mode, data) in files.items():
+            if not safe_path(path):  # a stored tree is checked on read; a tree from git here
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise HarnessError(
+                    f"harness tree {sha[:12]} names an unsafe file path {path[:80]!r}; refusing"
+                )
             dest = tmp / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
