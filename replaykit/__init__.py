@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from replaykit.models.codex import CodexAgentBackend
     from replaykit.train.backends import register_backend
     from replaykit.train.criteria import MeanReward, StrictPareto, Verdict, register_criterion
-    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, PatchQueue, register_estimator
+    from replaykit.train.estimators import AgenticEstimator, PatchQueue, register_estimator
     from replaykit.train.loss import Loss
+    from replaykit.train.openai_backend import OpenAIBackend
     from replaykit.train.optim.greedy import GreedyMonotonic
     from replaykit.train.optimizers import register_optimizer
     from replaykit.train.trainer import Trainer
@@ -69,7 +70,7 @@ _EXPORTS: dict[str, str] = {
     "RecordMode": "replaykit.core.modes",
     "AgenticEstimator": "replaykit.train.estimators",
     "PatchQueue": "replaykit.train.estimators",
-    "OpenAIBackend": "replaykit.train.estimators",
+    "OpenAIBackend": "replaykit.train.openai_backend",
     "CodexAgentBackend": "replaykit.models.codex",
     "StrictPareto": "replaykit.train.criteria",
     "MeanReward": "replaykit.train.criteria",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_imports.py"
 spec = importlib.util.spec_from_file_location("check_imports", SCRIPT)
 assert spec and spec.loader
@@ -55,4 +57,112 @@ def test_a_deprecated_alias_may_import_only_its_target_and_nobody_imports_it() -
     ) == ["replaykit.cassette.tape (a deprecated alias) imports more than replaykit.capture.tape"]
     assert check.layer_violations({**alias, "replaykit.episodes.rollout": {"replaykit.cassette.tape"}}) == [
         "replaykit.episodes.rollout import(s) the deprecated alias replaykit.cassette.tape; use replaykit.capture.tape"
+    ]
+
+
+def test_type_only_imports_are_kept_apart_and_a_loop_through_them_is_reported(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from replaykit.train import trainer\n    import replaykit.cassette.store\n"
+        "else:\n    from replaykit.episodes.rollout import record_episode\n"
+    )
+    modules = {
+        "replaykit.train.trainer",
+        "replaykit.episodes.rollout",
+        "replaykit.cassette.store",
+        "replaykit.m",
+    }
+    assert check.type_imports_of(mod, "replaykit.m", modules) == {
+        "replaykit.train.trainer",
+        "replaykit.cassette.store",
+    }
+    assert check.imports_of(mod, "replaykit.m", modules) == {"replaykit.episodes.rollout"}
+    runtime = {"a": {"b"}, "b": set(), "c": {"d"}, "d": {"c"}}
+    typed = {"b": {"a"}}
+    assert check.type_only_loops(runtime, typed) == [
+        "type-only import loop among 2 modules: a -> b; b -> a (type-only)"
+    ]  # c <-> d is a runtime cycle, reported as such, not here
+    assert check.type_only_loops({"a": {"b"}}, {}) == []
+
+
+def test_a_pending_loop_is_a_note_until_it_is_gone_then_its_entry_must_go() -> None:
+    line = "type-only import loop among 2 modules: replaykit.x.a -> replaykit.x.b; replaykit.x.b -> replaykit.x.a (type-only)"
+    assert check.pending_loops([line], {"replaykit.x": "owner"}) == ([], [f"pending, owner: {line}"])
+    assert check.pending_loops([line], {"replaykit.y": "owner"})[0][0] == line
+    problems, _ = check.pending_loops([], {"replaykit.x": "owner"})
+    assert problems == [
+        "the type-only loop in replaykit.x is gone: remove it from PENDING_LOOPS in scripts/check_imports.py"
+    ]
+
+
+def test_every_module_is_on_one_part_and_only_allowed_arrows_run_between_parts() -> None:
+    parts = {
+        "Core": ["replaykit/core/"],
+        "Models": ["replaykit/models/"],
+        "EnvCore": ["replaykit/envs/base.py"],
+    }
+    nevers = [("Core", "Models", "core imports nothing above it")]
+    runtime = {
+        "replaykit.core.errors": {"replaykit.models.codex"},
+        "replaykit.models.codex": {"replaykit.core.errors", "replaykit.envs.base"},
+        "replaykit.envs.base": set(),
+        "replaykit.envs.other": set(),
+    }
+    problems, notes = check.part_violations(runtime, {}, parts, nevers, pending={})
+    assert problems == [
+        'replaykit.envs.other is on no part of layers-whiteboard.json: name it in exactly one part\'s "is"',
+        (
+            "replaykit.models.codex imports replaykit.envs.base: part Models may not import part EnvCore "
+            "(MAY in scripts/check_imports.py)"
+        ),
+        "never Core -> Models (core imports nothing above it): replaykit.core.errors imports replaykit.models.codex",
+    ]
+    assert notes == []
+    # a type-only import is an arrow too; a pending NEVER is a note, and one that holds must leave the list
+    typed = {"replaykit.core.errors": {"replaykit.models.codex"}}
+    problems, notes = check.part_violations(
+        {"replaykit.core.errors": set(), "replaykit.models.codex": set()},
+        typed,
+        parts,
+        nevers,
+        pending={("Core", "Models"): "owner"},
+    )
+    assert problems == [] and notes == [
+        (
+            "pending, owner: never Core -> Models (core imports nothing above it): "
+            "replaykit.core.errors imports (type-only) replaykit.models.codex"
+        )
+    ]
+    problems, _ = check.part_violations({}, {}, parts, nevers, pending={("Core", "Models"): "owner"})
+    assert problems == [
+        "never Core -> Models holds now: remove it from PENDING_NEVERS in scripts/check_imports.py"
+    ]
+
+
+def test_the_checker_reads_the_whiteboard_and_every_never_is_enforced_or_pending() -> None:
+    parts, nevers = check.whiteboard()
+    assert {"Core", "Cassette", "DockerKind", "Templates"} <= set(parts) == set(check.MAY)
+    for a, b, _why in nevers:  # a NEVER is never an allowed arrow
+        assert b not in check.MAY[a], (a, b)
+    assert set(check.PENDING_NEVERS) <= {(a, b) for a, b, _ in nevers}
+
+
+def test_an_import_through_a_module_that_only_re_exports_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check, "ROOT", tmp_path)
+    (tmp_path / "replaykit").mkdir()
+    (tmp_path / "replaykit" / "defs.py").write_text("class Thing: ...\n")
+    (tmp_path / "replaykit" / "hub.py").write_text(
+        "from replaykit.defs import Thing\n__all__ = ['Thing']\ndef helper(): ...\n"
+    )
+    user = tmp_path / "replaykit" / "user.py"
+    user.write_text("from replaykit.hub import Thing, helper\nfrom replaykit.defs import Thing as T\n")
+    files = {"replaykit.defs": tmp_path / "replaykit/defs.py", "replaykit.hub": tmp_path / "replaykit/hub.py"}
+    assert check.reexports(files, [user]) == [
+        (
+            "replaykit/user.py:1 imports Thing from replaykit.hub, which only re-exports it: "
+            "import it from the module that defines it"
+        )
     ]

@@ -37,14 +37,13 @@ import threading
 from typing import Callable, Iterator, TypedDict, Unpack
 
 from replaykit.capture.conversations import ConversationPlayer
-from replaykit.capture.proxy_handler import ProxyHandler
+from replaykit.capture.proxy_handler import ProxyHandler, ProxyState
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream
 from replaykit.cassette.events import Event, LlmEvent
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
-from replaykit.core.loopback import LoopbackServer
 
 
 class ProxyOptions(TypedDict, total=False):
@@ -58,7 +57,7 @@ class ProxyOptions(TypedDict, total=False):
     on_exchange: Callable[[list[Event]], None] | None  #: called with the tape after every exchange
 
 
-class ProxyServer(LoopbackServer):
+class ProxyServer(ProxyState):
     """The proxy on a loopback port; start/stop it or use :func:`recording_proxy`."""
 
     def __init__(

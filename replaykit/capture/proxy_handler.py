@@ -4,8 +4,8 @@ Reads the client's request (chunked or sized, gzip/deflate), answers it from the
 tape while replaying (HTTP 409 with the normalised diff on a divergence), or
 forwards it upstream while recording — relaying an SSE body frame by frame and
 keeping the exchange on the tape before the client gets its last byte. The server
-state it works on (tape, upstream, scrubber, locks) is
-:class:`~replaykit.capture.proxy.ProxyServer`.
+state it works on (tape, upstream, scrubber, locks) is :class:`ProxyState`, which
+:class:`~replaykit.capture.proxy.ProxyServer` implements.
 """
 
 from __future__ import annotations
@@ -14,21 +14,20 @@ import contextlib
 import gzip
 import http.client
 import json
+import threading
 import zlib
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from replaykit.capture.conversations import split_session
+from replaykit.capture.conversations import ConversationPlayer, split_session
 from replaykit.capture.failures import BODY_SNIPPET, Failure, incomplete_answer
 from replaykit.capture.matchers import request_form
-from replaykit.capture.upstream import upstream_pieces
+from replaykit.capture.tape import Tape
+from replaykit.capture.upstream import Upstream, upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
 from replaykit.cassette.scrub import Scrubber, presented_credentials, restore
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
-from replaykit.core.loopback import LoopbackHandler, http_chunk
-
-if TYPE_CHECKING:
-    from replaykit.capture.proxy import ProxyServer
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -44,11 +43,28 @@ def error_body(message: str, type_: str, code: str | None = None, **extra: Any) 
     return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
 
 
+class ProxyState(LoopbackServer):
+    """What the handler reads and calls of its server; ``proxy.ProxyServer`` is the one."""
+
+    tape: Tape
+    upstream: Upstream | None  # None: replay only
+    scrubber: Scrubber
+    rules: tuple[str, ...]
+    concurrent: bool
+    exchange_lock: threading.Lock
+    player: ConversationPlayer | None  # concurrent replay: requests matched by content
+    errors: list[str]
+
+    def keep(self, event: LlmEvent) -> None:
+        """Append a completed exchange to the tape."""
+        raise NotImplementedError
+
+
 class ProxyHandler(LoopbackHandler):
     """Routes ``POST`` model calls to record/replay and ``GET /v1/models`` to a listing."""
 
     server_version = "replaykit-proxy"
-    server: ProxyServer
+    server: ProxyState
     ROUTES: ClassVar[dict[tuple[str, str], str]] = {
         ("POST", "/v1/chat/completions"): "model_call",
         ("POST", "/v1/responses"): "model_call",

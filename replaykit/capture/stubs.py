@@ -13,16 +13,29 @@ import contextlib
 import functools
 import socket
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator, Protocol
 from urllib.parse import urlsplit
 
 from replaykit.capture.deadlines import DEADLINES, Entry
 from replaykit.capture.failures import incomplete_answer
-from replaykit.cassette.events import KEPT_HEADERS
+from replaykit.cassette.events import KEPT_HEADERS, LlmEvent
 from replaykit.cassette.scrub import presented_credentials, restore
 
-if TYPE_CHECKING:
-    from replaykit.capture.recorder import EpisodeCassette
+
+class EpisodeCassette(Protocol):
+    """What the stubs ask of the cassette they patch for (``recorder.EpisodeCassette`` is the one)."""
+
+    timeout_s: float  # the total time one recorded call may take
+
+    def can_play_response_for(self, request: Any) -> bool: ...
+
+    def play_event(self, request: Any) -> LlmEvent: ...
+
+    def record_event(
+        self, request: Any, status: int, reason: str, headers: list[tuple[str, str]], chunks: list[bytes]
+    ) -> LlmEvent: ...
+
+    def note_transport_error(self, request: Any, exc: BaseException) -> None: ...
 
 
 def kept_headers(headers: Any) -> list[tuple[str, str]]:
@@ -116,7 +129,7 @@ def _watchdog(response: Any, deadline: float) -> Entry | None:
     return DEADLINES.arm(deadline, cut)
 
 
-def _past_deadline(httpx2: Any, cassette: "EpisodeCassette", exc: BaseException, deadline: float) -> Any:
+def _past_deadline(httpx2: Any, cassette: EpisodeCassette, exc: BaseException, deadline: float) -> Any:
     """``exc``, or a read timeout naming the total deadline once it has passed."""
     if time.monotonic() < deadline and not isinstance(exc, asyncio.TimeoutError):
         return exc
@@ -127,7 +140,7 @@ def _past_deadline(httpx2: Any, cassette: "EpisodeCassette", exc: BaseException,
 
 def _check_answer(
     httpx2: Any,
-    cassette: "EpisodeCassette",
+    cassette: EpisodeCassette,
     request: Any,
     status: int,
     headers: list[tuple[str, str]],
@@ -143,7 +156,7 @@ def _check_answer(
         raise httpx2.RemoteProtocolError(f"incomplete answer: {problem}")
 
 
-def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
+def handle_request(cassette: EpisodeCassette, real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
     @functools.wraps(real)
     def _handle(self: Any, real_request: Any) -> Any:
         body = b"".join(real_request.stream)
@@ -185,7 +198,7 @@ def handle_request(cassette: "EpisodeCassette", real: Callable[..., Any], httpx2
 
 
 def handle_async_request(
-    cassette: "EpisodeCassette", real: Callable[..., Any], httpx2: Any
+    cassette: EpisodeCassette, real: Callable[..., Any], httpx2: Any
 ) -> Callable[..., Any]:
     @functools.wraps(real)
     async def _handle(self: Any, real_request: Any) -> Any:
@@ -227,7 +240,7 @@ def handle_async_request(
     return _handle
 
 
-def httpx2_patches(cassette: "EpisodeCassette") -> list[tuple[Any, str, Any]]:
+def httpx2_patches(cassette: EpisodeCassette) -> list[tuple[Any, str, Any]]:
     """vcrpy custom_patches triples for httpx2's real transports."""
     try:
         import httpx2

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
+from replaykit.cassette.urls import redact
 from replaykit.core.errors import ConfigError
 from replaykit.core.registry import Registry
 
@@ -71,16 +71,6 @@ def is_url(location: str | Path) -> bool:
     return split_location(location)[0] != "sqlite"
 
 
-def redact(url: str) -> str:
-    """A URL without its password (what messages and documents may show)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc}" if user else netloc))
-
-
 def open_store(location: str | Path, readonly: bool = False) -> StoreBackend:
     """The store at ``location`` (a path, ``sqlite:PATH`` or a backend URL); ``readonly``
     never creates nor writes it."""
@@ -93,4 +83,4 @@ def open_store(location: str | Path, readonly: bool = False) -> StoreBackend:
     return STORES.get(scheme)(target, readonly)
 
 
-__all__ = ["STORES", "StoreOpener", "is_url", "open_store", "redact", "split_location"]
+__all__ = ["STORES", "StoreOpener", "is_url", "open_store", "split_location"]

@@ -36,7 +36,7 @@ BACKENDS: Registry[Callable[..., AgentBackend]] = Registry(
     "agent backend",
     "replaykit.backends",
     builtins={
-        "openai": "replaykit.train.estimators:OpenAIBackend",
+        "openai": "replaykit.train.openai_backend:OpenAIBackend",
         "codex": "replaykit.models.codex:CodexAgentBackend",
     },
 )

@@ -14,7 +14,6 @@ Add an estimator with one file: a class following :class:`Estimator`, then
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable, Protocol
@@ -22,18 +21,11 @@ from typing import Callable, Protocol
 from replaykit.core.errors import ConfigError, TrainError
 from replaykit.core.records import JSON
 from replaykit.core.registry import Registry
-from replaykit.models.clients import openai_client
 from replaykit.models.config import ModelConfig
 from replaykit.models.session import ProposalSession
 from replaykit.train.backends import AgentBackend, make_backend
 from replaykit.train.gitops import apply_diff
-
-SYSTEM_PROMPT = (
-    "You improve an agent harness (the control loop around a frozen model). Read the brief, then reply with "
-    "a one-line description of ONE change, followed by a unified diff in a ```diff fenced block."
-)
-_DIFF_RE = re.compile(r"```diff\n(.*?)```", re.S)
-
+from replaykit.train.openai_backend import OpenAIBackend
 
 KeyPairs = tuple[tuple[str, str], ...]
 
@@ -50,41 +42,6 @@ class Estimator(Protocol):
         ...
 
     def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str: ...
-
-
-class OpenAIBackend:
-    """A proposer that is one chat completion: the brief in, a description + diff out."""
-
-    kind = "openai"
-
-    def __init__(
-        self,
-        model: str = "reference-proposer",
-        base_url: str = "builtin",
-        api_key_env: str = "OPENAI_API_KEY",
-        temperature: float = 0.0,
-    ) -> None:
-        self.model, self.base_url, self.api_key_env, self.temperature = (
-            model,
-            base_url,
-            api_key_env,
-            temperature,
-        )
-
-    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
-        with session.cassette():
-            client = openai_client(session.base_url, session.api_key)
-            reply = client.chat.completions.create(
-                model=self.model,
-                temperature=self.temperature,
-                seed=session.seed,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief}],
-            )
-        text = reply.choices[0].message.content or ""
-        match = _DIFF_RE.search(text)
-        if match:
-            apply_diff(workdir, match.group(1))
-        return text.strip().splitlines()[0] if text.strip() else "(no description)"
 
 
 class AgenticEstimator:

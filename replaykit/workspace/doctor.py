@@ -84,7 +84,8 @@ def check_network(needed: bool) -> Check:
 
 def check_store(root: Path | str) -> Check:
     """The store at ``root`` (a folder or a backend URL), opened read-only: never created."""
-    from replaykit.cassette.stores import open_store, redact
+    from replaykit.cassette.stores import open_store
+    from replaykit.cassette.urls import redact
     from replaykit.core.errors import ReplaykitError
 
     where = redact(str(root))

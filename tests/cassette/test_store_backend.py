@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.cassette.stores import STORES, is_url, open_store, redact, split_location
+from replaykit.cassette.stores import STORES, is_url, open_store, split_location
+from replaykit.cassette.urls import redact
 from replaykit.core.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from replaykit.cassette.store import Store
 from replaykit.cassette.store.pg_dialect import PgDatabase, create_tables
-from replaykit.cassette.stores import redact
+from replaykit.cassette.urls import redact
 from replaykit.core.errors import StoreError
 
 if TYPE_CHECKING:
