@@ -122,3 +122,47 @@ def test_cli_prints_the_one_line_and_exits_1(tmp_path: Path) -> None:
         f"Error: config file {path}, line {line_of(path, 'seeds: [0, 0]')}: field 'panel.seeds': seed 0 is "
         "listed twice (it would measure the same episode twice); list each seed once (got [0, 0])\n"
     )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("  seeds: [0, 1]", "  seeds: &s [0, *s]"),  # a list inside itself
+        ("  seeds: [0, 1]", "  seeds: &s [0, [1, *s]]"),  # deeper
+    ],
+)
+def test_a_recursive_alias_is_one_line(tmp_path: Path, old: str, new: str) -> None:
+    path = edited(tmp_path, old, new)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"config file {path}, line {line_of(path, '&s')}: the anchor there is used inside itself"
+        " (a recursive alias); a config cannot refer to itself"
+    )
+
+
+@pytest.mark.unit
+def test_an_alias_used_twice_is_not_recursive(tmp_path: Path) -> None:
+    path = edited(tmp_path, "  seeds: [0, 1]", "  seeds: &s [0, 1]\nextra_seeds: [*s, *s]")
+    with pytest.raises(ConfigError, match="extra_seeds"):  # an unknown key, not a recursion
+        load_config(path)
+
+
+@pytest.mark.e2e
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(
+        QUICKSTART.replace("name: quickstart", "name: caf@", 1).encode().replace(b"caf@", b"caf\xe9")
+    )
+    assert b"\xe9" in path.read_bytes()
+    proc = cli("run", str(path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == (
+        f"Error: config file {path}, line {line_of_bytes(path, b'caf')}: not UTF-8 text (byte 0xe9);"
+        " save it as UTF-8\n"
+    )
+
+
+def line_of_bytes(path: Path, text: bytes) -> int:
+    return next(i for i, line in enumerate(path.read_bytes().splitlines(), 1) if text in line)

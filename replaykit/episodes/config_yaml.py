@@ -3,7 +3,8 @@
 :func:`read_yaml` parses a config file with a loader that refuses a key given twice in
 one mapping (YAML would silently keep the last) and keeps the line of every key and
 list item; :func:`line_of` finds the line of a field path (the nearest enclosing key
-when the field itself was not written). Syntax errors name their line too.
+when the field itself was not written). Syntax errors name their line too, and so do a
+recursive alias (an anchor used inside itself) and bytes that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -45,23 +46,44 @@ class _Duplicate(Exception):
         self.key, self.line, self.first = key, line, first
 
 
-def _walk(node: yaml.Node, path: tuple[str | int, ...], lines: Lines) -> None:
+class _Recursive(Exception):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _walk(node: yaml.Node, path: tuple[str | int, ...], lines: Lines, inside: tuple[int, ...] = ()) -> None:
+    """Each key's line; a node found inside itself (an alias of an enclosing anchor) raises."""
+    if id(node) in inside:
+        raise _Recursive(node.start_mark.line + 1)
+    inside = (*inside, id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode):
                 child = (*path, str(key_node.value))
                 lines.setdefault(child, key_node.start_mark.line + 1)
-                _walk(value_node, child, lines)
+                _walk(value_node, child, lines, inside)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines.setdefault((*path, index), item.start_mark.line + 1)
-            _walk(item, (*path, index), lines)
+            _walk(item, (*path, index), lines, inside)
+
+
+def _text(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"config file {path}, line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
+        ) from None
 
 
 def read_yaml(path: Path) -> tuple[Any, Lines]:
     """The document in ``path`` and the line of each key; a syntax error or a duplicate key
     is one ``ConfigError`` line naming the file and the line."""
-    text = path.read_text()
+    text = _text(path)
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -76,8 +98,14 @@ def read_yaml(path: Path) -> tuple[Any, Lines]:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"config file {path}{where}: not valid YAML: {problem}") from None
     lines: Lines = {}
-    if root is not None:
-        _walk(root, (), lines)
+    try:
+        if root is not None:
+            _walk(root, (), lines)
+    except _Recursive as rec:
+        raise ConfigError(
+            f"config file {path}, line {rec.line}: the anchor there is used inside itself (a recursive"
+            " alias); a config cannot refer to itself"
+        ) from None
     return data, lines
 
 
