@@ -32,6 +32,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "envs/docker/network/test_frozen_docker.py": (0, 43),
     "view/test_browser.py": (0, 25),
     "envs/docker/test_docker_run.py": (0, 24),
+    "envs/docker/test_build_failure.py": (0, 24),
     "test_endpoint_failures.py": (24, 0),
     "test_broken_answers.py": (22, 0),
     "test_certify.py": (0, 21),

@@ -270,7 +270,12 @@ def test_tasks_check_keeps_the_end_of_a_problem() -> None:
     noise = "\n".join(f"apt: unpacking package {i}" for i in range(200))
     kept = tail(noise + "\nE: the actual cause\n")
     assert kept.endswith("E: the actual cause") and len(kept) <= 401
+    assert kept.startswith("apt: unpacking package 0")  # and how it began
     assert tail("short") == "short"
+    # a verifier that timed out: the lead survives whatever the output's length
+    timed = tail("verifier timed out after 5 s; output: started\n" + noise + "\nstuck here")
+    assert timed.startswith("verifier timed out after 5 s; ") and "started" in timed
+    assert timed.endswith("stuck here") and len(timed) <= 401
 
 
 def test_huge_seed_is_one_line(tmp_path: Path) -> None:

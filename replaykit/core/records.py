@@ -239,6 +239,7 @@ class EpisodeMeta(TypedDict, total=False):
     versions: dict[str, str]
     secret_env: dict[str, str]  # secret label -> the variable holding it (never a value)
     environment: dict[str, JSON]  # the environment's facts (envs.base.Environment.metadata)
+    unprepared: str  # set when the environment could not be prepared: the harness never ran
     proxy: ProxyMeta
     pytest: PytestMeta
     kind: str  # proposal (a training's proposer session); unset otherwise

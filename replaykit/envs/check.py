@@ -23,6 +23,7 @@ from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
 from replaykit.envs import features
 from replaykit.envs.base import EnvTable
+from replaykit.envs.grading import head_and_tail
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import load_task, panel_folders
 
@@ -55,9 +56,17 @@ class TaskCheckReport(TypedDict):
 
 
 def tail(text: str, limit: int = 400) -> str:
-    """The end of a long output: the cause of a failure is usually in its last lines."""
+    """A grade's detail in about ``limit`` characters: its lead (what happened, up to the
+    first ``;``: "verifier timed out after 5 s"), then both ends of the rest (how the output
+    began, and where the cause of a failure usually is: its end)."""
     text = text.strip()
-    return text if len(text) <= limit else "…" + text[-limit:].lstrip()
+    if len(text) <= limit:
+        return text
+    first = text.splitlines()[0]
+    lead, rest = (text.split(";", 1) if ";" in first[:limit // 2] else ("", text))
+    budget = limit - len(lead) - 2
+    body = head_and_tail(rest, budget, head=budget // 3)
+    return f"{lead}; {body}" if lead else body
 
 
 def check_tasks(

@@ -15,6 +15,16 @@ from replaykit.envs.steps import Step, run_steps
 from replaykit.envs.tasks import Task
 
 _DETAIL_CHARS = 1000
+_HEAD_CHARS = 300
+
+
+def head_and_tail(text: str, limit: int = _DETAIL_CHARS, head: int = _HEAD_CHARS) -> str:
+    """``text`` whole when short, else its first ``head`` and last characters joined by
+    `` … ``, ``limit`` in all (what a command did first, and where it was stuck)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:head].rstrip()} … {text[-max(1, limit - head - 3) :].lstrip()}"
 
 
 def verifier_vars(task: Task, step: Step | None) -> task_env.ResolvedEnv:
@@ -30,13 +40,15 @@ def verifier_vars(task: Task, step: Step | None) -> task_env.ResolvedEnv:
 def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Grade:
     """The grade from a verifier run and the folder its reward file was written to
     (the same semantics for every environment)."""
-    tail = (obs.stdout + obs.stderr).strip()[-_DETAIL_CHARS:]
-    if obs.timed_out:
+    output = (obs.stdout + obs.stderr).strip()
+    tail = output[-_DETAIL_CHARS:]
+    if obs.timed_out:  # what it did first and where it was stuck: both ends of its output
+        said = head_and_tail(output)
         return Grade(
             0.0,
             False,
             infra_failure=True,
-            detail=f"verifier timed out after {timeout_sec:g}s; {tail}".strip(),
+            detail=f"verifier timed out after {timeout_sec:g} s" + (f"; output: {said}" if said else ""),
         )
     reward, source, problem = read_reward(reward_dir)
     if reward is None:

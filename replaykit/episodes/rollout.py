@@ -82,6 +82,7 @@ class EpisodeSpec:
     network: NetworkRequest = field(
         default_factory=lambda: NetworkRequest()
     )  # the frozen network's store (envs/docker/network/)
+    unprepared: str = ""  # why the environment could not be prepared (its image failed to build): an infra episode
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
@@ -260,6 +261,8 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     tape = Tape(spec.key.id)
     tape.scrubber = Scrubber(spec.secrets)
     meta = spec.meta()
+    if spec.unprepared:  # nothing to run the harness in: the episode is that infra failure
+        return _unprepared(spec, tape, meta)
     with episode_lock(spec.key):
         inner = make_env(spec)
         try:
@@ -286,6 +289,14 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     assert grade is not None
     tape.record(GradeEvent(dataclasses.replace(grade, detail=tape.scrubber.text(grade.detail))))
     return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
+
+
+def _unprepared(spec: EpisodeSpec, tape: Tape, meta: EpisodeMeta) -> Episode:
+    """The episode of a task whose environment could not be prepared: no harness run, an infra grade."""
+    detail = tape.scrubber.text(f"environment not prepared: {spec.unprepared}")
+    tape.record(GradeEvent(Grade(0.0, False, infra_failure=True, detail=detail)))
+    meta["unprepared"] = detail
+    return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": str(spec.env.get("kind"))}})
 
 
 def _grade(inner: Environment, taped: TapedEnv) -> Grade:
@@ -373,7 +384,7 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     ]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
-        for step in steps or [None]:
+        for step in [] if meta.get("unprepared") else steps or [None]:  # unprepared: the harness never ran
             view = recorded.task if step is None else recorded.task.for_step(*step)
             offline = TapedEnv(tape, None)
             _drive(solve, tape, replace(recorded, task=view), offline, OFFLINE_BASE_URL, "replaykit-offline")

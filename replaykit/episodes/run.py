@@ -19,7 +19,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import CassetteNotFound, HarnessError
+from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
@@ -94,14 +94,28 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
 
 
 def episode_keys(
-    config: RunConfig, sha: str, tasks: list[Task], model_cfg: ModelConfig
+    config: RunConfig,
+    sha: str,
+    tasks: list[Task],
+    model_cfg: ModelConfig,
+    unprepared: dict[str, str] | None = None,
 ) -> list[tuple[CassetteKey, Task]]:
+    """The panel's cassette keys. A task whose environment cannot be prepared (its image does
+    not build) raises, unless ``unprepared`` collects it (``--keep-going``): its message, by
+    task id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes."""
     mid = model_id(model_cfg)
     digest = config.digest()
     env = config.env.table()
     keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
-        extra = env_key_extra(env, task)
+        try:
+            extra = env_key_extra(env, task)
+        except EnvError as exc:
+            if unprepared is None:
+                raise
+            message = f"task {task.id}: {exc}"
+            unprepared[task.id] = message
+            extra = (("env", config.env.kind), ("unprepared", digest_of(message)[:16]))
         keys.extend(
             (CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task)
             for seed in config.panel.seeds
@@ -182,7 +196,10 @@ def _measure(
         get_env_kind(config.env.kind).uses_docker,
         getattr(config.env.settings, "network", None),
     ):
-        keys = episode_keys(config, sha, tasks, model)
+        unprepared: dict[str, str] = {}
+        keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None)
+    for message in unprepared.values():  # --keep-going: that task's episodes are infra, the rest runs
+        _warner(progress)(f"infra: {message}")
     if persist:  # the cassettes the run document will list, reused ones included
         store.lease("cassettes", [k.id for k, _ in keys])
     if record_mode == "none":
@@ -237,6 +254,7 @@ def _measure(
                     model_params=model.params.sent(),
                     engine=engine,
                     network=network,
+                    unprepared=unprepared.get(t.id, ""),
                 )
                 for k, t in missing
             ]

@@ -7,7 +7,8 @@ container to reach a package registry:
 1. ``debootstrap`` a bookworm root with python3, pip, venv and pytest (Debian
    packages, from the host's apt mirror) → ``replaykit/base:bookworm-python-root``;
 2. ``pip download`` on the **host** the wheels of :data:`PYTHON_WHEELS` (uv, pytest,
-   pytest-json-ctrf and their dependencies) for the image's Python (3.11, x86_64);
+   pytest-json-ctrf) and :data:`PYTHON_WHEEL_DEPS`, every one pinned, for the image's
+   Python (3.11, x86_64);
 3. a build FROM that root COPYs the wheels to ``/opt/replaykit/wheels``, installs them
    offline, and writes ``/etc/pip.conf`` (``find-links`` the wheels as an *extra*
    source, ``break-system-packages``). The index is **not** disabled: a task with the
@@ -50,7 +51,12 @@ from replaykit.envs.docker import base_image, images
 PYTHON_IMAGE = images.PYTHON_FLAVOUR
 PYTHON_ROOT = "replaykit/base:bookworm-python-root"
 PYTHON_PACKAGES = (*base_image.BASE_PACKAGES, "python3-pip", "python3-venv", "ca-certificates")
-PYTHON_WHEELS = ("uv", "pytest", "pytest-json-ctrf")
+#: The wheels the flavour bundles, pinned with their dependencies for the image's Python 3.11
+#: (downloaded ``--no-deps``: exactly these), so a new uv or pytest release never changes the
+#: image. The image carries them in a label: an image with other wheels is rebuilt.
+PYTHON_WHEELS = ("uv==0.13.9", "pytest==9.2.0", "pytest-json-ctrf==0.6.1")
+PYTHON_WHEEL_DEPS = ("iniconfig==2.3.1", "packaging==26.4", "pluggy==1.7.0", "pygments==2.21.0")
+WHEEL_PINS = PYTHON_WHEELS + PYTHON_WHEEL_DEPS
 FLAVOURS = ("debian", "python")
 _PY = ("3.11", "cp311")
 
@@ -83,13 +89,13 @@ FLAVOUR_VERSION = "2"
 DOCKERFILE = f"""FROM {PYTHON_ROOT}
 COPY wheels/ /opt/replaykit/wheels/
 COPY pip.conf /etc/pip.conf
-RUN python3 -m pip install --upgrade {" ".join(PYTHON_WHEELS)} \\
+RUN python3 -m pip install --no-index --upgrade {" ".join(WHEEL_PINS)} \\
  && mv /usr/local/bin/uvx /usr/local/bin/uvx.real
 COPY uvx /usr/local/bin/uvx
 COPY uv-env /root/.local/bin/env
 RUN chmod 755 /usr/local/bin/uvx && uv --version && python3 -m pytest --version \\
  && python3 -m venv /tmp/venv-check && /tmp/venv-check/bin/python -m pip --version && rm -rf /tmp/venv-check
-LABEL replaykit.base=bookworm-python replaykit.flavour-version={FLAVOUR_VERSION}
+LABEL replaykit.base=bookworm-python replaykit.flavour-version={FLAVOUR_VERSION} replaykit.flavour-wheels={",".join(WHEEL_PINS)}
 """
 
 
@@ -103,6 +109,7 @@ def download_wheels(dest: Path) -> None:
         "download",
         "--quiet",
         "--disable-pip-version-check",
+        "--no-deps",
         "--only-binary=:all:",
         "--python-version",
         version,
@@ -122,7 +129,7 @@ def download_wheels(dest: Path) -> None:
         "any",
         "-d",
         str(dest),
-        *PYTHON_WHEELS,
+        *WHEEL_PINS,
     ]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -136,8 +143,9 @@ def build_python_image(
     """Build the python flavour (see the module docstring); cached by tag."""
     client = images.docker_client()
     existing = images.image_exists(client, tag)
-    current = (images.image_config(client, tag).get("Labels") or {}).get("replaykit.flavour-version")
-    if existing and not force and current == FLAVOUR_VERSION:
+    labels = images.image_config(client, tag).get("Labels") or {}
+    current = (labels.get("replaykit.flavour-version"), labels.get("replaykit.flavour-wheels"))
+    if existing and not force and current == (FLAVOUR_VERSION, ",".join(WHEEL_PINS)):
         return {"tag": tag, "id": existing, "built": False, "flavor": "python"}
     base_image.build_base_image(tag=PYTHON_ROOT, force=force, progress=progress, packages=PYTHON_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="replaykit-flavour-") as tmp:

@@ -63,6 +63,20 @@ DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
 #: says in one line to run ``replaykit images build-base --flavor python``).
 PYTHON_FLAVOUR = "replaykit/base:bookworm-python"
 _PYTHON_TAG = re.compile(r"^python:3(\.\d+)*(-[a-z0-9.-]+)?$")
+#: Registries that mirror Docker Hub's official images under the same names (``FROM
+#: public.ecr.aws/docker/library/python:3.11-slim`` is ``python:3.11-slim``).
+HUB_MIRRORS: tuple[str, ...] = (
+    "docker.io/library/",
+    "index.docker.io/library/",
+    "registry-1.docker.io/library/",
+    "public.ecr.aws/docker/library/",
+    "mirror.gcr.io/library/",
+    "docker.io/",
+    "library/",
+)
+#: Terminal-Bench's own base images (``ghcr.io/laude-institute/t-bench/python-3-13:20250620``,
+#: ``…/ubuntu-24-04:latest``): a Python one runs on the python flavour, the others on the base.
+_TBENCH = re.compile(r"^(?:[a-z0-9.-]+/)?laude-institute/t-bench/(?P<name>[a-z0-9._-]+):")
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
@@ -98,7 +112,7 @@ def docker_client() -> Any:
 def normalise_ref(ref: str) -> str:
     """``docker.io/library/debian:12@sha256:…`` → ``debian:12``; no tag → ``:latest``."""
     name = ref.split("@", 1)[0]
-    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "library/"):
+    for prefix in HUB_MIRRORS:
         if name.startswith(prefix):
             name = name[len(prefix) :]
             break
@@ -160,7 +174,34 @@ def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
         return PYTHON_FLAVOUR  # never the pip-less base in its place: a missing flavour says what to build
     if name in DEFAULT_ALIAS_SOURCES:
         return BASE_IMAGE
+    tbench = _TBENCH.match(name)
+    if tbench:
+        return PYTHON_FLAVOUR if tbench["name"].startswith("python") else BASE_IMAGE
     return ref
+
+
+def looks_python(ref: str) -> bool:
+    """A base image whose name says it brings Python (and so pip): ``python:*``, ``*/python-3*``, …"""
+    last = normalise_ref(ref).rsplit("/", 1)[-1]
+    return "python" in last or last.startswith("pypy")
+
+
+def missing_base_hint(ref: str) -> str:
+    """What to do about a base image that is not present locally (replaykit never pulls)."""
+    if ref == BASE_IMAGE:
+        return "run `replaykit images build-base`"
+    if ref == PYTHON_FLAVOUR:
+        return "run `replaykit images build-base --flavor python` (pip, venv, uv, pytest; python:* images run on it)"
+    if looks_python(ref):
+        return (
+            f"map it to the python flavour, which has pip, venv, uv and pytest (env.image_aliases {ref}: "
+            f"{PYTHON_FLAVOUR}, or for `replaykit tasks check` pass --alias {ref}={PYTHON_FLAVOUR}; "
+            "`replaykit images build-base --flavor python` builds it)"
+        )
+    return (
+        f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}; {PYTHON_FLAVOUR} when the task needs pip), "
+        f"or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
+    )
 
 
 def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, list[str]]:
@@ -246,15 +287,9 @@ def build_cached(
     for ref in bases:
         found = image_exists(client, ref)
         if found is None:
-            hint = (
-                "run `replaykit images build-base`"
-                if ref == BASE_IMAGE
-                else "run `replaykit images build-base --flavor python` (python:* images run on it)"
-                if ref == PYTHON_FLAVOUR
-                else f"map it in env.image_aliases (e.g. {ref}: {BASE_IMAGE}), or for `replaykit tasks check` pass --alias {ref}={BASE_IMAGE}"
-            )
             raise EnvError(
-                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; {hint}"
+                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; "
+                + missing_base_hint(ref)
             )
         base_ids[ref] = found
     digest = digest_of(
@@ -274,6 +309,18 @@ def build_cached(
         progress(f"building image {tag} for task {task.id}")
     image_id = _build(client, task, context_dir, text, tag, digest, source)
     return TaskImage(image_id, tag, digest, built=True)
+
+
+_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
+_NOISE = re.compile(r"^\s*(---> |Removing intermediate container )")
+
+
+def build_failure(source: str, step: str, error: str, log: list[str]) -> str:
+    """One line: which task's Dockerfile, the build step that failed, the error, its last lines."""
+    m = _STEP.match(step)  # (the step numbers count replaykit's rewritten Dockerfile: not shown)
+    where = f" at step `{m.group(2).strip()[:160]}`" if m else ""
+    said = " | ".join(line.strip() for line in log if not _NOISE.match(line))[-400:]
+    return f"{source}: image build failed{where}: {error}" + (f" ({said})" if said else "")
 
 
 def plain(text: str) -> str:
@@ -313,14 +360,18 @@ def _build(
                 labels={"replaykit.task": task.id, "replaykit.digest": digest},
                 **({"buildargs": proxy.buildargs} if proxy is not None else {}),
             )
+            step = ""
             for chunk in stream:
                 if "stream" in chunk:
-                    log.extend(line for line in plain(str(chunk["stream"])).splitlines() if line.strip())
+                    for line in plain(str(chunk["stream"])).splitlines():
+                        if _STEP.match(line):
+                            step, log = line.strip(), []
+                        elif line.strip():
+                            log.append(line)
                 if "error" in chunk:
-                    tail = " | ".join(log[-4:])
-                    raise EnvError(f"{source}: build failed: {plain(str(chunk['error'])).strip()} ({tail})")
+                    raise EnvError(build_failure(source, step, plain(str(chunk["error"])).strip(), log))
         except docker.errors.APIError as exc:
-            raise EnvError(f"{source}: build failed: {plain(str(exc.explanation or exc))}") from None
+            raise EnvError(f"{source}: image build failed: {plain(str(exc.explanation or exc))}") from None
         except OSError as exc:
             raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
         found = image_exists(client, tag)

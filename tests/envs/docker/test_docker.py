@@ -176,7 +176,7 @@ def test_grade_pass_fail_and_stale_reward(env: DockerEnv) -> None:
             True,
             "reward.txt is not a number",
         ),
-        ("sleep 30", 0.0, True, "verifier timed out after 1s"),
+        ("sleep 30", 0.0, True, "verifier timed out after 1 s"),
     ],
 )
 def test_grade_semantics_match_local(
@@ -266,7 +266,7 @@ def test_aliases_and_networked_builds(docker_base: str, tmp_path: Path) -> None:
 
 def test_failed_build_names_the_dockerfile(docker_base: str, tmp_path: Path) -> None:
     task = make_task(tmp_path / "t", dockerfile="FROM debian:bookworm-slim\nRUN exit 7\n", files={"x": "x\n"})
-    with pytest.raises(EnvError, match=r"environment/Dockerfile: build failed"):
+    with pytest.raises(EnvError, match=r"environment/Dockerfile: image build failed at step "):
         images.ensure_task_image(task)
     assert os.path.isdir(tmp_path / "t")
 

@@ -42,6 +42,8 @@ def test_rewrite_from_lines_keeps_stages_flags_and_scratch() -> None:
         ("python:3.12-slim@sha256:" + "a" * 64, "python:3.12-slim"),
         ("ubuntu", "ubuntu:latest"),
         ("registry.local:5000/team/img", "registry.local:5000/team/img:latest"),
+        ("public.ecr.aws/docker/library/python:3.11-slim", "python:3.11-slim"),
+        ("mirror.gcr.io/library/ubuntu:24.04", "ubuntu:24.04"),
     ],
 )
 def test_normalise_ref(ref: str, expected: str) -> None:
@@ -71,6 +73,30 @@ def test_alias_resolution_order() -> None:
     digest_ref = "python:3.12-slim@sha256:" + "b" * 64
     assert images.alias_for(client, digest_ref, {"python:3.12-slim": "mine:py"}) == "mine:py"
     assert images.alias_for(client, "alpine:3.20", {}) == "alpine:3.20"  # unknown: left as is
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("public.ecr.aws/docker/library/python:3.11-slim", images.PYTHON_FLAVOUR),
+        ("public.ecr.aws/docker/library/python:3.13-slim-bookworm", images.PYTHON_FLAVOUR),
+        ("public.ecr.aws/docker/library/debian:bookworm-slim", BASE_IMAGE),
+        ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", images.PYTHON_FLAVOUR),
+        ("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest", BASE_IMAGE),
+        ("ghcr.io/someone-else/t-bench/python-3-13:1", "ghcr.io/someone-else/t-bench/python-3-13:1"),
+    ],
+)
+def test_mirrors_and_tbench_bases_alias_by_default(ref: str, expected: str) -> None:
+    assert images.alias_for(_NoImages(), ref, {}) == expected
+
+
+def test_missing_python_base_hint_names_the_pip_flavour() -> None:
+    hint = images.missing_base_hint("registry.local/team/python-ml:2")
+    assert images.PYTHON_FLAVOUR in hint and "pip" in hint
+    assert "--alias registry.local/team/python-ml:2=" + images.PYTHON_FLAVOUR in hint
+    other = images.missing_base_hint("registry.local/team/node:22")
+    assert "--alias registry.local/team/node:22=" + BASE_IMAGE in other and images.PYTHON_FLAVOUR in other
+    assert "--flavor python" in images.missing_base_hint(images.PYTHON_FLAVOUR)
 
 
 def test_change_roots() -> None:

@@ -61,3 +61,23 @@ def test_tb2_uv_verifier_task_passes_offline(flavour: str) -> None:
     assert proc.returncode == 0 and (row["untouched"], row["solved"]) == (0.0, 1.0), row
     test_sh = (REPO / "envs" / "py-word-stats" / "tests" / "test.sh").read_text()
     assert "curl -LsSf" in test_sh and "uvx" in test_sh  # the usual TB2 shape, unchanged
+
+
+def test_ecr_python_task_passes_tasks_check_with_no_flags(flavour: str) -> None:
+    """``FROM public.ecr.aws/docker/library/python:3.11-slim`` (AWS's mirror of Docker Hub) runs
+    on the python flavour by default, and says so."""
+    task = REPO / "tests" / "harbor" / "corpus" / "ecr-python"
+    proc = cli("tasks", "check", str(task), "--json", timeout=600, cwd=REPO)
+    (row,) = json.loads(proc.stdout)["tasks"]
+    assert row["ok"] and row["untouched"] == 0 and row["solved"] == 1, row
+    assert f"FROM public.ecr.aws/docker/library/python:3.11-slim runs on {PYTHON_IMAGE}" in row["warning"]
+
+
+def test_the_flavour_bundles_exactly_its_pinned_wheels(flavour: str) -> None:
+    from replaykit.envs.docker.flavours import WHEEL_PINS
+
+    out = images.docker_client().containers.run(
+        flavour, ["python3", "-m", "pip", "freeze", "--all"], remove=True, network_mode="none"
+    )
+    installed = {line.lower().replace("_", "-") for line in out.decode().split()}
+    assert {pin.lower() for pin in WHEEL_PINS} <= installed, sorted(installed)
