@@ -63,7 +63,7 @@ def tail(text: str, limit: int = 400) -> str:
     if len(text) <= limit:
         return text
     first = text.splitlines()[0]
-    lead, rest = (text.split(";", 1) if ";" in first[:limit // 2] else ("", text))
+    lead, rest = text.split(";", 1) if ";" in first[: limit // 2] else ("", text)
     budget = limit - len(lead) - 2
     body = head_and_tail(rest, budget, head=budget // 3)
     return f"{lead}; {body}" if lead else body

@@ -82,7 +82,9 @@ class EpisodeSpec:
     network: NetworkRequest = field(
         default_factory=lambda: NetworkRequest()
     )  # the frozen network's store (envs/docker/network/)
-    unprepared: str = ""  # why the environment could not be prepared (its image failed to build): an infra episode
+    unprepared: str = (
+        ""  # why the environment could not be prepared (its image failed to build): an infra episode
+    )
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
@@ -296,7 +298,9 @@ def _unprepared(spec: EpisodeSpec, tape: Tape, meta: EpisodeMeta) -> Episode:
     detail = tape.scrubber.text(f"environment not prepared: {spec.unprepared}")
     tape.record(GradeEvent(Grade(0.0, False, infra_failure=True, detail=detail)))
     meta["unprepared"] = detail
-    return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": str(spec.env.get("kind"))}})
+    return Episode(
+        key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": str(spec.env.get("kind"))}}
+    )
 
 
 def _grade(inner: Environment, taped: TapedEnv) -> Grade:

@@ -46,9 +46,7 @@ def test_a_failed_build_is_one_infra_episode_and_the_panel_runs(docker_base: str
     stopped = cli("run", str(config), cwd=tmp_path)  # no --keep-going: one line, nothing stored
     assert stopped.returncode == 1 and "Traceback" not in stopped.stderr, stopped.stderr
     line = stopped.stderr.strip()
-    assert len(line.splitlines()) == 1 and "broken-build" in line and f"step `{BROKEN_STEP}`" in line, (
-        line
-    )
+    assert len(line.splitlines()) == 1 and "broken-build" in line and f"step `{BROKEN_STEP}`" in line, line
 
     proc = cli("run", str(config), "--keep-going", cwd=tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
