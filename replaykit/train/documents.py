@@ -10,7 +10,7 @@ patch queue's diff texts), so a bundle can export the whole training and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.records import ModelDoc, TrainingDocument, VerdictDoc
@@ -18,12 +18,10 @@ from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss
-
-if TYPE_CHECKING:
-    from replaykit.train.trainer import Trainer
+from replaykit.train.state import TrainingState
 
 
-def training_summary(trainer: Trainer) -> TrainingDocument:
+def training_summary(trainer: TrainingState) -> TrainingDocument:
     """The training document's fields (epochs recorded by an earlier run included)."""
     epochs = [lo.to_dict() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
     mid = model_id(trainer.config.model)
@@ -58,10 +56,12 @@ def training_summary(trainer: Trainer) -> TrainingDocument:
 
 
 class TrainingDocuments:
-    """Writes one training's verdicts and document; the bundle and diff blobs are stored once."""
+    """Writes one training's verdicts and document (``summary``: its fields, as the Trainer
+    gives them); the bundle and diff blobs are stored once."""
 
-    def __init__(self, trainer: Trainer) -> None:
-        self.trainer = trainer
+    def __init__(self, state: TrainingState, summary: Callable[[], TrainingDocument]) -> None:
+        self.trainer = state
+        self.summary = summary
         self._bundle: str | None = None
         self._diffs: list[str] | None = None
 
@@ -71,7 +71,7 @@ class TrainingDocuments:
         if loss.verdict is None or not trainer.persist:
             return
         doc = VerdictDoc(
-            verdict_id=trainer.verdict_id(loss),
+            verdict_id=str(loss.verdict_id),
             training_id=trainer.training_id,
             epoch=loss.epoch,
             baseline_run=loss.baseline_run,
@@ -90,11 +90,11 @@ class TrainingDocuments:
         )
 
     def save(self) -> None:
-        """Write the training document (``trainer.summary()`` plus its blobs)."""
+        """Write the training document (``summary()`` plus its blobs)."""
         trainer = self.trainer
         if not trainer.persist:
             return
-        doc = trainer.summary()
+        doc = self.summary()
         store = trainer.store
         if self._bundle is None:
             self._bundle = store.put_blob(gitops.git_bundle(trainer.harness.repo, trainer.initial_sha))

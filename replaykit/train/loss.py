@@ -3,25 +3,32 @@
 ``loss.backward()`` persists the verdict and its evidence (both runs' cassettes,
 per-task movement) and sets the harness parameter's ``.grad`` to this loss;
 ``optimizer.step()`` then reads it and promotes or rejects the candidate.
-``loss.promoted`` is defined after ``step()``.
+``loss.promoted`` is defined after ``step()``. What ``backward()`` records is the
+training's business: the Trainer hands each loss a callback (``on_backward``), so a
+loss knows no Trainer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from replaykit.cassette.backend import StoreBackend
+from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
-from replaykit.core.records import EpochRecord, RunDoc
+from replaykit.core.records import JSON, EpochRecord, RunDoc
 from replaykit.train.criteria import Verdict
 
-if TYPE_CHECKING:
-    from replaykit.train.trainer import Trainer
+
+def verdict_id_of(
+    baseline_run: str | None, candidate_run: str | None, criterion: str, params: dict[str, JSON]
+) -> str:
+    """A verdict's id: its two runs and its criterion with its parameters."""
+    return digest_of([baseline_run, candidate_run, criterion, params])[:16]
 
 
 @dataclass
 class Loss:
-    trainer: Trainer
     epoch: int
     baseline_sha: str
     baseline_run: str
@@ -34,6 +41,10 @@ class Loss:
     changed: list[str] = field(default_factory=list)
     backward_done: bool = False
     _promoted: bool | None = None
+    #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
+    on_backward: Callable[[Loss], None] | None = field(default=None, repr=False, compare=False)
+    #: where ``runs()`` reads the two runs
+    store: StoreBackend | None = field(default=None, repr=False, compare=False)
 
     @property
     def value(self) -> float:
@@ -63,11 +74,14 @@ class Loss:
 
     @property
     def verdict_id(self) -> str | None:
-        return self.trainer.verdict_id(self) if self.verdict else None
+        v = self.verdict
+        return verdict_id_of(self.baseline_run, self.candidate_run, v.criterion, v.params) if v else None
 
     def runs(self) -> tuple[RunDoc | None, RunDoc | None]:
         """The stored baseline and candidate runs (None where there is none)."""
-        store = self.trainer.store
+        store = self.store
+        if store is None:
+            return None, None
         return (
             store.get_run(self.baseline_run) if self.baseline_run else None,
             store.get_run(self.candidate_run) if self.candidate_run else None,
@@ -75,9 +89,10 @@ class Loss:
 
     def backward(self) -> None:
         """Persist the verdict (evidence included) and set the parameter's ``.grad`` to this loss."""
-        self.trainer.record_verdict(self)
+        if self.on_backward is None:
+            raise TrainError(f"loss.backward() of epoch {self.epoch}: this loss belongs to no training")
+        self.on_backward(self)
         self.backward_done = True
-        self.trainer.parameter.grad = self
 
     def to_dict(self) -> EpochRecord:
         return {

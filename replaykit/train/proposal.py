@@ -10,7 +10,7 @@ only if the endpoint did not fail, in which case the training stops.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from replaykit.capture.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.capture.tape import Tape
@@ -23,13 +23,11 @@ from replaykit.episodes.run import reusable, secrets_for
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
 from replaykit.models.session import ProposalSession
-
-if TYPE_CHECKING:
-    from replaykit.train.trainer import Trainer
+from replaykit.train.state import TrainingState
 
 
 def proposal_key(
-    trainer: Trainer, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
+    trainer: TrainingState, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
 ) -> CassetteKey:
     return CassetteKey(
         baseline_sha,
@@ -63,7 +61,7 @@ def _check_endpoint(tape: Tape, scrubber: Scrubber, endpoint: Endpoint, mcfg: Mo
 
 @contextlib.contextmanager
 def proposal_session(
-    trainer: Trainer, epoch: int, baseline_sha: str, brief: str
+    trainer: TrainingState, epoch: int, baseline_sha: str, brief: str
 ) -> Iterator[tuple[ProposalSession | None, str | None]]:
     """``(session, cassette id)`` for the estimator's edit; ``(None, None)`` when it calls no model."""
     mcfg = trainer.estimator.model_config()

@@ -40,10 +40,11 @@ from replaykit.train.config import train_config
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.documents import TrainingDocuments, training_summary
 from replaykit.train.estimators import Estimator, make_estimator
-from replaykit.train.loss import Loss
+from replaykit.train.loss import Loss, verdict_id_of
 from replaykit.train.optimizers import Optimizer, make_optimizer
 from replaykit.train.parameter import Parameter
 from replaykit.train.proposal import proposal_session
+from replaykit.train.state import TrainingState
 
 
 class Trainer:
@@ -82,12 +83,44 @@ class Trainer:
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)
-        self.losses: list[Loss] = []
-        self.documents = TrainingDocuments(self)
+        #: what documents and proposer sessions read of this training (never the Trainer itself)
+        self.state = TrainingState(
+            self.config,
+            self.train_cfg,
+            self.store,
+            self.harness,
+            self.estimator,
+            self.criterion,
+            self.optimizer,
+            self.record_mode,
+            self.persist,
+            self.progress,
+        )
+        self.state.spec_digest = self.spec_digest
+        self.documents = TrainingDocuments(self.state, self.summary)
         self._resolve_training()
         self.parameter = Parameter(self.harness, self.training_id, persist)
         self.parameter.register_hook(lambda loss: self._save())
         self.optimizer.attach(self.parameter)
+
+    # -- identity and epochs (kept in the state) ---------------------------------------
+    @property
+    def training_id(self) -> str:
+        return self.state.training_id
+
+    @property
+    def initial_sha(self) -> str:
+        return self.state.initial_sha
+
+    @property
+    def recorded(self) -> list[EpochRecord]:
+        """The epochs a recorded training holds (resuming or replaying it), else none."""
+        return self.state.recorded
+
+    @property
+    def losses(self) -> list[Loss]:
+        """The epochs judged in this process, in order."""
+        return self.state.losses
 
     # -- identity ------------------------------------------------------------------
     @property
@@ -111,10 +144,10 @@ class Trainer:
     def _resolve_training(self) -> None:
         head = self.harness.resolve()
         self.harness.ensure_clean()
-        self.recorded: list[EpochRecord] = []
+        state = self.state
         for doc in self.store.find_trainings(self.spec_digest):
             if head in doc["chain"]:
-                self.training_id, self.initial_sha, self.recorded = (
+                state.training_id, state.initial_sha, state.recorded = (
                     doc["training_id"],
                     doc["initial_sha"],
                     doc["epochs"],
@@ -126,13 +159,13 @@ class Trainer:
                 )
                 self.progress("note", {"message": what})
                 return
-        self.initial_sha = head
-        self.training_id = digest_of([self.spec_digest, head])[:16]
+        state.initial_sha = head
+        state.training_id = digest_of([self.spec_digest, head])[:16]
 
     def verdict_id(self, loss: Loss) -> str:
-        return digest_of(
-            [loss.baseline_run, loss.candidate_run, self.criterion.name, self.criterion.params()]
-        )[:16]
+        return verdict_id_of(
+            loss.baseline_run, loss.candidate_run, self.criterion.name, self.criterion.params()
+        )
 
     # -- the loop ------------------------------------------------------------------
     def epochs(self, n: int | None = None) -> Iterator[Loss]:
@@ -195,11 +228,11 @@ class Trainer:
         return forward
 
     def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> Loss:
-        loss = Loss(self, epoch, baseline_sha, baseline["run_id"])
+        loss = Loss(epoch, baseline_sha, baseline["run_id"], on_backward=self._backward, store=self.store)
         brief = self.brief(epoch, baseline_sha, baseline)
         repo = self.harness.repo
         with gitops.worktree(repo, baseline_sha) as workdir:
-            with proposal_session(self, epoch, baseline_sha, brief) as (session, cassette_id):
+            with proposal_session(self.state, epoch, baseline_sha, brief) as (session, cassette_id):
                 try:
                     loss.description = self.estimator.edit(workdir, brief, session, epoch)
                 except TrainError as exc:
@@ -262,18 +295,21 @@ class Trainer:
         )
 
     # -- backward ------------------------------------------------------------------
+    def _backward(self, loss: Loss) -> None:
+        """What ``loss.backward()`` calls: persist the verdict, then set the parameter's ``.grad``."""
+        self.record_verdict(loss)
+        self.parameter.grad = loss
+
     def record_verdict(self, loss: Loss) -> None:
         """Persist an epoch's verdict (what ``loss.backward()`` records) and the training document."""
         self.documents.put_verdict(loss)
         self._save()
 
     def chain(self) -> list[str]:
-        return [self.initial_sha] + [
-            lo.candidate_sha for lo in self.losses if lo.promoted_or_none and lo.candidate_sha
-        ]
+        return self.state.chain()
 
     def summary(self) -> TrainingDocument:
-        return training_summary(self)
+        return training_summary(self.state)
 
     def _save(self) -> None:
         self.documents.save()

@@ -1,0 +1,54 @@
+"""What a training's documents and proposer sessions read of it: :class:`TrainingState`.
+
+The :class:`~replaykit.train.trainer.Trainer` owns one and keeps it current (its
+identity once resolved, its epochs as they are judged); ``documents.py`` and
+``proposal.py`` are handed the state, never the Trainer, so nothing below the loop
+imports the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
+from replaykit.core.records import EpochRecord
+from replaykit.episodes.config import RunConfig
+from replaykit.episodes.harness import HarnessRepo
+from replaykit.train.config import TrainConfig
+from replaykit.train.criteria import Criterion
+from replaykit.train.estimators import Estimator
+
+if TYPE_CHECKING:
+    from replaykit.train.loss import Loss
+    from replaykit.train.optimizers import Optimizer
+
+
+@dataclass
+class TrainingState:
+    """One training's parts, identity and epochs so far (``losses``: judged in this process;
+    ``recorded``: the epochs an earlier run stored, when it resumes or replays one)."""
+
+    config: RunConfig
+    train_cfg: TrainConfig
+    store: StoreBackend
+    harness: HarnessRepo
+    estimator: Estimator
+    criterion: Criterion
+    optimizer: Optimizer
+    record_mode: RecordMode
+    persist: bool
+    progress: Progress
+    spec_digest: str = ""
+    training_id: str = ""
+    initial_sha: str = ""
+    recorded: list[EpochRecord] = field(default_factory=list)
+    losses: list[Loss] = field(default_factory=list)
+
+    def chain(self) -> list[str]:
+        """The initial baseline, then every promoted candidate, in order."""
+        return [self.initial_sha] + [
+            lo.candidate_sha for lo in self.losses if lo.promoted_or_none and lo.candidate_sha
+        ]
