@@ -5,7 +5,8 @@ a change token for polling, and the two static files (CSS, JS) shipped in the pa
 
 Read-only by construction: the store is opened ``readonly`` (``PRAGMA query_only``) and
 only GET/HEAD routes exist. Every page's state is in its URL (a permalink); nothing is
-fetched from anywhere but this server (a Content-Security-Policy says so).
+fetched from anywhere but this server (a Content-Security-Policy says so), and a request
+under another name than the server's own is refused (``hosts.py``: DNS rebinding).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from replaykit.cassette.store.search import SearchHit
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS
 from replaykit.view import queries
+from replaykit.view.hosts import HostCheck, host_guard
 from replaykit.view.pages import HomePage, SearchPage
 from replaykit.view.search import Searcher
 
@@ -63,8 +65,14 @@ def _int(value: str | None, name: str, default: int | None = None) -> int | None
         raise ValueError(f"{name}={value!r} is not a whole number; use e.g. {name}=1") from None
 
 
-def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searcher | None = None) -> Any:
-    """The Starlette app over ``store`` (open it read-only); pages poll every ``poll_seconds``."""
+def create_app(
+    store: StoreBackend,
+    poll_seconds: float = 2.0,
+    searcher: Searcher | None = None,
+    hosts: HostCheck | None = None,
+) -> Any:
+    """The Starlette app over ``store`` (open it read-only); pages poll every ``poll_seconds``;
+    only requests whose ``Host`` ``hosts`` allows are answered (default: loopback names)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -229,7 +237,7 @@ def create_app(store: StoreBackend, poll_seconds: float = 2.0, searcher: Searche
         Route("/api/token", token),
         Route("/static/{name}", static),
     ]
-    return _Headers(Starlette(routes=routes))
+    return _Headers(host_guard(Starlette(routes=routes), hosts or HostCheck("127.0.0.1")))
 
 
 class _Headers:

@@ -53,9 +53,10 @@ def serve(
     import uvicorn
 
     from replaykit.view.app import create_app
+    from replaykit.view.hosts import HostCheck
 
     store.change_token()  # a missing or foreign store fails here, before the URL is printed
-    app = create_app(store, poll_seconds=poll_seconds)
+    app = create_app(store, poll_seconds=poll_seconds, hosts=HostCheck(sock.getsockname()[0]))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     server = uvicorn.Server(config)
     on_ready(url_of(sock))

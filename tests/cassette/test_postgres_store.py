@@ -140,7 +140,7 @@ def test_view_serves_a_postgres_store(tmp_path: Path, monkeypatch: pytest.Monkey
         config = write_config(tmp_path, {"panel.seeds": [0], "store": url})
         run = json.loads(cli("run", str(config), "--json", cwd=tmp_path, check=True).stdout)
         store = open_store(url, readonly=True)
-        with TestClient(create_app(store, poll_seconds=0)) as client:
+        with TestClient(create_app(store, poll_seconds=0), base_url="http://127.0.0.1") as client:
             for page in (
                 "/",
                 "/runs",

@@ -77,3 +77,36 @@ def test_a_busy_port_is_one_line(quickstart_store: dict[str, Any], viewer_of: An
     port = viewer.url.rsplit(":", 1)[1]
     proc = cli("view", "--store", str(quickstart_store["store"]), "--port", port, "--no-open")
     assert proc.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def get_with_host(url: str, host: str) -> tuple[int, str]:
+    """GET ``url`` sending ``Host: host`` (what a DNS-rebinding page makes the browser send)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        conn.putrequest("GET", "/runs", skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode("utf-8")
+    finally:
+        conn.close()
+
+
+def test_the_viewer_answers_only_to_its_own_address(quickstart_store: dict[str, Any], viewer_of: Any) -> None:
+    """DNS rebinding: a page of evil.example resolved to 127.0.0.1 makes the browser send
+    ``Host: evil.example:PORT``; the viewer refuses it and answers its own address."""
+    viewer = viewer_of(quickstart_store["store"])
+    port = viewer.url.rstrip("/").rsplit(":", 1)[1]
+    run_id = quickstart_store["training"]["runs"][0]
+    for good in (f"127.0.0.1:{port}", f"localhost:{port}", "127.0.0.1"):
+        status, body = get_with_host(viewer.url, good)
+        assert status == 200 and run_id in body, (good, status)
+    for bad in (f"evil.example:{port}", "evil.example", f"127.0.0.1.nip.io:{port}", "", f"[::2]:{port}"):
+        status, body = get_with_host(viewer.url, bad)
+        assert status == 400 and run_id not in body, (bad, status, body)
+        assert body.startswith("this viewer answers only to Host 127.0.0.1, not "), body
+        assert body.count("\n") == 1
