@@ -1,11 +1,10 @@
 """The events of one episode, in order, and the episode digest.
 
 An episode is a list of events: ``llm`` (request → exact response bytes with their
-chunking), ``env`` (action → observation + state digest), ``net`` (what the task's
-container fetched through the frozen network), ``error`` (the harness raised) and a
-final ``grade``. The digest is sha256 over the canonical stream of
-their digest forms — never wall-clock times — and equal digests are what
-"bit-for-bit" means.
+chunking), ``env`` (action → observation + state digest), ``net`` (what the
+environment fetched, as its env kind recorded it), ``error`` (the harness raised) and a
+final ``grade``. The digest is sha256 over the canonical stream of their digest forms —
+never wall-clock times — and equal digests are what "bit-for-bit" means.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
-from replaykit.envs.docker.network.matching import ExchangeRecord
+from replaykit.envs.extras import ExchangeRecord, StoredExchange
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
 KEPT_HEADERS = ("content-type", "content-encoding")
@@ -135,7 +134,7 @@ NET_CHUNK = 4 * 1024 * 1024
 
 @dataclass
 class NetEvent:
-    """One exchange of the task container through the frozen network (``envs/docker/network/``).
+    """One network exchange of the episode's environment, as its kind recorded it (``envs/extras.py``).
 
     The request is kept as method + scrubbed URL + the digest of its normalised body (never
     its headers or body: they may hold credentials); the response as status, reason, the
@@ -154,12 +153,13 @@ class NetEvent:
     size: int
     chunks: list[str] = field(default_factory=list)
     source: str = "upstream"
-    body_path: str | None = field(default=None, repr=False, compare=False)  # the spool file while recording
+    body_path: str | None = field(default=None, repr=False, compare=False)  # the body's file while recording
+    spool: str | None = field(default=None, repr=False, compare=False)  # removed once its bodies are stored
     kind: str = field(default="net", init=False)
 
     @classmethod
-    def from_record(cls, record: ExchangeRecord, spool: str | None) -> "NetEvent":
-        """From one line of the proxy's exchange log (its body in ``spool/bodies``)."""
+    def from_record(cls, record: ExchangeRecord) -> "NetEvent":
+        """From an exchange an environment reported (its body still in ``body_path``)."""
         return cls(
             method=str(record["method"]),
             url=str(record["url"]),
@@ -170,8 +170,24 @@ class NetEvent:
             body=str(record["body"]),
             size=int(record["size"]),
             source=str(record.get("source") or "upstream"),
-            body_path=f"{spool}/bodies/{record['body']}" if spool else None,
+            body_path=record.get("body_path"),
+            spool=record.get("spool"),
         )
+
+    def stored(self) -> StoredExchange:
+        """The exchange as a store keeps it (its body as chunks): what a kind serves back."""
+        return {
+            "method": self.method,
+            "url": self.url,
+            "request_body": self.request_body,
+            "status": self.status,
+            "reason": self.reason,
+            "headers": [list(h) for h in self.headers],
+            "body": self.body,
+            "size": self.size,
+            "source": self.source,
+            "chunks": list(self.chunks),
+        }
 
     def digest_form(self) -> NetDigestForm:
         return {

@@ -10,15 +10,17 @@ protocol from a cassette.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, Protocol, Self, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from replaykit.core.errors import EnvError
+from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.records import JSON
+from replaykit.envs.extras import Extras, KindStore, StoredExchange
 
 
 class ObservationDoc(TypedDict):
@@ -138,6 +140,11 @@ class EnvRequest(Protocol):
     @property
     def env(self) -> EnvTable: ...
 
+    @property
+    def extras(self) -> Extras:
+        """What the kind's ``extras`` hook gave this episode (``{}``: nothing; ``extras.py``)."""
+        ...
+
 
 class EnvTable(TypedDict, total=False):
     """The config's ``env`` section as a kind's hooks receive it: flat, the shared keys
@@ -181,6 +188,8 @@ class NodeNeeds:
 EnvFactory = Callable[[EnvRequest], Environment]
 KeyExtra = Callable[[EnvTable, Any], KeyPairs]  # (env config, Task) → extra key pairs
 Oracle = Callable[[Any, EnvTable], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
+#: (Task, env config) → what the kind applies that the task did not say (``tasks check`` warnings)
+TaskWarnings = Callable[[Any, EnvTable], list[str]]
 
 
 class EnvSettings(BaseModel):
@@ -195,6 +204,56 @@ class EnvSettings(BaseModel):
         """These settings out of a flat ``env`` table (what a factory, ``key_extra`` or an
         oracle receives): the shared keys and ``kind`` are left out."""
         return cls.model_validate({k: v for k, v in env.items() if k in cls.model_fields})
+
+
+class EpisodeExtras(Protocol):
+    """A kind's recorder and server of what its episodes fetch (docker: the frozen network)."""
+
+    def recording(
+        self, store: KindStore, env: EnvTable, tasks: Sequence[Any]
+    ) -> AbstractContextManager[Extras]:
+        """Around a run's key computation (image builds) and the recording of its episodes;
+        yields what each recorded episode's environment gets (``EnvRequest.extras``)."""
+        ...
+
+    def serving(
+        self, store: KindStore, environment: Mapping[str, JSON], exchanges: list[StoredExchange]
+    ) -> AbstractContextManager[Extras]:
+        """Around a re-execution of one episode (``environment``: its recorded metadata):
+        yields what its environment gets to serve its recorded exchanges only."""
+        ...
+
+    def forked_reason(self, environment: Mapping[str, JSON]) -> str | None:
+        """Why an episode with this recorded environment metadata can never be certified
+        deterministic (docker: it ran on a live network), or None."""
+        ...
+
+    def build_exchanges(
+        self, store: KindStore, extra: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, list[StoredExchange]]]:
+        """What the builds named by a cassette key's extras fetched: (what was built, its exchanges)."""
+        ...
+
+
+class Artefacts(Protocol):
+    """What a bundle ``--with-images`` carries for a kind beyond store rows (docker: the
+    task images, ``docker save``d). Documents of ``kind``, one per artefact id."""
+
+    kind: str
+
+    def ids(self, extra: Sequence[tuple[str, str]]) -> list[str]:
+        """The artefacts a cassette with this key's extras ran in."""
+        ...
+
+    def exists(self, ident: str) -> bool: ...
+
+    def save(self, ident: str) -> Iterable[bytes]:
+        """The artefact's bytes, streamed (``EnvError`` when it is not here)."""
+        ...
+
+    def load(self, ident: str, data: Iterator[bytes]) -> None:
+        """Make the artefact exist here again from its bytes; ``EnvError`` when it came back as another."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -212,6 +271,12 @@ class EnvKind:
     #: every node carrying it before episodes fan out (Docker: the driver's base images)
     node_resource: str | None = None
     prepare_nodes: PrepareNodes | None = None
+    #: what its episodes fetch, recorded and served back (``extras.py``; docker: the frozen network)
+    extras: EpisodeExtras | None = None
+    #: ``tasks check``'s warnings for a task: what the kind applies that the task did not say
+    task_warnings: TaskWarnings | None = None
+    #: what a bundle ``--with-images`` carries for its cassettes (docker: the task images)
+    artefacts: Artefacts | None = None
 
     def node_needs(self, env: EnvTable) -> NodeNeeds:
         """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""
@@ -228,3 +293,12 @@ class EnvKind:
         if self.oracle is None:
             raise EnvError(f"environment kind {self.kind!r} has no oracle check; use another --env")
         return self.oracle(task, env)
+
+    def warnings(self, task: Any, env: EnvTable) -> list[str]:
+        """What this kind applies to ``task`` that it did not say (empty when it cannot tell)."""
+        if self.task_warnings is None:
+            return []
+        try:
+            return self.task_warnings(task, env)
+        except (EnvError, TaskError):
+            return []

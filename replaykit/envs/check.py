@@ -17,7 +17,7 @@ replaces (never silent; the same lines are stored with a run's episodes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
@@ -111,8 +111,7 @@ def check_tasks(
         notes = [
             f"unknown task.toml key {key!r} (Harbor ignores it too; a typo?)" for key in report["unknown"]
         ]
-        if env_kind.uses_docker:
-            notes.extend(_image_notes(task, dict(aliases or {})))
+        notes.extend(env_kind.warnings(task, env))
         row = TaskCheckRow(
             task_id=task.id,
             path=str(task.path),
@@ -165,13 +164,3 @@ def check_tasks(
         "warnings": sum(1 for r in rows if r.get("warning")),
         "ok": all(r["ok"] for r in rows),
     }
-
-
-def _image_notes(task: Any, aliases: dict[str, str]) -> list[str]:
-    """The aliases and swapped pins the task's image gets (empty when Docker is unreachable)."""
-    from replaykit.envs.docker import flavours
-
-    try:
-        return flavours.substitutions(task, aliases)
-    except (EnvError, TaskError):
-        return []

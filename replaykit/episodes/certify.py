@@ -17,21 +17,19 @@ certified on its own, and one run's verdict never flips another's.
 ``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks;
 it reads certificates by the same key.
 
-An episode whose environment metadata says ``"network": "unfrozen"`` (a Docker task on a
-live network: ``env.network: live``, or recorded without the frozen network) is never
-certified deterministic: its task is ``forked`` with the reason ``network unfrozen``
-without re-executing anything. A ``frozen`` episode is re-executed behind a proxy that
-serves only its recorded exchanges (``episodes/network.py``); a request it never
-recorded is an error naming the URL.
+An episode its env kind says can never be deterministic (the docker kind: it ran on a
+live network, ``env.network: live``) is ``forked`` with the kind's reason (``network
+unfrozen``) without re-executing anything. An episode with recorded exchanges is
+re-executed behind what its kind serves of them only (``episodes/network.py``'s
+``serving``; docker: the frozen network's proxy); a request never recorded is an error
+naming the URL.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
 from pathlib import Path
-from typing import Iterator, cast
+from typing import cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
@@ -41,15 +39,14 @@ from replaykit.core.determinism import canonical_json, digest_of
 from replaykit.core.errors import TaskError
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeMeta, RunDocument
-from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.tasks import Task, load_panel, load_task
-from replaykit.episodes import network
 from replaykit.episodes.certify_records import (
     Certificate,
     CertificateEvidence,
     CertifyReport,
     CertifyRow,
 )
+from replaykit.episodes.network import serving
 from replaykit.episodes.reexecute import (
     DETERMINISTIC,
     ERROR,
@@ -68,7 +65,6 @@ __all__ = [
     "certify_task",
     "forked_tasks",
     "get_certificate",
-    "served_networks",
 ]
 
 
@@ -150,8 +146,8 @@ def certify_task(
     key = episodes[0].key
     image = dict(key.extra).get("image", "")
     if check is None:
-        with served_networks(store, episodes) as nets:
-            check = check_task(episodes, task, nets)
+        with serving(store, episodes) as served:
+            check = check_task(episodes, task, served)
     status, reason, first = check
     evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
     row: CertificateRow = {
@@ -224,9 +220,9 @@ def certify_run(
             finished(task_id, None)
     else:
         everything = [e for episodes, _ in todo.values() for e in episodes]
-        with served_networks(store, everything) as nets:
+        with serving(store, everything) as served:
             jobs = [
-                CertifyJob(episodes, str(task.path), {e.id: nets[e.id] for e in episodes})
+                CertifyJob(episodes, str(task.path), {e.id: served[e.id] for e in episodes})
                 for episodes, task in todo.values()
             ]
             for job, check in executor.map(certify_job, jobs):
@@ -255,19 +251,3 @@ def certify_run(
         "error": counts[ERROR],
         "certified": counts[ERROR] == 0,
     }
-
-
-@contextlib.contextmanager
-def served_networks(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, NetworkRequest]]:
-    """Each episode's frozen network for a re-execution (its recorded exchanges only), removed after."""
-    nets: dict[str, NetworkRequest] = {}
-    folders = []
-    try:
-        for episode in episodes:
-            nets[episode.id], folder = network.replay_request(store, episode)
-            if folder is not None:
-                folders.append(folder)
-        yield nets
-    finally:
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)

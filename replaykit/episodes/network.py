@@ -1,75 +1,128 @@
-"""The store's side of the frozen network (``replaykit/envs/docker/network/`` runs the proxy).
+"""The store's side of what an environment fetched (``net`` events), for any env kind.
 
-Recording: the proxy leaves each response body in its spool; :func:`store_bodies` streams
-it into the store as content-addressed chunks (``NET_CHUNK`` bytes each: memory stays
-bounded, and a wheel fetched by a hundred episodes is stored once) before the episode is
-written. Re-executing: :func:`serve_folder` writes a recording's exchanges back as the
-proxy's ``index.json`` + ``bodies/``, chunk by chunk, so the proxy serves exactly those.
+An env kind records and serves its episodes' network exchanges through its own hooks
+(``EnvKind.extras``; the docker kind's frozen network is ``envs/docker/network/``); this
+module gives those hooks the narrow store they may use (:class:`KindStoreView`, a
+``envs.extras.KindStore``) and does the kind-neutral rest. Recording: an exchange's body
+waits in a file until :func:`store_bodies` streams it into the store as content-addressed
+chunks (``NET_CHUNK`` bytes each: memory stays bounded, and a wheel fetched by a hundred
+episodes is stored once) before the episode is written. ``net ls`` is :func:`net_listing`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import shutil
-import tempfile
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypedDict
 
-from replaykit.cassette.backend import BlobStore
+from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
-from replaykit.envs.docker.network import NetworkRequest
-from replaykit.envs.docker.network.matching import ExchangeRecord, MissRecord, ServedResponse, key_of
+from replaykit.core.records import JSON
+from replaykit.envs.base import EnvKind, EnvTable, EpisodeExtras
+from replaykit.envs.extras import ExchangeRecord, Extras, Miss, StoredExchange
+from replaykit.envs.registry import get_env_kind
 
 
-def ca_home(store: Any) -> Path:
-    """Where the store's CA lives: the store folder; a server store (PostgreSQL) has none, so
-    its CA is kept on this machine, under ``~/.cache/replaykit/network-ca/<its location's hash>``
-    (a secret never goes into the database: bundles are made from it)."""
-    location = str(store.location)
-    if "://" not in location:
-        return Path(location)
-    digest = hashlib.sha256(location.encode()).hexdigest()[:16]
-    return Path.home() / ".cache" / "replaykit" / "network-ca" / digest
+class KindStoreView:
+    """The part of a store an env kind's extras reach (``envs.extras.KindStore``)."""
+
+    def __init__(self, store: StoreBackend) -> None:
+        self._store = store
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def readonly(self) -> bool:
+        return bool(getattr(self._store, "readonly", False))
+
+    def get_blob(self, digest: str) -> bytes:
+        return self._store.get_blob(digest)
+
+    def put_exchanges(
+        self, doc_id: str, kind: str, records: list[ExchangeRecord], name: str, fields: Mapping[str, JSON]
+    ) -> None:
+        events = [NetEvent.from_record(r) for r in records]
+        store_event_bodies(self._store, events)
+        blobs: dict[str, bytes] = {}
+        doc = {
+            "kind": kind,
+            **fields,
+            "exchanges": [encode_event(e, blobs) for e in events],
+            "blobs": sorted({c for e in events for c in e.chunks}),
+        }
+        self._store.put_doc(doc_id, kind, doc, name=name)
+
+    def get_exchanges(self, doc_id: str, kind: str) -> list[StoredExchange]:
+        try:
+            doc = self._store.get_doc(doc_id, kind)
+        except CassetteNotFound:
+            return []
+        items: Any = doc.get("exchanges") or []
+        events = [decode_event(item, self._store.get_blob) for item in items]
+        return [e.stored() for e in events if isinstance(e, NetEvent)]
 
 
-def network_mode(episode: Episode) -> str:
-    """How the episode's container reached the network: ``frozen``, ``live`` or ``none``."""
-    environment = episode.meta.get("environment") or {}
-    state = environment.get("network")
-    if state in ("frozen", "none"):
-        return str(state)
-    if state == "unfrozen":
-        return "live"
-    limits = environment.get("limits")
-    if not isinstance(limits, Mapping):
-        limits = {}
-    mode = limits.get("network_mode")
-    if mode:
-        return str(mode)
-    return "live" if limits.get("network") else "none"  # recorded before the frozen network
+def extras_of(extra: Sequence[tuple[str, str]]) -> EpisodeExtras | None:
+    """The extras hooks of the env kind a cassette key names (None: it has none, or that
+    kind is not installed here: its environment cannot be built either)."""
+    try:
+        return get_env_kind(dict(extra).get("env", "local")).extras
+    except EnvError:
+        return None
+
+
+@contextlib.contextmanager
+def recording(
+    store: StoreBackend | None, kind: EnvKind, env: EnvTable, tasks: Sequence[Any]
+) -> Iterator[Extras]:
+    """Around a run's keys and recordings: the kind's extras recorder (``{}``: none, or no
+    store to keep what it records in)."""
+    if store is None or kind.extras is None:
+        yield {}
+        return
+    with kind.extras.recording(KindStoreView(store), env, tasks) as extras:
+        yield extras
+
+
+@contextlib.contextmanager
+def serving(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, Extras]]:
+    """Each episode's extras for a re-execution (its recorded exchanges only), removed after."""
+    view = KindStoreView(store)
+    with contextlib.ExitStack() as stack:
+        served: dict[str, Extras] = {}
+        for episode in episodes:
+            hooks = extras_of(episode.key.extra)
+            if hooks is None:
+                served[episode.id] = {}
+                continue
+            environment = episode.meta.get("environment") or {}
+            exchanges = [e.stored() for e in episode.net_events]
+            served[episode.id] = stack.enter_context(hooks.serving(view, environment, exchanges))
+        yield served
 
 
 def store_bodies(store: BlobStore, episode: Episode) -> None:
-    """Stream every recorded network body of ``episode`` into the store; the spool is removed."""
+    """Stream every recorded network body of ``episode`` into the store; its spools are removed."""
     store_event_bodies(store, episode.net_events)
 
 
 def store_event_bodies(store: BlobStore, events: list[NetEvent]) -> None:
-    """Stream each event's spooled body into the store as chunks; the spools are removed."""
-    spools: set[Path] = set()
+    """Stream each event's body file into the store as chunks; the spools are removed."""
+    spools: set[str] = set()
     for event in events:
+        if event.spool:
+            spools.add(event.spool)
         if event.chunks or not event.body_path:
             continue
-        path = Path(event.body_path)
-        spools.add(path.parent.parent)
         whole, chunks = hashlib.sha256(), []
         try:
-            with open(path, "rb") as body:
+            with open(event.body_path, "rb") as body:
                 while piece := body.read(NET_CHUNK):
                     whole.update(piece)
                     chunks.append(store.put_blob(piece))
@@ -83,52 +136,11 @@ def store_event_bodies(store: BlobStore, events: list[NetEvent]) -> None:
         event.body_path = None
     for spool in spools:
         shutil.rmtree(spool, ignore_errors=True)
-
-
-def serve_folder(store: BlobStore, events: list[NetEvent], folder: Path) -> Path:
-    """``folder`` holding ``events`` as the proxy serves them (the first recording of a key wins)."""
-    bodies = folder / "bodies"
-    bodies.mkdir(parents=True, exist_ok=True)
-    index: dict[str, ServedResponse] = {}
     for event in events:
-        key = key_of(event.method, event.url, event.request_body)
-        if key in index:
-            continue
-        index[key] = {
-            "status": event.status,
-            "reason": event.reason,
-            "headers": event.headers,
-            "body": event.body,
-            "size": event.size,
-        }
-        target = bodies / event.body
-        if not target.exists():
-            with open(target, "wb") as out:
-                for chunk in event.chunks:
-                    out.write(store.get_blob(chunk))  # verified against its address
-    (folder / "index.json").write_text(json.dumps(index, sort_keys=True))
-    return folder
+        event.spool = None
 
 
-def replay_request(store: Any, episode: Episode) -> tuple[NetworkRequest, Path | None]:
-    """What a re-execution of ``episode`` gives its environment: the store (for the CA) and,
-    for a frozen recording, a folder serving its exchanges only (the caller removes it)."""
-    mode = network_mode(episode)
-    if mode == "none":
-        return {}, None
-    from replaykit.envs.docker.network.ca import ensure_ca
-
-    home = ca_home(store)
-    ensure_ca(home)  # a store that imported the recording makes its own CA
-    request: NetworkRequest = {"store": str(home)}
-    if mode != "frozen":
-        return request, None
-    folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
-    serve_folder(store, episode.net_events, folder)
-    return {**request, "serve": str(folder), "serve_only": True}, folder
-
-
-def unrecorded_line(misses: list[MissRecord]) -> str:
+def unrecorded_line(misses: list[Miss]) -> str:
     first = misses[0]
     more = f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""
     return (
@@ -150,7 +162,7 @@ class Exchange(TypedDict):
 
 
 class BuildExchangeRow(Exchange):
-    """``net ls``: one exchange of a task image's build."""
+    """``net ls``: one exchange of a build (a task image's)."""
 
     image: str
 
@@ -163,15 +175,17 @@ class ExchangeRow(Exchange):
     seed: int
 
 
-def _exchange(position: int, event: NetEvent) -> Exchange:
+def _exchange(position: int, event: NetEvent | StoredExchange) -> Exchange:
+    if isinstance(event, NetEvent):
+        event = event.stored()
     return {
         "position": position,
-        "method": event.method,
-        "url": event.url,
-        "status": event.status,
-        "bytes": event.size,
-        "source": event.source,
-        "body": event.body,
+        "method": event["method"],
+        "url": event["url"],
+        "status": event["status"],
+        "bytes": event["size"],
+        "source": event["source"],
+        "body": event["body"],
     }
 
 
@@ -199,12 +213,10 @@ def net_listing(store: Any, target: str) -> NetListing:
         kind, cassettes = "cassette", [ident]
     rows: list[ExchangeRow] = []
     bodies: dict[str, int] = {}
-    images: dict[str, None] = {}
+    extras: dict[tuple[tuple[str, str], ...], None] = {}
     for cassette_id in cassettes:
         episode = store.get_episode(cassette_id)
-        image = dict(episode.key.extra).get("image")
-        if image:
-            images.setdefault(image, None)
+        extras.setdefault(tuple(episode.key.extra), None)
         for position, event in enumerate(episode.events):
             if isinstance(event, NetEvent):
                 bodies[event.body] = event.size
@@ -217,10 +229,10 @@ def net_listing(store: Any, target: str) -> NetListing:
                     }
                 )
     builds: list[BuildExchangeRow] = []
-    for image in images:
-        for position, event in enumerate(image_exchanges(store, image)):
-            bodies[event.body] = event.size
-            builds.append({"image": image, **_exchange(position, event)})
+    for built, exchanges in _builds(store, list(extras)):
+        for position, exchange in enumerate(exchanges):
+            bodies[exchange["body"]] = exchange["size"]
+            builds.append({"image": built, **_exchange(position, exchange)})
     return {
         "image_builds": builds,
         "kind": kind,
@@ -234,47 +246,14 @@ def net_listing(store: Any, target: str) -> NetListing:
     }
 
 
-IMAGE_KIND = "network-image"
-
-
-def image_doc_id(image_id: str) -> str:
-    return "net-image-" + image_id.removeprefix("sha256:")[:32]
-
-
-@contextlib.contextmanager
-def recording_builds(store: Any, uses_docker: bool, setting: str | None) -> Iterator[None]:
-    """Inside: a task image built from scratch has its HTTP fetches recorded for that image
-    (a ``network-image`` document: its exchanges, their body chunks under ``blobs``)."""
-    if store is None or not uses_docker or setting in ("live", "none") or getattr(store, "readonly", False):
-        yield
-        return
-    from replaykit.envs.docker.network import build
-    from replaykit.envs.docker.network.ca import ensure_ca
-
-    home = ca_home(store)
-    ensure_ca(home)
-
-    def keep(image_id: str, records: list[ExchangeRecord], spool: Path) -> None:
-        events = [NetEvent.from_record(r, str(spool)) for r in records]
-        store_event_bodies(store, events)
-        blobs: dict[str, bytes] = {}
-        doc = {
-            "kind": IMAGE_KIND,
-            "image": image_id,
-            "exchanges": [encode_event(e, blobs) for e in events],
-            "blobs": sorted({c for e in events for c in e.chunks}),
-        }
-        store.put_doc(image_doc_id(image_id), IMAGE_KIND, doc, name=image_id)
-
-    with build.recording(home, keep):
-        yield
-
-
-def image_exchanges(store: Any, image_id: str) -> list[NetEvent]:
-    """What the build of ``image_id`` fetched, when it was recorded (else nothing)."""
-    try:
-        doc = store.get_doc(image_doc_id(image_id), IMAGE_KIND)
-    except CassetteNotFound:
-        return []
-    events = [decode_event(item, store.get_blob) for item in doc.get("exchanges") or []]
-    return [e for e in events if isinstance(e, NetEvent)]
+def _builds(
+    store: StoreBackend, keys: list[tuple[tuple[str, str], ...]]
+) -> list[tuple[str, list[StoredExchange]]]:
+    """What the builds behind these cassette keys fetched, each build once, in key order."""
+    view = KindStoreView(store)
+    found: dict[str, list[StoredExchange]] = {}
+    for extra in keys:
+        hooks = extras_of(extra)
+        for built, exchanges in hooks.build_exchanges(view, extra) if hooks else []:
+            found.setdefault(built, exchanges)
+    return list(found.items())

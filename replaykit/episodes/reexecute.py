@@ -5,11 +5,12 @@ fresh environment of the recorded kind (``make_env`` on the recorded ``env`` tab
 model, the actions are in the cassette), multi-step tasks staged and graded step by step
 as recorded. Observations (stdout, stderr, exit code, timeout) are compared after narrow
 scrubbing (``observation_scrub.scrub``) and so is the grade (reward, passed, infra
-failure); the first difference makes the task ``forked``. An episode that ran on a live
-network (``"network": "unfrozen"``) is ``forked`` without re-executing anything; a frozen
-one runs behind its recorded exchanges, and a request it never recorded is an error
-naming the URL. Writes nothing, so it runs on any worker (``CertifyJob``); the
-certificates are ``certify.py``.
+failure); the first difference makes the task ``forked``. An episode its env kind says can
+never be certified (``EnvKind.extras.forked_reason``: the docker kind's live network) is
+``forked`` without re-executing anything; one with recorded exchanges runs behind what
+its kind serves of them (``episodes/network.py``'s ``serving``), and a request never
+recorded is an error naming the URL. Writes nothing, so it runs on any worker
+(``CertifyJob``); the certificates are ``certify.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import JSON
 from replaykit.envs.base import EnvTable
-from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
@@ -31,8 +32,6 @@ from replaykit.episodes.certify_records import FirstDifference
 from replaykit.episodes.observation_scrub import scrub
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
-#: The environment metadata's ``network`` value of an episode that ran on a live network.
-NETWORK_UNFROZEN = "unfrozen"
 
 
 def env_kind(key: CassetteKey) -> str:
@@ -70,7 +69,7 @@ class _Difference:
         return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
 
 
-def _rerun(episode: Episode, task: Task, net: NetworkRequest | None = None) -> _Difference | None:
+def _rerun(episode: Episode, task: Task, extras: Extras | None = None) -> _Difference | None:
     """Run the episode's recorded actions in a fresh environment; the first difference."""
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
@@ -87,13 +86,12 @@ def _rerun(episode: Episode, task: Task, net: NetworkRequest | None = None) -> _
         base_url="",
         api_key="",
         env=env_cfg,
-        network=net.copy() if net else NetworkRequest(),
+        extras=dict(extras or {}),
     )
     env = make_env(spec)
-    misses: Any = getattr(env, "network_misses", list)
 
-    def served() -> None:  # the frozen network had no recording for a request: say which
-        missed = misses()
+    def served() -> None:  # the recording had nothing for a request: say which
+        missed = env.network_misses() if isinstance(env, NetworkedEnvironment) else []
         if missed:
             raise ReplaykitError(network.unrecorded_line(missed))
 
@@ -160,30 +158,31 @@ def _rerun(episode: Episode, task: Task, net: NetworkRequest | None = None) -> _
 Check = tuple[str, str, FirstDifference | None]  # status, reason, first difference
 
 
-def network_unfrozen(episode: Episode) -> bool:
-    """The episode ran on a live network (its environment said ``network: unfrozen``)."""
+def forked_reason(episode: Episode) -> str | None:
+    """Why the episode's env kind says it can never be certified deterministic (docker: it
+    ran on a live network, its observations depend on what was served that day), or None."""
+    hooks = network.extras_of(episode.key.extra)
     environment = episode.meta.get("environment")
-    return isinstance(environment, dict) and environment.get("network") == NETWORK_UNFROZEN
+    if hooks is None or not isinstance(environment, dict):
+        return None
+    return hooks.forked_reason(environment)
 
 
-def check_task(episodes: list[Episode], task: Task, nets: dict[str, NetworkRequest] | None = None) -> Check:
+def check_task(episodes: list[Episode], task: Task, served: dict[str, Extras] | None = None) -> Check:
     """Re-execute every episode of one task: deterministic, forked (with the first
-    difference; ``network unfrozen`` when an episode ran on a live network: its
-    observations depend on what was served that day) or error. ``nets``: each episode's
-    frozen network (``episodes/network.py``). Writes nothing, so it can run on any worker."""
+    difference, or the kind's reason it can never be deterministic) or error. ``served``:
+    each episode's extras serving its recording (``episodes/network.py``). Writes nothing,
+    so it can run on any worker."""
     status, reason = DETERMINISTIC, ""
     first: FirstDifference | None = None
     for episode in episodes:
-        if network_unfrozen(episode):
-            reason = (
-                f"seed {episode.key.seed}: network unfrozen: the episode ran with a live network "
-                f"(not the frozen one), so its observations cannot be certified deterministic; "
-                f"re-record it with env.network: frozen"
-            )
+        why = forked_reason(episode)
+        if why is not None:
+            reason = f"seed {episode.key.seed}: {why}"
             return FORKED, reason, {"field": "network", "seed": episode.key.seed, "cassette_id": episode.id}
     try:
         for episode in episodes:
-            diff = _rerun(episode, task, (nets or {}).get(episode.id))
+            diff = _rerun(episode, task, (served or {}).get(episode.id))
             if diff is not None:
                 status, reason, first = (
                     FORKED,
@@ -202,10 +201,10 @@ class CertifyJob:
 
     episodes: list[Episode]
     task_path: str
-    nets: dict[str, NetworkRequest] | None = None
+    served: dict[str, Extras] | None = None  # each episode's extras serving its recording
 
     portable_paths: ClassVar[tuple[str, ...]] = ("task_path",)
 
 
 def certify_job(job: CertifyJob) -> Check:
-    return check_task(job.episodes, load_task(job.task_path), job.nets)
+    return check_task(job.episodes, load_task(job.task_path), job.served)

@@ -27,7 +27,7 @@ from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
 from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
 from replaykit.envs.base import Environment, EnvTable, Grade, Observation, episode_workspace
-from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.models.clients import openai_client
@@ -79,9 +79,7 @@ class EpisodeSpec:
     max_retries: int = 0  # the client's retries of a failed call (model.max_retries)
     model_params: dict[str, JSON] = field(default_factory=dict)  # model.params, sent with every call
     engine: dict[str, JSON] | None = None  # the engine identity measured at record time (models.identity)
-    network: NetworkRequest = field(
-        default_factory=lambda: NetworkRequest()
-    )  # the frozen network's store (envs/docker/network/)
+    extras: Extras = field(default_factory=dict)  # what the env kind's extras hook gave (envs/extras.py)
     unprepared: str = (
         ""  # why the environment could not be prepared (its image failed to build): an infra episode
     )
@@ -169,13 +167,11 @@ class TapedEnv:
         return obs
 
     def record_network(self) -> None:
-        """What the container fetched through the frozen network since the last call, as events."""
-        drain = getattr(self.inner, "network_exchanges", None)
-        if drain is None:
+        """What the environment fetched since the last call (its kind records it), as events."""
+        if not isinstance(self.inner, NetworkedEnvironment):
             return
-        spool = self.inner.network_spool()  # type: ignore[union-attr]
-        for record in drain():
-            self.tape.record(NetEvent.from_record(record, spool))
+        for record in self.inner.network_exchanges():
+            self.tape.record(NetEvent.from_record(record))
 
 
 def _client(base_url: str, api_key: str, timeout_s: float, max_retries: int) -> Any:

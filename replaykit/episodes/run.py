@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import cast
 
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.cassette.backend import StoreBackend
@@ -23,13 +23,13 @@ from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
-from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.extras import Extras
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.episodes.harness import HarnessRepo
-from replaykit.episodes.network import ca_home, recording_builds, store_bodies
+from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.rollout import (
     EpisodeSpec,
     TaskView,
@@ -47,7 +47,6 @@ __all__ = [
     "episode_keys",
     "measure",
     "open_harness",
-    "prepare_network",
     "put_run_once",
     "reusable",
     "run_document",
@@ -191,83 +190,39 @@ def _measure(
         if not store.has_tree(sha):
             store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
-    with recording_builds(  # a task image built now has its HTTP fetches recorded for it
-        store if persist and record_mode != RecordMode.NONE else None,
-        get_env_kind(config.env.kind).uses_docker,
-        getattr(config.env.settings, "network", None),
-    ):
+    env = config.env.table()
+    recorder = store if persist and record_mode != RecordMode.NONE else None
+    # the env kind's extras (docker: a task image built now has its fetches recorded for it)
+    with recording(recorder, get_env_kind(config.env.kind), env, tasks) as extras:
         unprepared: dict[str, str] = {}
         keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None)
-    for message in unprepared.values():  # --keep-going: that task's episodes are infra, the rest runs
-        _warner(progress)(f"infra: {message}")
-    if persist:  # the cassettes the run document will list, reused ones included
-        store.lease("cassettes", [k.id for k, _ in keys])
-    if record_mode == "none":
-        missing = [(k, t) for k, t in keys if not store.has(k.id)]
-    else:
-        missing = [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
-    engine = live_engine(model, record_mode, persist)
-    if engine is not None and record_mode != "all":
-        skipped = {m.id for m, _ in missing}
-        check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
-    if engine is not None and missing:
-        check_probe(store, model, engine, _warner(progress))
-    if record_mode == "none" and missing:
-        k, t = missing[0]
-        raise CassetteNotFound(
-            f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
-        )
-    missing_ids = {k.id for k, _ in missing}
-    recorded: list[str] = []
-    reused = [k.id for k, _ in keys if k.id not in missing_ids]
-    if progress:
-        progress("plan", {"total": len(keys), "missing": len(missing)})
-    if missing:
-        if not persist:
+        for message in unprepared.values():  # --keep-going: that task's episodes are infra, the rest runs
+            _warner(progress)(f"infra: {message}")
+        if persist:  # the cassettes the run document will list, reused ones included
+            store.lease("cassettes", [k.id for k, _ in keys])
+        if record_mode == "none":
+            missing = [(k, t) for k, t in keys if not store.has(k.id)]
+        else:
+            missing = [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
+        engine = live_engine(model, record_mode, persist)
+        if engine is not None and record_mode != "all":
+            skipped = {m.id for m, _ in missing}
+            check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
+        if engine is not None and missing:
+            check_probe(store, model, engine, _warner(progress))
+        if missing and (record_mode == "none" or not persist):
+            k, t = missing[0]
             raise CassetteNotFound(
-                f"replay: no cassette for task {missing[0][1].id} seed {missing[0][0].seed} (key {missing[0][0].id})"
+                f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
+                if record_mode == "none"
+                else f"replay: no cassette for task {t.id} seed {k.seed} (key {k.id})"
             )
-        clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
-        tree = str(store.materialise_tree(sha))
-        env = config.env.table()
-        network = prepare_network(store, config.env.kind, [t for _, t in missing])
-        with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
-            secrets = secrets_for(config, endpoint.api_key)
-            specs = [
-                EpisodeSpec(
-                    key=k,
-                    task_path=str(t.path),
-                    task=TaskView.of(t),
-                    tree_dir=tree,
-                    entry=config.harness.entry,
-                    params=config.harness.params,
-                    temperature=model.temperature,
-                    base_url=endpoint.base_url,
-                    api_key=endpoint.api_key,
-                    env=env,
-                    secrets=secrets,
-                    rules=tuple(config.record.rules),
-                    keep_going=keep_going,
-                    api_key_env=model.api_key_env,
-                    timeout_s=model.timeout_s,
-                    max_retries=model.max_retries,
-                    model_params=model.params.sent(),
-                    engine=engine,
-                    network=network,
-                    unprepared=unprepared.get(t.id, ""),
-                )
-                for k, t in missing
-            ]
-            executor = make_executor(config.executor, get_env_kind(config.env.kind).node_needs(env))
-            for spec, episode in executor.map(record_episode, specs):
-                store_bodies(store, episode)  # network bodies streamed into blobs first
-                store.put_episode(episode)
-                recorded.append(spec.key.id)
-                if progress:
-                    progress(
-                        "episode",
-                        {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade},
-                    )
+        missing_ids = {k.id for k, _ in missing}
+        reused = [k.id for k, _ in keys if k.id not in missing_ids]
+        if progress:
+            progress("plan", {"total": len(keys), "missing": len(missing)})
+        how = _Recording(engine, keep_going, extras, unprepared, progress)
+        recorded = _record(config, store, sha, model, tasks, missing, how)
     result = MeasureResult(
         run_document(config, store, sha, model, keys, str(repo.path)), recorded, reused, engine
     )
@@ -276,22 +231,78 @@ def _measure(
     return result
 
 
+@dataclass(frozen=True)
+class _Recording:
+    """How a run records its missing episodes."""
+
+    engine: dict[str, JSON] | None
+    keep_going: bool
+    extras: Extras  # the env kind's extras for each episode (envs/extras.py)
+    unprepared: dict[str, str]  # task id -> why its environment could not be prepared (infra episodes)
+    progress: Progress | None
+
+
+def _record(
+    config: RunConfig,
+    store: StoreBackend,
+    sha: str,
+    model: ModelConfig,
+    tasks: list[Task],
+    missing: list[tuple[CassetteKey, Task]],
+    how: _Recording,
+) -> list[str]:
+    """Record the missing episodes on the config's executor; the driver stores each (their
+    network bodies streamed into blobs first). The ids recorded, in order."""
+    if not missing:
+        return []
+    clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
+    tree = str(store.materialise_tree(sha))
+    env = config.env.table()
+    recorded: list[str] = []
+    with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
+        secrets = secrets_for(config, endpoint.api_key)
+        specs = [
+            EpisodeSpec(
+                key=k,
+                task_path=str(t.path),
+                task=TaskView.of(t),
+                tree_dir=tree,
+                entry=config.harness.entry,
+                params=config.harness.params,
+                temperature=model.temperature,
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                env=env,
+                secrets=secrets,
+                rules=tuple(config.record.rules),
+                keep_going=how.keep_going,
+                api_key_env=model.api_key_env,
+                timeout_s=model.timeout_s,
+                max_retries=model.max_retries,
+                model_params=model.params.sent(),
+                engine=how.engine,
+                extras=how.extras,
+                unprepared=how.unprepared.get(t.id, ""),
+            )
+            for k, t in missing
+        ]
+        executor = make_executor(config.executor, get_env_kind(config.env.kind).node_needs(env))
+        for spec, episode in executor.map(record_episode, specs):
+            store_bodies(store, episode)  # network bodies streamed into blobs first
+            store.put_episode(episode)
+            recorded.append(spec.key.id)
+            if how.progress:
+                how.progress(
+                    "episode", {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade}
+                )
+    return recorded
+
+
 def _warner(progress: Progress | None) -> Callable[[str], None]:
     """Warnings go where notes go (the progress callback), else to Python's warnings."""
     if progress is not None:
         return lambda text: progress("note", {"message": text})
     return lambda text: warnings.warn(text, RuntimeWarning, stacklevel=3)
-
-
-def prepare_network(store: StoreBackend, kind: str, tasks: list[Any]) -> NetworkRequest:
-    """The frozen network's part of each episode's spec: the store (its CA made once, here)."""
-    if not get_env_kind(kind).uses_docker or not any(t.allow_internet for t in tasks):
-        return {}
-    from replaykit.envs.docker.network.ca import ensure_ca
-
-    home = ca_home(store)
-    ensure_ca(home)
-    return {"store": str(home)}
 
 
 def put_run_once(store: StoreBackend, run: RunDocument) -> None:

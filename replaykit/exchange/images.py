@@ -1,9 +1,11 @@
-"""Task images in bundles (``cassettes export --with-images``): ``docker save`` streamed into
-4 MiB content-addressed blobs under one ``image`` document per image ID, so another machine
-certifies without a registry or a rebuild; import ``docker load``s each image the engine
-lacks and checks that it came back with the same ID.
+"""What a bundle carries beyond store rows (``cassettes export --with-images``): each env
+kind's artefacts (``EnvKind.artefacts``; the docker kind's task images, ``docker save``d)
+streamed into 4 MiB content-addressed blobs under one document per artefact, so another
+machine certifies without a registry or a rebuild; import has each artefact the machine
+lacks loaded again by its kind, which checks it came back as itself.
 
-The image documents travel beside the root (a bundle's rows need not all be reachable
+Which artefacts: those the selection's cassette keys name, asked of the kind each key
+names. The documents travel beside the root (a bundle's rows need not all be reachable
 from it) and, once imported, are kept documents: ``gc`` keeps their blobs.
 """
 
@@ -17,91 +19,86 @@ from replaykit.cassette.codec import put
 from replaykit.cassette.events import NET_CHUNK
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import EnvError
+from replaykit.envs.base import Artefacts
+from replaykit.envs.registry import get_env_kind
 from replaykit.exchange.bundle_format import Selection
 
-KIND = "image"
+
+def doc_id(kind: str, ident: str) -> str:
+    return f"{kind}-" + ident.rpartition(":")[2][:32]
 
 
-def doc_id(image_id: str) -> str:
-    return "image-" + image_id.removeprefix("sha256:")[:32]
+def _artefacts(extra: list[tuple[str, str]]) -> Artefacts | None:
+    try:
+        return get_env_kind(dict(extra).get("env", "local")).artefacts
+    except EnvError:  # a kind not installed here has nothing to save either
+        return None
 
 
-def image_ids(sel: Selection) -> list[str]:
-    """The task images the selection's cassettes were recorded in (their keys name them)."""
-    found = set()
+def wanted(sel: Selection) -> dict[str, tuple[Artefacts, list[str]]]:
+    """Each artefact document kind the selection's cassettes need: its kind's hooks and the ids."""
+    found: dict[str, tuple[Artefacts, list[str]]] = {}
     for row in sel.rows["cassettes"].values():
-        extra = dict(json.loads(str(row["key_json"])).get("extra") or [])
-        if str(extra.get("image", "")).startswith("sha256:"):
-            found.add(str(extra["image"]))
-    return sorted(found)
+        extra = [(str(k), str(v)) for k, v in json.loads(str(row["key_json"])).get("extra") or []]
+        hooks = _artefacts(extra)
+        if hooks is None:
+            continue
+        ids = found.setdefault(hooks.kind, (hooks, []))[1]
+        ids.extend(i for i in hooks.ids(extra) if i not in ids)
+    return {kind: (hooks, sorted(ids)) for kind, (hooks, ids) in found.items() if ids}
 
 
 def add_images(sel: Selection) -> list[str]:
-    """``docker save`` every image of the selection into it (blobs + one document each)."""
-    from replaykit.envs.docker.images import docker_client, image_exists
-
-    client = docker_client()
+    """Every artefact of the selection's cassettes saved into it (blobs + one document each)."""
     added = []
-    for image in image_ids(sel):
-        if image_exists(client, image) is None:
-            raise EnvError(f"image {image[:19]} is not on this Docker engine; export without --with-images")
-        chunks, size, pending = [], 0, b""
-        tags = sorted(client.images.get(image).tags)
-        # saved by tag when it has one, so a load restores the tag (the build cache finds it)
-        for piece in client.api.get_image(tags[0] if tags else image, chunk_size=1 << 20):
-            pending += piece
-            while len(pending) >= NET_CHUNK:
-                chunks.append(put(sel.blobs, pending[:NET_CHUNK]))
-                size += NET_CHUNK
-                pending = pending[NET_CHUNK:]
-        if pending:
-            chunks.append(put(sel.blobs, pending))
-            size += len(pending)
-        ident = doc_id(image)
-        doc = {"kind": KIND, "image_doc_id": ident, "image": image, "size": size, "blobs": chunks}
-        digest = put(sel.blobs, canonical_json(doc).encode("utf-8"))
-        sel.rows["runs"][ident] = {
-            "id": ident,
-            "kind": KIND,
-            "name": image,
-            "harness_sha": "",
-            "model": "",
-            "endpoint": "",
-            "config_digest": "",
-            "doc": digest,
-            "created_at": "",
-        }
-        added.append(image)
+    for kind, (hooks, ids) in sorted(wanted(sel).items()):
+        for ident in ids:
+            chunks, size, pending = [], 0, b""
+            for piece in hooks.save(ident):
+                pending += piece
+                while len(pending) >= NET_CHUNK:
+                    chunks.append(put(sel.blobs, pending[:NET_CHUNK]))
+                    size += NET_CHUNK
+                    pending = pending[NET_CHUNK:]
+            if pending:
+                chunks.append(put(sel.blobs, pending))
+                size += len(pending)
+            name = doc_id(kind, ident)
+            doc = {"kind": kind, f"{kind}_doc_id": name, kind: ident, "size": size, "blobs": chunks}
+            digest = put(sel.blobs, canonical_json(doc).encode("utf-8"))
+            sel.rows["runs"][name] = {
+                "id": name,
+                "kind": kind,
+                "name": ident,
+                "harness_sha": "",
+                "model": "",
+                "endpoint": "",
+                "config_digest": "",
+                "doc": digest,
+                "created_at": "",
+            }
+            added.append(ident)
     return added
 
 
 def load_images(store: Any, sel: Selection) -> list[str]:
-    """``docker load`` each image document of ``sel`` that the engine lacks (from ``store``'s blobs)."""
-    rows = [r for r in sel.rows["runs"].values() if r.get("kind") == KIND]
-    if not rows:
-        return []
-    from replaykit.envs.docker.images import docker_client, image_exists
-
-    client = docker_client()
+    """Each artefact document of ``sel`` whose artefact this machine lacks, loaded by its kind
+    (from ``store``'s blobs, each verified against its address)."""
+    kinds = {kind: hooks for kind, (hooks, _) in wanted(sel).items()}
     loaded = []
-    for row in rows:
+    for row in sel.rows["runs"].values():
+        hooks = kinds.get(str(row.get("kind")))
+        if hooks is None:
+            continue
         doc = store.get_json(row["doc"])
-        image = str(doc["image"])
-        if image_exists(client, image) is not None:
+        ident = str(doc[hooks.kind])
+        if hooks.exists(ident):
             continue
 
         def stream(chunks: list[str] = doc["blobs"]) -> Iterator[bytes]:
             for chunk in chunks:
                 yield store.get_blob(chunk)  # verified against its address
 
-        try:
-            for _ in client.api.load_image(stream()):
-                pass
-        except Exception as exc:
-            raise EnvError(f"docker load of image {image[:19]} failed: {str(exc).splitlines()[0]}") from None
-        if image_exists(client, image) is None:
-            raise EnvError(
-                f"docker load of image {image[:19]} gave another image; the bundle is not what it says"
-            )
-        loaded.append(image)
+        hooks.load(ident, stream())
+        loaded.append(ident)
     return loaded

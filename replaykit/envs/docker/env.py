@@ -8,7 +8,7 @@ network unless ``network_mode = "no-network"`` / ``allow_internet = false``), th
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
 ``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
 grading and the state digest (``snapshot.py``); the oracle and the verifier inside the
-container are ``docker_grading.py``; the ``docker`` kind is ``docker_kind.py``. As in Harbor, the
+container are ``grading.py``; the ``docker`` kind is ``kind.py``. As in Harbor, the
 image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
 started stay up across steps (``services.py``); the workdir is task.toml's, else the
 image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
@@ -33,8 +33,9 @@ from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, 
 from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
 from replaykit.envs.docker.grading import LOGS_DIR, TESTS_DIR
 from replaykit.envs.docker.network import NetworkRequest
-from replaykit.envs.docker.network.matching import ExchangeRecord, MissRecord
+from replaykit.envs.docker.network.extras import reported
 from replaykit.envs.docker.network.wiring import resolve_mode
+from replaykit.envs.extras import ExchangeRecord, Miss
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task
 
@@ -80,7 +81,7 @@ class DockerEnv:
         self._secrets: dict[str, str] = {}
         self._warnings: list[str] = list(warnings or ())
         self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
-        self._network_request = network_request  # the store, and what to serve (envs/docker/network/)
+        self._network_request = network_request  # the store's CA, and what to serve (network/extras.py)
         self._net: Any = None
 
     @property
@@ -253,15 +254,14 @@ class DockerEnv:
             self._net.close()
 
     def network_exchanges(self) -> list[ExchangeRecord]:
-        """The frozen network's exchanges since the last call (records; bodies in its spool)."""
-        return self._net.drain() if self._net is not None else []
+        """The frozen network's exchanges since the last call (their bodies in its spool)."""
+        if self._net is None:
+            return []
+        return [reported(record, self._net.spool) for record in self._net.drain()]
 
-    def network_misses(self) -> list[MissRecord]:
+    def network_misses(self) -> list[Miss]:
         """Requests a re-execution's frozen network had no recording for."""
-        return self._net.misses() if self._net is not None else []
-
-    def network_spool(self) -> str | None:
-        return str(self._net.spool) if self._net is not None else None
+        return list(self._net.misses()) if self._net is not None else []
 
     def __enter__(self) -> "DockerEnv":
         self.start()

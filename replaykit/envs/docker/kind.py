@@ -1,20 +1,25 @@
 """The ``docker`` environment kind: what the registry knows of it (``ENV``) — the
 cassette-key extras (the task image's ID, a live network, sidecar images), the factory
 that builds a ``DockerEnv`` for an episode (the recorded image, never a rebuild of
-another), the oracle check, its settings and its worker-node hook. The environment
-itself is ``docker.py``.
+another), the oracle check, its settings, its worker-node hook, its episode extras (the
+frozen network, ``network/extras.py``) and its bundle artefacts (task images,
+``bundled.py``). The environment itself is ``env.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade
 from replaykit.envs.docker import compose, images, node_images
+from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.flavours import substitutions
+from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.docker.network.extras import FROZEN_NETWORK
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.grading import oracle_grades
 from replaykit.envs.tasks import Task, load_task
@@ -55,8 +60,13 @@ def factory(spec: EnvRequest) -> DockerEnv:
         episode=spec.key.id,
         aliases=aliases,
         network_mode=DockerSettings.of(spec.env).network,
-        network_request=getattr(spec, "network", None),
+        network_request=cast(NetworkRequest, dict(spec.extras)),
     )
+
+
+def task_warnings(task: Task, env: EnvTable) -> list[str]:
+    """The aliases and swapped pins the task's image gets (``tasks check`` shows them)."""
+    return substitutions(task, DockerSettings.of(env).image_aliases)
 
 
 def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
@@ -75,4 +85,7 @@ ENV = EnvKind(
     settings=DockerSettings,
     node_resource=node_images.DOCKER_RESOURCE,
     prepare_nodes=node_images.prepare_nodes,
+    extras=FROZEN_NETWORK,
+    task_warnings=task_warnings,
+    artefacts=IMAGES,
 )

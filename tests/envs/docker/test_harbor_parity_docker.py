@@ -158,7 +158,7 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     from replaykit.envs.docker.kind import factory
 
     request = SimpleNamespace(
-        key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env={"kind": "docker"}
+        key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env={"kind": "docker"}, extras={}
     )
     assert factory(request).metadata()["warnings"] == notes  # what a run stores with each episode
 

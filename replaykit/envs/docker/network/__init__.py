@@ -7,9 +7,11 @@
 | ``addon.py`` | the mitmproxy addon: record, serve, refuse; bodies streamed to content-addressed files |
 | ``server.py`` | one ``mitmdump`` child process: start, wait, stop; host trust and proxy for the upstream side |
 | ``wiring.py`` | one episode: internal Docker network, proxy on its gateway, CA and variables in the container |
+| ``build.py`` | image builds: a recording proxy for a task image built from scratch |
+| ``extras.py`` | the kind's episode extras (``EnvKind.extras``): recording, serving a recording back, ``net ls``'s builds |
 
-The store side (bodies into blobs, exchanges as episode events, serving a recording back)
-is ``replaykit/episodes/network.py``: this package may not import the store.
+This package may not import the store: it gets a narrow one (``envs.extras.KindStore``);
+``replaykit/episodes/network.py`` streams the bodies into blobs and lists exchanges.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ from typing import Any, TypedDict
 
 
 class NetworkRequest(TypedDict, total=False):
-    """What an episode's spec tells its environment of the frozen network (``{}``: none).
+    """What an episode's environment gets of the frozen network (``EnvRequest.extras``; ``{}``:
+    none), from ``extras.py``'s ``recording`` (a run) or ``serving`` (a re-execution)."""
 
-    Made by ``replaykit/episodes/run.py`` (recording) and ``episodes/network.py`` (a re-execution)."""
-
-    store: str  # the folder holding the store's CA (``episodes.network.ca_home``)
+    store: str  # the folder holding the store's CA (``extras.ca_home``)
     serve: str  # a folder serving a recording (``index.json`` + ``bodies/``)
     serve_only: bool  # refuse what the recording does not hold (a re-execution)
 

@@ -19,8 +19,9 @@ from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.envs.docker.network import server
 from replaykit.envs.docker.network.ca import ensure_ca
+from replaykit.envs.docker.network.extras import reported, serve_folder
 from replaykit.envs.docker.network.server import ProxyServer, read_log, read_misses
-from replaykit.episodes.network import serve_folder, store_bodies
+from replaykit.episodes.network import store_bodies
 from tests.envs.docker.network.https_server import FileServer
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +78,7 @@ def test_record_then_serve_only_what_was_recorded(tmp_path: Path, upstream: Any)
     assert status == 200 and body == b"frozen bytes\n" * 1000
     records = read_log(spool)
     assert len(records) == 1 and records[0]["source"] == "upstream"
-    events = [NetEvent.from_record(r, str(spool)) for r in records]
+    events = [NetEvent.from_record(reported(r, spool)) for r in records]
     assert events[0].url.endswith("/data.txt?token=%3Cscrubbed%3E&v=1")  # the credential is not kept
     episode = Episode(key(), list(events), {})
     store_bodies(store, episode)
@@ -86,7 +87,7 @@ def test_record_then_serve_only_what_was_recorded(tmp_path: Path, upstream: Any)
     again = store.get_episode(episode.id)
     assert again.net_events[0].chunks == events[0].chunks and again.digest == episode.digest
 
-    serve = serve_folder(store, again.net_events, tmp_path / "serve")
+    serve = serve_folder(store.get_blob, [e.stored() for e in again.net_events], tmp_path / "serve")
     upstream.stop()  # nothing upstream answers any more
     with ProxyServer(ca, "replay", tmp_path / "spool2", serve) as proxy:
         status, body = fetch(proxy.url, ca.cert, f"{upstream.url}/data.txt?token=other-value&v=1")

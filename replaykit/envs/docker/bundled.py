@@ -1,0 +1,48 @@
+"""The docker kind's bundle artefacts (``EnvKind.artefacts``): the task images a bundle
+``--with-images`` carries, so another machine certifies without a registry or a rebuild.
+``docker save`` streamed out; ``docker load`` in, checked to give back the same image ID.
+The documents and their 4 MiB chunks are ``replaykit/exchange/artefacts.py``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from replaykit.core.errors import EnvError
+from replaykit.envs.docker.images import docker_client, image_exists
+
+
+class TaskImages:
+    """``Artefacts`` of the docker kind: the image IDs its cassette keys name."""
+
+    kind = "image"
+
+    def ids(self, extra: Sequence[tuple[str, str]]) -> list[str]:
+        image = dict(extra).get("image", "")
+        return [image] if image.startswith("sha256:") else []
+
+    def exists(self, ident: str) -> bool:
+        return image_exists(docker_client(), ident) is not None
+
+    def save(self, ident: str) -> Iterator[bytes]:
+        client = docker_client()
+        if image_exists(client, ident) is None:
+            raise EnvError(f"image {ident[:19]} is not on this Docker engine; export without --with-images")
+        tags = sorted(client.images.get(ident).tags)
+        # saved by tag when it has one, so a load restores the tag (the build cache finds it)
+        yield from client.api.get_image(tags[0] if tags else ident, chunk_size=1 << 20)
+
+    def load(self, ident: str, data: Iterator[bytes]) -> None:
+        client = docker_client()
+        try:
+            for _ in client.api.load_image(data):
+                pass
+        except Exception as exc:
+            raise EnvError(f"docker load of image {ident[:19]} failed: {str(exc).splitlines()[0]}") from None
+        if image_exists(client, ident) is None:
+            raise EnvError(
+                f"docker load of image {ident[:19]} gave another image; the bundle is not what it says"
+            )
+
+
+IMAGES = TaskImages()

@@ -1,0 +1,172 @@
+"""The frozen network as the docker kind's episode extras (``envs/extras.py``): what the
+episode layer reaches through ``EnvKind.extras``, with a narrow store (``KindStore``).
+
+- ``recording``: the store's CA made once, and while a run records, a task image built from
+  scratch has its HTTP fetches kept for that image (a ``network-image`` document); every
+  recorded episode's environment gets the CA's folder (``NetworkRequest.store``).
+- ``serving``: a re-execution of a frozen episode gets a folder serving its recorded
+  exchanges only (the proxy's ``index.json`` + ``bodies/``, written chunk by chunk).
+- ``forked_reason``: an episode that ran on a live network is never certified deterministic.
+- ``build_exchanges``: what an image's build fetched (``net ls``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from replaykit.core.records import JSON
+from replaykit.envs.base import EnvTable
+from replaykit.envs.docker.network import build
+from replaykit.envs.docker.network.ca import ensure_ca
+from replaykit.envs.docker.network.matching import ExchangeRecord, ServedResponse, key_of
+from replaykit.envs.docker.settings import DockerSettings
+from replaykit.envs.extras import ExchangeRecord as Reported
+from replaykit.envs.extras import Extras, KindStore, StoredExchange
+
+IMAGE_KIND = "network-image"
+#: the environment metadata's ``network`` value of an episode that ran on a live network
+NETWORK_UNFROZEN = "unfrozen"
+
+
+def ca_home(location: str) -> Path:
+    """Where a store's CA lives: the store folder; a server store (PostgreSQL) has none, so
+    its CA is kept on this machine, under ``~/.cache/replaykit/network-ca/<its location's hash>``
+    (a secret never goes into the database: bundles are made from it)."""
+    if "://" not in location:
+        return Path(location)
+    digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+    return Path.home() / ".cache" / "replaykit" / "network-ca" / digest
+
+
+def image_doc_id(image_id: str) -> str:
+    return "net-image-" + image_id.removeprefix("sha256:")[:32]
+
+
+def reported(record: ExchangeRecord, spool: Path) -> Reported:
+    """One line of the proxy's exchange log as the episode layer takes it (its body in the spool)."""
+    return {
+        "method": record["method"],
+        "url": record["url"],
+        "request_body": record["request_body"],
+        "status": record["status"],
+        "reason": record.get("reason") or "",
+        "headers": [list(h) for h in record.get("headers") or []],
+        "body": record["body"],
+        "size": record["size"],
+        "source": record.get("source") or "upstream",
+        "body_path": str(spool / "bodies" / record["body"]),
+        "spool": str(spool),
+    }
+
+
+def network_mode(environment: Mapping[str, Any]) -> str:
+    """How an episode's container reached the network (from its recorded environment
+    metadata): ``frozen``, ``live`` or ``none``."""
+    state = environment.get("network")
+    if state in ("frozen", "none"):
+        return str(state)
+    if state == NETWORK_UNFROZEN:
+        return "live"
+    limits = environment.get("limits")
+    if not isinstance(limits, Mapping):
+        limits = {}
+    mode = limits.get("network_mode")
+    if mode:
+        return str(mode)
+    return "live" if limits.get("network") else "none"  # recorded before the frozen network
+
+
+def serve_folder(get_blob: Callable[[str], bytes], exchanges: list[StoredExchange], folder: Path) -> Path:
+    """``folder`` holding ``exchanges`` as the proxy serves them (the first recording of a key wins)."""
+    bodies = folder / "bodies"
+    bodies.mkdir(parents=True, exist_ok=True)
+    index: dict[str, ServedResponse] = {}
+    for exchange in exchanges:
+        key = key_of(exchange["method"], exchange["url"], exchange["request_body"])
+        if key in index:
+            continue
+        index[key] = {
+            "status": exchange["status"],
+            "reason": exchange["reason"],
+            "headers": exchange["headers"],
+            "body": exchange["body"],
+            "size": exchange["size"],
+        }
+        target = bodies / exchange["body"]
+        if not target.exists():
+            with open(target, "wb") as out:
+                for chunk in exchange["chunks"]:
+                    out.write(get_blob(chunk))  # verified against its address
+    (folder / "index.json").write_text(json.dumps(index, sort_keys=True))
+    return folder
+
+
+class FrozenNetwork:
+    """The docker kind's ``EpisodeExtras``."""
+
+    @contextlib.contextmanager
+    def recording(self, store: KindStore, env: EnvTable, tasks: Sequence[Any]) -> Iterator[Extras]:
+        setting = DockerSettings.of(env).network
+        if store.readonly or setting == "none" or not any(t.allow_internet for t in tasks):
+            yield {}
+            return
+        home = ca_home(store.location)
+        ensure_ca(home)
+        request: Extras = {"store": str(home)}  # a NetworkRequest
+        if setting == "live":  # fetched for real: nothing is kept for the image
+            yield request
+            return
+
+        def keep(image_id: str, records: list[ExchangeRecord], spool: Path) -> None:
+            kept = [reported(r, spool) for r in records]
+            store.put_exchanges(image_doc_id(image_id), IMAGE_KIND, kept, image_id, {"image": image_id})
+
+        with build.recording(home, keep):
+            yield request
+
+    @contextlib.contextmanager
+    def serving(
+        self, store: KindStore, environment: Mapping[str, JSON], exchanges: list[StoredExchange]
+    ) -> Iterator[Extras]:
+        mode = network_mode(environment)
+        if mode == "none":
+            yield {}
+            return
+        home = ca_home(store.location)
+        ensure_ca(home)  # a store that imported the recording makes its own CA
+        request: Extras = {"store": str(home)}  # a NetworkRequest
+        if mode != "frozen":
+            yield request
+            return
+        folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
+        try:
+            serve_folder(store.get_blob, exchanges, folder)
+            yield {**request, "serve": str(folder), "serve_only": True}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def forked_reason(self, environment: Mapping[str, JSON]) -> str | None:
+        if environment.get("network") != NETWORK_UNFROZEN:
+            return None
+        return (
+            "network unfrozen: the episode ran with a live network (not the frozen one), so its "
+            "observations cannot be certified deterministic; re-record it with env.network: frozen"
+        )
+
+    def build_exchanges(
+        self, store: KindStore, extra: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, list[StoredExchange]]]:
+        image = dict(extra).get("image")
+        if not image:
+            return []
+        return [(image, store.get_exchanges(image_doc_id(image), IMAGE_KIND))]
+
+
+FROZEN_NETWORK = FrozenNetwork()
