@@ -68,11 +68,15 @@ class KindStoreView:
         return [e.stored() for e in events if isinstance(e, NetEvent)]
 
 
-def extras_of(extra: Sequence[tuple[str, str]]) -> EpisodeExtras | None:
-    """The extras hooks of the env kind a cassette key names (None: it has none, or that
-    kind is not installed here: its environment cannot be built either)."""
+def extras_of(
+    extra: Sequence[tuple[str, str]], environment: Mapping[str, object] | None = None
+) -> EpisodeExtras | None:
+    """The extras hooks of the env kind a cassette key names (else its recorded environment
+    metadata: keys made before the kind was in them); None: it has none, or that kind is not
+    installed here (its environment cannot be built either)."""
+    kind = dict(extra).get("env") or str((environment or {}).get("kind") or "local")
     try:
-        return get_env_kind(dict(extra).get("env", "local")).extras
+        return get_env_kind(kind).extras
     except EnvError:
         return None
 
@@ -97,11 +101,11 @@ def serving(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, 
     with contextlib.ExitStack() as stack:
         served: dict[str, Extras] = {}
         for episode in episodes:
-            hooks = extras_of(episode.key.extra)
+            environment = episode.meta.get("environment") or {}
+            hooks = extras_of(episode.key.extra, environment)
             if hooks is None:
                 served[episode.id] = {}
                 continue
-            environment = episode.meta.get("environment") or {}
             exchanges = [e.stored() for e in episode.net_events]
             served[episode.id] = stack.enter_context(hooks.serving(view, environment, exchanges))
         yield served

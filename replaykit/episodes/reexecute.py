@@ -161,11 +161,11 @@ Check = tuple[str, str, FirstDifference | None]  # status, reason, first differe
 def forked_reason(episode: Episode) -> str | None:
     """Why the episode's env kind says it can never be certified deterministic (docker: it
     ran on a live network, its observations depend on what was served that day), or None."""
-    hooks = network.extras_of(episode.key.extra)
     environment = episode.meta.get("environment")
-    if hooks is None or not isinstance(environment, dict):
+    if not isinstance(environment, dict):
         return None
-    return hooks.forked_reason(environment)
+    hooks = network.extras_of(episode.key.extra, environment)
+    return None if hooks is None else hooks.forked_reason(environment)
 
 
 def check_task(episodes: list[Episode], task: Task, served: dict[str, Extras] | None = None) -> Check:
