@@ -33,6 +33,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "view/test_browser.py": (0, 25),
     "envs/docker/test_docker_run.py": (0, 24),
     "envs/docker/test_build_failure.py": (0, 24),
+    "envs/docker/test_limits_docker.py": (0, 17),
     "test_endpoint_failures.py": (24, 0),
     "test_broken_answers.py": (22, 0),
     "test_certify.py": (0, 21),

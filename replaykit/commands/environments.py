@@ -4,12 +4,26 @@ base images, the oracle check of task folders, determinism certificates of a run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import typer
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import (
+    AgentTimeoutMultiplierOpt,
+    BuildTimeoutMultiplierOpt,
+    ConfigStoreOpt,
+    JsonOpt,
+    OverrideCpusOpt,
+    OverrideMemoryOpt,
+    OverrideStorageOpt,
+    StoreOpt,
+    TimeoutMultiplierOpt,
+    VerifierTimeoutMultiplierOpt,
+    emit_json,
+    limit_overrides,
+    open_store,
+)
 
 
 def images_build_base(
@@ -52,26 +66,46 @@ def tasks_check(
         None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."
     ),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="Take env.image_aliases from this run config."
+        None, "--config", help="Take env.image_aliases (and the limits) from this run config."
     ),
+    timeout_multiplier: Optional[float] = TimeoutMultiplierOpt,
+    agent_timeout_multiplier: Optional[float] = AgentTimeoutMultiplierOpt,
+    verifier_timeout_multiplier: Optional[float] = VerifierTimeoutMultiplierOpt,
+    build_timeout_multiplier: Optional[float] = BuildTimeoutMultiplierOpt,
+    override_cpus: Optional[float] = OverrideCpusOpt,
+    override_memory_mb: Optional[int] = OverrideMemoryOpt,
+    override_storage_mb: Optional[int] = OverrideStorageOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
     from replaykit.envs.check import check_tasks
 
     aliases: dict[str, str] = {}
+    limits: dict[str, Any] = {}
     if config:
         from replaykit.envs.docker.settings import DockerSettings
         from replaykit.episodes.config import load_config
 
-        aliases.update(DockerSettings.of(load_config(config).env.table()).image_aliases)
+        loaded = load_config(config).env
+        aliases.update(DockerSettings.of(loaded.table()).image_aliases)
+        limits.update(loaded.limits())
+    flags = limit_overrides(
+        timeout_multiplier,
+        agent_timeout_multiplier,
+        verifier_timeout_multiplier,
+        build_timeout_multiplier,
+        override_cpus,
+        override_memory_mb,
+        override_storage_mb,
+    )
+    limits.update({k.removeprefix("env."): v for k, v in flags.items()})
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:
             raise typer.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
         aliases[source] = target
     with render.progress(enabled=not as_json) as progress:
-        report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress)
+        report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress, limits=limits)
     if as_json:
         emit_json(report)
     else:

@@ -9,7 +9,21 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json, open_store
+from replaykit.commands.options import (
+    AcceptEngineOpt,
+    AgentTimeoutMultiplierOpt,
+    BuildTimeoutMultiplierOpt,
+    JsonOpt,
+    KeepGoingOpt,
+    OverrideCpusOpt,
+    OverrideMemoryOpt,
+    OverrideStorageOpt,
+    TimeoutMultiplierOpt,
+    VerifierTimeoutMultiplierOpt,
+    emit_json,
+    limit_overrides,
+    open_store,
+)
 from replaykit.core.modes import RecordMode
 
 if TYPE_CHECKING:
@@ -42,6 +56,13 @@ def run(
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
     keep_going: bool = KeepGoingOpt,
     accept_engine_change: bool = AcceptEngineOpt,
+    timeout_multiplier: Optional[float] = TimeoutMultiplierOpt,
+    agent_timeout_multiplier: Optional[float] = AgentTimeoutMultiplierOpt,
+    verifier_timeout_multiplier: Optional[float] = VerifierTimeoutMultiplierOpt,
+    build_timeout_multiplier: Optional[float] = BuildTimeoutMultiplierOpt,
+    override_cpus: Optional[float] = OverrideCpusOpt,
+    override_memory_mb: Optional[int] = OverrideMemoryOpt,
+    override_storage_mb: Optional[int] = OverrideStorageOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
@@ -49,6 +70,17 @@ def run(
     from replaykit.episodes.run import measure
 
     overrides: dict[str, Any] = {"model.name": model} if model else {}
+    overrides.update(
+        limit_overrides(
+            timeout_multiplier,
+            agent_timeout_multiplier,
+            verifier_timeout_multiplier,
+            build_timeout_multiplier,
+            override_cpus,
+            override_memory_mb,
+            override_storage_mb,
+        )
+    )
     if accept_engine_change:
         overrides["model.accept_engine_change"] = True
     cfg = load_config(config, overrides)

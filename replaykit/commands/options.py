@@ -37,8 +37,66 @@ OutputCapOpt = typer.Option(
 KeepGoingOpt = typer.Option(
     False,
     "--keep-going",
-    help="On a model endpoint failure, mark the episode infra (not graded, re-recorded next run) and go on.",
+    help=(
+        "On a model endpoint failure, or a task whose environment cannot be prepared (its image does not"
+        " build), mark those episodes infra (not graded, re-recorded next run) and go on."
+    ),
 )
+# Harbor's multipliers and resource overrides (`harbor run` names them so); envs/limits.py
+TimeoutMultiplierOpt = typer.Option(
+    None, "--timeout-multiplier", min=0.01, help="Scale the agent, verifier and build timeouts of task.toml."
+)
+AgentTimeoutMultiplierOpt = typer.Option(
+    None,
+    "--agent-timeout-multiplier",
+    min=0.01,
+    help="Scale the agent timeout (wins over --timeout-multiplier).",
+)
+VerifierTimeoutMultiplierOpt = typer.Option(
+    None,
+    "--verifier-timeout-multiplier",
+    min=0.01,
+    help="Scale the verifier timeout (wins over --timeout-multiplier).",
+)
+BuildTimeoutMultiplierOpt = typer.Option(
+    None,
+    "--build-timeout-multiplier",
+    "--environment-build-timeout-multiplier",
+    min=0.01,
+    help="Scale the image build timeout (wins over --timeout-multiplier).",
+)
+OverrideCpusOpt = typer.Option(
+    None, "--override-cpus", min=0.01, help="CPUs of the container, instead of task.toml's."
+)
+OverrideMemoryOpt = typer.Option(
+    None, "--override-memory-mb", min=16, help="Memory (MB) of the container, instead of task.toml's."
+)
+OverrideStorageOpt = typer.Option(
+    None, "--override-storage-mb", min=16, help="Storage (MB) of the container, instead of task.toml's."
+)
+
+
+def limit_overrides(
+    timeout: float | None,
+    agent: float | None,
+    verifier: float | None,
+    build: float | None,
+    cpus: float | None,
+    memory_mb: int | None,
+    storage_mb: int | None,
+) -> dict[str, Any]:
+    """The flags above as config overrides (``env.…``), the unset ones left out."""
+    values = {
+        "timeout_multiplier": timeout,
+        "agent_timeout_multiplier": agent,
+        "verifier_timeout_multiplier": verifier,
+        "build_timeout_multiplier": build,
+        "cpus": cpus,
+        "memory_mb": memory_mb,
+        "storage_mb": storage_mb,
+    }
+    return {f"env.{k}": v for k, v in values.items() if v is not None}
+
 
 ConfigStoreOpt = typer.Option(
     None, "--config", help="Use this run config's store (its store: field), as run and train did."

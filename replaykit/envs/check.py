@@ -16,6 +16,7 @@ replaces (never silent; the same lines are stored with a run's episodes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict, cast
 
@@ -75,11 +76,13 @@ def check_tasks(
     kind: str = "docker",
     aliases: dict[str, str] | None = None,
     progress: Progress | None = None,
+    limits: Mapping[str, object] | None = None,
 ) -> TaskCheckReport:
-    """Run the oracle check on every task the paths/globs name; one row per task."""
+    """Run the oracle check on every task the paths/globs name; one row per task (``limits``:
+    timeout multipliers and resource overrides, ``envs/limits.py``)."""
     env_kind = get_env_kind(kind)
     env = cast(
-        EnvTable, {"kind": kind, "image_aliases": dict(aliases or {})}
+        EnvTable, {"kind": kind, "image_aliases": dict(aliases or {}), **dict(limits or {})}
     )  # the docker kind's key rides along
     folders = panel_folders(patterns, root)
     if progress:

@@ -33,6 +33,7 @@ from replaykit.core.records import JSON
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation, episode_workspace
 from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
+from replaykit.envs.limits import with_limits
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
@@ -372,7 +373,7 @@ class LocalEnv:
 def factory(request: EnvRequest) -> LocalEnv:
     env = request.env
     return LocalEnv(
-        load_task(Path(request.task_path)),
+        with_limits(load_task(Path(request.task_path)), env),
         workspace=episode_workspace(request.key.id),
         timeout_sec=float(env.get("timeout_sec", 30)),
         max_output_bytes=int(env.get("max_output_bytes", 65536)),
@@ -383,7 +384,7 @@ def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     """Grade the untouched environment, then one where solution/solve.sh ran, in a scratch
     workspace removed afterwards. A sound task gives (reward 0, reward 1)."""
     with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:
-        return oracle_grades(LocalEnv(task, Path(tmp) / "ws"))
+        return oracle_grades(LocalEnv(with_limits(task, env), Path(tmp) / "ws"))
 
 
 ENV = EnvKind("local", factory, oracle=oracle)

@@ -68,8 +68,9 @@ class Task:
         return float(self._get("environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC))
 
     @property
-    def cpus(self) -> int:
-        return int(self._get("environment", "cpus", DEFAULT_CPUS))
+    def cpus(self) -> float:
+        value = self._get("environment", "cpus", DEFAULT_CPUS)  # an override may be fractional
+        return value if isinstance(value, float) and not value.is_integer() else int(value)
 
     @property
     def memory_mb(self) -> int:

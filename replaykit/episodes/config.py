@@ -15,8 +15,10 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -71,6 +73,15 @@ class PanelConfig(_Strict):
 #: keys every kind shared before kinds had settings of their own: stored configs still hold
 #: them empty, so an empty one is dropped for a kind that does not declare it
 _LEGACY_ENV_KEYS = ("image_aliases",)
+_LIMIT_KEYS = (
+    "timeout_multiplier",
+    "agent_timeout_multiplier",
+    "verifier_timeout_multiplier",
+    "build_timeout_multiplier",
+    "cpus",
+    "memory_mb",
+    "storage_mb",
+)
 
 
 class EnvConfig(BaseModel):
@@ -84,6 +95,32 @@ class EnvConfig(BaseModel):
     timeout_sec: float = Field(default=30.0, gt=0)
     max_output_bytes: int = Field(default=65536, ge=1)
     snapshot: Literal["digest", "full"] = "digest"
+    # Harbor's multipliers and resource overrides (envs/limits.py; absent: task.toml's values)
+    timeout_multiplier: float | None = Field(
+        default=None,
+        gt=0,
+        description="Scale task.toml's agent, verifier and build timeouts (Harbor's `--timeout-multiplier`).",
+    )
+    agent_timeout_multiplier: float | None = Field(
+        default=None, gt=0, description="Scale the agent timeout (wins over `timeout_multiplier`)."
+    )
+    verifier_timeout_multiplier: float | None = Field(
+        default=None, gt=0, description="Scale the verifier timeout (wins over `timeout_multiplier`)."
+    )
+    build_timeout_multiplier: float | None = Field(
+        default=None, gt=0, description="Scale the image build timeout (wins over `timeout_multiplier`)."
+    )
+    cpus: float | None = Field(
+        default=None, gt=0, description="CPUs of the environment, instead of task.toml's `environment.cpus`."
+    )
+    memory_mb: int | None = Field(
+        default=None,
+        ge=16,
+        description="Memory (MB), instead of task.toml's `environment.memory_mb` / `memory`.",
+    )
+    storage_mb: int | None = Field(
+        default=None, ge=16, description="Storage (MB), instead of task.toml's `environment.storage_mb`."
+    )
 
     _settings: EnvSettings | None = PrivateAttr(default=None)
 
@@ -117,8 +154,19 @@ class EnvConfig(BaseModel):
         return self
 
     def table(self) -> EnvTable:
-        """The section as a kind's hooks receive it: flat, the kind's own keys included."""
+        """The section as a kind's hooks receive it: flat, the kind's own keys included (the
+        limits only when set)."""
         return cast(EnvTable, self.model_dump())
+
+    @model_serializer(mode="wrap")
+    def _without_unset_limits(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The limits are dumped only when set: a config without them dumps as it always did."""
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if not (k in _LIMIT_KEYS and v is None)}
+
+    def limits(self) -> dict[str, float]:
+        """The multipliers and overrides set (they enter the config digest)."""
+        return {k: v for k in _LIMIT_KEYS if (v := getattr(self, k)) is not None}
 
     @property
     def settings(self) -> EnvSettings:
@@ -204,6 +252,8 @@ class RunConfig(_Strict):
         }
         if self.model.params.sent():  # absent when unset: keys recorded before model.params stay
             parts["model_params"] = self.model.params.sent()
+        if self.env.limits():  # the same: absent unless a multiplier or an override is set
+            parts["limits"] = self.env.limits()
         return digest_of(parts)[:16]
 
 

@@ -22,13 +22,14 @@ from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.docker.network.extras import FROZEN_NETWORK
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.grading import oracle_grades
+from replaykit.envs.limits import with_limits
 from replaykit.envs.tasks import Task, load_task
 
 
 def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
     aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(task, aliases)
+    image = images.ensure_task_image(with_limits(task, env), aliases)  # the build's timeout scaled
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
@@ -40,7 +41,7 @@ def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
 
 
 def factory(spec: EnvRequest) -> DockerEnv:
-    task = load_task(Path(spec.task_path))
+    task = with_limits(load_task(Path(spec.task_path)), spec.env)
     aliases = DockerSettings.of(spec.env).image_aliases
     image = dict(spec.key.extra).get("image")
     if image:
@@ -71,6 +72,7 @@ def task_warnings(task: Task, env: EnvTable) -> list[str]:
 
 def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
+    task = with_limits(task, env)
     aliases = DockerSettings.of(env).image_aliases
     image = images.ensure_task_image(task, aliases)
     return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
