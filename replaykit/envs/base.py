@@ -155,6 +155,14 @@ class EnvTable(TypedDict, total=False):
     timeout_sec: float
     max_output_bytes: int
     snapshot: str  # digest | full
+    # Harbor's multipliers and resource overrides, present only when set (envs/limits.py)
+    timeout_multiplier: float
+    agent_timeout_multiplier: float
+    verifier_timeout_multiplier: float
+    build_timeout_multiplier: float
+    cpus: float
+    memory_mb: int
+    storage_mb: int
 
 
 class WorkerNodes(Protocol):
