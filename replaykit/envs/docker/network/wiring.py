@@ -17,8 +17,10 @@ import tarfile
 import tempfile
 import uuid
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
+from replaykit.core.determinism import HOSTNAME
 from replaykit.core.errors import EnvError
 from replaykit.envs.docker import containers
 from replaykit.envs.docker.network.ca import StoreCA
@@ -44,10 +46,20 @@ def resolve_mode(setting: str | None, allow_internet: bool) -> str:
     return setting
 
 
-def container_env(proxy_url: str) -> dict[str, str]:
-    """The variables that send a container's clients through the proxy and make them trust its CA."""
+#: the container's own names: its traffic to them never goes through the proxy
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "0.0.0.0", HOSTNAME)
+
+
+def no_proxy(names: Sequence[str] = ()) -> str:
+    """``NO_PROXY``: the container's loopback and hostname, and ``names`` (its compose services)."""
+    return ",".join(dict.fromkeys((*LOCAL_NAMES, *names)))
+
+
+def container_env(proxy_url: str, names: Sequence[str] = ()) -> dict[str, str]:
+    """The variables that send a container's clients through the proxy and make them trust its
+    CA; what the container serves itself (``no_proxy``) stays local (there is no other route out)."""
     env = dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), proxy_url)
-    env.update(NO_PROXY="", no_proxy="")  # nothing bypasses the proxy (there is no other route)
+    env.update(NO_PROXY=no_proxy(names), no_proxy=no_proxy(names))
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
         env[name] = CA_PATH
     env.update(SSL_CERT_DIR="/etc/ssl/certs", UV_NATIVE_TLS="1")
