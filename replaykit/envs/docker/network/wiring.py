@@ -16,8 +16,8 @@ import shutil
 import tarfile
 import tempfile
 import uuid
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from replaykit.core.determinism import HOSTNAME
