@@ -96,6 +96,17 @@ def _walk_strings(value: Any, fn: Callable[[str], str]) -> Any:
     return value
 
 
+def _scrub_decoded(value: Any, scrubber: Scrubber) -> Any:
+    """Every string and key of a decoded body scrubbed (what the raw text hid behind escapes)."""
+    if isinstance(value, str):
+        return scrubber.text(value)
+    if isinstance(value, list):
+        return [_scrub_decoded(v, scrubber) for v in value]
+    if isinstance(value, dict):
+        return {scrubber.text(k): _scrub_decoded(v, scrubber) for k, v in value.items()}
+    return value
+
+
 def _uuids(body: Any) -> Any:
     """Replace every UUID with its order of first appearance: ``<uuid:0>``, ``<uuid:1>``, ..."""
     seen: dict[str, str] = {}
@@ -227,6 +238,8 @@ def request_form(
         parsed = json.loads(raw) if raw else None
     except ValueError:
         parsed = {"$text": raw}
+    if scrubber:  # the decoded strings too: a secret written with JSON \u escapes is caught
+        parsed = _scrub_decoded(parsed, scrubber)
     for name in rules:
         parsed = get_rule(name)(parsed)
     return {"method": method.upper(), "path": path, "body": parsed}

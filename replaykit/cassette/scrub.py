@@ -1,9 +1,10 @@
 """Scrubbing: secret values never reach what is *stored*; live traffic is never altered.
 
 A :class:`Scrubber` replaces secret values with ``<secret:NAME>`` in what replaykit
-keeps — request forms, response bodies (the joined stream, so a secret split
-across SSE chunks is caught), environment actions and output, error text and
-divergence reports. The bytes an agent receives are the upstream's bytes.
+keeps — request forms (their decoded strings too), response bodies (the joined, decoded
+stream, so a secret split across SSE deltas or chunks, or JSON-escaped, is caught:
+``scrub_body.py``), environment actions and output, error text and divergence reports.
+The bytes an agent receives are the upstream's bytes.
 
 A value only counts as a secret if it could be one: at least
 :data:`MIN_SECRET_LENGTH` characters, :data:`MIN_DISTINCT` distinct characters,
@@ -17,7 +18,10 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from replaykit.cassette.scrub_body import ESCAPED, LITERAL, apply_edits, body_edits
+
 _Bytes = bytes  # the class below has a method called ``bytes``
+LITERAL_BYTES, ESCAPED_BYTES = LITERAL.encode(), ESCAPED.encode()
 
 MIN_SECRET_LENGTH = 8
 MIN_DISTINCT = 5
@@ -87,6 +91,8 @@ class Scrubber:
         self._pattern = (
             re.compile(b"|".join(re.escape(v.encode("utf-8")) for _, v in ordered)) if ordered else None
         )
+        self._text_names = {v: f"<secret:{n}>" for n, v in reversed(ordered)}
+        self._text_pattern = re.compile("|".join(re.escape(v) for _, v in ordered)) if ordered else None
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -107,63 +113,36 @@ class Scrubber:
         return self.bytes(value.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
     def chunks(self, chunks: Iterable[_Bytes]) -> list[_Bytes]:
-        """Scrub a streamed body as one joined byte string (a secret split across chunk
-        boundaries is caught), then cut it again where the original chunks ended; a
-        boundary that fell inside a secret moves to the end of its replacement."""
+        """Scrub a response body as one joined byte string, on its decoded text where it is JSON
+        (a secret split across SSE deltas, tool-call arguments or chunk boundaries, or written with
+        ``\\u`` escapes, is caught: ``scrub_body.py``), then cut it again where the original chunks
+        ended (a boundary inside an edit moves to its end). The upstream's own placeholder-like
+        text is stored escaped, so replay never restores a key into it."""
         parts = [_Bytes(c) for c in chunks]
-        if self._pattern is None:
-            return [c for c in parts if c]
         joined = b"".join(parts)
-        matches = list(self._pattern.finditer(joined))
-        if not matches:
-            return [c for c in parts if c]
-        pieces: list[_Bytes] = []  # the scrubbed stream
-        spans: list[tuple[int, int, int]] = []  # per secret: (old start, old end, new end)
-        old_pos = new_pos = 0
-        for m in matches:
-            replacement = self._names[m.group(0)]
-            pieces += [joined[old_pos : m.start()], replacement]
-            new_pos += m.start() - old_pos + len(replacement)
-            spans.append((m.start(), m.end(), new_pos))
-            old_pos = m.end()
-        pieces.append(joined[old_pos:])
-        scrubbed = b"".join(pieces)
-
-        def mapped(offset: int) -> int:
-            shift = 0
-            for old_start, old_end, new_end in spans:
-                if offset <= old_start:
-                    break
-                if offset < old_end:
-                    return new_end
-                shift = new_end - old_end
-            return offset + shift
-
-        out: list[_Bytes] = []
-        start = edge = 0
-        for c in parts:
-            edge += len(c)
-            end = mapped(edge)
-            if end > start:
-                out.append(scrubbed[start:end])
-                start = end
-        if start < len(scrubbed):
-            out.append(scrubbed[start:])
-        return out
+        edits = body_edits(joined, self._text_pattern, self._pattern, self._text_names, self.text)
+        return apply_edits(parts, edits)
 
 
 def restore(chunks: Iterable[_Bytes], values: dict[str, str]) -> list[_Bytes]:
     """The inverse of scrubbing for the credentials a replaying client presents: each
-    ``<secret:NAME>`` with a value in ``values`` becomes that value again, so the agent sees
-    what it saw while recording (its own key echoed back). A placeholder is never split across
-    chunks (:meth:`Scrubber.chunks` moves the boundary to its end); values that could not be
-    secrets (``is_secret``) are left alone, as they were never scrubbed."""
+    ``<secret:NAME>`` the scrubber put where the recorded client's key was, with a value in
+    ``values``, becomes that value again, so the agent sees what it saw while recording (its own
+    key echoed back). A placeholder is never split across chunks (:meth:`Scrubber.chunks` moves
+    the boundary to its end); values that could not be secrets (``is_secret``) are left alone,
+    as they were never scrubbed. Placeholder-like text the upstream itself sent was stored
+    escaped (``<secret:!…``): it is given back as sent, never filled with a key."""
     names = {f"<secret:{n}>".encode(): v.encode("utf-8") for n, v in values.items() if v and is_secret(v)}
     parts = [_Bytes(c) for c in chunks]
-    if not names:
-        return parts
-    pattern = re.compile(b"|".join(re.escape(n) for n in names))
-    return [pattern.sub(lambda m: names[m.group(0)], c) if b"<secret:" in c else c for c in parts]
+    pattern = re.compile(b"|".join(re.escape(n) for n in names)) if names else None
+    out = []
+    for c in parts:
+        if LITERAL_BYTES in c:
+            if pattern is not None:
+                c = pattern.sub(lambda m: names[m.group(0)], c)
+            c = c.replace(ESCAPED_BYTES, LITERAL_BYTES)
+        out.append(c)
+    return out
 
 
 def presented_credentials(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
