@@ -107,7 +107,9 @@ def probe(
         help="Take base URL, model, temperature, key variable and model.params from this run config.",
     ),
     n: int = typer.Option(8, "-n", help="Requests per phase (serial, then concurrent)."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Concurrent clients in the second phase."),
+    concurrency: Optional[int] = typer.Option(
+        None, "--concurrency", help="Concurrent clients in the second phase (default: 4, or -n when smaller)."
+    ),
     temperature: Optional[float] = typer.Option(
         None, "--temperature", help="Temperature sent with every request (default: the config's, else 0)."
     ),
@@ -154,7 +156,7 @@ def probe(
         base_url,
         model,
         n,
-        concurrency,
+        min(4, n) if concurrency is None else concurrency,
         0.0 if temperature is None else temperature,
         seed,
         prompt or DEFAULT_PROMPT,

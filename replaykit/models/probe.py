@@ -192,7 +192,7 @@ def probe(
     base_url: str,
     model: str,
     n: int = 8,
-    concurrency: int = 4,
+    concurrency: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
     prompt: str = DEFAULT_PROMPT,
@@ -206,6 +206,7 @@ def probe(
     ``max_tokens`` caps each reply; ``params`` (a config's ``model.params``) are sent too."""
     if n < 2:
         raise ConfigError(f"-n {n}: send at least 2 requests to compare outputs")
+    concurrency = min(4, n) if concurrency is None else concurrency  # 4, or n when fewer requests
     if concurrency < 1 or concurrency > n:
         raise ConfigError(f"--concurrency {concurrency}: use 1 to {n} (-n) concurrent clients")
     note = progress or (lambda event, data: None)

@@ -15,6 +15,8 @@ from replaykit.models.reference.noise import batch_noise
 from replaykit.models.reference.protocol import AssistantTurn
 from tests.cli_runner import cli as run_cli
 
+REPO = Path(__file__).resolve().parents[2]
+
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 
@@ -144,6 +146,16 @@ def test_first_difference_and_noise_units() -> None:
     assert (
         batch_noise(turn, "d" * 64, 3) == batch_noise(turn, "d" * 64, 3) != turn
     )  # a pure function of (request, load)
+
+
+def test_a_small_n_picks_a_concurrency_that_fits() -> None:
+    """``probe -n 2`` with no ``--concurrency``: 2 concurrent clients, not the default 4 refused."""
+    done = cli("probe", "--config", str(REPO / "configs" / "quickstart.yaml"), "-n", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert (r["n"], r["concurrency"], r["verdict"]) == (2, 2, "deterministic")
+    typed = cli("probe", "--base-url", "builtin", "--model", "reference-weak", "-n", "2", "--concurrency", "3")
+    assert typed.returncode == 1 and typed.stderr.strip() == "Error: --concurrency 3: use 1 to 2 (-n) concurrent clients"
 
 
 def test_bad_probe_input_is_one_line() -> None:
