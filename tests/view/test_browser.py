@@ -1,15 +1,19 @@
 """The viewer in a real browser: Debian's headless Chromium (scripts/setup-browser.sh) driven
 by playwright, against ``replaykit view`` on loopback over a store holding the quickstart
 training, a Docker run and a compare result. Every request the page makes is recorded;
-anything not for the viewer's own loopback address is aborted and fails the test.
+anything not for the viewer's own loopback address is aborted and fails the test. Every page
+loads a script that a second loopback server answers late, so each page is read half-parsed
+unless the test waits for it (as on a loaded machine, where that race lost now and then).
 Screenshots go to ``$REPLAYKIT_TEST_ARTEFACTS/view`` (default ``build/test-artefacts/view``)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,14 +44,48 @@ ARTEFACTS = Path(os.environ.get("REPLAYKIT_TEST_ARTEFACTS") or REPO / "build" / 
 TOOL_ONLY_WORD = "edsger"  # only the tool outputs of the quickstart hold it
 
 
-class Browser:
-    """A Chromium context whose every request is checked: the viewer's host:port or aborted."""
+#: every page (a document request) is held this long before the viewer gets it, as on a loaded
+#: machine: an assertion that reads the page a click navigates away from, before the next page
+#: has loaded, fails every time instead of now and then
+PAGE_DELAY_S = 0.4
 
-    def __init__(self, context: Any) -> None:
+
+class _Held(http.server.BaseHTTPRequestHandler):
+    """An empty script served PAGE_DELAY_S late: a page that loads it is half-parsed meanwhile."""
+
+    def do_GET(self) -> None:
+        time.sleep(PAGE_DELAY_S)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/javascript")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def held_script() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Held)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/held.js"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Browser:
+    """A Chromium context whose every request is checked: the viewer's host:port or aborted;
+    pages arrive late (``PAGE_DELAY_S``)."""
+
+    def __init__(self, context: Any, hold: str = "") -> None:
         self.context = context
         self.requests: list[str] = []
         self.foreign: list[str] = []
-        self.allowed: set[str] = set()
+        self.allowed: set[str] = {urlsplit(hold).netloc} if hold else set()
+        self.hold = hold  # a late script every page loads first (see PAGE_DELAY_S)
         context.route("**/*", self._route)
 
     def _route(self, route: Any) -> None:
@@ -55,7 +93,12 @@ class Browser:
         self.requests.append(url)
         parts = urlsplit(url)
         if parts.scheme in ("data", "about") or parts.netloc in self.allowed:
-            route.continue_()
+            if route.request.resource_type == "document" and self.hold:
+                response = route.fetch()
+                html = response.text().replace("<body", f'<script src="{self.hold}"></script><body', 1)
+                route.fulfill(response=response, body=html)
+            else:
+                route.continue_()
         else:
             self.foreign.append(url)
             route.abort()
@@ -66,7 +109,7 @@ class Browser:
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
+def browser(tmp_path: Path, held_script: str) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/setup-browser.sh (Debian's chromium)", pytrace=False)
     from playwright.sync_api import sync_playwright
@@ -79,7 +122,7 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
             args=FLAGS,
             viewport={"width": 1280, "height": 1000},
         )
-        b = Browser(context)
+        b = Browser(context, held_script)
         try:
             yield b
         finally:
@@ -88,6 +131,14 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         assert b.requests and all(
             urlsplit(u).hostname == "127.0.0.1" for u in b.requests if u.startswith("http")
         )
+
+
+def follow(page: Any, link: Any) -> None:
+    """Click a link and wait until the page it opens is parsed: ``click()`` returns once the
+    navigation has committed, and ``count()`` never waits, so a count read right after a click
+    may see a half-parsed page (0 rows, as on a loaded machine)."""
+    link.click()
+    page.wait_for_load_state("domcontentloaded")
 
 
 def shot(page: Any, name: str) -> Path:
@@ -112,12 +163,12 @@ def test_the_viewer_in_headless_chromium(
     assert page.locator(f"#trainings-table a[href='/trainings/{training['training_id']}']").count() == 1
     assert page.locator(f"#compares-table a[href='/compares/{compare['compare_id']}']").count() == 1
     shot(page, "home")
-    page.locator("nav.main a", has_text="runs").click()
+    follow(page, page.locator("nav.main a", has_text="runs"))
     docker_row = page.locator(f"#runs-table tr.run-row[data-id='{docker_run['run_id']}']")
     assert (
         docker_row.count() == 1 and f"{docker_run['solved']}/{docker_run['total']}" in docker_row.inner_text()
     )
-    docker_row.locator("a.run").click()
+    follow(page, docker_row.locator("a.run"))
     assert page.locator("#run-grid td a.episode").count() == len(DOCKER_TASKS)
     shot(page, "docker-run")
 
@@ -144,7 +195,7 @@ def test_the_viewer_in_headless_chromium(
     assert tasks.count() >= 1
     assert {tasks.nth(i).get_attribute("data-task") for i in range(tasks.count())} == {"hello-file"}
     filtered, filtered_url = page.locator("#episode-total").inner_text(), page.url
-    page.locator("#episodes-table th a.sort", has_text="tokens").click()
+    follow(page, page.locator("#episodes-table th a.sort", has_text="tokens"))
     assert "sort=tokens" in page.url
     shot(page, "episodes-filtered")
 
@@ -156,7 +207,7 @@ def test_the_viewer_in_headless_chromium(
     hits = page.locator("#hits li.hit")
     assert hits.count() >= 1 and TOOL_ONLY_WORD in hits.first.locator("mark").first.inner_text().lower()
     shot(page, "search")
-    hits.first.locator("a.episode").click()
+    follow(page, hits.first.locator("a.episode"))
     output = page.locator("#transcript details.tool-output", has_text=TOOL_ONLY_WORD).first
     assert output.count() == 1 and output.get_attribute("open") is None
     assert not output.locator("pre").first.is_visible()
@@ -166,8 +217,8 @@ def test_the_viewer_in_headless_chromium(
 
     # a verdict's regression: the movement list links to the side-by-side diff of its two episodes
     page.goto(viewer.url + "/verdicts?movement=regression")
-    page.locator("#verdicts-table a.verdict").first.click()
-    page.locator("#movement a.diff-link.regression").first.click()
+    follow(page, page.locator("#verdicts-table a.verdict").first)
+    follow(page, page.locator("#movement a.diff-link.regression").first)
     assert "first difference at event" in page.locator("strong.first-difference").inner_text()
     assert page.locator("#side-by-side tr").count() > 2
     diff_text = page.locator("#main h1").inner_text() + page.locator("strong.first-difference").inner_text()
