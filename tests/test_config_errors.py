@@ -18,7 +18,7 @@ from replaykit.testing import REPO_ROOT
 from replaykit.train.config import train_config
 from tests.cli_runner import cli
 
-QUICKSTART = (REPO_ROOT / "configs" / "quickstart.yaml").read_text()
+QUICKSTART = (REPO_ROOT / "configs" / "quickstart.yaml").read_text().replace("../envs/", f"{REPO_ROOT}/envs/")
 
 
 def edited(tmp: Path, old: str, new: str) -> Path:

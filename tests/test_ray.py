@@ -23,7 +23,8 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.episodes.config import load_config
-from replaykit.episodes.harness import TEMPLATES, commit_all
+from replaykit.episodes.config_paths import TEMPLATES
+from replaykit.episodes.harness import commit_all
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config, write_config

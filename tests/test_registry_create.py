@@ -1,6 +1,7 @@
-"""``Registry.create``: parameters are checked against the factory's signature before the
-call (a bad name or value is one line); an error raised inside a constructor comes
-through untouched, traceback included. ``entries()`` says where each name comes from."""
+"""``FactoryRegistry.create``: parameters are validated strictly against the factory's
+signature before the call (a bad name or value is one line; ``"2"`` is no int) and the
+factory gets the validated values; an error raised inside a constructor comes through
+untouched, traceback included. ``entries()`` says where each name comes from."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import traceback
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.registry import Registry
+from replaykit.core.registry import FactoryRegistry, Registry
 from replaykit.train.criteria import make_criterion
 from replaykit.train.optimizers import make_optimizer
 
@@ -27,8 +28,8 @@ class Broken:
         self.table = table.get(size) + 1  # type: ignore[operator]  # a real bug: TypeError inside
 
 
-def registry() -> Registry[type]:
-    reg: Registry[type] = Registry("widget", "replaykit.test-widgets")
+def registry() -> FactoryRegistry[object]:
+    reg: FactoryRegistry[object] = FactoryRegistry("widget", "replaykit.test-widgets")
     reg.register("margin", Margin)
     reg.register("broken", Broken)
     return reg
@@ -42,6 +43,9 @@ def registry() -> Registry[type]:
         ({"margin": "many"}, "widget 'margin': parameter 'margin': Input should be a valid integer"),
         ({"margin": 1, "alpha": [1]}, "widget 'margin': parameter 'alpha': "),
         ({"margin": 1, "label": 3}, "widget 'margin': parameter 'label': Input should be a valid string"),
+        ({"margin": "2"}, "widget 'margin': parameter 'margin': Input should be a valid integer (got '2')"),
+        ({"margin": True}, "widget 'margin': parameter 'margin': Input should be a valid integer (got True)"),
+        ({"margin": 1.5}, "widget 'margin': parameter 'margin': Input should be a valid integer"),
     ],
 )
 def test_bad_parameters_are_one_line_before_the_call(params: dict[str, object], line: str) -> None:
@@ -50,9 +54,23 @@ def test_bad_parameters_are_one_line_before_the_call(params: dict[str, object], 
     assert str(info.value).startswith(line) and "\n" not in str(info.value)
 
 
-def test_good_parameters_reach_the_constructor_as_given() -> None:
+def test_the_constructor_gets_the_validated_values_and_create_is_typed() -> None:
     widget = registry().create("margin", margin=2, alpha=1, label="x")
-    assert (widget.margin, widget.alpha, widget.label) == (2, 1, "x")  # values are checked, not converted
+    assert isinstance(widget, Margin)
+    assert (widget.margin, widget.alpha, widget.label) == (2, 1.0, "x") and isinstance(widget.alpha, float)
+    optimizer = make_optimizer("margin_greedy", margin=2, alpha=1)
+    assert optimizer.params() == {"margin": 2, "alpha": 1.0}
+
+
+def test_a_pydantic_model_parameter_is_validated_nested() -> None:
+    from replaykit.train.estimators import AgenticEstimator, make_estimator
+
+    built = make_estimator({"kind": "agentic", "backend": {"kind": "openai", "temperature": 1}})
+    assert isinstance(built, AgenticEstimator) and built.backend.temperature == 1.0
+    with pytest.raises(
+        ConfigError, match=r"agent backend 'openai': parameter 'temperature': .* \(got 'hot'\)"
+    ):
+        make_estimator({"kind": "agentic", "backend": {"kind": "openai", "temperature": "hot"}})
 
 
 def test_an_error_inside_the_constructor_keeps_its_traceback() -> None:

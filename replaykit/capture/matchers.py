@@ -6,7 +6,11 @@ normalisation rules applied). Headers are never part of it, so volatile headers
 (``x-stainless-*``, retry counts, user agents, API keys) cannot affect matching.
 
 Matchers are functions ``(actual, recorded) -> None`` that raise AssertionError
-with a reason; register more with :func:`register_matcher`.
+with a reason; normalisation rules rewrite a parsed body. Both are registries
+(``core/registry.py``) listed by ``replaykit plugins``: register more with
+:func:`register_matcher` / :func:`register_rule`, or from another package under the
+``replaykit.matchers`` / ``replaykit.rules`` entry-point groups (a config's
+``record.rules`` and the proxy's ``--rule`` name rules).
 """
 
 from __future__ import annotations
@@ -20,34 +24,32 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from replaykit.cassette.events import RequestForm
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import CLOCK_PATTERN, DATE_PATTERN, UUID_PATTERN, ZONE_PATTERN, canonical_json
+from replaykit.core.registry import Registry
 
 Matcher = Callable[[RequestForm, RequestForm], None]
 NormaliseRule = Callable[[Any], Any]
 
-_MATCHERS: dict[str, Matcher] = {}
-_RULES: dict[str, NormaliseRule] = {}
+MATCHERS: Registry[Matcher] = Registry("request matcher", "replaykit.matchers")
+RULES: Registry[NormaliseRule] = Registry("normalisation rule", "replaykit.rules")
 DEFAULT_MATCH_ON = ("method", "path", "body")
 
 
 def register_matcher(name: str, fn: Matcher) -> None:
-    _MATCHERS[name] = fn
+    MATCHERS.register(name, fn)
 
 
 def register_rule(name: str, fn: NormaliseRule) -> None:
     """A normalisation rule rewrites a parsed body (e.g. replaces a per-turn UUID)."""
-    _RULES[name] = fn
+    RULES.register(name, fn)
 
 
 def known_rules() -> list[str]:
-    return sorted(_RULES)
+    return RULES.names()
 
 
 def get_rule(name: str) -> NormaliseRule:
-    if name not in _RULES:
-        from replaykit.core.errors import ConfigError
-
-        raise ConfigError(f"unknown normalisation rule {name!r}; known: {', '.join(sorted(_RULES))}")
-    return _RULES[name]
+    """The rule ``name``; an unknown one is one ``ConfigError`` line listing the known."""
+    return RULES.get(name)
 
 
 def _method(a: RequestForm, b: RequestForm) -> None:
@@ -76,7 +78,7 @@ def mismatches(
     reasons = []
     for name in match_on:
         try:
-            _MATCHERS[name](actual, recorded)
+            MATCHERS.get(name)(actual, recorded)
         except AssertionError as exc:
             reasons.append(f"{name}: {exc}")
     return reasons

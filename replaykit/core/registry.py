@@ -10,15 +10,21 @@ package declares under the registry's entry-point group::
     my_criterion = "my_pkg.criteria:MyCriterion"
 
 Looking a name up never imports more than the one module that provides it.
-``create(name, **params)`` builds from a factory registry: the parameters are checked
-against the factory's signature first (a bad name or value is one line), and an error
-raised inside the constructor itself propagates untouched, with its traceback.
-``entries()`` says what is registered and where from (``replaykit plugins``).
+A :class:`FactoryRegistry` holds factories of one type: ``create(name, **params)``
+validates the parameters strictly against the factory's signature (an unknown or missing
+name, or a value not of its annotated type, is one line; ``"2"`` is not an ``int``),
+calls the factory with the *validated* values (a JSON list for a ``tuple`` parameter
+arrives as a tuple, a dict for a pydantic-model parameter as that model) and returns
+what it built, typed; an error raised inside the constructor itself propagates untouched,
+with its traceback. ``validate(name, params)`` is the same check without the call (what
+a config's load does). ``entries()`` says what is registered and where from
+(``replaykit plugins``).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 from replaykit.core.errors import ConfigError, ReplaykitError
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 Source = Literal["built-in", "entry point", "registered"]
 
@@ -109,16 +116,6 @@ class Registry(Generic[T]):
             return item
         raise self._error(f"unknown {self.what} {name!r}; known: {', '.join(self.names())}")
 
-    def create(self, name: str, /, **params: Any) -> Any:
-        """Build ``name`` from its factory with ``params``, checked against the factory's
-        signature first: an unknown or missing parameter, or a value of the wrong type, is
-        one line (this registry's error); an error the constructor raises is not caught."""
-        factory = self.get(name)
-        if not callable(factory):
-            raise self._error(f"{self.what} {name!r} is not a factory ({type(factory).__name__})")
-        check_params(f"{self.what} {name!r}", factory, params, self._error)
-        return factory(**params)
-
     def entries(self) -> list[RegistryEntry]:
         """Every name this registry resolves, with the source ``get`` would use."""
         eps = {ep.name: ep for ep in entry_points(group=self.group)}
@@ -147,6 +144,26 @@ class Registry(Generic[T]):
         return sorted({*self._builtins, *self._items, *(ep.name for ep in entry_points(group=self.group))})
 
 
+class FactoryRegistry(Registry[Callable[..., P]]):
+    """A registry of factories that build a ``P`` (criteria, optimizers, estimators, ...)."""
+
+    def factory(self, name: str) -> Callable[..., P]:
+        factory = self.get(name)
+        if not callable(factory):
+            raise self._error(f"{self.what} {name!r} is not a factory ({type(factory).__name__})")
+        return factory
+
+    def validate(self, name: str, params: Mapping[str, object]) -> dict[str, Any]:
+        """``params`` validated strictly against ``name``'s factory: the values the factory
+        is called with; anything wrong is one line (this registry's error)."""
+        return check_params(f"{self.what} {name!r}", self.factory(name), params, self._error)
+
+    def create(self, name: str, /, **params: Any) -> P:
+        """Build ``name`` from its factory with ``params`` validated first (``validate``); an
+        error the constructor raises is not caught."""
+        return self.factory(name)(**self.validate(name, params))
+
+
 def _from_entry_point(ep: EntryPoint) -> RegistryEntry:
     dist = getattr(ep, "dist", None)
     label = f"{dist.name} {dist.version}" if dist is not None else ""
@@ -162,13 +179,14 @@ def _registered(name: str, obj: object) -> RegistryEntry:
 
 def check_params(
     what: str, factory: Callable[..., object], params: Mapping[str, object], error: type[ReplaykitError]
-) -> None:
-    """``params`` bind to ``factory``'s signature and each value fits its annotation (where
-    the annotation can be resolved); otherwise one line naming the parameter."""
+) -> dict[str, Any]:
+    """``params`` bound to ``factory``'s signature, each value validated strictly against its
+    annotation (where pydantic can take the annotation): the validated values, by name;
+    otherwise one line naming the parameter."""
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):  # no introspectable signature: the call itself decides
-        return
+        return dict(params)
     accepted = [
         p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
@@ -181,6 +199,7 @@ def check_params(
             raise error(f"{what}: unknown parameter {unknown[0]!r} (takes: {takes})") from None
         raise error(f"{what}: {exc} (takes: {takes})") from None
     hints = _hints(factory)
+    validated: dict[str, Any] = dict(params)
     for key, value in bound.arguments.items():
         annotation = hints.get(key)
         if annotation is None or signature.parameters[key].kind in (
@@ -193,10 +212,26 @@ def check_params(
         except Exception:  # an annotation pydantic cannot check (a protocol, a forward name)
             continue
         try:
-            adapter.validate_python(value)
+            validated[key] = _strict(adapter, value)
         except ValidationError as exc:
-            message = exc.errors()[0]["msg"]
-            raise error(f"{what}: parameter {key!r}: {message} (got {value!r})") from None
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            got = "" if isinstance(value, Mapping) else f" (got {value!r})"
+            raise error(
+                f"{what}: parameter {key!r}{f' ({where})' if where else ''}: {message}{got}"
+            ) from None
+    return validated
+
+
+def _strict(adapter: TypeAdapter[Any], value: object) -> Any:
+    """``value`` validated strictly: config data (JSON-like) as JSON, so a list may fill a
+    tuple and a string a path, but ``"2"`` never becomes an int; anything else as is."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return adapter.validate_python(value, strict=True)
+    return adapter.validate_json(text, strict=True)
 
 
 def _hints(factory: Callable[..., object]) -> dict[str, Any]:

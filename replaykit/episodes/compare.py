@@ -4,13 +4,12 @@ models" table. Beside ``run.measure``, which measures one cell."""
 from __future__ import annotations
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import digest_of
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import CompareCell, CompareDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.run import measure
+from replaykit.episodes.run import measure, run_store
 
 
 def compare(
@@ -47,7 +46,9 @@ def compare(
                 }
             )
     return {
-        **store_compare(open_store(config.store_location), config.name, models, harness_refs, cells),
+        **store_compare(
+            run_store(config, RecordMode.parse(record_mode)), config.name, models, harness_refs, cells
+        ),
         "cells": cells,
     }
 

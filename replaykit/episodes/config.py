@@ -1,14 +1,20 @@
 """YAML run configs, validated with pydantic.
 
-Relative paths in a config resolve against the folder holding the config file.
-A bad config is one clear ``ConfigError`` line naming the file and the field.
+Relative paths in a config resolve against the folder holding the config file, and
+what a config does not name stays inside that folder (the store, the harness repo made
+from its template). ``load_config`` validates a config whole before anything is created:
+every section (``train:`` included: its model lives with the layer that reads it,
+``replaykit.train.config``, named here by reference), every factory it names with its
+parameters, and every path it references (each panel pattern matches a task folder, the
+harness repo exists or has a template). A bad config is one clear ``ConfigError`` line
+naming the file, the line and the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -17,6 +23,7 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -25,7 +32,9 @@ from pydantic import (
 from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
+from replaykit.core.registry import load_ref
 from replaykit.envs.base import EnvSettings, EnvTable
+from replaykit.episodes.config_paths import check_paths
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.execution.config import ExecutorConfig
 from replaykit.models.config import ModelConfig, Seed
@@ -36,7 +45,7 @@ class _Strict(BaseModel):
 
 
 class HarnessConfig(_Strict):
-    repo: str = "../.replaykit/harnesses/quickstart"
+    repo: str = ".replaykit/harnesses/quickstart"  # beside the config unless it names a place
     template: str | None = "quickstart"
     branch: str = "main"
     entry: str = "harness.py"
@@ -56,7 +65,7 @@ class HarnessConfig(_Strict):
 
 
 class PanelConfig(_Strict):
-    tasks: list[str] = Field(default_factory=lambda: ["../envs/*"])
+    tasks: list[str] = Field(min_length=1)  # paths or globs of task folders: no default
     seeds: list[Seed] = Field(default_factory=lambda: [0, 1], min_length=1)
 
     @field_validator("seeds")
@@ -125,14 +134,16 @@ class EnvConfig(BaseModel):
     _settings: EnvSettings | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _kind_settings(self) -> EnvConfig:
+    def _kind_settings(self, info: ValidationInfo) -> EnvConfig:
         from replaykit.envs.registry import get_env_kind
 
         extra = dict(self.model_extra or {})
         try:
             model = get_env_kind(self.kind).settings
         except EnvError as exc:
-            if not extra:  # an uninstalled kind fails where it is used (replay never builds one)
+            if info.context is not None:  # a config file being loaded: its line says which kind
+                raise ValueError(f"field 'env.kind': {exc}") from None
+            if not extra:  # a stored config's kind fails where it is used (replay never builds one)
                 return self
             raise ValueError(f"{exc} (its keys {', '.join(sorted(extra))} cannot be checked)") from None
         for key in _LEGACY_ENV_KEYS:
@@ -193,24 +204,64 @@ class RecordConfig(_Strict):
         return rules
 
 
+M = TypeVar("M", bound=BaseModel)
+
+#: the model of each section validated by a layer above this one (``module:attribute``)
+SECTIONS: dict[str, str] = {"train": "replaykit.train.config:TrainConfig"}
+
+
 class RunConfig(_Strict):
     name: str = "run"
-    store: str = "../cassettes"
+    store: str = "cassettes"  # beside the config unless it names a place
     harness: HarnessConfig = Field(default_factory=HarnessConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    panel: PanelConfig = Field(default_factory=PanelConfig)
+    panel: PanelConfig
     env: EnvConfig = Field(default_factory=EnvConfig)
     record: RecordConfig = Field(default_factory=RecordConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
-    train: dict[str, object] | None = (
-        None  # validated by replaykit.train.config (which episodes may not import)
-    )
+    #: kept as written (documents store it so); validated as ``SECTIONS["train"]``, typed: ``section``
+    train: dict[str, object] | None = None
 
     #: the folder relative paths resolve against (set by load_config)
     base_dir: Path = Field(default=Path("."), exclude=True)
     #: the file it was read from and the line of each key (set by load_config; for error lines)
     _source: Path | None = PrivateAttr(default=None)
     _lines: Lines = PrivateAttr(default_factory=dict)
+    _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _validate_sections(self, info: ValidationInfo) -> RunConfig:
+        for name, ref in SECTIONS.items():
+            data = getattr(self, name)
+            if data is None:
+                continue
+            model = cast(type[BaseModel], load_ref(ref))
+            try:
+                self._sections[name] = model.model_validate(data, context=info.context)
+            except ValidationError as exc:
+                raise ValueError(validation_line(exc, prefix=f"{name}.", model=model)) from None
+        return self
+
+    def section(self, name: str, model: type[M]) -> M:
+        """The section ``name`` as ``model`` (its defaults when the config has none)."""
+        found = self._sections.get(name)
+        if not isinstance(found, model):
+            found = self._sections[name] = model.model_validate(getattr(self, name) or {})
+        return found
+
+    @classmethod
+    def recorded(cls, data: Mapping[str, object], what: str) -> RunConfig:
+        """A config a stored document holds; one line when it no longer validates here (a
+        plugin it names is not installed, say)."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"the config recorded with {what}: {validation_line(exc, model=cls)}") from None
+
+    def field_error(self, loc: tuple[str | int, ...], message: str) -> ConfigError:
+        """``message`` about the field at ``loc``, as one line naming this config's file and line."""
+        field = ".".join(str(p) for p in loc)
+        return config_error(self._source, self._lines, loc, f"field {field!r}: {message}")
 
     def config_error(self, exc: ValidationError, prefix: str = "") -> ConfigError:
         """A section validated later (``train:``) as one line naming this config's file and line."""
@@ -281,7 +332,7 @@ def _validation(
         named = message[len("field '") :].split("'", 1)[0]
         return tuple(int(p) if p.isdigit() else p for p in named.split(".")), message
     if err["type"] == "extra_forbidden":
-        message = "unknown key" + _known_keys(model, loc[:-1])
+        message = "unknown key" + _known_keys(model, tuple(err["loc"])[:-1])
     elif err["type"] == "missing":
         message = "required; add it"
     return loc, f"field {field!r}: {message}{shown}"
@@ -331,14 +382,20 @@ def apply_overrides(data: dict[str, object], overrides: Mapping[str, object] | N
 
 
 def load_config(path: str | Path, overrides: Mapping[str, object] | None = None) -> RunConfig:
-    """The config in ``path`` (``overrides``: dotted keys set on top, e.g. from the command line);
-    any error is one line naming the file, the line and the key."""
+    """The config in ``path`` (``overrides``: dotted keys set on top, e.g. from the command line),
+    validated whole (the module docstring); any error is one line naming the file, the line
+    and the key. Nothing is created."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(
             f"config file {path} does not exist; pass a YAML file such as configs/quickstart.yaml"
         )
     data, lines = read_yaml(path)
+    if data is None and not overrides:
+        raise ConfigError(
+            f"config file {path} is empty; a config names at least its panel (panel.tasks): "
+            "start from configs/quickstart.yaml, or `replaykit init DIR` writes one"
+        )
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
@@ -346,11 +403,13 @@ def load_config(path: str | Path, overrides: Mapping[str, object] | None = None)
     for dotted in overrides or {}:  # set on the command line: no line of the file to name
         parts = tuple(dotted.split("."))
         lines = {loc: n for loc, n in lines.items() if loc[: len(parts)] != parts}
+    base_dir = path.resolve().parent
     try:
-        config = RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
         loc, line = _validation(exc, model=RunConfig)
         raise config_error(path, lines, loc, line) from None
-    config.base_dir = path.resolve().parent
+    config.base_dir = base_dir
     config._source, config._lines = path, lines
+    check_paths(config)
     return config

@@ -25,8 +25,8 @@ from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
 from replaykit.core.errors import HarnessError
 from replaykit.core.records import JSON
 from replaykit.core.stale import clean_dead_scratch, scratch_dir
+from replaykit.episodes.config_paths import TEMPLATES, known_templates
 
-TEMPLATES = Path(__file__).parents[1] / "templates"
 GIT_DATE = f"{SOURCE_DATE_EPOCH} +0000"
 ACTOR = git.Actor(ENV_PINS["GIT_AUTHOR_NAME"], ENV_PINS["GIT_AUTHOR_EMAIL"])
 
@@ -123,7 +123,7 @@ class HarnessRepo:
 def materialise_template(template: str, path: Path, branch: str = "main") -> str:
     source = TEMPLATES / template
     if not source.is_dir():
-        known = ", ".join(sorted(p.name for p in TEMPLATES.iterdir() if p.is_dir()))
+        known = ", ".join(known_templates())
         raise HarnessError(f"unknown harness template {template!r}; known: {known}")
     clean_dead_scratch(path.parent, path.name)  # what killed first runs left
     tmp = scratch_dir(path.parent, path.name)  # this process's own: concurrent first runs never share one

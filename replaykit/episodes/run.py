@@ -144,6 +144,19 @@ def open_harness(config: RunConfig, create: bool = True) -> HarnessRepo:
     return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template)
 
 
+def run_store(config: RunConfig, record_mode: RecordMode) -> StoreBackend:
+    """The config's store; under record mode ``none`` (replay only) it must exist already:
+    replay-only modes never create one."""
+    store = open_store(config.store_location)
+    if record_mode == RecordMode.NONE and not store.exists():
+        raise config.field_error(
+            ("store",),
+            f"no store at {config.store_location}; record mode none replays only and never creates "
+            "one (check store:, or record it first with --record-mode once)",
+        )
+    return store
+
+
 def measure(
     config: RunConfig,
     *,
@@ -162,7 +175,7 @@ def measure(
     Persisting, what it writes or reuses is leased until the run document names it, so a
     concurrent ``gc`` or ``cassettes rm`` cannot take it."""
     mode = check_record_mode(record_mode)
-    store = store or open_store(config.store_location)
+    store = store or run_store(config, mode)
     if not persist:
         return _measure(config, mode, harness_ref, model, progress, store, sha, keep_going, persist)
     with store.leasing():

@@ -91,7 +91,9 @@ def replay_training(
             doc["branch"],
             where=f"training {doc['training_id']}",
         )
-        recorded = RunConfig.model_validate({**doc["config"], "store": str(store.location)})
+        recorded = RunConfig.recorded(
+            {**doc["config"], "store": str(store.location)}, f"training {doc['training_id']}"
+        )
         harness = recorded.harness.model_copy(update={"repo": str(tmp / "harness"), "template": None})
         config = recorded.model_copy(update={"harness": harness})
         config.base_dir = recorded_base_dir(doc)

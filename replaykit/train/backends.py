@@ -14,8 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, model_validator
+
 from replaykit.core.deprecation import moved_name
-from replaykit.core.registry import Registry
+from replaykit.core.errors import ConfigError
+from replaykit.core.registry import FactoryRegistry
 
 if TYPE_CHECKING:
     from replaykit.models.session import ProposalSession
@@ -32,7 +35,7 @@ class AgentBackend(Protocol):
     def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str: ...
 
 
-BACKENDS: Registry[Callable[..., AgentBackend]] = Registry(
+BACKENDS: FactoryRegistry[AgentBackend] = FactoryRegistry(
     "agent backend",
     "replaykit.backends",
     builtins={
@@ -47,7 +50,7 @@ def register_backend(kind: str, factory: Callable[..., AgentBackend]) -> None:
 
 
 def make_backend(kind: str, **params: Any) -> AgentBackend:
-    """The agent backend ``kind`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    """The agent backend ``kind`` with ``params`` (validated against its signature: ``FactoryRegistry.create``)."""
     backend: AgentBackend = BACKENDS.create(kind, **params)
     return backend
 
@@ -55,3 +58,22 @@ def make_backend(kind: str, **params: Any) -> AgentBackend:
 def __getattr__(name: str) -> object:
     """``ProposalSession`` moved to :mod:`replaykit.models.session` (a deprecated alias here)."""
     return moved_name(__name__, name)
+
+
+class BackendSpec(BaseModel):
+    """An agent backend by ``kind`` and its parameters (``train.estimator.backend``), the
+    parameters validated strictly against the backend's signature."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str = "openai"
+
+    @model_validator(mode="after")
+    def _params(self) -> BackendSpec:
+        try:
+            self.__pydantic_extra__ = BACKENDS.validate(self.kind, self.model_extra or {})
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def build(self) -> AgentBackend:
+        return make_backend(self.kind, **(self.model_extra or {}))

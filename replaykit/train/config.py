@@ -1,41 +1,116 @@
 """The ``train:`` section of a run config (epochs, seed, patch surface, estimator,
-criterion, optimizer), validated as :class:`TrainConfig`."""
+criterion, optimizer), validated as :class:`TrainConfig` by ``load_config`` itself.
+
+Each of ``estimator``, ``criterion`` and ``optimizer`` names a registered factory
+(``kind`` / ``name``); its other keys are the factory's parameters, validated strictly
+against its signature (``FactoryRegistry.validate``) whenever the section is validated.
+When the config is read from a file (``load_config`` passes the file's folder as the
+validation context) the three are also built once, so a value their constructors refuse
+(``margin: -1``) or a diff file that is not there is a line of the config, not a failure
+halfway through a training.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from replaykit.core.errors import ConfigError
+from replaykit.core.registry import FactoryRegistry
 from replaykit.episodes.config import RunConfig
 from replaykit.models.config import Seed
 
+#: what a config that does not name them trains with (docs/training.md says so too)
+DEFAULT_ESTIMATOR: dict[str, object] = {
+    "kind": "agentic",
+    "backend": {"kind": "openai", "model": "reference-proposer", "base_url": "builtin"},
+}
+DEFAULT_CRITERION: dict[str, object] = {"name": "strict_pareto"}
+DEFAULT_OPTIMIZER: dict[str, object] = {"name": "greedy_monotonic"}
 
-def _agentic() -> dict[str, object]:
-    return {
-        "kind": "agentic",
-        "backend": {"kind": "openai", "model": "reference-proposer", "base_url": "builtin"},
-    }
 
-
-def _named(name: str) -> Callable[[], dict[str, object]]:
-    return lambda: {"name": name}
+def _copy(spec: Mapping[str, object]) -> Callable[[], dict[str, object]]:
+    return lambda: {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in spec.items()}
 
 
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     epochs: int = Field(default=5, ge=1)
     seed: Seed = 0
-    patch_surface: list[str] = Field(default_factory=lambda: ["harness.py"])
-    #: the specs below name a registered factory (``kind`` / ``name``); the other keys are its
-    #: parameters, checked against its signature when it is built (``core.registry``)
-    estimator: dict[str, object] = Field(default_factory=_agentic)
-    criterion: dict[str, object] = Field(default_factory=_named("strict_pareto"))
-    optimizer: dict[str, object] = Field(default_factory=_named("greedy_monotonic"))
+    patch_surface: list[str] = Field(default_factory=lambda: ["harness.py"], min_length=1)
+    estimator: dict[str, object] = Field(default_factory=_copy(DEFAULT_ESTIMATOR))
+    criterion: dict[str, object] = Field(default_factory=_copy(DEFAULT_CRITERION))
+    optimizer: dict[str, object] = Field(default_factory=_copy(DEFAULT_OPTIMIZER))
+
+    @field_validator("estimator")
+    @classmethod
+    def _estimator(cls, spec: dict[str, object]) -> dict[str, object]:
+        from replaykit.train.estimators import ESTIMATORS
+
+        return _validated(ESTIMATORS, "estimator", "kind", "agentic", spec)
+
+    @field_validator("criterion")
+    @classmethod
+    def _criterion(cls, spec: dict[str, object]) -> dict[str, object]:
+        from replaykit.train.criteria import CRITERIA
+
+        return _validated(CRITERIA, "criterion", "name", "strict_pareto", spec)
+
+    @field_validator("optimizer")
+    @classmethod
+    def _optimizer(cls, spec: dict[str, object]) -> dict[str, object]:
+        from replaykit.train.optimizers import OPTIMIZERS
+
+        return _validated(OPTIMIZERS, "optimizer", "name", "greedy_monotonic", spec)
+
+    @model_validator(mode="after")
+    def _built(self, info: ValidationInfo) -> TrainConfig:
+        """Read from a file (``context["base_dir"]``): build each once, as the trainer will."""
+        base_dir = (info.context or {}).get("base_dir")
+        if base_dir is None:
+            return self
+        from replaykit.train.criteria import make_criterion
+        from replaykit.train.estimators import make_estimator
+        from replaykit.train.optimizers import make_optimizer
+
+        crit = _name_and_params(self.criterion, "name", "strict_pareto")
+        opt = _name_and_params(self.optimizer, "name", "greedy_monotonic")
+        builds: tuple[tuple[str, Callable[[], object]], ...] = (
+            ("estimator", lambda: make_estimator(self.estimator, base_dir=Path(base_dir))),
+            ("criterion", lambda: make_criterion(crit[0], **crit[1])),
+            ("optimizer", lambda: make_optimizer(opt[0], **opt[1])),
+        )
+        for field, build in builds:
+            try:
+                build()
+            except ConfigError as exc:
+                raise ValueError(f"field 'train.{field}': {exc}") from None
+        return self
+
+
+def _name_and_params(spec: Mapping[str, object], key: str, default: str) -> tuple[str, dict[str, object]]:
+    params = dict(spec)
+    return str(params.pop(key, default)), params
+
+
+def _validated(
+    registry: FactoryRegistry[Any], field: str, key: str, default: str, spec: dict[str, object]
+) -> dict[str, object]:
+    """``spec`` with its parameters validated against the factory it names (one line, placed
+    at the parameter when the error names one)."""
+    name, params = _name_and_params(spec, key, default)
+    try:
+        return {key: name, **registry.validate(name, params)}
+    except ConfigError as exc:
+        message = str(exc)
+        bad = next((p for p in params if f"parameter {p!r}" in message), None)
+        where = f"train.{field}.{bad}" if bad else f"train.{field}.{key}" if key in spec else f"train.{field}"
+        raise ValueError(f"field '{where}': {message}") from None
 
 
 def train_config(config: RunConfig) -> TrainConfig:
-    try:
-        return TrainConfig.model_validate(config.train or {})
-    except ValidationError as exc:
-        raise config.config_error(exc, "train.") from None
+    """The config's ``train:`` section, typed (validated when the config was)."""
+    return config.section("train", TrainConfig)

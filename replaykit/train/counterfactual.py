@@ -108,7 +108,7 @@ def chosen(
 def training_config(doc: TrainingDocument, store: StoreBackend) -> RunConfig:
     data = dict(doc["config"])
     data["store"] = str(store.location)
-    config = RunConfig.model_validate(data)
+    config = RunConfig.recorded(data, f"training {doc['training_id']}")
     config.base_dir = Path(doc["config_base_dir"])
     return config
 

@@ -111,7 +111,7 @@ def record_counterfactual(
         criterion={"name": crit.name, **crit.params()},
         optimizer={"name": opt.name, **opt.params()},
     )
-    live = RunConfig.model_validate(data)
+    live = RunConfig.recorded(data, f"training {doc['training_id']}")
     live.base_dir = config.base_dir
     trainer = LinkedTrainer(
         config=live,

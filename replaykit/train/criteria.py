@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import JSON, RunDoc, VerdictRecord
-from replaykit.core.registry import Registry
+from replaykit.core.registry import FactoryRegistry
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class MeanReward:
         )
 
 
-CRITERIA: Registry[Callable[..., Criterion]] = Registry("criterion", "replaykit.criteria")
+CRITERIA: FactoryRegistry[Criterion] = FactoryRegistry("criterion", "replaykit.criteria")
 
 
 def register_criterion(name: str, factory: Callable[..., Criterion]) -> None:
@@ -227,6 +227,6 @@ register_criterion(MeanReward.name, MeanReward)
 
 
 def make_criterion(name: str, **params: Any) -> Criterion:
-    """The criterion ``name`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    """The criterion ``name`` with ``params`` (validated against its signature: ``FactoryRegistry.create``)."""
     criterion: Criterion = CRITERIA.create(name, **params)
     return criterion

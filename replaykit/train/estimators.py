@@ -20,10 +20,10 @@ from typing import Callable, Protocol
 
 from replaykit.core.errors import ConfigError, TrainError
 from replaykit.core.records import JSON
-from replaykit.core.registry import Registry
+from replaykit.core.registry import FactoryRegistry
 from replaykit.models.config import ModelConfig
 from replaykit.models.session import ProposalSession
-from replaykit.train.backends import AgentBackend, make_backend
+from replaykit.train.backends import AgentBackend, BackendSpec
 from replaykit.train.gitops import apply_diff
 from replaykit.train.openai_backend import OpenAIBackend
 
@@ -142,9 +142,9 @@ class RecordedProposals:
         return self.descriptions[epoch]
 
 
-def _agentic(backend: Mapping[str, object] | None = None) -> AgenticEstimator:
-    spec = dict(backend or {})
-    return AgenticEstimator(make_backend(str(spec.pop("kind", "openai")), **spec))
+def _agentic(backend: BackendSpec | None = None) -> AgenticEstimator:
+    """``backend``: the agent backend's ``kind`` and parameters (a mapping in a config)."""
+    return AgenticEstimator((backend or BackendSpec()).build())
 
 
 def _patch_queue(
@@ -167,7 +167,7 @@ def _patch_queue(
     return PatchQueue(texts, descriptions)
 
 
-ESTIMATORS: Registry[Callable[..., Estimator]] = Registry("estimator", "replaykit.estimators")
+ESTIMATORS: FactoryRegistry[Estimator] = FactoryRegistry("estimator", "replaykit.estimators")
 
 
 def register_estimator(kind: str, factory: Callable[..., Estimator]) -> None:

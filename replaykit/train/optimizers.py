@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from replaykit.core.records import JSON
-from replaykit.core.registry import Registry
+from replaykit.core.registry import FactoryRegistry
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optim.frontier import ParetoFrontier
 from replaykit.train.optim.greedy import GreedyMonotonic
@@ -67,7 +67,7 @@ class Optimizer(Protocol):
         ...
 
 
-OPTIMIZERS: Registry[Callable[..., Optimizer]] = Registry("optimizer", "replaykit.optimizers")
+OPTIMIZERS: FactoryRegistry[Optimizer] = FactoryRegistry("optimizer", "replaykit.optimizers")
 
 
 def register_optimizer(name: str, factory: Callable[..., Optimizer]) -> None:
@@ -84,6 +84,6 @@ def optimizer_names() -> list[str]:
 
 
 def make_optimizer(name: str = GreedyMonotonic.name, **params: Any) -> Optimizer:
-    """The optimizer ``name`` with ``params`` (checked against its signature: ``Registry.create``)."""
+    """The optimizer ``name`` with ``params`` (validated against its signature: ``FactoryRegistry.create``)."""
     optimizer: Optimizer = OPTIMIZERS.create(name, **params)
     return optimizer

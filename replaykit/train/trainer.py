@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, HarnessError, TrainError
 from replaykit.core.modes import RecordMode
@@ -32,7 +31,7 @@ from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDoc
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.harness import load_solve
-from replaykit.episodes.run import measure, open_harness
+from replaykit.episodes.run import measure, open_harness, run_store
 from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.brief import training_brief
@@ -79,7 +78,7 @@ class Trainer:
         self.keep_going = keep_going
         self.progress: Progress = progress or (lambda event, data: None)
         self.persist = persist
-        self.store = store or open_store(config.store_location)
+        self.store = store or run_store(config, self.record_mode)
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)

@@ -8,7 +8,7 @@ protocol; this module only names them. Listing never imports a plugin: built-ins
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from replaykit.core.registry import Registry, RegistryEntry
 
@@ -21,6 +21,8 @@ REGISTRIES: tuple[str, ...] = (
     "replaykit.train.backends:BACKENDS",
     "replaykit.train.criteria:CRITERIA",
     "replaykit.train.optimizers:OPTIMIZERS",
+    "replaykit.capture.matchers:MATCHERS",
+    "replaykit.capture.matchers:RULES",
 )
 
 
@@ -43,7 +45,7 @@ class PluginsReport(TypedDict):
     plugins: int  # entries that come from installed packages
 
 
-def registries() -> list[Registry[object]]:
+def registries() -> list[Registry[Any]]:
     found = []
     for ref in REGISTRIES:
         module, _, attr = ref.partition(":")

@@ -25,7 +25,7 @@ import pytest
 
 from replaykit.cassette.events import EnvEvent, LlmEvent
 from replaykit.cassette.store import Store
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT
 from replaykit.testing.llama_server import LlamaServer

@@ -15,6 +15,7 @@ from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
 from replaykit.episodes.config import EnvConfig, load_config
+from replaykit.testing import project_root
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +27,9 @@ class SocketSettings(EnvSettings):
 
 def _load(tmp_path: Path, env: dict[str, object]) -> EnvConfig:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"env": env}))
+    path.write_text(
+        yaml.safe_dump({"env": env, "panel": {"tasks": [str(project_root() / "envs" / "hello-file")]}})
+    )
     return load_config(path).env
 
 
@@ -81,7 +84,11 @@ def test_stored_configs_of_older_versions_still_load(tmp_path: Path) -> None:
     assert docker.settings == DockerSettings(image_aliases={"debian:12": "replaykit/base:bookworm"})
 
 
-def test_an_uninstalled_kind_without_keys_loads_and_fails_where_used(tmp_path: Path) -> None:
-    env = _load(tmp_path, {"kind": "not-installed"})
+def test_an_uninstalled_kind_is_a_line_of_the_file_but_a_stored_config_still_loads(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"line 2: field 'env.kind': unknown environment kind 'not-installed'"
+    ):
+        _load(tmp_path, {"kind": "not-installed"})
+    env = EnvConfig.model_validate({"kind": "not-installed"})  # a stored config (replay builds no env)
     with pytest.raises(Exception, match="unknown environment kind 'not-installed'"):
         env.settings  # noqa: B018

@@ -154,8 +154,13 @@ def test_a_small_n_picks_a_concurrency_that_fits() -> None:
     assert done.returncode == 0, done.stderr
     r = json.loads(done.stdout)
     assert (r["n"], r["concurrency"], r["verdict"]) == (2, 2, "deterministic")
-    typed = cli("probe", "--base-url", "builtin", "--model", "reference-weak", "-n", "2", "--concurrency", "3")
-    assert typed.returncode == 1 and typed.stderr.strip() == "Error: --concurrency 3: use 1 to 2 (-n) concurrent clients"
+    typed = cli(
+        "probe", "--base-url", "builtin", "--model", "reference-weak", "-n", "2", "--concurrency", "3"
+    )
+    assert (
+        typed.returncode == 1
+        and typed.stderr.strip() == "Error: --concurrency 3: use 1 to 2 (-n) concurrent clients"
+    )
 
 
 def test_bad_probe_input_is_one_line() -> None:

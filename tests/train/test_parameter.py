@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import TrainError
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import unified_diff
 from replaykit.testing import small_config
 from replaykit.train.estimators import PatchQueue

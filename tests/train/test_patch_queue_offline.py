@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli as run_cli
