@@ -17,6 +17,7 @@ from rich.text import Text
 from replaykit import render
 from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
 from replaykit.core.errors import ConfigError
+from replaykit.core.glossary import epoch_names
 
 if TYPE_CHECKING:
     from replaykit.train.audit_records import CounterfactualReport, SeedRobustness, SolveRate, SweepReport
@@ -101,7 +102,7 @@ def sweep_table(rep: SweepReport) -> None:
             [
                 c["criterion"] + (" (recorded)" if c["recorded"] else ""),
                 c["optimizer"],
-                ", ".join(map(str, c["accepted_epochs"])) or "none",
+                epoch_names(c["accepted_epochs"]),
                 final,
                 rate,
                 f"{c['offline_share']:.0%}",

@@ -6,6 +6,8 @@ footnotes, so the same word means the same thing everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 TERMS: dict[str, str] = {
     "training": "A loop of epochs: each proposes one change to the harness and keeps it only if the criterion accepts it.",
     "epoch": "One step of a training: propose a candidate harness, measure it, compare it with the baseline.",
@@ -67,3 +69,9 @@ def legend(*words: str) -> str:
 def term(word: str) -> str:
     """The explanation of ``word`` (empty if the glossary does not know it)."""
     return TERMS.get(word, "")
+
+
+def epoch_names(epochs: Iterable[int]) -> str:
+    """Epochs as every table names them: ``e0, e2`` (``none`` for no epoch), never a bare
+    ``0`` that reads as a count."""
+    return ", ".join(f"e{e}" for e in epochs) or "none"

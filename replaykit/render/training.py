@@ -6,7 +6,7 @@ from typing import NotRequired
 
 from rich.text import Text
 
-from replaykit.core.glossary import legend
+from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table
 from replaykit.render.runs import divergence
@@ -59,8 +59,8 @@ def decision_counts(epochs: list[EpochRecord]) -> str:
     """``1 accepted (e0), 3 rejected (e1, e2, e4), 1 skipped (e3)``: counts and which epochs."""
     parts = []
     for decision in ("accepted", "rejected", "skipped"):
-        which = [f"e{e['epoch']}" for e in epochs if e["decision"] == decision]
-        parts.append(f"{len(which)} {decision}" + (f" ({', '.join(which)})" if which else ""))
+        which = [e["epoch"] for e in epochs if e["decision"] == decision]
+        parts.append(f"{len(which)} {decision}" + (f" ({epoch_names(which)})" if which else ""))
     return ", ".join(parts)
 
 

@@ -50,8 +50,9 @@ def render(ctx: ReportContext, figures: Mapping[str, Figure]) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    from replaykit.core.glossary import TERMS
+    from replaykit.core.glossary import TERMS, epoch_names
 
+    env.filters["epochs"] = epoch_names  # e0, e2: one wording in CLI, report and viewer
     env.globals["TERMS"] = TERMS  # tooltips on the column headers, and the legend
     svgs = {name: Markup(charts.svg(fig)) for name, fig in figures.items()}
     return env.get_template("report.html.j2").render(ctx=ctx, charts=svgs)

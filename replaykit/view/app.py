@@ -21,7 +21,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
 from replaykit.cassette.store.search import SearchHit
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
-from replaykit.core.glossary import TERMS
+from replaykit.core.glossary import TERMS, epoch_names
 from replaykit.view import queries
 from replaykit.view.hosts import HostCheck, host_guard
 from replaykit.view.pages import HomePage, SearchPage
@@ -50,6 +50,7 @@ def _environment() -> Any:
         return Markup(str(escape(text)).replace("\x02", "<mark>").replace("\x03", "</mark>"))
 
     env.filters["snippet"] = snippet
+    env.filters["epochs"] = epoch_names  # e0, e2: one wording in CLI, report and viewer
     env.filters["short"] = lambda s, n=10: (s or "-")[:n]
     env.filters["rate"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     env.globals["TERMS"] = TERMS

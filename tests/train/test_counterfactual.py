@@ -249,7 +249,29 @@ def test_training_report_shows_the_sweep(
     html = (tmp_path / "report.html").read_text()
     assert 'id="sweep-table"' in html and html.count('class="sweep-row') == 2 * 3  # 2 criteria × 3 optimizers
     assert html.count('class="sweep-row recorded"') == 1
+    # accepted epochs are named (e0), never a bare 0 that reads as "none accepted"
+    recorded_row = html.split('class="sweep-row recorded"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>e0</td>" in recorded_row and "<td>0</td>" not in recorded_row
     assert store_state(store) == before
+
+
+def test_cli_sweep_names_accepted_epochs(quickstart: dict[str, Any]) -> None:
+    s, store = quickstart["summary"], str(quickstart["store"])
+    proc = run_cli(
+        "audit",
+        s["training_id"],
+        "--store",
+        store,
+        "--sweep",
+        "criteria=strict_pareto",
+        "--sweep",
+        "optimizers=greedy_monotonic",
+        env={"COLUMNS": "200"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = next(r for r in proc.stdout.splitlines() if r.startswith("strict_pareto"))
+    assert row.split()[3] == "e0", row  # criterion (recorded) optimizer accepted-epochs ...
 
 
 def test_record_needs_the_harness_repository_and_writes_nothing_without_it(
