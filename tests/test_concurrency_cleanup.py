@@ -14,7 +14,7 @@ from pathlib import Path
 import git
 import pytest
 
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.testing import REPO_ROOT, write_config
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

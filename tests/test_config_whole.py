@@ -6,6 +6,7 @@ config's folder unless the config names the place."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,16 @@ def test_the_shipped_configs_load(tmp_path: Path) -> None:
     for path in sorted((REPO_ROOT / "configs").glob("*.yaml")):
         assert load_config(path).panel.tasks, path
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.unit
+def test_docs_training_states_the_defaults() -> None:
+    """docs/training.md's table of defaults is what TrainConfig fills in."""
+    from replaykit.train.config import TrainConfig
+
+    text = (REPO_ROOT / "docs" / "training.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)`", text, flags=re.M))
+    defaults = TrainConfig()
+    assert set(rows) == {"epochs", "seed", "patch_surface", "estimator", "criterion", "optimizer"}
+    for key, written in rows.items():
+        assert yaml.safe_load(written) == getattr(defaults, key), key

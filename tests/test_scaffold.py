@@ -26,6 +26,30 @@ def test_init_makes_a_harness_repo_and_config_that_run_accepts(tmp_path: Path) -
     assert again.returncode == 1 and again.stderr.startswith("Error:") and "already exists" in again.stderr
 
 
+def test_init_names_what_it_trains_with_and_says_the_model_plays_solution(tmp_path: Path) -> None:
+    from replaykit.episodes.config import load_config
+    from replaykit.train.config import DEFAULT_CRITERION, DEFAULT_ESTIMATOR, DEFAULT_OPTIMIZER, train_config
+
+    made = cli("init", "proj", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert made.returncode == 0, made.stderr
+    assert "plays each task's solution/solve.sh" in " ".join(made.stdout.split())
+    text = (tmp_path / "proj" / "replaykit.yaml").read_text()
+    config = load_config(tmp_path / "proj" / "replaykit.yaml")
+    assert config.train is not None  # written out, not left to defaults
+    assert {k: config.train[k] for k in ("estimator", "criterion", "optimizer")} == {
+        "estimator": DEFAULT_ESTIMATOR,
+        "criterion": DEFAULT_CRITERION,
+        "optimizer": DEFAULT_OPTIMIZER,
+    }
+    trains = train_config(config)
+    assert (trains.criterion["name"], trains.optimizer["name"], trains.estimator["kind"]) == (
+        "strict_pareto",
+        "greedy_monotonic",
+        "agentic",
+    )
+    assert text.count("\n  # ") >= 3 and "knows only the quickstart" in text  # each one commented
+
+
 def test_tasks_init_passes_the_local_oracle_check(tmp_path: Path) -> None:
     made = cli("tasks", "init", "count-words", "--dir", "tasks", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
@@ -34,9 +58,11 @@ def test_tasks_init_passes_the_local_oracle_check(tmp_path: Path) -> None:
         "task.toml",
         "instruction.md",
         "environment/Dockerfile",
+        "environment/files/.gitkeep",  # the starting files' folder, which the local kind copies
         "tests/test.sh",
         "solution/solve.sh",
     }
+    assert "COPY files/ /app/" in (folder / "environment" / "Dockerfile").read_text()  # and Docker too
     check = cli("tasks", "check", str(folder), "--env", "local", "--json", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["passed"] == 1

@@ -33,6 +33,11 @@ def init(
         f"next: edit and commit {report['harness']}/harness.py, add tasks with `replaykit tasks init NAME --dir {folder}/tasks`, "
         f"then `replaykit run {report['config']}`"
     )
+    render.line(
+        "note: the config's model (base_url: builtin) is the built-in simulator: it plays each task's "
+        "solution/solve.sh, so a task passes because its solution/ does; set model.base_url, model.name "
+        "and model.api_key_env to measure a real model"
+    )
 
 
 def tasks_init(

@@ -241,7 +241,8 @@ class Trainer:
                 return loss
             loss.changed = gitops.changed_paths(workdir)
             if not loss.changed:
-                loss.skipped = "empty diff: the estimator changed nothing"
+                said = loss.description.strip() if loss.description else ""
+                loss.skipped = "empty diff: the estimator changed nothing" + (f" ({said})" if said else "")
                 return loss
             sha = gitops.commit_candidate(workdir, f"epoch {epoch}: {loss.description}"[:200], epoch)
         loss.candidate_sha = sha

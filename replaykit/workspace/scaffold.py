@@ -6,8 +6,10 @@ harness folder is accepted by `replaykit run`. Nothing existing is ever overwrit
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
@@ -19,7 +21,8 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 #: The files of a new task; ``{{name}}`` becomes the task id. Executable: the two scripts.
 TASK_FILES: dict[str, str] = {
-    "environment/Dockerfile": "FROM debian:bookworm-slim\n\nWORKDIR /app\n",
+    "environment/Dockerfile": "FROM debian:bookworm-slim\n\nWORKDIR /app\n# the task's starting files (environment/files/), as the local kind copies them\nCOPY files/ /app/\n",
+    "environment/files/.gitkeep": "",
     "instruction.md": "# {{name}}\n\nIn the working directory (`/app`), create the file `done.txt` containing exactly one\nline:\n\n```\n{{name}} done\n```\n\n(followed by a single newline, nothing else).\n",
     "solution/solve.sh": "#!/usr/bin/env bash\nprintf '{{name}} done\\n' > done.txt\n",
     "task.toml": 'version = "2.0"\n\n[metadata]\nauthor_name = "you"\nauthor_email = "you@example.com"\ndifficulty = "easy"\ncategory = "file-operations"\ntags = ["bash"]\n\n[verifier]\ntimeout_sec = 30.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\nbuild_timeout_sec = 300.0\ncpus = 1\nmemory_mb = 512\nstorage_mb = 1024\nworkdir = "/app"\nallow_internet = false\n',
@@ -73,6 +76,55 @@ def init_task(name: str, parent: Path) -> TaskCreated:
     return {"task": name, "path": str(folder), "files": sorted(TASK_FILES)}
 
 
+def _flow(value: Mapping[str, object]) -> str:
+    """A mapping on one line, keys in their order (YAML's flow style)."""
+    return yaml.safe_dump(dict(value), default_flow_style=True, sort_keys=False, width=1000).strip()
+
+
+def project_config(name: str) -> str:
+    """``replaykit.yaml`` for ``init``: every section it runs and trains with, the training's
+    estimator, criterion and optimizer included (the defaults, named), each commented."""
+    from replaykit.train.config import DEFAULT_CRITERION, DEFAULT_ESTIMATOR, DEFAULT_OPTIMIZER
+
+    return f"""# Written by `replaykit init`; see docs/config.md. Paths are relative to this file.
+name: {json.dumps(name)}
+store: cassettes
+harness:
+  repo: harness             # your harness: a git repo; commit your edits before `replaykit run`
+  template: null
+  branch: main
+  entry: harness.py
+  params: {{max_steps: 10}}
+model:
+  # the built-in reference model is a simulator: on each task it plays the task's
+  # solution/solve.sh (with simulated mistakes), so a task "solves" because its solution/ does.
+  # A real model: base_url: https://…/v1 (any OpenAI-compatible endpoint), name, api_key_env.
+  name: reference-strong
+  base_url: builtin
+  temperature: 0.0
+panel:
+  tasks: ["tasks/*"]        # add tasks with `replaykit tasks init NAME --dir tasks`
+  seeds: [0]
+env:
+  kind: local               # or docker (each task's environment/Dockerfile)
+  timeout_sec: 30
+train:
+  epochs: 3
+  seed: 0
+  patch_surface: ["harness.py"]   # a candidate editing anything else is skipped
+  # what proposes each candidate. The built-in reference proposer knows only the quickstart
+  # harness's changes: for your own harness give backend a real model (model, base_url,
+  # api_key_env), or kind: codex, or use kind: patch_queue with diffs: [file.diff, ...]
+  estimator: {_flow(DEFAULT_ESTIMATOR)}
+  # what judges a candidate against the baseline: strict_pareto (more solved, none lost;
+  # secondary_metrics: [steps, tokens] break ties) or mean_reward (alpha: a sign test's p)
+  criterion: {_flow(DEFAULT_CRITERION)}
+  # what moves the baseline: greedy_monotonic (promote what the criterion accepts),
+  # margin_greedy (margin: N more solved), pareto_frontier (see docs/training.md)
+  optimizer: {_flow(DEFAULT_OPTIMIZER)}
+"""
+
+
 def init_project(folder: Path, template: str = "quickstart") -> ProjectCreated:
     """A harness repo (committed, from a template), one sample task and a config that
     ``replaykit run`` / ``train`` accept, all under ``folder``."""
@@ -82,27 +134,8 @@ def init_project(folder: Path, template: str = "quickstart") -> ProjectCreated:
     folder.mkdir(parents=True, exist_ok=True)
     sha = materialise_template(template, folder / "harness")
     task = init_task("first-task", folder / "tasks")
-    config = {
-        "name": folder.resolve().name,
-        "store": "cassettes",
-        "harness": {
-            "repo": "harness",
-            "template": None,
-            "branch": "main",
-            "entry": "harness.py",
-            "params": {"max_steps": 10},
-        },
-        "model": {"name": "reference-strong", "base_url": "builtin", "temperature": 0.0},
-        "panel": {"tasks": ["tasks/*"], "seeds": [0]},
-        "env": {"kind": "local", "timeout_sec": 30},
-        "train": {"epochs": 3, "seed": 0, "patch_surface": ["harness.py"]},
-    }
     path = folder / "replaykit.yaml"
-    path.write_text(
-        "# Written by `replaykit init`; see docs/config.md. Paths are relative to this file.\n"
-        "# Swap the builtin simulator for a real endpoint with model.base_url + model.api_key_env.\n"
-        + yaml.safe_dump(config, sort_keys=False)
-    )
+    path.write_text(project_config(folder.resolve().name))
     return {
         "path": str(folder),
         "config": str(path),

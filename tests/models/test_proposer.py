@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, next_change, propose_edit
 
 SOURCE = (TEMPLATES / "quickstart" / "harness.py").read_text()
@@ -36,3 +36,30 @@ def test_an_applied_change_is_not_proposed_again() -> None:
 
 def test_exhausted_curriculum_proposes_nothing() -> None:
     assert next_change(brief(SOURCE, [c.id for c in CURRICULUM])) is None
+
+
+def test_a_behaviour_the_harness_already_has_is_not_proposed_again() -> None:
+    """The user's own retry after a failure (written their way): no second retry nudge."""
+    own = SOURCE.replace(
+        '            messages.append({"role": "tool", "tool_call_id": call.id, "content": format_observation(obs)})\n',
+        '            messages.append({"role": "tool", "tool_call_id": call.id, "content": format_observation(obs)})\n'
+        "            if obs.exit_code:\n"
+        '                messages.append({"role": "user", "content": "That failed; retry with a fix."})\n',
+    )
+    assert own != SOURCE
+    found = next_change(brief(own))
+    assert found is not None and found[0].id == "verbose-prompt"
+    assert "retry" not in "".join(line for line in found[1].splitlines() if line.startswith("+"))
+
+
+def test_a_harness_not_of_the_quickstart_shape_gets_no_diff_but_one_line_saying_why() -> None:
+    from replaykit.models.reference.proposer import FOREIGN, proposer_turn
+    from replaykit.models.reference.protocol import ChatRequest
+
+    foreign = "def solve(task, env, llm, ctx):\n    env.run('make')\n    return 'Done'\n"
+    messages = [{"role": "user", "content": brief(foreign)}]
+    request = ChatRequest(body={}, digest="", model="reference-proposer", messages=messages)
+    turn = proposer_turn(request)
+    assert turn.content == FOREIGN and "```diff" not in (turn.content or "")
+    assert "patch_queue" in FOREIGN and "kind: codex" in FOREIGN and "\n" not in FOREIGN
+    assert propose_edit(foreign, brief(foreign)) is None

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.episodes.harness import TEMPLATES
+from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import small_config
 from replaykit.train.counterfactual import counterfactual

@@ -154,7 +154,7 @@ def test_step_before_backward_and_promoted_before_step(tmp_path: Path) -> None:
 
 def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> None:
     outside = "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+notes\n"
-    from replaykit.episodes.harness import TEMPLATES
+    from replaykit.episodes.config_paths import TEMPLATES
     from replaykit.models.reference.proposer import unified_diff
 
     source = (TEMPLATES / "quickstart" / "harness.py").read_text()

@@ -8,6 +8,11 @@ plus a unified diff in a fenced ``diff`` block. Some changes help (retry after a
 failed command), some hurt or change nothing, some are malformed on purpose (a
 broken import, an edit outside the patch surface) — so a quickstart training shows
 accepted, rejected and skipped candidates. Deterministic: a pure function of the brief.
+
+It reads the harness it is given, not a script: a change whose behaviour the harness
+already has (a retry after a failed command, written any way) is not proposed again, and
+a harness that is not the quickstart's shape (none of the lines its changes edit) gets
+no diff but one line saying so and naming the estimators that can train it (``FOREIGN``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,19 @@ class Change:
     path: str
     search: str  # "" with path != ENTRY: create the file with `replace`
     replace: str
+    present: str = ""  # a regex: the harness already behaves so (however it is written)
+
+    def has(self, source: str) -> bool:
+        return self.replace in source or bool(self.present and re.search(self.present, source, re.I))
+
+
+#: the reply when the harness is not the quickstart's shape: no diff, and what to use instead
+FOREIGN = (
+    "No proposal: the reference proposer is a simulator that knows only the quickstart harness's "
+    "changes, and none of them fits this harness.py. To train your own harness, give "
+    "train.estimator.backend a real model (base_url, model, api_key_env) or kind: codex, or list "
+    "your own diffs with train.estimator.kind: patch_queue (docs/training.md)."
+)
 
 
 CURRICULUM: tuple[Change, ...] = (
@@ -45,6 +63,7 @@ CURRICULUM: tuple[Change, ...] = (
         _TOOL_LINE
         + "            if obs.exit_code != 0:\n"
         + '                messages.append({"role": "user", "content": f"The command failed (exit code {obs.exit_code}). Fix it and retry."})\n',
+        present=r"exit_code\s*(?:!=|>)\s*0|\bretry\b",
     ),
     Change(
         "verbose-prompt",
@@ -53,14 +72,23 @@ CURRICULUM: tuple[Change, ...] = (
         _DONE_LINE,
         '    "Think carefully about each command before you run it and double-check every path. "\n'
         + _DONE_LINE,
+        present=r"double[- ]check",
     ),
-    Change("step-cap", "Cap the tool loop at 3 steps to save tokens.", ENTRY, _LOOP, f"min(3, {_LOOP})"),
+    Change(
+        "step-cap",
+        "Cap the tool loop at 3 steps to save tokens.",
+        ENTRY,
+        _LOOP,
+        f"min(3, {_LOOP})",
+        present=r"min\(\s*\d+\s*,\s*int\(ctx\.params",
+    ),
     Change(
         "helper-module",
         "Move observation formatting into a helper module.",
         ENTRY,
         "import json\n",
         "import json\n\nimport harness_helpers  # noqa: F401\n",
+        present=r"^\s*(?:import|from)\s+harness_helpers\b",
     ),
     Change(
         "stderr-first",
@@ -105,8 +133,14 @@ def unified_diff(path: str, old: str | None, new: str) -> str:
     return f"diff --git a/{path} b/{path}\n" + "".join(diff)
 
 
+def quickstart_shaped(source: str) -> bool:
+    """Whether ``harness.py``'s source has the lines the curriculum edits (the quickstart's shape)."""
+    return any(c.search and c.path == ENTRY and (c.search in source or c.has(source)) for c in CURRICULUM)
+
+
 def next_change(brief: str) -> tuple[Change, str] | None:
-    """The first curriculum change not yet tried that applies; with its diff."""
+    """The first curriculum change not yet tried that applies and that the harness does not
+    already have; with its diff."""
     files = parse_files(brief)
     tried = tried_ids(brief)
     for change in CURRICULUM:
@@ -117,14 +151,15 @@ def next_change(brief: str) -> tuple[Change, str] | None:
                 return change, unified_diff(change.path, None, change.replace)
             continue
         source = files.get(change.path)
-        if source is None or source.count(change.search) != 1 or change.replace in source:
-            continue  # does not apply, or is already applied
+        if source is None or source.count(change.search) != 1 or change.has(source):
+            continue  # does not apply, or the harness has it already
         return change, unified_diff(change.path, source, source.replace(change.search, change.replace))
     return None
 
 
 def propose_edit(source: str, brief: str) -> tuple[str, str] | None:
-    """For agents that edit files themselves: (new source of harness.py, description)."""
+    """For agents that edit files themselves: (new source of harness.py, description); None
+    when no change fits (``quickstart_shaped`` tells why)."""
     found = next_change(brief)
     if found is None or found[0].path != ENTRY or not found[0].search:
         return None
@@ -134,6 +169,8 @@ def propose_edit(source: str, brief: str) -> tuple[str, str] | None:
 
 def proposer_turn(request: ChatRequest) -> AssistantTurn:
     brief = "\n".join(message_text(m) for m in request.messages if m.get("role") == "user")
+    if not quickstart_shaped(parse_files(brief).get(ENTRY, "")):
+        return AssistantTurn(content=FOREIGN)
     found = next_change(brief)
     if found is None:
         return AssistantTurn(
