@@ -131,7 +131,7 @@ def test_doctor(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "harness").mkdir(parents=True)  # a folder, but no git repo with harness.py
     broken = small(
         tmp_path / "b",
         **{
@@ -146,3 +146,19 @@ def test_doctor(tmp_path: Path) -> None:
     assert lines["endpoint"].startswith("FAIL") and "fix:" in lines["endpoint"]
     assert lines["repo"].startswith("FAIL") and "harness.py" in lines["repo"]
     assert lines["key"].startswith("FAIL") and "REPLAYKIT_NO_SUCH_KEY" in lines["key"]
+
+
+def test_doctor_says_one_fix_per_line_and_only_one_that_applies(tmp_path: Path) -> None:
+    """No Docker engine, a local config: the engine line's fix does not suggest env.kind: local
+    (it is), and the base image line does not repeat the engine's fix."""
+    config = small(tmp_path)
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "200"}
+    proc = cli("doctor", str(config), cwd=tmp_path, env=env, process=True)
+    lines = {row.split(":")[0].split(None, 1)[-1]: row for row in proc.stdout.splitlines() if ":" in row}
+    engine, base = lines["docker engine"], lines["base image"]
+    assert engine.startswith("warn") and "env.kind is local" in engine and engine.count("env.kind") == 1, (
+        engine
+    )
+    assert engine.endswith("— fix: start the Docker daemon (scripts/setup-docker.sh)"), engine
+    assert base.startswith("warn") and "fix:" not in base and "unknown until the engine answers" in base, base
+    assert all(row.count("fix:") <= 1 for row in proc.stdout.splitlines())

@@ -41,6 +41,7 @@ class TaskCheckRow(TypedDict):
     problem: str
     warning: str  # the warnings, joined
     warnings: list[str]
+    notes: list[str]  # what replaykit substitutes (an image alias, uvx pins): information, not warnings
     features: list[str]  # Harbor features the task uses
     ignored: list[str]  # ... and those replaykit ignores
 
@@ -53,6 +54,7 @@ class TaskCheckReport(TypedDict):
     passed: int
     total: int
     warnings: int  # tasks with a warning
+    notes: dict[str, list[str]]  # each substitution note, once, with the tasks it applies to
     ok: bool
 
 
@@ -103,6 +105,7 @@ def check_tasks(
                     "problem": str(exc),
                     "warning": "",
                     "warnings": [],
+                    "notes": [],
                     "features": [],
                     "ignored": [],
                 }
@@ -114,7 +117,8 @@ def check_tasks(
         notes = [
             f"unknown task.toml key {key!r} (Harbor ignores it too; a typo?)" for key in report["unknown"]
         ]
-        notes.extend(env_kind.warnings(task, env))
+        # what the kind applies that the task did not say (an image alias): notes, said once per image
+        substituted = env_kind.warnings(task, env)
         row = TaskCheckRow(
             task_id=task.id,
             path=str(task.path),
@@ -125,6 +129,7 @@ def check_tasks(
             problem="",
             warning="",
             warnings=[],
+            notes=substituted,
             features=report["used"],
             ignored=report["ignored"],
         )
@@ -165,5 +170,16 @@ def check_tasks(
         "passed": sum(1 for r in rows if r["ok"]),
         "total": len(rows),
         "warnings": sum(1 for r in rows if r.get("warning")),
+        "notes": _grouped_notes(rows),
         "ok": all(r["ok"] for r in rows),
     }
+
+
+def _grouped_notes(rows: list[TaskCheckRow]) -> dict[str, list[str]]:
+    """Each substitution note once, with the tasks it applies to (14 tasks on one aliased base
+    image are one note, not 14 warnings)."""
+    grouped: dict[str, list[str]] = {}
+    for row in rows:
+        for note in row["notes"]:
+            grouped.setdefault(note, []).append(row["task_id"])
+    return grouped

@@ -40,6 +40,9 @@ def tasks_check(report: TaskCheckReport) -> None:
         for warning in r.get("warnings") or ([r["warning"]] if r.get("warning") else []):
             if not r["problem"] or warning.startswith("unknown task.toml key"):
                 line(f"{r['task_id']}: warning: {warning}")
+    for note, tasks in (report.get("notes") or {}).items():  # once per image, not a warning per task
+        which = "every task" if len(tasks) == len(report["tasks"]) > 1 else ", ".join(tasks)
+        line(f"note: {note} ({which})")
     warned = f" ({report['warnings']} with a warning)" if report.get("warnings") else ""
     line(f"{report['passed']}/{report['total']} task(s) pass the oracle check{warned}")
 

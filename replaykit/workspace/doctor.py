@@ -21,29 +21,26 @@ class Check:
     fix: str = ""
 
 
-def check_docker(needed: bool) -> list[Check]:
-    """The engine, then the local base image."""
+def check_docker(needed: bool, kind: str | None = None) -> list[Check]:
+    """The engine, then the local base image; ``kind``: the config's ``env.kind`` (None: no
+    config). Each line says one fix, and only one that applies."""
     from replaykit.envs.docker.images import BASE_IMAGE, docker_client, image_exists
 
     missing = FAIL if needed else WARN
-    why = "" if needed else " (only Docker tasks need it; env.kind is local)"
+    why = "" if needed else f" (only Docker tasks need it{f'; env.kind is {kind}' if kind else ''})"
     try:
         client = docker_client()
     except Exception as exc:  # EnvError, ImportError: one line either way
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = str(exc).splitlines()[0].split("; ")[0] if str(exc) else type(exc).__name__  # its fix: below
+        start = "start the Docker daemon (scripts/setup-docker.sh)"
         return [
             Check(
                 "docker engine",
                 missing,
                 f"not reachable: {first}{why}",
-                "start the Docker daemon (scripts/setup-docker.sh), or use env.kind: local",
+                f"{start}, or use env.kind: local" if needed else start,
             ),
-            Check(
-                "base image",
-                missing,
-                f"{BASE_IMAGE}: unknown (no engine){why}",
-                "start Docker, then `replaykit images build-base`",
-            ),
+            Check("base image", missing, f"{BASE_IMAGE}: unknown until the engine answers{why}"),
         ]
     version = client.version().get("Version", "?")
     engine = Check("docker engine", OK, f"Docker {version} answers")
@@ -234,7 +231,9 @@ def diagnose(config_path: Path | None = None, store: str | None = None) -> Docto
         config = load_config(config_path)
     from replaykit.envs.registry import uses_docker
 
-    checks += check_docker(needed=config is not None and uses_docker(config.env.kind))
+    checks += check_docker(
+        needed=config is not None and uses_docker(config.env.kind), kind=config.env.kind if config else None
+    )
     checks.append(check_network(needed=config is not None and uses_docker(config.env.kind)))
     root = store or (config.store_location if config else os.environ.get("REPLAYKIT_STORE", "cassettes"))
     checks.append(check_store(root))

@@ -98,3 +98,20 @@ def test_non_utf8_and_a_damaged_file_are_one_line_through_the_cli(
         proc = cli(*args, "--store", str(broken))
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("Error: "), proc.stderr
+
+
+@pytest.mark.unit
+def test_a_read_only_store_names_permissions_not_the_disk(tmp_path: Path) -> None:
+    """SQLite's own read-only failure (here: a connection opened mode=ro) is a line about
+    permissions and the mount, never "(59.4 GB free); check the disk"."""
+    from replaykit.cassette.store.guard import translate
+
+    (tmp_path / "index.db").touch()
+    sqlite3.connect(tmp_path / "index.db").execute("CREATE TABLE t (x)").connection.close()
+    conn = sqlite3.connect(f"file:{tmp_path / 'index.db'}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        conn.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    message = str(translate(caught.value, tmp_path))
+    assert message.startswith(f"store {tmp_path / 'index.db'} is read-only for this process (")
+    assert "permissions and owner" in message and "read-only" in message and "free" not in message

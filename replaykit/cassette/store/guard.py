@@ -9,6 +9,7 @@ are fetched, so a damaged column fails there, not in ``execute``).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -72,11 +73,23 @@ def translate(exc: sqlite3.Error, root: Path) -> StoreError:
         )
     if any(k in low for k in CORRUPT):
         return StoreCorrupt(f"index.db is damaged ({text[:120]})", "", str(root))
-    if "disk i/o error" in low or "unable to open" in low or "readonly database" in low:
+    if "readonly database" in low or (
+        ("unable to open" in low or "disk i/o error" in low) and not _writable(root, index)
+    ):
+        return StoreError(
+            f"store {index} is read-only for this process ({text[:80]}): check the permissions and owner "
+            f"of {root} and its files (ls -l), or that its filesystem is not mounted read-only; or pass another --store"
+        )
+    if "disk i/o error" in low or "unable to open" in low:
         return StoreError(
             f"I/O error on store {index}: {text[:120]} ({human(free_bytes(root))} free); check the disk and the path"
         )
     return StoreError(f"store {index}: {type(exc).__name__}: {text[:160]}")
+
+
+def _writable(root: Path, index: Path) -> bool:
+    """Whether this process may write the store's folder and index (where they exist)."""
+    return all(os.access(p, os.W_OK) for p in (root, index) if p.exists())
 
 
 class GuardedCursor(sqlite3.Cursor):
