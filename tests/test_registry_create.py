@@ -63,10 +63,11 @@ def test_the_constructor_gets_the_validated_values_and_create_is_typed() -> None
 
 
 def test_a_pydantic_model_parameter_is_validated_nested() -> None:
-    from replaykit.train.estimators import AgenticEstimator, make_estimator
+    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, make_estimator
 
     built = make_estimator({"kind": "agentic", "backend": {"kind": "openai", "temperature": 1}})
-    assert isinstance(built, AgenticEstimator) and built.backend.temperature == 1.0
+    assert isinstance(built, AgenticEstimator) and isinstance(built.backend, OpenAIBackend)
+    assert built.backend.temperature == 1.0 and isinstance(built.backend.temperature, float)
     with pytest.raises(
         ConfigError, match=r"agent backend 'openai': parameter 'temperature': .* \(got 'hot'\)"
     ):
