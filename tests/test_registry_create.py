@@ -63,7 +63,8 @@ def test_the_constructor_gets_the_validated_values_and_create_is_typed() -> None
 
 
 def test_a_pydantic_model_parameter_is_validated_nested() -> None:
-    from replaykit.train.estimators import AgenticEstimator, OpenAIBackend, make_estimator
+    from replaykit.train.estimators import AgenticEstimator, make_estimator
+    from replaykit.train.openai_backend import OpenAIBackend
 
     built = make_estimator({"kind": "agentic", "backend": {"kind": "openai", "temperature": 1}})
     assert isinstance(built, AgenticEstimator) and isinstance(built.backend, OpenAIBackend)

@@ -34,7 +34,7 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.core.registry import load_ref
 from replaykit.envs.base import EnvSettings, EnvTable
-from replaykit.episodes.config_paths import check_paths
+from replaykit.episodes.config_paths import Referenced, check_paths
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.execution.config import ExecutorConfig
 from replaykit.models.config import ModelConfig, Seed
@@ -411,5 +411,7 @@ def load_config(path: str | Path, overrides: Mapping[str, object] | None = None)
         raise config_error(path, lines, loc, line) from None
     config.base_dir = base_dir
     config._source, config._lines = path, lines
-    check_paths(config)
+    store = None if is_url(config.store) else config.path(split_location(config.store)[1])
+    refs = Referenced(config.panel.tasks, base_dir, config.repo_path, config.harness.template, store)
+    check_paths(refs, config.field_error)
     return config

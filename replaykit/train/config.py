@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from replaykit.core.errors import ConfigError
 from replaykit.core.registry import FactoryRegistry
-from replaykit.episodes.config import RunConfig
 from replaykit.models.config import Seed
 
 #: what a config that does not name them trains with (docs/training.md says so too)
@@ -111,6 +110,15 @@ def _validated(
         raise ValueError(f"field '{where}': {message}") from None
 
 
-def train_config(config: RunConfig) -> TrainConfig:
+M = TypeVar("M", bound=BaseModel)
+
+
+class Sectioned(Protocol):
+    """A run config (``episodes.config.RunConfig``), as far as its sections go."""
+
+    def section(self, name: str, model: type[M]) -> M: ...
+
+
+def train_config(config: Sectioned) -> TrainConfig:
     """The config's ``train:`` section, typed (validated when the config was)."""
     return config.section("train", TrainConfig)

@@ -76,6 +76,18 @@ def init_task(name: str, parent: Path) -> TaskCreated:
     return {"task": name, "path": str(folder), "files": sorted(TASK_FILES)}
 
 
+#: what an init'ed project trains with: the train: defaults (replaykit/train/config.py; a test
+#: checks they are the same), written out so the user sees and can change them
+TRAINED_WITH: dict[str, dict[str, object]] = {
+    "estimator": {
+        "kind": "agentic",
+        "backend": {"kind": "openai", "model": "reference-proposer", "base_url": "builtin"},
+    },
+    "criterion": {"name": "strict_pareto"},
+    "optimizer": {"name": "greedy_monotonic"},
+}
+
+
 def _flow(value: Mapping[str, object]) -> str:
     """A mapping on one line, keys in their order (YAML's flow style)."""
     return yaml.safe_dump(dict(value), default_flow_style=True, sort_keys=False, width=1000).strip()
@@ -84,8 +96,6 @@ def _flow(value: Mapping[str, object]) -> str:
 def project_config(name: str) -> str:
     """``replaykit.yaml`` for ``init``: every section it runs and trains with, the training's
     estimator, criterion and optimizer included (the defaults, named), each commented."""
-    from replaykit.train.config import DEFAULT_CRITERION, DEFAULT_ESTIMATOR, DEFAULT_OPTIMIZER
-
     return f"""# Written by `replaykit init`; see docs/config.md. Paths are relative to this file.
 name: {json.dumps(name)}
 store: cassettes
@@ -115,13 +125,13 @@ train:
   # what proposes each candidate. The built-in reference proposer knows only the quickstart
   # harness's changes: for your own harness give backend a real model (model, base_url,
   # api_key_env), or kind: codex, or use kind: patch_queue with diffs: [file.diff, ...]
-  estimator: {_flow(DEFAULT_ESTIMATOR)}
+  estimator: {_flow(TRAINED_WITH["estimator"])}
   # what judges a candidate against the baseline: strict_pareto (more solved, none lost;
   # secondary_metrics: [steps, tokens] break ties) or mean_reward (alpha: a sign test's p)
-  criterion: {_flow(DEFAULT_CRITERION)}
+  criterion: {_flow(TRAINED_WITH["criterion"])}
   # what moves the baseline: greedy_monotonic (promote what the criterion accepts),
   # margin_greedy (margin: N more solved), pareto_frontier (see docs/training.md)
-  optimizer: {_flow(DEFAULT_OPTIMIZER)}
+  optimizer: {_flow(TRAINED_WITH["optimizer"])}
 """
 
 
