@@ -96,10 +96,10 @@ def proposer_turn(request: ResponsesRequest, propose_edit: ProposeEdit) -> Assis
     )
     proposal = propose_edit(source, brief)
     if proposal is None:
-        from replaykit.models.reference.proposer import FOREIGN, quickstart_shaped
+        from replaykit.models.reference import proposer
 
-        if not quickstart_shaped(source):
-            return AssistantTurn(content=FOREIGN)
+        if propose_edit is proposer.propose_edit and not proposer.quickstart_shaped(source):
+            return AssistantTurn(content=proposer.FOREIGN)  # the reference one says what it knows
         return AssistantTurn(content="No further proposals: every change I know was tried or does not apply.")
     new_source, description = proposal
     if len(calls) >= 2 or new_source == source:
