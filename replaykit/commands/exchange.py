@@ -20,10 +20,10 @@ def cassettes_export(
         "--output",
         help="Bundle file (.tar.gz/.tgz: gzip; else plain tar) or, with --format vcr, a folder. Default: replaykit-<id>.tar.gz / replaykit-<id>-vcr/",
     ),
-    fmt: Literal["bundle", "vcr", "inspect"] = typer.Option(
+    fmt: Literal["bundle", "vcr", "inspect", "harbor"] = typer.Option(
         "bundle",
         "--format",
-        help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder).",
+        help="bundle: for `replaykit cassettes import`; vcr: vcrpy YAML cassettes of the LLM calls; inspect: Inspect AI eval logs (a folder); harbor: a run as Harbor's job folder (result.json per trial and job; `harbor view DIR`).",
     ),
     base_url: Optional[str] = typer.Option(
         None,
@@ -43,8 +43,16 @@ def cassettes_export(
     from replaykit.exchange import bundle, vcr_export
     from replaykit.exchange.bundle_format import BundleError
 
-    if fmt not in ("bundle", "vcr", "inspect"):
-        raise BundleError(f"unknown export format {fmt!r}; use bundle, vcr or inspect")
+    if fmt not in ("bundle", "vcr", "inspect", "harbor"):
+        raise BundleError(f"unknown export format {fmt!r}; use bundle, vcr, inspect or harbor")
+    if fmt == "harbor":
+        from replaykit.exchange.harbor_jobs import export_harbor_jobs
+
+        jobs = export_harbor_jobs(
+            open_store(store, readonly=True, config=config), root_id, output or Path("jobs")
+        )
+        emit_json(jobs) if as_json else render.harbor_jobs(jobs)
+        return
     if fmt == "inspect":
         from replaykit.commands import report as report_cmd
 

@@ -63,6 +63,11 @@ def run(
     override_cpus: Optional[float] = OverrideCpusOpt,
     override_memory_mb: Optional[int] = OverrideMemoryOpt,
     override_storage_mb: Optional[int] = OverrideStorageOpt,
+    jobs_dir: Optional[Path] = typer.Option(
+        None,
+        "--jobs-dir",
+        help="Also write the run as Harbor's job folder there (result.json per trial and job; `harbor view DIR`).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
@@ -90,11 +95,18 @@ def run(
         )
     doc = with_errors(open_store(cfg.store_location), result.to_json())
     doc["store"] = cfg.store_location
+    jobs = None
+    if jobs_dir is not None:
+        from replaykit.exchange.harbor_jobs import export_harbor_jobs
+
+        jobs = export_harbor_jobs(open_store(cfg.store_location, readonly=True), doc["run_id"], jobs_dir)
     if as_json:
-        emit_json(doc)
+        emit_json({**doc, "harbor_job": jobs} if jobs else doc)
     else:
         render.run_table(doc)
         render.line(f"stored in {cfg.store_location} · replaykit replay {doc['run_id']} --config {config}")
+        if jobs:
+            render.harbor_jobs(jobs)
 
 
 def compare(

@@ -15,12 +15,17 @@ written atomically), and the task is loaded from there under the TB1 folder's na
   ``tests/test.sh`` with ``$TEST_DIR`` → ``/tests`` and Harbor's reward lines (exit 0 →
   reward 1); every other file → ``environment/``.
 
-What the mapping cannot collapse into one Dockerfile (several services, top-level
-compose keys) and ``solution.yaml`` are one line naming ``harbor tasks migrate``.
+A compose file that cannot collapse into one Dockerfile (several services, top-level keys,
+other volumes) is kept as Harbor keeps it: ``environment/docker-compose.yaml`` with Harbor's
+``main`` service (the task image) and the other services as they were, their build contexts
+copied beside it; replaykit then runs them as sidecars (``envs/docker/compose_spec.py``, which
+refuses what it cannot isolate in one line). ``solution.yaml`` is one line naming
+``harbor tasks migrate``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -49,7 +54,20 @@ _SERVICE_KEYS = {"build", "image", "container_name", "command", "volumes", "envi
     "entrypoint",
     "platform",
 }
-FORMAT_VERSION = "1"  # bump when the mapping changes: the cache is keyed by it
+_DEFAULT_VOLUMES = {
+    "${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}",
+    "${T_BENCH_TASK_AGENT_LOGS_PATH}:${T_BENCH_CONTAINER_AGENT_LOGS_PATH}",
+}
+#: Harbor's own main service for a compose file it keeps (``mappers/terminal_bench.py``)
+HARBOR_MAIN_SERVICE: dict[str, Any] = {
+    "build": {"context": "${CONTEXT_DIR}"},
+    "image": "${MAIN_IMAGE_NAME}",
+    "command": ["sh", "-c", "sleep infinity"],
+    "environment": ["TEST_DIR=${TEST_DIR}"],
+    "deploy": {"resources": {"limits": {"cpus": "${CPUS}", "memory": "${MEMORY}"}}},
+}
+_HARBOR_REPLACES = {"build", "image", "container_name", "command", "environment", "volumes", "deploy"}
+FORMAT_VERSION = "2"  # bump when the mapping changes: the cache is keyed by it
 
 
 def is_tb1(folder: Path) -> bool:
@@ -102,25 +120,50 @@ def _yaml(path: Path) -> Any:
         raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
 
-def _main_service(folder: Path) -> tuple[dict[str, object], str]:
+def _compose(folder: Path) -> dict[str, Any]:
     path = folder / "docker-compose.yaml"
-    if not path.is_file():
-        return {}, "."
-    data = _yaml(path) or {}
-    services = data.get("services") if isinstance(data, dict) else None
-    if not isinstance(services, dict) or not services:
-        return {}, "."
-    if len(services) != 1 or any(k not in ("services", "version") for k in data):
-        raise _refuse(folder, "docker-compose.yaml has several services (replaykit maps one)")
-    service = next(iter(services.values())) or {}
-    extra = sorted(k for k in service if k not in _SERVICE_KEYS)
-    if extra:
-        raise _refuse(folder, f"compose service uses {', '.join(extra)}")
+    data = _yaml(path) if path.is_file() else None
+    return data if isinstance(data, dict) else {}
+
+
+def _main_name(services: Mapping[str, Any]) -> str:
+    return "client" if "client" in services else next(iter(services))
+
+
+def _context(service: Mapping[str, Any]) -> str:
     build = service.get("build", {})
-    context = (
+    return str(
         build.get("context", ".") if isinstance(build, dict) else build if isinstance(build, str) else "."
     )
-    return service, str(context)
+
+
+def _collapsible(compose: Mapping[str, Any]) -> bool:
+    """One service with only the fields a Dockerfile can hold (Harbor's ``can_collapse_to_dockerfile``)."""
+    services = compose.get("services") or {}
+    if len(services) != 1 or any(k not in ("services", "version") for k in compose):
+        return False
+    service = next(iter(services.values())) or {}
+    volumes = service.get("volumes")
+    if isinstance(volumes, list) and not set(map(str, volumes)) <= _DEFAULT_VOLUMES:
+        return False
+    return all(k in _SERVICE_KEYS for k in service)
+
+
+def _harbor_compose(compose: Mapping[str, Any]) -> str:
+    """The ``environment/docker-compose.yaml`` Harbor writes for a compose file it cannot collapse:
+    its own ``main`` service (the task image) plus the other services as they were."""
+    import yaml
+
+    services: dict[str, Any] = compose.get("services") or {}
+    main_name = _main_name(services)
+    converted: dict[str, Any] = {"services": {}}
+    converted.update({k: v for k, v in compose.items() if k not in ("services", "version")})
+    main = copy.deepcopy(HARBOR_MAIN_SERVICE)
+    main.update({k: v for k, v in (services[main_name] or {}).items() if k not in _HARBOR_REPLACES})
+    converted["services"]["main"] = main
+    converted["services"].update({n: svc for n, svc in services.items() if n != main_name})
+    text = yaml.safe_dump(converted, sort_keys=False)
+    return text.replace("${T_BENCH_TASK_DOCKER_NAME_PREFIX}", "hb")
 
 
 def _additions(service: Mapping[str, object]) -> list[str]:
@@ -154,10 +197,21 @@ def _map(folder: Path, out: Path) -> None:
         raise TaskError(f"{folder / 'task.yaml'}: field 'instruction' is missing; a TB1 task needs one")
     if not (folder / "run-tests.sh").is_file():
         raise TaskError(f"{folder / 'run-tests.sh'}: missing; a TB1 task's verifier")
-    service, context = _main_service(folder)
+    compose = _compose(folder)
+    services: dict[str, Any] = compose.get("services") or {}
+    service: dict[str, Any] = (services[_main_name(services)] or {}) if services else {}
+    context = _context(service)
     env_dir = out / "environment"
     env_dir.mkdir(parents=True)
     handled = {"task.yaml", "solution.sh", "run-tests.sh", "tests", "docker-compose.yaml"}
+    if services and not _collapsible(compose):  # several services: Harbor's compose file, beside
+        for name, other in services.items():
+            other_context = _context(other or {})
+            if name != _main_name(services) and other_context != ".":
+                if (folder / other_context).is_dir() and not (env_dir / other_context).exists():
+                    shutil.copytree(folder / other_context, env_dir / other_context)
+                handled.add(other_context)
+        (env_dir / "docker-compose.yaml").write_text(_harbor_compose(compose))
     if context != ".":
         handled.add(Path(context).parts[0])
         if (folder / context).is_dir():

@@ -6,7 +6,7 @@ and friends; each module holds one concern:
 - ``console``: the stdout/stderr consoles, ``line``, ``show_table``, ``short_ids``
 - ``progress_bar``: the progress callback drawn on a terminal
 - ``runs``: runs, replays, divergences, compares, the document list
-- ``cassettes``: cassettes, bundles, store checks, vcr export, proxy sessions, removals
+- ``cassettes``: cassettes, bundles, store checks, vcr and Harbor job exports, proxy sessions, removals
 - ``training``: trainings, their replay, verdict audits
 - ``environments``: task oracle checks, certification, base images, doctor, plugins
 """
@@ -18,6 +18,7 @@ from replaykit.render.cassettes import (
     bundle_report,
     cassette_doc,
     cassette_rows,
+    harbor_jobs,
     net_rows,
     proxy_report,
     removal_report,
@@ -48,6 +49,7 @@ __all__ = [
     "divergence",
     "doctor_report",
     "err",
+    "harbor_jobs",
     "line",
     "make_console",
     "net_rows",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from replaykit.exchange.bundle_format import BundleReport
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.gc import RemovalReport
+    from replaykit.exchange.harbor_jobs import HarborExport
     from replaykit.exchange.vcr_export import VcrExport
 
 
@@ -159,6 +160,16 @@ def vcr_export(report: VcrExport) -> None:
     line(
         f"wrote {len(report['files'])} vcrpy cassette(s) for {report['base_url']}; replay with "
         "vcr.use_cassette(path, record_mode='none', match_on=['method', 'path', 'body'])"
+    )
+
+
+def harbor_jobs(report: HarborExport) -> None:
+    """Where ``--jobs-dir`` / ``--format harbor`` wrote the run as Harbor's job folder."""
+    k = ", ".join(f"pass@{k} {v:.2f}" for k, v in report["pass_at_k"].items())
+    line(
+        f"wrote Harbor job {report['job_dir']}: {report['trials']} trial(s), {report['errors']} error(s)"
+        + (f", {k}" if k else "")
+        + f"; harbor view {report['job_dir'].rsplit('/', 1)[0] or '.'}"
     )
 
 

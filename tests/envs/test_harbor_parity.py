@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from replaykit.core.errors import TaskError
 from replaykit.envs.check import check_tasks
@@ -155,22 +156,22 @@ def test_tb1_task_loads_as_harbor_tasks_migrate_maps_it(
             "docker-compose.yaml": "services:\n  client: {build: .}\n  db: {image: postgres}\n",
         },
     )
-    with pytest.raises(TaskError, match=r"several services .*harbor tasks migrate -i .*tb1-two -o OUT"):
-        load_task(tmp_path / "tasks" / "tb1-two")
-    out = cli(
-        "tasks",
-        "check",
-        "tasks/tb1-two",
-        "--env",
-        "local",
-        cwd=tmp_path,
-        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    two = load_task(tmp_path / "tasks" / "tb1-two")  # several services: Harbor's compose file, kept
+    compose = yaml.safe_load((two.environment_dir / "docker-compose.yaml").read_text())
+    assert list(compose["services"]) == ["main", "db"] and compose["services"]["db"] == {"image": "postgres"}
+    assert compose["services"]["main"]["build"] == {"context": "${CONTEXT_DIR}"}
+    write(
+        tmp_path / "tasks" / "tb1-vol",
+        {
+            "task.yaml": "instruction: x\n",
+            "run-tests.sh": "true\n",
+            "docker-compose.yaml": "services:\n  client: {build: .}\n  db: {image: postgres, volumes: [/x:/y]}\n",
+        },
     )
-    assert (
-        out.returncode == 1
-        and "Traceback" not in out.stderr
-        and "harbor tasks migrate" in out.stdout + out.stderr
-    )
+    from replaykit.envs.docker.compose_spec import load_compose  # what the docker kind reads, no engine
+
+    with pytest.raises(TaskError, match=r"service 'db': field 'volumes' is not supported"):
+        load_compose(load_task(tmp_path / "tasks" / "tb1-vol"), {})
 
 
 def test_networked_episode_is_never_certified_deterministic() -> None:

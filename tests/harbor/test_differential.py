@@ -2,8 +2,9 @@
 -e docker``) and replaykit's ``tasks check`` on every task in ``envs/`` and on the corpus
 of task shapes in ``tests/harbor/corpus/`` (multi-step with shared tests, entrypoint
 service, env tables, compose sidecar, partial credit, multi-key reward, heredoc
-Dockerfile, network at build and test time, TB1 layout, docker_image with no
-Dockerfile) must reach the same verdict (solved or not) and the same reward on at least
+Dockerfile, network at build and test time, TB1 layout, TB1 with several compose services,
+docker_image with no Dockerfile, a python base from AWS's public mirror of Docker Hub, a
+solution serving itself on localhost, an image that never builds) must reach the same verdict (solved or not) and the same reward on at least
 95% of the tasks; every disagreement must be in :data:`ALLOWED`, with its reason.
 
 How Harbor is run here (local base images, public network, TB1 migrated first) is in
@@ -30,7 +31,7 @@ from tests.harbor import harbor_cli
 pytestmark = [pytest.mark.harbor, pytest.mark.docker]
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
-TB1 = "tb1-layout"
+TB1S = ("tb1-layout", "tb1-multi-service")  # Terminal-Bench 1 folders (no task.toml)
 
 #: Tasks where the two may disagree, and why. Each is a case where replaykit is knowingly
 #: more capable or stricter, or where Harbor cannot run the task on this machine.
@@ -66,25 +67,21 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     tasks += sorted(p for p in CORPUS.iterdir() if (p / "task.toml").is_file())
     # TB1: replaykit loads the folder natively with the mapping `harbor tasks migrate` applies
     # (the same files, byte for byte, but task.toml's layout); Harbor runs its own conversion
-    migrated = harbor_cli.migrate(CORPUS / TB1, tmp_path / "migrated")
-    ours = load_task(CORPUS / TB1).path
-    for rel in (
-        "instruction.md",
-        "environment/Dockerfile",
-        "tests/test.sh",
-        "tests/check.sh",
-        "solution/solve.sh",
-    ):
-        assert (ours / rel).read_bytes() == (migrated / rel).read_bytes(), rel
-    assert sorted(p.relative_to(ours) for p in ours.rglob("*")) == sorted(
-        p.relative_to(migrated) for p in migrated.rglob("*")
-    )
-    ids = [t.name for t in tasks] + [TB1]
-    assert len(set(ids)) == len(ids) and len(ids) >= 23, ids
+    migrated = [harbor_cli.migrate(CORPUS / name, tmp_path / "migrated") for name in TB1S]
+    for theirs in migrated:
+        ours = load_task(CORPUS / theirs.name).path
+        for rel in sorted(p.relative_to(theirs) for p in theirs.rglob("*") if p.is_file()):
+            if rel.as_posix() != "task.toml":  # the same files, byte for byte, but task.toml's layout
+                assert (ours / rel).read_bytes() == (theirs / rel).read_bytes(), (theirs.name, rel)
+        assert sorted(p.relative_to(ours) for p in ours.rglob("*")) == sorted(
+            p.relative_to(theirs) for p in theirs.rglob("*")
+        ), theirs.name
+    ids = [t.name for t in tasks] + list(TB1S)
+    assert len(set(ids)) == len(ids) and len(ids) >= 27, ids
 
     dataset = tmp_path / "harbor-tasks"
     dataset.mkdir()
-    for task in [*tasks, migrated]:
+    for task in [*tasks, *migrated]:
         harbor_cli.harbor_copy(task, dataset, resolve)
     harbor: dict[str, Any] = {}
     failure: list[BaseException] = []
@@ -97,7 +94,9 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
 
     thread = threading.Thread(target=run_harbor)
     thread.start()
-    checked = cli("tasks", "check", *map(str, tasks), str(CORPUS / TB1), "--json", timeout=1800)
+    checked = cli(
+        "tasks", "check", *map(str, tasks), *(str(CORPUS / n) for n in TB1S), "--json", timeout=1800
+    )
     thread.join()
     if failure:
         raise failure[0]

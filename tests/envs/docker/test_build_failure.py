@@ -51,12 +51,25 @@ def test_a_failed_build_is_one_infra_episode_and_the_panel_runs(docker_base: str
     proc = cli("run", str(config), "--keep-going", cwd=tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert "broken-build" in proc.stdout
-    run = json.loads(cli("run", str(config), "--keep-going", "--json", cwd=tmp_path, check=True).stdout)
+    jobs = tmp_path / "jobs"
+    run = json.loads(
+        cli(
+            "run", str(config), "--keep-going", "--jobs-dir", str(jobs), "--json", cwd=tmp_path, check=True
+        ).stdout
+    )
     by_task = {e["task_id"]: e for e in run["episodes"]}
     assert by_task["hello-file"]["passed"] and not by_task["hello-file"]["infra_failure"], run
     assert by_task["broken-build"]["infra_failure"] and not by_task["broken-build"]["passed"], run
     assert run["reused_count"] == 1 and run["recorded_count"] == 1  # an infra episode is never reused
 
+    (trial,) = list(Path(run["harbor_job"]["job_dir"]).glob("broken-build__*/result.json"))
+    failed = json.loads(trial.read_text())  # Harbor's shape: an exception, no verifier result
+    assert (
+        failed["verifier_result"] is None
+        and failed["exception_info"]["exception_type"] == "ReplaykitInfraFailure"
+    )
+    assert BROKEN_STEP in failed["exception_info"]["exception_message"]
+    assert run["harbor_job"]["errors"] == 1 and run["harbor_job"]["trials"] == 2
     store = str(tmp_path / "store")
     shown = json.loads(
         cli(

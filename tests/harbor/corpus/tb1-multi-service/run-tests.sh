@@ -1,0 +1,2 @@
+#!/bin/bash
+bash $TEST_DIR/check.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+test "$(cat /app/answer.txt)" = "42"
