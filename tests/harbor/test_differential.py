@@ -68,14 +68,17 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     # TB1: replaykit loads the folder natively with the mapping `harbor tasks migrate` applies
     # (the same files, byte for byte, but task.toml's layout); Harbor runs its own conversion
     migrated = [harbor_cli.migrate(CORPUS / name, tmp_path / "migrated") for name in TB1S]
-    for theirs in migrated:
-        ours = load_task(CORPUS / theirs.name).path
-        for rel in sorted(p.relative_to(theirs) for p in theirs.rglob("*") if p.is_file()):
+    for harbor_side in migrated:
+        our_side = load_task(CORPUS / harbor_side.name).path
+        for rel in sorted(p.relative_to(harbor_side) for p in harbor_side.rglob("*") if p.is_file()):
             if rel.as_posix() != "task.toml":  # the same files, byte for byte, but task.toml's layout
-                assert (ours / rel).read_bytes() == (theirs / rel).read_bytes(), (theirs.name, rel)
-        assert sorted(p.relative_to(ours) for p in ours.rglob("*")) == sorted(
-            p.relative_to(theirs) for p in theirs.rglob("*")
-        ), theirs.name
+                assert (our_side / rel).read_bytes() == (harbor_side / rel).read_bytes(), (
+                    harbor_side.name,
+                    rel,
+                )
+        assert sorted(p.relative_to(our_side) for p in our_side.rglob("*")) == sorted(
+            p.relative_to(harbor_side) for p in harbor_side.rglob("*")
+        ), harbor_side.name
     ids = [t.name for t in tasks] + list(TB1S)
     assert len(set(ids)) == len(ids) and len(ids) >= 27, ids
 
