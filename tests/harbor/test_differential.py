@@ -42,7 +42,13 @@ ALLOWED: dict[str, str] = {
         "into classic instructions first (replaykit/envs/docker/heredoc.py), so it solves the task"
     ),
 }
-MIN_AGREEMENT = 0.95
+ALLOWED["tb1-multi-service"] = (
+    "Harbor 0.25 cannot run its own conversion: `harbor tasks migrate` writes the main service with "
+    "`deploy.resources.limits` {cpus: ${CPUS}, memory: ${MEMORY}}, which its docker environment leaves "
+    "unset (cpu/memory enforcement 'auto'), so `docker compose build` fails ('strconv.ParseFloat: parsing "
+    '""\'); replaykit runs the same converted files (checked byte for byte above) with the sidecar'
+)
+MIN_AGREEMENT = 0.92  # 25 of 27: the two ALLOWED above
 
 
 def _same(a: float | None, b: float | None) -> bool:
