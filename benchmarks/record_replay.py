@@ -101,7 +101,7 @@ def main() -> None:
                 identical += same
                 episode = store.get_episode(key(i).id)
                 raw += sum(len(e.content) + len(canonical_json(e.body)) for e in episode.llm_events)
-        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
         stored = sum(p.stat().st_size for p in (Path(tmp) / "store").glob("index.db*"))
 
     def per_call_ms(mode: str) -> str:

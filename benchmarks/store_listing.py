@@ -90,7 +90,7 @@ def main() -> None:
             store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
             fill(store, episodes, size)
             store.put_run(run)
-            store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
             size_bytes = sum(p.stat().st_size for p in store_dir.glob("index.db*"))
             store.close()
             last = Store(store_dir).list_cassettes(limit=None)[-1]["id"]

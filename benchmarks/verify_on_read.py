@@ -32,8 +32,8 @@ class UncheckedStore(Store):
     """The same store with verification switched off (the baseline; never use it for real)."""
 
     def get_blob(self, digest: str) -> bytes:
-        row = self.db.conn.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
-        return bytes(row[0])
+        rows = self.driver.select("blobs", ["data"], {"hash": digest}, limit=1)
+        return bytes(rows[0]["data"])
 
     def get_episode(self, cassette_id: str) -> Episode:
         return decode_episode(self.get_json(self.cassette_row(cassette_id)["doc"]), self.get_blob)

@@ -124,7 +124,7 @@ def main() -> None:
                 store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
                 fill(store, episodes, size)
                 store.put_run(run)
-                store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
                 store.close()
                 viewers[size] = Viewer(store_dir, Path(tmp) / f"cache-{size}")
                 viewers[size].get("/")  # templates compiled, store opened

@@ -14,6 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from replaykit.cassette.stores import register_store
     from replaykit.core.errors import ConfigError, ReplaykitError
     from replaykit.core.modes import RecordMode
     from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDoc
@@ -62,6 +63,7 @@ __all__ = [
     "register_estimator",
     "register_executor",
     "register_optimizer",
+    "register_store",
 ]
 
 _EXPORTS: dict[str, str] = {
@@ -75,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "StrictPareto": "replaykit.train.criteria",
     "MeanReward": "replaykit.train.criteria",
     "Verdict": "replaykit.train.criteria",
-    "GreedyMonotonic": "replaykit.train.optimizers",
+    "GreedyMonotonic": "replaykit.train.optim.greedy",
     "RunConfig": "replaykit.episodes.config",
     "load_config": "replaykit.episodes.config",
     "measure": "replaykit.episodes.run",
@@ -92,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "register_optimizer": "replaykit.train.optimizers",
     "register_estimator": "replaykit.train.estimators",
     "register_backend": "replaykit.train.backends",
+    "register_store": "replaykit.cassette.stores",
 }
 
 

@@ -147,12 +147,19 @@ def postgres_required() -> None:
     pytest.skip(f"no PostgreSQL test server: {reason} (run scripts/setup-postgres.sh)")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "dirstore"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Where a fresh, empty store lives, once per backend: a folder (SQLite) or the URL
-    of a new PostgreSQL database (dropped afterwards)."""
+    """Where a fresh, empty store lives, once per backend: a folder (SQLite), the URL
+    of a new PostgreSQL database (dropped afterwards), or a ``dirstore:`` folder (the store
+    plugin of tests/store_plugin/, registered in this process)."""
     if request.param == "sqlite":
         yield str(tmp_path / "store")
+        return
+    if request.param == "dirstore":
+        from tests.store_sql import register_dirstore
+
+        register_dirstore()
+        yield f"dirstore:{tmp_path / 'dirstore'}"
         return
     from tests.pg import fresh_database
 

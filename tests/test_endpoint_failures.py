@@ -205,7 +205,7 @@ def test_unknown_proposer_model_stops_the_training(tmp_path: Path) -> None:
     assert last.startswith("Error: proposer endpoint http://127.0.0.1:") and "answered HTTP 404" in last
     assert "'reference-proposr' (train.estimator.backend.model)" in last
     store = Store(tmp_path / "store")
-    assert store.list_cassettes("kind = ?", ["proposal"]) == []  # the failed proposal was not cached
+    assert store.list_cassettes({"kind": "proposal"}) == []  # the failed proposal was not cached
 
 
 def test_unset_api_key_env_is_an_error_not_a_placeholder(

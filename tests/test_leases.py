@@ -18,6 +18,7 @@ from replaykit.core.errors import StoreError
 from replaykit.exchange.gc import remove
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
+from tests.store_sql import driver_of, rewrite
 
 TRIALS = 5
 
@@ -118,7 +119,7 @@ def test_gc_in_a_loop_during_a_run_and_a_train_into_postgres(tmp_path: Path) -> 
         report = ok_json("cassettes", "verify", "--store", url, cwd=tmp_path)
         assert report["ok"] is True and report["damaged"] == [], report
         store = open_store(url, readonly=True)
-        assert store.db.conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # type: ignore[attr-defined]
+        assert driver_of(store).count("leases") == 0
 
 
 @pytest.mark.unit
@@ -142,10 +143,10 @@ def test_a_dead_writers_leases_are_ignored_and_pruned(store_location: str) -> No
     store = open_store(store_location)
     with store.leasing():
         store.put_blob(b"x")
-        store.db.conn.execute("UPDATE leases SET pid = 999999999")  # type: ignore[attr-defined]  # no such process
+        assert rewrite(store, "leases", {}, lambda r: {**r, "pid": 999999999}) == 1  # no such process
         assert store.leased()["blobs"] == {}
         assert remove(open_store(store_location), [])["blobs"] == 1
-        assert store.db.conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # type: ignore[attr-defined]
+        assert driver_of(store).count("leases") == 0
 
 
 @pytest.mark.unit

@@ -103,7 +103,7 @@ def test_async_gather_of_16_replays_ten_times_out_of_ten(
     args = ("--replaykit-store", str(store), "-p", "no:cacheprovider")
     monkeypatch.setenv("UPSTREAM", echo.base_url)
     pytester.runpytest(*args).assert_outcomes(passed=1)
-    (row,) = Store(store).list_cassettes("kind = ?", ["pytest"])
+    (row,) = Store(store).list_cassettes({"kind": "pytest"})
     assert row["n_llm"] == 16
     monkeypatch.setenv("UPSTREAM", OFFLINE)
     outcomes = []

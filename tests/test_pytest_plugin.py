@@ -41,7 +41,7 @@ def test_records_on_first_run_then_replays_offline(
     with ReferenceServer() as upstream:
         monkeypatch.setenv("UPSTREAM", upstream.base_url)
         pytester.runpytest(*args).assert_outcomes(passed=2)
-    rows = Store(store).list_cassettes("kind = ?", ["pytest"])
+    rows = Store(store).list_cassettes({"kind": "pytest"})
     assert sorted(r["task_id"] for r in rows) == ["test_user::test_fixture", "test_user::test_marked"]
     assert all(r["n_llm"] == 1 for r in rows)
     assert b"sk-test-secret-123" not in (store / "index.db").read_bytes()

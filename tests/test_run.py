@@ -16,6 +16,7 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
 from tests.cli_runner import cli as run_cli
+from tests.store_sql import raw_sql
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -132,16 +133,14 @@ def test_kill_during_recording_leaves_store_readable(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     deadline = time.time() + 120
     while time.time() < deadline:
-        if (tmp_path / "store" / "index.db").exists() and store.db.conn.execute(
-            "SELECT count(*) FROM cassettes"
-        ).fetchone()[0] >= 1:
+        if (tmp_path / "store" / "index.db").exists() and store.count_cassettes() >= 1:
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     store.close()
     reopened = Store(tmp_path / "store")
-    assert reopened.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert raw_sql(reopened).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     rows = reopened.list_cassettes()
     assert 1 <= len(rows) < 16
     for row in rows:  # every cassette present is whole

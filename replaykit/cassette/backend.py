@@ -1,10 +1,10 @@
 """What a store backend provides: the protocol the rest of replaykit is written against.
 
 Every consumer is typed against :class:`StoreBackend`; a concrete store is built only by
-:func:`replaykit.cassette.stores.open_store` (by URL scheme). Two backends implement it:
-``Store`` (the ``store`` package: SQLite through sqlite-utils plus content-addressed
-blobs) and ``PostgresStore`` (``pgstore``: PostgreSQL through psycopg 3). They are the
-only code that speaks SQL; ``mypy`` checks that both conform. Every read is verified:
+:func:`replaykit.cassette.stores.open_store` (by URL scheme). ``Store`` (the ``store``
+package) implements it once, over the narrow driver a backend provides
+(:class:`~replaykit.cassette.store.driver.StoreDriver`: SQLite, PostgreSQL, a plugin's);
+``mypy`` checks that it conforms. Every read is verified:
 a blob against its content address, a document against its row, a cassette row against
 its events (damage raises ``StoreCorrupt``).
 """
@@ -55,6 +55,10 @@ class BlobStore(Protocol):
 
     def get_json(self, digest: str) -> Any:
         """A JSON blob decoded, verified like ``get_blob``."""
+        ...
+
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """Many blobs at once (a query, not one per blob), each verified like ``get_blob``."""
         ...
 
 

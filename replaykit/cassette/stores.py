@@ -2,11 +2,13 @@
 
 A store location is a plain path or ``sqlite:PATH`` (the default backend: a folder
 holding an SQLite index), or a URL whose scheme names a backend (``postgresql://user@host/db``).
-Backends are registered by scheme (:data:`STORES`, entry-point group
-``replaykit.stores``)::
+A backend is a *driver* (:class:`~replaykit.cassette.store.driver.StoreDriver`: twelve
+primitives over rows); the store above it is the same for every backend. Backends are
+registered by scheme with :func:`register_store` or the ``replaykit.stores`` entry-point
+group::
 
     [project.entry-points."replaykit.stores"]
-    s3sqlite = "my_pkg.store:open_store"    # open_store(location: str, readonly: bool) -> StoreBackend
+    dirstore = "my_pkg.store:DirDriver"    # DirDriver(location: str, readonly: bool) -> StoreDriver
 
 Everything else in replaykit is typed against :class:`~replaykit.cassette.backend.StoreBackend`.
 """
@@ -24,9 +26,10 @@ from replaykit.core.registry import Registry
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
+    from replaykit.cassette.store.driver import StoreDriver
 
-#: ``opener(location, readonly)``: ``location`` is the path (sqlite) or the whole URL
-StoreOpener = Callable[[str, bool], "StoreBackend"]
+#: ``opener(location, readonly)`` -> a driver; ``location`` is the path (sqlite) or the whole URL
+StoreOpener = Callable[[str, bool], "StoreDriver"]
 
 
 def _opener(name: str, obj: object) -> StoreOpener:
@@ -39,13 +42,19 @@ STORES: Registry[StoreOpener] = Registry(
     "store backend",
     "replaykit.stores",
     builtins={
-        "sqlite": "replaykit.cassette.store:open_sqlite",
-        "postgresql": "replaykit.cassette.store.postgres:open_postgres",
+        "sqlite": "replaykit.cassette.store.sqlite:SqliteDriver",
+        "postgresql": "replaykit.cassette.store.postgres:PgDriver",
     },
     convert=_opener,
 )
 _ALIASES = {"postgres": "postgresql"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(.*)$", re.S)
+
+
+def register_store(scheme: str, opener: StoreOpener) -> StoreOpener:
+    """Make ``--store SCHEME://…`` (and ``store:`` in configs) open a store through ``opener``:
+    ``opener(location, readonly)`` returns the backend's driver (the whole URL is passed)."""
+    return STORES.register(scheme.lower(), opener)
 
 
 def split_location(location: str | Path) -> tuple[str, str]:
@@ -74,13 +83,24 @@ def is_url(location: str | Path) -> bool:
 def open_store(location: str | Path, readonly: bool = False) -> StoreBackend:
     """The store at ``location`` (a path, ``sqlite:PATH`` or a backend URL); ``readonly``
     never creates nor writes it."""
+    from replaykit.cassette.store import Store
+    from replaykit.cassette.store.driver import StoreDriver
+
     scheme, target = split_location(location)
     if scheme not in STORES:
         raise ConfigError(
             f"unknown store backend {scheme!r} in store {redact(str(location))!r}; "
             f"use a folder, sqlite:PATH or one of: {', '.join(s + '://…' for s in STORES.names() if s != 'sqlite')}"
         )
-    return STORES.get(scheme)(target, readonly)
+    if scheme == "sqlite":
+        target = str(Path(target).expanduser())
+    driver = STORES.get(scheme)(target, readonly)
+    if not isinstance(driver, StoreDriver):
+        raise ConfigError(
+            f"store backend {scheme!r} returned a {type(driver).__name__}, not a store driver "
+            "(replaykit.cassette.store.driver.StoreDriver); check the plugin"
+        )
+    return Store(driver)
 
 
-__all__ = ["STORES", "StoreOpener", "is_url", "open_store", "split_location"]
+__all__ = ["STORES", "StoreOpener", "is_url", "open_store", "register_store", "split_location"]

@@ -214,7 +214,7 @@ def test_a_sigkilled_proxy_keeps_every_completed_exchange(reference: ReferenceSe
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    rows = Store(store).list_cassettes("kind = ?", ["proxy"])
+    rows = Store(store).list_cassettes({"kind": "proxy"})
     assert len(rows) == 1
     episode = Store(store).get_episode(rows[0]["id"])
     kept = [json.loads(e.content)["choices"][0]["message"]["content"] for e in episode.llm_events]

@@ -62,7 +62,7 @@ def one_call(url: str) -> None:
 def proxy_sessions(store: Path) -> list[Any]:
     if not (store / "index.db").exists():
         return []
-    return Store(store).list_cassettes("kind = ?", ["proxy"])
+    return Store(store).list_cassettes({"kind": "proxy"})
 
 
 def test_empty_session_is_not_stored_and_ctrl_c_exits_130(tmp_path: Path) -> None:

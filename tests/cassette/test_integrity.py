@@ -30,6 +30,7 @@ from replaykit.exchange.bundle import export_bundle, import_bundle
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.testing import small_config
 from tests.cli_runner import cli
+from tests.store_sql import raw_sql
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
@@ -69,7 +70,7 @@ def damaged(
     with fresh_database("integrity") as url:
         raw = open_store(url)
         import_bundle(raw, bundle)
-        yield {"path": url, "tmp": tmp_path, "conn": raw.db.conn, "run": source["run"]}  # type: ignore[attr-defined]
+        yield {"path": url, "tmp": tmp_path, "conn": raw_sql(raw), "run": source["run"]}
         raw.close()
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.cassette.stores import STORES, is_url, open_store, split_location
+from replaykit.cassette.store.sqlite import SqliteDriver
+from replaykit.cassette.stores import STORES, is_url, open_store, register_store, split_location
 from replaykit.cassette.urls import redact
 from replaykit.core.errors import ConfigError
 
@@ -56,16 +56,29 @@ def test_unknown_scheme_is_one_clear_line() -> None:
 def test_a_registered_backend_is_opened_by_its_scheme(tmp_path: Path) -> None:
     opened: list[tuple[str, bool]] = []
 
-    def opener(location: str, readonly: bool) -> Any:
+    def opener(location: str, readonly: bool) -> SqliteDriver:
         opened.append((location, readonly))
-        return Store(tmp_path, readonly=readonly)
+        return SqliteDriver(tmp_path, readonly=readonly)
 
-    STORES.register("memtest", opener)
+    register_store("memtest", opener)
     try:
+        open_store("memtest://anything").put_blob(b"x")
         store = open_store("memtest://anything", readonly=True)
     finally:
         STORES.unregister("memtest")
-    assert opened == [("memtest://anything", True)] and store.readonly
+    assert opened == [("memtest://anything", False), ("memtest://anything", True)] and store.readonly
+    assert isinstance(store, Store) and store.count_cassettes() == 0
+
+
+def test_a_backend_that_returns_no_driver_is_one_line() -> None:
+    register_store("notadriver", lambda location, readonly: object())  # type: ignore[arg-type,return-value]
+    try:
+        with pytest.raises(
+            ConfigError, match=r"store backend 'notadriver' returned a object, not a store driver"
+        ):
+            open_store("notadriver://x")
+    finally:
+        STORES.unregister("notadriver")
 
 
 def test_redact_drops_only_the_password() -> None:

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from replaykit.cassette.store import Store
-from replaykit.cassette.store.schema import VIEWS
+from replaykit.cassette.store.sqlite import VIEWS
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
 

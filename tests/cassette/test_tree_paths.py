@@ -12,22 +12,27 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.integrity import safe_path
+from replaykit.cassette.store.driver import Row
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreCorrupt
 from replaykit.exchange.fsck import verify_store
+from tests.store_sql import rewrite
 
 SHA = "b" * 40
 
 
-def plant(store: object, sha: str, extra: dict[str, str]) -> None:
+def plant(store: StoreBackend, sha: str, extra: dict[str, str]) -> None:
     """Add ``extra`` entries (path → an existing file's blob) to a stored tree's manifest."""
-    db = store.db  # type: ignore[attr-defined]
-    (text,) = db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
-    manifest = json.loads(text)
-    (mode, blob) = next(iter(manifest.values()))
-    manifest.update({path: [mode, blob] for path in extra})
-    db.conn.execute("UPDATE trees SET manifest = ? WHERE sha = ?", (json.dumps(manifest), sha))
+
+    def planted(row: Row) -> Row:
+        manifest = json.loads(str(row["manifest"]))
+        (mode, blob) = next(iter(manifest.values()))
+        manifest.update({path: [mode, blob] for path in extra})
+        return {**row, "manifest": json.dumps(manifest)}
+
+    assert rewrite(store, "trees", {"sha": sha}, planted) == 1
 
 
 @pytest.mark.parametrize(

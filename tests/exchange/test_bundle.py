@@ -54,7 +54,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def counts(path: Path) -> dict[str, int]:
     store = Store(path)
     try:
-        return {t: store.db[t].count for t in TABLES}
+        return {t: store.driver.count(t) for t in TABLES}
     finally:
         store.close()
 
@@ -301,9 +301,7 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         "blobs": [extra_blob],
     }
     for rid, doc in (("verdict-1", verdict), ("training-1", training)):
-        source.db.table("runs").insert(
-            {"id": rid, "kind": doc["kind"], "doc": source.put_json(doc)}, replace=True
-        )
+        source.put_doc(rid, doc["kind"], doc)
     try:
         export_bundle(source, "training-1", tmp_path / "training.tar")
         bundle = read_bundle(tmp_path / "training.tar")
@@ -314,14 +312,12 @@ def test_a_training_like_doc_pulls_in_everything_it_lists(recorded: dict[str, An
         target = Store(tmp_path / "t")
         import_bundle(target, tmp_path / "training.tar")
         assert replay_run(target, run["run_id"])["identical"]
-        source.db.table("runs").insert(
-            {"id": "training-2", "kind": "training", "doc": source.put_json({"runs": ["missing-run"]})},
-            replace=True,
-        )
+        source.put_doc("training-2", "training", {"runs": ["missing-run"]})
         with pytest.raises(BundleError, match="references run missing-run which is not in store"):
             export_bundle(source, "training-2", tmp_path / "partial.tar")
     finally:
-        source.db.table("runs").delete_where("id IN ('verdict-1', 'training-1', 'training-2')")
+        with source.write_lock():
+            source.delete_rows("runs", ["verdict-1", "training-1", "training-2"])
 
 
 def test_a_single_cassette_exports_with_its_tree(recorded: dict[str, Any], tmp_path: Path) -> None:

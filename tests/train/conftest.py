@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
+from tests.store_sql import raw_sql
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def store_state() -> Callable[[Store], dict[str, Any]]:
     """A snapshot of what a store holds (ids of cassettes and documents, tree and blob counts)."""
 
     def snapshot(store: Store) -> dict[str, Any]:
-        conn = store.db.conn
+        conn = raw_sql(store)
         out = {
             t: conn.execute(f"SELECT count(*), group_concat(id) FROM {t}").fetchone()
             for t in ("cassettes", "runs")

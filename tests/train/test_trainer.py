@@ -89,7 +89,7 @@ def test_fresh_repo_same_store_reproduces_without_model_calls(
     trained: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(trained["cfg"].store_path)
-    before = store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0]
+    before = store.count_cassettes()
     fresh = trained["cfg"].model_copy(
         update={
             "harness": trained["cfg"].harness.model_copy(update={"repo": str(trained["tmp"] / "harness2")})
@@ -102,7 +102,7 @@ def test_fresh_repo_same_store_reproduces_without_model_calls(
     assert [e["candidate_sha"] for e in again["epochs"]] == [e["candidate_sha"] for e in first["epochs"]]
     assert [e["verdict"] for e in again["epochs"]] == [e["verdict"] for e in first["epochs"]]
     assert again["final_baseline"] == first["final_baseline"]
-    assert store.db.conn.execute("SELECT count(*) FROM cassettes").fetchone()[0] == before
+    assert store.count_cassettes() == before
 
 
 def test_training_replays_offline_identically(

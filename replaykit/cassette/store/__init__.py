@@ -1,28 +1,30 @@
-"""The cassette store: a sqlite-utils index plus content-addressed blobs, in one file.
+"""The cassette store: content-addressed blobs and an index of episodes, documents and
+harness trees, written once over a narrow driver (``driver.py``) that a backend implements.
 
-Layout of a store folder (default ``./cassettes``)::
+A store location is a folder (SQLite, the default: ``sqlite.py``; layout below) or a URL
+(``postgresql://…``: ``postgres.py``; a plugin's scheme: ``stores.register_store``)::
 
-    index.db   tables: cassettes, runs, trees, blobs (+ trainings, verdicts, ...)
+    index.db   tables: cassettes, runs, trees, blobs (+ certificates, leases)
     cache/     materialised harness trees (safe to delete)
 
-Every write of an episode (its blobs, its document, its index row) is one SQLite
-transaction, so a process killed mid-record leaves a readable store and never a
-half cassette. Look-ups are by key: no scan of a whole cassette.
+Every write of an episode (its blobs, its document, its index row) is one transaction, so
+a process killed mid-record leaves a readable store and never a half cassette. Look-ups
+are by key: no scan of a whole cassette.
 
 Every read is verified (:mod:`~replaykit.cassette.integrity`): a blob against its
 content address, a document against its row's id, a cassette row's cached columns
 against its events. Damage raises :class:`~replaykit.core.errors.StoreCorrupt`.
 ``Store(root, readonly=True)`` (replay, audit, listings, export) refuses a missing
-store instead of creating one, cannot write (``PRAGMA query_only``) and
-materialises harness trees in a temporary folder, so the store stays byte-identical.
+store instead of creating one, cannot write, and materialises harness trees in a
+temporary folder, so the store stays byte-identical.
 
-The store is the only package that speaks SQL. ``Store`` is composed of one part
-per concern: ``base`` (opening, plumbing), ``blobs``, ``episodes``, ``documents``,
-``queries`` (named look-ups other layers ask), ``browsing`` (pages of episodes and
-documents for the viewer; ``search`` is its full-text sidecar file), ``rows`` (bundles and ``gc``),
-``trees``, ``leases`` (what live writers are about to reference), ``space`` (the reserve
-that lets ``gc`` run on a full disk; compaction); ``guard`` turns every SQLite failure
-into one line; ``schema`` holds the tables, views and row shapes.
+The store package is the only one that speaks SQL. ``Store`` is composed of one part per
+concern: ``base`` (its driver, transactions, disk space), ``blobs``, ``episodes``,
+``documents``, ``queries`` (named look-ups other layers ask), ``browsing`` (pages of
+episodes and documents for the viewer; ``search`` is its full-text sidecar file), ``rows``
+(bundles and ``gc``), ``trees``, ``leases`` (what live writers are about to reference);
+``schema`` holds the tables and row shapes, ``sql`` the SQL both SQL drivers share,
+``guard`` turns every SQLite failure into one line.
 """
 
 from __future__ import annotations
@@ -35,19 +37,19 @@ from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
 from replaykit.cassette.store.rows import RowsMixin
-from replaykit.cassette.store.space import SpaceMixin
 from replaykit.cassette.store.trees import TreesMixin
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
 
-class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin, SpaceMixin):
-    """A folder holding ``index.db``. Opened lazily; safe for one writer at a time.
+class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin):
+    """The store over its driver: ``Store(folder)`` (SQLite) or ``Store(driver)``. Opened
+    lazily; writers take turns (one write transaction at a time).
 
-    The only package that speaks SQL: everything else asks through the named queries
-    below (``find_trainings``, ``find_proxy_sessions``, certificates, bundle rows, ...);
-    :class:`replaykit.cassette.backend.StoreBackend` lists what a second backend provides.
+    Everything else asks through the methods :class:`replaykit.cassette.backend.StoreBackend`
+    lists (named queries: ``find_trainings``, ``find_proxy_sessions``, certificates, bundle
+    rows, ...); a backend implements only :class:`~replaykit.cassette.store.driver.StoreDriver`.
     """
 
 

@@ -1,21 +1,17 @@
-"""Opening a store: the connection (read-write or read-only), the schema created on
-first write, and the plumbing every part of :class:`~replaykit.cassette.store.Store`
-uses (one row by key, ids by unique prefix, refusing writes when read-only)."""
+"""A store over its driver: opening and closing, the one write transaction, refusing
+writes when read-only, one row by key, ids by unique prefix, disk space — the plumbing
+every part of :class:`~replaykit.cassette.store.Store` uses, whatever the backend."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Self, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Self, TypeVar, cast
 
-import sqlite_utils
-
-from replaykit.cassette.store.guard import connect
-from replaykit.cassette.store.schema import EXTRA_TABLES, INDEX, SCHEMA, VIEWS, as_rows, retry_locked
+from replaykit.cassette.store.driver import Prefix, StoreDriver
+from replaykit.cassette.store.sqlite import SqliteDriver
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 
 if TYPE_CHECKING:
@@ -25,126 +21,46 @@ T = TypeVar("T")
 
 
 class StoreBase:
-    """A folder holding ``index.db``, opened lazily; the parts of ``Store`` build on it."""
+    """The store at ``where``: a folder (SQLite, the default backend) or another driver."""
 
-    def __init__(self, root: Path | str, readonly: bool = False) -> None:
-        self.root = Path(root)
-        self.readonly = readonly
-        self._db: sqlite_utils.Database | None = None
-        self._checked: dict[
-            str, tuple[str, CassetteColumns]
-        ] = {}  # cassette id -> (doc hash, derived columns)
+    def __init__(self, where: Path | str | StoreDriver, readonly: bool = False) -> None:
+        self.driver: StoreDriver = SqliteDriver(where, readonly) if isinstance(where, (str, Path)) else where
+        self.readonly = self.driver.readonly
+        self._checked: dict[str, tuple[str, CassetteColumns]] = {}  # cassette id -> (doc hash, columns)
         self._scratch: Path | None = None
 
-    # -- plumbing ---------------------------------------------------------------
     @property
-    def db(self) -> sqlite_utils.Database:
-        if self._db is None and self.readonly:
-            self._db = self._open_readonly()
-        if self._db is None:
-            try:
-                self.root.mkdir(parents=True, exist_ok=True)
-                conn = connect(str(self.root / INDEX), self.root, timeout=30, isolation_level=None)
-                db = sqlite_utils.Database(conn)
-                retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
-                db.execute("PRAGMA synchronous=NORMAL")
-                retry_locked(lambda: self._ensure_schema(db))
-            except (sqlite3.DatabaseError, OSError) as exc:
-                raise StoreError(
-                    f"cannot open store {self.root}: {exc}; check the path or pass --store"
-                ) from exc
-            self._db = db
-            self._opened()
-        return self._db
-
-    def _opened(self) -> None:
-        """Called once a writable connection is open (the space part keeps its reserve)."""
-
-    def _open_readonly(self) -> sqlite_utils.Database:
-        path = self.root / "index.db"
-        if not path.is_file():
-            raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
-        try:
-            conn = connect(
-                f"file:{quote(str(path.resolve()))}?mode=rw",
-                self.root,
-                uri=True,
-                timeout=30,
-                isolation_level=None,
-            )
-            conn.execute("PRAGMA query_only=ON")  # reading never writes
-            db = sqlite_utils.Database(conn)
-            missing = [name for name in SCHEMA if not db.table(name).exists()]
-        except (sqlite3.DatabaseError, OSError) as exc:
-            raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
-        if missing:
-            raise StoreError(f"{path} is not a replaykit store (no table {missing[0]!r}); check --store")
-        return db
-
-    @staticmethod
-    def _ensure_schema(db: sqlite_utils.Database) -> None:
-        for name, spec in SCHEMA.items():
-            if not db.table(name).exists():  # another process may create it in between: no error then
-                db.table(name).create(spec["columns"], pk=spec["pk"], if_not_exists=True)
-        db.table("cassettes").create_index(["task_id", "seed"], if_not_exists=True)
-        have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()}
-        for name, sql in VIEWS.items():  # created with the schema; an existing view is left as it is
-            if name not in have:
-                db.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {sql}")
+    def root(self) -> Path:
+        """This machine's folder of the store: the store itself (SQLite) or its local caches."""
+        return self.driver.local_dir
 
     @property
     def location(self) -> str:
-        """What ``open_store`` reopens this store from (and messages name): its folder."""
-        return str(self.root)
+        """What ``open_store`` reopens this store from (and messages name; never a password)."""
+        return self.driver.location
 
     def reopen(self, readonly: bool | None = None) -> Self:
         """A new connection to the same store (e.g. for another thread)."""
-        return type(self)(self.root, self.readonly if readonly is None else readonly)
+        return type(self)(self.driver.reopen(self.readonly if readonly is None else readonly))
 
     def exists(self) -> bool:
-        """Whether this folder holds a store (checking never creates one)."""
-        return (self.root / INDEX).is_file()
-
-    def _table(self, name: str) -> sqlite_utils.db.Table:
-        """A table, created on first use when another layer owns it (``EXTRA_TABLES``)."""
-        table = self.db.table(name)
-        if (
-            name in EXTRA_TABLES and not table.exists() and not self.readonly
-        ):  # read-only: an absent table reads as empty
-            table.create(EXTRA_TABLES[name]["columns"], pk=EXTRA_TABLES[name]["pk"])
-        return table
-
-    def _has_table(self, name: str) -> bool:
-        return self.db.table(name).exists()
+        """Whether the store is there (checking never creates one)."""
+        return self.driver.exists()
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.conn.close()
-            self._db = None
+        self.driver.close()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
     @contextlib.contextmanager
     def write_lock(self) -> Iterator[None]:
-        """One write transaction taken up front (BEGIN IMMEDIATE, waiting out another
-        writer): what is read inside cannot change before what is written inside commits.
-        Nested inside another transaction it is a savepoint of that one."""
+        """One write transaction taken up front (waiting out another writer): what is read
+        inside cannot change before what is written inside commits. Nested inside another
+        transaction it is a savepoint of that one."""
         self.writable()
-        db = self.db
-        if db.conn.in_transaction:
-            with db.atomic():
-                yield
-            return
-        conn = db.conn
-        retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
-        try:
+        with self.driver.transaction():
             yield
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def writable(self) -> None:
         """Refuse a write through a read-only store (replay, audit, listings, export)."""
@@ -157,27 +73,33 @@ class StoreBase:
         return StoreCorrupt(what, where, self.location)
 
     def _row(self, shape: type[T], table: str, pk: str, value: str) -> T | None:
-        """One row by primary key, as ``shape`` (the table's row TypedDict; a plain query:
-        sqlite-utils' ``Table.get`` reads the table's schema with a PRAGMA on every call)."""
-        cursor = self.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{pk}] = ?", (value,))
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        return as_rows(shape, [c[0] for c in cursor.description], [row])[0]
+        """One row by primary key, typed as ``shape`` (the table's row TypedDict)."""
+        rows = self.driver.select(table, where={pk: value}, limit=1)
+        return cast(T, rows[0]) if rows else None
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str:
         """A full id from a unique prefix (any length, as git does)."""
-        like = prefix.replace("%", "").replace("_", "") + "%" if prefix else prefix
-        rows = self.db.conn.execute(
-            f"SELECT {column} FROM [{table}] WHERE {column} = ? OR {column} LIKE ? ORDER BY {column} = ? DESC LIMIT 2",
-            (prefix, like, prefix),
-        ).fetchall()
+        exact = self.driver.select(table, [column], {column: prefix}, limit=1) if prefix else []
+        rows = exact or (
+            self.driver.select(table, [column], {column: Prefix(prefix)}, [(column, False)], limit=2)
+            if prefix
+            else []
+        )
         if not rows:
             raise CassetteNotFound(
                 f"no {what} {prefix!r} in store {self.location}; check the id or pass --store"
             )
-        if len(rows) > 1 and rows[0][0] != prefix:
+        if len(rows) > 1:
             raise CassetteNotFound(
                 f"{what} id {prefix!r} is ambiguous in store {self.location}; give more characters"
             )
-        return str(rows[0][0])
+        return str(rows[0][column])
+
+    # -- disk space: removal works on a full disk; compaction only with room ------------
+    def room_to_remove(self) -> contextlib.AbstractContextManager[None]:
+        """Inside, deletions have room even on a full disk (``gc``, ``cassettes rm``)."""
+        return self.driver.room_to_remove()
+
+    def compact(self) -> dict[str, object]:
+        """Give freed space back where the backend can (says what it did, and why not)."""
+        return self.driver.compact()

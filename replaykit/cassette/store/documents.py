@@ -68,8 +68,8 @@ class DocumentsMixin(BlobsMixin):
 
     def has_doc(self, doc_id: str, doc_digest: str) -> bool:
         """Is ``doc_id`` stored with exactly the document whose canonical JSON hashes to ``doc_digest``?"""
-        row = self.db.conn.execute("SELECT doc FROM runs WHERE id = ?", (doc_id,)).fetchone()
-        return row is not None and row[0] == doc_digest
+        rows = self.driver.select("runs", ["doc"], {"id": doc_id}, limit=1)
+        return bool(rows) and rows[0]["doc"] == doc_digest
 
     @overload
     def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
@@ -116,4 +116,4 @@ class DocumentsMixin(BlobsMixin):
             ) from None
 
     def list_runs(self) -> list[RunsRow]:
-        return typed_rows(RunsRow, self.db.table("runs").rows_where(order_by="created_at, id"))
+        return typed_rows(RunsRow, self.driver.select("runs", order=[("created_at", False), ("id", False)]))

@@ -3,20 +3,15 @@ and the cached columns verified; index listings that never read episode document
 
 from __future__ import annotations
 
-from typing import Iterable
+import json
+from typing import cast
 
 from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.cassette.store.schema import (
-    CassetteColumns,
-    CassetteFields,
-    CassetteRow,
-    Cell,
-    as_rows,
-    typed_rows,
-)
+from replaykit.cassette.store.driver import Where
+from replaykit.cassette.store.schema import CassetteColumns, CassetteFields, CassetteRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import RunDoc, RunDocument
@@ -34,25 +29,29 @@ class EpisodesMixin(BlobsMixin):
         self._checked.pop(episode.id, None)
 
     def has(self, cassette_id: str) -> bool:
-        return (
-            self.db.conn.execute("SELECT 1 FROM cassettes WHERE id = ?", (cassette_id,)).fetchone()
-            is not None
+        return bool(self.driver.select("cassettes", ["id"], {"id": cassette_id}, limit=1))
+
+    def _missing(self, cassette_id: str) -> CassetteNotFound:
+        return CassetteNotFound(
+            f"no cassette {cassette_id!r} in store {self.location}; list them with `replaykit cassettes ls`"
         )
 
     def cassette_row(self, cassette_id: str) -> CassetteRow:
         row = self._row(CassetteRow, "cassettes", "id", cassette_id)
         if row is None:
-            raise CassetteNotFound(
-                f"no cassette {cassette_id!r} in store {self.location}; list them with `replaykit cassettes ls`"
-            )
+            raise self._missing(cassette_id)
         return row
 
     def get_episode(self, cassette_id: str) -> Episode:
-        """Decode a cassette, verifying every blob, its key against its row and its cached columns."""
-        row = self.cassette_row(cassette_id)
+        """Decode a cassette, verifying every blob, its key against its row and its cached columns
+        (the row and its blobs in one round trip where the driver can)."""
+        found = self._read_document("cassettes", cassette_id)
+        if found is None:
+            raise self._missing(cassette_id)
+        row, read = cast(CassetteRow, found[0]), found[1]
         where = f"cassette {cassette_id}"
         try:
-            doc = self.get_json(row["doc"])
+            doc = json.loads(read(row["doc"]))
             fmt = doc.get("format") if isinstance(doc, dict) else None
             if isinstance(fmt, int) and fmt > max(
                 READABLE_FORMATS
@@ -60,7 +59,7 @@ class EpisodesMixin(BlobsMixin):
                 raise StoreError(
                     f"{where} has cassette format {doc.get('format')!r}; this replaykit reads {READABLE_FORMATS} — upgrade replaykit"
                 )
-            episode = decode_episode(doc, self.get_blob)
+            episode = decode_episode(doc, read)
         except StoreCorrupt as exc:
             raise exc.within(where, self.location) from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
@@ -99,25 +98,20 @@ class EpisodesMixin(BlobsMixin):
                     f"run {doc.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
                 )
 
-    def list_cassettes(
-        self, where: str | None = None, params: Iterable[Cell] = (), limit: int | None = None
-    ) -> list[CassetteRow]:
-        rows = self.db.table("cassettes").rows_where(
-            where, list(params), order_by="created_at, id", limit=limit
+    def list_cassettes(self, where: Where | None = None, limit: int | None = None) -> list[CassetteRow]:
+        """Index rows of the cassettes matching ``where``, oldest first (documents not read)."""
+        rows = self.driver.select(
+            "cassettes", where=where, order=[("created_at", False), ("id", False)], limit=limit
         )
         return typed_rows(CassetteRow, rows)
 
     def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[CassetteFields]:
         """Index columns of the newest ``limit`` cassettes (all when None), oldest first;
         episode documents are not read."""
-        cols = ", ".join(f"[{c}]" for c in columns)
-        sql = f"SELECT {cols} FROM cassettes ORDER BY created_at DESC, id DESC"
-        args: tuple[int, ...] = ()
-        if limit is not None:
-            sql += " LIMIT ?"
-            args = (int(limit),)
-        rows = self.db.conn.execute(sql, args).fetchall()
-        return as_rows(CassetteFields, columns, reversed(rows))
+        rows = self.driver.select(
+            "cassettes", columns, order=[("created_at", True), ("id", True)], limit=limit
+        )
+        return typed_rows(CassetteFields, reversed(rows))
 
     def count_cassettes(self) -> int:
-        return int(self.db.conn.execute("SELECT COUNT(*) FROM cassettes").fetchone()[0])
+        return self.driver.count("cassettes")

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 
 from replaykit.cassette.store.base import StoreBase
-from replaykit.cassette.store.schema import retry_locked
+from replaykit.cassette.store.driver import AnyOf, Row
 
 LEASE_TABLE = "leases"
 #: a lease taken on another host (a shared store folder) counts as live this long
@@ -40,7 +40,7 @@ def _alive(host: str, pid: int, taken: float) -> bool:
 
 
 class LeasesMixin(StoreBase):
-    """The ``leases`` table (created on first lease; absent reads as no lease)."""
+    """The ``leases`` table (absent in an older store opened read-only: no lease)."""
 
     _lease_depth = 0
     _lease_owner: str | None = None
@@ -67,18 +67,12 @@ class LeasesMixin(StoreBase):
         """Insert lease rows (call inside the write transaction of what they protect)."""
         if not self.is_leasing or self._lease_owner is None:
             return
-        if not self._has_table(LEASE_TABLE):
-            self.db.conn.execute(
-                f"CREATE TABLE IF NOT EXISTS [{LEASE_TABLE}] (owner TEXT, tbl TEXT, key TEXT, host TEXT,"
-                " pid INTEGER, taken REAL, PRIMARY KEY (owner, tbl, key))"
-            )
-        self.db.conn.executemany(
-            f"INSERT OR IGNORE INTO [{LEASE_TABLE}](owner, tbl, key, host, pid, taken) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                (self._lease_owner, table, str(k), socket.gethostname(), os.getpid(), time.time())
-                for k in keys
-            ),
-        )
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        rows: list[Row] = [
+            {"owner": self._lease_owner, "tbl": table, "key": str(k), "host": host, "pid": pid, "taken": now}
+            for k in keys
+        ]
+        self.driver.insert(LEASE_TABLE, rows, conflict="ignore")
 
     def lease(self, table: str, keys: Iterable[str]) -> None:
         """Lease rows of ``table`` (``runs``, ``cassettes``, ``trees``, ``blobs``) this writer
@@ -93,24 +87,24 @@ class LeasesMixin(StoreBase):
 
     def release_leases(self) -> None:
         """Drop this store object's leases."""
-        if self._lease_owner is None or self.readonly or not self._has_table(LEASE_TABLE):
+        if self._lease_owner is None or self.readonly:
             return
-        owner = self._lease_owner
-        retry_locked(lambda: self.db.conn.execute(f"DELETE FROM [{LEASE_TABLE}] WHERE owner = ?", (owner,)))
+        with self.write_lock():
+            self.driver.delete(LEASE_TABLE, {"owner": self._lease_owner})
 
     def leased(self, prune: bool = False) -> dict[str, dict[str, str]]:
         """Live leases: table → {key: who holds it}; ``prune`` (inside ``write_lock``) drops dead ones."""
         out: dict[str, dict[str, str]] = {t: {} for t in LEASABLE}
-        if not self.exists() or not self._has_table(LEASE_TABLE):
+        if not self.exists():
             return out
         dead: set[str] = set()
-        rows = self.db.conn.execute(f"SELECT owner, tbl, key, host, pid, taken FROM [{LEASE_TABLE}]")
-        for owner, table, key, host, pid, taken in rows.fetchall():
-            if owner in dead or not _alive(str(host), int(pid), float(taken)):
+        for row in self.driver.select(LEASE_TABLE):
+            owner, table, key, host, pid = (str(row[c]) for c in ("owner", "tbl", "key", "host", "pid"))
+            if owner in dead or not _alive(host, int(pid), float(row["taken"] or 0)):
                 dead.add(owner)
                 continue
             if table in out:
-                out[table][str(key)] = f"pid {pid}" + (f" on {host}" if host != socket.gethostname() else "")
+                out[table][key] = f"pid {pid}" + (f" on {host}" if host != socket.gethostname() else "")
         if prune and dead and not self.readonly:
-            self.db.conn.executemany(f"DELETE FROM [{LEASE_TABLE}] WHERE owner = ?", ((o,) for o in dead))
+            self.driver.delete(LEASE_TABLE, {"owner": AnyOf(tuple(sorted(dead)))})
         return out

@@ -4,9 +4,11 @@ certificates): the SQL they need stays here, behind a method name."""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from replaykit.cassette.store.blobs import BlobsMixin
-from replaykit.cassette.store.schema import CassetteRow, CertificateRecord, CertificateRow, as_rows
+from replaykit.cassette.store.driver import Row, Where
+from replaykit.cassette.store.schema import CassetteRow, CertificateRecord, CertificateRow, typed_rows
 from replaykit.core.records import TrainingDocument
 
 
@@ -16,26 +18,26 @@ class QueriesMixin(BlobsMixin):
     def find_trainings(self, spec_digest: str) -> list[TrainingDocument]:
         """Training documents recorded with this spec (a resumed training is one of them),
         oldest first: the ``runs`` rows of kind ``training`` whose ``config_digest`` is it."""
-        rows = self.db.conn.execute(
-            "SELECT doc FROM runs WHERE kind = ? AND config_digest = ? ORDER BY created_at, id",
-            ("training", spec_digest),
-        ).fetchall()
-        trainings: list[TrainingDocument] = [self.get_json(r[0]) for r in rows]  # as the trainer stored them
+        rows = self.driver.select(
+            "runs",
+            ["doc"],
+            {"kind": "training", "config_digest": spec_digest},
+            [("created_at", False), ("id", False)],
+        )
+        blobs = self.get_blobs(str(r["doc"]) for r in rows)
+        trainings: list[TrainingDocument] = [json.loads(blobs[str(r["doc"])]) for r in rows]  # as stored
         return trainings
 
     def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]:
         """Index rows of the proxy sessions called ``name`` (for one upstream endpoint), oldest first."""
-        sql, args = "SELECT * FROM cassettes WHERE kind = ? AND task_id = ?", ["proxy", name]
+        where: Where = {"kind": "proxy", "task_id": name}
         if endpoint is not None:
-            sql, args = sql + " AND endpoint = ?", [*args, endpoint]
-        cursor = self.db.conn.execute(sql + " ORDER BY created_at, id", args)
-        cols = [c[0] for c in cursor.description]
-        return as_rows(CassetteRow, cols, cursor.fetchall())
+            where = {**where, "endpoint": endpoint}
+        rows = self.driver.select("cassettes", where=where, order=[("created_at", False), ("id", False)])
+        return typed_rows(CassetteRow, rows)
 
     def get_certificate(self, cert_id: str) -> CertificateRecord | None:
         """A certification row by id (``doc`` decoded), or None. Never creates the table."""
-        if not self._has_table("certificates"):
-            return None
         row = self._row(CertificateRow, "certificates", "id", cert_id)
         if row is None:
             return None
@@ -43,4 +45,4 @@ class QueriesMixin(BlobsMixin):
 
     def put_certificate(self, row: CertificateRow) -> None:
         with self.write_lock():
-            self._table("certificates").insert(dict(row), replace=True)
+            self.driver.insert("certificates", [cast(Row, row)], conflict="replace")

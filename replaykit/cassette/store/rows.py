@@ -4,11 +4,19 @@ collection: ``replaykit.exchange`` decides what to copy or remove, these only ex
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
-from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.cassette.store.blobs import CHUNK, BlobsMixin
+from replaykit.cassette.store.driver import AnyOf, Row
 from replaykit.cassette.store.schema import SCHEMA, Cell
 from replaykit.core.errors import StoreError
+
+
+def _core(table: str) -> str:
+    """The primary key of a core table (``runs``, ``cassettes``, ``trees``, ``blobs``)."""
+    if table not in SCHEMA:
+        raise StoreError(f"unknown store table {table!r}")
+    return SCHEMA[table]["pk"]
 
 
 class RowsMixin(BlobsMixin):
@@ -16,18 +24,19 @@ class RowsMixin(BlobsMixin):
 
     # -- removal (replaykit.exchange.gc decides what; these only execute) ------------
     def index_rows(self, table: str, columns: str) -> list[tuple[Any, ...]]:
-        """``columns`` of every row of a core table (``runs``, ``cassettes``, ``trees``, ``blobs``)."""
-        if table not in SCHEMA:
-            raise StoreError(f"unknown store table {table!r}")
-        return [tuple(r) for r in self.db.conn.execute(f"SELECT {columns} FROM [{table}]")]
+        """``columns`` (comma-separated) of every row of a core table."""
+        _core(table)
+        names = [c.strip() for c in columns.split(",")]
+        return [tuple(r[c] for c in names) for r in self.driver.select(table, names)]
 
     def delete_rows(self, table: str, keys: Iterable[str]) -> int:
         """Delete rows of a core table by primary key (call inside ``write_lock()``)."""
-        if table not in SCHEMA:
-            raise StoreError(f"unknown store table {table!r}")
-        pk = SCHEMA[table]["pk"]
-        cursor = self.db.conn.executemany(f"DELETE FROM [{table}] WHERE [{pk}] = ?", ((k,) for k in keys))
-        return int(cursor.rowcount)
+        pk = _core(table)
+        wanted = list(keys)
+        return sum(
+            self.driver.delete(table, {pk: AnyOf(tuple(wanted[i : i + CHUNK]))})
+            for i in range(0, len(wanted), CHUNK)
+        )
 
     # -- rows, for bundles (export and import) ------------------------------------------
     def get_row(self, table: str, key: str) -> dict[str, Cell] | None:
@@ -38,17 +47,14 @@ class RowsMixin(BlobsMixin):
 
     def present(self, table: str, keys: list[str], column: str | None = None) -> dict[str, Cell]:
         """Of ``keys``, those present in a core table → their ``column`` (or True)."""
-        if table not in SCHEMA:
-            raise StoreError(f"unknown store table {table!r}")
+        pk = _core(table)
         if not self.exists():
             return {}
-        pk = SCHEMA[table]["pk"]
-        value = f"[{column}]" if column else "1"
         found: dict[str, Cell] = {}
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            sql = f"SELECT [{pk}], {value} FROM [{table}] WHERE [{pk}] IN ({','.join('?' * len(chunk))})"
-            found.update((str(r[0]), r[1]) for r in self.db.conn.execute(sql, chunk))
+        for i in range(0, len(keys), CHUNK):
+            names = [pk, column] if column and column != pk else [pk]
+            for r in self.driver.select(table, names, {pk: AnyOf(tuple(keys[i : i + CHUNK]))}):
+                found[str(r[pk])] = cast(Cell, r[column]) if column else True
         return found
 
     @contextlib.contextmanager
@@ -63,7 +69,6 @@ class RowsMixin(BlobsMixin):
 
     def insert_rows(self, table: str, rows: list[dict[str, Cell]]) -> None:
         """Rows of a core table, as exported (an existing primary key is an error)."""
-        if table not in SCHEMA:
-            raise StoreError(f"unknown store table {table!r}")
-        if rows:
-            self.db.table(table).insert_all(rows, pk=SCHEMA[table]["pk"], alter=True)
+        _core(table)
+        self.writable()
+        self.driver.insert(table, cast(list[Row], rows))

@@ -1,13 +1,12 @@
-"""The store's schema: core tables, browsing views, tables other layers own, their rows
-as TypedDicts (what ``StoreBackend`` returns), and the small helpers every part of the
-store shares (the index file name, ``now_iso``, waiting out a lock held by another
-process, ``typed_rows``)."""
+"""The store's schema: the tables every driver keeps (core tables, tables other layers own,
+the leases; their columns, keys and indexes), their rows as TypedDicts (what
+``StoreBackend`` returns), and the small helpers every part of the store shares (the SQLite
+index file name, ``now_iso``, ``typed_rows``)."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict, TypeVar, cast
 
 from replaykit.core.records import JSON
@@ -21,10 +20,12 @@ Cell = str | int | float | None
 
 
 class TableSpec(TypedDict):
-    """A table: its columns (name → Python type of the value) and primary key."""
+    """A table: its columns (name → Python type of the value), its primary key and the
+    column lists it is indexed on (what listings sort and filter by)."""
 
     columns: dict[str, type]
     pk: str
+    indexes: list[tuple[str, ...]]
 
 
 class CassetteColumns(TypedDict):
@@ -143,7 +144,7 @@ def as_rows(shape: type[T], columns: Sequence[str], values: Iterable[Sequence[ob
 
 
 SCHEMA: dict[str, TableSpec] = {
-    "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash"},
+    "blobs": {"columns": {"hash": str, "size": int, "data": bytes}, "pk": "hash", "indexes": []},
     "cassettes": {
         "columns": {
             "id": str,
@@ -168,6 +169,7 @@ SCHEMA: dict[str, TableSpec] = {
             "created_at": str,
         },
         "pk": "id",
+        "indexes": [("task_id", "seed")],
     },
     "runs": {
         "columns": {
@@ -182,47 +184,9 @@ SCHEMA: dict[str, TableSpec] = {
             "created_at": str,
         },
         "pk": "id",
+        "indexes": [("kind", "config_digest")],
     },
-    "trees": {"columns": {"sha": str, "manifest": str}, "pk": "sha"},
-}
-
-
-# Read-only SQL views for browsing the index (e.g. `datasette cassettes/index.db`):
-# documents are JSON blobs, unpacked here with SQLite's JSON functions.
-_DOC = "json(CAST((SELECT data FROM blobs WHERE hash = r.doc) AS TEXT))"
-VIEWS: dict[str, str] = {
-    "episodes": """
-        SELECT c.id AS cassette_id, c.task_id, c.seed, c.model, c.endpoint, c.model_revision, c.harness_sha,
-               c.reward, c.passed, c.infra_failure, c.tokens, c.n_llm AS llm_calls, c.n_env AS steps,
-               c.digest, c.created_at
-        FROM cassettes c WHERE c.kind = 'episode'""",
-    "run_summaries": f"""
-        SELECT r.id AS run_id, r.name, r.harness_sha, r.model, r.endpoint,
-               json_extract({_DOC}, '$.solved') AS solved, json_extract({_DOC}, '$.total') AS total,
-               json_array_length({_DOC}, '$.cassettes') AS episodes, r.created_at
-        FROM runs r WHERE r.kind = 'measure'""",
-    "run_episodes": f"""
-        SELECT r.id AS run_id, e.cassette_id, e.task_id, e.seed, e.model, e.harness_sha, e.reward, e.passed,
-               e.infra_failure, e.tokens, e.llm_calls, e.steps
-        FROM runs r, json_each({_DOC}, '$.cassettes') j JOIN episodes e ON e.cassette_id = j.value
-        WHERE r.kind = 'measure'""",
-    "verdicts": f"""
-        SELECT r.id AS verdict_id, json_extract({_DOC}, '$.training_id') AS training_id,
-               json_extract({_DOC}, '$.epoch') AS epoch, json_extract({_DOC}, '$.baseline_sha') AS baseline_sha,
-               json_extract({_DOC}, '$.candidate_sha') AS candidate_sha,
-               json_extract({_DOC}, '$.baseline_run') AS baseline_run, json_extract({_DOC}, '$.candidate_run') AS candidate_run,
-               json_extract({_DOC}, '$.verdict.criterion') AS criterion, json_extract({_DOC}, '$.verdict.accept') AS accept,
-               json_extract({_DOC}, '$.verdict.loss') AS loss, json_extract({_DOC}, '$.verdict.reason') AS reason,
-               json_extract({_DOC}, '$.verdict.new_solves') AS new_solves,
-               json_extract({_DOC}, '$.verdict.regressions') AS regressions, r.created_at
-        FROM runs r WHERE r.kind = 'verdict'""",
-    "trainings": f"""
-        SELECT r.id AS training_id, r.name, r.model, json_extract({_DOC}, '$.initial_sha') AS initial_sha,
-               json_extract({_DOC}, '$.final_baseline') AS final_baseline,
-               json_array_length({_DOC}, '$.epochs') AS epochs,
-               (SELECT count(*) FROM json_each({_DOC}, '$.epochs') e
-                WHERE json_extract(e.value, '$.decision') = 'accepted') AS accepted, r.created_at
-        FROM runs r WHERE r.kind = 'training'""",
+    "trees": {"columns": {"sha": str, "manifest": str}, "pk": "sha", "indexes": []},
 }
 
 
@@ -243,20 +207,24 @@ EXTRA_TABLES: dict[str, TableSpec] = {
             "created_at": str,
         },
         "pk": "id",
+        "indexes": [],
     },
 }
 
+#: What live writers are about to reference (``leases.py``): one row per (writer, table, key).
+LEASES: TableSpec = {
+    "columns": {"owner": str, "tbl": str, "key": str, "host": str, "pid": int, "taken": float},
+    "pk": "owner, tbl, key",
+    "indexes": [],
+}
 
-def retry_locked(fn: Callable[[], T], seconds: float = 30.0) -> T:
-    """Run ``fn``, waiting while another process holds the database (e.g. creating the schema)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return fn()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+#: Every table a driver keeps: the core ones, those other layers own, the leases.
+TABLES: dict[str, TableSpec] = {**SCHEMA, **EXTRA_TABLES, "leases": LEASES}
+
+
+def key_columns(spec: TableSpec) -> tuple[str, ...]:
+    """The primary key's columns (``pk`` names them, comma-separated)."""
+    return tuple(c.strip() for c in spec["pk"].split(","))
 
 
 def now_iso() -> str:

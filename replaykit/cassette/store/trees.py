@@ -33,26 +33,30 @@ class TreesMixin(BlobsMixin):
         manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
         with self.write_lock():
             self._write_blobs(blobs)
-            self.db.table("trees").insert({"sha": sha, "manifest": canonical_json(manifest)}, replace=True)
+            self.driver.insert(
+                "trees", [{"sha": sha, "manifest": canonical_json(manifest)}], conflict="replace"
+            )
             self._lease_rows("trees", [sha])
 
     def has_tree(self, sha: str) -> bool:
-        return self.db.conn.execute("SELECT 1 FROM trees WHERE sha = ?", (sha,)).fetchone() is not None
+        return bool(self.driver.select("trees", ["sha"], {"sha": sha}, limit=1))
 
     def _tree_manifest(self, sha: str) -> dict[str, tuple[int, str]]:
-        row = self.db.conn.execute("SELECT manifest FROM trees WHERE sha = ?", (sha,)).fetchone()
-        if row is None:
+        rows = self.driver.select("trees", ["manifest"], {"sha": sha}, limit=1)
+        if not rows:
             raise CassetteNotFound(
                 f"harness tree {sha[:12]} is not in store {self.location}; record a run of it first"
             )
         try:  # checked on every read: a planted path never reaches a materialisation
-            return tree_manifest(row[0])
+            return tree_manifest(str(rows[0]["manifest"]))
         except ValueError as exc:
             raise self.corrupt(str(exc), f"harness tree {sha[:12]}") from None
 
     def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
         try:
-            return {p: (m, self.get_blob(h)) for p, (m, h) in self._tree_manifest(sha).items()}
+            manifest = self._tree_manifest(sha)
+            blobs = self.get_blobs(h for _, h in manifest.values())  # one query for the whole tree
+            return {p: (m, blobs[h]) for p, (m, h) in manifest.items()}
         except StoreCorrupt as exc:
             raise exc.within(f"harness tree {sha[:12]}", self.location) from None
 
