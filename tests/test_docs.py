@@ -147,3 +147,70 @@ def learn(ids: dict[str, str], doc: Any) -> None:
         ids["TRAINING_ID"] = doc["training_id"]
         ids["INITIAL_SHA"] = doc["initial_sha"]
         ids["VERDICT_ID"] = doc["verdicts"][0]
+
+
+# -- the README's sample outputs --------------------------------------------------------
+#: ``<!-- sample output: COMMAND [(first N lines)] -->`` then a fenced block: the block is what
+#: COMMAND prints on a fresh clone after ``replaykit train configs/quickstart.yaml`` (ids named
+#: TRAINING_ID, VERDICT_ID, INITIAL_SHA are that training's), cut to N lines and "...".
+#: ``REPLAYKIT_WRITE_DOCS=1`` writes the blocks instead of checking them
+#: (scripts/make-shipped-bundle.sh does, with the bundle: both hold the quickstart's ids).
+SAMPLE = re.compile(
+    r"^<!-- sample output: (?P<command>.+?)(?: \(first (?P<first>\d+) lines\))? -->\n```\n(?P<block>.*?)^```$",
+    re.M | re.S,
+)
+
+
+def sample_output(command: str, first: int | None, cwd: Path, ids: dict[str, str]) -> str:
+    argv = [ids.get(word, word) for word in shlex.split(command)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", *argv[1:]],
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"{command}\n{proc.stderr[-2000:]}"
+    lines = [line.rstrip() for line in proc.stdout.splitlines()]
+    lines = [line for line in lines if line.strip("─ ")]  # a table's rule is width, not content
+    shown = lines if first is None or len(lines) <= first else [*lines[:first], "..."]
+    return "\n".join(shown) + "\n"
+
+
+def test_readme_sample_outputs_are_what_the_commands_print(tmp_path: Path) -> None:
+    text = (REPO / "README.md").read_text()
+    samples = list(SAMPLE.finditer(text))
+    assert samples, "README.md has no <!-- sample output: ... --> block"
+    for folder in ("configs", "envs"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    env = {**os.environ, "COLUMNS": "100"}
+    env.pop("REPLAYKIT_STORE", None)
+    trained = subprocess.run(
+        [sys.executable, "-m", "replaykit.cli", "train", "configs/quickstart.yaml", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert trained.returncode == 0, trained.stderr
+    doc = json.loads(trained.stdout)
+    ids = {
+        "TRAINING_ID": doc["training_id"],
+        "VERDICT_ID": doc["verdicts"][0],
+        "INITIAL_SHA": doc["initial_sha"],
+    }
+    written = text
+    for match in reversed(samples):
+        first = int(match["first"]) if match["first"] else None
+        actual = sample_output(match["command"], first, tmp_path, ids)
+        if os.environ.get("REPLAYKIT_WRITE_DOCS") == "1":
+            written = written[: match.start("block")] + actual + written[match.end("block") :]
+        else:
+            assert match["block"] == actual, (
+                f"README.md's sample output of `{match['command']}` is not what it prints on a fresh "
+                "clone: REPLAYKIT_WRITE_DOCS=1 python -m pytest tests/test_docs.py -k sample writes it"
+            )
+    if written != text:
+        (REPO / "README.md").write_text(written)

@@ -6,6 +6,7 @@ migration, or this fails."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,27 @@ def test_shipped_training_imports_and_replays_offline(
     assert doc["verdicts"], "the shipped training holds no verdict"
     for verdict_id in doc["verdicts"]:
         assert audit(store, verdict_id)["reproduced"]
+
+
+def test_the_shipped_bundle_is_the_training_the_quickstart_makes_today(tmp_path: Path) -> None:
+    """``replaykit train configs/quickstart.yaml`` on a fresh clone makes the training the bundle
+    holds: the same id, resumed from the bundle's cassettes with the same candidates and
+    decisions. When a change moves the quickstart's ids, regenerate the bundle (the message says how)."""
+    for folder in ("configs", "envs"):  # a fresh clone's layout: the config's ../ paths as written
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    store = tmp_path / "cassettes"  # configs/quickstart.yaml's store: ../cassettes
+    imported = cli("cassettes", "import", str(BUNDLE), "--store", str(store), "--json", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    shipped = json.loads(imported.stdout)["root"]["id"]
+    proc = cli("train", "configs/quickstart.yaml", "--json", cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(proc.stdout)
+    assert made["training_id"] == shipped, (
+        f"cassettes/quickstart-training.tar.gz holds training {shipped}, but `replaykit train "
+        f"configs/quickstart.yaml` makes {made['training_id']} today: regenerate it with "
+        "`bash scripts/make-shipped-bundle.sh` (it rewrites the README's sample outputs too)"
+    )
+    doc = Store(store, readonly=True).get_doc(shipped, kind="training")
+    recorded = [(e["candidate_sha"], e["decision"]) for e in doc["epochs"]]
+    assert [(e["candidate_sha"], e["decision"]) for e in made["epochs"]] == recorded
+    assert made["final_baseline"] == doc["final_baseline"]

@@ -29,15 +29,14 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
+from replaykit.core.files import write_atomic
 from replaykit.core.records import RunDocument
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
@@ -205,15 +204,7 @@ def export_bundle(
     sel = collect(store, root_id)
     saved = images.add_images(sel) if with_images else []
     data = bundle_bytes(sel, is_gzip_name(out) if compress is None else compress)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(out, data)  # 0644 like the user's other files (mkstemp's 0600 before)
     return {
         "path": str(out),
         "root": sel.root,

@@ -9,14 +9,13 @@ episode's transcript and each regression/new-solve diff opens when its link is f
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
+from replaykit.core.files import write_atomic
 from replaykit.report import charts
 from replaykit.report.build import build
 from replaykit.report.documents import ReportContext
@@ -58,21 +57,6 @@ def render(ctx: ReportContext, figures: Mapping[str, Figure]) -> str:
     return env.get_template("report.html.j2").render(ctx=ctx, charts=svgs)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_report(
     store: StoreBackend,
     report_id: str,
@@ -86,7 +70,7 @@ def write_report(
         raise ReplaykitError(f"report output {output} is a folder; give a file name such as report.html")
     ctx, figures = build(store, report_id, cap)
     html = render(ctx, figures).encode("utf-8")
-    _write_atomic(output, html)
+    write_atomic(output, html)
     pngs = (
         [str(charts.save_png(fig, png_dir / f"{name}.png")) for name, fig in figures.items()]
         if png_dir

@@ -385,3 +385,21 @@ def test_cli_training_bundle_replays_in_another_directory(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr
     out = cli("replay", training_id, "--store", "s", "--json", cwd=far)
     assert out.returncode == 0 and json.loads(out.stdout)["identical"], out.stdout + out.stderr
+
+
+def test_an_export_gets_the_users_file_permissions(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """0644 under umask 022, like every other file replaykit writes (mkstemp's 0600 before)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "run.tar.gz"
+        export_bundle(recorded["store"], recorded["run"]["run_id"], out)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o644
+        os.umask(0o027)
+        export_bundle(recorded["store"], recorded["run"]["run_id"], out)  # replacing it: still the umask's
+        assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run.tar.gz-")]  # no temporary left
