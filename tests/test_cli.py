@@ -304,9 +304,10 @@ def test_an_episode_whose_harness_raised_shows_the_exception_type(tmp_path: Path
     )
     proc = cli("run", str(tmp_path / "proj" / "replaykit.yaml"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "no (LookupError)" in proc.stdout
+    assert "crash (LookupError)" in proc.stdout
     doc = json.loads(cli("run", str(tmp_path / "proj" / "replaykit.yaml"), "--json", cwd=tmp_path).stdout)
     assert doc["episodes"][0]["error"] == "LookupError"
+    assert doc["episodes"][0]["outcome"] == "crash"
 
 
 @pytest.mark.docker

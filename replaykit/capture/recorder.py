@@ -86,6 +86,8 @@ class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped
         return request_form(request.method, request.uri, request.body, self.scrubber, self.rules)
 
     def can_play_response_for(self, request: Any) -> bool:
+        if self.tape.on_call is not None:  # asked once per request, before anything is sent or played
+            self.tape.on_call()
         return self.tape.replaying
 
     def play_event(self, request: Any) -> LlmEvent:

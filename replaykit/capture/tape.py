@@ -11,6 +11,7 @@ recording is an error naming it — never a network call.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
@@ -52,6 +53,7 @@ class Tape:
         self._canonical: dict[int, str] = {}  # id(recorded event) -> canonical body
         self.scrubber = Scrubber()  # what is stored, compared and reported is scrubbed with it
         self.transport_errors: list[Any] = []  # endpoint failures that left no event (refused, timed out)
+        self.on_call: Callable[[], None] | None = None  # called before each model call (an episode's limits)
 
     @property
     def replaying(self) -> bool:

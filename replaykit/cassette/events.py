@@ -270,19 +270,23 @@ class Episode:
 
     def usage_tokens(self) -> int:
         """Total tokens the endpoint reported (0 where it reported none)."""
-        total = 0
-        for event in self.llm_events:
-            for line in event.content.decode("utf-8", "replace").splitlines():
-                text = line[5:].strip() if line.startswith("data:") else line
-                if '"usage"' not in text:
-                    continue
-                try:
-                    doc = json.loads(text)
-                except ValueError:
-                    continue
-                if not isinstance(doc, dict):
-                    continue
-                # chat completions: top-level usage; Responses API: response.usage in response.completed
-                usage = doc.get("usage") or (doc.get("response") or {}).get("usage") or {}
-                total += int(usage.get("total_tokens") or 0)
-        return total
+        return sum(event_tokens(event) for event in self.llm_events)
+
+
+def event_tokens(event: LlmEvent) -> int:
+    """The tokens one model call's answer reports (0 where it reports none)."""
+    total = 0
+    for line in event.content.decode("utf-8", "replace").splitlines():
+        text = line[5:].strip() if line.startswith("data:") else line
+        if '"usage"' not in text:
+            continue
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(doc, dict):
+            continue
+        # chat completions: top-level usage; Responses API: response.usage in response.completed
+        usage = doc.get("usage") or (doc.get("response") or {}).get("usage") or {}
+        total += int(usage.get("total_tokens") or 0)
+    return total

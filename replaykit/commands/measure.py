@@ -30,16 +30,18 @@ if TYPE_CHECKING:
     from replaykit.episodes.run_records import MeasureReport
 
 
-def with_errors(store: Any, doc: MeasureReport) -> MeasureReport:
-    """Each failed episode whose harness raised gets ``error``: the exception type (from its cassette)."""
-    from replaykit.episodes.views import show_cassette
+def with_outcomes(store: Any, doc: MeasureReport) -> MeasureReport:
+    """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
+    ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``)."""
+    from replaykit.episodes.outcomes import stored_outcome
 
     for episode in doc["episodes"]:
-        if not episode["passed"] and not episode["infra_failure"]:
-            events = show_cassette(store, episode["cassette_id"])["events"]
-            errors = [e["message"] for e in events if e["kind"] == "error"]
-            if errors:
-                episode["error"] = errors[0].split(":", 1)[0]
+        facts = stored_outcome(store, episode["cassette_id"])
+        episode["outcome"] = facts.outcome
+        if facts.limit:
+            episode["limit"] = facts.limit
+        if facts.error and not episode["passed"] and not episode["infra_failure"]:
+            episode["error"] = facts.error.split(":", 1)[0]
     return doc
 
 
@@ -93,7 +95,7 @@ def run(
         result = measure(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
         )
-    doc = with_errors(open_store(cfg.store_location), result.to_json())
+    doc = with_outcomes(open_store(cfg.store_location), result.to_json())
     doc["store"] = cfg.store_location
     jobs = None
     if jobs_dir is not None:

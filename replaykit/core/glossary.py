@@ -30,7 +30,7 @@ TERMS: dict[str, str] = {
     "harness SHA": "The commit of the harness that ran (first 10 characters shown).",
     "solved": "Task instances whose grade passed, of those measured (e.g. 13/16).",
     "solve rate": "Solved task instances divided by the panel's size.",
-    "outcome": "pass: the grader accepted the end state; fail: it did not; infra: not graded, the model endpoint or the environment failed.",
+    "outcome": "What became of the episode, derived from its events: solved; verified_rejected (it acted, the grader said no); hit_step_cap or hit_timeout (a framework limit stopped it: limits.max_steps or max_tokens, limits.episode_timeout_s); verify_timeout (the grader timed out); no_valid_action (it ended without acting); crash (the harness raised); infra (not graded: the endpoint or the environment failed). The viewer's pass / fail / infra group them.",
     "infra": "Infrastructure failures: episodes not graded because the model endpoint or the environment failed (re-recorded on the next run), never counted as a harness's failure.",
     "reward": "The grader's score of the episode's end state, 0 to 1.",
     "steps": "Environment steps: commands the harness ran in the task's environment.",
@@ -51,6 +51,7 @@ TERMS: dict[str, str] = {
 SHORT: dict[str, str] = {
     "reward": "the grader's score, 0 to 1",
     "passed": "yes, no, or infra (not graded: the endpoint or the environment failed; re-recorded next run)",
+    "outcome": "solved, verified_rejected, hit_step_cap, hit_timeout, verify_timeout, no_valid_action, crash (its exception) or infra",
     "steps": "environment commands the harness ran",
     "source": "recorded now, or reused from the store (no model call)",
     "llm": "model calls",

@@ -36,6 +36,7 @@ from replaykit.core.registry import load_ref
 from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.episodes.config_paths import Referenced, check_paths
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
+from replaykit.episodes.limits import LimitsConfig
 from replaykit.execution.config import ExecutorConfig
 from replaykit.models.config import ModelConfig, Seed
 
@@ -219,6 +220,7 @@ class RunConfig(_Strict):
     env: EnvConfig = Field(default_factory=EnvConfig)
     record: RecordConfig = Field(default_factory=RecordConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)  # enforced by the framework (limits.py)
     #: kept as written (documents store it so); validated as ``SECTIONS["train"]``, typed: ``section``
     train: dict[str, object] | None = None
 
@@ -305,6 +307,8 @@ class RunConfig(_Strict):
             parts["model_params"] = self.model.params.sent()
         if self.env.limits():  # the same: absent unless a multiplier or an override is set
             parts["limits"] = self.env.limits()
+        if self.limits.digest_part():  # the framework's episode limits: absent when unset, likewise
+            parts["episode_limits"] = self.limits.digest_part()
         return digest_of(parts)[:16]
 
 

@@ -8,13 +8,11 @@ cassette; nothing touches the network, Docker or a key.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
 from replaykit.capture.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
 from replaykit.capture.recorder import episode_cassette
@@ -25,11 +23,12 @@ from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
-from replaykit.core.stale import clean_dead_scratch, clean_free_locks, locked_file
-from replaykit.envs.base import Environment, EnvTable, Grade, Observation, episode_workspace
+from replaykit.envs.base import Environment, EnvTable, Grade, Observation
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.episodes.harness import Context, load_solve
+from replaykit.episodes.limits import Budget, EpisodeLimit, EpisodeLimits
+from replaykit.episodes.workspaces import episode_lock
 from replaykit.models.clients import openai_client
 from replaykit.models.endpoint import OFFLINE_BASE_URL
 
@@ -83,6 +82,7 @@ class EpisodeSpec:
     unprepared: str = (
         ""  # why the environment could not be prepared (its image failed to build): an infra episode
     )
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)  # the framework's (limits.py)
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
@@ -124,9 +124,10 @@ class EpisodeSpec:
 class TapedEnv:
     """The environment a harness talks to: a real one behind a recording tape, or the tape alone."""
 
-    def __init__(self, tape: Tape, inner: Environment | None) -> None:
+    def __init__(self, tape: Tape, inner: Environment | None, budget: Budget | None = None) -> None:
         self.tape = tape
         self.inner = inner
+        self.budget = budget or Budget(EpisodeLimits(), tape)  # checked before every action
         self.kind = inner.kind if inner else "replay"
         self.env_error: str | None = (
             None  # an environment failure during an action: the episode's infra failure
@@ -134,12 +135,14 @@ class TapedEnv:
         self.actions = 0  # actions recorded so far
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        self.budget.check(acting=True)
+        self.budget.actions += 1
         if self.tape.replaying:
             return self.tape.play_env(command).observation
         assert self.inner is not None
         scrub = self.tape.scrubber
         try:
-            obs = self.inner.run(command, timeout_sec)
+            obs = self.inner.run(command, self.budget.action_timeout(timeout_sec))
             data = getattr(
                 self.inner, "snapshot_bytes", lambda: None
             )()  # full snapshot, when the env was asked for one
@@ -201,7 +204,10 @@ class Drive:
 def _drive(
     solve: Callable[..., Any], tape: Tape, run: Drive, env: TapedEnv, base_url: str, api_key: str
 ) -> None:
-    """Run the harness once under the episode cassette; errors become events."""
+    """Run the harness once under the episode cassette; errors (and a limit reached) become events."""
+    budget = env.budget
+    if budget.hit is not None:  # a later step of an episode past its limit: the harness is not run again
+        return
     key = run.key
     ctx = Context(
         seed=key.seed,
@@ -213,44 +219,34 @@ def _drive(
     )
     scrubber = tape.scrubber
     client = _client(base_url, api_key, run.timeout_s, run.max_retries)
+    budget.start()
+    tape.on_call = lambda: budget.check(acting=False)  # before every model call
     with episode_cassette(key.id, tape, scrubber, run.rules, run.timeout_s):
         try:
             solve(run.task, env, client, ctx)
         except DivergenceError:
             raise
+        except EpisodeLimit:
+            pass  # recorded below
         except Exception as exc:  # endpoint failures among them: record_episode judges the tape afterwards
             if tape.divergence is not None:
                 raise tape.divergence from None
-            message = f"{type(exc).__name__}: {exc}"
-            if tape.replaying:
-                tape.play_error(message)
-            else:
-                tape.record(ErrorEvent(tape.scrubber.text(message)))
+            if budget.hit is None:  # past a limit, the limit is what the episode records
+                _error(tape, f"{type(exc).__name__}: {exc}")
+        finally:
+            tape.on_call = None
+    if budget.hit is not None and tape.divergence is None:
+        _error(tape, budget.hit)
     if tape.divergence is not None:
         raise tape.divergence
 
 
-def workspace_path(key: CassetteKey) -> Path:
-    """Derived from the key, so paths that show up in outputs repeat across runs."""
-    return episode_workspace(key.id)
-
-
-@contextlib.contextmanager
-def episode_lock(key: CassetteKey) -> Iterator[None]:
-    """One process at a time per episode key (its workspace path is shared); whatever a
-    killed run left at that path, inside replaykit's own folder, is cleared under the lock."""
-    path = workspace_path(key)
-    with locked_file(path.parent / f".{path.name}.lock"):  # unlinked when released: no lock files pile up
-        shutil.rmtree(path, ignore_errors=True)
-        yield
-
-
-def clean_workspaces() -> None:
-    """Clear what killed runs left among episode workspaces: half-removed folders of dead
-    processes, and lock files nobody holds."""
-    parent = episode_workspace("0" * 16).parent
-    clean_dead_scratch(parent)
-    clean_free_locks(parent)
+def _error(tape: Tape, message: str) -> None:
+    """The harness raised (or a limit stopped it): an ``error`` event, recorded or served."""
+    if tape.replaying:
+        tape.play_error(message)
+    else:
+        tape.record(ErrorEvent(tape.scrubber.text(message)))
 
 
 def record_episode(spec: EpisodeSpec) -> Episode:
@@ -265,7 +261,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         inner = make_env(spec)
         try:
             inner.start()
-            taped = TapedEnv(tape, inner)
+            taped = TapedEnv(tape, inner, Budget(spec.limits, tape, spec.env.get("timeout_sec")))
             grade: Grade | None = None
             if spec.task.steps:
                 grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
@@ -384,9 +380,10 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     ]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
+        budget = Budget(EpisodeLimits(), tape)  # a replay serves the limits the recording reached
         for step in [] if meta.get("unprepared") else steps or [None]:  # unprepared: the harness never ran
             view = recorded.task if step is None else recorded.task.for_step(*step)
-            offline = TapedEnv(tape, None)
+            offline = TapedEnv(tape, None, budget)
             _drive(solve, tape, replace(recorded, task=view), offline, OFFLINE_BASE_URL, "replaykit-offline")
         grade = tape.play_grade().grade
         tape.check_complete()

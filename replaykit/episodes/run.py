@@ -24,19 +24,16 @@ from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
 from replaykit.envs.extras import Extras
+from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import recording, store_bodies
-from replaykit.episodes.rollout import (
-    EpisodeSpec,
-    TaskView,
-    clean_workspaces,
-    record_episode,
-)
+from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
+from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id, open_endpoint
@@ -296,6 +293,7 @@ def _record(
                 engine=how.engine,
                 extras=how.extras,
                 unprepared=how.unprepared.get(t.id, ""),
+                limits=config.limits.for_task(with_limits(t, env).agent_timeout_sec),
             )
             for k, t in missing
         ]

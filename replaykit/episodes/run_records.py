@@ -32,6 +32,8 @@ class ReplayReport(TypedDict):
 class MeasuredEpisode(EpisodeRow):
     reused: bool  # its cassette was reused (not recorded by this measure)
     error: NotRequired[str]  # the exception type its harness raised (``run`` adds it)
+    outcome: NotRequired[str]  # its class, derived from its events (``run`` adds it; episodes/outcomes.py)
+    limit: NotRequired[str]  # the framework limit it reached (``run`` adds it)
 
 
 class MeasureReport(TypedDict):

@@ -12,6 +12,7 @@ from replaykit.cassette.keys import KeyDoc
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeMeta
 from replaykit.envs.base import GradeDoc
+from replaykit.episodes.outcomes import stored_outcome
 
 TRUNCATE = 400
 
@@ -41,7 +42,8 @@ LS_COLUMNS = (
 def list_cassettes(
     store: StoreBackend, run_id: str | None = None, limit: int | None = None
 ) -> list[dict[str, object]]:
-    """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last)."""
+    """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last).
+    Each row's ``outcome`` is derived from its episode's events (``episodes.outcomes``)."""
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
@@ -49,8 +51,19 @@ def list_cassettes(
         if limit is not None:
             ids = ids[len(ids) - limit :] if limit else []
         rows: list[Mapping[str, object]] = [store.cassette_row(i) for i in ids]
-        return [{c: r[c] for c in LS_COLUMNS} for r in rows]
-    return [dict(r) for r in store.cassette_summaries(LS_COLUMNS, limit)]
+        listed = [{c: r[c] for c in LS_COLUMNS} for r in rows]
+    else:
+        listed = [dict(r) for r in store.cassette_summaries(LS_COLUMNS, limit)]
+    for row in listed:
+        row["outcome"] = _outcome(store, row)
+    return listed
+
+
+def _outcome(store: StoreBackend, row: Mapping[str, object]) -> str:
+    """A listed cassette's outcome (a proxy session or a proposal has none: its kind)."""
+    if row.get("kind") not in (None, "", "episode"):
+        return "-"
+    return stored_outcome(store, str(row["id"])).outcome
 
 
 def count_cassettes(store: StoreBackend, run_id: str | None = None) -> int:

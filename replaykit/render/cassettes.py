@@ -42,11 +42,12 @@ def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None
             str(r["n_llm"]),
             str(r["n_env"]),
             "-" if r["reward"] is None else f"{r['reward']:.2f}",
+            str(r.get("outcome", "-")),
         ]
         for r in rows
     ]
-    show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward"], cells)
-    line(legend("llm", "env", "reward"))
+    show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward", "outcome"], cells)
+    line(legend("llm", "env", "reward", "outcome"))
 
 
 def cassette_doc(doc: CassetteView, full: bool = False) -> None:

@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
 
 
-def _passed(e: MeasuredEpisode) -> str:
-    if e["passed"]:
-        return "yes"
-    if e.get("infra_failure"):
-        return "infra"
-    return f"no ({e['error']})" if e.get("error") else "no"
+def _outcome(e: MeasuredEpisode) -> str:
+    """The episode's outcome class (with its exception when the harness raised)."""
+    outcome = e.get("outcome") or (
+        "solved" if e["passed"] else "infra" if e.get("infra_failure") else "failed"
+    )
+    return f"{outcome} ({e['error']})" if e.get("error") else outcome
 
 
 def run_table(doc: MeasureReport) -> None:
@@ -33,7 +33,7 @@ def run_table(doc: MeasureReport) -> None:
             e["task_id"],
             str(e["seed"]),
             f"{e['reward']:.2f}" if e["reward"] is not None else "-",
-            _passed(e),
+            _outcome(e),
             str(e["steps"]),
             e["cassette_id"][:n],
             "reused" if e.get("reused") else "recorded",
@@ -42,10 +42,10 @@ def run_table(doc: MeasureReport) -> None:
     ]
     show_table(
         f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
-        ["task", "seed", "reward", "passed", "steps", "cassette", "source"],
+        ["task", "seed", "reward", "outcome", "steps", "cassette", "source"],
         rows,
     )
-    line(legend("reward", "passed", "steps", "source"))
+    line(legend("reward", "outcome", "steps", "source"))
     line(
         f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
         f"reused {doc['reused_count']} cassette(s)"
