@@ -15,6 +15,7 @@ import typer
 from replaykit.commands import (
     audit,
     browse,
+    engine,
     environments,
     exchange,
     maintenance,
@@ -36,11 +37,15 @@ serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
 images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
 tasks_app = typer.Typer(no_args_is_help=True, help="Check and create task folders (Harbor format).")
 net_app = typer.Typer(no_args_is_help=True, help="The frozen network: what task containers fetched.")
+engine_app = typer.Typer(
+    no_args_is_help=True, help="Real engines on loopback (llama.cpp) with deterministic settings."
+)
 app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
 app.add_typer(images_app, name="images")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(net_app, name="net")
+app.add_typer(engine_app, name="engine")
 
 
 def _version(value: bool) -> None:
@@ -77,6 +82,7 @@ tasks_app.command("check")(environments.tasks_check)
 app.command("certify")(environments.certify)
 serve_app.command("reference")(servers.serve_reference)
 app.command("proxy")(servers.proxy)
+engine_app.command("start")(engine.engine_start)
 cassettes_app.command("diff")(report.cassettes_diff)
 app.command("report")(report.report)
 app.command("probe")(report.probe)

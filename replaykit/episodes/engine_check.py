@@ -9,7 +9,9 @@ checked.
 
 The last saved probe (``replaykit probe --save``) of this endpoint, model and identity at
 the run's temperature is consulted too: when it was not deterministic the run warns, or
-with ``model.require_deterministic`` refuses.
+with ``model.require_deterministic`` refuses. A self-hosted engine never probed at this
+identity is probed first, at the run's own concurrency (``executor.workers``), and the
+result kept in the store for the next run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from replaykit.models.probe import ProbeResult
 #: the identity measurement's own bound per request; the whole of it (about five requests)
 #: gets twice that, and never more than one model call may take (``model.timeout_s``)
 IDENTITY_TIMEOUT_S = 5.0
+#: the probe a run makes of an engine never probed: at most this many connections at once,
+#: twice as many requests per phase, replies of at most this many tokens
+MAX_PROBE_CONCURRENCY = 4
+PROBE_MAX_TOKENS = 16
 
 
 def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str, JSON] | None:
@@ -42,7 +48,14 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
     except ConfigError:
         return None  # recording will say so, if anything has to be recorded
     timeout = min(IDENTITY_TIMEOUT_S, model.timeout_s / 2)  # measure_identity's total deadline is twice this
-    return measure_identity(model.base_url, key, model.name, timeout=timeout)
+    return measure_identity(
+        model.base_url,
+        key,
+        model.name,
+        timeout=timeout,
+        params=model.params.sent(),
+        canary_timeout=model.timeout_s,  # the canary is a model call: bounded like one
+    )
 
 
 def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], model: ModelConfig) -> None:
@@ -62,6 +75,21 @@ def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], 
         )
 
 
+def check_unchanged(before: dict[str, JSON], model: ModelConfig, record_mode: str, recorded: int) -> None:
+    """The next identity check of a run that recorded: measured again once its episodes are
+    in; an engine that changed meanwhile (a model file rewritten, another server on the port)
+    stops the run before its document is written, so no verdict is computed from it."""
+    after = live_engine(model, record_mode, True)
+    if after is None or identity_digest(after) == identity_digest(before):
+        return  # the same engine (or gone after its last answer: the calls said so, if it mattered)
+    changed = "; ".join(identity_changes(before, after)[:3])
+    raise EngineChanged(
+        f"{model.base_url} changed while this run recorded ({changed}): its {recorded} new episode(s) "
+        "keep the identity measured at the start, and no run was written; restart the engine as it "
+        "was, or rerun with --record-mode all to record on the new one"
+    )
+
+
 def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -> ProbeResult | None:
     """The newest saved probe of this endpoint, model and engine identity at ``model.temperature``."""
     endpoint, digest = model.base_url.rstrip("/"), identity_digest(live)
@@ -75,13 +103,48 @@ def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -
     return None
 
 
+def probe_at_concurrency(
+    store: StoreBackend, model: ModelConfig, live: dict[str, JSON], workers: int, note: Callable[[str], None]
+) -> ProbeResult:
+    """Probe the engine the way the run will load it: ``workers`` concurrent requests (at most 4),
+    twice as many requests in all per phase, replies of at most 16 tokens, the run's temperature
+    and ``model.params``; kept in the store under this identity, so the next run reuses it."""
+    from replaykit.models.probe import probe, save_probe
+
+    k = max(1, min(workers, MAX_PROBE_CONCURRENCY))
+    note(
+        f"probing {model.base_url} ({model.name}) at the run's concurrency ({k}): no saved probe of this engine"
+    )
+    result = probe(
+        model.base_url,
+        model.name,
+        n=2 * k,
+        concurrency=k,
+        temperature=model.temperature,
+        api_key_env=model.api_key_env,
+        max_tokens=PROBE_MAX_TOKENS,
+        params=model.params.sent(),
+        engine=live,
+    )
+    save_probe(store, result)
+    return result
+
+
 def check_probe(
-    store: StoreBackend, model: ModelConfig, live: dict[str, JSON], warn: Callable[[str], None]
-) -> None:
-    """Warn (or, with ``model.require_deterministic``, stop) when the last probe was not deterministic."""
+    store: StoreBackend,
+    model: ModelConfig,
+    live: dict[str, JSON],
+    warn: Callable[[str], None],
+    workers: int | None = None,
+) -> ProbeResult | None:
+    """Warn (or, with ``model.require_deterministic``, stop) when the last probe was not
+    deterministic. With ``workers`` and no saved probe of a self-hosted engine (one measured with
+    the canary), probe it first at that concurrency (``probe_at_concurrency``)."""
     probe = last_probe(store, model, live)
+    if probe is None and workers is not None and "canary" in live:
+        probe = probe_at_concurrency(store, model, live, workers, warn)
     if probe is None or probe.get("verdict") == "deterministic":
-        return
+        return probe
     found = str(probe.get("classification", probe.get("verdict", "nondeterministic"))).replace("_", " ")
     tip = (probe.get("advice") or [""])[0]
     message = (
@@ -92,3 +155,4 @@ def check_probe(
     if model.require_deterministic:
         raise ModelError(message + " (model.require_deterministic is set: fix the engine, then probe again)")
     warn("warning: " + message)
+    return probe

@@ -28,7 +28,7 @@ from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.engine_check import check_engine, check_probe, live_engine
+from replaykit.episodes.engine_check import check_engine, check_probe, check_unchanged, live_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
@@ -37,6 +37,7 @@ from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.models.probe import ProbeResult
 
 __all__ = [
     "MeasureResult",
@@ -57,6 +58,7 @@ class MeasureResult:
     recorded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
+    probe: ProbeResult | None = None  # the engine's probe this run consulted (made at its concurrency)
 
     def to_json(self) -> MeasureReport:
         reused = set(self.reused)
@@ -75,6 +77,13 @@ class MeasureResult:
         )
         if self.engine is not None:
             out["engine"] = self.engine
+        if self.probe is not None:
+            probe = self.probe
+            out["probe"] = {
+                "probe_id": probe.get("probe_id", ""),
+                "verdict": probe["verdict"],
+                "concurrency": probe["concurrency"],
+            }
         return out
 
 
@@ -218,8 +227,9 @@ def _measure(
         if engine is not None and record_mode != "all":
             skipped = {m.id for m, _ in missing}
             check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
+        probed = None
         if engine is not None and missing:
-            check_probe(store, model, engine, _warner(progress))
+            probed = check_probe(store, model, engine, _warner(progress), workers=config.executor.workers)
         if missing and (record_mode == "none" or not persist):
             k, t = missing[0]
             raise CassetteNotFound(
@@ -233,8 +243,10 @@ def _measure(
             progress("plan", {"total": len(keys), "missing": len(missing)})
         how = _Recording(engine, keep_going, extras, unprepared, progress)
         recorded = _record(config, store, sha, model, tasks, missing, how)
+    if engine is not None and recorded:
+        check_unchanged(engine, model, record_mode, len(recorded))
     result = MeasureResult(
-        run_document(config, store, sha, model, keys, str(repo.path)), recorded, reused, engine
+        run_document(config, store, sha, model, keys, str(repo.path)), recorded, reused, engine, probed
     )
     if persist:
         put_run_once(store, result.run)

@@ -52,6 +52,9 @@ class MeasureReport(TypedDict):
     solved: NotRequired[int]
     total: NotRequired[int]
     engine: NotRequired[dict[str, JSON]]  # the engine identity measured for this run
+    probe: NotRequired[
+        dict[str, JSON]
+    ]  # the probe of that engine it consulted: probe_id, verdict, concurrency
     recorded_count: int
     reused_count: int
     store: NotRequired[str]  # where it was stored (``run`` adds it)

@@ -24,9 +24,12 @@ import httpx2 as httpx  # what the openai client rides on (no second HTTP stack)
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.records import JSON
+from replaykit.models.canary import measure_canary
 
 #: llama-cpp-python answers an over-long prompt with the context size in its message
 _CTX_ERROR = re.compile(r"maximum context length is (\d+) tokens")
+#: engines measured with the canary too (their server facts miss the weights or the chat format)
+CANARY_ENGINES = ("llama.cpp", "llama-cpp-python", "vllm", "sglang")
 #: SGLang /get_server_info keys that change answers
 _SGLANG_KEYS = (
     "model_path",
@@ -113,9 +116,34 @@ def _llama_cpp_python_ctx(client: httpx.Client, base_url: str, model: str) -> in
 
 
 def measure_identity(
-    base_url: str, api_key: str = "", model: str = "", timeout: float = 5.0
+    base_url: str,
+    api_key: str = "",
+    model: str = "",
+    timeout: float = 5.0,
+    params: Mapping[str, JSON] | None = None,
+    canary_timeout: float | None = None,
 ) -> dict[str, JSON] | None:
-    """The engine's identity fields for ``model``, or None when the endpoint does not answer."""
+    """The engine's identity fields for ``model``, or None when the endpoint does not answer.
+
+    Self-hosted engines (llama.cpp, llama-cpp-python, vLLM, SGLang) and endpoints whose
+    ``/v1/models`` does not name the model (``transformers serve`` lists none) also get the
+    canary (``models.canary``: one short greedy request with ``params``, the config's
+    ``model.params``), bounded by ``canary_timeout`` (default: ``timeout``) like a model call;
+    unanswered, it is left out (the run's own first call says why: a wrong key, a wrong model).
+    A hosted API's listed model gets none: its replies vary at temperature 0, so a canary
+    would stop every rerun; declare what you pin in ``model.revision``."""
+    fields = _server_facts(base_url, api_key, model, timeout)
+    if fields is None:
+        return None
+    if fields.get("engine") in CANARY_ENGINES or "model" not in fields:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        with httpx.Client(timeout=canary_timeout or timeout, headers=headers) as client:
+            fields.update(measure_canary(client, base_url, model, params))
+    return fields
+
+
+def _server_facts(base_url: str, api_key: str, model: str, timeout: float) -> dict[str, JSON] | None:
+    """What the server says about itself (see the module docstring)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     fields: dict[str, JSON] = {}
     # one total deadline for every request below: an endpoint that trickles bytes must not

@@ -27,6 +27,7 @@ from typing import Any, NotRequired, TypedDict
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ModelError
 from replaykit.core.records import JSON
+from replaykit.models.canary import probe_tool
 from replaykit.models.identity import identity_digest, measure_identity
 from replaykit.models.probe_advice import advice, classify
 
@@ -36,22 +37,6 @@ TOKEN = re.compile(r"\w+|[^\w\s]")
 
 def tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
-
-
-def probe_tool(name: str) -> dict[str, JSON]:
-    """A one-argument shell tool (the quickstart harness's), sent when a tool_choice is."""
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": "Run one bash command.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    }
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -200,10 +185,12 @@ def probe(
     progress: Any = None,
     max_tokens: int | None = None,
     params: Mapping[str, JSON] | None = None,
+    engine: Mapping[str, JSON] | None = None,
 ) -> ProbeResult:
     """Probe an OpenAI-compatible chat endpoint for nondeterminism (see the module docstring).
 
-    ``max_tokens`` caps each reply; ``params`` (a config's ``model.params``) are sent too."""
+    ``max_tokens`` caps each reply; ``params`` (a config's ``model.params``) are sent too;
+    ``engine``: its identity, when the caller has just measured it (else measured here)."""
     if n < 2:
         raise ConfigError(f"-n {n}: send at least 2 requests to compare outputs")
     concurrency = min(4, n) if concurrency is None else concurrency  # 4, or n when fewer requests
@@ -232,7 +219,8 @@ def probe(
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):
-        engine = None if base_url == "builtin" else measure_identity(url, key, model)
+        if engine is None and base_url != "builtin":
+            engine = measure_identity(url, key, model, params=params)
         note("note", {"message": f"probe: {n} request(s) serially to {url}"})
         client = _Client(url, key)
         try:
@@ -268,7 +256,7 @@ def probe(
     if max_tokens is not None or params:
         result["request"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
     if engine is not None:
-        result["engine"] = engine
+        result["engine"] = dict(engine)
         result["engine_digest"] = identity_digest(engine)
     load_varies = d_serial == 1 and (d_conc > 1 or result["serial_vs_concurrent_differ"])
     result["classification"] = classify(d_serial, load_varies)

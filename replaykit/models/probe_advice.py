@@ -16,13 +16,13 @@ DETERMINISTIC = "deterministic"
 
 _SEED: dict[str, str] = {
     "llama-cpp-python": (
-        "llama-cpp-python: its chatml-function-calling format drops `seed` (and uses tools only when "
-        "`tool_choice` is sent): decode at temperature 0, or serve with a chat format that passes the "
-        "seed (e.g. --chat_format chatml) when no tools are needed"
+        "llama-cpp-python: its chatml-function-calling format drops `seed` (and hides tool results from "
+        "the prompt): decode at temperature 0, or serve with llama.cpp's own llama-server, which honours "
+        "`seed` (`replaykit engine start`)"
     ),
     "llama.cpp": (
         "llama.cpp: send `seed` with each request (model.params.seed or the per-call seed) and turn off "
-        "prompt-cache reuse (--no-cache-prompt, or model.params.extra_body: {cache_prompt: false})"
+        "prompt-cache reuse (--no-cache-prompt --cache-ram 0; `replaykit engine start` sets both)"
     ),
     "vllm": "vLLM: send `seed` per request (vLLM honours it) or decode at temperature 0",
     "sglang": "SGLang: send `sampling_seed`/`seed` per request with --enable-deterministic-inference",
@@ -33,12 +33,13 @@ _SEED: dict[str, str] = {
 }
 _LOAD: dict[str, str] = {
     "llama-cpp-python": (
-        "llama-cpp-python: one request at a time (executor.workers: 1); its server decodes one request "
-        "at a time but reuses the prompt cache: set model.params.extra_body: {cache_prompt: false} where honoured"
+        "llama-cpp-python: one request at a time (executor.workers: 1); it reuses the previous prompt's "
+        "cache and ignores cache_prompt: false, so serve with llama-server --parallel 1 --no-cache-prompt "
+        "(`replaykit engine start`) for concurrent runs"
     ),
     "llama.cpp": (
-        "llama.cpp: one slot (--parallel 1) and no prompt-cache reuse (--no-cache-prompt / cache_prompt: "
-        "false): batch size and cache reuse change the floating-point order"
+        "llama.cpp: one slot (--parallel 1) and no prompt-cache reuse (--no-cache-prompt --cache-ram 0): "
+        "batch size and cache reuse change the floating-point order; `replaykit engine start` sets both"
     ),
     "vllm": "vLLM: batch-invariant kernels (VLLM_BATCH_INVARIANT=1), or concurrency 1",
     "sglang": "SGLang: --enable-deterministic-inference (batch-invariant kernels), or concurrency 1",

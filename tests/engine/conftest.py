@@ -3,9 +3,10 @@
 ``tiny_model`` writes the GGUF once per session (replaykit.testing.tiny_model);
 ``llama_server`` serves it on a free loopback port (``--n_ctx 2048 --n_threads 1
 --chat_format chatml-function-calling``) and stops it after the session; ``engine_config``
-writes a quickstart config pointed at it. When llama-cpp-python is missing the tests
-FAIL (run scripts/setup-engine.sh), unless ``REPLAYKIT_ALLOW_ENGINE_SKIP=1`` (then they
-skip); under ``CI`` they always fail.
+writes a quickstart config pointed at it. ``smollm2`` is the real model's GGUF and
+``smol_server`` llama.cpp's own llama-server serving it, one per module. When an engine is
+missing the tests FAIL (run scripts/setup-engine.sh, scripts/setup-llama-server.sh),
+unless ``REPLAYKIT_ALLOW_ENGINE_SKIP=1`` (then they skip); under ``CI`` they always fail.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.models.model_files import model_file
 from replaykit.testing import write_config
 from replaykit.testing.llama_server import LlamaServer, engine_missing
 from replaykit.testing.tiny_model import write_tiny_model
@@ -26,8 +28,8 @@ from replaykit.testing.tiny_model import write_tiny_model
 PARAMS = {"max_tokens": 32, "tool_choice": {"type": "function", "function": {"name": "bash"}}}
 
 
-def _require_engine() -> None:
-    reason = engine_missing()
+def _require_engine(engine: str = "llama-cpp-python") -> None:
+    reason = engine_missing(engine)
     if reason is None:
         return
     if os.environ.get("CI"):
@@ -52,6 +54,28 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def llama_server(tiny_model: Path) -> Iterator[LlamaServer]:
     with LlamaServer(tiny_model, n_ctx=2048) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def llama_server_engine() -> None:
+    """llama.cpp's own llama-server is built (scripts/setup-llama-server.sh)."""
+    _require_engine("llama-server")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's GGUF (scripts/setup-engine.sh caches it; fetched here otherwise)."""
+    _require_engine("llama-server")
+    return model_file("smollm2")
+
+
+@pytest.fixture(scope="module")
+def smol_server(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama.cpp's own llama-server serving SmolLM2 (--jinja, one slot, no prompt cache, seed 0),
+    one per test module that asks for it."""
+    log = tmp_path_factory.mktemp("smol") / "llama-server.log"
+    with LlamaServer(smollm2, n_ctx=4096, engine="llama-server", alias="smollm2", log_path=log) as server:
         yield server
 
 

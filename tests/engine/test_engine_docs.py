@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.models.engines import free_port
 from replaykit.testing import REPO_ROOT
-from replaykit.testing.llama_server import free_port
 
 pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
 

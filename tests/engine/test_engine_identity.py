@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from replaykit.models.engines import free_port
 from replaykit.testing import REPO_ROOT
-from replaykit.testing.llama_server import LlamaServer, free_port
+from replaykit.testing.llama_server import LlamaServer
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
@@ -26,7 +27,13 @@ def test_restart_with_another_n_ctx_stops_reuse_with_one_line_naming_it(
         config = engine_config(server, small)
         first = json.loads(cli("run", str(config), "--json", check=True).stdout)
     assert first["recorded_count"] == 2
-    assert first["engine"] == {"engine": "llama-cpp-python", "model": str(tiny_model), "n_ctx": 2048}
+    engine = first["engine"]
+    assert {k: engine[k] for k in ("engine", "model", "n_ctx")} == {
+        "engine": "llama-cpp-python",
+        "model": tiny_model.name,  # the alias it is served under
+        "n_ctx": 2048,
+    }
+    assert len(engine["canary"]) == 16 and engine["canary_prompt_tokens"] > 0
 
     with LlamaServer(tiny_model, n_ctx=4096, port=port, log_path=tmp_path / "b.log"):  # same URL
         refused = cli("run", str(config))

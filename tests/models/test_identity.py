@@ -17,15 +17,43 @@ from replaykit.models.identity import identity_changes, identity_digest, measure
 pytestmark = pytest.mark.unit
 
 
-def serve(routes: dict[str, Any]) -> Iterator[str]:
+def reply(
+    content: str = "", arguments: str = '{"command": "touch ready.txt"}', prompt_tokens: int = 40
+) -> Any:
+    """A chat completion as an engine answers the canary (its ids change every call)."""
+    call = {
+        "id": f"call_{id(object())}",
+        "type": "function",
+        "function": {"name": "bash", "arguments": arguments},
+    }
+    return {
+        "id": f"chatcmpl-{id(object())}",
+        "choices": [{"message": {"content": content, "tool_calls": [call]}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 8},
+    }
+
+
+def serve(routes: dict[str, Any], posted: list[Any] | None = None) -> Iterator[str]:
+    """A fake server: GET paths answer ``routes[path]``; POST paths ``routes["POST " + path]``
+    (a callable is called each time); what was POSTed is appended to ``posted``."""
+
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = routes.get(self.path)
+        def answer(self, body: Any) -> None:
+            body = body() if callable(body) else body
             data = json.dumps(body).encode() if body is not None else b"{}"
             self.send_response(200 if body is not None else 404)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.answer(routes.get(self.path))
+
+        def do_POST(self) -> None:
+            sent = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            if posted is not None:
+                posted.append({"path": self.path, **sent})
+            self.answer(routes.get("POST " + self.path))
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -39,7 +67,9 @@ def serve(routes: dict[str, Any]) -> Iterator[str]:
         server.server_close()
 
 
+CHAT = {"POST /v1/chat/completions": reply}
 LLAMA_CPP = {
+    **CHAT,
     "/v1/models": {"data": [{"id": "qwen3-4b.gguf", "owned_by": "llamacpp"}]},
     "/props": {
         "default_generation_settings": {"n_ctx": 8192},
@@ -50,10 +80,12 @@ LLAMA_CPP = {
     },
 }
 VLLM = {
+    **CHAT,
     "/v1/models": {"data": [{"id": "Qwen/Qwen3-4B", "owned_by": "vllm", "max_model_len": 32768}]},
     "/version": {"version": "0.11.0"},
 }
 SGLANG = {
+    **CHAT,
     "/v1/models": {"data": [{"id": "Qwen/Qwen3-4B", "owned_by": "sglang"}]},
     "/get_server_info": {
         "model_path": "Qwen/Qwen3-4B",
@@ -88,13 +120,18 @@ def test_each_engine_reports_what_changes_answers(routes: dict[str, Any], expect
     assert "sglang.port" not in fields  # a port never changes answers
     if "chat_template" in fields:
         assert str(fields["chat_template"]).startswith("sha256:")  # long texts enter as a digest
+    assert fields["canary_prompt_tokens"] == 40 and len(str(fields["canary"])) == 16  # self-hosted: a canary
 
 
 def test_a_hosted_api_listing_many_models_keeps_only_the_configured_one() -> None:
-    routes = {"/v1/models": {"data": [{"id": f"model-{i}", "owned_by": "system"} for i in range(50)]}}
-    for url in serve(routes):
+    """A hosted API's listed model gets no canary (its replies vary at temperature 0); a model it
+    does not list must answer the canary, as an endpoint that lists none does."""
+    listing = {"/v1/models": {"data": [{"id": f"model-{i}", "owned_by": "system"} for i in range(50)]}}
+    posted: list[Any] = []
+    for url in serve(listing, posted):
         assert measure_identity(url, model="model-7") == {"model": "model-7"}
-        assert measure_identity(url, model="absent") == {}
+        assert measure_identity(url, model="absent") == {}  # asked, unanswered: the run's first call says why
+    assert [p["path"] for p in posted] == ["/v1/chat/completions"]  # only for the unlisted one
 
 
 def test_an_endpoint_that_does_not_answer_has_no_identity() -> None:

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+cd /app
+cp notes.txt backup.txt

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+cd /app
+ls data | wc -l > count.txt

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+cd /app
+echo hello > hello.txt

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Verifier for rename-file: writes 1 (pass) or 0 (fail) to $LOGS_DIR/verifier/reward.txt.
+APP_DIR="${APP_DIR:-/app}"
+LOGS_DIR="${LOGS_DIR:-/logs}"
+mkdir -p "$LOGS_DIR/verifier"
+cd "$APP_DIR" || exit 1
+if [ -f final.txt ] && [ ! -e draft.txt ]; then
+  echo PASS
+  echo 1 > "$LOGS_DIR/verifier/reward.txt"
+else
+  echo FAIL
+  echo 0 > "$LOGS_DIR/verifier/reward.txt"
+fi

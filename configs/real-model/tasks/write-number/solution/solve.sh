@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+cd /app
+echo 42 > answer.txt
