@@ -1,7 +1,7 @@
 """Benchmark: replaykit's recording overhead per call against a real engine's own time per call.
 
 A real llama.cpp server (llama-cpp-python, one thread) serves the tiny random-weight
-model (replaykit.testing.tiny_model). Agent-like episodes (a stock ``openai.OpenAI``
+model (replaykit.models.tiny_model). Agent-like episodes (a stock ``openai.OpenAI``
 client, the history growing every call, ``max_tokens`` replies) run in two ways,
 interleaved episode by episode so both see the same load: **direct** (client → server)
 and **recorded** (the same client inside replaykit's episode cassette, recording
@@ -30,8 +30,8 @@ import psutil
 
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
+from replaykit.models.tiny_model import write_tiny_model
 from replaykit.testing.llama_server import LlamaServer, engine_missing
-from replaykit.testing.tiny_model import write_tiny_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import load_line, verdict

@@ -167,7 +167,7 @@ MAY: dict[str, set[str]] = {
     "Exchange": {"Cassette", "EnvCore", "Core"},  # EnvCore: kinds' bundle artefacts, by the registry
     "Episodes": {"Models", "Capture", "Cassette", "Execution", "EnvCore", "Core"},
     "Train": {"Episodes", "Models", "Capture", "Cassette", "Execution", "Core"},
-    "Testing": {"Episodes", "Capture", "Cassette", "Core"},
+    "Testing": {"Episodes", "Models", "Capture", "Cassette", "Core"},  # Models: engines and model files
     "Workspace": {"Episodes", "Cassette", "DockerKind", "EnvCore", "Core"},
     "Views": {
         "Workspace",

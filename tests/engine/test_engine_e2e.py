@@ -5,7 +5,7 @@ grammar, real environment steps), replayed with the server stopped; a 2-epoch
 patch-queue training with it as the task model, replayed offline; certify
 re-executing the recorded actions; the proxy in front of it (a stock openai client,
 streamed) recording and replaying. Decoded greedily, the tiny model's tool calls are
-``{"command": ""}`` (see replaykit.testing.tiny_model): harmless in the local env.
+``{"command": ""}`` (see replaykit.models.tiny_model): harmless in the local env.
 """
 
 from __future__ import annotations

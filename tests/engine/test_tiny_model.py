@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.testing.tiny_model import CHAT_TEMPLATE, write_tiny_model
+from replaykit.models.tiny_model import CHAT_TEMPLATE, write_tiny_model
 
 pytestmark = pytest.mark.engine  # a real llama.cpp server (tests/engine/conftest.py)
 
