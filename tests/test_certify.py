@@ -55,6 +55,39 @@ def test_scrub_leaves_content_alone(text: str) -> None:
     assert scrub(text) == text
 
 
+@pytest.mark.parametrize(
+    ("recorded", "again"),
+    [  # the same bytes served, another speed: the same after scrubbing (issue 31 item 2)
+        ("Fetched 15.0 MB in 22s (690 kB/s)", "Fetched 15.0 MB in 11s (1,380 kB/s)"),
+        (
+            "   ━━━━━━━━━━━━ 1.2/3.4 MB 5.6 MB/s eta 0:00:01",
+            "   ━━━━━━━━━━━━ 1.2/3.4 MB 12.1 MB/s eta 0:00:03",
+        ),
+        (
+            "100  1234  100  1234    0     0   5678      0 --:--:-- --:--:-- --:--:--  5678",
+            "100  1234  100  1234    0     0  12034      0 --:--:-- --:--:-- --:--:-- 12034",
+        ),
+        (
+            "    50K .......... .......... .......... .......... .......... 50% 1.21M 0s",
+            "    50K .......... .......... .......... .......... .......... 50% 12.1M 1s",
+        ),
+        (
+            "2026-12-01 23:44:37 (5.43 MB/s) - 'f' saved [1234/1234]",
+            "2026-12-01 23:44:39 (15.4 MB/s) - 'f' saved [1234/1234]",
+        ),
+        ("f.txt  100%[=====>]  1.21K  --.-KB/s    in 0s", "f.txt  100%[=====>]  1.21K  --.-KB/s    in 0.01s"),
+    ],
+)
+def test_download_progress_speeds_never_fork(recorded: str, again: str) -> None:
+    assert scrub(recorded) == scrub(again) != recorded
+
+
+def test_download_progress_keeps_what_was_fetched() -> None:
+    assert scrub("Fetched 15.0 MB in 22s (690 kB/s)") != scrub("Fetched 16.0 MB in 22s (690 kB/s)")
+    curl = "100  {}  100  {}    0     0   5678      0 --:--:-- --:--:-- --:--:--  5678"
+    assert scrub(curl.format(1234, 1234)) != scrub(curl.format(999, 999))
+
+
 def test_certificate_ids_follow_task_env_image_and_what_was_executed() -> None:
     base = certificate_id("d" * 64, "docker", "sha256:1", ["a", "b"])
     assert base == certificate_id("d" * 64, "docker", "sha256:1", ["b", "a"])

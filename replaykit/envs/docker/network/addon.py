@@ -8,7 +8,8 @@ unrecorded request is answered 502 and logged; ``live``: fetch and record everyt
 ``bodies/``). Response bodies stream through it to ``spool/bodies/<sha256>`` in chunks:
 memory stays bounded whatever their size. Every exchange ends as one JSON line in
 ``spool/exchanges.jsonl``; unrecorded requests in ``spool/misses.jsonl``, upstream
-failures in ``spool/errors.jsonl``. Request headers and bodies are never written (only
+failures in ``spool/errors.jsonl`` and, since the client was answered (mitmproxy's 502 page
+naming the failure: refused, reset, timed out), as an exchange too, served back identically. Request headers and bodies are never written (only
 the body's digest, inside the match key).
 """
 
@@ -26,12 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from mitmproxy import http
+from mitmproxy.proxy.layers.http._base import (
+    format_error,
+)  # the 502 page mitmproxy sends for an upstream failure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matching
 from matching import ErrorRecord, ExchangeRecord, MissRecord, RequestForm, ServedResponse
 
 UNRECORDED_HEADER = "x-replaykit-unrecorded"
+KILLED = "Connection killed."  # mitmproxy's message for a flow it dropped itself (never an answer)
 READY = ".ready"
 
 
@@ -202,6 +207,30 @@ class FrozenNetwork:
         message = str(flow.error.msg if flow.error else "unknown error")
         failure: ErrorRecord = {"method": form["method"], "url": form["url"], "error": message[:300]}
         self._log("errors.jsonl", failure)
+        if flow.response is None and message != KILLED and flow.metadata.get("replaykit_source") != "store":
+            self._failed_exchange(flow, form, message)
+
+    def _failed_exchange(self, flow: http.HTTPFlow, form: RequestForm, message: str) -> None:
+        """An upstream that refused, reset or timed out: the client got mitmproxy's 502 page for
+        ``message``; that answer is an exchange like any other, served as is to a re-execution."""
+        body = format_error(502, message)
+        digest = hashlib.sha256(body).hexdigest()
+        target = self.bodies / digest
+        if not target.exists():
+            fd, tmp = tempfile.mkstemp(prefix=".part-", dir=self.bodies)
+            with os.fdopen(fd, "wb") as out:
+                out.write(body)
+            os.replace(tmp, target)
+        exchange: ExchangeRecord = {
+            **form,
+            "status": 502,
+            "reason": "Bad Gateway",
+            "headers": [("content-type", "text/html")],
+            "body": digest,
+            "size": len(body),
+            "source": "upstream",
+        }
+        self._log("exchanges.jsonl", exchange)
 
 
 addons = [FrozenNetwork()]

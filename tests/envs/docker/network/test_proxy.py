@@ -103,3 +103,31 @@ def test_record_then_serve_only_what_was_recorded(tmp_path: Path, upstream: Any)
     for secret in (b"hunter2", b"sk-canary-auth", ca.private_key_pem().splitlines()[1]):
         assert secret not in stored
     assert json.dumps(records).find("hunter2") == -1
+
+
+def test_a_failed_fetch_is_recorded_and_served_back_identically(tmp_path: Path, upstream: Any) -> None:
+    """Issue 31 item 2: an upstream that refuses the connection is an exchange (the 502 the
+    client got), so a re-execution is served that same answer, not 'unrecorded request'."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/install.sh"
+    store = Store(tmp_path / "store")
+    ca = ensure_ca(store.root)
+    with ProxyServer(ca, "record", tmp_path / "spool") as proxy:
+        status, recorded = fetch(proxy.url, ca.cert, closed)
+    assert status == 502 and b"502 Bad Gateway" in recorded
+    records = read_log(tmp_path / "spool")
+    assert [(r["url"], r["status"]) for r in records] == [(closed, 502)]
+    events = [NetEvent.from_record(reported(r, tmp_path / "spool")) for r in records]
+    episode = Episode(key(), list(events), {})
+    store_bodies(store, episode)
+    store.put_episode(episode)
+    serve = serve_folder(
+        store.get_blob, [e.stored() for e in store.get_episode(episode.id).net_events], tmp_path / "serve"
+    )
+    with ProxyServer(ca, "replay", tmp_path / "spool2", serve) as proxy:
+        status, served = fetch(proxy.url, ca.cert, closed)
+    assert (status, served) == (502, recorded)  # the same answer, byte for byte
+    assert read_misses(tmp_path / "spool2") == []
