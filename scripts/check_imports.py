@@ -151,6 +151,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 #: one import is exempt from the layer rules (it is never imported by replaykit itself).
 ALIASES: dict[str, str] = {
     "replaykit.cassette.tape": "replaykit.capture.tape",
+    "replaykit.envs.grading": "replaykit.envs.verifier",
 }
 
 #: The arrows allowed between parts of docs/layers-whiteboard.json (part -> parts it may import),

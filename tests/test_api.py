@@ -122,3 +122,14 @@ def test_a_moved_name_keeps_a_deprecated_alias_that_warns_on_import() -> None:
     )
     assert missing.returncode == 1 and "ImportError: cannot import name 'Nope'" in missing.stderr
     assert "DeprecationWarning" not in missing.stderr
+
+
+def test_envs_grading_is_a_deprecated_alias_of_the_verifier() -> None:
+    """``replaykit.envs.grading`` (its public ``oracle_grades``) moved to ``replaykit.envs.verifier``."""
+    import subprocess
+    import sys
+
+    script = "from replaykit.envs.grading import oracle_grades\nimport replaykit.envs.verifier as new\nprint(oracle_grades is new.oracle_grades)\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+    assert "DeprecationWarning: replaykit.envs.grading moved to replaykit.envs.verifier" in out.stderr

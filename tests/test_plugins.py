@@ -197,3 +197,21 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
     assert code == 0 and code_text.returncode == 0, err + code_text.stderr
     assert "entry point (replaykit-example-plugin 0.1.0)" in code_text.stdout
     assert "5 from installed package(s)" in code_text.stdout
+
+
+def test_plugin_env_kind_gets_grading_and_its_oracle_from_the_verifier_alone() -> None:
+    """The plugin's environment implements the verifier's primitives and nothing of grading:
+    no ``grade``, no ``run_solution``, no oracle; run, train and tasks check above graded it."""
+    import ast
+
+    tree = ast.parse((PLUGIN / "replaykit_example_plugin.py").read_text())
+    env = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ExampleEnv")
+    methods = {n.name for n in env.body if isinstance(n, ast.FunctionDef)}
+    assert {"exec", "upload_dir", "download_file", "add_secrets", "broken"} <= methods
+    assert not methods & {"grade", "run_solution"}
+    assert [b.id for b in env.bases if isinstance(b, ast.Name)] == ["Sandbox"]
+    call = next(
+        n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "ENV"
+    )
+    assert isinstance(call, ast.Call) and len(call.args) == 3  # kind, factory, key_extra: no oracle
+    assert [k.arg for k in call.keywords] == ["settings"]

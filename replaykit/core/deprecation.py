@@ -24,6 +24,7 @@ import warnings
 #: alias module → (new module, version the alias is removed in)
 MOVED: dict[str, tuple[str, str]] = {
     "replaykit.cassette.tape": ("replaykit.capture.tape", "0.2.0"),
+    "replaykit.envs.grading": ("replaykit.envs.verifier", "0.2.0"),
 }
 
 #: (old module, name) → (the module defining it now, version the alias is removed in)

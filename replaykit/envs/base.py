@@ -271,6 +271,8 @@ class EnvKind:
     kind: str
     factory: EnvFactory
     key_extra: KeyExtra | None = None
+    #: ``tasks check``: grade a task untouched, then solved (None: the verifier's
+    #: ``oracle_grades`` on an environment of the factory, ``check.py``)
     oracle: Oracle | None = None
     uses_docker: bool = False  # `replaykit doctor` checks the engine
     #: the kind's own ``env`` keys (a pydantic model; validated when a config is loaded)
@@ -295,12 +297,6 @@ class EnvKind:
         """This kind's part of a cassette key: the kind first, then its extras."""
         extras = self.key_extra(env, task) if self.key_extra else ()
         return (("env", self.kind), *(pair for pair in extras if pair[0] != "env"))
-
-    def check(self, task: Any, env: EnvTable) -> tuple[Grade, Grade]:
-        """The oracle check: grade the task untouched, then solved."""
-        if self.oracle is None:
-            raise EnvError(f"environment kind {self.kind!r} has no oracle check; use another --env")
-        return self.oracle(task, env)
 
     def warnings(self, task: Any, env: EnvTable) -> list[str]:
         """What this kind applies to ``task`` that it did not say (empty when it cannot tell)."""

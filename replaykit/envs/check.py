@@ -16,17 +16,20 @@ replaces (never silent; the same lines are stored with a run's episodes).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict, cast
 
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
 from replaykit.envs import features
-from replaykit.envs.base import EnvTable
-from replaykit.envs.grading import head_and_tail
+from replaykit.envs.base import EnvKind, EnvTable, Grade, KeyPairs
+from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind
-from replaykit.envs.tasks import load_task, panel_folders
+from replaykit.envs.tasks import Task, load_task, panel_folders
+from replaykit.envs.verifier import head_and_tail, oracle_grades
 
 
 class TaskCheckRow(TypedDict):
@@ -70,6 +73,37 @@ def tail(text: str, limit: int = 400) -> str:
     budget = limit - len(lead) - 2
     body = head_and_tail(rest, budget, head=budget // 3)
     return f"{lead}; {body}" if lead else body
+
+
+@dataclass(frozen=True)
+class _OracleKey:
+    id: str
+    extra: KeyPairs
+
+
+@dataclass(frozen=True)
+class _OracleRequest:
+    """What a kind's factory gets for an oracle check: a key of its own, no extras."""
+
+    key: _OracleKey
+    task_path: str
+    env: EnvTable
+    extras: Extras = field(default_factory=dict)
+
+
+def oracle_check(kind: EnvKind, task: Task, env: EnvTable) -> tuple[Grade, Grade]:
+    """The kind's oracle, else the verifier's (``oracle_grades``) on an environment its
+    factory builds under a key of its own: untouched, then solved."""
+    if kind.oracle is not None:
+        return kind.oracle(task, env)
+    key = _OracleKey(f"oracle-{task.id}-{uuid.uuid4().hex[:12]}", kind.key(env, task))
+    sandbox = kind.factory(_OracleRequest(key, str(task.path), env))
+    if not callable(getattr(sandbox, "run_solution", None)):
+        raise EnvError(
+            f"environment kind {kind.kind!r} has no oracle check: give its EnvKind an oracle, "
+            "or implement the verifier's primitives (replaykit.envs.verifier.Sandbox)"
+        )
+    return oracle_grades(sandbox)
 
 
 def check_tasks(
@@ -137,7 +171,7 @@ def check_tasks(
             row["problem"] = f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check"
         else:
             try:
-                untouched, solved = env_kind.check(task, env)
+                untouched, solved = oracle_check(env_kind, task, env)
             except (EnvError, TaskError) as exc:
                 row["problem"] = str(exc)
             else:

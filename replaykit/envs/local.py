@@ -24,19 +24,20 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from replaykit.core.determinism import ENV_PINS
-from replaykit.core.errors import EnvError, TaskError
+from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation, episode_workspace
-from replaykit.envs.grading import oracle_grades, verifier_grade, verifier_vars
 from replaykit.envs.limits import with_limits
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
+from replaykit.envs.verifier import Sandbox, VerifierPaths, oracle_grades
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MARKER = ".replaykit-workspace"
@@ -81,8 +82,9 @@ def tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-class LocalEnv:
-    """One episode of ``task`` in ``workspace`` (implements ``Environment``)."""
+class LocalEnv(Sandbox):
+    """One episode of ``task`` in ``workspace`` (implements ``Environment``; graded by the
+    verifier over its primitives, ``verifier.py``)."""
 
     kind = "local"
 
@@ -216,13 +218,14 @@ class LocalEnv:
         argv: list[str],
         timeout_sec: float,
         extra_env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
     ) -> Observation:
         env = self.env_vars()
         env.update(extra_env or {})
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=self.app_dir,
+                cwd=cwd or self.app_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -292,68 +295,39 @@ class LocalEnv:
         if (step.workdir_dir / "setup.sh").is_file():
             self._run_process(["bash", str(self.app_dir / "setup.sh")], self.task.agent_timeout_sec)
 
-    def _solution(self) -> tuple[Path, dict[str, str]]:
-        env = task_env.task_env(self.task.path, self.task.config, "solution")
-        if self.step is None:
-            if not (self.task.solution_dir / "solve.sh").is_file():
-                raise TaskError(f"{self.task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
-            return self.task.solution_dir, env.values
-        if self.step.solution_dir is None:
-            raise TaskError(
-                f"{self.step.dir / 'solution' / 'solve.sh'}: missing; step {self.step.name!r} has no oracle"
-            )
-        extra = task_env.resolve(
-            self.step.solution_env, f"{self.task.path / 'task.toml'} [steps.solution.env]"
-        )
-        return self.step.solution_dir, env.merged(extra).values
+    # -- the verifier's primitives (verifier.Sandbox) ---------------------------
+    @property
+    def verifier_paths(self) -> VerifierPaths:
+        return VerifierPaths(str(self.tests_dir), str(self.logs_dir), str(self.solution_dir))
 
-    def run_solution(self) -> Observation:
-        """Oracle: copy the task's (or the current step's) solution/ in and run ``bash solve.sh``
-        from app/ with ``[solution.env]``."""
+    def exec(
+        self, argv: list[str], timeout_sec: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> Observation:
         self._require_started()
-        source, env = self._solution()
-        if self.solution_dir.exists():
-            shutil.rmtree(self.solution_dir)
-        shutil.copytree(source, self.solution_dir, symlinks=True)
-        script = str(self.solution_dir / "solve.sh")
-        return self._run_process(
-            ["bash", script],
-            self.step.agent_timeout_sec or self.task.agent_timeout_sec
-            if self.step
-            else self.task.agent_timeout_sec,
-            extra_env={**env, "SOLUTION_DIR": str(self.solution_dir)},
-        )
+        return self._run_process(argv, timeout_sec, env, cwd)
 
-    def grade(self) -> Grade:
-        """Copy tests/ in (a step's on top of the shared ones), run ``bash $TESTS_DIR/test.sh``, read the reward it wrote."""
-        self._require_started()
-        verifier_env = verifier_vars(self.task, self.step)
-        sources, timeout = (
-            (self.step.tests_sources, self.step.verifier_timeout_sec)
-            if self.step
-            else ((self.task.tests_dir,), None)
-        )
-        timeout = timeout or self.task.verifier_timeout_sec
+    def upload_dir(self, source: Path, target: str) -> None:
         try:
-            if self.tests_dir.exists():
-                shutil.rmtree(self.tests_dir)
-            for tests in sources:  # a step's tests/ on top of the task's shared tests/
-                shutil.copytree(tests, self.tests_dir, symlinks=True, dirs_exist_ok=True)
-            verifier_logs = self.logs_dir / "verifier"
-            if verifier_logs.exists():
-                shutil.rmtree(verifier_logs)  # a stale reward must never be read
-            verifier_logs.mkdir(parents=True)
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
         except OSError as exc:
-            raise EnvError(f"cannot prepare the verifier for task {self.task.id!r}: {exc}") from exc
-        secrets = {**self._env.secrets, **verifier_env.secrets}
-        saved, self._env = self._env, task_env.ResolvedEnv(self._env.values, secrets)
+            raise EnvError(
+                f"cannot copy {source} into the workspace of task {self.task.id!r}: {exc}"
+            ) from exc
+
+    def download_file(self, path: str, limit: int) -> bytes | None:
         try:
-            obs = self._run_process(
-                ["bash", str(self.tests_dir / "test.sh")], timeout, extra_env=verifier_env.values
-            )
-        finally:
-            self._env = saved
-        return verifier_grade(obs, verifier_logs, timeout)
+            if not os.path.isfile(path) or os.path.islink(path):
+                return None
+            with open(path, "rb") as f:
+                return f.read(limit)
+        except OSError:
+            return None
+
+    def add_secrets(self, secrets: Mapping[str, str]) -> None:
+        self._env = task_env.ResolvedEnv(self._env.values, {**self._env.secrets, **secrets})
+
+    def broken(self) -> str | None:
+        return None
 
     def metadata(self) -> dict[str, JSON]:
         return {

@@ -1,4 +1,4 @@
-"""Every kind's grading semantics (``envs/grading.py``): a verifier that timed out is named
+"""Every kind's grading semantics (``envs/verifier.py``): a verifier that timed out is named
 as such, with how its output began and how it ended."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from replaykit.envs.base import Observation
-from replaykit.envs.grading import head_and_tail, verifier_grade
+from replaykit.envs.verifier import head_and_tail, verifier_grade
 
 
 def test_a_timed_out_verifier_says_so_with_the_head_and_tail_of_its_output(tmp_path: Path) -> None:

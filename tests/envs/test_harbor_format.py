@@ -12,12 +12,12 @@ import pytest
 from replaykit.core.errors import TaskError
 from replaykit.envs.base import Observation
 from replaykit.envs.check import check_tasks
-from replaykit.envs.grading import verifier_grade
 from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.rewards import scalar_reward
 from replaykit.envs.steps import combine, load_steps
 from replaykit.envs.task_env import resolve, scrub
 from replaykit.envs.tasks import load_task
+from replaykit.envs.verifier import verifier_grade
 
 HEAD = 'version = "2.0"\n'
 REWARD = 'mkdir -p "$LOGS_DIR/verifier"\n'

@@ -1,20 +1,23 @@
-"""An example third-party replaykit extension: an env kind (with its own settings), an
-executor kind, a criterion, an optimizer, a backend."""
+"""An example third-party replaykit extension: an env kind (with its own settings, graded
+by replaykit's verifier over the primitives it implements), an executor kind, a criterion,
+an optimizer, a backend."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from replaykit.core.records import RunDoc
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, EnvTable, Grade, NodeNeeds
-from replaykit.envs.grading import oracle_grades
-from replaykit.envs.local import LocalEnv
-from replaykit.envs.local import factory as local_factory
-from replaykit.envs.tasks import Task
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, EnvTable, NodeNeeds, Observation
+from replaykit.envs.tasks import Task, load_task
+from replaykit.envs.verifier import Sandbox, VerifierPaths
 from replaykit.models.session import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes
 from replaykit.train.optim.base import ParameterBound, StepInput
@@ -26,35 +29,107 @@ class ExampleSettings(EnvSettings):
     socket: str = "/run/example.sock"  # where a real plugin would reach its sandbox daemon
 
 
-class ExampleEnv(LocalEnv):
-    """The local sandbox under another kind (a real plugin would run somewhere else)."""
+class ExampleEnv(Sandbox):
+    """A sandbox of its own (a folder; a real plugin would run somewhere else) that implements
+    the environment protocol and the verifier's primitives only: its grading and its oracle
+    check are replaykit's verifier (``replaykit.envs.verifier``), nothing here."""
 
     kind = "example"
-    socket = ExampleSettings().socket
+
+    def __init__(
+        self, task: Task, root: Path, socket: str, timeout_sec: float, max_output_bytes: int
+    ) -> None:
+        self.task, self.root, self.socket = task, root, socket
+        self.timeout_sec, self.max_output_bytes = timeout_sec, max_output_bytes
+        self.step: Any = None  # multi-step tasks are not run by this kind
+        self._secrets: dict[str, str] = {}
+
+    # the environment protocol
+    def start(self) -> None:
+        self.close()
+        if self.task.files_dir.is_dir():
+            shutil.copytree(self.task.files_dir, self.root / "app")
+        for name in ("app", "tests", "logs", "solution"):
+            (self.root / name).mkdir(parents=True, exist_ok=True)
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
+        return self.exec(["bash", "-c", command], timeout_sec or self.timeout_sec)
+
+    def state_digest(self) -> str:
+        app = self.root / "app"
+        files = sorted(p for p in app.rglob("*") if p.is_file())
+        return hashlib.sha256(
+            b"".join(str(p.relative_to(app)).encode() + p.read_bytes() for p in files)
+        ).hexdigest()
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "socket": self.socket}
+        return {"kind": self.kind, "socket": self.socket, "task_id": self.task.id}
+
+    # the verifier's primitives
+    @property
+    def verifier_paths(self) -> VerifierPaths:
+        return VerifierPaths(str(self.root / "tests"), str(self.root / "logs"), str(self.root / "solution"))
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        return dict(self._secrets)
+
+    def exec(
+        self, argv: list[str], timeout_sec: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> Observation:
+        paths = self.verifier_paths
+        variables = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.root),
+            "APP_DIR": str(self.root / "app"),
+        }
+        variables.update(TESTS_DIR=paths.tests, LOGS_DIR=paths.logs, **(env or {}))
+        try:
+            done = subprocess.run(
+                argv, cwd=cwd or self.root / "app", env=variables, capture_output=True, timeout=timeout_sec
+            )
+        except subprocess.TimeoutExpired:
+            return Observation("", "", 124, timed_out=True)
+        out, err = (b.decode("utf-8", "replace")[: self.max_output_bytes] for b in (done.stdout, done.stderr))
+        return Observation(self._scrub(out), self._scrub(err), done.returncode)
+
+    def _scrub(self, text: str) -> str:
+        for name, value in self._secrets.items():
+            text = text.replace(value, f"<secret:{name}>") if value else text
+        return text
+
+    def upload_dir(self, source: Path, target: str) -> None:
+        shutil.copytree(source, target, dirs_exist_ok=True)
+
+    def download_file(self, path: str, limit: int) -> bytes | None:
+        return Path(path).read_bytes()[:limit] if Path(path).is_file() else None
+
+    def add_secrets(self, secrets: Mapping[str, str]) -> None:
+        self._secrets.update(secrets)
+
+    def broken(self) -> str | None:
+        return None
 
 
 def factory(request: EnvRequest) -> ExampleEnv:
-    env = local_factory(request)
-    sandbox = ExampleEnv(env.task, env.workspace, env.timeout_sec, env.max_output_bytes)
-    sandbox.socket = ExampleSettings.of(request.env).socket
-    return sandbox
+    env = request.env
+    return ExampleEnv(
+        load_task(Path(request.task_path)),
+        Path(tempfile.gettempdir()) / "replaykit-example" / request.key.id[:16],
+        ExampleSettings.of(env).socket,
+        float(env.get("timeout_sec", 30)),
+        int(env.get("max_output_bytes", 65536)),
+    )
 
 
 def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
     return (("sandbox", "example-v1"),)
 
 
-def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="example-check-") as tmp:
-        return oracle_grades(ExampleEnv(task, Path(tmp) / "ws"))
-
-
-ENV = EnvKind("example", factory, key_extra, oracle, settings=ExampleSettings)
+ENV = EnvKind("example", factory, key_extra, settings=ExampleSettings)  # no oracle: the verifier's
 
 
 class CountingExecutor:

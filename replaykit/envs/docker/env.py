@@ -6,9 +6,9 @@ task's image (``images.ensure_task_image``). This module holds the task's side: 
 from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit``; the
 network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,
-``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the oracle,
-grading and the state digest (``snapshot.py``); the oracle and the verifier inside the
-container are ``grading.py``; the ``docker`` kind is ``kind.py``. As in Harbor, the
+``PYTHONDONTWRITEBYTECODE=1``: a .pyc embeds source mtimes), steps, the verifier's
+primitives (``envs/verifier.py`` grades and runs the oracle over them) and the state
+digest (``snapshot.py``); the ``docker`` kind is ``kind.py``. As in Harbor, the
 image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes it
 started stay up across steps (``services.py``); the workdir is task.toml's, else the
 image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
@@ -19,6 +19,8 @@ The container's mechanics (create, ``docker exec``, nothing outliving a step, fa
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -26,22 +28,26 @@ from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import healthcheck, task_env
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.base import Observation
 from replaykit.envs.docker import compose, containers, faults, images, network, snapshot
-from replaykit.envs.docker import grading as docker_grading
 from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
-from replaykit.envs.docker.grading import LOGS_DIR, TESTS_DIR
 from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.docker.network.extras import reported
 from replaykit.envs.docker.network.wiring import resolve_mode
 from replaykit.envs.extras import ExchangeRecord, Miss
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task
+from replaykit.envs.verifier import Sandbox, VerifierPaths
+
+TESTS_DIR = "/tests"
+LOGS_DIR = "/logs"
+SOLUTION_DIR = "/solution"
 
 
-class DockerEnv:
-    """One episode of ``task`` in a container of ``image`` (implements ``Environment``)."""
+class DockerEnv(Sandbox):
+    """One episode of ``task`` in a container of ``image`` (implements ``Environment``;
+    graded by the verifier over its primitives, ``envs/verifier.py``)."""
 
     kind = "docker"
 
@@ -326,17 +332,32 @@ class DockerEnv:
         if (step.workdir_dir / "setup.sh").is_file():
             self._exec(["bash", f"{self.workdir}/setup.sh"], self.task.agent_timeout_sec)
 
-    def run_solution(self) -> Observation:
-        """Oracle: copy solution/ (or the current step's) to /solution and run
-        ``bash /solution/solve.sh`` in the workdir with ``[solution.env]``."""
-        return docker_grading.run_solution(
-            self.task, self.step, self._require_started, self._exec, self._secrets
-        )
+    # -- the verifier's primitives (verifier.Sandbox): it grades and runs the oracle ----
+    @property
+    def verifier_paths(self) -> VerifierPaths:
+        return VerifierPaths(TESTS_DIR, LOGS_DIR, SOLUTION_DIR)
 
-    def grade(self) -> Grade:
-        """Copy tests/ to /tests fresh, clear /logs/verifier, run ``bash /tests/test.sh``,
-        read the reward it wrote (same semantics as ``LocalEnv.grade``)."""
-        return docker_grading.grade(self.task, self.step, self._require_started(), self._exec, self._secrets)
+    def exec(
+        self, argv: list[str], timeout_sec: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> Observation:
+        return self._exec(argv, timeout_sec, env, cwd)
+
+    def upload_dir(self, source: Path, target: str) -> None:
+        try:
+            self._require_started().put(source, target)
+        except OSError as exc:
+            raise EnvError(
+                f"cannot copy {source} into the container of task {self.task.id!r}: {exc}"
+            ) from None
+
+    def download_file(self, path: str, limit: int) -> bytes | None:
+        return snapshot.read_file(self._require_started().container, path, limit)
+
+    def add_secrets(self, secrets: Mapping[str, str]) -> None:
+        self._secrets.update(secrets)
+
+    def broken(self) -> str | None:
+        return self._require_started().dead
 
     def metadata(self) -> dict[str, JSON]:
         return {

@@ -38,6 +38,7 @@ from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
 INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; done"]
 _KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
+_UNANSWERED_POLLS = 150  # the engine did not answer about a process for ~3 s: the episode stops
 _IDLE_PROCS = 1  # PID 1 alone
 _storage_opt_supported: dict[int, bool] = {}  # per client: does the daemon take --storage-opt size?
 
@@ -220,12 +221,18 @@ class EpisodeContainer:
         deadline = time.monotonic() + timeout_sec
         timed_out = False
         watchdog = self.watchdog
+        unanswered = 0  # polls in a row the engine did not answer: never read as "it finished"
         while True:
             reader.join(_POLL_SEC)
             try:
                 running = api.exec_inspect(exec_id).get("Running")
-            except Exception:
-                running = False
+                unanswered = 0
+            except Exception as exc:
+                unanswered += 1
+                if unanswered < _UNANSWERED_POLLS:
+                    continue
+                self.stop(f"the Docker engine stopped answering about the {argv[0]} process: {exc}")
+                break
             if not running:
                 break  # done (a background child may still hold the stream open)
             over = watchdog.storage_exceeded()
@@ -262,7 +269,10 @@ class EpisodeContainer:
             )
         exit_code = None
         for _ in range(250):
-            info = api.exec_inspect(exec_id)
+            try:
+                info = api.exec_inspect(exec_id)
+            except Exception:  # asked again; never answered: the process never finished (below)
+                info = {"Running": True}
             if not info.get("Running") and info.get("ExitCode") is not None:
                 exit_code = int(info["ExitCode"])
                 break

@@ -21,9 +21,9 @@ from replaykit.envs.docker.flavours import substitutions
 from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.docker.network.extras import FROZEN_NETWORK
 from replaykit.envs.docker.settings import DockerSettings
-from replaykit.envs.grading import oracle_grades
 from replaykit.envs.limits import with_limits
 from replaykit.envs.tasks import Task, load_task
+from replaykit.envs.verifier import oracle_grades
 
 
 def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:

@@ -66,17 +66,19 @@ def _overlay_changes(upper: Path, lowers: list[Path]) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def read_file(container: Any, path: str) -> bytes | None:
-    """A regular file's bytes from the container (None when it does not exist)."""
+def read_file(container: Any, path: str, limit: int = -1) -> bytes | None:
+    """A regular file's bytes from the container, at most ``limit`` when given (None when it
+    does not exist)."""
     dirs = overlay_dirs(container)
     if dirs is not None:
         candidate = str(dirs[0]) + path
         if os.path.isfile(candidate) and not os.path.islink(candidate):
             with open(candidate, "rb") as f:
-                return f.read()
+                return f.read(limit)
     for _, info, content in _archive(container, path):
         if info.isreg():
-            return content if isinstance(content, bytes) else b""
+            data = content if isinstance(content, bytes) else b""
+            return data if limit < 0 else data[:limit]
     return None
 
 
