@@ -80,9 +80,20 @@ def test_read_only_commands_leave_the_store_byte_identical(trained: dict[str, An
         out = cli(*args, *extra, "--json")
         assert out.returncode == 0, f"{args}: {out.stderr}"
         assert snapshot(trained["store"]) == before, f"`replaykit {' '.join(args)}` changed the store"
-    # the training's runs still point at the real harness repo: replaying one against another ref works
+    # replaying one of the training's runs against another ref of the harness repo works
+    repo = str(trained["cfg"].repo_path)
     run = json.loads(
-        cli("replay", run_id, "--store", store, "--harness", summary["final_baseline"], "--json").stdout
+        cli(
+            "replay",
+            run_id,
+            "--store",
+            store,
+            "--harness",
+            summary["final_baseline"],
+            "--harness-repo",
+            repo,
+            "--json",
+        ).stdout
         or "{}"
     )
     assert run.get("replayed_harness_sha") == summary["final_baseline"], run

@@ -8,6 +8,7 @@ from typing import Any
 
 import git
 import pytest
+import yaml
 
 from replaykit.cassette.events import LlmEvent
 from replaykit.cassette.store import Store
@@ -77,6 +78,8 @@ def test_harness_with_other_prompt_diverges_via_cli(recorded: dict[str, Any]) ->
         recorded["run"]["run_id"],
         "--harness",
         sha[:10],
+        "--harness-repo",
+        str(repo_path),
         "--store",
         str(recorded["config"].store_path),
         timeout=300,
@@ -92,5 +95,42 @@ def test_same_harness_content_at_other_commit_replays_identically(recorded: dict
     repo = git.Repo(repo_path)
     (repo_path / "NOTES.md").write_text("notes only\n")
     sha = commit_all(repo, "add notes")
-    report = replay_run(recorded["store"], recorded["run"]["run_id"], harness_ref=sha)
+    report = replay_run(
+        recorded["store"], recorded["run"]["run_id"], harness_ref=sha, repo_path=str(repo_path)
+    )
     assert report["identical"] and report["replayed_harness_sha"] == sha
+
+
+def test_harness_ref_resolves_in_the_current_repo_never_the_recorded_path(recorded: dict[str, Any]) -> None:
+    """Another checkout (here: a clone with one more commit) and a config naming it: ``--harness
+    REF`` is found there, never in the repository path the run recorded; without a repo to look
+    in, or with a REF that is not there, one line."""
+    tmp, config, run_id = recorded["tmp"], recorded["config"], recorded["run"]["run_id"]
+    store = str(config.store_path)
+    other = tmp / "checkout"
+    clone = git.Repo.clone_from(str(config.repo_path), other)
+    with clone.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.com")
+    (other / "harness.py").write_text(
+        (other / "harness.py").read_text().replace("You are a shell agent.", "You are a careful shell agent.")
+    )
+    sha = commit_all(clone, "only in the other checkout")
+    data = yaml.safe_load((tmp / "config.yaml").read_text())  # small_config's file
+    data["harness"] = {**data["harness"], "repo": str(other), "template": None}
+    other_config = tmp / "other.yaml"
+    other_config.write_text(yaml.safe_dump(data))
+
+    found = cli("replay", run_id, "--harness", sha[:10], "--config", str(other_config), "--json", timeout=300)
+    assert found.returncode == 1 and '"replayed_harness_sha": "' + sha in found.stdout, found.stderr
+    nowhere = cli("replay", run_id, "--harness", sha[:10], "--store", store)
+    assert nowhere.returncode == 1 and nowhere.stderr == (
+        f"Error: --harness {sha[:10]} needs the harness repository to find it in: add --config CFG "
+        "(its harness.repo) or --harness-repo PATH\n"
+    )
+    missing = cli(
+        "replay", run_id, "--harness", "no-such-ref", "--harness-repo", str(other), "--store", store
+    )
+    assert missing.returncode == 1 and missing.stderr == (
+        f"Error: harness ref 'no-such-ref' does not exist in {other}; give a branch, tag or SHA\n"
+    )

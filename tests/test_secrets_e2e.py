@@ -82,11 +82,12 @@ def test_canary_key_reaches_no_store_bundle_or_output(tmp_path: Path) -> None:
     (tmp_path / "harness" / "harness.py").write_text(HARNESS.replace("{action}", "second"))
     repo.index.add(["harness.py"])
     repo.index.commit("diverging canary harness")
-    diverged = cli("replay", doc["run_id"], "--harness", "main", "--json", "--store", store)
+    repo_at = ("--harness-repo", str(tmp_path / "harness"))
+    diverged = cli("replay", doc["run_id"], "--harness", "main", *repo_at, "--json", "--store", store)
     assert diverged.returncode == 1 and json.loads(diverged.stdout)["divergence"]["kind"] == "env", (
         diverged.stdout + diverged.stderr
     )
-    human = cli("replay", doc["run_id"], "--harness", "main", "--store", store)
+    human = cli("replay", doc["run_id"], "--harness", "main", *repo_at, "--store", store)
     assert "<secret:api_key>" in diverged.stdout
     outputs += [diverged.stdout, diverged.stderr, human.stdout, human.stderr]
     bundle = tmp_path / "run.tar.gz"

@@ -17,7 +17,9 @@ def replay(
         None, "--harness", help="Replay the recorded responses against another harness ref."
     ),
     harness_repo: Optional[Path] = typer.Option(
-        None, "--harness-repo", help="Harness repo for --harness (default: the run's)."
+        None,
+        "--harness-repo",
+        help="Harness repo to find --harness in (default: --config's harness.repo; never the path the run recorded).",
     ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Replay episodes in N local processes."),
     ray: Optional[str] = typer.Option(
@@ -32,6 +34,10 @@ def replay(
     from replaykit.execution.select import cli_executor
 
     st = open_store(store, readonly=True, config=config)
+    if harness and harness_repo is None and config is not None:
+        from replaykit.episodes.config import load_config
+
+        harness_repo = load_config(config).repo_path  # the current config's repo, not the recorded one
     executor = cli_executor(workers, ray)
     if st.doc_kind(run_id) == "training":
         from replaykit.train.audit import replay_training

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
+from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDoc
 from replaykit.episodes.harness import HarnessRepo
@@ -67,7 +68,12 @@ def replay_runs(
         sha = run.harness_sha
         files = None
         if harness_ref:
-            repo = HarnessRepo(Path(repo_path or run.harness_repo))
+            if repo_path is None:  # never the run's recorded path: it may be another machine's, or checkout's
+                raise ConfigError(
+                    f"--harness {harness_ref} needs the harness repository to find it in: add --config CFG "
+                    "(its harness.repo) or --harness-repo PATH"
+                )
+            repo = HarnessRepo(Path(repo_path))
             sha = repo.resolve(harness_ref)
             files = None if store.has_tree(sha) else repo.tree_files(sha)
         replayed.append(sha)

@@ -108,8 +108,8 @@ def test_a_harness_that_stops_early_is_said_so(quickstart_store: dict[str, Any])
         epoch["baseline_run"],
         "--harness",
         epoch["candidate_sha"],
-        "--store",
-        str(quickstart_store["store"]),
+        "--config",
+        str(quickstart_store["config"]),
     )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "the harness ended after event" in text, text[-2000:]
