@@ -234,7 +234,7 @@ def test_unset_api_key_env_is_an_error_not_a_placeholder(
         ({"model.name": ""}, "field 'model.name': String should have at least 1 character (got '')"),
         (
             {"record.rules": ["uuid"]},
-            "field 'record.rules': unknown normalisation rule 'uuid'; known: codex-session, timestamps, uuids",
+            "field 'record.rules': unknown normalisation rule 'uuid'; known: codex-session, cwd, timestamps, uuids",
         ),
         ({"train.epochs": 0}, "field 'train.epochs': Input should be greater than or equal to 1 (got 0)"),
     ],

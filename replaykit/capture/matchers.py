@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -218,6 +220,24 @@ def _codex_session(body: Any) -> Any:
 
 
 register_rule("codex-session", _codex_session)
+
+
+def _cwd(body: Any) -> Any:
+    """The proxy's working directory (as resolved, and as ``$PWD`` spells it) → ``<cwd>``."""
+    folders = {str(Path.cwd())}
+    pwd = os.environ.get("PWD")
+    if pwd and os.path.isdir(pwd) and os.path.samefile(pwd, Path.cwd()):
+        folders.add(pwd.rstrip("/") or "/")
+    folders.discard("/")  # "/" is in every path: never a working directory worth hiding
+    if not folders:
+        return body
+    pattern = re.compile(
+        "|".join(re.escape(f) for f in sorted(folders, key=len, reverse=True)) + r"(?![\w.-])"
+    )
+    return _walk_strings(body, lambda text: pattern.sub("<cwd>", text))
+
+
+register_rule("cwd", _cwd)
 
 
 def request_form(

@@ -36,14 +36,14 @@ import contextlib
 import threading
 from typing import Callable, Iterator, TypedDict, Unpack
 
-from replaykit.capture.conversations import ConversationPlayer
+from replaykit.capture.conversations import ConversationPlayer, Resume
 from replaykit.capture.proxy_handler import ProxyHandler, ProxyState
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream
 from replaykit.cassette.events import Event, LlmEvent
-from replaykit.cassette.scrub import Scrubber
+from replaykit.cassette.scrub import Scrubber, credential_digest, restore
 from replaykit.core.determinism import canonical_json
-from replaykit.core.errors import ConfigError
+from replaykit.core.errors import ConfigError, DivergenceError
 
 
 class ProxyOptions(TypedDict, total=False):
@@ -55,6 +55,12 @@ class ProxyOptions(TypedDict, total=False):
     timeout: float  #: seconds to wait for the upstream (default 600)
     concurrent: bool  #: let exchanges overlap (many agents at once; default False)
     on_exchange: Callable[[list[Event]], None] | None  #: called with the tape after every exchange
+    on_divergence: Callable[[DivergenceError], None] | None  #: called for each 409, as it is sent
+    on_note: Callable[[str], None] | None  #: one line worth telling the user (a refused HTTP/2 client)
+    resume: Resume | None  #: record on top of an earlier recording (``Resume``)
+    #: name → digest of each credential the recorded client presented (``credential_digest``):
+    #: only that very credential is restored into replayed answers
+    credentials: dict[str, str]
 
 
 class ProxyServer(ProxyState):
@@ -83,6 +89,12 @@ class ProxyServer(ProxyState):
         self.keep_lock = threading.Lock()
         self.concurrent = concurrent
         self.on_exchange = options.get("on_exchange")
+        self.on_divergence = options.get("on_divergence")
+        self.on_note = options.get("on_note")
+        self.resume = options.get("resume")
+        self.credentials = dict(options.get("credentials", {}))
+        self.presented: dict[str, str] = {}  # name → digest of what clients presented while recording
+        self.notes: list[str] = []
         self.player = (
             ConversationPlayer(tape.label, tape.recorded)
             if concurrent and tape.recorded is not None
@@ -104,9 +116,37 @@ class ProxyServer(ProxyState):
         self._thread.start()
         return self.base_url
 
-    def keep(self, event: LlmEvent) -> None:
+    def note(self, line: str) -> None:
+        """Something the user should hear of (once per kind of line)."""
+        with self.keep_lock:
+            if line in self.notes:
+                return
+            self.notes.append(line)
+        if self.on_note is not None:
+            self.on_note(line)
+
+    def diverged(self, error: DivergenceError) -> None:
+        if self.on_divergence is not None:
+            self.on_divergence(error)
+
+    def restore(self, chunks: list[bytes], presented: dict[str, str]) -> list[bytes]:
+        """Recorded chunks for a client that presents ``presented``: a scrubbed credential is put
+        back only where this client presents the very credential recorded under that name (by
+        digest); any other key — another real one, a placeholder, none — gets the stored text."""
+        same = {
+            name: value
+            for name, value in presented.items()
+            if self.credentials.get(name) == credential_digest(value)
+        }
+        return restore(chunks, same) if same else chunks
+
+    def keep(self, event: LlmEvent, presented: dict[str, str] | None = None) -> None:
         """Append a completed exchange to the tape and hand the tape to ``on_exchange``."""
         with self.keep_lock:
+            for name, value in (presented or {}).items():
+                self.presented.setdefault(name, credential_digest(value))
+            if self.resume is not None:
+                self.resume.continuations.add(event)
             self.tape.record(event)
             snapshot = list(self.tape.events)
             done = canonical_json(event.request_form())  # a retry that succeeded clears its failures

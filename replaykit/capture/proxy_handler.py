@@ -14,17 +14,21 @@ import contextlib
 import gzip
 import http.client
 import json
+import socket
+import struct
 import threading
+import time
 import zlib
 from typing import Any, ClassVar
 
-from replaykit.capture.conversations import ConversationPlayer, split_session
+from replaykit.capture.conversations import ConversationPlayer, Resume, split_session
+from replaykit.capture.deadlines import DEADLINES
 from replaykit.capture.failures import BODY_SNIPPET, Failure, incomplete_answer
 from replaykit.capture.matchers import request_form
 from replaykit.capture.tape import Tape
 from replaykit.capture.upstream import Upstream, upstream_pieces
 from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
-from replaykit.cassette.scrub import Scrubber, presented_credentials, restore
+from replaykit.cassette.scrub import Scrubber, presented_credentials
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
@@ -35,6 +39,23 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 #: On answers a retry cannot fix (a divergence, a malformed request): the openai SDKs
 #: honour ``x-should-retry: false`` and give up at once instead of retrying with backoff.
 NO_RETRY = [("x-should-retry", "false")]
+
+
+#: what an HTTP/2 client that speaks it from the first byte (prior knowledge) is told
+HTTP2_REFUSED = (
+    "replaykit proxy: an HTTP/2 client was refused: the proxy speaks HTTP/1.1; "
+    "configure the client for HTTP/1.1 (httpx: http1=True, curl: --http1.1)"
+)
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n"
+
+
+def http2_goaway(message: str) -> bytes:
+    """An empty SETTINGS frame, then GOAWAY(last stream 0, HTTP_1_1_REQUIRED) carrying ``message``:
+    how an HTTP/2 server tells a client to use HTTP/1.1 (RFC 9113, 7: error code 0xd)."""
+    debug = message.encode()
+    settings = struct.pack(">I", 0)[1:] + bytes([0x4, 0]) + struct.pack(">I", 0)
+    goaway = struct.pack(">I", 8 + len(debug))[1:] + bytes([0x7, 0]) + struct.pack(">III", 0, 0, 0xD) + debug
+    return settings + goaway
 
 
 def error_body(message: str, type_: str, code: str | None = None, **extra: Any) -> bytes:
@@ -53,10 +74,23 @@ class ProxyState(LoopbackServer):
     concurrent: bool
     exchange_lock: threading.Lock
     player: ConversationPlayer | None  # concurrent replay: requests matched by content
+    resume: Resume | None  # recording on top of a recording that stopped early
     errors: list[str]
 
-    def keep(self, event: LlmEvent) -> None:
-        """Append a completed exchange to the tape."""
+    def keep(self, event: LlmEvent, presented: dict[str, str] | None = None) -> None:
+        """Append a completed exchange to the tape (``presented``: the client's credentials)."""
+        raise NotImplementedError
+
+    def restore(self, chunks: list[bytes], presented: dict[str, str]) -> list[bytes]:
+        """Recorded chunks as this client may see them (its own key back only if recorded)."""
+        raise NotImplementedError
+
+    def note(self, line: str) -> None:
+        """One line for the user."""
+        raise NotImplementedError
+
+    def diverged(self, error: DivergenceError) -> None:
+        """A divergence, as it is answered (409)."""
         raise NotImplementedError
 
 
@@ -65,11 +99,25 @@ class ProxyHandler(LoopbackHandler):
 
     server_version = "replaykit-proxy"
     server: ProxyState
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler.handle_one_request
     ROUTES: ClassVar[dict[tuple[str, str], str]] = {
         ("POST", "/v1/chat/completions"): "model_call",
         ("POST", "/v1/responses"): "model_call",
         ("GET", "/v1/models"): "list_models",
     }
+
+    def parse_request(self) -> bool:
+        """HTTP/1.1 requests as usual; an HTTP/2 connection preface is refused the HTTP/2 way
+        (GOAWAY, HTTP_1_1_REQUIRED) and noted in one line, never a silent disconnect."""
+        if self.raw_requestline.startswith(HTTP2_PREFACE):
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.rfile.read(8)  # the rest of the preface: "\r\nSM\r\n\r\n"
+                self.wfile.write(http2_goaway(HTTP2_REFUSED))
+                self.wfile.flush()
+            self.server.note(HTTP2_REFUSED)
+            return False
+        return super().parse_request()
 
     def _dispatch(self, method: str) -> None:
         route = self.ROUTES.get((method, split_session(self.path)[1].split("?", 1)[0].rstrip("/")))
@@ -156,6 +204,8 @@ class ProxyHandler(LoopbackHandler):
         with lock:
             if self.server.tape.replaying:
                 self._replay(form)
+            elif self.server.resume is not None:
+                self._resume(method, form, body, scrubber)
             else:
                 self._record(method, form, body, scrubber)
 
@@ -164,24 +214,47 @@ class ProxyHandler(LoopbackHandler):
         try:
             event = player.play(form) if player is not None else self.server.tape.play_llm(form)
         except DivergenceError as exc:
-            report = exc.report or {}
-            payload = error_body(
-                f"replaykit replay divergence: {exc}",
-                "replaykit_divergence",
-                "replay_divergence",
-                position=report.get("position"),
-                diff=report.get("diff", []),
-            )
-            self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
+            self._diverged(exc)
             return
-        # the client's own credential, scrubbed while recording, reaches it again as it was then
-        chunks = restore(event.split_chunks(), presented_credentials(self.headers.items()))
+        self._serve(event)
+
+    def _resume(self, method: str, form: RequestForm, body: bytes, scrubber: Scrubber) -> None:
+        """A session whose recording stopped early: what was recorded is served, a request that
+        takes a conversation up at its recorded end is recorded, anything else diverges."""
+        resume = self.server.resume
+        assert resume is not None
+        event = resume.player.take(form)
+        if event is not None:
+            self._serve(event)
+        elif resume.continuations.continues(form):
+            self._record(method, form, body, scrubber)
+        else:
+            self._diverged(resume.player.divergence_for(form))
+
+    def _serve(self, event: LlmEvent) -> None:
+        """A recorded answer, as it was stored; the client's own credential comes back only to
+        the very client that presented it while recording (``ProxyServer.restore``)."""
+        chunks = self.server.restore(event.split_chunks(), presented_credentials(self.headers.items()))
         self._send(event.status, event.headers, chunks, event.reason)
+
+    def _diverged(self, exc: DivergenceError) -> None:
+        report = exc.report or {}
+        payload = error_body(
+            f"replaykit replay divergence: {exc}",
+            "replaykit_divergence",
+            "replay_divergence",
+            position=report.get("position"),
+            diff=report.get("diff", []),
+        )
+        self.server.diverged(exc)
+        self._send(409, [("content-type", "application/json"), *NO_RETRY], [payload])
 
     def _record(self, method: str, form: RequestForm, body: bytes, scrubber: Scrubber) -> None:
         upstream = self.server.upstream
         assert upstream is not None
         conn = upstream.connect()
+        late: list[bool] = []
+        watchdog = DEADLINES.arm(time.monotonic() + upstream.timeout, lambda: _cut(conn, late))
         try:
             try:
                 conn.request(
@@ -192,7 +265,8 @@ class ProxyHandler(LoopbackHandler):
                 )
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                self._upstream_failed(method, form, f"{type(exc).__name__}: {exc}", False)
+                failed: BaseException = TimeoutError(_late(upstream.timeout)) if late else exc
+                self._upstream_failed(method, form, f"{type(failed).__name__}: {failed}", False)
                 return
             headers = [(k.lower(), v) for k, v in resp.getheaders() if k.lower() in KEPT_HEADERS]
             streamed = any(k == "content-type" and v.startswith("text/event-stream") for k, v in headers)
@@ -206,7 +280,10 @@ class ProxyHandler(LoopbackHandler):
                     data, cut = b"", exc
                 chunks = [data] if data else []
         finally:
+            DEADLINES.cancel(watchdog)
             conn.close()
+        if late:
+            cut = TimeoutError(_late(upstream.timeout))
         problem = (
             f"{type(cut).__name__}: {cut}"
             if cut is not None
@@ -228,7 +305,8 @@ class ProxyHandler(LoopbackHandler):
                 headers=headers,
                 content=b"".join(stored),
                 chunks=[len(c) for c in stored],
-            )
+            ),
+            presented_credentials(self.headers.items()),
         )
         if not streamed:
             with contextlib.suppress(OSError):
@@ -334,3 +412,15 @@ class ProxyHandler(LoopbackHandler):
             )
         finally:
             conn.close()
+
+
+def _late(timeout: float) -> str:
+    return f"no whole answer within {timeout:g} s (the proxy's total deadline, --timeout)"
+
+
+def _cut(conn: http.client.HTTPConnection, late: list[bool]) -> None:
+    """The total deadline passed: end the upstream exchange (its reads fail at once)."""
+    late.append(True)
+    if conn.sock is not None:
+        with contextlib.suppress(OSError):
+            conn.sock.shutdown(socket.SHUT_RDWR)

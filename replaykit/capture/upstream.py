@@ -9,6 +9,7 @@ frame, so the proxy can relay and record the response's chunking unchanged).
 from __future__ import annotations
 
 import http.client
+import ipaddress
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit
 
@@ -36,6 +37,32 @@ DROPPED_HEADERS = frozenset(
         "expect",
     }
 )
+
+
+def upstream_identity(url: str) -> str:
+    """What a proxy session is keyed by: the upstream as a service, not as typed —
+    ``scheme://host/base`` with the scheme and host in lower case, every loopback name
+    (``localhost``, ``127.0.0.1``, ``[::1]``) as ``localhost``, no port (a local engine
+    restarted on another port is the same upstream) and no trailing slash; ``builtin``
+    stays ``builtin``. A value that is not an http(s) URL is returned stripped of its slash."""
+    if url == "builtin":
+        return url
+    parts = urlsplit(url.strip().rstrip("/"))
+    host = (parts.hostname or "").lower()
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        return url.rstrip("/")
+    if host == "localhost" or _is_loopback(host):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme.lower()}://{host}{parts.path.rstrip('/')}"
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Upstream:

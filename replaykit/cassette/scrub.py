@@ -15,6 +15,7 @@ in what the model said (``echo none``), and a placeholder protects nothing.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Iterable
 
@@ -143,6 +144,12 @@ def restore(chunks: Iterable[_Bytes], values: dict[str, str]) -> list[_Bytes]:
             c = c.replace(ESCAPED_BYTES, LITERAL_BYTES)
         out.append(c)
     return out
+
+
+def credential_digest(value: str) -> str:
+    """What a cassette keeps of a client's credential to know it again: a sha256 (never the value;
+    a key has far too much entropy to be guessed from it)."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def presented_credentials(headers: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -72,12 +72,23 @@ def proxy(
     record_mode: SessionMode = typer.Option(
         SessionMode.ONCE,  # type: ignore[attr-defined]
         "--record-mode",
-        help="once: record if the session is not stored, else replay; none: replay only; all: re-record.",
+        help="once: record if the session is not stored, else replay it (with --upstream, recording the turns that "
+        "continue a recording that stopped early); none: replay only; all: re-record.",
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
     rule: Optional[list[str]] = typer.Option(
-        None, "--rule", help="Normalisation rule, repeatable: uuids, timestamps, codex-session."
+        None,
+        "--rule",
+        help="Normalisation rule, repeatable: uuids, timestamps, codex-session, cwd (this folder → <cwd>).",
+    ),
+    rule_file: Optional[Path] = typer.Option(
+        None,
+        "--rule-file",
+        help="YAML of named regex replacements (rules: {NAME: {pattern: RE, replace: TEXT}}), applied like --rule.",
+    ),
+    timeout: float = typer.Option(
+        600.0, "--timeout", help="Seconds one upstream exchange may take in all (connect to last byte)."
     ),
     agent: Optional[Literal["codex"]] = typer.Option(
         None,
@@ -108,7 +119,10 @@ def proxy(
             host=host,
             port=port,
             api_key_env=api_key_env,
+            timeout=timeout,
+            rule_file=rule_file,
             on_ready=ready,
+            on_line=lambda text: render.err(f"replaykit proxy: {text}"),
         )
     if as_json:
         emit_json(report)

@@ -213,10 +213,21 @@ class ModelMeta(TypedDict):
     engine: NotRequired[dict[str, JSON]]  # the engine identity measured at record time
 
 
+class RuleDef(TypedDict):
+    """One rule of a proxy rule file (``capture.rule_files``): a regex and its literal replacement."""
+
+    pattern: str
+    replace: str
+
+
 class ProxyMeta(TypedDict):
     name: str
     upstream: NotRequired[str]  # sessions stored by older versions have only the name
     rules: NotRequired[list[str]]
+    rule_defs: NotRequired[dict[str, RuleDef]]  # a rule file's rules by name
+    models: NotRequired[list[str]]  # the models the session's calls asked for, in order of first use
+    #: credential name -> sha256 of what the recorded client presented (never the value)
+    credentials: NotRequired[dict[str, str]]
 
 
 class PytestMeta(TypedDict):

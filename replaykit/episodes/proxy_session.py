@@ -1,42 +1,62 @@
 """``replaykit proxy``: one proxy session recorded into the store as an episode, or replayed.
 
 A session is keyed like any cassette: kind ``proxy``, task id = the session name,
-the upstream's identity (``builtin`` or its URL, never a port) and the digest of
-the normalisation rules. Record modes: ``once`` (replay the session if it exists,
-else record it), ``all`` (re-record), ``none`` (replay only).
+the model of its first call, the upstream's identity (``builtin`` or its URL as a service:
+``capture.upstream.upstream_identity``, never a port) and the digest of the normalisation
+rules. Record modes: ``once`` (replay the session if it exists — and if its recording
+stopped early, record the turns that continue it — else record it), ``all`` (re-record),
+``none`` (replay only: never the network).
 
 Many agents may share one session (each on ``/v1``, or on its own ``/s/<name>/v1``;
 see :mod:`replaykit.capture.conversations`). While recording, the episode is
 rewritten (one transaction) after every exchange, before the client gets the end of
-its response: a proxy killed with SIGKILL keeps every exchange that completed. The
-final write happens when the session ends (Ctrl-C, SIGTERM or ``stop``).
+its response (:mod:`replaykit.episodes.proxy_writer`): a proxy killed with SIGKILL keeps
+every exchange that completed. Each divergence is told as it happens (``on_line``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import signal
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
+from replaykit.capture import rule_files
+from replaykit.capture.conversations import Resume
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.capture.matchers import get_rule
 from replaykit.capture.proxy import ProxyServer
 from replaykit.capture.tape import Tape
+from replaykit.capture.upstream import upstream_identity
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.events import Episode, ErrorEvent, Event
+from replaykit.cassette.events import Episode, ErrorEvent, Event, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, digest_of
-from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceReport
+from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, DivergenceReport
 from replaykit.core.modes import SESSION_MODES, RecordMode
-from replaykit.core.records import EpisodeMeta
+from replaykit.core.records import EpisodeMeta, ProxyMeta, RuleDef
+from replaykit.episodes.proxy_writer import SessionWriter
 
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
+Line = Callable[[str], None]  # one line for the user while the session runs
+
+#: the hint a replay that served less than was recorded, with no divergence, ends with
+CACHE_HINT = (
+    "the client sent fewer requests than were recorded, and none that differed: a client with its "
+    "own response cache (DSPy, LiteLLM caching, …) answers from it instead of asking; turn that cache "
+    "off while replaying"
+)
+
+
+class DivergenceLine(TypedDict):
+    position: int | None
+    reason: str
+    diff: list[str]  # the first lines of the normalised diff
 
 
 class SessionReport(TypedDict):
@@ -46,13 +66,16 @@ class SessionReport(TypedDict):
     cassette_id: str | None  # None: a recording with no call (not stored)
     name: str
     stopped_by: str  # stop | SIGINT | SIGTERM
+    notes: list[str]  # lines told while the session ran (another upstream, a refused client, …)
     # record
     llm_calls: NotRequired[int]
+    resumed: NotRequired[int]  # calls kept from the recording this one took up (0: a new one)
     stored: NotRequired[bool]
     digest: NotRequired[str]
+    models: NotRequired[list[str]]
     upstream_errors: NotRequired[list[str]]
     store_errors: NotRequired[list[str]]
-    # replay
+    # replay (and a resumed recording: what it served again)
     served: NotRequired[int]
     recorded: NotRequired[int]
     identical: NotRequired[bool]
@@ -60,10 +83,11 @@ class SessionReport(TypedDict):
     replayed_digest: NotRequired[str]
     divergence: NotRequired[DivergenceReport | None]
     divergences: NotRequired[int]
+    divergence_lines: NotRequired[list[DivergenceLine]]
 
 
 def endpoint_identity(upstream: str) -> str:
-    return "builtin" if upstream == "builtin" else upstream.rstrip("/")
+    return upstream_identity(upstream)
 
 
 #: Normalisation rules an external agent needs so its replay matches its recording
@@ -80,26 +104,50 @@ def rules_for(agent: str | None, rules: tuple[str, ...] = ()) -> tuple[str, ...]
     return tuple(dict.fromkeys((*extra, *rules)))
 
 
-def proxy_key(name: str, upstream: str, rules: tuple[str, ...]) -> CassetteKey:
+def proxy_key(
+    name: str,
+    upstream: str,
+    rules: tuple[str, ...],
+    model: str = "",
+    rule_defs: Mapping[str, RuleDef] | None = None,
+) -> CassetteKey:
+    rules_part: dict[str, object] = {"rules": list(rules)}
+    if rule_defs:  # a rule file's definitions are identity too (absent: the keys of older sessions)
+        rules_part["rule_defs"] = {n: dict(d) for n, d in sorted(rule_defs.items())}
     return CassetteKey(
         harness_sha="",
         task_id=name,
         task_digest="",
-        model=ModelId(name="", endpoint=endpoint_identity(upstream)),
+        model=ModelId(name=model, endpoint=endpoint_identity(upstream)),
         seed=0,
-        config_digest=digest_of({"rules": list(rules)})[:16],
+        config_digest=digest_of(rules_part)[:16],
         kind="proxy",
     )
 
 
-def find_session(store: StoreBackend, name: str, upstream: str | None) -> Mapping[str, object] | None:
-    """The stored session called ``name`` (for this upstream, when given)."""
-    rows = store.find_proxy_sessions(name, endpoint_identity(upstream) if upstream else None)
-    if len({r["endpoint"] for r in rows}) > 1:
-        raise ConfigError(
-            f"proxy session {name!r} was recorded against several upstreams; pass --upstream to pick one"
+def find_sessions(
+    store: StoreBackend, name: str, upstream: str | None, note: Line | None = None
+) -> list[Mapping[str, object]]:
+    """The stored sessions called ``name``, oldest first (for this upstream, when given: compared
+    as services, so ``localhost:8080`` finds one recorded against ``127.0.0.1:9090``)."""
+    groups: dict[str, list[Mapping[str, object]]] = {}
+    for row in store.find_proxy_sessions(name):
+        groups.setdefault(endpoint_identity(str(row["endpoint"])), []).append(row)
+    if upstream is None:
+        if len(groups) > 1:
+            raise ConfigError(
+                f"proxy session {name!r} was recorded against several upstreams "
+                f"({', '.join(sorted(groups))}); pass --upstream to pick one"
+            )
+        return next(iter(groups.values()), [])
+    wanted = endpoint_identity(upstream)
+    others = sorted(u for u in groups if u != wanted)
+    if others and note is not None:
+        note(
+            f"proxy session {name!r} is also recorded against {', '.join(others)}; this one is for "
+            f"{wanted} (a replay without --upstream will ask which)"
         )
-    return rows[-1] if rows else None
+    return groups.get(wanted, [])
 
 
 @contextlib.contextmanager
@@ -149,56 +197,43 @@ def _reusable(store: StoreBackend, row: Mapping[str, object], upstream: str | No
     return not (upstream and stored_endpoint_failure(doc))
 
 
-class _SessionWriter:
-    """Persists the session after every exchange, from one thread that owns its own
-    store connection (SQLite connections belong to their thread). Writers waiting at
-    the same time share one write of the newest tape."""
+class SessionLines:
+    """What a running session tells its user, one line each (``on_line``), and keeps for its report."""
 
-    def __init__(self, source: StoreBackend, key: CassetteKey, meta: EpisodeMeta) -> None:
-        self.source, self.key, self.meta = source, key, meta
-        self.jobs: queue.Queue[tuple[list[Event], threading.Event] | None] = queue.Queue()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="replaykit-proxy-writer", daemon=True)
-        self.thread.start()
+    def __init__(self, on_line: Line | None) -> None:
+        self.on_line = on_line
+        self.notes: list[str] = []
+        self.divergences: list[DivergenceLine] = []
 
-    def write(self, events: list[Event]) -> None:
-        done = threading.Event()
-        self.jobs.put((events, done))
-        done.wait()
+    def note(self, line: str) -> None:
+        self.notes.append(line)
+        if self.on_line is not None:
+            self.on_line(line)
 
-    def _run(self) -> None:
-        store = self.source.reopen()
-        written = 0
-        try:
-            while True:
-                job = self.jobs.get()
-                if job is None:
-                    return
-                batch = [job]
-                while True:  # coalesce: the newest tape covers every waiting writer
-                    try:
-                        nxt = self.jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        self.jobs.put(None)
-                        break
-                    batch.append(nxt)
-                newest = max((events for events, _ in batch), key=len)
-                if len(newest) > written:  # tapes only grow: a shorter one is already stored
-                    try:
-                        store.put_episode(Episode(key=self.key, events=newest, meta=self.meta))
-                        written = len(newest)
-                    except BaseException as exc:  # reported by the session; the final write retries
-                        self.error = exc
-                for _, done in batch:
-                    done.set()
-        finally:
-            store.close()
+    def diverged(self, error: DivergenceError) -> None:
+        report = error.report or {}
+        diff = [d for d in report.get("diff", []) if d.startswith(("+", "-")) and d[:3] not in ("+++", "---")]
+        self.divergences.append(
+            {"position": report.get("position"), "reason": str(report.get("reason", error)), "diff": diff[:6]}
+        )
+        if self.on_line is not None:
+            where = (
+                f"event {report['position']}" if report.get("position") is not None else "no recorded event"
+            )
+            first = [next((d for d in diff if d.startswith(sign)), "") for sign in "-+"]
+            short = " | ".join(" ".join(d.split())[:80] for d in first if d)
+            self.on_line(
+                f"divergence at {where}: {report.get('reason', error)}" + (f" ({short})" if short else "")
+            )
 
-    def close(self) -> None:
-        self.jobs.put(None)
-        self.thread.join(timeout=30)
+
+def _rules(rules: tuple[str, ...], rule_file: Path | None) -> tuple[tuple[str, ...], dict[str, RuleDef]]:
+    """The session's rules: the named ones, then a rule file's (installed), each checked."""
+    defs = rule_files.load_rule_file(rule_file) if rule_file is not None else {}
+    rules = tuple(dict.fromkeys((*rules, *rule_files.install(defs))))
+    for rule in rules:
+        get_rule(rule)
+    return rules, defs
 
 
 def run_proxy_session(
@@ -211,17 +246,26 @@ def run_proxy_session(
     host: str = "127.0.0.1",
     port: int = 0,
     api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 600.0,
+    rule_file: Path | None = None,
     on_ready: Ready | None = None,
+    on_line: Line | None = None,
     stop: threading.Event | None = None,
 ) -> SessionReport:
     """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
     record_mode = RecordMode.parse(record_mode, SESSION_MODES, " for the proxy")
-    for rule in rules:
-        get_rule(rule)
-    existing = find_session(store, name, upstream) if record_mode != "all" else None
-    if existing is not None and record_mode == "once" and not _reusable(store, existing, upstream):
-        existing = None  # re-recorded: an empty session or endpoint errors are never replayed as the answer
-    if existing is not None and record_mode == "none" and not _reusable(store, existing, None):
+    if not 0 < timeout <= 86400:
+        raise ConfigError(
+            f"--timeout {timeout:g}: give the seconds one upstream exchange may take (0 < S <= 86400)"
+        )
+    rules, defs = _rules(rules, rule_file)
+    lines = SessionLines(on_line)
+    rows = find_sessions(store, name, upstream, lines.note) if record_mode != "all" else []
+    # the newest that may be replayed: an empty session or (when it can be re-recorded) endpoint
+    # errors are never replayed as the answer
+    usable = [r for r in rows if _reusable(store, r, upstream if record_mode == "once" else None)]
+    existing = usable[-1] if usable else None
+    if rows and existing is None and record_mode == "none":
         raise CassetteNotFound(
             f"record mode none: proxy session {name!r} in store {store.location} recorded no call; "
             "record it again with --record-mode all"
@@ -230,92 +274,198 @@ def run_proxy_session(
         raise CassetteNotFound(
             f"record mode none: no proxy session {name!r} in store {store.location}; record it with --record-mode once"
         )
+    session = _Session(store, name, rules, defs, lines, host=host, port=port, on_ready=on_ready, stop=stop)
     if existing is not None:
-        return _replay(store, existing, rules, host, port, on_ready, stop)
+        episode = store.get_episode(str(existing["id"]))
+        recorded_with = _recorded_rules(episode.meta)
+        rule_files.check_recorded(recorded_with[1], defs, recorded_with[0])
+        if record_mode == "once" and upstream:  # the upstream is the user's, never one read from the store
+            return session.resume(episode, upstream, api_key_env, timeout)
+        return session.replay(episode, recorded_with[0])
     if not upstream:
         raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
-    key = proxy_key(name, upstream, rules)
-    tape = Tape(key.id)
-    meta: EpisodeMeta = {
-        "proxy": {"name": name, "upstream": endpoint_identity(upstream), "rules": list(rules)},
-        "rules": list(rules),
-        "pins": ENV_PINS,
+    return session.record(upstream, api_key_env, timeout)
+
+
+def _recorded_rules(meta: EpisodeMeta) -> tuple[tuple[str, ...], dict[str, RuleDef]]:
+    proxy = meta.get("proxy")
+    if proxy is None:
+        return (), {}
+    defs = proxy.get("rule_defs") or {}
+    return tuple(proxy.get("rules", ())), {
+        str(k): {"pattern": str(v.get("pattern", "")), "replace": str(v.get("replace", ""))}
+        for k, v in defs.items()
     }
-    writer = _SessionWriter(store, key, meta)
-    try:
-        with _upstream(upstream, api_key_env) as (url, api_key):
-            server = ProxyServer(
-                tape,
-                url,
-                Scrubber({"api_key": api_key}),
-                rules,
-                api_key=api_key,
-                host=host,
-                port=port,
-                concurrent=True,
-                on_exchange=writer.write,
+
+
+def _models(events: list[Event]) -> list[str]:
+    seen = [e.body.get("model") for e in events if isinstance(e, LlmEvent) and isinstance(e.body, dict)]
+    return list(dict.fromkeys(m for m in seen if isinstance(m, str) and m))
+
+
+class _Session:
+    """One session's serving: record (new, or taking up a recording that stopped early) or replay."""
+
+    def __init__(
+        self,
+        store: StoreBackend,
+        name: str,
+        rules: tuple[str, ...],
+        defs: dict[str, RuleDef],
+        lines: SessionLines,
+        **serving: Any,
+    ) -> None:
+        self.store, self.name, self.rules, self.defs, self.lines = store, name, rules, defs, lines
+        self.host, self.port = serving["host"], serving["port"]
+        self.on_ready: Ready | None = serving["on_ready"]
+        self.stop: threading.Event | None = serving["stop"]
+
+    def _serve(self, server: ProxyServer, mode: str) -> str:
+        try:
+            base_url = server.start()
+            return _wait(self.stop, lambda: self.on_ready(base_url, mode) if self.on_ready else None)
+        finally:
+            server.stop()
+
+    def record(
+        self, upstream: str, api_key_env: str, timeout: float, taken_up: Episode | None = None
+    ) -> SessionReport:
+        tape = Tape(taken_up.id if taken_up else proxy_key(self.name, upstream, self.rules).id)
+        kept = list(taken_up.events) if taken_up else []
+        tape.events = list(kept)
+        proxy_meta: ProxyMeta = (
+            {**taken_up.meta["proxy"]} if taken_up and "proxy" in taken_up.meta else {"name": self.name}
+        )
+        proxy_meta["name"] = self.name
+        proxy_meta.setdefault("upstream", endpoint_identity(upstream))  # a taken-up session keeps its own
+        proxy_meta.setdefault("rules", list(self.rules))
+        if self.defs:
+            proxy_meta.setdefault("rule_defs", dict(self.defs))
+        recorded_credentials = dict(proxy_meta.get("credentials", {}))
+
+        def key_of(events: list[Event]) -> CassetteKey:
+            if taken_up is not None:
+                return taken_up.key
+            models = _models(events)
+            return proxy_key(self.name, upstream, self.rules, models[0] if models else "", self.defs)
+
+        server: ProxyServer | None = None
+
+        def meta() -> EpisodeMeta:
+            credentials = dict(recorded_credentials)
+            if server is not None:
+                for name, digest in server.presented.items():
+                    credentials.setdefault(name, digest)
+            return {
+                "proxy": {**proxy_meta, "models": _models(tape.events), "credentials": credentials},
+                "rules": list(self.rules),
+                "pins": ENV_PINS,
+            }
+
+        writer = SessionWriter(self.store, key_of, meta)
+        try:
+            with _upstream(upstream, api_key_env) as (url, api_key):
+                server = ProxyServer(
+                    tape,
+                    url,
+                    Scrubber({"api_key": api_key}),
+                    self.rules,
+                    api_key=api_key,
+                    host=self.host,
+                    port=self.port,
+                    timeout=timeout,
+                    concurrent=True,
+                    on_exchange=writer.write,
+                    on_divergence=self.lines.diverged,
+                    on_note=self.lines.note,
+                    resume=Resume(kept) if taken_up else None,
+                    credentials=recorded_credentials,
+                )
+                ended = self._serve(server, "record")
+        finally:
+            writer.close()
+        events: list[Event] = list(tape.events)
+        if tape.transport_errors:  # an answer the upstream refused, cut or garbled: kept, never reused
+            events.append(ErrorEvent(f"EndpointFailure: upstream {tape.transport_errors[0].what()}"))
+        new_calls = len(tape.llm_events) - len([e for e in kept if isinstance(e, LlmEvent)])
+        if taken_up is not None and new_calls == 0 and not tape.transport_errors:
+            return self._replayed(taken_up, server, ended)  # nothing continued it: it was a replay
+        episode = Episode(key=key_of(events), events=events, meta=meta())
+        calls = len(episode.llm_events)
+        if calls:  # a session with no call (the client never connected, or timed out) is not kept
+            self.store.put_episode(episode)
+        report: SessionReport = {
+            "mode": "record",
+            "cassette_id": episode.id if calls else None,
+            "name": self.name,
+            "llm_calls": calls,
+            "resumed": calls - new_calls if taken_up else 0,
+            "stored": bool(calls),
+            "stopped_by": ended,
+            "digest": episode.digest,
+            "models": _models(events),
+            "notes": self.lines.notes,
+            "upstream_errors": server.errors,
+            "store_errors": [f"{type(writer.error).__name__}: {writer.error}"] if writer.error else [],
+            "divergences": len(self.lines.divergences),
+            "divergence_lines": self.lines.divergences,
+        }
+        if taken_up is not None:
+            self.lines.note(
+                f"took up proxy session {self.name!r}: {report['resumed']} recorded call(s) kept, "
+                f"{new_calls} new call(s) recorded"
             )
-            try:
-                base_url = server.start()
-                ended = _wait(stop, lambda: on_ready(base_url, "record") if on_ready else None)
-            finally:
-                server.stop()
-    finally:
-        writer.close()
-    events: list[Event] = list(tape.events)
-    if tape.transport_errors:  # an answer the upstream refused, cut or garbled: kept, never reused
-        events.append(ErrorEvent(f"EndpointFailure: upstream {tape.transport_errors[0].what()}"))
-    episode = Episode(key=key, events=events, meta=meta)
-    calls = len(episode.llm_events)
-    if calls:  # a session with no call (the client never connected, or timed out) is not kept
-        store.put_episode(episode)
-    return {
-        "mode": "record",
-        "cassette_id": key.id if calls else None,
-        "name": name,
-        "llm_calls": calls,
-        "stored": bool(calls),
-        "stopped_by": ended,
-        "digest": episode.digest,
-        "upstream_errors": server.errors,
-        "store_errors": [f"{type(writer.error).__name__}: {writer.error}"] if writer.error else [],
-    }
+        return report
 
+    def resume(self, episode: Episode, upstream: str, api_key_env: str, timeout: float) -> SessionReport:
+        """``once`` on a stored session: its exchanges are served; turns that continue one of its
+        conversations at its recorded end are recorded and appended (the recorded prefix holds)."""
+        return self.record(upstream, api_key_env, timeout, taken_up=episode)
 
-def _replay(
-    store: StoreBackend,
-    row: Mapping[str, object],
-    rules: tuple[str, ...],
-    host: str,
-    port: int,
-    on_ready: Ready | None,
-    stop: threading.Event | None,
-) -> SessionReport:
-    episode = store.get_episode(str(row["id"]))
-    proxy = episode.meta.get("proxy")
-    rules = rules or tuple(proxy.get("rules", ()) if proxy else ())
-    tape = Tape(episode.id, recorded=list(episode.events))
-    server = ProxyServer(tape, None, None, rules, host=host, port=port, concurrent=True)
-    player = server.player
-    assert player is not None
-    try:
-        base_url = server.start()
-        ended = _wait(stop, lambda: on_ready(base_url, "replay") if on_ready else None)
-    finally:
-        server.stop()
-    return {
-        "mode": "replay",
-        "cassette_id": episode.id,
-        "name": episode.key.task_id,
-        "served": player.cursor,
-        "recorded": len(episode.events),
-        "identical": player.cursor > 0
-        and player.divergence is None
-        and player.complete
-        and player.digest == episode.digest,
-        "stopped_by": ended,
-        "recorded_digest": episode.digest,
-        "replayed_digest": player.digest,
-        "divergence": player.divergence.report if player.divergence else None,
-        "divergences": len(player.divergences),
-    }
+    def replay(self, episode: Episode, rules: tuple[str, ...]) -> SessionReport:
+        tape = Tape(episode.id, recorded=list(episode.events))
+        proxy = episode.meta.get("proxy")
+        server = ProxyServer(
+            tape,
+            None,
+            None,
+            self.rules or rules,
+            host=self.host,
+            port=self.port,
+            concurrent=True,
+            on_divergence=self.lines.diverged,
+            on_note=self.lines.note,
+            credentials=dict(proxy.get("credentials", {})) if proxy else {},
+        )
+        ended = self._serve(server, "replay")
+        return self._replayed(episode, server, ended)
+
+    def _replayed(self, episode: Episode, server: ProxyServer | None, ended: str) -> SessionReport:
+        player = server.player if server is not None and server.resume is None else None
+        if server is not None and server.resume is not None:
+            player = server.resume.player
+        assert player is not None
+        identical = (
+            player.cursor > 0
+            and not self.lines.divergences
+            and player.complete
+            and player.digest == episode.digest
+        )
+        if not identical and not self.lines.divergences and player.cursor < len(episode.events):
+            self.lines.note(f"served {player.cursor} of {len(episode.events)} recorded call(s): {CACHE_HINT}")
+        first = player.divergence
+        return {
+            "mode": "replay",
+            "cassette_id": episode.id,
+            "name": episode.key.task_id,
+            "served": player.cursor,
+            "recorded": len(episode.events),
+            "identical": identical,
+            "stopped_by": ended,
+            "notes": self.lines.notes,
+            "recorded_digest": episode.digest,
+            "replayed_digest": player.digest,
+            "divergence": first.report if first else None,
+            "divergences": len(self.lines.divergences),
+            "divergence_lines": self.lines.divergences,
+        }

@@ -181,13 +181,18 @@ def proxy_report(report: SessionReport) -> None:
         for error in report.get("upstream_errors", []):
             err(error)
     elif report["mode"] == "record":
-        text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s) → cassette {report['cassette_id']} (digest {report['digest'][:12]})"
+        taken_up = f" ({report['resumed']} kept from its earlier recording)" if report.get("resumed") else ""
+        text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s){taken_up} → cassette {report['cassette_id']} (digest {report['digest'][:12]})"
         for error in report.get("upstream_errors", []):
             err(error)
     else:
         state = "identical" if report["identical"] else "NOT identical"
         text = f"replayed proxy session {report['name']!r} (cassette {report['cassette_id']}): served {report['served']} of {report['recorded']} recorded call(s), {state}"
         divergence(report.get("divergence"))
+    in_full = 1 if report["mode"] == "replay" and report.get("divergence") else 0
+    for d in report.get("divergence_lines", [])[in_full:]:  # a replay's first is shown in full above
+        where = f"event {d['position']}" if d["position"] is not None else "no recorded event"
+        line(f"  also diverged at {where}: {d['reason'][:200]}")
     line(text)
 
 

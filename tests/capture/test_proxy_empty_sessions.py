@@ -94,8 +94,12 @@ def test_empty_session_stored_by_an_older_version_is_rerecorded_not_replayed(tmp
     )
     code, again = proxy(store, "--upstream", upstream, client=one_call)  # once
     assert code == 130 and again["mode"] == "record" and again["llm_calls"] == 1
-    (row,) = proxy_sessions(store)
-    assert Store(store).get_episode(row["id"]).digest == again["digest"]
+    # the new recording names its model (the old empty one, keyed by no model, is left as it was)
+    assert again["models"] == ["reference-strong"]
+    assert Store(store).get_episode(again["cassette_id"]).digest == again["digest"]
+    code, replayed = proxy(store, client=one_call)  # once, no upstream: the newest session, replayed
+    assert code == 130 and replayed["mode"] == "replay" and replayed["cassette_id"] == again["cassette_id"]
+    assert replayed["identical"]
 
 
 def test_record_mode_none_refuses_a_stored_empty_session(tmp_path: Path) -> None:
