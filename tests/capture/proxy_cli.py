@@ -39,7 +39,8 @@ class ProxyProcess:
         self.lines: list[str] = []
         self._ready = threading.Event()
         self.url = ""
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if not self._ready.wait(60) or not self.url:
             self.proc.kill()
             raise AssertionError("the proxy did not start: " + "".join(self.lines))
@@ -66,13 +67,16 @@ class ProxyProcess:
         raise AssertionError(f"no line with {text!r} in: {''.join(self.lines)}")
 
     def stop(self, sig: int = signal.SIGINT) -> tuple[int, dict[str, Any] | None, str]:
+        """Signal the proxy, wait for it, and read what it printed (stderr is the reader's alone)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
+        assert self.proc.stdout is not None
         try:
-            out, _ = self.proc.communicate(timeout=60)
+            out = self.proc.stdout.read()
+            self.proc.wait(timeout=60)
         finally:
             self.proc.kill()
-        time.sleep(0.05)  # the reader thread takes the last lines
+        self._reader.join(timeout=10)
         self.stdout = out
         report = json.loads(out) if out.strip() and self.as_json else None
         self.result = (self.proc.returncode, report, "".join(self.lines))
