@@ -67,7 +67,10 @@ class ProxyProcess:
         raise AssertionError(f"no line with {text!r} in: {''.join(self.lines)}")
 
     def stop(self, sig: int = signal.SIGINT) -> tuple[int, dict[str, Any] | None, str]:
-        """Signal the proxy, wait for it, and read what it printed (stderr is the reader's alone)."""
+        """Signal the proxy, wait for it, and read what it printed (stderr is the reader's alone);
+        once stopped, the same result again."""
+        if self.result[0] != -1:
+            return self.result
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         assert self.proc.stdout is not None
@@ -88,5 +91,4 @@ class ProxyProcess:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.proc.poll() is None or self.result[0] == -1:
-            self.stop()
+        self.stop()
