@@ -75,6 +75,11 @@ def tasks_check(
     override_cpus: Optional[float] = OverrideCpusOpt,
     override_memory_mb: Optional[int] = OverrideMemoryOpt,
     override_storage_mb: Optional[int] = OverrideStorageOpt,
+    network: Optional[str] = typer.Option(
+        None,
+        "--network",
+        help="docker: networked tasks' policy, as run's env.network: frozen (default: through the recording proxy), live or none.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
@@ -89,6 +94,12 @@ def tasks_check(
         loaded = load_config(config).env
         aliases.update(DockerSettings.of(loaded.table()).image_aliases)
         limits.update(loaded.limits())
+        if DockerSettings.of(loaded.table()).network:
+            limits["network"] = DockerSettings.of(loaded.table()).network
+    if network is not None:
+        if network not in ("frozen", "live", "none"):
+            raise typer.BadParameter(f"{network!r} is not frozen, live or none", param_hint="--network")
+        limits["network"] = network
     flags = limit_overrides(
         timeout_multiplier,
         agent_timeout_multiplier,

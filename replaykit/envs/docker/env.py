@@ -63,6 +63,7 @@ class DockerEnv(Sandbox):
         warnings: list[str] | None = None,
         network_mode: str | None = None,
         network_request: NetworkRequest | None = None,
+        keep_network_spool: bool = True,
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -89,6 +90,7 @@ class DockerEnv(Sandbox):
         self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
         self._network_request = network_request  # the store's CA, and what to serve (network/extras.py)
         self._net: Any = None
+        self._keep_spool = keep_network_spool  # False: what the network fetched is dropped at close
 
     @property
     def container(self) -> Any:
@@ -258,6 +260,8 @@ class DockerEnv(Sandbox):
             sidecars.close()
         if self._net is not None:
             self._net.close()
+            if not self._keep_spool:
+                self._net.discard()
 
     def network_exchanges(self) -> list[ExchangeRecord]:
         """The frozen network's exchanges since the last call (their bodies in its spool)."""

@@ -19,7 +19,9 @@ from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.flavours import substitutions
 from replaykit.envs.docker.network import NetworkRequest
+from replaykit.envs.docker.network.ca import ensure_ca
 from replaykit.envs.docker.network.extras import FROZEN_NETWORK
+from replaykit.envs.docker.network.wiring import resolve_mode
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.limits import with_limits
 from replaykit.envs.tasks import Task, load_task
@@ -73,9 +75,29 @@ def task_warnings(task: Task, env: EnvTable) -> list[str]:
 def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
     task = with_limits(task, env)
-    aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(task, aliases)
-    return oracle_grades(DockerEnv(task, image.id, episode=f"oracle-{task.id}", aliases=aliases))
+    settings = DockerSettings.of(env)
+    image = images.ensure_task_image(task, settings.image_aliases)
+    return oracle_grades(
+        DockerEnv(
+            task,
+            image.id,
+            episode=f"oracle-{task.id}",
+            aliases=settings.image_aliases,
+            network_mode=settings.network,  # run's policy: frozen unless the config says live or none
+            network_request=check_network(task, settings.network),
+            keep_network_spool=False,  # a check keeps nothing it fetched
+        )
+    )
+
+
+def check_network(task: Task, setting: str | None) -> NetworkRequest:
+    """The frozen network a ``tasks check`` episode gets, as ``run`` would give it: the proxy
+    with a CA of its own (``~/.cache/replaykit/network-ca/tasks-check``; nothing is stored)."""
+    if resolve_mode(setting, task.allow_internet) == "none":
+        return {}
+    home = Path.home() / ".cache" / "replaykit" / "network-ca" / "tasks-check"
+    ensure_ca(home)
+    return {"store": str(home)}
 
 
 ENV = EnvKind(

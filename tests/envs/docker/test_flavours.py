@@ -68,9 +68,11 @@ def test_ecr_python_task_passes_tasks_check_with_no_flags(flavour: str) -> None:
     on the python flavour by default, and says so."""
     task = REPO / "tests" / "harbor" / "corpus" / "ecr-python"
     proc = cli("tasks", "check", str(task), "--json", timeout=600, cwd=REPO)
-    (row,) = json.loads(proc.stdout)["tasks"]
+    report = json.loads(proc.stdout)
+    (row,) = report["tasks"]
     assert row["ok"] and row["untouched"] == 0 and row["solved"] == 1, row
-    assert f"FROM public.ecr.aws/docker/library/python:3.11-slim runs on {PYTHON_IMAGE}" in row["warning"]
+    note = f"FROM public.ecr.aws/docker/library/python:3.11-slim runs on {PYTHON_IMAGE} (image alias)"
+    assert report["notes"][note] == ["ecr-python"], report["notes"]
 
 
 def test_the_flavour_bundles_exactly_its_pinned_wheels(flavour: str) -> None:

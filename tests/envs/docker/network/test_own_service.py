@@ -37,3 +37,35 @@ def test_a_task_serving_itself_on_localhost_scores_1_under_the_frozen_network(
     assert shown["meta"]["environment"]["network"] == "frozen", shown["meta"]["environment"]
     assert episode["passed"] and episode["reward"] == 1, json.dumps(shown)[:3000]
     assert not [e for e in shown["events"] if e["kind"] == "net"]  # localhost never reached the proxy
+
+
+def _proxy_seeing_task(root: Path) -> Path:
+    folder = root / "sees-the-proxy"
+    for rel, text in {
+        "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "public"\n',
+        "instruction.md": "Create /app/done.\n",
+        "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+        # reward 1 only where run would put it: behind the frozen network's proxy, its own traffic local
+        "tests/test.sh": 'mkdir -p /logs/verifier; [ -f /app/done ] && [ "$HTTPS_PROXY" = http://replaykit-proxy:3128 ]'
+        ' && case ",$NO_PROXY," in *,localhost,*) true ;; *) false ;; esac'
+        " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+        "solution/solve.sh": "touch /app/done\n",
+    }.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
+def test_tasks_check_runs_under_runs_network_policy(docker_base: str, tmp_path: Path) -> None:
+    """Issue 31 item 5: ``tasks check`` gives a networked task the frozen network, as ``run``
+    does (it ran on the live network, so its verdict and run's differed); ``--network none``
+    as ``env.network: none``."""
+    if server.check():
+        pytest.fail(server.check() or "", pytrace=False)
+    task = _proxy_seeing_task(tmp_path)
+    frozen = json.loads(cli("tasks", "check", str(task), str(TASK), "--json", cwd=tmp_path).stdout)
+    assert [r["ok"] for r in frozen["tasks"]] == [True, True], frozen
+    cut = json.loads(cli("tasks", "check", str(task), "--network", "none", "--json", cwd=tmp_path).stdout)
+    assert cut["tasks"][0]["solved"] == 0, cut  # env.network: none, as run would: no proxy, no route
+    bad = cli("tasks", "check", str(task), "--network", "open")
+    assert bad.returncode == 2 and "--network" in bad.stderr
