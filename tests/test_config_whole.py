@@ -232,3 +232,18 @@ def test_docs_training_states_the_defaults() -> None:
     assert set(rows) == {"epochs", "seed", "patch_surface", "estimator", "criterion", "optimizer"}
     for key, written in rows.items():
         assert yaml.safe_load(written) == getattr(defaults, key), key
+
+
+@pytest.mark.e2e
+def test_a_bad_harness_entry_names_the_repo_not_a_cache_folder(tmp_path: Path) -> None:
+    from replaykit.testing import write_config
+
+    config = write_config(
+        tmp_path, {"harness.entry": "nope.py", "panel.tasks": TASKS[:1], "panel.seeds": [0]}
+    )
+    for command in ("run", "train"):
+        proc = cli(command, str(config))
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("Error: harness entry 'nope.py' is not in commit "), proc.stderr
+        assert f"of the harness repo {tmp_path / 'harness'} (its Python files: harness.py)" in proc.stderr
+        assert "cache" not in proc.stderr

@@ -112,6 +112,19 @@ class HarnessRepo:
                 f"harness repo {self.path} has uncommitted changes; commit or stash them (rollouts run exact commits)"
             )
 
+    def check_entry(self, sha: str, entry: str) -> None:
+        """``entry`` is a file of commit ``sha``; else one line naming this repo (not a cache folder)."""
+        try:
+            item = self.repo.commit(sha).tree / entry
+        except KeyError:
+            item = None
+        if not isinstance(item, git.Blob):
+            top = sorted(i.path for i in self.repo.commit(sha).tree if i.path.endswith(".py"))
+            raise HarnessError(
+                f"harness entry {entry!r} is not in commit {sha[:10]} of the harness repo {self.path} "
+                f"(its Python files: {', '.join(top) or 'none'}); set harness.entry, or commit {entry} there"
+            )
+
     def tree_files(self, sha: str) -> dict[str, tuple[int, bytes]]:
         files: dict[str, tuple[int, bytes]] = {}
         for item in self.repo.commit(sha).tree.traverse():
@@ -173,7 +186,9 @@ def load_solve(tree: Path, entry: str = "harness.py") -> Callable[..., Any]:
     func = func or "solve"
     module_path = tree / filename
     if not module_path.is_file():
-        raise HarnessError(f"harness entry {filename!r} is missing from {tree}; set harness.entry")
+        raise HarnessError(
+            f"harness entry {filename!r} is not in the harness commit {tree.name[:10]}; set harness.entry"
+        )
     name = f"replaykit_harness_{tree.name[:12]}"
     spec = importlib.util.spec_from_file_location(name, module_path)
     assert spec and spec.loader

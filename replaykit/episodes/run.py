@@ -204,6 +204,7 @@ def _measure(
     if sha is None:
         repo.ensure_clean()
         sha = repo.resolve(harness_ref)
+        repo.check_entry(sha, config.harness.entry)
     if persist:
         store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
         if not store.has_tree(sha):

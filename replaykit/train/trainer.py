@@ -143,6 +143,7 @@ class Trainer:
     def _resolve_training(self) -> None:
         head = self.harness.resolve()
         self.harness.ensure_clean()
+        self.harness.check_entry(head, self.config.harness.entry)
         state = self.state
         for doc in self.store.find_trainings(self.spec_digest):
             if head in doc["chain"]:
