@@ -119,7 +119,7 @@ class HarnessRepo:
         except KeyError:
             item = None
         if not isinstance(item, git.Blob):
-            top = sorted(i.path for i in self.repo.commit(sha).tree if i.path.endswith(".py"))
+            top = sorted(str(i.path) for i in self.repo.commit(sha).tree if str(i.path).endswith(".py"))
             raise HarnessError(
                 f"harness entry {entry!r} is not in commit {sha[:10]} of the harness repo {self.path} "
                 f"(its Python files: {', '.join(top) or 'none'}); set harness.entry, or commit {entry} there"
