@@ -40,15 +40,19 @@ def engine_start(
 ) -> None:
     """Run a real engine serving a GGUF model until Ctrl-C; prints the base URL and model id for a config."""
     from replaykit.models.engines import EngineProcess, EngineSpec, check_port, engine_missing
-    from replaykit.models.model_files import cache_dir, model_alias, model_file
+    from replaykit.models.model_files import NAMES, cache_dir, model_alias, model_file
 
-    missing = engine_missing(engine)  # before a 98 MB download, and before anything is written
+    # what is wrong with the command line first (a busy port, a file that is not a GGUF), then
+    # a missing engine: all before a 98 MB download, and before anything is written
+    if port:
+        check_port("127.0.0.1", port)
+    if model not in NAMES:  # a path: checked where it is (a name may mean a download)
+        model_file(model, note=render.err)
+    missing = engine_missing(engine)
     if missing:
         from replaykit.models.engines import EngineError
 
         raise EngineError(missing)
-    if port:
-        check_port("127.0.0.1", port)
     path = model_file(model, note=render.err)
     alias = model_alias(model, path)
     logs = cache_dir().parent / "engines"
