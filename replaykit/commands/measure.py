@@ -91,6 +91,10 @@ def run(
     if accept_engine_change:
         overrides["model.accept_engine_change"] = True
     cfg = load_config(config, overrides)
+    if jobs_dir is not None:  # refused before anything is recorded
+        from replaykit.exchange.harbor_jobs import check_jobs_dir
+
+        check_jobs_dir(jobs_dir)
     with render.progress(enabled=not as_json) as progress:
         result = measure(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going

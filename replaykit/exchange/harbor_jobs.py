@@ -33,6 +33,7 @@ from typing import Any, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
+from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeSummary, RunDoc
 
 AGENT = "replaykit-harness"
@@ -155,8 +156,24 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=4) + "\n", encoding="utf-8")
 
 
+def check_jobs_dir(jobs_dir: Path | str) -> Path:
+    """``jobs_dir`` if a job folder can go there (checked before a run records anything)."""
+    jobs = Path(jobs_dir)
+    for folder in (jobs, *jobs.parents):
+        if folder.exists():
+            if not folder.is_dir() or not os.access(folder, os.W_OK):
+                raise ConfigError(
+                    f"cannot write a Harbor job folder under {jobs}: {folder} is "
+                    + ("not a folder" if not folder.is_dir() else "not writable")
+                    + "; choose another --jobs-dir (or -o)"
+                )
+            break
+    return jobs
+
+
 def export_harbor_jobs(store: StoreBackend, run_id: str, jobs_dir: Path | str) -> HarborExport:
     """Write run ``run_id`` (a unique prefix is enough) as a Harbor job under ``jobs_dir``."""
+    check_jobs_dir(jobs_dir)
     run = store.get_run(run_id)  # a unique prefix is enough; the document verified
     jobs = Path(jobs_dir)
     job_name = f"replaykit-{run.run_id}"
