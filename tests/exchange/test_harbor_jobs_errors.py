@@ -13,8 +13,9 @@ def test_a_jobs_dir_under_a_file_is_one_line_and_nothing_is_recorded(tmp_path: P
     (tmp_path / "afile").write_text("x")
     proc = cli("run", str(config), "--jobs-dir", str(tmp_path / "afile" / "jobs"), cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [
+    expected = (
         f"Error: cannot write a Harbor job folder under {tmp_path / 'afile' / 'jobs'}: "
         f"{tmp_path / 'afile'} is not a folder; choose another --jobs-dir (or -o)"
-    ]
+    )
+    assert proc.stderr.strip().splitlines() == [expected]
     assert not (tmp_path / "store").exists()
