@@ -13,8 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONSTRAINTS="${REPLAYKIT_CONSTRAINTS-scripts/constraints.txt}"
-started=$SECONDS
-step() { echo "== $1 (at $((SECONDS - started)) s)"; }
+# shellcheck source=scripts/steps.sh
+source scripts/steps.sh  # step NAME: says when it starts and, as it ends, how long it took
 
 if [ -z "${VIRTUAL_ENV:-}" ]; then
   VENV="${REPLAYKIT_GATE_VENV:-.venv}"
@@ -49,4 +49,3 @@ python3 scripts/check_imports.py
 
 step "pytest"
 python3 -m pytest -q -n "${REPLAYKIT_TEST_WORKERS:-2}" --dist loadgroup "$@"
-echo "== done in $((SECONDS - started)) s"

@@ -92,11 +92,13 @@ def build_base_image(
         if mirror:
             argv.append(mirror)
         if progress:
-            progress(f"debootstrap {BASE_SUITE} (about a minute)")
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-            raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {proc.returncode}): {tail}")
+            progress(
+                f"debootstrap {BASE_SUITE}: fetches and unpacks ~{len(packages) + 90} Debian packages "
+                "(2-3 minutes on an idle machine, longer on a busy one or a slow mirror)"
+            )
+        returncode, tail = _debootstrap(argv, progress)
+        if returncode != 0:
+            raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {returncode}): {' | '.join(tail)}")
         for junk in (
             "var/cache/apt/archives",
             "var/lib/apt/lists",
@@ -131,3 +133,25 @@ def build_base_image(
     if image_id is None:
         raise EnvError(f"docker import did not produce {tag}")
     return {"tag": tag, "id": image_id, "built": True}
+
+
+#: debootstrap's stages (its ``I: <Verb> <package>`` lines), said once each with a count
+_STAGES = ("Retrieving", "Validating", "Extracting", "Unpacking", "Configuring", "Installing")
+
+
+def _debootstrap(argv: list[str], progress: BuildLog | None) -> tuple[int, list[str]]:
+    """Run debootstrap, telling each stage as it goes (every 25 packages: "unpacking: 50 so
+    far"); the exit code and its last three lines."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    last: list[str] = []
+    counts: dict[str, int] = {}
+    for raw in proc.stdout:
+        line = raw.rstrip()
+        last = [*last[-2:], line]
+        verb = line[3:].split(" ", 1)[0] if line.startswith("I: ") else ""
+        if progress and verb in _STAGES:
+            n = counts[verb] = counts.get(verb, 0) + 1
+            if n == 1 or n % 25 == 0:
+                progress(f"debootstrap: {verb.lower()} packages ({n} so far)")
+    return proc.wait(), last
