@@ -8,6 +8,8 @@
 # is offline (no web UI download, no OpenSSL, CPU only, portable: -DGGML_NATIVE=OFF).
 # It compiles ~200 objects: ~10 CPU-minutes idle, far longer on a loaded machine; the object
 # count and an estimate from the rate so far are printed as it goes. Fails loudly; never skips.
+# The whole script is one block, read before it runs: editing this file while a build runs is safe.
+{
 set -euo pipefail
 source "$(dirname "$0")/build-progress.sh"
 
@@ -52,3 +54,5 @@ cp "$work/build/bin/llama-server" "$DEST.tmp/llama-server"
 rm -rf "$DEST" && mv "$DEST.tmp" "$DEST"
 "$BIN" --version
 echo "llama-server built in $(((SECONDS - start) / 60)) min: $BIN"
+exit 0
+}

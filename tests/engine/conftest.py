@@ -66,7 +66,7 @@ def llama_server_engine() -> None:
 @pytest.fixture(scope="session")
 def smollm2() -> Path:
     """SmolLM2-135M-Instruct's GGUF (scripts/setup-engine.sh caches it; fetched here otherwise)."""
-    _require_engine("llama-server")
+    _require_engine()
     return model_file("smollm2")
 
 
@@ -74,6 +74,7 @@ def smollm2() -> Path:
 def smol_server(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """llama.cpp's own llama-server serving SmolLM2 (--jinja, one slot, no prompt cache, seed 0),
     one per test module that asks for it."""
+    _require_engine("llama-server")
     log = tmp_path_factory.mktemp("smol") / "llama-server.log"
     with LlamaServer(smollm2, n_ctx=4096, engine="llama-server", alias="smollm2", log_path=log) as server:
         yield server
