@@ -133,7 +133,7 @@ TRAIN_CASES = [
         "bogus",
         (
             "field 'train.criterion.bogus': criterion 'strict_pareto': unknown parameter 'bogus' "
-            "(takes: secondary_metrics)"
+            "(takes: secondary_metrics, min_margin)"
         ),
     ),
     (

@@ -151,8 +151,13 @@ def audit(
     sweep: Optional[list[str]] = typer.Option(
         None, "--sweep", help="Training only: criteria=a,b or optimizers=c,d (repeatable)."
     ),
+    noise: bool = typer.Option(
+        False, "--noise", help="Training only: each epoch's noise floor and whether its verdict is within it."
+    ),
     resample_seeds: Optional[int] = typer.Option(
-        None, "--resample-seeds", help="Verdict only: recompute on every subset of K seeds."
+        None,
+        "--resample-seeds",
+        help="Verdict: recompute on every subset of K seeds. Training with --noise: record N extra seeds first (once).",
     ),
     bootstrap: Optional[int] = typer.Option(
         None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
@@ -162,10 +167,16 @@ def audit(
     as_json: bool = JsonOpt,
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
-    st = open_store(store, readonly=not record, config=config)  # reading never writes
+    writes = record or bool(noise and resample_seeds)  # the only audits that record
+    st = open_store(store, readonly=not writes, config=config)  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
-        for flag, given in (("--optimizer", optimizer), ("--record", record), ("--sweep", sweep)):
+        for flag, given in (
+            ("--optimizer", optimizer),
+            ("--record", record),
+            ("--sweep", sweep),
+            ("--noise", noise),
+        ):
             if given:
                 raise ConfigError(
                     f"{flag} needs a training id; {target} is a verdict (see `replaykit runs --kind training`)"
@@ -187,9 +198,23 @@ def audit(
         return
     if kind != "training":
         raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
+    if noise:
+        _training_noise(
+            st,
+            target,
+            resample_seeds,
+            as_json,
+            criterion=criterion,
+            optimizer=optimizer,
+            record=record,
+            sweep=sweep,
+            bootstrap=bootstrap,
+        )
+        return
     if resample_seeds is not None or bootstrap is not None:
         raise ConfigError(
-            f"--resample-seeds needs a verdict id; {target} is a training (its verdicts: `replaykit runs --kind verdict`)"
+            "--resample-seeds on a training goes with --noise (extra seeds for its noise floor); "
+            "on a verdict it resamples the recorded seeds (its verdicts: `replaykit runs --kind verdict`)"
         )
     if sweep:
         if record or criterion or optimizer:
@@ -228,3 +253,18 @@ def audit(
             f"recorded as training {recorded['recorded_training']} on branch {recorded['recorded_branch']} "
             f"(replay it: replaykit replay {recorded['recorded_training']})"
         )
+
+
+def _training_noise(st: Any, target: str, resample_seeds: int | None, as_json: bool, **others: Any) -> None:
+    """``audit TRAINING --noise [--resample-seeds N]`` (``train.noise_audit``)."""
+    for flag, given in others.items():
+        if given:
+            raise ConfigError(
+                f"--noise audits the training as recorded; drop --{flag.replace('_', '-')} "
+                "(a counterfactual is its own audit)"
+            )
+    from replaykit.train.noise_audit import noise_audit
+
+    with render.progress(enabled=not as_json) as progress:
+        report = noise_audit(st, target, resample_seeds, live=resample_seeds is not None, progress=progress)
+    emit_json(report) if as_json else render.noise_table(report)

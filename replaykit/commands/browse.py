@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import typer
 
@@ -19,9 +19,13 @@ def runs(
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs, trainings, verdicts, compare results and probes in the store (newest last)."""
-    everything = open_store(store, readonly=True, config=config).list_runs()
-    rows = [
+    """List runs, trainings, verdicts, compare results and probes in the store (newest last);
+    each measured run with its replicate statistics (pass@k, pass^k, flip rates)."""
+    from replaykit.train.stats import stored_run_stats
+
+    st = open_store(store, readonly=True, config=config)
+    everything = st.list_runs()
+    rows: list[dict[str, Any]] = [
         {
             "id": r["id"],
             "kind": r["kind"],
@@ -33,6 +37,10 @@ def runs(
         for r in everything
         if kind is None or r["kind"] == kind
     ]
+    for row in rows:
+        if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
+            stats = stored_run_stats(st, st.get_run(row["id"]))
+            row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
 
 

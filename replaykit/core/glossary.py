@@ -44,6 +44,15 @@ TERMS: dict[str, str] = {
     "compare": "The same panel measured for several harnesses × models.",
     "trained vs untrained": "The solve-rate change from the first harness (untrained) to the last (trained), per model.",
     "recorded": "When this was written to the store (UTC).",
+    "pass@k": "The chance that at least one of k attempts (seeds) at a task solves it, averaged over tasks.",
+    "pass^k": "The chance that all k attempts (seeds) at a task solve it, averaged over tasks: how reliably it is solved.",
+    "flip rate": "Of every two seeds of the same task, the share whose outcomes differ: how often a rerun of the unchanged agent flips.",
+    "re-execution flip rate": "Of the certified tasks, the share certify found forked: re-running the recorded actions gave other observations or another grade.",
+    "bootstrap interval": "The 95% range of the candidate-minus-baseline score over resamplings of the tasks (seeded, so it replays).",
+    "noise floor": "The margin noise alone reaches here: the larger of the seed flip rate and the bootstrap interval's half-width toward 0.",
+    "within noise": "The margin is no larger than the noise floor: reruns of the same agent move that much.",
+    "attributed": "A flip (new solve or regression) where the candidate's changed lines ran before its episode parted from the baseline's.",
+    "incidental": "A flip where the episodes parted before any changed line ran: noise or a shared nondeterminism, not the change.",
 }
 
 
@@ -59,6 +68,9 @@ SHORT: dict[str, str] = {
     "solve rate": "task instances solved / panel size",
     "loss": "negative is better, 0 a tie, positive worse",
     "solved": "task instances passed, baseline → candidate",
+    "margin": "the candidate-minus-baseline score (solve rate, or mean reward) over the paired task instances",
+    "noise floor": "the margin noise reaches: the larger of the seed flip rate and the 95% interval's half-width toward 0",
+    "replicates": "over each task's k seeds: pass@k (one of k solves it), pass^k (all k do), flips (two seeds disagree), forked (certify re-ran it differently)",
 }
 
 

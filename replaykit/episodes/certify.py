@@ -65,6 +65,7 @@ __all__ = [
     "certify_task",
     "forked_tasks",
     "get_certificate",
+    "task_certificates",
 ]
 
 
@@ -106,12 +107,20 @@ def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
     Pure look-up (runs nothing): tasks never certified are absent; certify them
     first with :func:`certify_run`. Training verdicts exclude these tasks.
     """
-    out: dict[str, str] = {}
+    return {
+        t: reason for t, (status, reason) in task_certificates(store, run_doc).items() if status == FORKED
+    }
+
+
+def task_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+    """Task id → (status, reason) of the certificate of the run's episodes of that task, for
+    the tasks certified (a look-up by the certificate key; runs nothing)."""
+    out: dict[str, tuple[str, str]] = {}
     cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
     for task_id, cassette_ids in _by_task(store, cassettes).items():
         cert = get_certificate(store, _cert_id_of(store, cassette_ids))
-        if cert is not None and cert["status"] == FORKED:
-            out[task_id] = cert["reason"]
+        if cert is not None:
+            out[task_id] = (cert["status"], cert["reason"])
     return out
 
 

@@ -356,8 +356,11 @@ def replay_scrubber(meta: EpisodeMeta) -> Scrubber:
     return Scrubber({label: os.environ.get(var, "") for label, var in names.items()})
 
 
-def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
-    """Replay one recorded episode offline against the harness files in ``tree_dir``."""
+def replay_episode(
+    episode: Episode, tree_dir: Path, on_tape: Callable[[Tape], None] | None = None
+) -> ReplayResult:
+    """Replay one recorded episode offline against the harness files in ``tree_dir`` (``on_tape``
+    is handed the replay's tape first: line coverage reads its position, ``train/attribution.py``)."""
     meta = episode.meta
     task_meta = meta["task"]
     recorded = Drive(
@@ -372,6 +375,8 @@ def replay_episode(episode: Episode, tree_dir: Path) -> ReplayResult:
     )
     tape = Tape(episode.id, recorded=list(episode.events))
     tape.scrubber = replay_scrubber(meta)
+    if on_tape is not None:
+        on_tape(tape)
     grade: Grade | None = None
     recorded_steps = task_meta.get("steps", [])
     steps: list[tuple[str, str] | None] = [

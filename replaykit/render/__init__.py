@@ -35,7 +35,7 @@ from replaykit.render.environments import (
 )
 from replaykit.render.progress_bar import progress
 from replaykit.render.runs import compare_table, divergence, replay_report, run_rows, run_table
-from replaykit.render.training import audit_report, training_replay, training_table
+from replaykit.render.training import audit_report, noise_table, training_replay, training_table
 
 __all__ = [
     "audit_report",
@@ -53,6 +53,7 @@ __all__ = [
     "line",
     "make_console",
     "net_rows",
+    "noise_table",
     "plugins_report",
     "progress",
     "proxy_report",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -114,8 +114,22 @@ def compare_table(report: CompareDocument) -> None:
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 
 
-def run_rows(rows: Sequence[Mapping[str, str]], all_ids: list[str] | None = None) -> None:
-    """``runs``: one line per stored document (its ``runs`` row's id, kind, name, harness, model, time)."""
+def noise_cell(stats: Mapping[str, Any] | None) -> str:
+    """A run's replicate statistics in a few characters: ``pass@2 .50 pass^2 .38 flips .12``."""
+    if not stats or not stats.get("pass_at_k"):
+        return ""
+    k = str(stats["seeds"])
+    cell = f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f}"
+    if stats.get("seed_flip_rate") is not None:
+        cell += f" flips {stats['seed_flip_rate']:.2f}"
+    if stats.get("reexec_flip_rate") is not None:
+        cell += f" forked {stats['reexec_forked']}/{stats['reexec_certified']}"
+    return cell
+
+
+def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None) -> None:
+    """``runs``: one line per stored document (its ``runs`` row's id, kind, name, harness, model,
+    a measured run's replicate statistics, time)."""
     n = short_ids(all_ids or [r["id"] for r in rows])
     cells: list[list[str | Text]] = [
         [
@@ -124,11 +138,18 @@ def run_rows(rows: Sequence[Mapping[str, str]], all_ids: list[str] | None = None
             r["name"] or "",
             (r["harness_sha"] or "")[:8],
             r["model"] or "",
+            noise_cell(r.get("stats")),
             _when(r["created_at"]),
         ]
         for r in rows
     ]
-    show_table(f"{len(rows)} document(s)", ["id", "kind", "name", "harness", "model", "created (UTC)"], cells)
+    show_table(
+        f"{len(rows)} document(s)",
+        ["id", "kind", "name", "harness", "model", "replicates", "created (UTC)"],
+        cells,
+    )
+    if any(r.get("stats") for r in rows):
+        line(legend("replicates"))
 
 
 def _when(iso: str) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import TYPE_CHECKING, NotRequired
 
 from rich.text import Text
 
 from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table
-from replaykit.render.runs import divergence
+from replaykit.render.runs import divergence, noise_cell
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
+
+if TYPE_CHECKING:
+    from replaykit.train.noise_audit import NoiseAudit
 
 
 class TrainingTable(TrainingDocument):
@@ -99,9 +102,71 @@ def audit_report(report: VerdictAudit) -> None:
         f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}"
     )
     line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
+    found = report.get("noise")
+    if found:
+        i = found["interval"]
+        line(
+            f"margin {found['margin']:+.3f} ({i['score']}), 95% paired bootstrap [{i['low']:+.3f}, {i['high']:+.3f}] "
+            f"(seed {i['seed']}, {i['samples']} samples) · noise floor {found['noise_floor']:.3f} · "
+            + ("within noise" if found["within_noise"] else "outside the noise")
+        )
+    for role, stats in (report.get("replicates") or {}).items():
+        line(f"  {role}: {noise_cell(dict(stats)) or 'one seed: no replicates'}")
+    attribution = report.get("attribution")
+    if attribution and attribution["flips"]:
+        line(f"flips: {attribution['attributed']} attributed, {attribution['incidental']} incidental")
+        for flip in attribution["flips"]:
+            line(f"  {flip['unit']} {flip['movement'].replace('_', ' ')}: {flip['label']} — {flip['reason']}")
     cf = report.get("counterfactual")
     if cf:
         line(
             ("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ")
             + f"— {cf['summary']}"
         )
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def noise_table(report: NoiseAudit) -> None:
+    """``audit TRAINING --noise``: each epoch's margin, noise floor, interval and attribution."""
+    rows: list[list[str | Text]] = []
+    for r in report["epochs"]:
+        interval = r["interval"]
+        shown = f"[{interval['low']:+.3f}, {interval['high']:+.3f}]" if interval else "-"
+        within = "-" if r["within_noise"] is None else ("yes" if r["within_noise"] else "no")
+        flips = r.get("attribution") or {}
+        rows.append(
+            [
+                str(r["epoch"]),
+                r["decision"],
+                _num(r["margin"], signed=True),
+                _num(r["noise_floor"]),
+                within,
+                shown,
+                f"{flips.get('attributed', 0)}/{flips.get('incidental', 0)}" if flips else "-",
+            ]
+        )
+    seeds = report["resampled_seeds"]
+    extra = f" · extra seeds {', '.join(map(str, seeds))}" if seeds else ""
+    show_table(
+        f"noise of training {report['training_id']} ({report['criterion']}, score {report['score']}{extra})",
+        [
+            "epoch",
+            "decision",
+            "margin",
+            "noise floor",
+            "within noise",
+            "95% interval",
+            "attributed/incidental",
+        ],
+        rows,
+    )
+    line(legend("margin", "noise floor"))
+    for r in report["epochs"]:
+        if r["excluded"]:
+            line(f"epoch {r['epoch']}: excluded (forked): {', '.join(sorted(r['excluded']))}")
+    line(report["summary"])

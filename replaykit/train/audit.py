@@ -14,9 +14,11 @@ from replaykit.core.records import TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
+from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
 from replaykit.train.criteria import make_criterion
 from replaykit.train.documents import training_doc
+from replaykit.train.stats import Score, noise, stored_run_stats
 
 
 def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> VerdictAudit:
@@ -39,6 +41,13 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
         "recomputed": own.to_dict(),
         "reproduced": own.to_dict() == recorded,
     }
+    score: Score = "reward" if recorded["criterion"] == "mean_reward" else "solved"
+    out["noise"] = noise(baseline, candidate, recorded.get("excluded"), score)
+    out["replicates"] = {
+        "baseline": stored_run_stats(store, baseline),
+        "candidate": stored_run_stats(store, candidate),
+    }
+    out["attribution"] = attribute(store, baseline, candidate, own.to_dict())  # the recomputed flips
     if criterion:
         other = make_criterion(criterion)(candidate, baseline, recorded.get("excluded"))
         out["counterfactual"] = {

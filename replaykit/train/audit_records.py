@@ -6,10 +6,14 @@ renders them (``render/training.py``), sweeps and the HTML report read them.
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.records import JSON, NamedParams, TrainingDocument, VerdictRecord
+
+if TYPE_CHECKING:
+    from replaykit.train.attribution import Attribution
+    from replaykit.train.stats import Noise, RunStats
 
 
 class CounterfactualRow(TypedDict):
@@ -123,6 +127,9 @@ class VerdictAudit(TypedDict):
     recomputed: VerdictRecord
     reproduced: bool
     counterfactual: NotRequired[CounterfactualVerdict]
+    noise: NotRequired[Noise]  # the margin, its seeded bootstrap interval and noise floor (train/stats.py)
+    replicates: NotRequired[dict[str, RunStats]]  # baseline and candidate
+    attribution: NotRequired[Attribution]  # every flip attributed or incidental (train/attribution.py)
 
 
 class EpochReplay(TypedDict):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Protocol
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import JSON, RunDoc, VerdictRecord
 from replaykit.core.registry import FactoryRegistry
+from replaykit.train.stats import Score, noise, noise_json
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,33 @@ def _with_exclusions(reason: str, excluded: dict[str, str]) -> str:
     )
 
 
+def _min_margin(value: str | None) -> str | None:
+    if value not in (None, "noise"):
+        raise ConfigError(
+            f"min_margin {value!r}: the one margin is 'noise' (refuse a win within the noise floor); leave it out for none"
+        )
+    return value
+
+
+def _with_margin(params: dict[str, JSON], min_margin: str | None) -> dict[str, JSON]:
+    """A criterion's parameters, ``min_margin`` only when set (verdicts without it keep their ids)."""
+    return {**params, "min_margin": min_margin} if min_margin else params
+
+
+def _noise_floor(verdict: Verdict, candidate: RunDoc, baseline: RunDoc, score: Score) -> Verdict:
+    """``min_margin: noise``: an acceptance whose margin is within the noise floor is refused
+    (``train/stats.py``); the verdict's metrics carry the floor either way."""
+    found = noise(baseline, candidate, verdict.excluded, score)
+    verdict.metrics["noise"] = noise_json(found)
+    if verdict.accept and found["within_noise"]:
+        verdict.accept = False
+        verdict.reason += (
+            f"; refused by min_margin noise: margin {found['margin']:+.3f} is within the noise floor "
+            f"{found['noise_floor']:.3f}"
+        )
+    return verdict
+
+
 def _movement(b: dict[str, Outcome], c: dict[str, Outcome], units: list[str]) -> tuple[list[str], list[str]]:
     regressions = [u for u in units if b[u].passed and not c[u].passed]
     new = [u for u in units if c[u].passed and not b[u].passed]
@@ -109,14 +137,19 @@ class StrictPareto:
 
     name = "strict_pareto"
 
-    def __init__(self, secondary_metrics: tuple[str, ...] | list[str] = ("steps", "tokens")) -> None:
+    def __init__(
+        self,
+        secondary_metrics: tuple[str, ...] | list[str] = ("steps", "tokens"),
+        min_margin: str | None = None,
+    ) -> None:
         unknown = set(secondary_metrics) - {"steps", "tokens"}
         if unknown:
             raise ConfigError(f"unknown secondary metric(s) {sorted(unknown)}; use steps and/or tokens")
         self.secondary_metrics = tuple(secondary_metrics)
+        self.min_margin = _min_margin(min_margin)
 
     def params(self) -> dict[str, JSON]:
-        return {"secondary_metrics": list(self.secondary_metrics)}
+        return _with_margin({"secondary_metrics": list(self.secondary_metrics)}, self.min_margin)
 
     def _decide(
         self, b: dict[str, Outcome], c: dict[str, Outcome], units: list[str], case: str
@@ -156,7 +189,7 @@ class StrictPareto:
             accept, reason = worst
         solved_b = sum(b[u].passed for u in units)
         solved_c = sum(c[u].passed for u in units)
-        return Verdict(
+        verdict = Verdict(
             self.name,
             self.params(),
             accept,
@@ -174,6 +207,7 @@ class StrictPareto:
                 "tokens": [sum(b[u].tokens for u in units), sum(c[u].tokens for u in units)],
             },
         )
+        return _noise_floor(verdict, candidate, baseline, "solved") if self.min_margin else verdict
 
 
 class MeanReward:
@@ -182,11 +216,12 @@ class MeanReward:
 
     name = "mean_reward"
 
-    def __init__(self, alpha: float = 0.1) -> None:
+    def __init__(self, alpha: float = 0.1, min_margin: str | None = None) -> None:
         self.alpha = float(alpha)
+        self.min_margin = _min_margin(min_margin)
 
     def params(self) -> dict[str, JSON]:
-        return {"alpha": self.alpha}
+        return _with_margin({"alpha": self.alpha}, self.min_margin)
 
     def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
         b, c, units, excluded = _paired(candidate, baseline, exclude)
@@ -202,7 +237,7 @@ class MeanReward:
             f"mean reward {mean:+.3f} over {len(kept)} paired instance(s); sign test {wins} up / {losses} down, "
             f"p={p:.3f} {'≤' if p <= self.alpha else '>'} alpha={self.alpha}"
         )
-        return Verdict(
+        verdict = Verdict(
             self.name,
             self.params(),
             accept,
@@ -213,6 +248,7 @@ class MeanReward:
             excluded,
             {"units": len(kept), "mean_diff": mean, "wins": wins, "losses": losses, "p_value": p},
         )
+        return _noise_floor(verdict, candidate, baseline, "reward") if self.min_margin else verdict
 
 
 CRITERIA: FactoryRegistry[Criterion] = FactoryRegistry("criterion", "replaykit.criteria")

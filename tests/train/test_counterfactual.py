@@ -226,7 +226,7 @@ def test_cli_errors_are_one_line(quickstart: dict[str, Any]) -> None:
         ([s["training_id"], "--optimizer", "nope"], "unknown optimizer 'nope'"),
         ([s["training_id"], "--criterion", "mean_reward:alpha"], "bad parameter"),
         ([s["training_id"], "--sweep", "crit=a"], "bad --sweep"),
-        ([s["training_id"], "--resample-seeds", "1"], "needs a verdict id"),
+        ([s["training_id"], "--resample-seeds", "1"], "on a training goes with --noise"),
         ([s["epochs"][0]["verdict_id"], "--optimizer", "greedy_monotonic"], "needs a training id"),
         ([s["epochs"][0]["verdict_id"], "--resample-seeds", "3"], "use 1..2"),
     ]
