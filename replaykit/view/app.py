@@ -19,12 +19,11 @@ from urllib.parse import urlencode
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
-from replaykit.cassette.store.search import SearchHit
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
 from replaykit.view import queries
 from replaykit.view.hosts import HostCheck, host_guard
-from replaykit.view.pages import HomePage, SearchPage
+from replaykit.view.pages import HomePage, SearchHitRow, SearchPage
 from replaykit.view.search import Searcher
 
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
@@ -192,14 +191,18 @@ def create_app(
         nonlocal searcher
         q = request.query_params.get("q", "").strip()
         pageno = _int(request.query_params.get("page"), "page", 1) or 1
-        hits: list[SearchHit] = []
+        hits: list[SearchHitRow] = []
         total = 0
         if q:
             if searcher is None:
                 searcher = Searcher(store)
-            hits, total = searcher.search(
+            found, total = searcher.search(
                 q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
             )
+            hits = [
+                SearchHitRow(**h, harness_sha=str(store.cassette_row(h["cassette_id"])["harness_sha"] or ""))
+                for h in found
+            ]
         ctx: SearchPage = {
             "pending": searcher.pending if searcher is not None else 0,
             "index_error": searcher.error if searcher is not None else "",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
+from replaykit.cassette.store.search import SearchHit
 from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
 from replaykit.report.documents import EpisodeBrief
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
-    from replaykit.cassette.store.search import SearchHit
     from replaykit.envs.base import GradeDoc
     from replaykit.report.documents import Turn, UnitDiff, VerdictDiff
 
@@ -110,6 +110,7 @@ class RunPage(TypedDict):
     run: RunDetail
     seeds: list[int | str]
     grid: list[RunGridRow]
+    trainings: list[str]  # the trainings that measured this run (a baseline or a candidate)
 
 
 class VerdictRow(TypedDict):
@@ -212,11 +213,17 @@ class HomePage(TrainingsPage, ComparesPage):
     episode_count: int
 
 
+class SearchHitRow(SearchHit):
+    """A hit as the page shows it: which harness commit ran it, so equal-looking hits differ."""
+
+    harness_sha: str
+
+
 class SearchPage(TypedDict):
     pending: int  # episodes not indexed yet
     index_error: str
     q: str
-    hits: list[SearchHit]
+    hits: list[SearchHitRow]
     total: int
     page: int
     pages: int

@@ -189,10 +189,16 @@ def run(store: StoreBackend, run_id: str) -> RunPage:
         "doc": "",
         "created_at": "",
     }
+    trainings = [
+        t["id"]
+        for t in store.doc_rows("training")
+        if doc.run_id in store.get_doc(t["id"], kind="training")["runs"]
+    ]
     return {
         "run": {**run_row(store, row), "endpoint": doc.model.get("endpoint", "")},
         "seeds": seeds,
         "grid": grid,
+        "trainings": trainings,
     }
 
 

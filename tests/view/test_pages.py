@@ -123,3 +123,22 @@ def test_the_sidecar_index_is_outside_the_store(viewer: Viewer, quickstart_store
     get(f"{viewer.url}/search?q=checksum")
     sidecar = Path(viewer.info["search_index"])
     assert sidecar.is_file() and quickstart_store["store"].resolve() not in sidecar.resolve().parents
+
+
+def test_search_hits_name_their_harness_and_a_run_links_to_its_training(
+    viewer: Viewer, quickstart_store: dict[str, Any]
+) -> None:
+    """14 hits of one task and seed looked alike: each names the harness commit that ran it
+    (linking to that commit's runs); a run links back to the training that measured it."""
+    training = quickstart_store["training"]
+    status, page, _ = get(f"{viewer.url}/search?q={TOOL_ONLY_WORD}")
+    assert status == 200
+    hits = re.findall(r'<li class="hit">(.*?)</li>', page, re.S)
+    shas = {re.search(r'href="/runs\?harness=([0-9a-f]{40})"', h).group(1) for h in hits}  # type: ignore[union-attr]
+    assert len(hits) >= 2 and len(shas) >= 2 and training["initial_sha"] in shas
+    run_id = training["epochs"][0]["candidate_run"]
+    status, page, _ = get(f"{viewer.url}/runs/{run_id}")
+    assert status == 200
+    assert f'<a class="training" href="/trainings/{training["training_id"]}">' in page
+    status, page, _ = get(f"{viewer.url}/runs?harness={training['initial_sha']}")
+    assert status == 200 and training["epochs"][0]["baseline_run"] in page
