@@ -23,13 +23,14 @@ from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import JSON
-from replaykit.envs.base import EnvTable
+from replaykit.envs.base import Environment, EnvTable, Grade
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.certify_records import FirstDifference
 from replaykit.episodes.observation_scrub import scrub
+from replaykit.episodes.workspaces import episode_lock
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
 
@@ -69,8 +70,53 @@ class _Difference:
         return f"seed {seed}: {self.field} differs at {where} `{self.action[:80]}`: recorded {rec}, re-executed {new}"
 
 
+class StepPlan:
+    """An episode's recorded actions in a fresh environment, as recorded: a multi-step task's
+    steps staged before their first action and graded after their last (``step_actions``)."""
+
+    def __init__(self, episode: Episode, task: Task, env: Environment) -> None:
+        recorded = episode.meta.get("task")
+        self.bounds = list(recorded.get("step_actions") or []) if recorded else []
+        self.plan: list[tuple[str, int]] = [
+            p for i, n in enumerate(self.bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]
+        ]
+        self.task, self.env = task, env
+        self.graded: list[tuple[Any, Grade]] = []
+
+    def _advance(self, to_action: bool) -> None:
+        """Run staged/grade points until the next recorded action (or to the end)."""
+        stepped: Any = self.env  # environments that run multi-step tasks have begin_step (local, docker)
+        while self.plan and not (to_action and self.plan[0][0] == "act"):
+            what, i = self.plan.pop(0)
+            if what == "begin":
+                stepped.begin_step(self.task.steps[i])
+            elif what == "grade":
+                self.graded.append((self.task.steps[i], self.env.grade()))
+        if to_action and self.plan:
+            self.plan.pop(0)
+
+    def before_action(self) -> None:
+        if self.bounds:
+            self._advance(to_action=True)
+
+    def grade(self) -> Grade:
+        """The episode's grade: the verifier's, or a multi-step task's steps combined."""
+        if not self.bounds:
+            return self.env.grade()
+        from replaykit.envs.steps import combine
+
+        self._advance(to_action=False)
+        return combine(self.graded, self.task.reward_strategy, len(self.task.steps))
+
+
 def _rerun(episode: Episode, task: Task, extras: Extras | None = None) -> _Difference | None:
-    """Run the episode's recorded actions in a fresh environment; the first difference."""
+    """Run the episode's recorded actions in a fresh environment; the first difference. One
+    process at a time per episode key: the workspace path is the key's (``workspaces.py``)."""
+    with episode_lock(episode.key):
+        return _rerun_locked(episode, task, extras)
+
+
+def _rerun_locked(episode: Episode, task: Task, extras: Extras | None = None) -> _Difference | None:
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
     meta = episode.meta
@@ -96,31 +142,12 @@ def _rerun(episode: Episode, task: Task, extras: Extras | None = None) -> _Diffe
             raise ReplaykitError(network.unrecorded_line(missed))
 
     step = 0
-    # multi-step tasks: stage each step before its first action, grade it after its last
-    bounds = list(recorded.get("step_actions") or []) if (recorded := meta.get("task")) else []
-    plan: list[tuple[str, int]] = [
-        p for i, n in enumerate(bounds) for p in [("begin", i)] + [("act", i)] * n + [("grade", i)]
-    ]
-    graded: list[tuple[Any, Any]] = []
-    stepped: Any = env  # environments that run multi-step tasks have begin_step (local, docker)
-
-    def advance(to_action: bool) -> None:
-        """Run staged/grade points until the next recorded action (or to the end)."""
-        while plan and not (to_action and plan[0][0] == "act"):
-            what, i = plan.pop(0)
-            if what == "begin":
-                stepped.begin_step(task.steps[i])
-            elif what == "grade":
-                graded.append((task.steps[i], env.grade()))
-        if to_action and plan:
-            plan.pop(0)
-
+    plan = StepPlan(episode, task, env)
     try:
         env.start()
         for position, event in enumerate(episode.events):
-            if bounds and isinstance(event, EnvEvent):
-                advance(to_action=True)
             if isinstance(event, EnvEvent):
+                plan.before_action()
                 obs = env.run(event.action)
                 served()
                 rec = event.observation
@@ -134,13 +161,7 @@ def _rerun(episode: Episode, task: Task, extras: Extras | None = None) -> _Diffe
                         )
                 step += 1
             elif isinstance(event, GradeEvent):
-                if bounds:
-                    from replaykit.envs.steps import combine
-
-                    advance(to_action=False)
-                    grade = combine(graded, task.reward_strategy, len(task.steps))
-                else:
-                    grade = env.grade()
+                grade = plan.grade()
                 served()
                 rec_g = {
                     "reward": event.grade.reward,
