@@ -4,8 +4,10 @@ of task shapes in ``tests/harbor/corpus/`` (multi-step with shared tests, entryp
 service, env tables, compose sidecar, partial credit, multi-key reward, heredoc
 Dockerfile, network at build and test time, TB1 layout, TB1 with several compose services,
 docker_image with no Dockerfile, a python base from AWS's public mirror of Docker Hub, a
-solution serving itself on localhost, an image that never builds) must reach the same verdict (solved or not) and the same reward on at least
-95% of the tasks; every disagreement must be in :data:`ALLOWED`, with its reason.
+solution serving itself on localhost, an image that never builds) must reach the same verdict
+(solved or not) and the same reward on every task but those in :data:`ALLOWED`, each with its
+reason (a known Harbor-side or replaykit-documented difference); ``MIN_AGREEMENT`` is a second
+guard against the allowed list growing unnoticed.
 
 How Harbor is run here (local base images, public network, TB1 migrated first) is in
 ``harbor_cli.py``; replaykit loads the TB1 folder itself, and its conversion is checked
