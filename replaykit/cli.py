@@ -18,6 +18,7 @@ from replaykit.commands import (
     engine,
     environments,
     exchange,
+    fork,
     maintenance,
     measure,
     replay,
@@ -70,6 +71,7 @@ app.command("replay")(replay.replay)
 app.command("train")(training.train)
 app.command("audit")(audit.audit)
 app.command("compare")(measure.compare)
+app.command("fork")(fork.fork)
 cassettes_app.command("ls")(browse.cassettes_ls)
 app.command("runs")(browse.runs)
 cassettes_app.command("show")(browse.cassettes_show)

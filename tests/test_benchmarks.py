@@ -67,3 +67,11 @@ def test_view_benchmark_runs_small() -> None:
 def test_network_proxy_runs_small() -> None:
     out = bench("network_proxy.py", "--mb", "8", "--files", "20", "--repeats", "1")
     assert "8 MB body through the proxy: proxy peak RSS" in out and "proxy overhead:" in out
+
+
+def test_live_cost_runs_small() -> None:
+    out = bench("live_cost.py", "--epochs", "1", "--no-engine")
+    assert (
+        "calls with reuse:" in out
+        and "decisions, candidate SHAs, verdicts and final baseline: identical" in out
+    )

@@ -4,12 +4,14 @@ vcrpy intercepts (its patchers, plus replaykit's chunk-keeping httpx2 stubs as
 custom patches); replaykit decides. Its defaults are overridden for this domain:
 matching is on the request form (method, path, canonical body) and position,
 never on headers; nothing plays twice; secrets are scrubbed before anything is
-kept; look-up is by position in the episode, not a scan.
+kept; look-up is by position in the episode, not a scan. While recording, a tape with
+donors (``donor.py``) answers what they can; ``rewrite`` (``inject.py``) changes what the
+harness sends, recording and replaying alike.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Callable, NotRequired, TypedDict
 
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
@@ -56,6 +58,7 @@ class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped
         skip_patchers: tuple[str, ...] = SKIPPED_PATCHERS,
         timeout_s: float | None = None,
         player: Any = None,
+        rewrite: Callable[[bytes, int], bytes] | None = None,
         **kwargs: Any,
     ) -> None:
         assert tape is not None
@@ -69,6 +72,9 @@ class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped
         #: a ConversationPlayer: replay matches each request by content (concurrent clients)
         #: instead of by position on the tape
         self.player = player
+        #: changes each request body before it is matched or sent (body, model calls so far)
+        self.rewrite = rewrite
+        self._served: LlmEvent | None = None  # a donor's answer to the request being handled
         self.custom_patches = tuple(httpx2_patches(self))
 
     # The store, not a file, holds episodes; the rollout writes them whole.
@@ -85,12 +91,30 @@ class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped
     def form(self, request: Any) -> RequestForm:
         return request_form(request.method, request.uri, request.body, self.scrubber, self.rules)
 
+    def rewritten(self, body: bytes) -> bytes:
+        """The body as it is sent: ``rewrite``'s, when set (its ``ValueError`` is a divergence)."""
+        if self.rewrite is None:
+            return body
+        try:
+            return self.rewrite(body, len(self.tape.llm_events))
+        except ValueError as exc:
+            raise self.tape.diverge("fork", str(exc), None, None, []) from None
+
     def can_play_response_for(self, request: Any) -> bool:
         if self.tape.on_call is not None:  # asked once per request, before anything is sent or played
             self.tape.on_call()
-        return self.tape.replaying
+        if self.tape.replaying:
+            return True
+        if self.tape.donors is None:
+            return False
+        # the request exactly as sent: never scrubbed, never normalised (donor.py)
+        self._served = self.tape.serve(request_form(request.method, request.uri, request.body))
+        return self._served is not None
 
     def play_event(self, request: Any) -> LlmEvent:
+        if self._served is not None:  # recording: a donor's answer, already on the tape
+            event, self._served = self._served, None
+            return event
         if self.player is not None:
             played: LlmEvent = self.player.play(self.form(request))
             return played
@@ -161,6 +185,10 @@ def episode_cassette(
     scrubber: Scrubber | None = None,
     rules: tuple[str, ...] = (),
     timeout_s: float | None = None,
+    rewrite: Callable[[bytes, int], bytes] | None = None,
 ) -> Any:
-    """A context manager that patches HTTP clients for one episode; ``timeout_s``: each call's total deadline."""
-    return EpisodeCassette.use(path=label, tape=tape, scrubber=scrubber, rules=rules, timeout_s=timeout_s)
+    """A context manager that patches HTTP clients for one episode; ``timeout_s``: each call's
+    total deadline; ``rewrite``: what changes each request body (a fork's message)."""
+    return EpisodeCassette.use(
+        path=label, tape=tape, scrubber=scrubber, rules=rules, timeout_s=timeout_s, rewrite=rewrite
+    )

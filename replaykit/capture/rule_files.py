@@ -30,7 +30,7 @@ import yaml
 
 from replaykit.capture.matchers import _walk_strings, known_rules, register_rule
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import RuleDef
+from replaykit.core.meta import RuleDef
 
 #: rule names a file may not take: the built-ins
 BUILTIN_RULES = frozenset({"uuids", "timestamps", "codex-session", "cwd"})

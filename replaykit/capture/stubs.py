@@ -26,6 +26,9 @@ class EpisodeCassette(Protocol):
     """What the stubs ask of the cassette they patch for (``recorder.EpisodeCassette`` is the one)."""
 
     timeout_s: float  # the total time one recorded call may take
+    rewrite: Callable[[bytes, int], bytes] | None  # what changes each request body (a fork's message)
+
+    def rewritten(self, body: bytes) -> bytes: ...
 
     def can_play_response_for(self, request: Any) -> bool: ...
 
@@ -156,10 +159,21 @@ def _check_answer(
         raise httpx2.RemoteProtocolError(f"incomplete answer: {problem}")
 
 
+def _rewritten(cassette: EpisodeCassette, real_request: Any, body: bytes) -> bytes:
+    """The body as it is sent (a fork's message added), its length header kept true."""
+    if cassette.rewrite is None:
+        return body
+    new = cassette.rewritten(body)
+    if new != body:
+        real_request.headers["Content-Length"] = str(len(new))
+    return new
+
+
 def handle_request(cassette: EpisodeCassette, real: Callable[..., Any], httpx2: Any) -> Callable[..., Any]:
     @functools.wraps(real)
     def _handle(self: Any, real_request: Any) -> Any:
         body = b"".join(real_request.stream)
+        body = _rewritten(cassette, real_request, body)
         real_request.stream = httpx2.ByteStream(body)
         request = _vcr_request(real_request, body)
         if cassette.can_play_response_for(request):
@@ -203,6 +217,7 @@ def handle_async_request(
     @functools.wraps(real)
     async def _handle(self: Any, real_request: Any) -> Any:
         body = b"".join([part async for part in real_request.stream])
+        body = _rewritten(cassette, real_request, body)
         real_request.stream = httpx2.ByteStream(body)
         request = _vcr_request(real_request, body)
         if cassette.can_play_response_for(request):

@@ -6,6 +6,9 @@ normalisation), env action *j* the recorded action *j*, in the recorded order.
 The first difference raises :class:`DivergenceError` and stays raised (a harness
 that swallows the exception cannot hide it). A request past the end of the
 recording is an error naming it — never a network call.
+
+A recording tape may have donors beside it (``donor.py``: prefix reuse, forks): while
+the new episode repeats them, :meth:`Tape.serve` answers its requests from them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from replaykit.capture.donor import Donors
 from replaykit.capture.matchers import DEFAULT_MATCH_ON, mismatches, request_diff
 from replaykit.cassette.events import (
     EnvEvent,
@@ -54,6 +58,9 @@ class Tape:
         self.scrubber = Scrubber()  # what is stored, compared and reported is scrubbed with it
         self.transport_errors: list[Any] = []  # endpoint failures that left no event (refused, timed out)
         self.on_call: Callable[[], None] | None = None  # called before each model call (an episode's limits)
+        self.donors: Donors | None = (
+            None  # recording: episodes whose answers it is served while it repeats them
+        )
 
     @property
     def replaying(self) -> bool:
@@ -202,7 +209,43 @@ class Tape:
             raise self.divergence
 
     def record(self, event: Event) -> None:
+        if self.donors is not None:
+            self.donors.observe(len(self.events), event)
+            self._check_donors(event)
         self.events.append(event)
+
+    # -- donors ------------------------------------------------------------------------
+    def serve(self, form: RequestForm) -> LlmEvent | None:
+        """A donor's answer to this request (recorded on the tape as it is), or None: send it live."""
+        if self.donors is None or self.divergence is not None:
+            return None
+        event = self.donors.answer(len(self.events), form)
+        if event is None:
+            self._check_donors(form)
+            return None
+        self.record(event)
+        return event
+
+    def _check_donors(self, actual: Event | RequestForm) -> None:
+        """A strict tape (a fork) whose prefix ended before its step: the divergence, raised."""
+        donors = self.donors
+        if donors is None or not donors.broken:
+            return
+        self.cursor = donors.end or 0
+        theirs = donors.expected
+        diff: list[str] = []
+        if isinstance(actual, dict):  # a request the donor had no answer for
+            expected: Any = theirs.request_form() if isinstance(theirs, LlmEvent) else _digest(theirs)
+            mine: Any = actual
+            if isinstance(theirs, LlmEvent):
+                diff = request_diff(expected, actual)
+        else:
+            expected, mine = _digest(theirs), actual.digest_form()
+        raise self.diverge("fork", f"{donors.reason} (cassette {donors.standing})", expected, mine, diff)
+
+
+def _digest(event: Event | None) -> Any:
+    return None if event is None else event.digest_form()
 
 
 def _form(event: Event | None) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from replaykit.cassette.events import Episode
+from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import (
     JSON,
@@ -28,6 +29,7 @@ from replaykit.core.records import (
 )
 
 if TYPE_CHECKING:
+    from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.cassette.store.schema import (
         CassetteColumns,
@@ -103,6 +105,10 @@ class Index(Protocol):
         """A cassette's derived columns, checked against its events."""
         ...
 
+    def verified_reuse(self, cassette_id: str) -> ReuseCounts:
+        """What a cassette's reuse claim counts, checked against its own events."""
+        ...
+
     def check_run(self, run: RunDoc | RunDocument) -> None:
         """Every episode entry of a run document against its cassette's events."""
         ...
@@ -143,6 +149,10 @@ class Index(Protocol):
     def find_trainings(self, spec_digest: str) -> list[TrainingDocument]: ...
 
     def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]: ...
+
+    def find_donors(self, key: CassetteKey, limit: int = 32) -> list[CassetteRow]: ...
+
+    def find_forks(self, parent: CassetteKey) -> list[CassetteRow]: ...
 
     def get_certificate(self, cert_id: str) -> CertificateRecord | None: ...
 

@@ -29,7 +29,7 @@ from replaykit.cassette.events import (
 )
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
-from replaykit.core.records import EpisodeMeta
+from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import Grade, Observation
 
 FORMAT = 2

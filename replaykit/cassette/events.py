@@ -16,7 +16,7 @@ from typing import Any, Literal, TypedDict
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
-from replaykit.core.records import EpisodeMeta
+from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
 from replaykit.envs.extras import ExchangeRecord, StoredExchange
 

@@ -24,6 +24,7 @@ from replaykit.core.determinism import canonical_json
 from replaykit.core.records import EpisodeRow
 
 if TYPE_CHECKING:
+    from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.schema import CassetteColumns
 
 #: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
@@ -48,7 +49,7 @@ CASSETTE_DERIVED = (
     "tokens",
 )
 #: the field of a runs-table document that names its own row id, by kind
-DOC_ID_FIELD = {"measure": "run_id", "training": "training_id", "verdict": "verdict_id"}
+DOC_ID_FIELD = {"measure": "run_id", "training": "training_id", "verdict": "verdict_id", "fork": "fork_id"}
 #: runs-table columns mirrored from a measure document
 RUN_MIRRORS = {
     "harness_sha": ("harness_sha",),
@@ -157,8 +158,11 @@ def cassette_mismatches(
     return bad
 
 
-def run_episode_mismatches(entry: EpisodeRow, derived: CassetteColumns) -> list[str]:
-    """Fields of a run document's episode entry that disagree with its cassette's events."""
+def run_episode_mismatches(
+    entry: EpisodeRow, derived: CassetteColumns, reused: ReuseCounts | None = None
+) -> list[str]:
+    """Fields of a run document's episode entry that disagree with its cassette's events (and,
+    given ``reused``, with what its claim counts: served events, and the calls that were paid)."""
     pairs = {
         "cassette_id": "id",
         "task_id": "task_id",
@@ -173,7 +177,14 @@ def run_episode_mismatches(entry: EpisodeRow, derived: CassetteColumns) -> list[
     }
     row: dict[str, object] = dict(entry)
     columns: Mapping[str, object] = derived
-    return [name for name, column in pairs.items() if name in row and not _same(row[name], columns[column])]
+    bad = [name for name, column in pairs.items() if name in row and not _same(row[name], columns[column])]
+    if reused is not None:  # absent fields: nothing was served (rows of runs from before reuse)
+        paid = derived["n_llm"] - reused.calls if reused.events else None
+        if not _same(row.get("reused_events") or 0, reused.events):
+            bad.append("reused_events")
+        if not _same(row.get("model_calls"), paid):
+            bad.append("model_calls")
+    return bad
 
 
 def doc_mismatches(row: Mapping[str, object], doc: object) -> list[str]:

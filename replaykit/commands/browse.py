@@ -12,15 +12,16 @@ from replaykit.commands.options import ConfigStoreOpt, JsonOpt, OutputCapOpt, St
 
 
 def runs(
-    kind: Optional[Literal["measure", "training", "verdict", "compare", "probe"]] = typer.Option(
+    kind: Optional[Literal["measure", "training", "verdict", "compare", "fork", "probe"]] = typer.Option(
         None, "--kind", help="Only documents of this kind."
     ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs, trainings, verdicts, compare results and probes in the store (newest last);
-    each measured run with its replicate statistics (pass@k, pass^k, flip rates)."""
+    """List runs, trainings, verdicts, compare results, forks and probes in the store (newest
+    last); each measured run with its replicate statistics (pass@k, pass^k, flip rates), the model
+    calls recording its episodes paid and the events they were served from donors."""
     from replaykit.train.stats import stored_run_stats
 
     st = open_store(store, readonly=True, config=config)
@@ -39,8 +40,10 @@ def runs(
     ]
     for row in rows:
         if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
-            stats = stored_run_stats(st, st.get_run(row["id"]))
+            run = st.get_run(row["id"])
+            stats = stored_run_stats(st, run)
             row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
+            row.update(model_calls=run.model_calls, reused_events=run.reused_events)
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
 
 

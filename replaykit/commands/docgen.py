@@ -50,6 +50,7 @@ NOTES: dict[str, str] = {
     "model.params.parallel_tool_calls": "Allow several tool calls in one reply (where the endpoint supports it).",
     "model.accept_engine_change": "Reuse cassettes recorded under another engine identity (what the endpoint reports: context size, model file, chat template, version); `--accept-engine-change` sets it.",
     "model.require_deterministic": "Refuse to record when the last saved probe (`replaykit probe --save`) of this endpoint, model and engine identity at this temperature was not deterministic (default: warn).",
+    "model.reuse": "`prefix`: an episode recorded under another harness SHA for the same task, seed, model, config and engine identity serves its answers while the new episode's requests are the same and its (really executed) environment reproduces the observations; at the first difference the episode goes live. `none`: every call reaches the endpoint. Unset: `prefix` on a deterministic engine (`builtin`, or a saved probe says so), else `none` (reuse there is a shared sample: common random numbers). `--reuse` sets it.",
     "model.params.extra_body": "Merged into each request body as is, e.g. llama.cpp's `{cache_prompt: false}`.",
     "panel": "The tasks × seeds a harness is measured on (one episode each).",
     "panel.tasks": "Task folders (Harbor layout) or globs, relative to the config file.",

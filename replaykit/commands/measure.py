@@ -18,10 +18,13 @@ from replaykit.commands.options import (
     OverrideCpusOpt,
     OverrideMemoryOpt,
     OverrideStorageOpt,
+    Reuse,
+    ReuseOpt,
     TimeoutMultiplierOpt,
     VerifierTimeoutMultiplierOpt,
     emit_json,
     limit_overrides,
+    model_overrides,
     open_store,
 )
 from replaykit.core.modes import RecordMode
@@ -70,6 +73,7 @@ def run(
         "--jobs-dir",
         help="Also write the run as Harbor's job folder there (result.json per trial and job; `harbor view DIR`).",
     ),
+    reuse: Optional[Reuse] = ReuseOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode."""
@@ -88,8 +92,7 @@ def run(
             override_storage_mb,
         )
     )
-    if accept_engine_change:
-        overrides["model.accept_engine_change"] = True
+    overrides.update(model_overrides(reuse, accept_engine_change))
     cfg = load_config(config, overrides)
     if jobs_dir is not None:  # refused before anything is recorded
         from replaykit.exchange.harbor_jobs import check_jobs_dir
@@ -128,6 +131,7 @@ def compare(
         "--record-mode",
         help="once: reuse stored cells, record the missing; none: replay only; all: re-record.",
     ),
+    reuse: Optional[Reuse] = ReuseOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
@@ -138,7 +142,7 @@ def compare(
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
         report = compare_cells(
-            load_config(config),
+            load_config(config, model_overrides(reuse)),
             [m.strip() for m in models.split(",") if m.strip()],
             [h.strip() for h in harness.split(",") if h.strip()],
             record_mode,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -101,6 +102,34 @@ def limit_overrides(
 ConfigStoreOpt = typer.Option(
     None, "--config", help="Use this run config's store (its store: field), as run and train did."
 )
+
+
+class Reuse(StrEnum):
+    """``--reuse``: serve a new episode a donor's answers while it repeats it (``model.reuse``)."""
+
+    PREFIX = "prefix"
+    NONE = "none"
+
+
+ReuseOpt = typer.Option(
+    None,
+    "--reuse",
+    help="prefix: serve each new episode the answers of one recorded under another harness SHA while its "
+    "requests and observations repeat it; none: send every call. Default: model.reuse, else prefix on a "
+    "deterministic engine (the built-in server, or a saved probe says so), none elsewhere.",
+)
+
+
+def model_overrides(reuse: Reuse | None, accept_engine_change: bool = False) -> dict[str, Any]:
+    """The config keys ``--reuse`` and ``--accept-engine-change`` set."""
+    out: dict[str, Any] = {}
+    if reuse is not None:
+        out["model.reuse"] = reuse.value
+    if accept_engine_change:
+        out["model.accept_engine_change"] = True
+    return out
+
+
 AcceptEngineOpt = typer.Option(
     False,
     "--accept-engine-change",

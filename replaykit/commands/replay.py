@@ -12,7 +12,9 @@ from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_j
 
 
 def replay(
-    run_id: str = typer.Argument(..., help="A run id (or a training id) from `replaykit run`/`train`."),
+    run_id: str = typer.Argument(
+        ..., help="A run id (or a training id) from `replaykit run`/`train`, or a cassette id (a fork's)."
+    ),
     harness: Optional[str] = typer.Option(
         None, "--harness", help="Replay the recorded responses against another harness ref."
     ),
@@ -29,8 +31,9 @@ def replay(
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay a run or a whole training offline (no network, no environment) and compare."""
-    from replaykit.episodes.replay import replay_run
+    """Replay a run, a whole training or one cassette offline (no network, no environment) and compare."""
+    from replaykit.core.errors import CassetteNotFound
+    from replaykit.episodes.replay import replay_cassette, replay_run
     from replaykit.execution.select import cli_executor
 
     st = open_store(store, readonly=True, config=config)
@@ -39,7 +42,19 @@ def replay(
 
         harness_repo = load_config(config).repo_path  # the current config's repo, not the recorded one
     executor = cli_executor(workers, ray)
-    if st.doc_kind(run_id) == "training":
+    try:
+        kind = st.doc_kind(run_id)
+    except CassetteNotFound:
+        kind = (
+            "cassette" if st.has(st.resolve_id("cassettes", run_id, what="run, training or cassette")) else ""
+        )
+    if kind in ("fork", "cassette"):
+        report = replay_cassette(st, run_id, harness, str(harness_repo) if harness_repo else None)
+        emit_json(report) if as_json else render.replay_report(report)
+        if not report["identical"]:
+            raise typer.Exit(1)
+        return
+    if kind == "training":
         from replaykit.train.audit import replay_training
 
         with render.progress(enabled=not as_json) as progress:

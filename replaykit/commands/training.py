@@ -9,7 +9,15 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import AcceptEngineOpt, JsonOpt, KeepGoingOpt, emit_json
+from replaykit.commands.options import (
+    AcceptEngineOpt,
+    JsonOpt,
+    KeepGoingOpt,
+    Reuse,
+    ReuseOpt,
+    emit_json,
+    model_overrides,
+)
 from replaykit.core.modes import RecordMode
 
 
@@ -27,6 +35,7 @@ def train(
     ),
     keep_going: bool = KeepGoingOpt,
     accept_engine_change: bool = AcceptEngineOpt,
+    reuse: Optional[Reuse] = ReuseOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
@@ -35,7 +44,7 @@ def train(
     from replaykit.train.trainer import Trainer
 
     check_record_mode(record_mode)
-    cfg = load_config(config, {"model.accept_engine_change": True} if accept_engine_change else None)
+    cfg = load_config(config, model_overrides(reuse, accept_engine_change))
     with render.progress(enabled=not as_json) as progress:
         trainer = Trainer(config=cfg, record_mode=record_mode, progress=progress, keep_going=keep_going)
         resumed_before = len(trainer.recorded)
@@ -44,7 +53,7 @@ def train(
             trainer.optimizer.step()
     summary = trainer.summary()
     if as_json:
-        emit_json({**summary, "store": cfg.store_location})
+        emit_json({**summary, **trainer.paid.to_dict(), "store": cfg.store_location})
         return
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
     later = len(summary["epochs"]) - ran
@@ -55,6 +64,7 @@ def train(
         render.line(
             f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
         )
+    render.line(render.paid_line(trainer.paid.to_dict()))
     store_opt = f" --store {shlex.quote(cfg.store_location)}"
     render.line(f"stored in {cfg.store_location} · replaykit replay {summary['training_id']}{store_opt}")
     render.line(f"see it in your browser: replaykit view{store_opt}")

@@ -8,7 +8,7 @@ Events (``ProgressEvent``) and what their ``data`` holds (``ProgressData``):
 - ``outer`` {total, label}: an outer bar starts (the epochs of a training, the cells
   of a compare); ``outer_step`` {label} and ``epoch`` {epoch} advance it;
 - ``plan`` {total, missing?, label?}: the inner bar (re)starts; ``episode`` {task_id,
-  seed, grade? | identical?, label?}, ``task`` {task_id} and ``cell`` {epoch} advance it;
+  seed, grade? | identical?, model_calls?, reused_events?, label?}, ``task`` {task_id} and ``cell`` {epoch} advance it;
 - ``note`` {message}: a line for the user.
 """
 
@@ -29,6 +29,8 @@ class ProgressData(TypedDict, total=False):
     seed: int | str
     grade: object  # the episode's Grade (envs.base), when it was recorded
     identical: bool  # a replayed episode matched its recording
+    model_calls: int  # a recorded episode's requests that reached the endpoint
+    reused_events: int  # its events served from a donor cassette instead
     message: str
 
 

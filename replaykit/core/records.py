@@ -4,8 +4,8 @@ The store keeps documents as canonical JSON; these give them a shape on the way 
 (``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
 ``measure``; what ``Store.get_run`` returns) and its per-episode rows
 (``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records);
-the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result,
-an episode's ``meta``: ``EpisodeMeta``).
+the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result;
+an episode's ``meta`` is ``core/meta.py``'s ``EpisodeMeta``).
 Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
 
@@ -34,6 +34,8 @@ class EpisodeRow(TypedDict):
     llm_calls: NotRequired[int]
     tokens: NotRequired[int]
     digest: NotRequired[str]
+    reused_events: NotRequired[int]  # events 0..n-1 served from a donor (absent: none)
+    model_calls: NotRequired[int]  # calls that reached the endpoint (absent: all of llm_calls)
 
 
 class ModelDoc(TypedDict):
@@ -64,6 +66,7 @@ class RunDocument(TypedDict):
     episodes: list[EpisodeRow]
     solved: NotRequired[int]
     total: NotRequired[int]
+    reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
 
 
 class VerdictRecord(TypedDict):
@@ -174,6 +177,8 @@ class CompareCell(TypedDict):
     solve_rate: float
     recorded: NotRequired[int]
     reused: NotRequired[int]
+    model_calls: NotRequired[int]  # requests this invocation sent to the endpoint
+    reused_events: NotRequired[int]  # events its new episodes were served from donors instead
 
 
 class CompareDocument(TypedDict):
@@ -187,76 +192,8 @@ class CompareDocument(TypedDict):
     runs: list[str]
     trees: list[str]
     compare_id: str
-
-
-class TaskMeta(TypedDict):
-    """The task an episode ran, as its harness saw it (``episodes.rollout.TaskView``)."""
-
-    id: str
-    instruction: str
-    metadata: dict[str, JSON]
-    path: str
-    steps: NotRequired[list[list[str]]]  # multi-step tasks: [name, instruction] per step
-    step_actions: NotRequired[list[int]]  # how many actions each step took
-    steps_run: NotRequired[int]
-
-
-class HarnessMeta(TypedDict):
-    entry: str
-    params: dict[str, JSON]
-
-
-class ModelMeta(TypedDict):
-    name: str
-    temperature: float
-    params: NotRequired[dict[str, JSON]]  # model.params, sent with every call
-    engine: NotRequired[dict[str, JSON]]  # the engine identity measured at record time
-
-
-class RuleDef(TypedDict):
-    """One rule of a proxy rule file (``capture.rule_files``): a regex and its literal replacement."""
-
-    pattern: str
-    replace: str
-
-
-class ProxyMeta(TypedDict):
-    name: str
-    upstream: NotRequired[str]  # sessions stored by older versions have only the name
-    rules: NotRequired[list[str]]
-    rule_defs: NotRequired[dict[str, RuleDef]]  # a rule file's rules by name
-    models: NotRequired[list[str]]  # the models the session's calls asked for, in order of first use
-    #: credential name -> sha256 of what the recorded client presented (never the value)
-    credentials: NotRequired[dict[str, str]]
-
-
-class PytestMeta(TypedDict):
-    name: str
-
-
-class EpisodeMeta(TypedDict, total=False):
-    """An episode's ``meta`` (``cassette.events.Episode.meta``). A rollout writes task to
-    environment (``episodes.rollout.EpisodeSpec.meta``), a proxy session ``proxy``, the
-    pytest plugin ``pytest`` (those write ``rules`` and ``pins`` too), a training's
-    proposer ``kind``, ``brief``, ``epoch`` and ``backend``."""
-
-    task: TaskMeta
-    harness: HarnessMeta
-    model: ModelMeta
-    seed: int
-    env: Mapping[str, object]  # the config's env table as recorded (envs.base.EnvTable)
-    rules: list[str]
-    pins: dict[str, str]
-    versions: dict[str, str]
-    secret_env: dict[str, str]  # secret label -> the variable holding it (never a value)
-    environment: dict[str, JSON]  # the environment's facts (envs.base.Environment.metadata)
-    unprepared: str  # set when the environment could not be prepared: the harness never ran
-    proxy: ProxyMeta
-    pytest: PytestMeta
-    kind: str  # proposal (a training's proposer session); unset otherwise
-    brief: str  # a proposal's brief, its epoch and the estimator's identity
-    epoch: int
-    backend: dict[str, JSON]
+    model_calls: NotRequired[int]  # this invocation's (``compare`` returns them; never stored)
+    reused_events: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -273,6 +210,8 @@ class EpisodeSummary:
     llm_calls: int = 0
     tokens: int = 0
     digest: str = ""
+    reused_events: int = 0  # events served from a donor cassette (prefix reuse, a fork's parent)
+    model_calls: int | None = None  # calls that reached the endpoint (None: every one of llm_calls)
 
     @property
     def unit(self) -> str:
@@ -292,10 +231,17 @@ class EpisodeSummary:
             llm_calls=int(data.get("llm_calls") or 0),
             tokens=int(data.get("tokens") or 0),
             digest=str(data.get("digest", "")),
+            reused_events=int(data.get("reused_events") or 0),
+            model_calls=None if (calls := data.get("model_calls")) is None else int(calls),
         )
 
+    @property
+    def paid_calls(self) -> int:
+        """The model calls recording this episode sent to the endpoint."""
+        return self.llm_calls if self.model_calls is None else self.model_calls
+
     def to_dict(self) -> EpisodeRow:
-        return EpisodeRow(
+        row = EpisodeRow(
             task_id=self.task_id,
             seed=self.seed,
             cassette_id=self.cassette_id,
@@ -307,6 +253,10 @@ class EpisodeSummary:
             tokens=self.tokens,
             digest=self.digest,
         )
+        if self.reused_events:  # only then: the rows of runs recorded without reuse stay as they were
+            row["reused_events"] = self.reused_events
+            row["model_calls"] = self.paid_calls
+        return row
 
 
 @dataclass(frozen=True)
@@ -323,6 +273,7 @@ class RunDoc:
     cassettes: list[str]
     episodes: list[EpisodeSummary] = field(default_factory=list)
     kind: str = "measure"
+    reuse_basis: str = ""  # exact | shared sample, when some episode was served a donor's events
 
     @property
     def solved(self) -> int:
@@ -345,10 +296,21 @@ class RunDoc:
             cassettes=list(data["cassettes"]),
             episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]],
             kind=data.get("kind", "measure"),
+            reuse_basis=str(data.get("reuse_basis") or ""),
         )
 
+    @property
+    def model_calls(self) -> int:
+        """The model calls recording this run's episodes sent to the endpoint."""
+        return sum(e.paid_calls for e in self.episodes)
+
+    @property
+    def reused_events(self) -> int:
+        """The events its episodes were served from donor cassettes instead."""
+        return sum(e.reused_events for e in self.episodes)
+
     def to_dict(self) -> RunDocument:
-        return {
+        doc: RunDocument = {
             "run_id": self.run_id,
             "kind": self.kind,
             "name": self.name,
@@ -362,6 +324,9 @@ class RunDoc:
             "solved": self.solved,
             "total": self.total,
         }
+        if self.reuse_basis:
+            doc["reuse_basis"] = self.reuse_basis
+        return doc
 
 
 @dataclass(frozen=True)

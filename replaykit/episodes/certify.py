@@ -37,8 +37,9 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store.schema import CertificateRow, now_iso
 from replaykit.core.determinism import canonical_json, digest_of
 from replaykit.core.errors import TaskError
+from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpisodeMeta, RunDocument
+from replaykit.core.records import RunDocument
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.episodes.certify_records import (
     Certificate,

@@ -43,6 +43,8 @@ def compare(
                     "solve_rate": run["solved"] / max(run["total"], 1),
                     "recorded": len(result.recorded),
                     "reused": len(result.reused),
+                    "model_calls": result.model_calls,
+                    "reused_events": result.reused_events,
                 }
             )
     return {
@@ -50,6 +52,8 @@ def compare(
             run_store(config, RecordMode.parse(record_mode)), config.name, models, harness_refs, cells
         ),
         "cells": cells,
+        "model_calls": sum(c.get("model_calls", 0) for c in cells),
+        "reused_events": sum(c.get("reused_events", 0) for c in cells),
     }
 
 

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +22,10 @@ from typing import Any, Callable
 
 import git
 
+from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import ENV_PINS, SOURCE_DATE_EPOCH, derive_seed
 from replaykit.core.errors import HarnessError
+from replaykit.core.meta import ForkMeta
 from replaykit.core.records import JSON
 from replaykit.core.stale import clean_dead_scratch, scratch_dir
 from replaykit.episodes.config_paths import TEMPLATES, known_templates
@@ -44,6 +47,9 @@ class Context:
     calls: int = 0
     #: the config's ``model.params`` (max_tokens, tool_choice, seed, ...), sent with every call
     model_params: dict[str, JSON] = field(default_factory=dict)
+    #: a fork: the model names of the calls before ``switch_at`` (its parent's), as (from call, name)
+    fork_models: tuple[tuple[int, str], ...] = ()
+    switch_at: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(derive_seed(self.seed, self.task_id, "rng"))
@@ -56,12 +62,42 @@ class Context:
         self.calls += 1
         return derive_seed(self.seed, self.task_id, self.calls)
 
+    @classmethod
+    def of(
+        cls,
+        key: CassetteKey,
+        temperature: float,
+        params: Mapping[str, Any],
+        model_params: Mapping[str, JSON],
+        fork: ForkMeta | None = None,
+    ) -> Context:
+        """An episode's context (a fork with another model: its parent's names before its step)."""
+        return cls(
+            seed=key.seed,
+            task_id=key.task_id,
+            model=key.model.name,
+            temperature=temperature,
+            params=dict(params),
+            model_params=dict(model_params),
+            fork_models=tuple((m["step"], m["model"]) for m in fork["models"]) if fork else (),
+            switch_at=fork["step"] if fork else 0,
+        )
+
+    def model_of(self, call: int) -> str:
+        """The model named in call ``call`` (0-based): a fork's parent's before its step."""
+        name = self.model
+        if call < self.switch_at:
+            for start, model in self.fork_models:
+                if call >= start:
+                    name = model
+        return name
+
     def llm_kwargs(self) -> dict[str, Any]:
         """model, temperature, a per-call seed derived from (run seed, task, call number) and
         the config's ``model.params`` (its ``seed``, when set, instead of the per-call one).
         Any: splatted into the openai client's ``create()``, whose keywords each have their own type."""
         kwargs: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model_of(self.calls),
             "temperature": self.temperature,
             "seed": self.call_seed(),
         }

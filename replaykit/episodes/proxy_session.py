@@ -38,8 +38,8 @@ from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, digest_of
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, DivergenceReport
+from replaykit.core.meta import EpisodeMeta, ProxyMeta, RuleDef
 from replaykit.core.modes import SESSION_MODES, RecordMode
-from replaykit.core.records import EpisodeMeta, ProxyMeta, RuleDef
 from replaykit.episodes.proxy_writer import SessionWriter
 
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")

@@ -11,7 +11,7 @@ from typing import Callable
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey
-from replaykit.core.records import EpisodeMeta
+from replaykit.core.meta import EpisodeMeta
 
 KeyOf = Callable[[list[Event]], CassetteKey]
 

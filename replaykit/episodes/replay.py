@@ -3,8 +3,11 @@
 ``replay_run`` / ``replay_runs`` replay each distinct episode once (at the run's harness
 SHA, or ``harness_ref``'s), inline or on an executor (``ReplayJob``, batched), check what
 each run document says against the cassettes read, and report per run: identical or not,
-each episode's recorded and replayed digests, the first divergence. Nothing here touches
-the network or writes a run; measuring is ``run.py``.
+each episode's recorded and replayed digests, the first divergence. What an episode says
+it was served from a donor (prefix reuse, a fork's parent) is checked against the donor's
+events (``cassette/lineage.py``): a false claim is store corruption, a donor not in the store
+leaves it unchecked (listed). Nothing here touches the network or writes a run; measuring
+is ``run.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import ClassVar
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
-from replaykit.core.errors import ConfigError
+from replaykit.cassette.lineage import ClaimStatus, check_claim
+from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDoc
 from replaykit.episodes.harness import HarnessRepo
@@ -82,6 +86,7 @@ def replay_runs(
         plan.extend((cid, sha) for cid in run.cassettes)
     plan = list(dict.fromkeys(plan))
     results: dict[tuple[str, str], ReplayResult] = {}
+    claims: dict[str, ClaimStatus] = {}  # cassette id -> its reuse claim, checked
 
     def done(item: tuple[str, str], outcome: ReplayResult) -> None:
         results[item] = outcome
@@ -90,28 +95,64 @@ def replay_runs(
                 "episode", {"task_id": outcome.task_id, "seed": outcome.seed, "identical": outcome.identical}
             )
 
+    def read(cid: str) -> Episode:
+        episode = store.get_episode(cid)
+        if cid not in claims:
+            claims[cid] = check_claim(store, episode)
+        return episode
+
     if executor is None or getattr(executor, "workers", 0) == 1:
         for cid, sha in plan:  # inline: one episode in memory at a time
-            done((cid, sha), replay_episode(store.get_episode(cid), trees[sha]))
+            done((cid, sha), replay_episode(read(cid), trees[sha]))
     else:
-        jobs = [ReplayJob(store.get_episode(cid), str(trees[sha])) for cid, sha in plan]
+        jobs = [ReplayJob(read(cid), str(trees[sha])) for cid, sha in plan]
         for job, outcome in executor.map(replay_job, jobs, batch=True):
             done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
     return [
-        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes])
+        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)
         for run, sha in zip(runs, replayed, strict=True)
     ]
+
+
+def replay_cassette(
+    store: StoreBackend, cassette_id: str, harness_ref: str | None = None, repo_path: str | None = None
+) -> ReplayReport:
+    """Replay one cassette (an episode of a run, a fork) offline at its harness SHA (or
+    ``harness_ref``'s in ``repo_path``); its reuse claim checked against its donor."""
+    cid = store.resolve_id("cassettes", cassette_id, what="cassette")
+    episode = store.get_episode(cid)
+    sha, files = episode.key.harness_sha, None
+    if harness_ref:
+        if not repo_path:
+            raise HarnessError(
+                f"--harness with a cassette needs --harness-repo (the repo {harness_ref!r} is in)"
+            )
+        repo = HarnessRepo(Path(repo_path))
+        sha = repo.resolve(harness_ref)
+        files = None if store.has_tree(sha) else repo.tree_files(sha)
+    elif not store.has_tree(sha):
+        raise CassetteNotFound(
+            f"the harness tree {sha[:12]} of cassette {cid} is not in store {store.location}"
+        )
+    claims: dict[str, ClaimStatus] = {cid: check_claim(store, episode)}
+    result = replay_episode(episode, store.materialise_tree(sha, files))
+    run = RunDoc(
+        cid, "", episode.key.harness_sha, "", {"name": episode.key.model.name, "endpoint": ""}, "", {}, [cid]
+    )
+    return {**_replay_report(run, sha, [result], claims), "of": "cassette"}
 
 
 def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:
     return next(sha for sha, path in trees.items() if str(path) == tree_dir)
 
 
-def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> ReplayReport:
+def _replay_report(
+    run: RunDoc, sha: str, results: list[ReplayResult], claims: dict[str, ClaimStatus]
+) -> ReplayReport:
     divergences = [r.divergence for r in results if r.divergence]
-    return {
+    report: ReplayReport = {
         "run_id": run.run_id,
         "harness_sha": run.harness_sha,
         "replayed_harness_sha": sha,
@@ -130,3 +171,10 @@ def _replay_report(run: RunDoc, sha: str, results: list[ReplayResult]) -> Replay
         "divergence": divergences[0] if divergences else None,
         "divergences": len(divergences),
     }
+    mine = [claims.get(cid, "none") for cid in run.cassettes]
+    if any(status != "none" for status in mine):
+        report["claims_checked"] = mine.count("checked")
+        report["claims_unchecked"] = [
+            c for c, s in zip(run.cassettes, mine, strict=True) if s == "donor absent"
+        ]
+    return report

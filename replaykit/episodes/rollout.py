@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
+from replaykit.capture.donor import Donors
 from replaykit.capture.failures import DEFAULT_TIMEOUT_S, EndpointFailure, describe, endpoint_failure
+from replaykit.capture.inject import InjectMessages
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
@@ -22,7 +24,8 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
-from replaykit.core.records import JSON, EpisodeMeta, ModelMeta, TaskMeta
+from replaykit.core.meta import EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
+from replaykit.core.records import JSON
 from replaykit.envs.base import Environment, EnvTable, Grade, Observation
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
@@ -83,6 +86,9 @@ class EpisodeSpec:
         ""  # why the environment could not be prepared (its image failed to build): an infra episode
     )
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)  # the framework's (limits.py)
+    donors: list[Episode] = field(default_factory=list)  # served while repeated (episodes/reuse.py)
+    reuse_basis: str = "exact"  # what a served answer is: exact (deterministic engine) | shared sample
+    fork: ForkMeta | None = None  # a fork: its parent (the one donor) and step (episodes/fork.py)
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
@@ -110,6 +116,7 @@ class EpisodeSpec:
             "pins": ENV_PINS,
             "versions": tool_versions(),
             "secret_env": self.secret_env(),
+            **({"fork": self.fork} if self.fork is not None else {}),
         }
 
     def secret_env(self) -> dict[str, str]:
@@ -193,12 +200,15 @@ class Drive:
     rules: tuple[str, ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_retries: int = 0
+    fork: ForkMeta | None = None
 
     @classmethod
     def of(cls, spec: EpisodeSpec) -> Drive:
         s = spec
         timeout_s = s.timeout_s or DEFAULT_TIMEOUT_S
-        return cls(s.key, s.task, s.temperature, s.params, s.model_params, s.rules, timeout_s, s.max_retries)
+        return cls(
+            s.key, s.task, s.temperature, s.params, s.model_params, s.rules, timeout_s, s.max_retries, s.fork
+        )
 
 
 def _drive(
@@ -209,19 +219,12 @@ def _drive(
     if budget.hit is not None:  # a later step of an episode past its limit: the harness is not run again
         return
     key = run.key
-    ctx = Context(
-        seed=key.seed,
-        task_id=key.task_id,
-        model=key.model.name,
-        temperature=run.temperature,
-        params=dict(run.params),
-        model_params=dict(run.model_params),
-    )
+    ctx = Context.of(key, run.temperature, run.params, run.model_params, run.fork)
     scrubber = tape.scrubber
     client = _client(base_url, api_key, run.timeout_s, run.max_retries)
     budget.start()
     tape.on_call = lambda: budget.check(acting=False)  # before every model call
-    with episode_cassette(key.id, tape, scrubber, run.rules, run.timeout_s):
+    with episode_cassette(key.id, tape, scrubber, run.rules, run.timeout_s, InjectMessages.of(run.fork)):
         try:
             solve(run.task, env, client, ctx)
         except DivergenceError:
@@ -254,6 +257,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     solve = load_solve(Path(spec.tree_dir), spec.entry)
     tape = Tape(spec.key.id)
     tape.scrubber = Scrubber(spec.secrets)
+    tape.donors = Donors.of(spec.donors, spec.fork)
     meta = spec.meta()
     if spec.unprepared:  # nothing to run the harness in: the episode is that infra failure
         return _unprepared(spec, tape, meta)
@@ -282,6 +286,9 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         grade = Grade(reward=0.0, passed=False, infra_failure=True, detail=f"endpoint failure: {message}")
     assert grade is not None
     tape.record(GradeEvent(dataclasses.replace(grade, detail=tape.scrubber.text(grade.detail))))
+    claim = tape.donors.claim(tape.events, spec.reuse_basis) if tape.donors else None
+    if claim is not None:  # checked by replay and `cassettes verify` (cassette/lineage.py)
+        meta["reused"] = claim
     return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
 
 
@@ -372,6 +379,7 @@ def replay_episode(
         meta["harness"]["params"],
         meta["model"].get("params") or {},
         tuple(meta.get("rules") or ()),
+        fork=meta.get("fork"),
     )
     tape = Tape(episode.id, recorded=list(episode.events))
     tape.scrubber = replay_scrubber(meta)

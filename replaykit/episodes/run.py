@@ -11,18 +11,19 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import cast
 
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.lineage import reused_counts
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpisodeSummary, ModelDoc, RunDoc, RunDocument
+from replaykit.core.records import JSON, RunDocument
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
@@ -31,7 +32,9 @@ from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, check_unchanged, live_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import recording, store_bodies
+from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
+from replaykit.episodes.run_document import put_run_once, run_document
 from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
@@ -45,9 +48,7 @@ __all__ = [
     "episode_keys",
     "measure",
     "open_harness",
-    "put_run_once",
     "reusable",
-    "run_document",
     "secrets_for",
 ]
 
@@ -59,6 +60,9 @@ class MeasureResult:
     reused: list[str] = field(default_factory=list)
     engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
     probe: ProbeResult | None = None  # the engine's probe this run consulted (made at its concurrency)
+    reuse: ReusePolicy | None = None  # prefix reuse, and why (episodes/reuse.py)
+    model_calls: int = 0  # requests this measure sent to the endpoint
+    reused_events: int = 0  # events the episodes it recorded were served from donors instead
 
     def to_json(self) -> MeasureReport:
         reused = set(self.reused)
@@ -73,8 +77,12 @@ class MeasureResult:
                 "episodes": episodes,
                 "recorded_count": len(self.recorded),
                 "reused_count": len(self.reused),
+                "model_calls": self.model_calls,
+                "reused_events": self.reused_events,
             },
         )
+        if self.reuse is not None:
+            out["reuse"] = self.reuse.to_dict()
         if self.engine is not None:
             out["engine"] = self.engine
         if self.probe is not None:
@@ -174,18 +182,22 @@ def measure(
     sha: str | None = None,
     keep_going: bool = False,
     persist: bool = True,
+    baseline_sha: str | None = None,
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel.
 
     ``persist=False`` (replaying a training) writes nothing: no tree, no run document.
     Persisting, what it writes or reuses is leased until the run document names it, so a
-    concurrent ``gc`` or ``cassettes rm`` cannot take it."""
+    concurrent ``gc`` or ``cassettes rm`` cannot take it. Under prefix reuse an episode
+    recorded now is served what a donor of ``baseline_sha`` (default: the branch HEAD), or
+    else the newest, recorded for the same key under another SHA (``reuse.py``)."""
     mode = check_record_mode(record_mode)
     store = store or run_store(config, mode)
+    args = (config, mode, harness_ref, model, progress, store, sha, keep_going, persist, baseline_sha)
     if not persist:
-        return _measure(config, mode, harness_ref, model, progress, store, sha, keep_going, persist)
+        return _measure(*args)
     with store.leasing():
-        return _measure(config, mode, harness_ref, model, progress, store, sha, keep_going, persist)
+        return _measure(*args)
 
 
 def _measure(
@@ -198,6 +210,7 @@ def _measure(
     sha: str | None,
     keep_going: bool,
     persist: bool,
+    baseline_sha: str | None,
 ) -> MeasureResult:
     model = model or config.model
     repo = open_harness(config, create=record_mode != "none")
@@ -205,6 +218,7 @@ def _measure(
         repo.ensure_clean()
         sha = repo.resolve(harness_ref)
         repo.check_entry(sha, config.harness.entry)
+    baseline_sha = baseline_sha or repo.resolve()
     if persist:
         store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
         if not store.has_tree(sha):
@@ -231,6 +245,7 @@ def _measure(
         probed = None
         if engine is not None and missing:
             probed = check_probe(store, model, engine, _warner(progress), workers=config.executor.workers)
+        policy = reuse_policy(store, model, engine, record_mode)
         if missing and (record_mode == "none" or not persist):
             k, t = missing[0]
             raise CassetteNotFound(
@@ -242,12 +257,19 @@ def _measure(
         reused = [k.id for k, _ in keys if k.id not in missing_ids]
         if progress:
             progress("plan", {"total": len(keys), "missing": len(missing)})
-        how = _Recording(engine, keep_going, extras, unprepared, progress)
-        recorded = _record(config, store, sha, model, tasks, missing, how)
-    if engine is not None and recorded:
-        check_unchanged(engine, model, record_mode, len(recorded))
+        how = _Recording(engine, keep_going, extras, unprepared, progress, policy, baseline_sha)
+        paid = _record(config, store, sha, model, tasks, missing, how)
+    if engine is not None and paid.recorded:
+        check_unchanged(engine, model, record_mode, len(paid.recorded))
     result = MeasureResult(
-        run_document(config, store, sha, model, keys, str(repo.path)), recorded, reused, engine, probed
+        run_document(config, store, sha, model, keys, str(repo.path)),
+        paid.recorded,
+        reused,
+        engine,
+        probed,
+        policy,
+        paid.model_calls,
+        paid.reused_events,
     )
     if persist:
         put_run_once(store, result.run)
@@ -263,6 +285,17 @@ class _Recording:
     extras: Extras  # the env kind's extras for each episode (envs/extras.py)
     unprepared: dict[str, str]  # task id -> why its environment could not be prepared (infra episodes)
     progress: Progress | None
+    reuse: ReusePolicy  # prefix reuse: each episode's donors (reuse.py)
+    baseline_sha: str  # whose recordings donate first
+
+
+@dataclass
+class _Paid:
+    """What recording the missing episodes cost: the ids recorded, the calls sent, the events served."""
+
+    recorded: list[str] = field(default_factory=list)
+    model_calls: int = 0
+    reused_events: int = 0
 
 
 def _record(
@@ -273,15 +306,16 @@ def _record(
     tasks: list[Task],
     missing: list[tuple[CassetteKey, Task]],
     how: _Recording,
-) -> list[str]:
+) -> _Paid:
     """Record the missing episodes on the config's executor; the driver stores each (their
-    network bodies streamed into blobs first). The ids recorded, in order."""
+    network bodies streamed into blobs first). The ids recorded, in order, and what they cost."""
+    paid = _Paid()
     if not missing:
-        return []
+        return paid
     clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
     tree = str(store.materialise_tree(sha))
     env = config.env.table()
-    recorded: list[str] = []
+    warn = _warner(how.progress)
     with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
         secrets = secrets_for(config, endpoint.api_key)
         specs = [
@@ -307,6 +341,8 @@ def _record(
                 extras=how.extras,
                 unprepared=how.unprepared.get(t.id, ""),
                 limits=config.limits.for_task(with_limits(t, env).agent_timeout_sec),
+                donors=find_donors(store, k, how.engine, how.baseline_sha, warn) if how.reuse.prefix else [],
+                reuse_basis=how.reuse.basis,
             )
             for k, t in missing
         ]
@@ -314,12 +350,23 @@ def _record(
         for spec, episode in executor.map(record_episode, specs):
             store_bodies(store, episode)  # network bodies streamed into blobs first
             store.put_episode(episode)
-            recorded.append(spec.key.id)
+            paid.recorded.append(spec.key.id)
+            served = reused_counts(episode)
+            calls = len(episode.llm_events) - served.calls
+            paid.model_calls += calls
+            paid.reused_events += served.events
             if how.progress:
                 how.progress(
-                    "episode", {"task_id": spec.key.task_id, "seed": spec.key.seed, "grade": episode.grade}
+                    "episode",
+                    {
+                        "task_id": spec.key.task_id,
+                        "seed": spec.key.seed,
+                        "grade": episode.grade,
+                        "model_calls": calls,
+                        "reused_events": served.events,
+                    },
                 )
-    return recorded
+    return paid
 
 
 def _warner(progress: Progress | None) -> Callable[[str], None]:
@@ -327,52 +374,3 @@ def _warner(progress: Progress | None) -> Callable[[str], None]:
     if progress is not None:
         return lambda text: progress("note", {"message": text})
     return lambda text: warnings.warn(text, RuntimeWarning, stacklevel=3)
-
-
-def put_run_once(store: StoreBackend, run: RunDocument) -> None:
-    """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
-    if store.has_doc(run["run_id"], digest_of(run)):
-        return
-    store.put_run(run)
-
-
-def run_document(
-    config: RunConfig,
-    store: StoreBackend,
-    sha: str,
-    model: ModelConfig,
-    keys: list[tuple[CassetteKey, Task]],
-    repo_path: str,
-) -> RunDocument:
-    mid = model_id(model)
-    episodes = []
-    for key, _ in keys:
-        row = store.verified_columns(key.id)  # cached columns checked against the events
-        episodes.append(
-            EpisodeSummary(
-                task_id=key.task_id,
-                seed=key.seed,
-                cassette_id=key.id,
-                reward=row["reward"],
-                passed=bool(row["passed"]),
-                infra_failure=bool(row["infra_failure"]),
-                steps=row["n_env"],
-                llm_calls=row["n_llm"],
-                tokens=row["tokens"],
-                digest=row["digest"],
-            )
-        )
-    ids = [k.id for k, _ in keys]
-    return RunDoc(
-        run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[
-            :16
-        ],
-        name=config.name,
-        harness_sha=sha,
-        harness_repo=repo_path,
-        model=ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
-        config_digest=config.digest(),
-        panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
-        cassettes=ids,
-        episodes=episodes,
-    ).to_dict()

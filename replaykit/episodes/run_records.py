@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.records import JSON, EpisodeRow, ModelDoc, PanelDoc
+
+if TYPE_CHECKING:
+    from replaykit.episodes.reuse import ReuseDoc
 
 
 class ReplayedEpisode(TypedDict):
@@ -27,6 +30,9 @@ class ReplayReport(TypedDict):
     episodes: list[ReplayedEpisode]
     divergence: DivergenceReport | None  # the first one
     divergences: int
+    of: NotRequired[str]  # "cassette": one cassette replayed (``run_id`` is its id), not a run
+    claims_checked: NotRequired[int]  # reuse claims checked against their donors' events
+    claims_unchecked: NotRequired[list[str]]  # cassettes whose claimed donor is not in the store
 
 
 class MeasuredEpisode(EpisodeRow):
@@ -55,6 +61,10 @@ class MeasureReport(TypedDict):
     probe: NotRequired[
         dict[str, JSON]
     ]  # the probe of that engine it consulted: probe_id, verdict, concurrency
+    reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
     recorded_count: int
     reused_count: int
+    model_calls: int  # requests this measure sent to the endpoint
+    reused_events: int  # events the episodes it recorded were served from donors instead
+    reuse: NotRequired[ReuseDoc]  # this measure's reuse policy and why
     store: NotRequired[str]  # where it was stored (``run`` adds it)

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Literal, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, LlmEvent, NetEvent
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.keys import KeyDoc
+from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeMeta
+from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import GradeDoc
 from replaykit.episodes.outcomes import stored_outcome
 
@@ -128,8 +129,41 @@ class ShownGrade(TypedDict):
 ShownEvent = ShownLlm | ShownEnv | ShownNet | ShownError | ShownGrade
 
 
-class CassetteView(TypedDict):
-    """``cassettes show ID``: the key, digest, metadata and each event, long texts cut."""
+class ShownReuse(TypedDict):
+    """What the episode was served from a donor (its claim, checked against the donor's events)."""
+
+    donor: str
+    events: int  # events 0..events-1
+    calls: int
+    basis: str
+    status: ClaimStatus  # checked | donor absent
+
+
+class ShownFork(TypedDict):
+    """One fork of the episode: its cassette, the step it went live at, how it ended."""
+
+    cassette_id: str
+    fork_step: int
+    model: str
+    harness_sha: str
+    reward: float | None
+    passed: bool
+
+
+class Lineage(TypedDict):
+    """What an episode was served (``reused``), what it forked from and where (the event of its
+    first live call: ``fork_position``), its forks: every part checked as it is read."""
+
+    reused: ShownReuse | None
+    forked_from: str | None
+    fork_step: int | None
+    fork_position: int | None
+    forks: list[ShownFork]
+
+
+class CassetteView(Lineage):
+    """``cassettes show ID``: the key, digest, metadata and each event, long texts cut; what
+    it was served, what it forked from, its forks (``Lineage``)."""
 
     id: str
     key: KeyDoc
@@ -193,4 +227,45 @@ def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> 
         "digest": episode.digest,
         "meta": episode.meta,
         "events": events,
+        **lineage(store, episode),
+    }
+
+
+def lineage(store: StoreBackend, episode: Episode) -> Lineage:
+    """The episode's claim checked against its donor (a false claim is store corruption,
+    raised), its parent and fork point, and its forks (each read verified)."""
+    claim, fork = claim_of(episode), fork_of(episode.key)
+    status = check_claim(store, episode)
+    forks: list[ShownFork] = []
+    for row in store.find_forks(episode.key):
+        child = store.get_episode(row["id"])
+        at = fork_of(child.key)
+        grade = child.grade
+        forks.append(
+            {
+                "cassette_id": child.id,
+                "fork_step": at[1] if at else -1,
+                "model": child.key.model.name,
+                "harness_sha": child.key.harness_sha,
+                "reward": grade.reward if grade else None,
+                "passed": bool(grade and grade.passed),
+            }
+        )
+    calls = [i for i, e in enumerate(episode.events) if isinstance(e, LlmEvent)]
+    return {
+        "reused": None
+        if claim is None or status == "none"
+        else {
+            "donor": claim["donor"],
+            "events": claim["events"],
+            "calls": claim["calls"],
+            "basis": claim["basis"],
+            "status": status,
+        },
+        "forked_from": fork[0] if fork else None,
+        "fork_step": fork[1] if fork else None,
+        "fork_position": (calls[fork[1]] if 0 <= fork[1] < len(calls) else len(episode.events))
+        if fork
+        else None,
+        "forks": forks,
     }

@@ -2,7 +2,9 @@
 
 Every blob against its content address, every cassette (its blobs, its key against
 its row, its cached columns against its events), every run/training/verdict document
-against its row (and a run's episode entries against their cassettes), every harness
+against its row (and a run's episode entries against their cassettes), every claim of a
+cassette that it was served a donor's events (``cassette/lineage.py``: against its events
+and the donor's; a donor not in the store leaves it unchecked, listed), every harness
 tree's files, and the reference graph: every run, verdict, cassette, tree and blob a kept
 document names exists (and, being checked itself, verifies). Reads only: the store is opened read-only and stays byte-identical.
 """
@@ -10,9 +12,10 @@ document names exists (and, being checked itself, verifies). Reads only: the sto
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable, TypedDict, cast
+from typing import Any, Callable, NotRequired, TypedDict, cast
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.lineage import check_claim
 from replaykit.core.errors import StoreError
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDocument
@@ -32,8 +35,9 @@ class StoreCheck(TypedDict):
 
     store: str
     ok: bool
-    checked: dict[str, int]  # table → items checked
+    checked: dict[str, int]  # table → items checked (``claims``: reuse claims checked against their donors)
     damaged: list[DamagedItem]
+    unchecked: NotRequired[list[str]]  # cassettes whose claimed donor is not in the store
 
 
 def verify_store(
@@ -43,7 +47,8 @@ def verify_store(
     ``derived(store, id, kind)`` recomputes verdicts and trainings
     (``replaykit.train.derived.verify_document``; the command passes it)."""
     damaged: list[DamagedItem] = []
-    checked = {"blobs": 0, "cassettes": 0, "runs": 0, "trees": 0}
+    checked = {"blobs": 0, "cassettes": 0, "claims": 0, "runs": 0, "trees": 0}
+    unchecked: list[str] = []
 
     def check(table: str, key: str, fn: Callable[[], Any]) -> None:
         checked[table] += 1
@@ -57,8 +62,16 @@ def verify_store(
         progress("plan", {"total": len(hashes)})
     for digest in hashes:
         check("blobs", digest, lambda d=digest: store.get_blob(d))  # type: ignore[misc]
+
+    def cassette(cid: str) -> None:
+        status = check_claim(store, store.get_episode(cid))
+        if status == "checked":
+            checked["claims"] += 1
+        elif status == "donor absent":
+            unchecked.append(cid)
+
     for (cid,) in store.index_rows("cassettes", "id"):
-        check("cassettes", str(cid), lambda c=str(cid): store.get_episode(c))  # type: ignore[misc]
+        check("cassettes", str(cid), lambda c=str(cid): cassette(c))  # type: ignore[misc]
     for rid, kind in store.index_rows("runs", "id, kind"):
 
         def run_doc(r: str = str(rid), k: str = str(kind)) -> None:
@@ -72,7 +85,10 @@ def verify_store(
         check("runs", str(rid), run_doc)
     for (sha,) in store.index_rows("trees", "sha"):
         check("trees", str(sha), lambda s=str(sha): store.get_tree(s))  # type: ignore[misc]
-    return {"store": store.location, "ok": not damaged, "checked": checked, "damaged": damaged}
+    result: StoreCheck = {"store": store.location, "ok": not damaged, "checked": checked, "damaged": damaged}
+    if unchecked:
+        result["unchecked"] = unchecked
+    return result
 
 
 def check_references(store: StoreBackend, where: str, doc: Mapping[str, object]) -> None:

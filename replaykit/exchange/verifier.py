@@ -16,6 +16,7 @@ from replaykit.cassette.integrity import (
     doc_mismatches,
     run_episode_mismatches,
 )
+from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
 from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import (
     COLUMN_RE,
@@ -149,6 +150,7 @@ def check_graph(path: Path, sel: Selection) -> None:
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
             get(digest)
     derived: dict[str, CassetteColumns] = {}
+    reused: dict[str, ReuseCounts] = {}  # what each cassette's reuse claim counts (cassette/lineage.py)
     for table in ("cassettes", "runs"):
         for key, row in sel.rows[table].items():
             where = f"bundle {path}: {table[:-1]} {key}"
@@ -169,6 +171,10 @@ def check_graph(path: Path, sel: Selection) -> None:
                     raise BundleError(
                         f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing"
                     )
+                claim = own_problems(episode)  # what it says it was served, against its own events
+                if claim:
+                    raise BundleError(f"{where}: {claim[0]} (forged or corrupt); refusing")
+                reused[key] = reused_counts(episode)
                 continue
             bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
             if bad:
@@ -179,7 +185,7 @@ def check_graph(path: Path, sel: Selection) -> None:
                     raise BundleError(
                         f"{where} references cassette {cid} which is not in the bundle; refusing"
                     )
-                wrong = run_episode_mismatches(entry, derived[cid]) if cid in derived else []
+                wrong = run_episode_mismatches(entry, derived[cid], reused[cid]) if cid in derived else []
                 if wrong:
                     raise BundleError(
                         f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"

@@ -3,7 +3,7 @@ request parameters sent with every call (all of it part of the cassette key)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -77,3 +77,7 @@ class ModelConfig(_Strict):
     accept_engine_change: bool = False
     #: refuse to record when the last saved probe of this engine was not deterministic (else: warn)
     require_deterministic: bool = False
+    #: serve a new episode the answers of one recorded under another harness SHA while its requests
+    #: and observations repeat it (prefix), or record every call (none); unset: prefix on a
+    #: deterministic engine (the built-in server, or a saved probe says so), none elsewhere
+    reuse: Literal["prefix", "none"] | None = None

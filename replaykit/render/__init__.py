@@ -18,6 +18,7 @@ from replaykit.render.cassettes import (
     bundle_report,
     cassette_doc,
     cassette_rows,
+    fork_report,
     harbor_jobs,
     net_rows,
     proxy_report,
@@ -34,7 +35,7 @@ from replaykit.render.environments import (
     tasks_check,
 )
 from replaykit.render.progress_bar import progress
-from replaykit.render.runs import compare_table, divergence, replay_report, run_rows, run_table
+from replaykit.render.runs import compare_table, divergence, paid_line, replay_report, run_rows, run_table
 from replaykit.render.training import audit_report, noise_table, training_replay, training_table
 
 __all__ = [
@@ -49,11 +50,13 @@ __all__ = [
     "divergence",
     "doctor_report",
     "err",
+    "fork_report",
     "harbor_jobs",
     "line",
     "make_console",
     "net_rows",
     "noise_table",
+    "paid_line",
     "plugins_report",
     "progress",
     "proxy_report",

@@ -14,6 +14,7 @@ from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
     from replaykit.envs.base import GradeDoc
+    from replaykit.episodes.fork import ForkResult
     from replaykit.episodes.network import NetListing
     from replaykit.episodes.proxy_session import SessionReport
     from replaykit.episodes.views import CassetteView
@@ -56,8 +57,25 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}"
     )
     line(f"digest {doc['digest']}")
+    if doc.get("forked_from"):
+        line(
+            f"forked from cassette {doc['forked_from']} at step {doc['fork_step']} (live from its model call {doc['fork_step']} on)"
+        )
+    reused = doc.get("reused")
+    served = reused["events"] if reused else 0
+    if reused:
+        checked = (
+            "checked against it"
+            if reused["status"] == "checked"
+            else "unchecked: that cassette is not in this store"
+        )
+        line(
+            f"events 0..{served - 1} served from cassette {reused['donor']} ({reused['calls']} model call(s) not sent, "
+            f"{reused['basis']}; {checked}); marked = below"
+        )
     for e in doc["events"]:
-        head = f"[{e['position']:>3}] {e['kind']}"
+        mark = "=" if e["position"] < served else " "
+        head = f"{mark}[{e['position']:>3}] {e['kind']}"
         if e["kind"] == "llm":
             line(
                 f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
@@ -73,12 +91,43 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
                 if text:
                     line(f"      {stream}: {text}")
         elif e["kind"] == "net":
-            served = "fetched" if e["source"] == "upstream" else "served from the store"
-            line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {served})")
+            source = "fetched" if e["source"] == "upstream" else "served from the store"
+            line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {source})")
         elif e["kind"] == "error":
             line(f"{head} {e['message']}")
         else:
             line(f"{head} {grade_text(e['grade'])}")
+        if served and e["position"] == served - 1 and served < len(doc["events"]):
+            line("  ── live from here ──")
+    forks = doc.get("forks") or []
+    if forks:
+        line(f"{len(forks)} fork(s):")
+        for f in forks:
+            outcome = "passed" if f["passed"] else "failed"
+            line(
+                f"  {f['cassette_id']} at step {f['fork_step']} · model {f['model']} · harness {f['harness_sha'][:10]} · "
+                f"reward {f['reward'] if f['reward'] is not None else '-'} ({outcome})"
+            )
+
+
+def fork_report(result: ForkResult) -> None:
+    """``replaykit fork``: the new cassette, what it was served, how it ended."""
+    what = "recorded" if result["recorded"] else "already recorded (reused, no model call)"
+    line(
+        f"fork {result['cassette_id']} of cassette {result['forked_from']} at step {result['fork_step']}: {what}"
+    )
+    line(
+        f"task {result['task_id']} · seed {result['seed']} · model {result['model']} · harness {result['harness_sha'][:10]}"
+        f" · reward {result['reward'] if result['reward'] is not None else '-'}"
+        f" ({'infra' if result['infra_failure'] else 'passed' if result['passed'] else 'failed'})"
+    )
+    line(
+        f"{result['reused_events']} event(s) served from the parent · {result['model_calls']} model call(s) sent"
+    )
+    line(
+        f"see it: replaykit cassettes show {result['cassette_id'][:12]} --store {result['store']} · "
+        f"where it parts: replaykit cassettes diff {result['forked_from'][:12]} {result['cassette_id'][:12]} --store {result['store']}"
+    )
 
 
 def grade_text(grade: GradeDoc | None) -> str:
@@ -214,6 +263,10 @@ def store_check(result: StoreCheck) -> None:
     """``cassettes verify`` without a bundle: each damaged item, then one verdict line."""
     for item in result["damaged"]:
         plain(f"damaged {item['table'][:-1]} {item['id']}: {item['error']}")
+    for cid in result.get("unchecked", []):
+        plain(
+            f"unchecked: cassette {cid} says it was served a donor's events; the donor is not in this store"
+        )
     counts = ", ".join(f"{n} {t}" for t, n in result["checked"].items())
     verdict = "ok" if result["ok"] else f"{len(result['damaged'])} damaged"
     plain(f"{verdict}: checked {counts} in {result['store']}")

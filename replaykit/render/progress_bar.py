@@ -25,14 +25,19 @@ class _Bars(TypedDict, total=False):
 
 
 def episode_label(data: ProgressData) -> str:
-    """``LABEL task#seed``: the episode just finished, as the rest of replaykit names a task instance."""
+    """``LABEL · task#seed · N call(s), M served``: the episode just finished, as the rest of
+    replaykit names a task instance, and (recorded) what it paid."""
     unit = (
         f"{data['task_id']}#{data['seed']}"
         if "task_id" in data and "seed" in data
         else str(data.get("task_id", ""))
     )
     prefix = str(data.get("label") or "")
-    return " · ".join(p for p in (prefix, unit) if p)
+    paid = ""
+    if "model_calls" in data:  # a recorded episode: what it sent, what a donor answered instead
+        served = data.get("reused_events") or 0
+        paid = f"{data['model_calls']} call(s)" + (f", {served} served" if served else "")
+    return " · ".join(p for p in (prefix, unit, paid) if p)
 
 
 @contextlib.contextmanager

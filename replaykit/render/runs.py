@@ -49,11 +49,28 @@ def run_table(doc: MeasureReport) -> None:
     line(
         f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
         f"reused {doc['reused_count']} cassette(s)"
-        + (" (no model calls)" if doc["recorded_count"] == 0 else "")
+        + (" (no model calls)" if doc["recorded_count"] == 0 else f" · {paid_line(doc)}")
     )
+    reuse = doc.get("reuse")
+    if reuse and doc["recorded_count"]:
+        line(f"reuse {reuse['policy']} ({reuse['reason']})")
     infra = [e for e in doc["episodes"] if e["infra_failure"]]
     if infra:
         line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
+
+
+def paid_line(paid: Mapping[str, object]) -> str:
+    """What a run, training or compare sent to endpoints: ``model_calls`` (and, for a training,
+    the task model's and the proposer's), the events served from donor cassettes instead."""
+    calls = int(str(paid.get("model_calls", 0)))
+    parts = []
+    if "proposer_calls" in paid:
+        parts.append(f"{paid.get('task_model_calls', 0)} task model, {paid['proposer_calls']} proposer")
+    text = f"paid {calls} model call(s)" + (f" ({'; '.join(parts)})" if parts else "")
+    served = int(str(paid.get("reused_events", 0)))
+    return text + (
+        f" · {served} event(s) served from donor cassettes instead (prefix reuse)" if served else ""
+    )
 
 
 def replay_report(report: ReplayReport) -> None:
@@ -67,12 +84,19 @@ def replay_report(report: ReplayReport) -> None:
         ]
         for e in report["episodes"]
     ]
+    what = "cassette" if report.get("of") == "cassette" else "run"
     show_table(
-        f"replay of run {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
+        f"replay of {what} {report['run_id']} with harness {report['replayed_harness_sha'][:10]}",
         ["task", "seed", "identical", "recorded digest", "replayed digest"],
         rows,
     )
     divergence(report.get("divergence"))
+    if report.get("claims_checked") or report.get("claims_unchecked"):
+        unchecked = report.get("claims_unchecked") or []
+        line(
+            f"served from donors: {report.get('claims_checked', 0)} episode(s)' claims checked against their donors"
+            + (f"; {len(unchecked)} unchecked (donor not in this store)" if unchecked else "")
+        )
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
 
@@ -110,6 +134,8 @@ def compare_table(report: CompareDocument) -> None:
         )
     show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
     line(legend("solve rate"))
+    if "model_calls" in report:
+        line(paid_line(report))
     if report.get("compare_id"):
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 
@@ -129,7 +155,7 @@ def noise_cell(stats: Mapping[str, Any] | None) -> str:
 
 def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None) -> None:
     """``runs``: one line per stored document (its ``runs`` row's id, kind, name, harness, model,
-    a measured run's replicate statistics, time)."""
+    a measured run's replicate statistics, the model calls its episodes paid and events reused, time)."""
     n = short_ids(all_ids or [r["id"] for r in rows])
     cells: list[list[str | Text]] = [
         [
@@ -139,17 +165,19 @@ def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None
             (r["harness_sha"] or "")[:8],
             r["model"] or "",
             noise_cell(r.get("stats")),
+            str(r["model_calls"]) if "model_calls" in r else "",
+            str(r["reused_events"]) if "reused_events" in r else "",
             _when(r["created_at"]),
         ]
         for r in rows
     ]
     show_table(
         f"{len(rows)} document(s)",
-        ["id", "kind", "name", "harness", "model", "replicates", "created (UTC)"],
+        ["id", "kind", "name", "harness", "model", "replicates", "calls", "reused", "created (UTC)"],
         cells,
     )
     if any(r.get("stats") for r in rows):
-        line(legend("replicates"))
+        line(legend("replicates", "calls", "reused"))
 
 
 def _when(iso: str) -> str:

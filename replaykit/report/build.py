@@ -83,6 +83,9 @@ class Report:
             "steps": sum(e.get("steps") or 0 for e in episodes),
             "infra": sum(bool(e.get("infra_failure")) for e in episodes),
             "per_task": {t: _fraction([cells[(t, s)] for s in seeds if (t, s) in cells]) for t in tasks},
+            "model_calls": doc.model_calls,
+            "reused_events": doc.reused_events,
+            "reuse_basis": doc.reuse_basis,
         }
         self.runs[run_id] = out
         return out
@@ -330,6 +333,9 @@ def _run_point(run: RunSection) -> RunPoint:
         "steps": run["steps"],
         "infra": run["infra"],
         "per_task": run["per_task"],
+        "model_calls": run["model_calls"],
+        "reused_events": run["reused_events"],
+        "reuse_basis": run["reuse_basis"],
     }
 
 

@@ -15,10 +15,12 @@ import json
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
+from replaykit.cassette.lineage import fork_of
 from replaykit.report.documents import (
     AlignedRow,
     EpisodeDiff,
     FirstDifference,
+    ForkPoint,
     SideRow,
     UnitDiff,
     VerdictDiff,
@@ -212,11 +214,27 @@ def diff_episodes(
     }
 
 
+def fork_point(a: Episode, b: Episode) -> ForkPoint | None:
+    """Where ``b`` forked from ``a`` (or ``a`` from ``b``): the event of the fork's first live call."""
+    for side, parent, child in (("b", a, b), ("a", b, a)):
+        fork = fork_of(child.key)
+        if fork is not None and fork[0] == parent.id:
+            calls = [i for i, e in enumerate(child.events) if isinstance(e, LlmEvent)]
+            position = calls[fork[1]] if 0 <= fork[1] < len(calls) else len(child.events)
+            return {"fork": side, "step": fork[1], "position": position}
+    return None
+
+
 def diff_cassettes(store: StoreBackend, a: str, b: str) -> EpisodeDiff:
-    """``cassettes diff A B`` (ids or unique prefixes); reads only."""
+    """``cassettes diff A B`` (ids or unique prefixes); reads only. A fork and its parent: the fork point too."""
     a_id = store.resolve_id("cassettes", a, what="cassette")
     b_id = store.resolve_id("cassettes", b, what="cassette")
-    return diff_episodes(store.get_episode(a_id), store.get_episode(b_id), a_id, b_id)
+    ea, eb = store.get_episode(a_id), store.get_episode(b_id)
+    doc = diff_episodes(ea, eb, a_id, b_id)
+    point = fork_point(ea, eb)
+    if point is not None:
+        doc["fork_point"] = point
+    return doc
 
 
 def diff_verdict(store: StoreBackend, verdict_id: str, unit: str | None = None) -> VerdictDiff:

@@ -141,6 +141,15 @@ class FirstDifference(TypedDict):
     side_by_side: list[SideRow]
 
 
+class ForkPoint(TypedDict):
+    """Where one side of a diff forked from the other (``replaykit fork``): its step, the event
+    its first live call is (everything before it was served from, or repeats, the parent)."""
+
+    fork: str  # a | b
+    step: int
+    position: int
+
+
 class EpisodeDiff(TypedDict):
     """Two episodes aligned (``diff_episodes``); a verdict's units leave ``aligned`` out."""
 
@@ -151,6 +160,7 @@ class EpisodeDiff(TypedDict):
     first_difference: FirstDifference | None
     aligned: NotRequired[list[AlignedRow]]
     grades: list[GradeDoc | None]
+    fork_point: NotRequired[ForkPoint]  # one side is a fork of the other
 
 
 class UnitDiff(EpisodeDiff):
@@ -195,6 +205,9 @@ class RunPoint(TypedDict):
     steps: int
     infra: int
     per_task: dict[str, float | None]  # task → solve rate over its seeds
+    model_calls: int  # requests recording its episodes sent to the endpoint
+    reused_events: int  # events its episodes were served from donor cassettes instead
+    reuse_basis: str  # exact | shared sample, when some were ("": every event recorded live)
 
 
 class RunSection(RunPoint):

@@ -92,6 +92,14 @@ def episode_diff(doc: EpisodeDiff) -> None:
         "-" if g is None else ("PASS" if g["passed"] else "FAIL") + f" {g['reward']}" for g in doc["grades"]
     ]
     _print(f"grades: a {grades[0]} · b {grades[1]}")
+    point = doc.get("fork_point")
+    if point:
+        parent = "a" if point["fork"] == "b" else "b"
+        _print(
+            f"fork point: {point['fork']} forked from {parent} at step {point['step']} (event {point['position']}): "
+            f"what comes before was served from {parent}, {point['fork']} is live from there",
+            "bold",
+        )
     first = doc["first_difference"]
     if first is None:
         _print("identical: every call, step and the grade are the same", "green")

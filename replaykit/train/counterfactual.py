@@ -28,7 +28,7 @@ from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpochRecord, RunDoc, RunDocument, TrainingDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.run import run_document
+from replaykit.episodes.run_document import run_document
 from replaykit.train.audit_records import (
     CounterfactualReport,
     CounterfactualRow,

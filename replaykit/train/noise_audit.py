@@ -25,7 +25,8 @@ from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.run import measure, run_document
+from replaykit.episodes.run import measure
+from replaykit.episodes.run_document import run_document
 from replaykit.train.attribution import attribute
 from replaykit.train.counterfactual import training_config
 from replaykit.train.derived import verify_verdict

@@ -108,3 +108,4 @@ def proposal_session(
             {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": trainer.estimator.identity()},
         )
     )
+    trainer.paid.proposer_calls += len(tape.llm_events)

@@ -9,7 +9,7 @@ imports the loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.modes import RecordMode
@@ -24,6 +24,32 @@ from replaykit.train.estimators import Estimator
 if TYPE_CHECKING:
     from replaykit.train.loss import Loss
     from replaykit.train.optimizers import Optimizer
+
+
+class PaidDoc(TypedDict):
+    """What a training invocation paid (``train --json``): requests that reached an endpoint."""
+
+    model_calls: int  # every one: the task model's and the proposer's
+    task_model_calls: int
+    proposer_calls: int
+    reused_events: int  # events its episodes were served from donor cassettes instead
+
+
+@dataclass
+class Paid:
+    """Counted as the epochs run (never stored: a replay or a resume pays nothing again)."""
+
+    task_model_calls: int = 0
+    proposer_calls: int = 0
+    reused_events: int = 0
+
+    def to_dict(self) -> PaidDoc:
+        return {
+            "model_calls": self.task_model_calls + self.proposer_calls,
+            "task_model_calls": self.task_model_calls,
+            "proposer_calls": self.proposer_calls,
+            "reused_events": self.reused_events,
+        }
 
 
 @dataclass
@@ -46,6 +72,7 @@ class TrainingState:
     initial_sha: str = ""
     recorded: list[EpochRecord] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
+    paid: Paid = field(default_factory=lambda: Paid())  # what this invocation sent to endpoints
 
     def chain(self) -> list[str]:
         """The initial baseline, then every promoted candidate, in order."""

@@ -96,6 +96,7 @@ class Trainer:
             self.progress,
         )
         self.state.spec_digest = self.spec_digest
+        self.paid = self.state.paid  # what this invocation sent to endpoints
         self.documents = TrainingDocuments(self.state, self.summary)
         self._resolve_training()
         self.parameter = Parameter(self.harness, self.training_id, persist)
@@ -194,7 +195,7 @@ class Trainer:
             self.progress("epoch", {"epoch": epoch})
             yield loss
 
-    def _measure(self, sha: str, label: str) -> RunDocument:
+    def _measure(self, sha: str, label: str, baseline_sha: str | None = None) -> RunDocument:
         result = measure(
             self.config,
             record_mode=self.record_mode,
@@ -203,19 +204,19 @@ class Trainer:
             keep_going=self.keep_going,
             progress=self._episode_progress(label),
             persist=self.persist,
+            baseline_sha=baseline_sha,  # a candidate: served its baseline's answers first
         )
+        self.paid.task_model_calls += result.model_calls
+        self.paid.reused_events += result.reused_events
         if result.reused and not result.recorded:
-            self.progress(
-                "note",
-                {"message": f"{label} {sha[:10]}: reused {len(result.reused)} cassette(s), no model calls"},
-            )
+            message = f"{label} {sha[:10]}: reused {len(result.reused)} cassette(s), no model calls"
         else:
-            self.progress(
-                "note",
-                {
-                    "message": f"{label} {sha[:10]}: recorded {len(result.recorded)}, reused {len(result.reused)}"
-                },
+            message = (
+                f"{label} {sha[:10]}: recorded {len(result.recorded)}, reused {len(result.reused)}"
+                f" · {result.model_calls} model call(s)"
+                + (f", {result.reused_events} event(s) served from donors" if result.reused_events else "")
             )
+        self.progress("note", {"message": message})
         return result.run
 
     def _episode_progress(self, label: str) -> Progress:
@@ -265,7 +266,7 @@ class Trainer:
         except HarnessError as exc:
             loss.skipped = f"harness no longer imports: {exc}"
             return loss
-        candidate = self._measure(sha, f"epoch {epoch}: candidate")
+        candidate = self._measure(sha, f"epoch {epoch}: candidate", baseline_sha)
         loss.candidate_run = candidate["run_id"]
         loss.verdict = self.criterion(
             RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), self._forked(baseline, candidate)

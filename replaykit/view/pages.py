@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.store.search import SearchHit
 from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
+from replaykit.episodes.views import Lineage
 from replaykit.report.documents import EpisodeBrief
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ class RunRow(TypedDict):
     steps: int
     tokens: int
     infra: int
+    model_calls: int  # requests recording its episodes sent to the endpoint
+    reused_events: int  # events its episodes were served from donor cassettes instead
+    reuse_basis: str  # exact | shared sample, when some were
 
 
 class RunDetail(RunRow):
@@ -206,6 +210,7 @@ class EpisodePage(TypedDict):
     raw: list[RawEvent]
     full: bool
     meta: dict[str, str | int | float | bool]  # the episode's scalar meta fields
+    lineage: Lineage  # what it was served, its parent and fork point, its forks (each checked)
 
 
 class HomePage(TrainingsPage, ComparesPage):

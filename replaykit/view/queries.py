@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.records import CompareCell, EpochRecord
+from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.transcript import episode_summary, transcript
 from replaykit.view.caps import capped
@@ -129,7 +130,8 @@ def training(store: StoreBackend, training_id: str) -> TrainingPage:
 
 
 def run_row(store: StoreBackend, row: RunsRow) -> RunRow:
-    doc = store.get_run(row["id"]).to_dict()
+    run = store.get_run(row["id"])
+    doc = run.to_dict()
     episodes = doc.get("episodes") or []
     return {
         "id": row["id"],
@@ -143,6 +145,9 @@ def run_row(store: StoreBackend, row: RunsRow) -> RunRow:
         "steps": sum(e.get("steps") or 0 for e in episodes),
         "tokens": sum(e.get("tokens") or 0 for e in episodes),
         "infra": sum(bool(e.get("infra_failure")) for e in episodes),
+        "model_calls": run.model_calls,
+        "reused_events": run.reused_events,
+        "reuse_basis": run.reuse_basis,
     }
 
 
@@ -337,4 +342,5 @@ def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> Episod
         "raw": raw,
         "full": full,
         "meta": {k: v for k, v in ep.meta.items() if isinstance(v, (str, int, float, bool))},
+        "lineage": lineage(store, ep),
     }

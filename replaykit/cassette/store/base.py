@@ -15,6 +15,7 @@ from replaykit.cassette.store.sqlite import SqliteDriver
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 
 if TYPE_CHECKING:
+    from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.schema import CassetteColumns
 
 T = TypeVar("T")
@@ -26,7 +27,8 @@ class StoreBase:
     def __init__(self, where: Path | str | StoreDriver, readonly: bool = False) -> None:
         self.driver: StoreDriver = SqliteDriver(where, readonly) if isinstance(where, (str, Path)) else where
         self.readonly = self.driver.readonly
-        self._checked: dict[str, tuple[str, CassetteColumns]] = {}  # cassette id -> (doc hash, columns)
+        #: cassette id -> (doc hash, derived columns, what its reuse claim counts)
+        self._checked: dict[str, tuple[str, CassetteColumns, ReuseCounts]] = {}
         self._scratch: Path | None = None
 
     @property

@@ -9,6 +9,7 @@ from typing import cast
 from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
+from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Where
 from replaykit.cassette.store.schema import CassetteColumns, CassetteFields, CassetteRow, typed_rows
@@ -75,7 +76,10 @@ class EpisodesMixin(BlobsMixin):
         bad = cassette_mismatches(row, episode, derived)
         if bad:
             raise self.corrupt(f"cassette {cassette_id}: column(s) {', '.join(bad)} do not match its events")
-        self._checked[cassette_id] = (row["doc"], derived)
+        claim = own_problems(episode)  # what it says it was served, against its own events
+        if claim:
+            raise self.corrupt(f"cassette {cassette_id}: {claim[0]}")
+        self._checked[cassette_id] = (row["doc"], derived, reused_counts(episode))
         return episode
 
     def verified_columns(self, cassette_id: str) -> CassetteColumns:
@@ -86,17 +90,31 @@ class EpisodesMixin(BlobsMixin):
             checked = self._checked[cassette_id]
         return checked[1].copy()
 
+    def verified_reuse(self, cassette_id: str) -> ReuseCounts:
+        """What a cassette's reuse claim counts, the claim checked against its own events."""
+        self.verified_columns(cassette_id)
+        return self._checked[cassette_id][2]
+
     def check_run(self, run: RunDoc | RunDocument) -> None:
         """Every episode entry of a run document (a ``RunDoc`` or the stored form) against its
         cassette's events (what verdicts are computed from)."""
         doc = run.to_dict() if isinstance(run, RunDoc) else run
+        bases = set()
         for entry in doc.get("episodes") or []:
             cid = str(entry.get("cassette_id"))
-            bad = run_episode_mismatches(entry, self.verified_columns(cid))
+            reused = self.verified_reuse(cid)
+            bad = run_episode_mismatches(entry, self.verified_columns(cid), reused)
             if bad:
                 raise self.corrupt(
                     f"run {doc.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
                 )
+            if reused.events:
+                bases.add(reused.basis)
+        basis = "shared sample" if "shared sample" in bases else "exact" if bases else ""
+        if (doc.get("reuse_basis") or "") != basis:
+            raise self.corrupt(
+                f"run {doc.get('run_id')}: its reuse_basis does not match its cassettes' claims"
+            )
 
     def list_cassettes(self, where: Where | None = None, limit: int | None = None) -> list[CassetteRow]:
         """Index rows of the cassettes matching ``where``, oldest first (documents not read)."""

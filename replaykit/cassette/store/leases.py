@@ -44,6 +44,7 @@ class LeasesMixin(StoreBase):
 
     _lease_depth = 0
     _lease_owner: str | None = None
+    _leases_written = False  # this store object wrote a lease row (else there is nothing to release)
 
     @contextlib.contextmanager
     def leasing(self) -> Iterator[None]:
@@ -73,6 +74,7 @@ class LeasesMixin(StoreBase):
             for k in keys
         ]
         self.driver.insert(LEASE_TABLE, rows, conflict="ignore")
+        self._leases_written = True
 
     def lease(self, table: str, keys: Iterable[str]) -> None:
         """Lease rows of ``table`` (``runs``, ``cassettes``, ``trees``, ``blobs``) this writer
@@ -87,8 +89,8 @@ class LeasesMixin(StoreBase):
 
     def release_leases(self) -> None:
         """Drop this store object's leases."""
-        if self._lease_owner is None or self.readonly:
-            return
+        if self._lease_owner is None or self.readonly or not self._leases_written:
+            return  # none written: nothing to release (a store that refused the first write)
         with self.write_lock():
             self.driver.delete(LEASE_TABLE, {"owner": self._lease_owner})
 

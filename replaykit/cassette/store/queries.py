@@ -1,11 +1,14 @@
-"""Named queries other layers ask (trainings by spec, proxy sessions by name,
-certificates): the SQL they need stays here, behind a method name."""
+"""Named queries other layers ask (trainings by spec, proxy sessions by name, an episode's
+possible donors and its forks, certificates): the SQL they need stays here, behind a method
+name."""
 
 from __future__ import annotations
 
 import json
 from typing import cast
 
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.lineage import FORKED_FROM
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Row, Where
 from replaykit.cassette.store.schema import CassetteRow, CertificateRecord, CertificateRow, typed_rows
@@ -36,6 +39,36 @@ class QueriesMixin(BlobsMixin):
         rows = self.driver.select("cassettes", where=where, order=[("created_at", False), ("id", False)])
         return typed_rows(CassetteRow, rows)
 
+    def find_donors(self, key: CassetteKey, limit: int = 32) -> list[CassetteRow]:
+        """Index rows of cassettes with ``key``'s kind, task (and its content), model, seed and
+        config under another harness SHA, newest first (at most ``limit``): the episodes prefix
+        reuse may be served from (the caller checks their keys' extras and engine)."""
+        m = key.model
+        where: Where = {
+            "kind": key.kind,
+            "task_id": key.task_id,
+            "seed": key.seed,
+            "task_digest": key.task_digest,
+            "model": m.name,
+            "endpoint": m.endpoint,
+            "model_revision": m.revision,
+            "config_digest": key.config_digest,
+        }
+        rows = self.driver.select(
+            "cassettes", where=where, order=[("created_at", True), ("id", True)], limit=int(limit) + 1
+        )
+        return [r for r in typed_rows(CassetteRow, rows) if r["harness_sha"] != key.harness_sha][:limit]
+
+    def find_forks(self, parent: CassetteKey) -> list[CassetteRow]:
+        """Index rows of the cassettes forked from ``parent``'s (their keys name it; a fork runs
+        its parent's task and seed), oldest first."""
+        rows = self.driver.select(
+            "cassettes",
+            where={"task_id": parent.task_id, "seed": parent.seed},
+            order=[("created_at", False), ("id", False)],
+        )
+        return [r for r in typed_rows(CassetteRow, rows) if [FORKED_FROM, parent.id] in _extra(r["key_json"])]
+
     def get_certificate(self, cert_id: str) -> CertificateRecord | None:
         """A certification row by id (``doc`` decoded), or None. Never creates the table."""
         row = self._row(CertificateRow, "certificates", "id", cert_id)
@@ -46,3 +79,12 @@ class QueriesMixin(BlobsMixin):
     def put_certificate(self, row: CertificateRow) -> None:
         with self.write_lock():
             self.driver.insert("certificates", [cast(Row, row)], conflict="replace")
+
+
+def _extra(key_json: str) -> list[object]:
+    """A row's key extras (none when its key is unreadable: reading that cassette says why)."""
+    try:
+        extra = json.loads(key_json).get("extra", [])
+    except (ValueError, AttributeError):
+        return []
+    return extra if isinstance(extra, list) else []

@@ -1,0 +1,121 @@
+"""An episode's ``meta`` as stored (``cassette.events.Episode.meta``), typed: the task its
+harness saw, the harness entry and params, the model and its engine identity, a proxy
+session's or a pytest test's name and rules, and what it was served from a donor or its
+fork's parent (``ReusedClaim``, ``ForkMeta``; checked by ``cassette/lineage.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
+
+from replaykit.core.records import JSON
+
+
+class TaskMeta(TypedDict):
+    """The task an episode ran, as its harness saw it (``episodes.rollout.TaskView``)."""
+
+    id: str
+    instruction: str
+    metadata: dict[str, JSON]
+    path: str
+    steps: NotRequired[list[list[str]]]  # multi-step tasks: [name, instruction] per step
+    step_actions: NotRequired[list[int]]  # how many actions each step took
+    steps_run: NotRequired[int]
+
+
+class HarnessMeta(TypedDict):
+    entry: str
+    params: dict[str, JSON]
+
+
+class ModelMeta(TypedDict):
+    name: str
+    temperature: float
+    params: NotRequired[dict[str, JSON]]  # model.params, sent with every call
+    engine: NotRequired[dict[str, JSON]]  # the engine identity measured at record time
+
+
+class RuleDef(TypedDict):
+    """One rule of a proxy rule file (``capture.rule_files``): a regex and its literal replacement."""
+
+    pattern: str
+    replace: str
+
+
+class ProxyMeta(TypedDict):
+    name: str
+    upstream: NotRequired[str]  # sessions stored by older versions have only the name
+    rules: NotRequired[list[str]]
+    rule_defs: NotRequired[dict[str, RuleDef]]  # a rule file's rules by name
+    models: NotRequired[list[str]]  # the models the session's calls asked for, in order of first use
+    #: credential name -> sha256 of what the recorded client presented (never the value)
+    credentials: NotRequired[dict[str, str]]
+
+
+class PytestMeta(TypedDict):
+    name: str
+
+
+class ReusedClaim(TypedDict):
+    """What an episode says it was served (``cassette/lineage.py``): its events 0..``events``-1
+    equal cassette ``donor``'s (digest forms), ``calls`` of them model calls answered from
+    the donor instead of the endpoint, ``digest`` the sha256 of that prefix; ``basis``:
+    ``exact`` (a deterministic engine) or ``shared sample`` (common random numbers)."""
+
+    donor: str
+    events: int
+    calls: int
+    digest: str
+    basis: str
+
+
+class ModelSpan(TypedDict):
+    """A model name from one model call (``step``) on."""
+
+    step: int
+    model: str
+
+
+class GivenMessage(TypedDict):
+    """A user message given to the model from one model call (``step``) on (``fork --message``)."""
+
+    step: int
+    text: str
+
+
+class ForkMeta(TypedDict):
+    """A fork (``replaykit fork``): its parent cassette and the step (model call) it went live
+    at; the model names of the calls before it (the parent's), the messages given (its
+    parent's before the step, its own at the step)."""
+
+    parent: str
+    step: int
+    models: list[ModelSpan]
+    messages: list[GivenMessage]
+
+
+class EpisodeMeta(TypedDict, total=False):
+    """An episode's ``meta`` (``cassette.events.Episode.meta``). A rollout writes task to
+    environment (``episodes.rollout.EpisodeSpec.meta``), a proxy session ``proxy``, the
+    pytest plugin ``pytest`` (those write ``rules`` and ``pins`` too), a training's
+    proposer ``kind``, ``brief``, ``epoch`` and ``backend``."""
+
+    task: TaskMeta
+    harness: HarnessMeta
+    model: ModelMeta
+    seed: int
+    env: Mapping[str, object]  # the config's env table as recorded (envs.base.EnvTable)
+    rules: list[str]
+    pins: dict[str, str]
+    versions: dict[str, str]
+    secret_env: dict[str, str]  # secret label -> the variable holding it (never a value)
+    environment: dict[str, JSON]  # the environment's facts (envs.base.Environment.metadata)
+    unprepared: str  # set when the environment could not be prepared: the harness never ran
+    proxy: ProxyMeta
+    pytest: PytestMeta
+    kind: str  # proposal (a training's proposer session); unset otherwise
+    brief: str  # a proposal's brief, its epoch and the estimator's identity
+    epoch: int
+    backend: dict[str, JSON]
+    reused: ReusedClaim  # events served from a donor (prefix reuse) or a fork's parent
+    fork: ForkMeta  # a fork: its parent and step

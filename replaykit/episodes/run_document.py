@@ -1,0 +1,77 @@
+"""A run's document, derived from its cassettes (never from what measuring remembers).
+
+``run_document`` builds it from each cassette's verified columns and what its reuse claim
+counts (``cassette/lineage.py``): the episodes' outcomes, their model calls paid and events
+served from donors, and the run's ``reuse_basis`` when any were. ``put_run_once`` writes it
+unless the store holds exactly this one, so ``created_at`` stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
+from replaykit.core.determinism import digest_of
+from replaykit.core.records import EpisodeSummary, ModelDoc, RunDoc, RunDocument
+from replaykit.envs.tasks import Task
+from replaykit.episodes.config import RunConfig
+from replaykit.models.config import ModelConfig
+from replaykit.models.endpoint import model_id
+
+
+def put_run_once(store: StoreBackend, run: RunDocument) -> None:
+    """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
+    if store.has_doc(run["run_id"], digest_of(run)):
+        return
+    store.put_run(run)
+
+
+def run_document(
+    config: RunConfig,
+    store: StoreBackend,
+    sha: str,
+    model: ModelConfig,
+    keys: list[tuple[CassetteKey, Task]],
+    repo_path: str,
+) -> RunDocument:
+    mid = model_id(model)
+    episodes = []
+    bases = set()
+    for key, _ in keys:
+        row = store.verified_columns(key.id)  # cached columns checked against the events
+        reuse = store.verified_reuse(key.id)  # what its claim counts (the claim checked against its events)
+        if reuse.events:
+            bases.add(reuse.basis)
+        episodes.append(
+            EpisodeSummary(
+                task_id=key.task_id,
+                seed=key.seed,
+                cassette_id=key.id,
+                reward=row["reward"],
+                passed=bool(row["passed"]),
+                infra_failure=bool(row["infra_failure"]),
+                steps=row["n_env"],
+                llm_calls=row["n_llm"],
+                tokens=row["tokens"],
+                digest=row["digest"],
+                reused_events=reuse.events,
+                model_calls=row["n_llm"] - reuse.calls if reuse.events else None,
+            )
+        )
+    ids = [k.id for k, _ in keys]
+    return RunDoc(
+        run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[
+            :16
+        ],
+        name=config.name,
+        harness_sha=sha,
+        harness_repo=repo_path,
+        model=ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
+        config_digest=config.digest(),
+        panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
+        cassettes=ids,
+        episodes=episodes,
+        reuse_basis=SHARED_SAMPLE if SHARED_SAMPLE in bases else EXACT if bases else "",
+    ).to_dict()
