@@ -59,6 +59,8 @@ SECONDS: dict[str, tuple[float, float]] = {
     "test_wheel.py": (10, 0),
     "engine/test_engine_e2e.py": (0, 10),
     "engine/test_identity_rows.py": (0, 76),  # SmolLM2 and the tiny model on llama-cpp-python, 4 restarts
+    "engine/test_llama_server.py": (0, 100),  # engine start + tool results, an engine dying mid-run
+    "engine/test_identity_rows_llama_server.py": (0, 80),
     "capture/test_proxy_concurrency.py": (10, 0),
     "report/test_browser.py": (0, 10),
     "cassette/test_postgres_store.py": (0, 10),

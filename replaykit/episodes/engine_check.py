@@ -77,7 +77,7 @@ def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], 
 
 def check_unchanged(before: dict[str, JSON], model: ModelConfig, record_mode: str, recorded: int) -> None:
     """The next identity check of a run that recorded: measured again once its episodes are
-    in; an engine that changed meanwhile (a model file rewritten, another server on the port)
+    in; an engine that changed meanwhile (restarted on another model file, another server on the port)
     stops the run before its document is written, so no verdict is computed from it."""
     after = live_engine(model, record_mode, True)
     if after is None or identity_digest(after) == identity_digest(before):
