@@ -17,7 +17,8 @@ from replaykit.cassette.store import Store
 from replaykit.core.errors import HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.run import measure
-from replaykit.exchange.bundle import export_bundle, import_bundle
+from replaykit.exchange.bundle import export_bundle
+from replaykit.exchange.importer import import_bundle
 from replaykit.testing import small_config
 from replaykit.train.trainer import Trainer
 from tests.cli_runner import cli as run_cli

@@ -87,7 +87,7 @@ def cassettes_import(
     as_json: bool = JsonOpt,
 ) -> None:
     """Verify a bundle completely, then add it to the store in one transaction (a no-op if already there)."""
-    from replaykit.exchange.bundle import import_bundle
+    from replaykit.exchange.importer import import_bundle
     from replaykit.train.derived import verify_document
 
     report = import_bundle(open_store(store, config=config), bundle_file, derived=verify_document)
@@ -117,8 +117,9 @@ def cassettes_verify(
         if not result["ok"]:
             raise typer.Exit(1)
         return
-    from replaykit.exchange.bundle import verify_bundle
+    from replaykit.exchange.importer import verify_bundle
+    from replaykit.train.derived import verify_document
 
     against = open_store(store, readonly=True, config=config) if store or config else None
-    report = verify_bundle(bundle_file, against)
+    report = verify_bundle(bundle_file, against, derived=verify_document)  # what import refuses
     emit_json(report) if as_json else render.bundle_report(report, "verify")

@@ -162,6 +162,8 @@ class VerdictDocument(TypedDict):
     runs: list[str | None]
     trees: list[str | None]
     verdict: VerdictRecord
+    #: the forked certificates its exclusions come from (absent in verdicts recorded before)
+    certificates: NotRequired[list[str]]
 
 
 class CompareCell(TypedDict):
@@ -342,6 +344,7 @@ class VerdictDoc:
     candidate_sha: str | None
     verdict: VerdictRecord
     kind: str = "verdict"
+    certificates: list[str] = field(default_factory=list)
 
     def to_dict(self) -> VerdictDocument:
         return {
@@ -356,4 +359,5 @@ class VerdictDoc:
             "runs": [self.baseline_run, self.candidate_run],
             "trees": [self.baseline_sha, self.candidate_sha],
             "verdict": self.verdict,
+            "certificates": sorted(self.certificates),
         }

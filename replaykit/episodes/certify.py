@@ -14,8 +14,8 @@ Certificates live in the store's ``certificates`` table, keyed by what was execu
 the run — their actions, observations and grade). A certificate is only reused for
 the very episodes it re-executed: a run with other actions on the same task is
 certified on its own, and one run's verdict never flips another's.
-``forked_tasks(store, run_doc)`` is what training verdicts call to exclude tasks;
-it reads certificates by the same key.
+``forked_certificates(store, run_doc)`` is what training verdicts call to exclude tasks
+(and name the certificates they excluded them by); it reads certificates by the same key.
 
 An episode its env kind says can never be deterministic (the docker kind: it ran on a
 live network, ``env.network: live``) is ``forked`` with the kind's reason (``network
@@ -64,6 +64,7 @@ __all__ = [
     "certificate_id",
     "certify_run",
     "certify_task",
+    "forked_certificates",
     "forked_tasks",
     "get_certificate",
     "task_certificates",
@@ -102,15 +103,26 @@ def get_certificate(store: StoreBackend, cert_id: str) -> Certificate | None:
     return cast(Certificate | None, store.get_certificate(cert_id))  # as certify_task stored it
 
 
-def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
-    """Task id → reason, for the run's tasks whose certificate says ``forked``.
+def forked_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+    """Task id → (certificate id, reason), for the run's tasks certified ``forked``.
 
-    Pure look-up (runs nothing): tasks never certified are absent; certify them
-    first with :func:`certify_run`. Training verdicts exclude these tasks.
-    """
-    return {
-        t: reason for t, (status, reason) in task_certificates(store, run_doc).items() if status == FORKED
-    }
+    Pure look-up (runs nothing): tasks never certified are absent; certify them first with
+    :func:`certify_run`. A training verdict excludes these tasks and names the certificates
+    (their ids cover the task's episodes in this run, so a certificate of other episodes
+    never applies)."""
+    out: dict[str, tuple[str, str]] = {}
+    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    for task_id, cassette_ids in _by_task(store, cassettes).items():
+        cert_id = _cert_id_of(store, cassette_ids)
+        cert = get_certificate(store, cert_id)
+        if cert is not None and cert["status"] == FORKED:
+            out[task_id] = (cert_id, cert["reason"])
+    return out
+
+
+def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
+    """Task id → reason, for the run's tasks whose certificate says ``forked``."""
+    return {task: reason for task, (_, reason) in forked_certificates(store, run_doc).items()}
 
 
 def task_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
@@ -123,6 +135,13 @@ def task_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tu
         if cert is not None:
             out[task_id] = (cert["status"], cert["reason"])
     return out
+
+
+def task_certificate_id(store: StoreBackend, run_doc: RunDocument, task_id: str) -> str | None:
+    """The id a certificate of ``task_id``'s episodes in this run has (None: no such task)."""
+    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    found = _by_task(store, cassettes).get(task_id)
+    return _cert_id_of(store, found) if found else None
 
 
 def _find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:

@@ -17,11 +17,7 @@ the blob hashes it lists under ``blobs`` (e.g. a training's git bundle); a
 cassette also pulls in its harness tree when the store has it. Members are
 sorted and their metadata fixed, so the same content gives the same bytes.
 
-Import verifies everything before writing anything (:func:`read_bundle` in
-:mod:`~replaykit.exchange.reader`, its checks in :mod:`~replaykit.exchange.verifier`),
-refuses an id that already exists in the target with other content, and writes all
-rows and blobs in one transaction.
-Importing the same bundle twice is a no-op.
+Importing and verifying one is :mod:`~replaykit.exchange.importer`.
 """
 
 from __future__ import annotations
@@ -31,18 +27,17 @@ import io
 import json
 import tarfile
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import cast
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.determinism import normal_tarinfo, sha256_hex
-from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
+from replaykit.core.determinism import canonical_json, normal_tarinfo, sha256_hex
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.files import write_atomic
 from replaykit.core.records import RunDocument
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
-    CONTENT,
+    CERTIFICATES,
     FORMAT_NAME,
-    FORMAT_VERSION,
     MANIFEST,
     TABLES,
     BundleError,
@@ -51,17 +46,11 @@ from replaykit.exchange.bundle_format import (
     Cell,
     Selection,
 )
-from replaykit.exchange.reader import read_bundle
-from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
-
-#: recomputes one imported document by (id, kind); raises ``StoreError`` when it does not hold
-DerivedCheck = Callable[[StoreBackend, str, str], None]
+from replaykit.exchange.refs import doc_certificates, doc_refs, episode_blobs, tree_blobs
 
 __all__ = [
     "collect",
     "export_bundle",
-    "import_bundle",
-    "verify_bundle",
 ]
 
 
@@ -139,7 +128,21 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
         sel.blobs.update((d, store.get_blob(d)) for d in listed.pop("blobs") if d not in sel.blobs)
         for ref_table, ids in listed.items():
             pending.extend((ref_table, i, where) for i in ids)
+        for cert_id in doc_certificates(doc, where):
+            sel.certificates[cert_id] = _certificate(store, cert_id, where)
     return sel
+
+
+def _certificate(store: StoreBackend, cert_id: str, referrer: str) -> dict[str, Cell]:
+    """A certificate a document names, as a bundle row (``doc`` as canonical JSON)."""
+    record = store.get_certificate(cert_id)
+    if record is None:
+        raise BundleError(
+            f"{referrer} names certificate {cert_id} which is not in store {store.location}; cannot export a partial bundle"
+        )
+    row: dict[str, Cell] = {k: v for k, v in record.items() if k != "doc" and isinstance(v, (str, int))}
+    row["doc"] = canonical_json(record.get("doc") or {})
+    return row
 
 
 # -- writing ----------------------------------------------------------------------
@@ -159,6 +162,10 @@ def _members(sel: Selection) -> list[tuple[str, bytes]]:
         )
         for t in TABLES
     ]
+    if sel.certificates:  # format 2 (a bundle without certificates stays version 1)
+        rows = [sel.certificates[k] for k in sorted(sel.certificates)]
+        text = json.dumps(rows, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        members.append((CERTIFICATES, text.encode("utf-8")))
     members += [(f"blobs/{h}", sel.blobs[h]) for h in sorted(sel.blobs)]
     return members
 
@@ -170,7 +177,7 @@ def bundle_bytes(sel: Selection, compress: bool = True) -> bytes:
     members = _members(sel)
     manifest: BundleManifest = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": sel.version(),
         "tools": tool_versions(),
         "root": sel.root,
         "counts": sel.counts(),
@@ -213,99 +220,3 @@ def export_bundle(
         "sha256": sha256_hex(data),
         "images": saved,
     }
-
-
-def verify_bundle(path: Path | str, store: StoreBackend | None = None) -> BundleReport:
-    """Check a bundle without importing it; with ``store``, also what an import would do."""
-    sel = read_bundle(path)
-    report: BundleReport = {
-        "path": str(path),
-        "ok": True,
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "root": sel.root,
-        "counts": sel.counts(),
-        "tools": sel.manifest["tools"] if sel.manifest else {},
-    }
-    if store is not None:
-        plan = _plan(store, sel, Path(path)) if _has_index(store) else _full_plan(sel)
-        report["would_import"] = {k: len(v) for k, v in plan.items()}
-    return report
-
-
-# -- importing ----------------------------------------------------------------------
-def _has_index(store: StoreBackend) -> bool:
-    return store.exists()
-
-
-def _full_plan(sel: Selection) -> dict[str, list[Any]]:
-    plan: dict[str, list[Any]] = {t: [sel.rows[t][k] for k in sorted(sel.rows[t])] for t in TABLES}
-    plan["blobs"] = sorted(sel.blobs)
-    return plan
-
-
-def _same(table: str, ours: Any, theirs: Any) -> bool:
-    if table == "trees":
-        try:
-            return bool(json.loads(ours) == json.loads(theirs))
-        except (TypeError, ValueError):
-            return False
-    return bool(ours == theirs)
-
-
-def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any]]:
-    """What importing ``sel`` would write; an id present with other content is refused."""
-    plan: dict[str, list[Any]] = {}
-    for table in TABLES:
-        existing = store.present(table, sorted(sel.rows[table]), CONTENT[table])
-        plan[table] = []
-        for key in sorted(sel.rows[table]):
-            row = sel.rows[table][key]
-            if key not in existing:
-                plan[table].append(row)
-            elif not _same(table, row[CONTENT[table]], existing[key]):
-                what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
-                raise BundleError(
-                    f"{what} {key} already exists in store {store.location} with other content; refusing to import {path} "
-                    "(import into another store, or remove that id first)"
-                )
-    have = store.present("blobs", sorted(sel.blobs))
-    plan["blobs"] = [h for h in sorted(sel.blobs) if h not in have]
-    return plan
-
-
-def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck | None = None) -> BundleReport:
-    """Verify a bundle completely, then write all its rows and blobs in one transaction.
-
-    Nothing is written (not even an empty index) unless the whole bundle
-    verifies and none of its ids exists in ``store`` with other content. Rows and
-    blobs already present are left alone: importing the same bundle twice is a no-op.
-    ``derived(store, id, kind)`` recomputes each imported document (verdicts and
-    trainings: ``replaykit.train.derived.verify_document``) inside the transaction,
-    before it commits; a ``store corrupt`` there refuses the import.
-    """
-    path = Path(path)
-    sel = read_bundle(path)
-    plan = _plan(store, sel, path) if _has_index(store) else _full_plan(sel)
-    report: BundleReport = {
-        "path": str(path),
-        "store": str(store.location),
-        "root": sel.root,
-        "counts": sel.counts(),
-    }
-    if any(plan.values()):
-        with store.transaction():
-            plan = _plan(store, sel, path)  # again inside the transaction: no writer slipped in between
-            store.insert_blobs({h: sel.blobs[h] for h in plan["blobs"]})
-            for table in TABLES:
-                store.insert_rows(table, plan[table])
-            for row in plan["runs"] if derived is not None else []:
-                try:
-                    derived(store, str(row["id"]), str(row.get("kind") or "measure"))  # type: ignore[misc]
-                except StoreError as exc:
-                    detail = str(exc).split(" in store ")[0]
-                    raise BundleError(f"bundle {path}: {detail}; refusing (nothing was imported)") from None
-    report["imported"] = {k: len(v) for k, v in plan.items()}
-    report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
-    report["noop"] = not any(plan.values()) and not report["images_loaded"]
-    return report

@@ -16,14 +16,32 @@ from typing import Any, NotRequired, TypedDict
 from replaykit.core.errors import ReplaykitError
 
 FORMAT_NAME = "replaykit-bundle"
-FORMAT_VERSION = 1
+#: the newest format: version 2 adds ``index/certificates.json`` (the forked certificates a
+#: verdict excluded tasks by); a bundle without certificates is still written as version 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
+CERTIFICATES = "index/certificates.json"
 TABLES = ("cassettes", "runs", "trees")
 PK = {"cassettes": "id", "runs": "id", "trees": "sha"}
 #: the column that says what a row *is*: equal values mean the same content
 CONTENT = {"cassettes": "doc", "runs": "doc", "trees": "manifest"}
 COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees)\.json|blobs/[0-9a-f]{64})")
+MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees|certificates)\.json|blobs/[0-9a-f]{64})")
+#: the columns of a certificate row (``index/certificates.json``), with their types
+CERTIFICATE_COLUMNS: dict[str, type] = {
+    "id": str,
+    "task_id": str,
+    "task_digest": str,
+    "env_kind": str,
+    "image_id": str,
+    "status": str,
+    "reason": str,
+    "run_id": str,
+    "episodes": int,
+    "doc": str,
+    "created_at": str,
+}
 
 
 class BundleError(ReplaykitError):
@@ -91,9 +109,18 @@ class Selection:
     rows: dict[str, dict[str, dict[str, Cell]]] = field(default_factory=lambda: {t: {} for t in TABLES})
     blobs: dict[str, bytes] = field(default_factory=dict)
     manifest: BundleManifest | None = None  # as read from a bundle (None: collected from a store)
+    #: certificate id -> its row (``doc``: canonical JSON), those the verdicts name
+    certificates: dict[str, dict[str, Cell]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
-        return {**{t: len(self.rows[t]) for t in TABLES}, "blobs": len(self.blobs)}
+        counts = {**{t: len(self.rows[t]) for t in TABLES}, "blobs": len(self.blobs)}
+        if self.certificates:
+            counts["certificates"] = len(self.certificates)
+        return counts
+
+    def version(self) -> int:
+        """The oldest format that holds this selection."""
+        return 2 if self.certificates else 1
 
 
 def parse_json(data: bytes, what: str) -> Any:

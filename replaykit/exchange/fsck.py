@@ -19,8 +19,8 @@ from replaykit.cassette.lineage import check_claim
 from replaykit.core.errors import StoreError
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDocument
-from replaykit.exchange.bundle import DerivedCheck
 from replaykit.exchange.bundle_format import BundleError
+from replaykit.exchange.importer import DerivedCheck
 from replaykit.exchange.refs import doc_refs
 
 

@@ -15,7 +15,13 @@ from typing import Any
 
 from replaykit.cassette.integrity import safe_path
 from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleError, Selection, parse_json
-from replaykit.exchange.verifier import check_blobs, check_graph, check_manifest, load_rows
+from replaykit.exchange.verifier import (
+    check_blobs,
+    check_graph,
+    check_manifest,
+    load_certificates,
+    load_rows,
+)
 
 #: default cap on a bundle's decompressed size (``REPLAYKIT_BUNDLE_MAX_BYTES`` overrides)
 MAX_BYTES = 4 << 30
@@ -141,5 +147,6 @@ def read_bundle(path: Path | str) -> Selection:
     sel = Selection(root=manifest["root"], manifest=manifest)
     check_blobs(path, members, sel)
     load_rows(path, members, sel)
+    load_certificates(path, members, sel)
     check_graph(path, sel)
     return sel

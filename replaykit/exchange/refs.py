@@ -44,6 +44,13 @@ def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
     }
 
 
+def doc_certificates(doc: Any, where: str) -> list[str]:
+    """The certificates a runs-table document names (a verdict's: what it excluded tasks by)."""
+    if not isinstance(doc, dict):
+        raise BundleError(f"{where} is not a JSON object")
+    return _ids(doc, "certificates", where)
+
+
 def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[set[str], Any]:
     """Every blob an episode document references (decoding it with ``get``), and the episode."""
     seen: set[str] = set()

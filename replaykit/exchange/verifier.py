@@ -19,12 +19,14 @@ from replaykit.cassette.integrity import (
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
 from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import (
+    CERTIFICATE_COLUMNS,
+    CERTIFICATES,
     COLUMN_RE,
     CONTENT,
     FORMAT_NAME,
-    FORMAT_VERSION,
     MANIFEST,
     PK,
+    READ_VERSIONS,
     TABLES,
     BundleError,
     BundleManifest,
@@ -32,7 +34,7 @@ from replaykit.exchange.bundle_format import (
     Selection,
     parse_json,
 )
-from replaykit.exchange.refs import doc_refs, episode_blobs, tree_blobs
+from replaykit.exchange.refs import doc_certificates, doc_refs, episode_blobs, tree_blobs
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.schema import CassetteColumns
@@ -47,9 +49,11 @@ def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
         raise BundleError(
             f"bundle {path}: {MANIFEST} does not name format {FORMAT_NAME!r}; not a replaykit bundle"
         )
-    if manifest.get("version") != FORMAT_VERSION:
+    version = manifest.get("version")
+    if version not in READ_VERSIONS:
         raise BundleError(
-            f"bundle {path} has format version {manifest.get('version')!r}; this replaykit reads version {FORMAT_VERSION} — upgrade replaykit"
+            f"bundle {path} has format version {version!r}; this replaykit reads versions"
+            f" {', '.join(map(str, READ_VERSIONS))} — upgrade replaykit"
         )
     listed = manifest.get("members")
     if not isinstance(listed, dict):
@@ -80,9 +84,11 @@ def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
     named = BundleRoot(table=str(root["table"]), id=str(root["id"]))
     if "kind" in root:
         named["kind"] = str(root["kind"])
+    if version == 1 and CERTIFICATES in members:
+        raise BundleError(f"bundle {path}: a version 1 bundle holds no {CERTIFICATES}; refusing")
     return {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": int(version),
         "tools": tools if isinstance(tools, dict) else {},
         "root": named,
         "counts": counts if isinstance(counts, dict) else {},
@@ -131,6 +137,30 @@ def load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
             if row[pk] in sel.rows[table]:
                 raise BundleError(f"bundle {path}: {name} lists {row[pk]} twice")
             sel.rows[table][row[pk]] = row
+
+
+def load_certificates(path: Path, members: dict[str, bytes], sel: Selection) -> None:
+    """The certificate rows (format 2) into ``sel.certificates``: every column, of its type, once."""
+    if CERTIFICATES not in members:
+        return
+    rows = parse_json(members[CERTIFICATES], f"bundle {path}: {CERTIFICATES}")
+    if not isinstance(rows, list):
+        raise BundleError(f"bundle {path}: {CERTIFICATES} must hold a list of rows")
+    for row in rows:
+        if (
+            not isinstance(row, dict)
+            or set(row) != set(CERTIFICATE_COLUMNS)
+            or not all(
+                isinstance(row[c], t) and not isinstance(row[c], bool) for c, t in CERTIFICATE_COLUMNS.items()
+            )
+        ):
+            raise BundleError(
+                f"bundle {path}: {CERTIFICATES} holds a row that is not a certificate; refusing"
+            )
+        if row["id"] in sel.certificates:
+            raise BundleError(f"bundle {path}: {CERTIFICATES} lists {row['id']} twice")
+        parse_json(str(row["doc"]).encode("utf-8"), f"bundle {path}: certificate {row['id']}'s doc")
+        sel.certificates[row["id"]] = row
 
 
 def check_graph(path: Path, sel: Selection) -> None:
@@ -189,6 +219,11 @@ def check_graph(path: Path, sel: Selection) -> None:
                 if wrong:
                     raise BundleError(
                         f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"
+                    )
+            for cert_id in doc_certificates(doc, where):
+                if cert_id not in sel.certificates:
+                    raise BundleError(
+                        f"{where} names certificate {cert_id} which is not in the bundle; refusing"
                     )
             listed = doc_refs(doc, where)
             for digest in listed.pop("blobs"):

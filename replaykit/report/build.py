@@ -31,7 +31,7 @@ from replaykit.report.documents import (
     VerdictSection,
 )
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
-from replaykit.train.derived import verify_training, verify_verdict
+from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.sweep import report_sweep
 
 if TYPE_CHECKING:
@@ -293,16 +293,11 @@ class Report:
 
 
 def stored_training(store: StoreBackend, training_id: str) -> TrainingDocument:
-    doc = store.get_doc(training_id, kind="training")
-    verify_training(store, doc)  # derived: recomputed before a report shows it
-    return doc
+    return verified_training(store, training_id)  # derived: recomputed before a report shows it
 
 
-def stored_verdict(store: StoreBackend, verdict_id: str, verify: bool = False) -> VerdictDocument:
-    doc = store.get_doc(verdict_id, kind="verdict")
-    if verify:
-        verify_verdict(store, doc)
-    return doc
+def stored_verdict(store: StoreBackend, verdict_id: str) -> VerdictDocument:
+    return verified_verdict(store, verdict_id)
 
 
 def stored_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
@@ -359,7 +354,7 @@ def build(
         run = report.run(store.get_run(report_id).run_id)
         doc_id, title = run["run_id"], f"run {run['run_id']}"
     elif kind == "verdict":
-        vdoc = stored_verdict(store, report_id, verify=True)
+        vdoc = stored_verdict(store, report_id)
         verdict = report.verdict(vdoc)
         doc_id, title = vdoc["verdict_id"], f"verdict {vdoc['verdict_id']}"
     elif kind == "probe":

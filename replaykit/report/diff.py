@@ -32,6 +32,7 @@ from replaykit.report.transcript import (
     parse_response,
     request_messages,
 )
+from replaykit.train.derived import verified_verdict
 
 CONTEXT = 3
 
@@ -248,7 +249,7 @@ def diff_verdict(store: StoreBackend, verdict_id: str, unit: str | None = None) 
         kind = "cassette"
     if kind != "verdict":
         raise ReplaykitError(f"{verdict_id!r} is a {kind}: give two cassette ids (A B), or one verdict id")
-    doc = store.get_doc(verdict_id, kind="verdict")
+    doc = verified_verdict(store, verdict_id)  # a forged verdict is store corrupt, never diffed
     v = doc["verdict"]
     runs: list[dict[str, str]] = []  # unit → cassette id, of the baseline and the candidate run
     for side, run_id in (("baseline", doc["baseline_run"]), ("candidate", doc["candidate_run"])):

@@ -17,17 +17,18 @@ from replaykit.execution.executor import Executor
 from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
 from replaykit.train.criteria import make_criterion
-from replaykit.train.documents import training_doc
+from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.stats import Score, noise, stored_run_stats
 
 
 def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> VerdictAudit:
-    """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision would differ."""
-    doc = store.get_doc(verdict_id, kind="verdict")
-    recorded = doc["verdict"]
+    """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision
+    would differ. The verdict is verified first (``derived.verified_verdict``: its runs against
+    their cassettes, its exclusions from its certificates, every field recomputed): a forged one
+    is ``store corrupt``, never "reproduced"."""
+    doc = verified_verdict(store, verdict_id)
+    recorded = doc["verdict"]  # verified: its exclusions follow from the certificates it names
     baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(str(doc["candidate_run"]))
-    store.check_run(baseline)  # the columns a verdict is computed from, against the cassettes' events
-    store.check_run(candidate)
     own = make_criterion(recorded["criterion"], **recorded["params"])(
         candidate, baseline, recorded.get("excluded")
     )
@@ -85,12 +86,10 @@ def replay_training(
 ) -> TrainingReplay:
     """Re-run a recorded training offline in a scratch copy of its harness repository."""
     from replaykit.train import gitops
-    from replaykit.train.derived import verify_training
     from replaykit.train.documents import stored_estimator
     from replaykit.train.trainer import Trainer
 
-    doc = training_doc(store, training_id)
-    verify_training(store, doc, bundle=False)  # derived, so recomputed first; the clone verifies the bundle
+    doc = verified_training(store, training_id, bundle=False)  # the clone below verifies the bundle
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
         gitops.clone_bundle(

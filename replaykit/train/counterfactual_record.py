@@ -25,11 +25,12 @@ from replaykit.core.records import CounterfactualOf, TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.train.audit_records import RecordedCounterfactual
 from replaykit.train.config import train_config
-from replaykit.train.counterfactual import chosen, counterfactual, training_config
-from replaykit.train.documents import training_doc
+from replaykit.train.counterfactual import counterfactual
+from replaykit.train.derived import verified_training
 from replaykit.train.loss import Loss
 from replaykit.train.scratch import Scratch
 from replaykit.train.trainer import Trainer
+from replaykit.train.walk import chosen, training_config
 
 BRANCH_ROOT = "replaykit/counterfactual"
 
@@ -79,7 +80,7 @@ def record_counterfactual(
     progress: Progress | None = None,
 ) -> RecordedCounterfactual:
     """Run the counterfactual as a live training (recording what is missing); return it and the offline audit after."""
-    doc = training_doc(store, training_id)
+    doc = verified_training(store, training_id, bundle=False)
     config = training_config(doc, store)
     crit, opt = chosen(doc, criterion, optimizer)  # validate before any write
     tcfg = train_config(config)

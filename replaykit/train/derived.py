@@ -5,9 +5,12 @@ decisions, chain and final baseline are a function of its epochs' runs, its crit
 and its optimizer; its initial baseline is a git bundle. :func:`verify_verdict` and
 :func:`verify_training` recompute them from the store (runs from their cassettes'
 events, verdicts with the recorded criterion, decisions with the recorded optimizer,
-walking the epochs as :mod:`~replaykit.train.counterfactual` does) and raise
-``store corrupt: …`` on the first disagreement. Bundle import, ``cassettes verify``,
-``replay`` of a training and the report call them before trusting a document.
+walking the epochs as the counterfactual audit does, :mod:`~replaykit.train.walk`; a verdict's exclusions
+from the certificates it names, :mod:`~replaykit.train.exclusions`) and raise ``store
+corrupt: …`` on the first disagreement. Every command that shows or uses one reads it
+through :func:`verified_verdict` / :func:`verified_training`: bundle import and verify,
+``cassettes verify``, ``replay`` of a training, ``audit``, ``cassettes diff VERDICT``, the
+report and the viewer.
 
 The documents are typed as stored (``VerdictDocument``, ``TrainingDocument``) but read as
 untrusted: a field of the wrong shape is corruption too, so the checks narrow before use.
@@ -20,12 +23,13 @@ import tempfile
 from pathlib import Path
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
-from replaykit.train import gitops
+from replaykit.train import exclusions, gitops
 from replaykit.train.criteria import make_criterion
+from replaykit.train.loss import verdict_id_of
 from replaykit.train.scratch import Proposal
+from replaykit.train.walk import Measurements, chosen, training_config, walk
 
 
 def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
@@ -52,16 +56,20 @@ def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecor
             )
         store.check_run(run)
     params = dict(recorded.get("params") or {})
-    if (
-        vid
-        != digest_of([doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params])[:16]
+    named = doc.get("certificates")  # absent: recorded before verdicts named their certificates
+    excluded = exclusions.derive(store, vid, (baseline.to_dict(), candidate.to_dict()), named)
+    certs = sorted(named) if isinstance(named, list) else None
+    if vid != verdict_id_of(
+        doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params, certs
     ):
-        raise _corrupt(store, f"verdict {vid}: its runs, criterion or params are not the ones its id names")
+        raise _corrupt(
+            store, f"verdict {vid}: its runs, criterion, params or certificates are not the ones its id names"
+        )
     try:
         criterion = make_criterion(recorded["criterion"], **params)
     except (ConfigError, TypeError) as exc:
         raise StoreError(f"verdict {vid}: cannot recompute it: {exc}") from None
-    return criterion(candidate, baseline, recorded.get("excluded")).to_dict()
+    return criterion(candidate, baseline, excluded).to_dict()
 
 
 def verify_verdict(store: StoreBackend, doc: VerdictDocument) -> None:
@@ -105,8 +113,6 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
     """``store corrupt`` unless the training's verdicts, decisions, candidate SHAs, chain and
     final baseline are what its runs, criterion and optimizer give (and, with ``bundle``,
     its git bundle verifies)."""
-    from replaykit.train.counterfactual import Measurements, chosen, training_config, walk
-
     tid = doc.get("training_id")
     epochs = doc.get("epochs")
     if not isinstance(epochs, list) or not all(isinstance(e, dict) for e in epochs):
@@ -191,6 +197,26 @@ DERIVED_KINDS = ("verdict", "training")
 def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
     """Recompute a stored verdict or training (other kinds: nothing to recompute)."""
     if kind == "verdict":
-        verify_verdict(store, store.get_doc(doc_id, kind="verdict"))
+        verified_verdict(store, doc_id)
     elif kind == "training":
-        verify_training(store, store.get_doc(doc_id, kind="training"))
+        verified_training(store, doc_id)
+
+
+# -- the one way a command reads a derived document: checked against its row and kind by the
+#    store, then recomputed (bundle import and verify, cassettes verify, audit, diff, report,
+#    the viewer and replay all read verdicts and trainings through these)
+
+
+def verified_verdict(store: StoreBackend, verdict_id: str) -> VerdictDocument:
+    """A stored verdict, recomputed from its runs, criterion and certificates first."""
+    doc = store.get_doc(verdict_id, kind="verdict")
+    verify_verdict(store, doc)
+    return doc
+
+
+def verified_training(store: StoreBackend, training_id: str, bundle: bool = True) -> TrainingDocument:
+    """A stored training, its verdicts, decisions, chain and final baseline recomputed first
+    (``bundle``: its git bundle too; a caller that clones the bundle verifies it by cloning)."""
+    doc = store.get_doc(training_id, kind="training")
+    verify_training(store, doc, bundle=bundle)
+    return doc

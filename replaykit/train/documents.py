@@ -79,6 +79,7 @@ class TrainingDocuments:
             baseline_sha=loss.baseline_sha,
             candidate_sha=loss.candidate_sha,
             verdict=loss.verdict.to_dict(),
+            certificates=list(loss.certificates),
         )
         trainer.store.put_doc(
             doc.verdict_id,
@@ -127,8 +128,3 @@ def stored_estimator(store: StoreBackend, doc: TrainingDocument) -> Estimator | 
     if not queue:
         return None
     return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue["diffs"]], queue.get("descriptions"))
-
-
-def training_doc(store: StoreBackend, training_id: str) -> TrainingDocument:
-    """A stored training document (verified on read, like every document)."""
-    return store.get_doc(training_id, kind="training")

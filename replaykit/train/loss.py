@@ -21,10 +21,18 @@ from replaykit.train.criteria import Verdict
 
 
 def verdict_id_of(
-    baseline_run: str | None, candidate_run: str | None, criterion: str, params: dict[str, JSON]
+    baseline_run: str | None,
+    candidate_run: str | None,
+    criterion: str,
+    params: dict[str, JSON],
+    certificates: list[str] | None = None,
 ) -> str:
-    """A verdict's id: its two runs and its criterion with its parameters."""
-    return digest_of([baseline_run, candidate_run, criterion, params])[:16]
+    """A verdict's id: its two runs, its criterion with its parameters and, when it excluded
+    tasks, the forked certificates it excluded them by (``train/exclusions.py``)."""
+    named: list[object] = [baseline_run, candidate_run, criterion, params]
+    if certificates:
+        named.append(sorted(certificates))
+    return digest_of(named)[:16]
 
 
 @dataclass
@@ -39,6 +47,8 @@ class Loss:
     skipped: str | None = None  # the reason an epoch proposed nothing measurable
     proposal_cassette: str | None = None
     changed: list[str] = field(default_factory=list)
+    #: the forked certificates its verdict's exclusions come from (sorted ids)
+    certificates: list[str] = field(default_factory=list)
     backward_done: bool = False
     _promoted: bool | None = None
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
@@ -75,7 +85,9 @@ class Loss:
     @property
     def verdict_id(self) -> str | None:
         v = self.verdict
-        return verdict_id_of(self.baseline_run, self.candidate_run, v.criterion, v.params) if v else None
+        if v is None:
+            return None
+        return verdict_id_of(self.baseline_run, self.candidate_run, v.criterion, v.params, self.certificates)
 
     def runs(self) -> tuple[RunDoc | None, RunDoc | None]:
         """The stored baseline and candidate runs (None where there is none)."""

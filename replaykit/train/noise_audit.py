@@ -23,15 +23,14 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument
+from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument, VerdictDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document
 from replaykit.train.attribution import attribute
-from replaykit.train.counterfactual import training_config
-from replaykit.train.derived import verify_verdict
-from replaykit.train.documents import training_doc
+from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.stats import Interval, Score, noise, stored_run_stats
+from replaykit.train.walk import training_config
 
 
 class SideStats(TypedDict):
@@ -85,19 +84,10 @@ def _side(store: StoreBackend, run: RunDoc) -> SideStats:
     }
 
 
-def _excluded(store: StoreBackend, *runs: RunDoc) -> dict[str, str]:
-    from replaykit.episodes.certify import forked_tasks
-
-    out: dict[str, str] = {}
-    for run in runs:
-        out.update(forked_tasks(store, run.to_dict()))
-    return dict(sorted(out.items()))
-
-
-def _attribution(store: StoreBackend, verdict_id: str, baseline: RunDoc, candidate: RunDoc) -> dict[str, Any]:
-    """The epoch's flips, attributed or incidental; its verdict recomputed first (derived, never trusted)."""
-    doc = store.get_doc(verdict_id, kind="verdict")
-    verify_verdict(store, doc)
+def _attribution(
+    store: StoreBackend, doc: VerdictDocument, baseline: RunDoc, candidate: RunDoc
+) -> dict[str, Any]:
+    """The epoch's flips (of its verified verdict), attributed or incidental."""
     found = attribute(store, baseline, candidate, doc["verdict"])
     wins = [f for f in found["flips"] if f["movement"] == "new_solve"]
     return {
@@ -185,8 +175,9 @@ def _epoch(
     baseline, candidate = store.get_run(str(e["baseline_run"])), store.get_run(str(e["candidate_run"]))
     store.check_run(baseline)  # the columns the noise is computed from, against the cassettes' events
     store.check_run(candidate)
-    excluded = _excluded(store, baseline, candidate)
-    row["attribution"] = _attribution(store, str(e["verdict_id"]), baseline, candidate)
+    vdoc = verified_verdict(store, str(e["verdict_id"]))  # derived, never trusted
+    excluded = dict(sorted((vdoc["verdict"].get("excluded") or {}).items()))  # from its certificates
+    row["attribution"] = _attribution(store, vdoc, baseline, candidate)
     if extra is not None:
         baseline = _with(baseline, extra.run(baseline.harness_sha, progress))
         candidate = _with(candidate, extra.run(candidate.harness_sha, progress))
@@ -207,7 +198,7 @@ def noise_audit(
     progress: Progress | None = None,
 ) -> NoiseAudit:
     """Every epoch of a recorded training with its noise floor (see the module doc)."""
-    doc = training_doc(store, training_id)
+    doc = verified_training(store, training_id, bundle=False)
     if resample_seeds is not None and resample_seeds < 1:
         raise ConfigError(f"--resample-seeds {resample_seeds}: give a number of extra seeds >= 1")
     if not doc["runs"]:

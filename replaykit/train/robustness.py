@@ -16,10 +16,11 @@ from math import comb
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDocument
 from replaykit.train.audit_records import SeedRobustness, SeedSample
-from replaykit.train.counterfactual import parse_spec
 from replaykit.train.criteria import make_criterion
+from replaykit.train.derived import verified_verdict
+from replaykit.train.walk import parse_spec
 
 MAX_SUBSETS = 10_000
 
@@ -41,10 +42,25 @@ def resample_seeds(
     criterion: str | None = None,
     rng_seed: int = 0,
 ) -> SeedRobustness:
-    doc = store.get_doc(verdict_id, kind="verdict")
-    recorded = doc["verdict"]
+    """``audit VERDICT --resample-seeds K``: the verdict, verified first (a forged one is store
+    corrupt), recomputed on every subset of ``k`` seeds (or ``bootstrap`` samples)."""
+    doc = verified_verdict(store, verdict_id)  # its exclusions follow from its certificates
     baseline = store.get_run(doc["baseline_run"])
     candidate = store.get_run(str(doc["candidate_run"]))  # a verdict names its candidate run
+    return resample(doc, baseline, candidate, k, bootstrap, criterion, rng_seed)
+
+
+def resample(
+    doc: VerdictDocument,
+    baseline: RunDoc,
+    candidate: RunDoc,
+    k: int,
+    bootstrap: int | None = None,
+    criterion: str | None = None,
+    rng_seed: int = 0,
+) -> SeedRobustness:
+    """A verified verdict over its two runs, recomputed on seed subsets."""
+    recorded = doc["verdict"]
     seeds = sorted({int(e.seed) for e in baseline.episodes} & {int(e.seed) for e in candidate.episodes})
     if not 1 <= k <= len(seeds):
         raise ConfigError(

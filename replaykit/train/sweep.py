@@ -14,20 +14,20 @@ from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
 from replaykit.train.audit_records import SweepCell, SweepReport
 from replaykit.train.config import train_config
-from replaykit.train.counterfactual import (
+from replaykit.train.counterfactual import report
+from replaykit.train.criteria import make_criterion
+from replaykit.train.derived import verified_training
+from replaykit.train.optimizers import make_optimizer
+from replaykit.train.scratch import Scratch
+from replaykit.train.walk import (
     Measurements,
     parse_spec,
     recorded_criterion,
     recorded_optimizer,
-    report,
     spec_text,
     training_config,
     walk,
 )
-from replaykit.train.criteria import make_criterion
-from replaykit.train.documents import training_doc
-from replaykit.train.optimizers import make_optimizer
-from replaykit.train.scratch import Scratch
 
 AXES = {
     "criteria": "criteria",
@@ -76,7 +76,7 @@ def sweep(
     progress: Progress | None = None,
 ) -> SweepReport:
     """One counterfactual per (criterion, optimizer); an empty axis means "as recorded"."""
-    doc = training_doc(store, training_id)
+    doc = verified_training(store, training_id, bundle=False)
     config = training_config(doc, store)
     rec_crit = recorded_criterion(doc)
     rec_opt = recorded_optimizer(doc)
@@ -148,7 +148,7 @@ def report_sweep(store: StoreBackend, training_id: str) -> SweepReport | None:
     from replaykit.train.optimizers import optimizer_names
 
     try:
-        doc = training_doc(store, training_id)
+        doc = verified_training(store, training_id, bundle=False)
         defaults = [spec_text(c.name, c.params()) for c in (make_criterion(n) for n in REPORT_CRITERIA)]
         criteria = list(
             dict.fromkeys([spec_text(doc["criterion"]["name"], doc["criterion"]["params"]), *defaults])

@@ -33,7 +33,7 @@ from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.harness import load_solve
 from replaykit.episodes.run import measure, open_harness, run_store
 from replaykit.models.endpoint import model_id
-from replaykit.train import gitops
+from replaykit.train import exclusions, gitops
 from replaykit.train.brief import training_brief
 from replaykit.train.config import train_config
 from replaykit.train.criteria import Criterion, make_criterion
@@ -165,7 +165,11 @@ class Trainer:
 
     def verdict_id(self, loss: Loss) -> str:
         return verdict_id_of(
-            loss.baseline_run, loss.candidate_run, self.criterion.name, self.criterion.params()
+            loss.baseline_run,
+            loss.candidate_run,
+            self.criterion.name,
+            self.criterion.params(),
+            loss.certificates,
         )
 
     # -- the loop ------------------------------------------------------------------
@@ -268,20 +272,12 @@ class Trainer:
             return loss
         candidate = self._measure(sha, f"epoch {epoch}: candidate", baseline_sha)
         loss.candidate_run = candidate["run_id"]
+        excluded = exclusions.forked(self.store, baseline, candidate)  # by certificate, named in the verdict
+        loss.certificates = exclusions.certificate_ids(excluded)
         loss.verdict = self.criterion(
-            RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), self._forked(baseline, candidate)
+            RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), exclusions.reasons(excluded)
         )
         return loss
-
-    def _forked(self, *runs: RunDocument) -> dict[str, str]:
-        try:
-            from replaykit.episodes.certify import forked_tasks
-        except ImportError:
-            return {}
-        out: dict[str, str] = {}
-        for run in runs:
-            out.update(forked_tasks(self.store, run))
-        return out
 
     def brief(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> str:
         """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""

@@ -66,6 +66,7 @@ class TrainingRow(TypedDict):
     decisions: Decisions
     units: int | None  # task instances per run, from the first verdict that counted them
     curve: Curve
+    corrupt: str  # "store corrupt: …" when its recomputation failed (then the rest is blank)
 
 
 class TrainingsPage(TypedDict):
@@ -132,6 +133,7 @@ class VerdictRow(TypedDict):
     baseline_run: str
     candidate_run: str | None
     created_at: str
+    corrupt: str  # "store corrupt: …" when its recomputation failed (then the rest is blank)
 
 
 class VerdictsPage(TypedDict):

@@ -2,7 +2,9 @@
 
 Every function takes a :class:`~replaykit.cassette.backend.StoreBackend` and returns a
 JSON-ready dict the templates render; lists are read one page at a time (index columns
-only), documents and episodes only for what is on the page.
+only), documents and episodes only for what is on the page. Verdicts and trainings are read
+through ``train.derived`` (recomputed, as every command reads them): a forged one is listed,
+and its page shown, as ``store corrupt: …``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import json
 from typing import TYPE_CHECKING
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.transcript import episode_summary, transcript
+from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.view.caps import capped
 from replaykit.view.pages import (
     CompareGridRow,
@@ -95,7 +99,12 @@ def curve(epochs: list[EpochRecord], total: int | None) -> Curve:
 
 
 def training_row(store: StoreBackend, row: RunsRow) -> TrainingRow:
-    doc = store.get_doc(row["id"], kind="training")
+    """A training as listed, verified first (its git bundle is checked where it is used: replay
+    clones it; ``cassettes verify`` and import verify it); a forged one is listed as store corrupt."""
+    try:
+        doc = verified_training(store, row["id"], bundle=False)
+    except StoreCorrupt as exc:
+        return {**_blank_training(row), "corrupt": str(exc)}
     epochs = doc.get("epochs") or []
     metrics = [v["metrics"] for e in epochs if (v := e.get("verdict"))]
     units = next((u for m in metrics if isinstance(u := m.get("units"), int) and u), None)
@@ -113,6 +122,26 @@ def training_row(store: StoreBackend, row: RunsRow) -> TrainingRow:
         "decisions": _accepted(epochs),
         "units": units,
         "curve": curve(epochs, units),
+        "corrupt": "",
+    }
+
+
+def _blank_training(row: RunsRow) -> TrainingRow:
+    return {
+        "id": row["id"],
+        "name": row.get("name") or "",
+        "model": row.get("model") or "",
+        "created_at": row["created_at"],
+        "initial_sha": "",
+        "final_baseline": "",
+        "branch": "",
+        "criterion": "",
+        "epochs": [],
+        "n_epochs": 0,
+        "decisions": _accepted([]),
+        "units": None,
+        "curve": curve([], None),
+        "corrupt": "",
     }
 
 
@@ -126,6 +155,7 @@ def training(store: StoreBackend, training_id: str) -> TrainingPage:
     if row is None:
         store.get_doc(full, kind="training")  # raises the one-line "… is a run, not a training"
         raise AssertionError(full)
+    verified_training(store, full, bundle=False)  # a forged training's page is its one line
     return {"training": training_row(store, row)}
 
 
@@ -208,7 +238,11 @@ def run(store: StoreBackend, run_id: str) -> RunPage:
 
 
 def verdict_row(store: StoreBackend, row: RunsRow) -> VerdictRow:
-    doc = store.get_doc(row["id"], kind="verdict")
+    """A verdict as listed, recomputed first; a forged one is listed as store corrupt."""
+    try:
+        doc = verified_verdict(store, row["id"])
+    except StoreCorrupt as exc:
+        return {**_blank_verdict(row), "corrupt": str(exc)}
     v = doc["verdict"]
     return {
         "id": row["id"],
@@ -225,6 +259,27 @@ def verdict_row(store: StoreBackend, row: RunsRow) -> VerdictRow:
         "baseline_run": doc.get("baseline_run", ""),
         "candidate_run": doc.get("candidate_run", ""),
         "created_at": row["created_at"],
+        "corrupt": "",
+    }
+
+
+def _blank_verdict(row: RunsRow) -> VerdictRow:
+    return {
+        "id": row["id"],
+        "training_id": "",
+        "epoch": None,
+        "accept": None,
+        "criterion": "",
+        "loss": None,
+        "reason": "",
+        "new_solves": [],
+        "regressions": [],
+        "baseline_sha": "",
+        "candidate_sha": None,
+        "baseline_run": "",
+        "candidate_run": None,
+        "created_at": row["created_at"],
+        "corrupt": "",
     }
 
 
@@ -239,7 +294,7 @@ def verdicts(store: StoreBackend, movement: str = "") -> VerdictsPage:
 
 def verdict(store: StoreBackend, verdict_id: str) -> VerdictPage:
     full = store.resolve_id("runs", verdict_id, what="verdict")
-    store.get_doc(full, kind="verdict")
+    verified_verdict(store, full)  # a forged verdict's page is its one line
     row = next(r for r in store.doc_rows("verdict") if r["id"] == full)
     return {"verdict": verdict_row(store, row)}
 

@@ -4,7 +4,8 @@ verdicts (accept, loss, metrics, reason, runs, SHAs, criterion), forged training
 verdict lists) and forged git bundles of the initial baseline — each re-hashed and
 stored as a well-formed document, as a forger would. Every one is recomputed and refused
 as ``store corrupt`` (library, most mutations), by ``replay``/``report`` through the real
-CLI (every 12th) and by ``cassettes import`` of its exported bundle (every 12th, offset):
+CLI (every 12th) and by ``cassettes import`` of its exported bundle (every 12th, offset), which
+``cassettes verify BUNDLE`` refuses with the same line (it said OK on 8 of them before):
 0 accepted, 0 tracebacks. One recorded training and one scratch copy of its store are
 shared by all mutations (each writes its forgery, is checked, and puts the original back)."""
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -215,6 +217,14 @@ def test_forged_derived_documents_are_never_accepted(training: dict[str, Any], t
             ), (what, proc.stderr)
             assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
             assert not (target / "index.db").exists() or not Store(target, readonly=True).list_runs(), what
+            checked = cli("cassettes", "verify", str(bundle), "--json")  # refuses what import refuses
+            tmpname = re.compile(r"replaykit-bundle-check-\w+")  # git names its own temporary clone
+            assert checked.returncode == 1 and tmpname.sub("", checked.stderr) == tmpname.sub(
+                "", proc.stderr
+            ), (
+                what,
+                checked.stdout[-300:],
+            )
             outcomes["import"] += 1
             shutil.rmtree(target, ignore_errors=True)
             bundle.unlink()

@@ -26,8 +26,9 @@ from replaykit.core.errors import StoreCorrupt
 from replaykit.core.modes import RecordMode
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
-from replaykit.exchange.bundle import export_bundle, import_bundle
+from replaykit.exchange.bundle import export_bundle
 from replaykit.exchange.bundle_format import BundleError
+from replaykit.exchange.importer import import_bundle
 from replaykit.testing import small_config
 from tests.cli_runner import cli
 from tests.store_sql import raw_sql

@@ -18,8 +18,9 @@ from replaykit.envs.base import Grade
 from replaykit.episodes.config import load_config
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
-from replaykit.exchange.bundle import export_bundle, import_bundle, verify_bundle
+from replaykit.exchange.bundle import export_bundle
 from replaykit.exchange.bundle_format import BundleError
+from replaykit.exchange.importer import import_bundle, verify_bundle
 from replaykit.exchange.reader import read_bundle
 from tests.cli_runner import cli
 
@@ -160,7 +161,7 @@ BAD = {
     "hardlink member": (extra("blobs/hard", tarfile.LNKTYPE, "manifest.json"), "is a link"),
     "device member": (extra("blobs/dev", tarfile.CHRTYPE), "device"),
     "unknown member": (extra("notes.txt"), "unexpected member"),
-    "unknown format version": (version(2), "format version 2"),
+    "unknown format version": (version(3), "format version 3; this replaykit reads versions 1, 2"),
 }
 
 

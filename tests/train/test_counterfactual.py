@@ -17,9 +17,10 @@ from replaykit.episodes.config import load_config
 from replaykit.episodes.run import episode_keys
 from replaykit.testing import write_config
 from replaykit.train.audit import replay_training
-from replaykit.train.counterfactual import counterfactual, parse_spec
+from replaykit.train.counterfactual import counterfactual
 from replaykit.train.counterfactual_record import record_counterfactual
 from replaykit.train.trainer import Trainer
+from replaykit.train.walk import parse_spec
 from tests.cli_runner import cli as run_cli
 
 pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback

@@ -1,0 +1,183 @@
+"""Importing a bundle, and verifying one: the same path, into the target or a scratch store.
+
+Import verifies everything before writing anything (:func:`read_bundle` in
+:mod:`~replaykit.exchange.reader`, its checks in :mod:`~replaykit.exchange.verifier`),
+refuses an id that already exists in the target with other content, writes all rows,
+blobs and certificates in one transaction and, inside it, recomputes every derived
+document it adds (``derived``: verdicts and trainings, ``train.derived.verify_document``);
+a ``store corrupt`` there rolls the transaction back. Importing the same bundle twice is a
+no-op. :func:`verify_bundle` takes exactly that path into a scratch store of its own (a
+temporary folder, removed after), so ``cassettes verify BUNDLE`` refuses whatever
+``cassettes import`` refuses, with the same line; the target store, when given, is only
+read (what an import would add, or which id it would refuse).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.stores import open_store
+from replaykit.core.errors import StoreError
+from replaykit.exchange import images
+from replaykit.exchange.bundle_format import (
+    CONTENT,
+    FORMAT_NAME,
+    TABLES,
+    BundleError,
+    BundleReport,
+    Cell,
+    Selection,
+)
+from replaykit.exchange.reader import read_bundle
+
+#: recomputes one imported document by (id, kind); raises ``StoreError`` when it does not hold
+DerivedCheck = Callable[[StoreBackend, str, str], None]
+
+__all__ = ["DerivedCheck", "import_bundle", "verify_bundle"]
+
+
+def _full_plan(sel: Selection) -> dict[str, list[Any]]:
+    plan: dict[str, list[Any]] = {t: [sel.rows[t][k] for k in sorted(sel.rows[t])] for t in TABLES}
+    plan["blobs"] = sorted(sel.blobs)
+    plan["certificates"] = [sel.certificates[k] for k in sorted(sel.certificates)]
+    return plan
+
+
+def _same(table: str, ours: Any, theirs: Any) -> bool:
+    if table == "trees":
+        try:
+            return bool(json.loads(ours) == json.loads(theirs))
+        except (TypeError, ValueError):
+            return False
+    return bool(ours == theirs)
+
+
+def _refused(what: str, key: str, store: StoreBackend, path: Path) -> BundleError:
+    return BundleError(
+        f"{what} {key} already exists in store {store.location} with other content; refusing to import {path} "
+        "(import into another store, or remove that id first)"
+    )
+
+
+def _certificates_plan(store: StoreBackend, sel: Selection, path: Path) -> list[dict[str, Cell]]:
+    """The bundle's certificates the store lacks; one it holds with another verdict is refused."""
+    out = []
+    for key in sorted(sel.certificates):
+        row = sel.certificates[key]
+        have = store.get_certificate(key)
+        if have is None:
+            out.append(row)
+        elif (have.get("status"), have.get("reason"), have.get("doc")) != (
+            row["status"],
+            row["reason"],
+            json.loads(str(row["doc"])),
+        ):
+            raise _refused("certificate", key, store, path)
+    return out
+
+
+def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any]]:
+    """What importing ``sel`` would write; an id present with other content is refused."""
+    if not store.exists():
+        return _full_plan(sel)
+    plan: dict[str, list[Any]] = {}
+    for table in TABLES:
+        existing = store.present(table, sorted(sel.rows[table]), CONTENT[table])
+        plan[table] = []
+        for key in sorted(sel.rows[table]):
+            row = sel.rows[table][key]
+            if key not in existing:
+                plan[table].append(row)
+            elif not _same(table, row[CONTENT[table]], existing[key]):
+                what = {"runs": "run", "cassettes": "cassette", "trees": "harness tree"}[table]
+                raise _refused(what, key, store, path)
+    have = store.present("blobs", sorted(sel.blobs))
+    plan["blobs"] = [h for h in sorted(sel.blobs) if h not in have]
+    plan["certificates"] = _certificates_plan(store, sel, path)
+    return plan
+
+
+def _write(
+    store: StoreBackend, sel: Selection, path: Path, derived: DerivedCheck | None
+) -> dict[str, list[Any]]:
+    """Write what ``store`` lacks of ``sel`` in one transaction, recomputing each derived
+    document it adds before the transaction commits (a failure rolls everything back)."""
+    with store.transaction():
+        plan = _plan(store, sel, path)  # inside the transaction: no writer slipped in between
+        store.insert_blobs({h: sel.blobs[h] for h in plan["blobs"]})
+        for table in TABLES:
+            store.insert_rows(table, plan[table])
+        for row in plan["certificates"]:
+            store.put_certificate(row)  # checked as a certificate row (verifier.load_certificates)
+        for row in plan["runs"] if derived is not None else []:
+            try:
+                derived(store, str(row["id"]), str(row.get("kind") or "measure"))  # type: ignore[misc]
+            except StoreError as exc:
+                detail = str(exc).split(" in store ")[0]
+                raise BundleError(f"bundle {path}: {detail}; refusing (nothing was imported)") from None
+    return plan
+
+
+def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck | None = None) -> BundleReport:
+    """Verify a bundle completely, then write all its rows and blobs in one transaction.
+
+    Nothing is written (not even an empty index) unless the whole bundle
+    verifies and none of its ids exists in ``store`` with other content. Rows and
+    blobs already present are left alone: importing the same bundle twice is a no-op.
+    ``derived(store, id, kind)`` recomputes each imported document (verdicts and
+    trainings: ``replaykit.train.derived.verify_document``) inside the transaction,
+    before it commits; a ``store corrupt`` there refuses the import.
+    """
+    path = Path(path)
+    sel = read_bundle(path)
+    plan = _plan(store, sel, path)
+    report: BundleReport = {
+        "path": str(path),
+        "store": str(store.location),
+        "root": sel.root,
+        "counts": sel.counts(),
+    }
+    if any(plan.values()):
+        plan = _write(store, sel, path, derived)
+    report["imported"] = {k: len(v) for k, v in plan.items() if k != "certificates" or v}
+    report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
+    report["noop"] = not any(plan.values()) and not report["images_loaded"]
+    return report
+
+
+def verify_bundle(
+    path: Path | str, store: StoreBackend | None = None, derived: DerivedCheck | None = None
+) -> BundleReport:
+    """Check a bundle without importing it: everything an import checks, its derived documents
+    recomputed in a scratch store (``derived``; only when the bundle holds documents other than
+    runs); with ``store``, also what an import into it would do (that store is only read)."""
+    path = Path(path)
+    sel = read_bundle(path)
+    if derived is not None and any(
+        (r.get("kind") or "measure") != "measure" for r in sel.rows["runs"].values()
+    ):
+        scratch_dir = Path(tempfile.mkdtemp(prefix="replaykit-verify-"))
+        scratch = open_store(str(scratch_dir / "store"))
+        try:
+            _write(scratch, sel, path, derived)
+        finally:
+            scratch.close()
+            shutil.rmtree(scratch_dir, ignore_errors=True)
+    report: BundleReport = {
+        "path": str(path),
+        "ok": True,
+        "format": FORMAT_NAME,
+        "version": sel.manifest["version"] if sel.manifest else sel.version(),
+        "root": sel.root,
+        "counts": sel.counts(),
+        "tools": sel.manifest["tools"] if sel.manifest else {},
+    }
+    if store is not None:
+        plan = _plan(store, sel, path)
+        report["would_import"] = {k: len(v) for k, v in plan.items() if k != "certificates" or v}
+    return report

@@ -1,0 +1,262 @@
+"""Walking a training's recorded epochs with a criterion and an optimizer: the machinery
+shared by the counterfactual audit (``counterfactual.py``), sweeps and the verification of a
+recorded training (``derived.py``, with the recorded policy).
+
+``walk`` steps through every recorded epoch: while the walked baseline equals the recorded
+one, the recorded candidate and both runs come from cassettes (``Measurements``: runs by
+harness SHA, from stored cassettes only); where a decision differs, the scratch clone
+re-applies the recorded proposal to the new baseline. It stops at the first epoch whose
+episodes were never recorded and names them. Reading only: the store is never written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import CassetteKey
+from replaykit.core.errors import ConfigError
+from replaykit.core.progress import Progress
+from replaykit.core.records import JSON, EpochRecord, RunDoc, RunDocument, TrainingDocument
+from replaykit.episodes.config import RunConfig
+from replaykit.episodes.run_document import run_document
+from replaykit.train import exclusions
+from replaykit.train.audit_records import CounterfactualRow, NeededEpisode, SolveRate, WalkResult
+from replaykit.train.criteria import Criterion, make_criterion
+from replaykit.train.optim.base import StepInput
+from replaykit.train.optimizers import Optimizer, make_optimizer
+from replaykit.train.scratch import Proposal, Scratch
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, JSON]]:
+    """``NAME[:key=value,key=value]`` (values are YAML scalars or [lists]) → (name, params)."""
+    name, _, rest = text.strip().partition(":")
+    if not name:
+        raise ConfigError(f"empty name in {text!r}; use NAME or NAME:key=value,...")
+    params: dict[str, JSON] = {}
+    parts, depth, cur = [], 0, ""
+    for ch in rest:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for part in (p.strip() for p in parts if p.strip()):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"bad parameter {part!r} in {text!r}; use NAME:key=value,key=value")
+        params[key.strip()] = yaml.safe_load(value)
+    return name, params
+
+
+def spec_text(name: str, params: Mapping[str, JSON]) -> str:
+    shown = {k: v for k, v in params.items() if v is not None}
+
+    def fmt(v: Any) -> str:
+        return "[" + ",".join(map(str, v)) + "]" if isinstance(v, (list, tuple)) else str(v)
+
+    return name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(shown.items())) if shown else "")
+
+
+def recorded_optimizer(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
+    if doc.get("optimizer"):
+        return doc["optimizer"]["name"], dict(doc["optimizer"].get("params", {}))
+    opt = dict(
+        ((doc.get("config") or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"}
+    )
+    return opt.pop("name", "greedy_monotonic"), opt
+
+
+def recorded_criterion(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
+    return doc["criterion"]["name"], dict(doc["criterion"]["params"])
+
+
+def chosen(
+    doc: TrainingDocument, criterion: str | None, optimizer: str | None
+) -> tuple[Criterion, Optimizer]:
+    """The criterion and optimizer to judge with (``NAME[:k=v,...]``; default: as recorded), built
+    (and so validated) before anything runs."""
+    crit_name, crit_params = parse_spec(criterion) if criterion else recorded_criterion(doc)
+    opt_name, opt_params = parse_spec(optimizer) if optimizer else recorded_optimizer(doc)
+    return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
+
+
+def training_config(doc: TrainingDocument, store: StoreBackend) -> RunConfig:
+    data = dict(doc["config"])
+    data["store"] = str(store.location)
+    config = RunConfig.recorded(data, f"training {doc['training_id']}")
+    config.base_dir = Path(doc["config_base_dir"])
+    return config
+
+
+class Measurements:
+    """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
+
+    def __init__(self, store: StoreBackend, doc: TrainingDocument, config: RunConfig) -> None:
+        self.store, self.config = store, config
+        first = store.get_run(doc["runs"][0]) if doc["runs"] else None
+        if first is None:
+            raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
+        self.template = [
+            CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first.cassettes
+        ]
+        self.repo = first.harness_repo
+        self.cache: dict[str, tuple[RunDocument | None, list[CassetteKey]]] = {}
+
+    def lookup(self, sha: str) -> tuple[RunDocument | None, list[CassetteKey]]:
+        """(run, []) when every episode of ``sha`` on the panel is stored, else (None, missing keys)."""
+        if sha not in self.cache:
+            keys = [replace(k, harness_sha=sha) for k in self.template]
+            missing = [k for k in keys if not self.store.has(k.id)]
+            pairs: list[Any] = [(k, None) for k in keys]  # run_document reads only the keys
+            run = (
+                None
+                if missing
+                else run_document(self.config, self.store, sha, self.config.model, pairs, self.repo)
+            )
+            if run is not None:  # verify-on-read of the columns verdicts use
+                self.store.check_run(run)
+            self.cache[sha] = (run, missing)
+        return self.cache[sha]
+
+    def rate(self, sha: str | None) -> SolveRate:
+        run = self.lookup(sha)[0] if sha else None
+        if run is None:
+            return {"sha": sha, "solved": None, "total": len(self.template), "solve_rate": None}
+        return {
+            "sha": sha,
+            "solved": (solved := sum(1 for e in run["episodes"] if e.get("passed"))),
+            "total": len(run["episodes"]),
+            "solve_rate": solved / max(len(run["episodes"]), 1),
+        }
+
+
+def _excluded(store: StoreBackend, rec: EpochRecord, base: RunDocument, cand: RunDocument) -> dict[str, str]:
+    """What a verdict on these two runs leaves out: the recorded epoch's own exclusions when it
+    judged these very runs (its verdict is verified, so they follow from the certificates it
+    names), else the forked certificates the store holds for them now."""
+    verdict = rec.get("verdict")
+    same = (rec.get("baseline_run"), rec.get("candidate_run")) == (base.get("run_id"), cand.get("run_id"))
+    if same and verdict is not None:
+        return dict(verdict.get("excluded") or {})
+    return exclusions.reasons(exclusions.forked(store, base, cand))
+
+
+def recorded_decision(rec: EpochRecord) -> str:
+    """What the recorded optimizer did: accepted = the baseline branch moved to the candidate."""
+    if rec.get("skipped"):
+        return "skipped"
+    if rec.get("promoted") is not None:
+        return "accepted" if rec["promoted"] else "rejected"
+    return str(rec["decision"])
+
+
+def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpisode]:
+    return [
+        {
+            "epoch": epoch,
+            "role": role,
+            "task_id": k.task_id,
+            "seed": k.seed,
+            "harness_sha": k.harness_sha,
+            "cassette_id": k.id,
+        }
+        for k in keys
+    ]
+
+
+def walk(
+    store: StoreBackend,
+    doc: TrainingDocument,
+    scratch: Scratch,
+    proposals: list[Proposal],
+    measurements: Measurements,
+    criterion: Criterion,
+    optimizer: Optimizer,
+    progress: Progress | None = None,
+) -> WalkResult:
+    """Step the counterfactual through every recorded epoch (see the module docstring)."""
+    head = doc["initial_sha"]
+    rows: list[CounterfactualRow] = []
+    needs: list[NeededEpisode] = []
+    blocked: int | None = None
+    for rec, prop in zip(doc["epochs"], proposals, strict=True):
+        epoch = rec["epoch"]
+        row: CounterfactualRow = {
+            "epoch": epoch,
+            "description": rec.get("description", ""),
+            "recorded_decision": recorded_decision(rec),
+            "recorded_baseline": rec["baseline_sha"],
+            "recorded_candidate": rec.get("candidate_sha"),
+            "counterfactual_baseline": None,
+            "counterfactual_candidate": None,
+            "counterfactual_decision": "undetermined",
+            "reapplied": False,
+            "offline": False,
+            "flipped": None,
+            "reason": f"depends on epoch {blocked}" if blocked is not None else "",
+            "verdict": None,
+        }
+        rows.append(row)
+        if blocked is not None:
+            continue
+        parent = optimizer.parent(head)
+        row["counterfactual_baseline"] = parent
+        if parent == rec["baseline_sha"]:
+            cand, skipped = rec.get("candidate_sha"), rec.get("skipped")
+        else:
+            cand, skipped = scratch.apply(parent, prop)
+            row["reapplied"] = True
+        row["counterfactual_candidate"] = cand
+        base_run, base_missing = measurements.lookup(parent)
+        cand_run, cand_missing = measurements.lookup(cand) if cand and not skipped else (None, [])
+        missing = _missing(base_missing, epoch, "baseline") + _missing(cand_missing, epoch, "candidate")
+        if missing:
+            blocked = epoch
+            needs = missing
+            row["counterfactual_decision"] = "unknown"
+            row["reason"] = f"{len(missing)} episode(s) never recorded"
+            continue
+        verdict = None
+        if not skipped and base_run is not None and cand_run is not None:
+            verdict = criterion(
+                RunDoc.from_dict(cand_run),
+                RunDoc.from_dict(base_run),
+                _excluded(store, rec, base_run, cand_run),
+            )
+        step = StepInput(
+            epoch,
+            head,
+            parent,
+            cand,
+            verdict,
+            skipped,
+            None if base_run is None else RunDoc.from_dict(base_run),
+            None if cand_run is None else RunDoc.from_dict(cand_run),
+        )
+        promote = bool(optimizer.decide(step) and step.measurable)
+        if promote and cand:
+            head = cand
+        decision = "skipped" if skipped else ("accepted" if promote else "rejected")
+        row["counterfactual_decision"] = decision
+        row["offline"] = True
+        row["flipped"] = decision != row["recorded_decision"]
+        row["reason"] = skipped or (verdict.reason if verdict else "")
+        row["verdict"] = verdict.to_dict() if verdict else None
+        if progress:
+            progress("epoch", {"epoch": epoch})
+    return {
+        "rows": rows,
+        "head": head,
+        "blocked_at": blocked,
+        "needs_recording": needs,
+        "optimizer_state": optimizer.state(),
+    }
