@@ -1,9 +1,12 @@
 """Benchmark: listing commands and store size as the store grows.
 
 (d) ``replaykit cassettes ls``, ``runs`` and ``cassettes show`` (the real CLI, a
-fresh process each, so Python start-up is included; the median of three, CPU time of the
-child process beside its wall time) on stores of 100 and 10,000 episodes: CPU time
-should stay flat (ratio to the first size's <= 1.5) and each command under a second.
+fresh process each, so Python start-up is included; CPU time of the child process beside
+its wall time, the median of ``--repeats`` rounds run round-robin) on stores of 100 and
+100,000 episodes, and a *floor* beside them: a minimal typer + rich command with no
+replaykit (typer 0.29 loads pydantic for its parameters), the least any command of this
+CLI can cost. Budgets (issue 30 item 10): each command within 0.15 s of CPU and within
+1.5x its cost on the smallest store (independent of the store's size).
 (e) Stored bytes per episode, with each episode's ``meta`` (pins, versions, task,
 environment) deduplicated, and what it would be with ``meta`` inline in every
 document (cassette format 1).
@@ -11,14 +14,13 @@ document (cassette format 1).
 The stores are filled with copies of a recorded quickstart panel under new keys
 (different seeds), in one transaction per thousand episodes.
 
-Usage: python benchmarks/store_listing.py [--sizes 100,10000]
+Usage: python benchmarks/store_listing.py [--sizes 100,100000] [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,36 +32,44 @@ from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import Sample, load_line, sample, verdict
+from measure import Sample, load_line, median_cpu, median_wall, ratio, sample, verdict
 
 
 def fill(store: Store, episodes: list[Episode], total: int) -> None:
-    for i in range(total):
-        source = episodes[i % len(episodes)]
-        key = dataclasses.replace(source.key, seed=1000 + i)
-        store.put_episode(Episode(key, source.events, dict(source.meta, seed=key.seed)))
+    """``total`` copies of ``episodes`` under new keys (seed 1000 + i: every seed distinct, the
+    worst case for the viewer's seed facet), one transaction per thousand."""
+    for start in range(0, total, 1000):
+        with store.write_lock():
+            for i in range(start, min(total, start + 1000)):
+                source = episodes[i % len(episodes)]
+                key = dataclasses.replace(source.key, seed=1000 + i)
+                store.put_episode(Episode(key, source.events, dict(source.meta, seed=key.seed)))
 
 
-def cli(*args: str, repeats: int = 3) -> Sample:
-    """The median CPU and wall time of ``repeats`` runs of the real CLI; a failing run
-    ends the benchmark with the command and its error line (exit 1)."""
-    runs = []
-    for _ in range(repeats):
-        took, proc = sample(
-            lambda: subprocess.run(
-                [sys.executable, "-m", "replaykit.cli", *args], capture_output=True, text=True
-            )
-        )
-        if proc.returncode != 0:
-            error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
-            raise SystemExit(f"Error: replaykit {' '.join(args)} exited {proc.returncode}: {error}")
-        runs.append(took)
-    return Sample(statistics.median(s.wall for s in runs), statistics.median(s.cpu for s in runs))
+#: what any typer + rich command costs before its own work: the floor a listing stands on
+FLOOR = (
+    "import typer, rich.console, rich.table\n"
+    "app = typer.Typer()\n"
+    "@app.command()\n"
+    "def ls(limit: int = 1) -> None:\n"
+    "    t = rich.table.Table(); t.add_column('id'); t.add_row('x'); rich.console.Console().print(t)\n"
+    "app(['--limit', '2'], standalone_mode=False)\n"
+)
+
+
+def run_process(argv: list[str]) -> Sample:
+    """One child process: its CPU time (user + system) and wall time; a failure ends the benchmark."""
+    took, proc = sample(lambda: subprocess.run(argv, capture_output=True, text=True))
+    if proc.returncode != 0:
+        error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
+        raise SystemExit(f"Error: {' '.join(argv[2:])} exited {proc.returncode}: {error}")
+    return took
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="100,10000")
+    parser.add_argument("--sizes", default="100,100000")
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     from replaykit.episodes.run import measure
     from replaykit.testing import small_config
@@ -82,33 +92,46 @@ def main() -> None:
         )
 
         print(load_line())
-        print("(d) listing commands (fresh CLI process each; CPU time, wall in brackets)")
-        baseline: dict[str, Sample] = {}
-        for size in [int(s) for s in args.sizes.split(",")]:
+        print("(d) listing commands (fresh CLI process each; CPU time, wall in brackets; round-robin)")
+        sizes = [int(s) for s in args.sizes.split(",")]
+        commands: dict[str, list[str]] = {}
+        cases: dict[str, list[str]] = {"floor": [sys.executable, "-c", FLOOR]}
+        for size in sizes:
             store_dir = Path(tmp) / f"store-{size}"
             store = Store(store_dir)
             store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
             fill(store, episodes, size)
             store.put_run(run)
+            last = store.cassette_summaries(("id",), 1)[-1]["id"]
             store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
-            size_bytes = sum(p.stat().st_size for p in store_dir.glob("index.db*"))
             store.close()
-            last = Store(store_dir).list_cassettes(limit=None)[-1]["id"]
-            times = {
-                "cassettes ls": cli("cassettes", "ls", "--store", str(store_dir)),
-                "runs": cli("runs", "--store", str(store_dir)),
-                "cassettes show": cli("cassettes", "show", last, "--store", str(store_dir)),
+            commands = {
+                "cassettes ls": ["cassettes", "ls", "--store", str(store_dir)],
+                "runs": ["runs", "--store", str(store_dir)],
+                "cassettes show": ["cassettes", "show", last, "--store", str(store_dir)],
             }
-            baseline = baseline or times
-            line = "  ".join(
-                f"{k} {v.cpu:5.2f} s ({v.wall:4.2f}) {v.cpu / baseline[k].cpu:4.2f}x"
-                for k, v in times.items()
-            )
-            ok = all(v.cpu < 1 and v.cpu / baseline[k].cpu <= 1.5 for k, v in times.items())
-            print(
-                f"    {size:>6} episodes ({size_bytes / size:7.0f} B/episode on disk): {line}  "
-                f"[each < 1 s CPU and <= 1.5x the first size: {verdict(ok)}]"
-            )
+            for name, argv in commands.items():
+                cases[f"{name}@{size}"] = [sys.executable, "-m", "replaykit.cli", *argv]
+        samples: dict[str, list[Sample]] = {n: [] for n in cases}
+        names = list(cases)
+        for r in range(args.repeats):
+            for n in names[r % len(names) :] + names[: r % len(names)]:
+                samples[n].append(run_process(cases[n]))
+        floor = samples["floor"]
+        print(
+            f"    floor (python + typer + its pydantic adapter + a rich table, no replaykit): "
+            f"{median_cpu(floor):5.3f} s ({median_wall(floor):4.2f})"
+        )
+        for name in commands:
+            for size in sizes:
+                got = samples[f"{name}@{size}"]
+                grows = ratio(got, samples[f"{name}@{sizes[0]}"])
+                ok = median_cpu(got) <= 0.15 and grows <= 1.5
+                print(
+                    f"    {name:<15} {size:>7} episodes: {median_cpu(got):5.3f} s ({median_wall(got):4.2f})  "
+                    f"{grows:4.2f}x the {sizes[0]}-episode store's, {ratio(got, floor):4.2f}x the floor  "
+                    f"[<= 0.15 s CPU and <= 1.5x the first size: {verdict(ok)}]"
+                )
 
 
 if __name__ == "__main__":

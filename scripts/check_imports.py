@@ -35,7 +35,7 @@ WHITEBOARD = ROOT / "docs" / "layers-whiteboard.json"
 #: where re-export sites are looked for besides the package
 SITE_DIRS = ("tests", "benchmarks")
 #: packages whose ``__init__`` is a facade by design (the public names, imported lazily)
-FACADES = {"replaykit"}
+FACADES = {"replaykit", "replaykit.render"}
 
 #: Lower layers may not import the higher ones listed for them (prefix match).
 LAYERS: dict[str, tuple[str, ...]] = {

@@ -64,6 +64,13 @@ def test_view_benchmark_runs_small() -> None:
     )
 
 
+def test_store_listing_benchmark_runs_small() -> None:
+    out = bench("store_listing.py", "--sizes", "20,60", "--repeats", "1")
+    assert "floor (python + typer" in out and "the floor" in out
+    for command in ("cassettes ls", "runs", "cassettes show"):
+        assert f"    {command}" in out and "60 episodes" in out, out
+
+
 def test_network_proxy_runs_small() -> None:
     out = bench("network_proxy.py", "--mb", "8", "--files", "20", "--repeats", "1")
     assert "8 MB body through the proxy: proxy peak RSS" in out and "proxy overhead:" in out

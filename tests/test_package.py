@@ -54,3 +54,34 @@ def test_unknown_name_is_an_attribute_error() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_the_render_facade_names_each_renderer_once_and_loads_it_on_use() -> None:
+    """``replaykit.render`` imports a renderer's module when it is first asked for (a listing
+    command loads only its own); its ``TYPE_CHECKING`` block and ``_EXPORTS`` name the same
+    things, each at the module that defines it."""
+    from replaykit import render
+
+    init = INIT.parent / "render" / "__init__.py"
+    block = next(
+        n
+        for n in ast.parse(init.read_text()).body
+        if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
+    )
+    typed = {
+        alias.name: f"replaykit.render.{alias.name}"
+        if node.module == "replaykit.render"
+        else str(node.module)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == render._EXPORTS and render.__all__ == sorted(typed)
+    for name, module in typed.items():
+        value = getattr(render, name)
+        assert value is (
+            sys.modules[module] if module.endswith(f".{name}") else getattr(sys.modules[module], name)
+        )
+    code = "import sys; from replaykit import render; render.line; print(sorted(m for m in sys.modules if m.startswith('replaykit.render.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['replaykit.render.console']"

@@ -11,7 +11,7 @@ harness sends, recording and replaying alike.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NotRequired, TypedDict
+from typing import Any, Callable
 
 from vcr.cassette import Cassette
 from vcr.record_mode import RecordMode
@@ -22,28 +22,12 @@ from replaykit.capture.stubs import httpx2_patches
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import LlmEvent, RequestForm
 from replaykit.cassette.scrub import Scrubber
+from replaykit.cassette.vcr_format import VcrResponse
 from replaykit.core.determinism import canonical_json
 
 #: vcrpy patchers left off by default: the Docker SDK and other plumbing talk
 #: requests/urllib3 during an episode, and only model traffic belongs in a cassette.
 SKIPPED_PATCHERS = ("httplib", "requests", "boto3", "urllib3", "httplib2", "tornado", "aiohttp", "httpx2")
-
-
-class VcrStatus(TypedDict):
-    code: int
-    message: NotRequired[str]
-
-
-class VcrBody(TypedDict):
-    string: bytes | str
-
-
-class VcrResponse(TypedDict):
-    """A response as vcrpy's stubs play and record it."""
-
-    status: VcrStatus
-    headers: NotRequired[dict[str, list[str]]]
-    body: VcrBody
 
 
 class EpisodeCassette(Cassette):  # type: ignore[misc]  # vcrpy is untyped

@@ -29,15 +29,13 @@ from replaykit.core.records import (
 )
 
 if TYPE_CHECKING:
+    from replaykit.cassette.certificates import Certificate
     from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.cassette.store.schema import (
         CassetteColumns,
-        CassetteFields,
         CassetteRow,
         Cell,
-        CertificateRecord,
-        CertificateRow,
         RunsRow,
     )
 
@@ -95,9 +93,9 @@ class Index(Protocol):
 
     def cassette_row(self, cassette_id: str) -> CassetteRow: ...
 
-    def cassette_summaries(
-        self, columns: tuple[str, ...], limit: int | None = None
-    ) -> list[CassetteFields]: ...
+    def cassette_summaries(self, limit: int | None = None) -> list[CassetteRow]:
+        """Index rows of the newest ``limit`` cassettes, oldest first (documents not read)."""
+        ...
 
     def count_cassettes(self) -> int: ...
 
@@ -154,9 +152,9 @@ class Index(Protocol):
 
     def find_forks(self, parent: CassetteKey) -> list[CassetteRow]: ...
 
-    def get_certificate(self, cert_id: str) -> CertificateRecord | None: ...
+    def get_certificate(self, cert_id: str) -> Certificate | None: ...
 
-    def put_certificate(self, row: CertificateRow) -> None: ...
+    def put_certificate(self, cert: Certificate) -> None: ...
 
     # browsing (the viewer): pages, filter values, documents of a kind, a change token
     def episode_page(
@@ -168,7 +166,9 @@ class Index(Protocol):
         offset: int = 0,
     ) -> tuple[list[EpisodeListing], int]: ...
 
-    def episode_facets(self, kind: str = "episode") -> EpisodeFacets: ...
+    def episode_facets(self, kind: str = "episode", limit: int = 100) -> EpisodeFacets:
+        """The first ``limit`` distinct values of each filter column, kept until the store changes."""
+        ...
 
     def doc_rows(self, kind: str) -> list[RunsRow]: ...
 

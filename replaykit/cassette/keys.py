@@ -11,14 +11,9 @@ from functools import cached_property
 from typing import NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
+from replaykit.core.records import ModelDoc
 
 KEY_FORMAT = 1
-
-
-class ModelIdDoc(TypedDict):
-    name: str
-    endpoint: str
-    revision: NotRequired[str]
 
 
 class KeyDoc(TypedDict):
@@ -27,7 +22,7 @@ class KeyDoc(TypedDict):
     harness_sha: str
     task_id: str
     task_digest: str
-    model: ModelIdDoc
+    model: ModelDoc  # as run documents name a model
     seed: int
     config_digest: str
     kind: NotRequired[str]
@@ -65,9 +60,7 @@ class CassetteKey:
             harness_sha=self.harness_sha,
             task_id=self.task_id,
             task_digest=self.task_digest,
-            model=ModelIdDoc(
-                name=self.model.name, endpoint=self.model.endpoint, revision=self.model.revision
-            ),
+            model=ModelDoc(name=self.model.name, endpoint=self.model.endpoint, revision=self.model.revision),
             seed=self.seed,
             config_digest=self.config_digest,
             kind=self.kind,

@@ -36,6 +36,12 @@ class EpisodeRow(TypedDict):
     digest: NotRequired[str]
     reused_events: NotRequired[int]  # events 0..n-1 served from a donor (absent: none)
     model_calls: NotRequired[int]  # calls that reached the endpoint (absent: all of llm_calls)
+    reused: NotRequired[bool]  # in ``replaykit run``'s report: its cassette was reused, not recorded
+    error: NotRequired[str]  # in ``run``'s report: the exception type its harness raised
+    outcome: NotRequired[
+        str
+    ]  # in ``run``'s report: its class, derived from its events (episodes/outcomes.py)
+    limit: NotRequired[str]  # in ``run``'s report: the framework limit it reached
 
 
 class ModelDoc(TypedDict):

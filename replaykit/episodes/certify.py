@@ -29,24 +29,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import cast
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.certificates import Certificate, CertificateEvidence
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.store.schema import CertificateRow, now_iso
-from replaykit.core.determinism import canonical_json, digest_of
+from replaykit.cassette.store.schema import now_iso
+from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TaskError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDocument
 from replaykit.envs.tasks import Task, load_panel, load_task
-from replaykit.episodes.certify_records import (
-    Certificate,
-    CertificateEvidence,
-    CertifyReport,
-    CertifyRow,
-)
+from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.network import serving
 from replaykit.episodes.reexecute import (
     DETERMINISTIC,
@@ -100,7 +95,7 @@ def _by_task(store: StoreBackend, cassette_ids: list[str]) -> dict[str, list[str
 
 
 def get_certificate(store: StoreBackend, cert_id: str) -> Certificate | None:
-    return cast(Certificate | None, store.get_certificate(cert_id))  # as certify_task stored it
+    return store.get_certificate(cert_id)
 
 
 def forked_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
@@ -179,7 +174,7 @@ def certify_task(
             check = check_task(episodes, task, served)
     status, reason, first = check
     evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
-    row: CertificateRow = {
+    cert: Certificate = {
         "id": _cert_id_of(store, [e.id for e in episodes]),
         "task_id": task.id,
         "task_digest": key.task_digest,
@@ -189,12 +184,12 @@ def certify_task(
         "reason": reason,
         "run_id": run_id,
         "episodes": len(episodes),
-        "doc": canonical_json(evidence),
+        "doc": evidence,
         "created_at": now_iso(),
     }
     if status != ERROR:  # an infrastructure error certifies nothing
-        store.put_certificate(row)
-    return {**row, "doc": evidence}
+        store.put_certificate(cert)
+    return cert
 
 
 def certify_run(
@@ -225,18 +220,20 @@ def certify_run(
         try:
             todo[task_id] = (episodes, _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
         except TaskError as exc:
-            certs[task_id] = (
-                {
-                    "task_id": task_id,
-                    "env_kind": env_kind(key),
-                    "image_id": dict(key.extra).get("image", ""),
-                    "status": ERROR,
-                    "reason": str(exc),
-                    "episodes": len(episodes),
-                    "doc": {},
-                },
-                False,
-            )
+            unstored: Certificate = {  # an error certifies nothing: never stored
+                "id": _cert_id_of(store, cassette_ids),
+                "task_id": task_id,
+                "task_digest": key.task_digest,
+                "env_kind": env_kind(key),
+                "image_id": dict(key.extra).get("image", ""),
+                "status": ERROR,
+                "reason": str(exc),
+                "run_id": run.run_id,
+                "episodes": len(episodes),
+                "doc": {},
+                "created_at": now_iso(),
+            }
+            certs[task_id] = (unstored, False)
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from replaykit.cassette.certificates import FirstDifference
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
@@ -28,7 +29,6 @@ from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
-from replaykit.episodes.certify_records import FirstDifference
 from replaykit.episodes.observation_scrub import scrub
 from replaykit.episodes.workspaces import episode_lock
 

@@ -23,7 +23,7 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, RunDocument
+from replaykit.core.records import JSON, EpisodeRow, RunDocument
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
@@ -35,7 +35,7 @@ from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_document import put_run_once, run_document
-from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport
+from replaykit.episodes.run_records import MeasureReport
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
@@ -66,9 +66,8 @@ class MeasureResult:
 
     def to_json(self) -> MeasureReport:
         reused = set(self.reused)
-        # the spreads leave the optional keys (an episode's error, the report's engine and store) unset
-        episodes = [
-            cast(MeasuredEpisode, {**e, "reused": e["cassette_id"] in reused}) for e in self.run["episodes"]
+        episodes: list[EpisodeRow] = [
+            {**e, "reused": e["cassette_id"] in reused} for e in self.run["episodes"]
         ]
         out = cast(
             MeasureReport,

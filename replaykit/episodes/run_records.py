@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, EpisodeRow, ModelDoc, PanelDoc
+from replaykit.core.records import JSON, RunDocument
 
 if TYPE_CHECKING:
     from replaykit.episodes.reuse import ReuseDoc
@@ -35,28 +35,9 @@ class ReplayReport(TypedDict):
     claims_unchecked: NotRequired[list[str]]  # cassettes whose claimed donor is not in the store
 
 
-class MeasuredEpisode(EpisodeRow):
-    reused: bool  # its cassette was reused (not recorded by this measure)
-    error: NotRequired[str]  # the exception type its harness raised (``run`` adds it)
-    outcome: NotRequired[str]  # its class, derived from its events (``run`` adds it; episodes/outcomes.py)
-    limit: NotRequired[str]  # the framework limit it reached (``run`` adds it)
+class MeasureReport(RunDocument):
+    """``replaykit run``: the run document (each episode marked ``reused`` or not) and the counts."""
 
-
-class MeasureReport(TypedDict):
-    """``replaykit run``: the run document, each episode marked reused or recorded, and the counts."""
-
-    run_id: str
-    kind: NotRequired[str]
-    name: NotRequired[str]
-    harness_sha: str
-    harness_repo: NotRequired[str]
-    model: ModelDoc
-    config_digest: str
-    panel: NotRequired[PanelDoc]
-    cassettes: list[str]
-    episodes: list[MeasuredEpisode]
-    solved: NotRequired[int]
-    total: NotRequired[int]
     engine: NotRequired[dict[str, JSON]]  # the engine identity measured for this run
     probe: NotRequired[
         dict[str, JSON]

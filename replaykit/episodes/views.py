@@ -54,7 +54,8 @@ def list_cassettes(
         rows: list[Mapping[str, object]] = [store.cassette_row(i) for i in ids]
         listed = [{c: r[c] for c in LS_COLUMNS} for r in rows]
     else:
-        listed = [dict(r) for r in store.cassette_summaries(LS_COLUMNS, limit)]
+        summaries: list[Mapping[str, object]] = list(store.cassette_summaries(limit))
+        listed = [{c: r[c] for c in LS_COLUMNS} for r in summaries]
     for row in listed:
         row["outcome"] = _outcome(store, row)
     return listed

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode, LlmEvent
+from replaykit.cassette.vcr_format import VcrResponse
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 from replaykit.exchange.bundle import collect
@@ -72,21 +73,6 @@ def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), {
         "Content-Type": "application/json"
     }
-
-
-class VcrStatus(TypedDict):
-    code: int
-    message: str
-
-
-class VcrBody(TypedDict):
-    string: bytes
-
-
-class VcrResponse(TypedDict):
-    status: VcrStatus
-    headers: dict[str, list[str]]
-    body: VcrBody
 
 
 class VcrCassette(TypedDict):

@@ -11,14 +11,15 @@ from rich.text import Text
 
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.glossary import legend
-from replaykit.episodes.run_records import MeasuredEpisode, MeasureReport, ReplayReport
+from replaykit.core.records import EpisodeRow
+from replaykit.episodes.run_records import MeasureReport, ReplayReport
 from replaykit.render.console import line, short_ids, show_table
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
 
 
-def _outcome(e: MeasuredEpisode) -> str:
+def _outcome(e: EpisodeRow) -> str:
     """The episode's outcome class (with its exception when the harness raised)."""
     outcome = e.get("outcome") or (
         "solved" if e["passed"] else "infra" if e.get("infra_failure") else "failed"

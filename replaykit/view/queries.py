@@ -10,7 +10,7 @@ and its page shown, as ``store corrupt: …``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreCorrupt
@@ -46,7 +46,7 @@ from replaykit.view.pages import (
 )
 
 if TYPE_CHECKING:
-    from replaykit.cassette.store.browsing import EpisodeFilters
+    from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters
     from replaykit.cassette.store.schema import RunsRow
 
 PAGE = 50
@@ -347,6 +347,21 @@ def compare(store: StoreBackend, compare_id: str) -> ComparePage:
     }
 
 
+def _with_chosen(facets: EpisodeFacets, filters: EpisodeFilters) -> EpisodeFacets:
+    """The facets (the first values of each column) with the value a filter holds among them,
+    so the form shows, and sends again, what the page is filtered by."""
+
+    def keep(values: list[Any], chosen: object) -> None:
+        if chosen not in (None, "") and chosen not in values:
+            values.append(chosen)
+            values.sort()
+
+    keep(facets["task_id"], filters.get("task_id"))
+    keep(facets["seed"], filters.get("seed"))
+    keep(facets["model"], filters.get("model"))
+    return facets
+
+
 def episodes(
     store: StoreBackend, filters: EpisodeFilters, sort: str, descending: bool, page: int
 ) -> EpisodesPage:
@@ -359,7 +374,7 @@ def episodes(
         "total": total,
         "page": page,
         "pages": max((total + PAGE - 1) // PAGE, 1),
-        "facets": store.episode_facets(),
+        "facets": _with_chosen(store.episode_facets(), filters),
         "filters": filters,
         "sort": sort,
         "descending": descending,

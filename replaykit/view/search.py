@@ -71,7 +71,7 @@ class Searcher:
         return self._fill(self.store, self.index)
 
     def _fill(self, store: StoreBackend, index: SearchIndex) -> int:
-        rows = store.cassette_summaries(("id", "doc", "task_id", "seed", "model"))
+        rows = store.cassette_summaries()
         info = {r["id"]: r for r in rows}
         todo = index.sync({r["id"]: r["doc"] for r in rows})
         self.pending = len(todo)

@@ -6,9 +6,9 @@ import hashlib
 import re
 from pathlib import Path
 
+from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.cassette.store.schema import CertificateRow
 from replaykit.cassette.stores import is_url, open_store
 from replaykit.envs.base import Grade
 
@@ -49,7 +49,7 @@ def test_certificates_round_trip_and_reading_creates_nothing(store_location: str
     assert reader.get_certificate("c1") is None
     reader.close()
     assert is_url(store_location) or index.read_bytes() == before
-    row: CertificateRow = {
+    cert: Certificate = {
         "id": "c1",
         "task_id": "t",
         "task_digest": "d",
@@ -59,12 +59,12 @@ def test_certificates_round_trip_and_reading_creates_nothing(store_location: str
         "reason": "",
         "run_id": "r",
         "episodes": 1,
-        "doc": '{"cassettes": ["x"]}',
+        "doc": {"cassettes": ["x"]},
         "created_at": "now",
     }
-    store.put_certificate(row)
+    store.put_certificate(cert)
     got = open_store(store_location).get_certificate("c1")
-    assert got is not None and got["status"] == "deterministic" and got["doc"] == {"cassettes": ["x"]}
+    assert got == cert  # the evidence stored as canonical JSON, decoded on read
 
 
 def test_rows_for_bundles(store_location: str) -> None:

@@ -193,9 +193,11 @@ class DirStore:
     def count(self, table: str, where: Where | None = None) -> int:
         return len(self.select(table, where=where))
 
-    def distinct(self, table: str, column: str, where: Where | None = None) -> list[Value]:
-        values = {r[column] for r in self.select(table, [column], where)}
-        return sorted(values, key=_sort_key)
+    def distinct(
+        self, table: str, column: str, where: Where | None = None, limit: int | None = None
+    ) -> list[Value]:
+        values = sorted({r[column] for r in self.select(table, [column], where)}, key=_sort_key)
+        return values if limit is None else values[:limit]
 
     def delete(self, table: str, where: Where) -> int:
         with self._writing():

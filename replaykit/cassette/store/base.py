@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar, cast
 
@@ -30,6 +30,19 @@ class StoreBase:
         #: cassette id -> (doc hash, derived columns, what its reuse claim counts)
         self._checked: dict[str, tuple[str, CassetteColumns, ReuseCounts]] = {}
         self._scratch: Path | None = None
+        self._derived: dict[Hashable, tuple[str, object]] = {}  # what listings derive, per change token
+
+    def _per_change(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, kept until anyone commits to the store (its change token moves)."""
+        token = self.driver.version()
+        held = self._derived.get(key)
+        if held is not None and held[0] == token:
+            return cast(T, held[1])
+        value = compute()
+        if len(self._derived) >= 64:  # a few pages' worth: drop the oldest
+            self._derived.pop(next(iter(self._derived)))
+        self._derived[key] = (token, value)
+        return value
 
     @property
     def root(self) -> Path:

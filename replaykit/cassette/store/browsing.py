@@ -28,8 +28,10 @@ EPISODE_SORTS = (
 #: What an episode row holds: its id and kind, the sortable columns, the time last.
 _COLUMNS = ("id", "kind", *EPISODE_SORTS[1:], EPISODE_SORTS[0])
 OUTCOMES = ("pass", "fail", "infra")
-#: the columns an episode page's filters offer values of
+#: the columns an episode page's filters offer values of, and how many values each offers at most
+#: (the first ones, ascending: a page stays the same size however many seeds or SHAs a store holds)
 FACETS = ("task_id", "seed", "model", "harness_sha")
+FACET_LIMIT = 100
 
 
 class EpisodeFilters(TypedDict, total=False):
@@ -109,7 +111,8 @@ class BrowsingMixin(BlobsMixin):
         if sort not in EPISODE_SORTS:
             raise ValueError(f"cannot sort episodes by {sort!r}; one of {', '.join(EPISODE_SORTS)}")
         match = episode_where(filters or {})
-        total = self.driver.count("cassettes", match)
+        key = ("count", *sorted(match.items(), key=lambda item: item[0]))
+        total = self._per_change(key, lambda: self.driver.count("cassettes", match))
         rows = self.driver.select(
             "cassettes",
             _COLUMNS,
@@ -120,10 +123,16 @@ class BrowsingMixin(BlobsMixin):
         )
         return typed_rows(EpisodeListing, rows), total
 
-    def episode_facets(self, kind: str = "episode") -> EpisodeFacets:
-        """The distinct tasks, seeds, models and harness SHAs of the stored episodes (for filters)."""
-        facets = {c: self.driver.distinct("cassettes", c, {"kind": kind}) for c in FACETS}
-        return cast(EpisodeFacets, facets)  # each column's values, as the driver returns them
+    def episode_facets(self, kind: str = "episode", limit: int = FACET_LIMIT) -> EpisodeFacets:
+        """The distinct tasks, seeds, models and harness SHAs of the stored episodes (for filters):
+        the first ``limit`` of each, ascending; computed again only after a change to the store."""
+
+        def facets() -> EpisodeFacets:
+            found = {c: self.driver.distinct("cassettes", c, {"kind": kind}, limit) for c in FACETS}
+            return cast(EpisodeFacets, found)  # each column's values, as the driver returns them
+
+        cached = self._per_change(("facets", kind, limit), facets)
+        return cast(EpisodeFacets, {c: list(cast(list[object], v)) for c, v in cached.items()})  # own lists
 
     def doc_rows(self, kind: str) -> list[RunsRow]:
         """The ``runs``-table rows of one kind (documents not read), newest first."""

@@ -116,8 +116,12 @@ class StoreDriver(Protocol):
 
     def count(self, table: str, where: Where | None = None) -> int: ...
 
-    def distinct(self, table: str, column: str, where: Where | None = None) -> list[Value]:
-        """The distinct values of ``column`` among the rows matching ``where``, ascending."""
+    def distinct(
+        self, table: str, column: str, where: Where | None = None, limit: int | None = None
+    ) -> list[Value]:
+        """The distinct values of ``column`` among the rows matching ``where``, ascending (NULL
+        first), the first ``limit`` of them; with an index on (the ``where`` columns, ``column``)
+        the cost grows with the values returned, not with the rows."""
         ...
 
     def delete(self, table: str, where: Where) -> int:

@@ -12,7 +12,7 @@ from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, 
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Where
-from replaykit.cassette.store.schema import CassetteColumns, CassetteFields, CassetteRow, typed_rows
+from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import RunDoc, RunDocument
@@ -123,13 +123,11 @@ class EpisodesMixin(BlobsMixin):
         )
         return typed_rows(CassetteRow, rows)
 
-    def cassette_summaries(self, columns: tuple[str, ...], limit: int | None = None) -> list[CassetteFields]:
-        """Index columns of the newest ``limit`` cassettes (all when None), oldest first;
-        episode documents are not read."""
-        rows = self.driver.select(
-            "cassettes", columns, order=[("created_at", True), ("id", True)], limit=limit
-        )
-        return typed_rows(CassetteFields, reversed(rows))
+    def cassette_summaries(self, limit: int | None = None) -> list[CassetteRow]:
+        """Index rows of the newest ``limit`` cassettes (all when None), oldest first; episode
+        documents are not read."""
+        rows = self.driver.select("cassettes", order=[("created_at", True), ("id", True)], limit=limit)
+        return typed_rows(CassetteRow, reversed(rows))
 
     def count_cassettes(self) -> int:
         return self.driver.count("cassettes")

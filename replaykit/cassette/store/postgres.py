@@ -251,11 +251,16 @@ class PgDriver:
         clause, args = sql.where(where, "%s")
         return int(self._run(f"SELECT count(*) FROM {sql.table(table)}{clause}", args).fetchone()[0])
 
-    def distinct(self, table: str, column: str, where: Where | None = None) -> list[Value]:
-        clause, args = sql.where(where, "%s")
-        col = sql.ident(column)
-        rows = self._run(f"SELECT DISTINCT {col} FROM {sql.table(table)}{clause} ORDER BY {col}", args)
-        return [_cell(r[0]) for r in rows.fetchall()]
+    def distinct(
+        self, table: str, column: str, where: Where | None = None, limit: int | None = None
+    ) -> list[Value]:
+        found: list[Value] = []
+        if self._run(*sql.has_null(table, column, where, "%s")).fetchone() is not None:
+            found.append(None)  # first, as SQLite sorts it
+        if limit is not None and len(found) >= limit:
+            return found[:limit]
+        text, args = sql.distinct(table, column, where, "%s", None if limit is None else limit - len(found))
+        return found + [_cell(r[0]) for r in self._run(text, args).fetchall()]
 
     def delete(self, table: str, where: Where) -> int:
         clause, args = sql.where(where, "%s")

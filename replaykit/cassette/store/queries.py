@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import cast
 
+from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import FORKED_FROM
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Row, Where
-from replaykit.cassette.store.schema import CassetteRow, CertificateRecord, CertificateRow, typed_rows
+from replaykit.cassette.store.schema import CassetteRow, typed_rows
+from replaykit.core.determinism import canonical_json
 from replaykit.core.records import TrainingDocument
 
 
@@ -69,16 +71,19 @@ class QueriesMixin(BlobsMixin):
         )
         return [r for r in typed_rows(CassetteRow, rows) if [FORKED_FROM, parent.id] in _extra(r["key_json"])]
 
-    def get_certificate(self, cert_id: str) -> CertificateRecord | None:
-        """A certification row by id (``doc`` decoded), or None. Never creates the table."""
-        row = self._row(CertificateRow, "certificates", "id", cert_id)
-        if row is None:
+    def get_certificate(self, cert_id: str) -> Certificate | None:
+        """A certificate by id (its evidence decoded), or None. Never creates the table."""
+        rows = self.driver.select("certificates", where={"id": cert_id}, limit=1)
+        if not rows:
             return None
-        return {**row, "doc": json.loads(row["doc"]) if row.get("doc") else {}}
+        doc = rows[0]["doc"]
+        return cast(Certificate, {**rows[0], "doc": json.loads(str(doc)) if doc else {}})
 
-    def put_certificate(self, row: CertificateRow) -> None:
+    def put_certificate(self, cert: Certificate) -> None:
+        """Store a certificate (its evidence as canonical JSON), replacing one with its id."""
+        row = cast(Row, {**cert, "doc": canonical_json(cert["doc"])})
         with self.write_lock():
-            self.driver.insert("certificates", [cast(Row, row)], conflict="replace")
+            self.driver.insert("certificates", [row], conflict="replace")
 
 
 def _extra(key_json: str) -> list[object]:

@@ -9,8 +9,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict, TypeVar, cast
 
-from replaykit.core.records import JSON
-
 INDEX = "index.db"
 T = TypeVar("T")
 
@@ -58,31 +56,6 @@ class CassetteRow(CassetteColumns):
     created_at: str
 
 
-class CassetteFields(TypedDict, total=False):
-    """Some columns of a cassette row: those a listing asked for (``cassette_summaries``)."""
-
-    id: str
-    kind: str
-    harness_sha: str
-    task_id: str
-    task_digest: str
-    model: str
-    endpoint: str
-    model_revision: str
-    seed: int
-    config_digest: str
-    key_json: str
-    digest: str
-    n_llm: int
-    n_env: int
-    reward: float | None
-    passed: int | None
-    infra_failure: int | None
-    tokens: int
-    doc: str
-    created_at: str
-
-
 class RunsRow(TypedDict):
     """A ``runs`` row (a run, training, verdict, … document) as stored; ``doc`` is its hash."""
 
@@ -94,38 +67,6 @@ class RunsRow(TypedDict):
     endpoint: str
     config_digest: str
     doc: str
-    created_at: str
-
-
-class CertificateRow(TypedDict):
-    """A ``certificates`` row as stored (``doc``: the evidence, canonical JSON)."""
-
-    id: str
-    task_id: str
-    task_digest: str
-    env_kind: str
-    image_id: str
-    status: str
-    reason: str
-    run_id: str
-    episodes: int
-    doc: str
-    created_at: str
-
-
-class CertificateRecord(TypedDict):
-    """A certificate as ``get_certificate`` reads it: the row with ``doc`` decoded."""
-
-    id: str
-    task_id: str
-    task_digest: str
-    env_kind: str
-    image_id: str
-    status: str
-    reason: str
-    run_id: str
-    episodes: int
-    doc: dict[str, JSON]
     created_at: str
 
 
@@ -169,7 +110,17 @@ SCHEMA: dict[str, TableSpec] = {
             "created_at": str,
         },
         "pk": "id",
-        "indexes": [("task_id", "seed")],
+        # reuse looks episodes up by task and seed; listings page by time (the viewer within a
+        # kind, `cassettes ls` over all) and the viewer's filters offer each column's values
+        "indexes": [
+            ("task_id", "seed"),
+            ("kind", "created_at", "id"),
+            ("created_at", "id"),
+            ("kind", "task_id"),
+            ("kind", "seed"),
+            ("kind", "model"),
+            ("kind", "harness_sha"),
+        ],
     },
     "runs": {
         "columns": {

@@ -59,8 +59,33 @@ def where(match: Where | None, mark: str) -> tuple[str, list[Value]]:
     return (" WHERE " + " AND ".join(parts) if parts else ""), args
 
 
+def distinct(
+    table_name: str, column: str, match: Where | None, mark: str, limit: int | None
+) -> tuple[str, list[Value]]:
+    """The distinct non-NULL values of ``column``, ascending, as a loose index scan (each next value
+    the ``MIN`` above the last one: a few index probes per value, whatever the number of rows)."""
+    clause, args = where(match, mark)
+    col, name = ident(column), table(table_name)
+    above = f"{clause} AND {col} > d.v" if clause else f" WHERE {col} > d.v"
+    text = (
+        f"WITH RECURSIVE d(v) AS (SELECT MIN({col}) FROM {name}{clause}"
+        f" UNION ALL SELECT (SELECT MIN({col}) FROM {name}{above}) FROM d WHERE d.v IS NOT NULL)"
+        " SELECT v FROM d WHERE v IS NOT NULL"
+    )
+    params = [*args, *args]
+    if limit is not None:
+        text += f" LIMIT {mark}"
+        params.append(int(limit))
+    return text, params
+
+
+def has_null(table_name: str, column: str, match: Where | None, mark: str) -> tuple[str, list[Value]]:
+    clause, args = where({**(match or {}), column: None}, mark)
+    return f"SELECT 1 FROM {table(table_name)}{clause} LIMIT 1", args
+
+
 def order_by(order: Order) -> str:
     return " ORDER BY " + ", ".join(f"{ident(c)}{' DESC' if d else ''}" for c, d in order) if order else ""
 
 
-__all__ = ["columns", "ident", "order_by", "table", "where"]
+__all__ = ["columns", "distinct", "has_null", "ident", "order_by", "table", "where"]

@@ -1,5 +1,5 @@
-"""The SQLite store driver: a folder holding ``index.db`` (sqlite-utils over the standard
-library's sqlite3), the default backend.
+"""The SQLite store driver: a folder holding ``index.db`` (the standard library's sqlite3;
+sqlite-utils creates the tables of a new store), the default backend.
 
 One connection per driver, opened lazily: a writable one (WAL, the tables, indexes and
 browsing views created when missing, a small disk reserve kept beside the index: ``gc``
@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
-
-import sqlite_utils
 
 from replaykit.cassette.store import sql
 from replaykit.cassette.store.driver import Conflict, Order, Row, Value, Where
@@ -85,14 +83,43 @@ def retry_locked(fn: Callable[[], T], seconds: float = 30.0) -> T:
             time.sleep(0.05)
 
 
+def _table_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+
+
+def _ensure_schema(conn: GuardedConnection) -> None:
+    """The tables (sqlite-utils creates those missing: a new store), indexes and views a store lacks."""
+    have = _table_names(conn)
+    if set(TABLES) - have:
+        import sqlite_utils  # only for a new table: it costs a listing's start-up time otherwise
+
+        db = sqlite_utils.Database(conn)
+        for name, spec in TABLES.items():  # another process may create one in between: no error then
+            if name not in have:
+                key = key_columns(spec)
+                db.table(name).create(
+                    spec["columns"], pk=key[0] if len(key) == 1 else key, if_not_exists=True
+                )
+    for name, spec in TABLES.items():  # named as sqlite-utils names them
+        for cols in spec["indexes"]:
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS [idx_{name}_{'_'.join(cols)}] ON [{name}] ({', '.join(f'[{c}]' for c in cols)})"
+            )
+    views = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()}
+    for name, text in VIEWS.items():  # created with the schema; an existing view is left as it is
+        if name not in views:
+            conn.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {text}")
+
+
 class SqliteDriver:
     """The store in ``root/index.db``."""
 
     def __init__(self, root: Path | str, readonly: bool = False) -> None:
         self.root = Path(root)
         self.readonly = readonly
-        self._db: sqlite_utils.Database | None = None
+        self._conn: GuardedConnection | None = None
         self._tables: set[str] = set()
+        self._savepoints = 0
         self._commits = 0  # this connection's own commits (data_version counts the others')
 
     # -- opening ----------------------------------------------------------------------
@@ -107,28 +134,25 @@ class SqliteDriver:
     @property
     def conn(self) -> GuardedConnection:
         """The connection (opened on first use)."""
-        if self._db is None:
-            self._db = self._open_readonly() if self.readonly else self._open()
-            self._tables = set(self._db.table_names())
-        conn = self._db.conn
-        assert isinstance(conn, GuardedConnection)
-        return conn
+        if self._conn is None:
+            conn = self._open_readonly() if self.readonly else self._open()
+            self._tables = _table_names(conn)
+            self._conn = conn
+        return self._conn
 
-    def _open(self) -> sqlite_utils.Database:
+    def _open(self) -> GuardedConnection:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            db = sqlite_utils.Database(
-                connect(str(self.root / INDEX), self.root, timeout=30, isolation_level=None)
-            )
-            retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
-            db.execute("PRAGMA synchronous=NORMAL")
-            retry_locked(lambda: self._ensure_schema(db))
+            conn = connect(str(self.root / INDEX), self.root, timeout=30, isolation_level=None)
+            retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute("PRAGMA synchronous=NORMAL")
+            retry_locked(lambda: _ensure_schema(conn))
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
         self.ensure_reserve()
-        return db
+        return conn
 
-    def _open_readonly(self) -> sqlite_utils.Database:
+    def _open_readonly(self) -> GuardedConnection:
         path = self.root / INDEX
         if not path.is_file():
             raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
@@ -141,28 +165,13 @@ class SqliteDriver:
                 isolation_level=None,
             )
             conn.execute("PRAGMA query_only=ON")  # reading never writes
-            db = sqlite_utils.Database(conn)
-            missing = [name for name in SCHEMA if not db.table(name).exists()]
+            missing = [name for name in SCHEMA if name not in _table_names(conn)]
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store {self.root}: {exc}; check the path or pass --store") from exc
         if missing:
+            conn.close()
             raise StoreError(f"{path} is not a replaykit store (no table {missing[0]!r}); check --store")
-        return db
-
-    @staticmethod
-    def _ensure_schema(db: sqlite_utils.Database) -> None:
-        for name, spec in TABLES.items():  # another process may create one in between: no error then
-            if not db.table(name).exists():
-                key = key_columns(spec)
-                db.table(name).create(
-                    spec["columns"], pk=key[0] if len(key) == 1 else key, if_not_exists=True
-                )
-            for cols in spec["indexes"]:
-                db.table(name).create_index(list(cols), if_not_exists=True)
-        have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()}
-        for name, text in VIEWS.items():  # created with the schema; an existing view is left as it is
-            if name not in have:
-                db.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {text}")
+        return conn
 
     def _has(self, table: str) -> bool:
         """Whether the table is there (a read-only store may predate it: it reads as empty)."""
@@ -180,18 +189,26 @@ class SqliteDriver:
         return SqliteDriver(self.root, readonly)
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.conn.close()
-            self._db = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     # -- transactions -----------------------------------------------------------------
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         conn = self.conn
-        if conn.in_transaction:
-            assert self._db is not None
-            with self._db.atomic():  # a savepoint of the outer transaction
+        if conn.in_transaction:  # a savepoint of the outer transaction
+            self._savepoints += 1
+            name = f"replaykit_{self._savepoints}"
+            conn.execute(f"SAVEPOINT {name}")
+            try:
                 yield
+            except BaseException:
+                if conn.in_transaction:  # an error may have ended the whole transaction already
+                    conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    conn.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            conn.execute(f"RELEASE SAVEPOINT {name}")
             return
         retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
@@ -258,15 +275,19 @@ class SqliteDriver:
         clause, args = sql.where(where, "?")
         return int(conn.execute(f"SELECT COUNT(*) FROM {name}{clause}", args).fetchone()[0])
 
-    def distinct(self, table: str, column: str, where: Where | None = None) -> list[Value]:
-        name = sql.table(table)
+    def distinct(
+        self, table: str, column: str, where: Where | None = None, limit: int | None = None
+    ) -> list[Value]:
         conn = self.conn
         if not self._has(table):
             return []
-        clause, args = sql.where(where, "?")
-        col = sql.ident(column)
-        rows = conn.execute(f"SELECT DISTINCT {col} FROM {name}{clause} ORDER BY {col}", args).fetchall()
-        return [r[0] for r in rows]
+        found: list[Value] = []
+        if conn.execute(*sql.has_null(table, column, where, "?")).fetchone() is not None:
+            found.append(None)
+        if limit is not None and len(found) >= limit:
+            return found[:limit]
+        text, args = sql.distinct(table, column, where, "?", None if limit is None else limit - len(found))
+        return found + [r[0] for r in conn.execute(text, args).fetchall()]
 
     def delete(self, table: str, where: Where) -> int:
         name = sql.table(table)
