@@ -37,8 +37,9 @@ from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.envs.docker.network import server
 from replaykit.envs.docker.network.ca import ensure_ca
+from replaykit.envs.docker.network.extras import reported, serve_folder
 from replaykit.envs.docker.network.server import ProxyServer, read_log
-from replaykit.episodes.network import serve_folder, store_bodies
+from replaykit.episodes.network import store_bodies
 
 CHUNK = 1 << 16
 
@@ -129,12 +130,12 @@ def main() -> None:
         assert got == big, got
         records = read_log(tmp / "spool-big")
         key = CassetteKey("0" * 40, "bench", "d", ModelId("m", "e", ""), 0, "c", (("env", "docker"),))
-        episode = Episode(key, [NetEvent.from_record(r, str(tmp / "spool-big")) for r in records], {})
+        episode = Episode(key, [NetEvent.from_record(reported(r, tmp / "spool-big")) for r in records], {})
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         store_bodies(store, episode)
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         grown = after - before
-        serve = serve_folder(store, episode.net_events, tmp / "serve")
+        serve = serve_folder(store.get_blob, [e.stored() for e in episode.net_events], tmp / "serve")
         with ProxyServer(ca, "replay", tmp / "spool-serve", serve) as proxy:
             assert proxy.process is not None
             served = fetch_all(proxy.host, proxy.port, base, ["big"], via_proxy=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from replaykit.cassette.store import Store
 from replaykit.envs.registry import ENVIRONMENTS, env_key_extra, get_env_kind, register_env
+from replaykit.envs.section import EnvConfig
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 
@@ -34,7 +35,7 @@ def test_kind_comes_first_and_is_not_duplicated() -> None:
         "extra-kind", get_env_kind("local").factory, lambda env, task: (("env", "spoof"), ("image", "x"))
     )
     try:
-        assert env_key_extra({"kind": "extra-kind"}, None) == (("env", "extra-kind"), ("image", "x"))
-        assert env_key_extra({"kind": "local"}, None) == (("env", "local"),)
+        assert env_key_extra(EnvConfig(kind="extra-kind"), None) == (("env", "extra-kind"), ("image", "x"))
+        assert env_key_extra(EnvConfig(kind="local"), None) == (("env", "local"),)
     finally:
         ENVIRONMENTS.unregister("extra-kind")

@@ -144,10 +144,17 @@ def test_plugin_env_kind_takes_its_own_settings_through_run(plugin: dict[str, An
     base = {"panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0], "env.kind": "example"}
     for folder in ("", "env-sockett", "env-socket", "local"):
         (tmp / folder).mkdir(parents=True, exist_ok=True)
-    config = write_config(tmp, {**base, "env.socket": str(tmp / "sandbox.sock"), "executor.kind": "counting"})
+    config = write_config(
+        tmp,
+        {
+            **base,
+            "env.socket": str(tmp / "sandbox.sock"),
+            "executor": {"kind": "counting", "label": "counted"},
+        },
+    )
     code, run, err = cli(["run", str(config)], site, tmp)
     assert code == 0, err
-    assert "counting executor: 1 job(s)" in err  # the plugin's executor kind ran the panel
+    assert "counted: 1 job(s)" in err  # the plugin's executor kind ran the panel, its own key typed
     episode = Store(tmp / "store").get_episode(run["cassettes"][0])
     assert episode.meta["environment"]["socket"] == str(tmp / "sandbox.sock")
     assert episode.meta["env"]["socket"] == str(tmp / "sandbox.sock")
@@ -158,7 +165,7 @@ def test_plugin_env_kind_takes_its_own_settings_through_run(plugin: dict[str, An
         assert err.startswith("Error: ") and f"field '{wrong}'" in err, err
     local = write_config(tmp / "local", {**base, "env.kind": "local", "env.socket": "x"})
     code, _, err = cli(["run", str(local)], site, tmp)
-    assert code == 1 and "field 'env.socket' is not a setting of env kind 'local'" in err, err
+    assert code == 1 and "field 'env.socket' is a setting of env kind 'example', not of 'local'" in err, err
 
 
 def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dict[str, Any]) -> None:
@@ -168,7 +175,7 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
     dist = "replaykit-example-plugin 0.1.0"
     for what, name, ref in [
         ("environment kind", "example", "replaykit_example_plugin:ENV"),
-        ("executor kind", "counting", "replaykit_example_plugin:CountingExecutor"),
+        ("executor kind", "counting", "replaykit_example_plugin:COUNTING"),
         ("criterion", "no_worse", "replaykit_example_plugin:NoWorse"),
         ("optimizer", "even_epochs", "replaykit_example_plugin:EvenEpochs"),
         ("agent backend", "append_note", "replaykit_example_plugin:AppendNote"),
@@ -181,7 +188,7 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
             "shadows": "",
         }
     assert rows[("environment kind", "docker")]["source"] == "built-in"
-    assert rows[("executor kind", "ray")]["ref"] == "replaykit.execution.ray_executor:ray_executor"
+    assert rows[("executor kind", "ray")]["ref"] == "replaykit.execution.ray_executor:RAY"
     assert report["plugins"] == 5
     code, _, err = cli(["plugins"], None, plugin["tmp"])
     code_text = subprocess.run(

@@ -65,13 +65,6 @@ NOTES: dict[str, str] = {
     "record.rules": "Normalisation rules applied to requests before matching (`uuids`, `timestamps`, `codex-session`, …).",
     "executor": "How episodes run: in this process, a local fork pool, or Ray.",
     "executor.kind": "`local` (this machine), `ray` (a Ray cluster), or a kind registered in `replaykit.executors`.",
-    "executor.workers": "Local: processes in the fork pool (1 = inline).",
-    "executor.oversubscribe": "Local: allow more workers than cores (I/O-bound episodes).",
-    "executor.address": "Ray: `auto`, `ray://host:10001`, `local` or `host:port`.",
-    "executor.cpus": "Ray: CPUs each episode declares.",
-    "executor.memory_mb": "Ray: memory each episode declares.",
-    "executor.max_retries": "Ray: retries of an episode whose worker or node died.",
-    "executor.resources": "Ray: extra custom resources each episode declares.",
     "limits": "Limits the framework enforces on every episode, whatever the harness does (an action or model call past one is refused; the episode records it and gets its outcome); part of the config digest once set.",
     "limits.max_steps": "Environment actions per episode (past it: outcome `hit_step_cap`).",
     "limits.episode_timeout_s": "Seconds the harness may run per episode (default: the task's agent timeout, scaled by `env.timeout_multiplier` / `env.agent_timeout_multiplier`; past it: `hit_timeout`); no action runs past it.",
@@ -153,6 +146,8 @@ def config_fields() -> list[tuple[str, str, str, str]]:
                 walk(dotted, nested)
             if dotted == "env":
                 kind_rows(rows)
+            if dotted == "executor":
+                kind_rows(rows, "executor", _executor_settings())
 
     for prefix, model in _models():
         walk(prefix, model)
@@ -167,14 +162,24 @@ def _kind_settings() -> list[tuple[str, Any]]:
     return [(name, model) for name, model in kinds if model.model_fields]
 
 
-def kind_rows(rows: list[tuple[str, str, str, str]]) -> None:
-    """The ``env`` keys a built-in kind adds (documented as ``env.KEY``, naming the kind)."""
-    for kind, model in _kind_settings():
+def _executor_settings() -> list[tuple[str, Any]]:
+    """(kind, settings model) of every built-in executor kind with keys of its own."""
+    from replaykit.execution.registry import EXECUTORS
+
+    kinds = [(name, EXECUTORS.get(name).settings) for name in ("local", "ray")]
+    return [(name, model) for name, model in kinds if model.model_fields]
+
+
+def kind_rows(
+    rows: list[tuple[str, str, str, str]], section: str = "env", kinds: list[tuple[str, Any]] | None = None
+) -> None:
+    """The keys a built-in kind adds to ``section`` (documented as ``SECTION.KEY``, naming the kind)."""
+    for kind, model in _kind_settings() if kinds is None else kinds:
         for name, field in model.model_fields.items():
-            meaning = field.description or NOTES.get(f"env.{name}", "")
+            meaning = field.description or NOTES.get(f"{section}.{name}", "")
             rows.append(
                 (
-                    f"env.{name}",
+                    f"{section}.{name}",
                     _type_name(field.annotation),
                     _default(field),
                     f"Kind `{kind}` only. {meaning}",
@@ -186,12 +191,14 @@ def config_markdown() -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/models/config.py`, `replaykit/execution/config.py`, `replaykit/train/config.py`) by",
+        "Generated from the pydantic models (`replaykit/episodes/config.py`, `replaykit/envs/section.py`, `replaykit/models/config.py`, `replaykit/execution/config.py`, `replaykit/train/config.py`) by",
         "`python -m replaykit.commands.docgen`; do not edit by hand. Editors can validate a config",
         "against [`replaykit.schema.json`](replaykit.schema.json) (e.g. a `# yaml-language-server: $schema=…` line).",
         "Unknown keys are errors. Relative paths resolve against the config file's folder.",
         "The `env` section holds the keys every environment kind shares; any other `env` key belongs",
-        "to the kind (`env.kind`), which validates it with its own model (`EnvKind.settings`).",
+        "to the kind (`env.kind`), which validates it with its own model (`EnvKind.settings`); so do",
+        "the `executor` section's keys beside `executor.kind` (`ExecutorKind.settings`). A key of",
+        "another kind is refused, naming the kind that has it.",
         "",
         "| key | type | default | meaning |",
         "| --- | --- | --- | --- |",
@@ -211,6 +218,9 @@ def config_schema() -> dict[str, Any]:
     env = schema["$defs"]["EnvConfig"]
     for _kind, model in _kind_settings():  # a plugin kind's keys stay allowed (additionalProperties)
         env["properties"].update(model.model_json_schema()["properties"])
+    executor = schema["$defs"]["ExecutorConfig"]
+    for _kind, model in _executor_settings():
+        executor["properties"].update(model.model_json_schema()["properties"])
     schema["properties"]["train"] = {
         "anyOf": [TrainConfig.model_json_schema(), {"type": "null"}],
         "default": None,

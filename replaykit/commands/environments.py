@@ -13,6 +13,7 @@ from replaykit.commands.options import (
     AgentTimeoutMultiplierOpt,
     BuildTimeoutMultiplierOpt,
     ConfigStoreOpt,
+    ExecutorOpt,
     JsonOpt,
     OverrideCpusOpt,
     OverrideMemoryOpt,
@@ -66,7 +67,9 @@ def tasks_check(
         None, "--alias", help="Image alias FROM=TO, e.g. ubuntu:24.04=replaykit/base:bookworm (repeatable)."
     ),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="Take env.image_aliases (and the limits) from this run config."
+        None,
+        "--config",
+        help="Take the kind's env settings (image_aliases, …) and the limits from this run config.",
     ),
     timeout_multiplier: Optional[float] = TimeoutMultiplierOpt,
     agent_timeout_multiplier: Optional[float] = AgentTimeoutMultiplierOpt,
@@ -84,22 +87,20 @@ def tasks_check(
 ) -> None:
     """Oracle check: the untouched environment scores 0 and solution/solve.sh scores 1."""
     from replaykit.envs.check import check_tasks
+    from replaykit.envs.section import env_section
 
-    aliases: dict[str, str] = {}
-    limits: dict[str, Any] = {}
+    section: dict[str, Any] = {}
     if config:
-        from replaykit.envs.docker.settings import DockerSettings
         from replaykit.episodes.config import load_config
 
         loaded = load_config(config).env
-        aliases.update(DockerSettings.of(loaded.table()).image_aliases)
-        limits.update(loaded.limits())
-        if DockerSettings.of(loaded.table()).network:
-            limits["network"] = DockerSettings.of(loaded.table()).network
+        if loaded.kind == env:  # that config's settings for this kind (aliases, network, …)
+            section.update(loaded.settings.model_dump(exclude_defaults=True))
+        section.update(loaded.limits())
     if network is not None:
         if network not in ("frozen", "live", "none"):
             raise typer.BadParameter(f"{network!r} is not frozen, live or none", param_hint="--network")
-        limits["network"] = network
+        section["network"] = network
     flags = limit_overrides(
         timeout_multiplier,
         agent_timeout_multiplier,
@@ -109,14 +110,14 @@ def tasks_check(
         override_memory_mb,
         override_storage_mb,
     )
-    limits.update({k.removeprefix("env."): v for k, v in flags.items()})
+    section.update({k.removeprefix("env."): v for k, v in flags.items()})
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:
             raise typer.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
-        aliases[source] = target
+        section.setdefault("image_aliases", {})[source] = target
     with render.progress(enabled=not as_json) as progress:
-        report = check_tasks(paths, Path.cwd(), kind=env, aliases=aliases, progress=progress, limits=limits)
+        report = check_tasks(paths, Path.cwd(), progress=progress, env=env_section(env, section))
     if as_json:
         emit_json(report)
     else:
@@ -135,6 +136,7 @@ def certify(
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
     ),
+    executor: Optional[str] = ExecutorOpt,
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -151,7 +153,7 @@ def certify(
             root=Path.cwd(),
             refresh=refresh,
             progress=progress,
-            executor=cli_executor(workers, ray),
+            executor=cli_executor(workers, ray, executor),
         )
     if as_json:
         emit_json(report)

@@ -13,6 +13,7 @@ from replaykit.commands.options import (
     AcceptEngineOpt,
     AgentTimeoutMultiplierOpt,
     BuildTimeoutMultiplierOpt,
+    ExecutorOpt,
     JsonOpt,
     KeepGoingOpt,
     OverrideCpusOpt,
@@ -23,6 +24,7 @@ from replaykit.commands.options import (
     TimeoutMultiplierOpt,
     VerifierTimeoutMultiplierOpt,
     emit_json,
+    executor_override,
     limit_overrides,
     model_overrides,
     open_store,
@@ -61,6 +63,7 @@ def run(
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
     keep_going: bool = KeepGoingOpt,
     accept_engine_change: bool = AcceptEngineOpt,
+    executor: Optional[str] = ExecutorOpt,
     timeout_multiplier: Optional[float] = TimeoutMultiplierOpt,
     agent_timeout_multiplier: Optional[float] = AgentTimeoutMultiplierOpt,
     verifier_timeout_multiplier: Optional[float] = VerifierTimeoutMultiplierOpt,
@@ -93,6 +96,7 @@ def run(
         )
     )
     overrides.update(model_overrides(reuse, accept_engine_change))
+    overrides.update(executor_override(executor))
     cfg = load_config(config, overrides)
     if jobs_dir is not None:  # refused before anything is recorded
         from replaykit.exchange.harbor_jobs import check_jobs_dir
@@ -132,6 +136,7 @@ def compare(
         help="once: reuse stored cells, record the missing; none: replay only; all: re-record.",
     ),
     reuse: Optional[Reuse] = ReuseOpt,
+    executor: Optional[str] = ExecutorOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measure (or reuse) every harness × model cell and print the solve-rate table."""
@@ -142,7 +147,7 @@ def compare(
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
         report = compare_cells(
-            load_config(config, model_overrides(reuse)),
+            load_config(config, {**model_overrides(reuse), **executor_override(executor)}),
             [m.strip() for m in models.split(",") if m.strip()],
             [h.strip() for h in harness.split(",") if h.strip()],
             record_mode,

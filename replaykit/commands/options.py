@@ -130,6 +130,25 @@ def model_overrides(reuse: Reuse | None, accept_engine_change: bool = False) -> 
     return out
 
 
+ExecutorOpt = typer.Option(
+    None,
+    "--executor",
+    metavar="KIND[:K=V,...]",
+    help="Where episodes run: an executor kind and its keys, e.g. local:workers=4, ray:address=auto,cpus=2 (validated as a config's executor section).",
+)
+
+
+def executor_override(executor: str | None) -> dict[str, object]:
+    """``--executor`` as a config override (the whole ``executor`` section), checked first:
+    one line naming the option when it is wrong."""
+    if not executor:
+        return {}
+    from replaykit.execution.config import executor_values, parse_executor
+
+    parse_executor(executor)
+    return {"executor": executor_values(executor)}
+
+
 AcceptEngineOpt = typer.Option(
     False,
     "--accept-engine-change",

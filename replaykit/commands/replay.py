@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import ConfigStoreOpt, ExecutorOpt, JsonOpt, StoreOpt, emit_json, open_store
 
 
 def replay(
@@ -27,6 +27,7 @@ def replay(
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
     ),
+    executor: Optional[str] = ExecutorOpt,
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -41,7 +42,7 @@ def replay(
         from replaykit.episodes.config import load_config
 
         harness_repo = load_config(config).repo_path  # the current config's repo, not the recorded one
-    executor = cli_executor(workers, ray)
+    chosen = cli_executor(workers, ray, executor)
     try:
         kind = st.doc_kind(run_id)
     except CassetteNotFound:
@@ -58,7 +59,7 @@ def replay(
         from replaykit.train.audit import replay_training
 
         with render.progress(enabled=not as_json) as progress:
-            training = replay_training(st, run_id, progress=progress, executor=executor)
+            training = replay_training(st, run_id, progress=progress, executor=chosen)
         emit_json(training) if as_json else render.training_replay(training)
         identical = bool(training["identical"])
     else:
@@ -69,7 +70,7 @@ def replay(
                 harness_ref=harness,
                 repo_path=str(harness_repo) if harness_repo else None,
                 progress=progress,
-                executor=executor,
+                executor=chosen,
             )
         emit_json(report) if as_json else render.replay_report(report)
         identical = report["identical"]

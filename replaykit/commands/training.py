@@ -11,11 +11,13 @@ import typer
 from replaykit import render
 from replaykit.commands.options import (
     AcceptEngineOpt,
+    ExecutorOpt,
     JsonOpt,
     KeepGoingOpt,
     Reuse,
     ReuseOpt,
     emit_json,
+    executor_override,
     model_overrides,
 )
 from replaykit.core.modes import RecordMode
@@ -36,6 +38,7 @@ def train(
     keep_going: bool = KeepGoingOpt,
     accept_engine_change: bool = AcceptEngineOpt,
     reuse: Optional[Reuse] = ReuseOpt,
+    executor: Optional[str] = ExecutorOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the harness: measure, propose, measure, judge, promote — every call recorded."""
@@ -44,7 +47,9 @@ def train(
     from replaykit.train.trainer import Trainer
 
     check_record_mode(record_mode)
-    cfg = load_config(config, model_overrides(reuse, accept_engine_change))
+    overrides = model_overrides(reuse, accept_engine_change)
+    overrides.update(executor_override(executor))
+    cfg = load_config(config, overrides)
     with render.progress(enabled=not as_json) as progress:
         trainer = Trainer(config=cfg, record_mode=record_mode, progress=progress, keep_going=keep_going)
         resumed_before = len(trainer.recorded)

@@ -138,7 +138,7 @@ class EnvRequest(Protocol):
     def task_path(self) -> str: ...
 
     @property
-    def env(self) -> EnvTable: ...
+    def env(self) -> EnvSection: ...
 
     @property
     def extras(self) -> Extras:
@@ -147,9 +147,8 @@ class EnvRequest(Protocol):
 
 
 class EnvTable(TypedDict, total=False):
-    """The config's ``env`` section as a kind's hooks receive it: flat, the shared keys
-    typed here; the kind's own keys ride along (read them with its settings model:
-    ``MySettings.of(env)``)."""
+    """The config's ``env`` section flat, as an episode records it (``EnvSection.table()``):
+    the shared keys typed here, the kind's own keys beside them."""
 
     kind: str
     timeout_sec: float
@@ -163,6 +162,35 @@ class EnvTable(TypedDict, total=False):
     cpus: float
     memory_mb: int
     storage_mb: int
+
+
+class EnvSection(Protocol):
+    """The config's ``env`` section as a kind's hooks receive it, validated once
+    (``envs/section.py``'s ``EnvConfig``): the shared keys typed, the kind's own settings
+    as its model's instance (``MySettings.of(env)``), Harbor's limits, the flat table."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def timeout_sec(self) -> float: ...
+
+    @property
+    def max_output_bytes(self) -> int: ...
+
+    @property
+    def snapshot(self) -> str: ...
+
+    @property
+    def settings(self) -> EnvSettings: ...
+
+    def limits(self) -> dict[str, float]:
+        """The timeout multipliers and resource overrides set (``envs/limits.py``)."""
+        ...
+
+    def table(self) -> EnvTable:
+        """The section flat, as an episode records it."""
+        ...
 
 
 class WorkerNodes(Protocol):
@@ -182,7 +210,7 @@ class WorkerNodes(Protocol):
         ...
 
 
-PrepareNodes = Callable[[WorkerNodes, EnvTable], None]  # (nodes, env config) → ready
+PrepareNodes = Callable[[WorkerNodes, EnvSection], None]  # (nodes, env config) → ready
 
 
 @dataclass(frozen=True)
@@ -194,10 +222,10 @@ class NodeNeeds:
 
 
 EnvFactory = Callable[[EnvRequest], Environment]
-KeyExtra = Callable[[EnvTable, Any], KeyPairs]  # (env config, Task) → extra key pairs
-Oracle = Callable[[Any, EnvTable], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
+KeyExtra = Callable[[EnvSection, Any], KeyPairs]  # (env config, Task) → extra key pairs
+Oracle = Callable[[Any, EnvSection], tuple[Grade, Grade]]  # (Task, env config) → (untouched, solved)
 #: (Task, env config) → what the kind applies that the task did not say (``tasks check`` warnings)
-TaskWarnings = Callable[[Any, EnvTable], list[str]]
+TaskWarnings = Callable[[Any, EnvSection], list[str]]
 
 
 class EnvSettings(BaseModel):
@@ -208,17 +236,23 @@ class EnvSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @classmethod
-    def of(cls, env: EnvTable) -> Self:
-        """These settings out of a flat ``env`` table (what a factory, ``key_extra`` or an
-        oracle receives): the shared keys and ``kind`` are left out."""
-        return cls.model_validate({k: v for k, v in env.items() if k in cls.model_fields})
+    def of(cls, env: EnvSection) -> Self:
+        """These settings of a validated ``env`` section (what a factory, ``key_extra`` or an
+        oracle receives): its kind's model instance, typed; never a parse."""
+        settings = env.settings
+        if not isinstance(settings, cls):
+            raise EnvError(
+                f"env kind {env.kind!r} has {type(settings).__name__}, not {cls.__name__}: "
+                "its hooks were handed another kind's section"
+            )
+        return settings
 
 
 class EpisodeExtras(Protocol):
     """A kind's recorder and server of what its episodes fetch (docker: the frozen network)."""
 
     def recording(
-        self, store: KindStore, env: EnvTable, tasks: Sequence[Any]
+        self, store: KindStore, env: EnvSection, tasks: Sequence[Any]
     ) -> AbstractContextManager[Extras]:
         """Around a run's key computation (image builds) and the recording of its episodes;
         yields what each recorded episode's environment gets (``EnvRequest.extras``)."""
@@ -288,17 +322,17 @@ class EnvKind:
     #: what a bundle ``--with-images`` carries for its cassettes (docker: the task images)
     artefacts: Artefacts | None = None
 
-    def node_needs(self, env: EnvTable) -> NodeNeeds:
+    def node_needs(self, env: EnvSection) -> NodeNeeds:
         """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""
         hook = self.prepare_nodes
         return NodeNeeds(self.node_resource, None if hook is None else lambda nodes: hook(nodes, env))
 
-    def key(self, env: EnvTable, task: Any) -> KeyPairs:
+    def key(self, env: EnvSection, task: Any) -> KeyPairs:
         """This kind's part of a cassette key: the kind first, then its extras."""
         extras = self.key_extra(env, task) if self.key_extra else ()
         return (("env", self.kind), *(pair for pair in extras if pair[0] != "env"))
 
-    def warnings(self, task: Any, env: EnvTable) -> list[str]:
+    def warnings(self, task: Any, env: EnvSection) -> list[str]:
         """What this kind applies to ``task`` that it did not say (empty when it cannot tell)."""
         if self.task_warnings is None:
             return []

@@ -1,6 +1,6 @@
 """The oracle check of task folders: the untouched environment scores 0, the solution 1.
 
-``check_tasks(["tasks/*"], root, kind="docker")`` finds the task folders, then loads
+``check_tasks(["tasks/*"], root, kind="docker")`` (or ``env=`` a validated section) finds the task folders, then loads
 and grades each on its own, twice in fresh environments: untouched, and after
 ``solution/solve.sh``. A task passes when the first grade is below 1 (no
 infrastructure failure) and the second passes. An untouched score strictly between
@@ -17,17 +17,17 @@ replaces (never silent; the same lines are stored with a run's episodes).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import TypedDict
 
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
 from replaykit.envs import features
-from replaykit.envs.base import EnvKind, EnvTable, Grade, KeyPairs
+from replaykit.envs.base import EnvKind, EnvSection, Grade, KeyPairs
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind
+from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import Task, load_task, panel_folders
 from replaykit.envs.verifier import head_and_tail, oracle_grades
 
@@ -87,11 +87,11 @@ class _OracleRequest:
 
     key: _OracleKey
     task_path: str
-    env: EnvTable
+    env: EnvSection
     extras: Extras = field(default_factory=dict)
 
 
-def oracle_check(kind: EnvKind, task: Task, env: EnvTable) -> tuple[Grade, Grade]:
+def oracle_check(kind: EnvKind, task: Task, env: EnvSection) -> tuple[Grade, Grade]:
     """The kind's oracle, else the verifier's (``oracle_grades``) on an environment its
     factory builds under a key of its own: untouched, then solved."""
     if kind.oracle is not None:
@@ -110,16 +110,15 @@ def check_tasks(
     patterns: list[str],
     root: Path,
     kind: str = "docker",
-    aliases: dict[str, str] | None = None,
     progress: Progress | None = None,
-    limits: Mapping[str, object] | None = None,
+    env: EnvSection | None = None,
 ) -> TaskCheckReport:
-    """Run the oracle check on every task the paths/globs name; one row per task (``limits``:
-    timeout multipliers and resource overrides, ``envs/limits.py``)."""
+    """Run the oracle check on every task the paths/globs name; one row per task. ``env``:
+    the ``env`` section to check under (its kind's settings, Harbor's limits); default:
+    ``kind``'s defaults."""
+    env = env if env is not None else EnvConfig(kind=kind)
+    kind = env.kind
     env_kind = get_env_kind(kind)
-    env = cast(
-        EnvTable, {"kind": kind, "image_aliases": dict(aliases or {}), **dict(limits or {})}
-    )  # the docker kind's key rides along
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})

@@ -32,7 +32,7 @@ from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade, Observation, episode_workspace
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade, Observation, episode_workspace
 from replaykit.envs.limits import with_limits
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
@@ -347,18 +347,18 @@ class LocalEnv(Sandbox):
 def factory(request: EnvRequest) -> LocalEnv:
     env = request.env
     return LocalEnv(
-        with_limits(load_task(Path(request.task_path)), env),
+        with_limits(load_task(Path(request.task_path)), env.limits()),
         workspace=episode_workspace(request.key.id),
-        timeout_sec=float(env.get("timeout_sec", 30)),
-        max_output_bytes=int(env.get("max_output_bytes", 65536)),
+        timeout_sec=env.timeout_sec,
+        max_output_bytes=env.max_output_bytes,
     )
 
 
-def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvSection) -> tuple[Grade, Grade]:
     """Grade the untouched environment, then one where solution/solve.sh ran, in a scratch
     workspace removed afterwards. A sound task gives (reward 0, reward 1)."""
     with tempfile.TemporaryDirectory(prefix="replaykit-check-") as tmp:
-        return oracle_grades(LocalEnv(with_limits(task, env), Path(tmp) / "ws"))
+        return oracle_grades(LocalEnv(with_limits(task, env.limits()), Path(tmp) / "ws"))
 
 
 ENV = EnvKind("local", factory, oracle=oracle)

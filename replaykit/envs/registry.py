@@ -27,8 +27,8 @@ from replaykit.envs.base import (
     Environment,
     EnvKind,
     EnvRequest,
+    EnvSection,
     EnvSettings,
-    EnvTable,
     KeyExtra,
     KeyPairs,
     Oracle,
@@ -77,11 +77,11 @@ def uses_docker(kind: str) -> bool:
         return False
 
 
-def env_kind_of(env: EnvTable) -> EnvKind:
-    return get_env_kind(str(env.get("kind", "local")))
+def env_kind_of(env: EnvSection) -> EnvKind:
+    return get_env_kind(env.kind)
 
 
-def env_key_extra(env: EnvTable, task: Any) -> KeyPairs:
+def env_key_extra(env: EnvSection, task: Any) -> KeyPairs:
     """The environment's part of a cassette key (kind first, then the kind's extras)."""
     return env_kind_of(env).key(env, task)
 

@@ -14,26 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
-    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
 from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import ConfigError, EnvError
+from replaykit.core.errors import ConfigError
 from replaykit.core.registry import load_ref
-from replaykit.envs.base import EnvSettings, EnvTable
+from replaykit.envs.section import EnvConfig
 from replaykit.episodes.config_paths import Referenced, check_paths
 from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
 from replaykit.episodes.limits import LimitsConfig
@@ -78,116 +76,6 @@ class PanelConfig(_Strict):
                 f"seed {twice} is listed twice (it would measure the same episode twice); list each seed once"
             )
         return seeds
-
-
-#: keys every kind shared before kinds had settings of their own: stored configs still hold
-#: them empty, so an empty one is dropped for a kind that does not declare it
-_LEGACY_ENV_KEYS = ("image_aliases",)
-_LIMIT_KEYS = (
-    "timeout_multiplier",
-    "agent_timeout_multiplier",
-    "verifier_timeout_multiplier",
-    "build_timeout_multiplier",
-    "cpus",
-    "memory_mb",
-    "storage_mb",
-)
-
-
-class EnvConfig(BaseModel):
-    """The keys every environment kind shares; any other key of the ``env`` section belongs
-    to the kind and is validated by the kind's own model (``EnvKind.settings``): ``settings``
-    holds it typed, and ``model_dump()`` keeps the section flat (as written)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    kind: str = "local"
-    timeout_sec: float = Field(default=30.0, gt=0)
-    max_output_bytes: int = Field(default=65536, ge=1)
-    snapshot: Literal["digest", "full"] = "digest"
-    # Harbor's multipliers and resource overrides (envs/limits.py; absent: task.toml's values)
-    timeout_multiplier: float | None = Field(
-        default=None,
-        gt=0,
-        description="Scale task.toml's agent, verifier and build timeouts (Harbor's `--timeout-multiplier`).",
-    )
-    agent_timeout_multiplier: float | None = Field(
-        default=None, gt=0, description="Scale the agent timeout (wins over `timeout_multiplier`)."
-    )
-    verifier_timeout_multiplier: float | None = Field(
-        default=None, gt=0, description="Scale the verifier timeout (wins over `timeout_multiplier`)."
-    )
-    build_timeout_multiplier: float | None = Field(
-        default=None, gt=0, description="Scale the image build timeout (wins over `timeout_multiplier`)."
-    )
-    cpus: float | None = Field(
-        default=None, gt=0, description="CPUs of the environment, instead of task.toml's `environment.cpus`."
-    )
-    memory_mb: int | None = Field(
-        default=None,
-        ge=16,
-        description="Memory (MB), instead of task.toml's `environment.memory_mb` / `memory`.",
-    )
-    storage_mb: int | None = Field(
-        default=None, ge=16, description="Storage (MB), instead of task.toml's `environment.storage_mb`."
-    )
-
-    _settings: EnvSettings | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _kind_settings(self, info: ValidationInfo) -> EnvConfig:
-        from replaykit.envs.registry import get_env_kind
-
-        extra = dict(self.model_extra or {})
-        try:
-            model = get_env_kind(self.kind).settings
-        except EnvError as exc:
-            if info.context is not None:  # a config file being loaded: its line says which kind
-                raise ValueError(f"field 'env.kind': {exc}") from None
-            if not extra:  # a stored config's kind fails where it is used (replay never builds one)
-                return self
-            raise ValueError(f"{exc} (its keys {', '.join(sorted(extra))} cannot be checked)") from None
-        for key in _LEGACY_ENV_KEYS:
-            if key in extra and key not in model.model_fields and not extra[key]:
-                del extra[key]
-        unknown = sorted(set(extra) - set(model.model_fields))
-        if unknown:
-            own = ", ".join(model.model_fields) or "none"
-            raise ValueError(
-                f"field 'env.{unknown[0]}' is not a setting of env kind {self.kind!r} "
-                f"(its own: {own}; shared: {', '.join(EnvConfig.model_fields)})"
-            )
-        try:
-            settings = model.model_validate(extra)
-        except ValidationError as exc:
-            raise ValueError(validation_line(exc, prefix="env.")) from None
-        self._settings = settings
-        self.__pydantic_extra__ = settings.model_dump()
-        return self
-
-    def table(self) -> EnvTable:
-        """The section as a kind's hooks receive it: flat, the kind's own keys included (the
-        limits only when set)."""
-        return cast(EnvTable, self.model_dump())
-
-    @model_serializer(mode="wrap")
-    def _without_unset_limits(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The limits are dumped only when set: a config without them dumps as it always did."""
-        dumped: dict[str, Any] = handler(self)
-        return {k: v for k, v in dumped.items() if not (k in _LIMIT_KEYS and v is None)}
-
-    def limits(self) -> dict[str, float]:
-        """The multipliers and overrides set (they enter the config digest)."""
-        return {k: v for k in _LIMIT_KEYS if (v := getattr(self, k)) is not None}
-
-    @property
-    def settings(self) -> EnvSettings:
-        """The kind's own settings, typed (its model's defaults where the config is silent)."""
-        if self._settings is None:
-            from replaykit.envs.registry import get_env_kind
-
-            self._settings = get_env_kind(self.kind).settings()
-        return self._settings
 
 
 class RecordConfig(_Strict):

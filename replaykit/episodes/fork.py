@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
@@ -34,10 +34,11 @@ from replaykit.cassette.lineage import (
 from replaykit.core.determinism import digest_of, sha256_hex
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, StoreError
 from replaykit.core.meta import ForkMeta, GivenMessage, ModelSpan
-from replaykit.envs.base import EnvTable
+from replaykit.envs.base import EnvSection
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
+from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_panel, load_task
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import live_engine
@@ -124,7 +125,7 @@ class _Plan:
     fork: ForkMeta
     model: ModelConfig
     task: Task
-    env: EnvTable
+    env: EnvSection
     cfg: RunConfig | None
     files: dict[str, tuple[int, bytes]] | None  # the harness tree's files, when it must be stored
 
@@ -134,7 +135,7 @@ def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> 
     model = _model(parent, cfg, change.model)
     task = _task(parent, cfg)
     sha, files = _harness(store, parent, cfg, change.harness_ref)
-    env = cfg.env.table() if cfg else cast(EnvTable, dict(meta.get("env") or {}))
+    env = cfg.env if cfg else recorded_env(meta.get("env") or {})
     extra = [(FORKED_FROM, parent.id), (FORK_STEP, str(at))]
     if change.message is not None:
         extra.append((FORK_MESSAGE, sha256_hex(change.message)[:16]))
@@ -145,7 +146,7 @@ def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> 
         "messages": _messages(parent, at, change.message),
     }
     # the env kind's extras (docker: an image built now has its fetches recorded for it)
-    with recording(store, get_env_kind(str(env.get("kind", "local"))), env, [task]) as extras:
+    with recording(store, get_env_kind(env.kind), env, [task]) as extras:
         key = CassetteKey(
             sha,
             task.id,
@@ -193,7 +194,7 @@ def _record(store: StoreBackend, parent: Episode, plan: _Plan, extras: Extras) -
             extras=extras,
             # --config's limits; else the defaults (the task's agent timeout): a cassette keeps no limits
             limits=(cfg.limits if cfg else LimitsConfig()).for_task(
-                with_limits(task, plan.env).agent_timeout_sec
+                with_limits(task, plan.env.limits()).agent_timeout_sec
             ),
             donors=[parent],
             reuse_basis=EXACT if determinism(store, model, engine)[0] else SHARED_SAMPLE,

@@ -22,7 +22,7 @@ from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
 from replaykit.core.records import JSON
-from replaykit.envs.base import EnvKind, EnvTable, EpisodeExtras
+from replaykit.envs.base import EnvKind, EnvSection, EpisodeExtras
 from replaykit.envs.extras import ExchangeRecord, Extras, Miss, StoredExchange
 from replaykit.envs.registry import get_env_kind
 
@@ -83,7 +83,7 @@ def extras_of(
 
 @contextlib.contextmanager
 def recording(
-    store: StoreBackend | None, kind: EnvKind, env: EnvTable, tasks: Sequence[Any]
+    store: StoreBackend | None, kind: EnvKind, env: EnvSection, tasks: Sequence[Any]
 ) -> Iterator[Extras]:
     """Around a run's keys and recordings: the kind's extras recorder (``{}``: none, or no
     store to keep what it records in)."""

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from replaykit.cassette.certificates import FirstDifference
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import JSON
-from replaykit.envs.base import Environment, EnvTable, Grade
+from replaykit.envs.base import Environment, Grade
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
+from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.observation_scrub import scrub
@@ -120,7 +121,7 @@ def _rerun_locked(episode: Episode, task: Task, extras: Extras | None = None) ->
     from replaykit.episodes.rollout import EpisodeSpec, TaskView
 
     meta = episode.meta
-    env_cfg = cast(EnvTable, dict(meta.get("env") or {"kind": env_kind(episode.key)}))  # as recorded
+    env_cfg = recorded_env(meta.get("env") or {"kind": env_kind(episode.key)})
     spec = EpisodeSpec(
         key=episode.key,
         task_path=str(task.path),

@@ -26,7 +26,7 @@ from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.meta import EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
 from replaykit.core.records import JSON
-from replaykit.envs.base import Environment, EnvTable, Grade, Observation
+from replaykit.envs.base import Environment, EnvSection, Grade, Observation
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
 from replaykit.episodes.harness import Context, load_solve
@@ -72,7 +72,7 @@ class EpisodeSpec:
     temperature: float
     base_url: str
     api_key: str
-    env: EnvTable
+    env: EnvSection  # the config's env section, validated (envs/section.py)
     secrets: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()
     keep_going: bool = False  # an endpoint failure marks the episode infra instead of stopping the run
@@ -111,7 +111,7 @@ class EpisodeSpec:
             "harness": {"entry": self.entry, "params": self.params},
             "model": model,
             "seed": self.key.seed,
-            "env": self.env,
+            "env": self.env.table(),
             "rules": list(self.rules),
             "pins": ENV_PINS,
             "versions": tool_versions(),
@@ -265,7 +265,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         inner = make_env(spec)
         try:
             inner.start()
-            taped = TapedEnv(tape, inner, Budget(spec.limits, tape, spec.env.get("timeout_sec")))
+            taped = TapedEnv(tape, inner, Budget(spec.limits, tape, spec.env.timeout_sec))
             grade: Grade | None = None
             if spec.task.steps:
                 grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
@@ -297,9 +297,7 @@ def _unprepared(spec: EpisodeSpec, tape: Tape, meta: EpisodeMeta) -> Episode:
     detail = tape.scrubber.text(f"environment not prepared: {spec.unprepared}")
     tape.record(GradeEvent(Grade(0.0, False, infra_failure=True, detail=detail)))
     meta["unprepared"] = detail
-    return Episode(
-        key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": str(spec.env.get("kind"))}}
-    )
+    return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": spec.env.kind}})
 
 
 def _grade(inner: Environment, taped: TapedEnv) -> Grade:

@@ -117,7 +117,7 @@ def episode_keys(
     task id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes."""
     mid = model_id(model_cfg)
     digest = config.digest()
-    env = config.env.table()
+    env = config.env
     keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
         try:
@@ -223,7 +223,7 @@ def _measure(
         if not store.has_tree(sha):
             store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
-    env = config.env.table()
+    env = config.env
     recorder = store if persist and record_mode != RecordMode.NONE else None
     # the env kind's extras (docker: a task image built now has its fetches recorded for it)
     with recording(recorder, get_env_kind(config.env.kind), env, tasks) as extras:
@@ -243,7 +243,9 @@ def _measure(
             check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
         probed = None
         if engine is not None and missing:
-            probed = check_probe(store, model, engine, _warner(progress), workers=config.executor.workers)
+            probed = check_probe(
+                store, model, engine, _warner(progress), workers=config.executor.settings.concurrency()
+            )
         policy = reuse_policy(store, model, engine, record_mode)
         if missing and (record_mode == "none" or not persist):
             k, t = missing[0]
@@ -313,7 +315,7 @@ def _record(
         return paid
     clean_workspaces()  # what killed runs left (half-removed workspaces, unheld lock files)
     tree = str(store.materialise_tree(sha))
-    env = config.env.table()
+    env = config.env
     warn = _warner(how.progress)
     with open_endpoint(model, task_dirs=[t.path for t in tasks]) as endpoint:
         secrets = secrets_for(config, endpoint.api_key)
@@ -339,7 +341,7 @@ def _record(
                 engine=how.engine,
                 extras=how.extras,
                 unprepared=how.unprepared.get(t.id, ""),
-                limits=config.limits.for_task(with_limits(t, env).agent_timeout_sec),
+                limits=config.limits.for_task(with_limits(t, env.limits()).agent_timeout_sec),
                 donors=find_donors(store, k, how.engine, how.baseline_sha, warn) if how.reuse.prefix else [],
                 reuse_basis=how.reuse.basis,
             )

@@ -14,11 +14,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
 
+from pydantic import Field
+
 from replaykit.execution.batching import batch_size, run_batch
+from replaykit.execution.settings import ExecutorKind, ExecutorSettings
 
 if TYPE_CHECKING:
     from replaykit.envs.base import NodeNeeds
-    from replaykit.execution.config import ExecutorConfig
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -74,6 +76,21 @@ class LocalExecutor:
                     future.cancel()
 
 
-def local_executor(config: ExecutorConfig, needs: NodeNeeds) -> LocalExecutor:
+class LocalSettings(ExecutorSettings):
+    """The ``local`` kind's keys."""
+
+    workers: int = Field(default=1, ge=1, description="Processes in the fork pool (1 = inline).")
+    oversubscribe: bool = Field(
+        default=False, description="Allow more workers than cores (I/O-bound episodes)."
+    )
+
+    def concurrency(self) -> int:
+        return self.workers
+
+
+def local_executor(settings: LocalSettings, needs: NodeNeeds) -> LocalExecutor:
     """The ``local`` executor kind: this machine only, so the env kind's node needs are moot."""
-    return LocalExecutor(config.workers, config.oversubscribe)
+    return LocalExecutor(settings.workers, settings.oversubscribe)
+
+
+LOCAL = ExecutorKind(local_executor, LocalSettings)

@@ -33,14 +33,14 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, Sequence, TypedDict, TypeVar
+from typing import Any, NotRequired, Sequence, TypedDict, TypeVar
+
+from pydantic import Field
 
 from replaykit.core.errors import ConfigError, ReplaykitError
 from replaykit.envs.base import NodeNeeds
 from replaykit.execution.batching import batch_size
-
-if TYPE_CHECKING:
-    from replaykit.execution.config import ExecutorConfig
+from replaykit.execution.settings import ExecutorKind, ExecutorSettings
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -299,8 +299,25 @@ def _label(job: Any) -> str:
     return type(job).__name__
 
 
-def ray_executor(config: ExecutorConfig, needs: NodeNeeds) -> RayExecutor:
-    """The ``ray`` executor kind (``executor: {kind: ray, address: …}``)."""
-    return RayExecutor(
-        config.address, config.cpus, config.memory_mb, config.max_retries, config.resources, needs
+class RaySettings(ExecutorSettings):
+    """The ``ray`` kind's keys."""
+
+    address: str = Field(
+        default="auto",
+        description="`auto` (this node's cluster), `ray://host:10001`, `local` (a private one) or `host:port`.",
     )
+    cpus: float = Field(default=1.0, gt=0, description="CPUs each episode declares.")
+    memory_mb: int | None = Field(default=None, gt=0, description="Memory (MB) each episode declares.")
+    max_retries: int = Field(default=3, ge=0, description="Retries of an episode whose worker or node died.")
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Extra custom resources each episode declares."
+    )
+
+
+def ray_executor(settings: RaySettings, needs: NodeNeeds) -> RayExecutor:
+    """The ``ray`` executor kind (``executor: {kind: ray, address: …}``)."""
+    s = settings
+    return RayExecutor(s.address, s.cpus, s.memory_mb, s.max_retries, s.resources, needs)
+
+
+RAY = ExecutorKind(ray_executor, RaySettings)

@@ -1,40 +1,48 @@
-"""Executor kinds by name: ``executor.kind`` in a config, ``--workers``/``--ray`` on the CLI.
+"""Executor kinds by name: ``executor.kind`` in a config, ``--executor KIND[:k=v,…]`` (or
+``--workers``/``--ray``) on the CLI.
 
-An executor kind is a factory ``(config, needs) -> Executor``: ``config`` is the
-config's ``executor`` section (``ExecutorConfig``), ``needs`` what the episodes'
-environment kind asks of a worker node (``envs.base.NodeNeeds``: a custom resource to
-schedule on, a hook that prepares each node — Docker's base images, for one). Built-ins:
+An executor kind is an :class:`~replaykit.execution.settings.ExecutorKind`: a factory
+``(settings, needs) -> Executor`` and the model of its own keys (``settings``: the config's
+``executor`` keys beside ``kind``, validated at load and handed over typed; ``needs``: what
+the episodes' environment kind asks of a worker node, ``envs.base.NodeNeeds``). Built-ins:
 ``local`` (inline or a fork pool) and ``ray``; others come from
-``register_executor(kind, factory)`` or the ``replaykit.executors`` entry-point group.
+``register_executor(kind, factory, settings)`` or the ``replaykit.executors`` entry-point
+group (an ``ExecutorKind``, or a bare factory: a kind with no keys of its own).
 ``select.py`` builds the executor a config or the CLI names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 from replaykit.core.errors import ConfigError
 from replaykit.core.registry import Registry
-from replaykit.envs.base import NodeNeeds
+from replaykit.execution.settings import ExecutorFactory, ExecutorKind, ExecutorSettings
 
-if TYPE_CHECKING:
-    from replaykit.execution.config import ExecutorConfig
-    from replaykit.execution.executor import Executor
 
-ExecutorFactory = Callable[["ExecutorConfig", NodeNeeds], "Executor"]
+def _as_kind(name: str, obj: object) -> ExecutorKind:
+    if isinstance(obj, ExecutorKind):
+        return obj
+    if callable(obj):
+        return ExecutorKind(obj)
+    raise ConfigError(
+        f"executor kind {name!r}: expected an ExecutorKind or a factory, got {type(obj).__name__}"
+    )
 
-EXECUTORS: Registry[ExecutorFactory] = Registry(
+
+EXECUTORS: Registry[ExecutorKind] = Registry(
     "executor kind",
     "replaykit.executors",
     builtins={
-        "local": "replaykit.execution.executor:local_executor",
-        "ray": "replaykit.execution.ray_executor:ray_executor",
+        "local": "replaykit.execution.executor:LOCAL",
+        "ray": "replaykit.execution.ray_executor:RAY",
     },
+    convert=_as_kind,
     error=ConfigError,
 )
 
 
-def register_executor(kind: str, factory: ExecutorFactory) -> ExecutorFactory:
-    """Make ``executor.kind: <kind>`` usable in configs (replaces a kind of the same name)."""
-    return EXECUTORS.register(kind, factory)
+def register_executor(
+    kind: str, factory: ExecutorFactory, settings: type[ExecutorSettings] = ExecutorSettings
+) -> ExecutorKind:
+    """Make ``executor.kind: <kind>`` usable in configs (replaces a kind of the same name);
+    ``settings``: the model of the kind's own keys."""
+    return EXECUTORS.register(kind, ExecutorKind(factory, settings))

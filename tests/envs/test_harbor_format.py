@@ -14,6 +14,7 @@ from replaykit.envs.base import Observation
 from replaykit.envs.check import check_tasks
 from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.rewards import scalar_reward
+from replaykit.envs.section import EnvConfig
 from replaykit.envs.steps import combine, load_steps
 from replaykit.envs.task_env import resolve, scrub
 from replaykit.envs.tasks import load_task
@@ -66,7 +67,7 @@ def test_env_tables_reach_their_processes(tmp_path: Path) -> None:
             solve='echo "$GREETING $SUFFIX" > out.txt\n',
         )
     )
-    untouched, solved = oracle(task, {})
+    untouched, solved = oracle(task, EnvConfig())
     assert (untouched.reward, solved.reward) == (0, 1), (untouched.detail, solved.detail)
     with LocalEnv(task, tmp_path / "ws2") as env:
         assert env.run('echo "$GREETING/${EXPECTED:-unset}/${SUFFIX:-unset}"').stdout == "hello/unset/unset\n"
@@ -182,7 +183,7 @@ def test_multi_step_task_loads_and_passes_the_oracle(tmp_path: Path) -> None:
     task = load_task(steps_task(tmp_path / "steps-task"))
     assert [s.name for s in task.steps] == ["write", "append"] and task.instruction.startswith("Write a.txt")
     assert task.has_solution and task.reward_strategy == "mean"
-    untouched, solved = oracle(task, {})
+    untouched, solved = oracle(task, EnvConfig())
     assert untouched.reward == 0 and not untouched.infra_failure
     assert solved.passed and "mean over 2 of 2 steps" in solved.detail
 

@@ -13,6 +13,7 @@ from replaykit.core.errors import TaskError
 from replaykit.envs.check import check_tasks
 from replaykit.envs.features import feature_report, unknown_keys
 from replaykit.envs.local import oracle
+from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import load_task
 from tests.cli_runner import cli
 
@@ -48,7 +49,7 @@ def shared_helper_steps(folder: Path) -> Path:
 
 def test_multi_step_tests_merge_the_task_level_tests(tmp_path: Path) -> None:
     task = load_task(shared_helper_steps(tmp_path / "shared-helper"))
-    untouched, solved = oracle(task, {})
+    untouched, solved = oracle(task, EnvConfig())
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed and solved.reward == 1, solved.detail
     assert "No such file" not in solved.detail

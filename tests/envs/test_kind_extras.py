@@ -13,7 +13,7 @@ from typing import Any
 
 from replaykit.cassette.store import Store
 from replaykit.core.records import JSON
-from replaykit.envs.base import EnvKind, EnvRequest, EnvTable
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection
 from replaykit.envs.extras import ExchangeRecord, Extras, KindStore, Miss, StoredExchange
 from replaykit.envs.local import LocalEnv
 from replaykit.envs.local import factory as local_factory
@@ -79,7 +79,7 @@ def factory(request: EnvRequest) -> FetchingEnv:
 
 class Extras_:
     @contextlib.contextmanager
-    def recording(self, store: KindStore, env: EnvTable, tasks: Sequence[Any]) -> Iterator[Extras]:
+    def recording(self, store: KindStore, env: EnvSection, tasks: Sequence[Any]) -> Iterator[Extras]:
         spool = Path(tempfile.mkdtemp(prefix="fetching-build-"))
         store.put_exchanges(
             "fetch-build-1",

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
 
 import pytest
 import yaml
 
 from replaykit.core.errors import ConfigError
-from replaykit.envs.base import EnvSettings, EnvTable
+from replaykit.envs.base import EnvSettings
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
-from replaykit.episodes.config import EnvConfig, load_config
+from replaykit.envs.section import EnvConfig
+from replaykit.episodes.config import load_config
 from replaykit.testing import project_root
 
 pytestmark = pytest.mark.unit
@@ -51,16 +51,22 @@ def test_a_kind_gets_its_own_keys_typed_and_the_section_stays_flat(tmp_path: Pat
         "socket": "/tmp/s.sock",
         "slots": 1,
     }
-    assert SocketSettings.of(cast(EnvTable, env.model_dump())).socket == "/tmp/s.sock"
+    assert SocketSettings.of(env).socket == "/tmp/s.sock"
 
 
 @pytest.mark.parametrize(
     ("env", "line"),
     [
-        ({"kind": "local", "socket": "x"}, "field 'env.socket' is not a setting of env kind 'local'"),
+        (
+            {"kind": "local", "socket": "x"},
+            "field 'env.socket' is a setting of env kind 'socketed', not of 'local'; set env.kind: socketed",
+        ),
         ({"kind": "socketed", "sockt": "x"}, "field 'env.sockt' is not a setting of env kind 'socketed'"),
         ({"kind": "socketed", "slots": "many"}, "field 'env.slots': Input should be a valid integer"),
-        ({"kind": "local", "image_aliases": {"a": "b"}}, "field 'env.image_aliases' is not a setting"),
+        (
+            {"kind": "local", "image_aliases": {"a": "b"}},
+            "field 'env.image_aliases' is a setting of env kind 'docker', not of 'local'",
+        ),
         (
             {"kind": "docker", "image_aliases": 3},
             "field 'env.image_aliases': Input should be a valid dictionary",

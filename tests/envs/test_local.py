@@ -14,6 +14,7 @@ from replaykit.core.errors import EnvError
 from replaykit.envs.base import Environment, Grade, Observation
 from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
+from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import Task, load_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("task_id", LOCAL_IDS)
 def test_oracle_check(task_id: str, tmp_path: Path) -> None:
-    untouched, solved = oracle(load_task(ENVS / task_id), {})
+    untouched, solved = oracle(load_task(ENVS / task_id), EnvConfig())
     assert (untouched.reward, untouched.passed, untouched.infra_failure) == (0.0, False, False), untouched
     assert (solved.reward, solved.passed, solved.infra_failure) == (1.0, True, False), solved
     assert not (tmp_path / "ws").exists()

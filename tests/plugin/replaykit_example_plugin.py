@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.records import RunDoc
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSettings, EnvTable, NodeNeeds, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds, Observation
 from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import Sandbox, VerifierPaths
+from replaykit.execution.settings import ExecutorKind, ExecutorSettings
 from replaykit.models.session import ProposalSession
 from replaykit.train.criteria import Verdict, outcomes
 from replaykit.train.optim.base import ParameterBound, StepInput
@@ -120,32 +121,41 @@ def factory(request: EnvRequest) -> ExampleEnv:
         load_task(Path(request.task_path)),
         Path(tempfile.gettempdir()) / "replaykit-example" / request.key.id[:16],
         ExampleSettings.of(env).socket,
-        float(env.get("timeout_sec", 30)),
-        int(env.get("max_output_bytes", 65536)),
+        env.timeout_sec,
+        env.max_output_bytes,
     )
 
 
-def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
     return (("sandbox", "example-v1"),)
 
 
 ENV = EnvKind("example", factory, key_extra, settings=ExampleSettings)  # no oracle: the verifier's
 
 
+class CountingSettings(ExecutorSettings):
+    """The executor kind's own keys: ``executor: {kind: counting, label: …}``."""
+
+    label: str = "counting executor"
+
+
 class CountingExecutor:
     """An executor kind (``executor: {kind: counting}``): runs jobs inline and says how many
     (a real one would dispatch them to its own machines)."""
 
-    def __init__(self, config: Any, needs: NodeNeeds) -> None:
-        self.needs = needs
+    def __init__(self, settings: CountingSettings, needs: NodeNeeds) -> None:
+        self.label, self.needs = settings.label, needs
 
     def map(
         self, fn: Callable[[Any], Any], jobs: Iterable[Any], batch: bool = False
     ) -> Iterator[tuple[Any, Any]]:
         jobs = list(jobs)
-        print(f"counting executor: {len(jobs)} job(s)", file=sys.stderr)
+        print(f"{self.label}: {len(jobs)} job(s)", file=sys.stderr)
         for job in jobs:
             yield job, fn(job)
+
+
+COUNTING = ExecutorKind(CountingExecutor, CountingSettings)
 
 
 class NoWorse:

@@ -13,7 +13,7 @@ from typing import cast
 
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, EnvTable, Grade
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade
 from replaykit.envs.docker import compose, images, node_images
 from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
@@ -28,10 +28,10 @@ from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import oracle_grades
 
 
-def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
     aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(with_limits(task, env), aliases)  # the build's timeout scaled
+    image = images.ensure_task_image(with_limits(task, env.limits()), aliases)  # the build's timeout scaled
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
@@ -43,7 +43,7 @@ def key_extra(env: EnvTable, task: Task) -> tuple[tuple[str, str], ...]:
 
 
 def factory(spec: EnvRequest) -> DockerEnv:
-    task = with_limits(load_task(Path(spec.task_path)), spec.env)
+    task = with_limits(load_task(Path(spec.task_path)), spec.env.limits())
     aliases = DockerSettings.of(spec.env).image_aliases
     image = dict(spec.key.extra).get("image")
     if image:
@@ -57,9 +57,9 @@ def factory(spec: EnvRequest) -> DockerEnv:
         task,
         image,
         warnings=substitutions(task, aliases),  # aliases applied, pins swapped: stored with the episode
-        timeout_sec=float(spec.env.get("timeout_sec", 30)),
-        max_output_bytes=int(spec.env.get("max_output_bytes", 65536)),
-        snapshot_mode=str(spec.env.get("snapshot", "digest")),
+        timeout_sec=spec.env.timeout_sec,
+        max_output_bytes=spec.env.max_output_bytes,
+        snapshot_mode=spec.env.snapshot,
         episode=spec.key.id,
         aliases=aliases,
         network_mode=DockerSettings.of(spec.env).network,
@@ -67,14 +67,14 @@ def factory(spec: EnvRequest) -> DockerEnv:
     )
 
 
-def task_warnings(task: Task, env: EnvTable) -> list[str]:
+def task_warnings(task: Task, env: EnvSection) -> list[str]:
     """The aliases and swapped pins the task's image gets (``tasks check`` shows them)."""
     return substitutions(task, DockerSettings.of(env).image_aliases)
 
 
-def oracle(task: Task, env: EnvTable) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvSection) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
-    task = with_limits(task, env)
+    task = with_limits(task, env.limits())
     settings = DockerSettings.of(env)
     image = images.ensure_task_image(task, settings.image_aliases)
     return oracle_grades(

@@ -15,7 +15,7 @@ this module knows Docker, the executor does not.
 from __future__ import annotations
 
 from replaykit.core.errors import EnvError
-from replaykit.envs.base import EnvTable, WorkerNodes
+from replaykit.envs.base import EnvSection, WorkerNodes
 from replaykit.envs.docker.settings import DockerSettings
 
 #: the custom resource Docker episodes are scheduled on (``ray start --resources '{"docker": 4}'``)
@@ -81,7 +81,7 @@ def ship_images(nodes: WorkerNodes, wanted: dict[str, str]) -> dict[str, list[st
     return {node: node_refs for node, node_refs in lacking.items() if node_refs}
 
 
-def prepare_nodes(nodes: WorkerNodes, env: EnvTable) -> None:
+def prepare_nodes(nodes: WorkerNodes, env: EnvSection) -> None:
     """The ``docker`` kind's ``prepare_nodes`` hook: every Docker node builds from the
     driver's base images and alias targets (same IDs, so the same cassette keys)."""
     ship_images(nodes, wanted_images(DockerSettings.of(env).image_aliases))

@@ -12,6 +12,7 @@ import pytest
 from replaykit.envs.docker import images
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.kind import oracle
+from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import load_task
 
 pytestmark = pytest.mark.docker
@@ -70,7 +71,7 @@ def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tm
         # the service is up; the agent's background and daemonised processes are not
         assert second.stdout.split() == ["up", "gone", "1"], second  # the one sleep left: the service's
         assert int(str(env.metadata()["services"])) >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
-    untouched, solved = oracle(t, {})
+    untouched, solved = oracle(t, EnvConfig(kind="docker"))
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed, solved.detail
 
@@ -86,7 +87,7 @@ def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: P
         )
     )
     assert default.network_mode == "public" and default.allow_internet
-    untouched, _ = oracle(default, {})
+    untouched, _ = oracle(default, EnvConfig(kind="docker"))
     assert untouched.reward == 1, untouched.detail  # built and ran with an interface besides lo
     closed = load_task(
         task(
@@ -97,7 +98,7 @@ def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: P
         )
     )
     assert closed.network_mode == "no-network" and not closed.allow_internet
-    untouched, _ = oracle(closed, {})
+    untouched, _ = oracle(closed, EnvConfig(kind="docker"))
     assert untouched.reward == 1, untouched.detail  # the build had the network, the episode none
     image = images.ensure_task_image(closed)
     assert DockerEnv(closed, image.id).metadata()["network"] == "none"
@@ -109,7 +110,7 @@ def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path
     t = load_task(
         task(tmp_path / "no-workdir", "", f"FROM {docker_base}\n", '[ ! -e /app ] && [ "$PWD" = / ]')
     )
-    untouched, _ = oracle(t, {})
+    untouched, _ = oracle(t, EnvConfig(kind="docker"))
     assert untouched.reward == 1, untouched.detail
     with_workdir = load_task(
         task(
@@ -119,7 +120,7 @@ def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path
             '[ "$PWD" = /srv/work ] && [ ! -e /app ]',
         )
     )
-    untouched, _ = oracle(with_workdir, {})
+    untouched, _ = oracle(with_workdir, EnvConfig(kind="docker"))
     assert untouched.reward == 1, untouched.detail
 
 
@@ -145,7 +146,7 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     assert any(
         "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 in tests/: replaced" in n for n in notes
     )
-    _, solved = oracle(t, {})
+    _, solved = oracle(t, EnvConfig(kind="docker"))
     assert solved.passed, solved.detail
     assert (
         "replaykit uvx: runs the bundled pytest" in solved.detail
@@ -160,7 +161,7 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     from replaykit.envs.docker.kind import factory
 
     request = SimpleNamespace(
-        key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env={"kind": "docker"}, extras={}
+        key=SimpleNamespace(extra=(), id="ep"), task_path=str(folder), env=EnvConfig(kind="docker"), extras={}
     )
     assert factory(request).metadata()["warnings"] == notes  # what a run stores with each episode
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.records import JSON
-from replaykit.envs.base import EnvTable
+from replaykit.envs.base import EnvSection
 from replaykit.envs.docker.network import build
 from replaykit.envs.docker.network.ca import ensure_ca
 from replaykit.envs.docker.network.matching import ExchangeRecord, ServedResponse, key_of
@@ -112,7 +112,7 @@ class FrozenNetwork:
     """The docker kind's ``EpisodeExtras``."""
 
     @contextlib.contextmanager
-    def recording(self, store: KindStore, env: EnvTable, tasks: Sequence[Any]) -> Iterator[Extras]:
+    def recording(self, store: KindStore, env: EnvSection, tasks: Sequence[Any]) -> Iterator[Extras]:
         setting = DockerSettings.of(env).network
         if store.readonly or setting == "none" or not any(t.allow_internet for t in tasks):
             yield {}
