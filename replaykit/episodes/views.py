@@ -13,6 +13,7 @@ from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_
 from replaykit.core.errors import ConfigError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import GradeDoc
+from replaykit.episodes.network import Exchange
 from replaykit.episodes.outcomes import stored_outcome
 
 TRUNCATE = 400
@@ -92,7 +93,9 @@ class ShownLlm(TypedDict):
     response: ShownResponse
 
 
-class ShownEnv(TypedDict):
+class EnvStep(TypedDict):
+    """An environment step as shown: ``cassettes show`` (``ShownEnv``) and the report (``EnvTurn``)."""
+
     position: int
     kind: Literal["env"]
     action: str
@@ -101,18 +104,16 @@ class ShownEnv(TypedDict):
     stdout: str
     stderr: str
     state_digest: str
+
+
+class ShownEnv(EnvStep):
     snapshot: str | None
 
 
-class ShownNet(TypedDict):
-    position: int
+class ShownNet(Exchange):
+    """A frozen-network exchange in the episode: ``net ls``'s row, at its position."""
+
     kind: Literal["net"]
-    method: str
-    url: str
-    status: int
-    bytes: int
-    body: str
-    source: str
 
 
 class ShownError(TypedDict):

@@ -18,6 +18,7 @@ from replaykit.report.diff import diff_episodes
 from replaykit.report.documents import (
     CompareRow,
     CompareSection,
+    CompareSectionCell,
     DiffSection,
     EpochSection,
     GridRow,
@@ -264,7 +265,7 @@ class Report:
         }
 
     def compare(self, doc: CompareDocument) -> CompareSection:
-        rows: list[CompareRow] = []
+        rows: list[CompareRow[CompareSectionCell]] = []
         for h in doc["harnesses"]:
             cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
             sha = next(iter(cells.values()))["harness_sha"] if cells else ""

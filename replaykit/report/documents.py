@@ -7,10 +7,13 @@ A transcript is a list of turns, each with a ``kind`` (``call``, ``env``, ``erro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
 from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, NamedParams
 from replaykit.envs.base import GradeDoc
+from replaykit.episodes.views import EnvStep, ShownError
+
+Cell = TypeVar("Cell")
 
 if TYPE_CHECKING:
     from replaykit.models.probe import ProbeResult
@@ -80,23 +83,9 @@ class CallTurn(TypedDict):
     error: str | None
 
 
-class EnvTurn(TypedDict):
-    kind: Literal["env"]
-    position: int
-    action: str
-    exit_code: int
-    timed_out: bool
-    stdout: str
-    stderr: str
-    state_digest: str
+class EnvTurn(EnvStep):
     stdout_capped: NotRequired[int]  # the viewer's cut: characters hidden
     stderr_capped: NotRequired[int]
-
-
-class ErrorTurn(TypedDict):
-    kind: Literal["error"]
-    position: int
-    message: str
 
 
 class GradeTurn(GradeDoc):
@@ -104,7 +93,7 @@ class GradeTurn(GradeDoc):
     position: int
 
 
-Turn = CallTurn | EnvTurn | ErrorTurn | GradeTurn
+Turn = CallTurn | EnvTurn | ShownError | GradeTurn  # an error as `cassettes show` shows it
 
 
 class TranscriptDoc(TypedDict):
@@ -295,16 +284,18 @@ class CompareSectionCell(CompareCell):
     run: str  # the anchor of the cell's run
 
 
-class CompareRow(TypedDict):
+class CompareRow(TypedDict, Generic[Cell]):
+    """A harness's row of a compare grid: the report's (``CompareSectionCell``) and the viewer's (``CompareCell``)."""
+
     harness: str
     harness_sha: str
-    cells: list[CompareSectionCell | None]  # one per model
+    cells: list[Cell | None]  # one per model
 
 
 class CompareSection(TypedDict):
     compare_id: str
     models: list[str]
-    rows: list[CompareRow]
+    rows: list[CompareRow[CompareSectionCell]]
 
 
 class ReportContext(TypedDict):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypedDict
 from replaykit.cassette.store.search import SearchHit
 from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
 from replaykit.episodes.views import Lineage
-from replaykit.report.documents import EpisodeBrief
+from replaykit.report.documents import CompareRow, EpisodeBrief
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
@@ -162,17 +162,11 @@ class ComparesPage(TypedDict):
     compares: list[CompareListRow]
 
 
-class CompareGridRow(TypedDict):
-    harness: str
-    harness_sha: str
-    cells: list[CompareCell | None]  # one per model
-
-
 class CompareView(TypedDict):
     id: str
     name: str
     models: list[str]
-    rows: list[CompareGridRow]
+    rows: list[CompareRow[CompareCell]]
     delta: list[float | None] | None  # last harness − first, per model (two harnesses or more)
 
 

@@ -17,11 +17,11 @@ from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
+from replaykit.report.documents import CompareRow
 from replaykit.report.transcript import episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.view.caps import capped
 from replaykit.view.pages import (
-    CompareGridRow,
     CompareListRow,
     ComparePage,
     ComparesPage,
@@ -324,7 +324,7 @@ def compares(store: StoreBackend) -> ComparesPage:
 def compare(store: StoreBackend, compare_id: str) -> ComparePage:
     doc = store.get_doc(compare_id, kind="compare")
     models, harnesses = doc["models"], doc["harnesses"]
-    rows: list[CompareGridRow] = []
+    rows: list[CompareRow[CompareCell]] = []
     for h in harnesses:
         cells: dict[str, CompareCell] = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"] if cells else ""
