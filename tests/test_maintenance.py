@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.cassette.stores import open_store
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
 
@@ -91,10 +92,13 @@ def test_gc_removes_only_unreferenced_blobs(tmp_path: Path) -> None:
     ok_json("train", str(config), "--epochs", "1", cwd=tmp_path)
     ok_json(
         "train", str(config), "--epochs", "2", cwd=tmp_path
-    )  # rewrites the training document: the old one is garbage
+    )  # rewrites the training document (the version it replaces goes: test_replaced_documents.py)
+    orphan = open_store(store)
+    orphan.put_blob(b"nothing names this blob")  # garbage
+    orphan.close()
     before = counts(store, tmp_path)
     dry = ok_json("gc", "--dry-run", "--store", str(store), cwd=tmp_path)
-    assert dry["blobs"] >= 1 and dry["runs"] == [] and dry["cassettes"] == []
+    assert dry["blobs"] == 1 and dry["runs"] == [] and dry["cassettes"] == []
     assert ok_json("gc", "--store", str(store), cwd=tmp_path)["blobs"] == dry["blobs"]
     assert counts(store, tmp_path) == before
     assert ok_json("gc", "--store", str(store), cwd=tmp_path)["blobs"] == 0

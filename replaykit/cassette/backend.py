@@ -131,8 +131,14 @@ class Index(Protocol):
         """A document by id or unique prefix (of ``kind``, when given), verified against its row."""
         ...
 
-    def verified_doc(self, row: Mapping[str, object]) -> dict[str, JSON]:
-        """A runs-table row's document, its blob verified and its id checked against the row."""
+    def verified_doc(self, row: Mapping[str, object], data: bytes | None = None) -> dict[str, JSON]:
+        """A runs-table row's document, its blob verified and its id checked against the row
+        (``data``: the blob's bytes as ``doc_version`` read them with the row)."""
+        ...
+
+    def doc_version(self, doc_id: str) -> tuple[RunsRow, bytes]:
+        """A document's row (by full id) and its blob's verified bytes, as of one version
+        (a document replaced while it is read is read at its new version)."""
         ...
 
     def get_run(self, run_id: str) -> RunDoc: ...

@@ -111,12 +111,15 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
             continue
         if table == "cassettes":
             store.get_episode(key)  # verifies the blobs, the key and the cached columns
+            data = store.get_blob(str(row["doc"]))
         else:
-            verified = store.verified_doc(row)
+            version, data = store.doc_version(key)  # row and blob of one version (a live training saves)
+            row = sel.rows[table][key] = cast(dict[str, Cell], dict(version))
+            verified = store.verified_doc(row, data)
             if row.get("kind") == "measure":
                 store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
         doc_id, sha = str(row["doc"]), str(row.get("harness_sha") or "")
-        sel.blobs[doc_id] = store.get_blob(doc_id)
+        sel.blobs[doc_id] = data
         doc = json.loads(sel.blobs[doc_id])
         if table == "cassettes":
             refs, _ = episode_blobs(doc, store.get_blob, where)

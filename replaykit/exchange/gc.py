@@ -68,9 +68,10 @@ class _Graph:
         self.store = store
         self.kinds = dict(store.index_rows("runs", "id, kind"))
         self.doc_refs: dict[str, dict[str, list[str]]] = {}
-        for doc_id, doc_hash in store.index_rows("runs", "id, doc"):
-            refs = doc_refs(json.loads(store.get_blob(doc_hash)), f"run {doc_id}")
-            refs["blobs"] = [doc_hash, *refs["blobs"]]
+        for (doc_id,) in store.index_rows("runs", "id"):
+            row, data = store.doc_version(doc_id)  # row and blob of one version (a training saves each epoch)
+            refs = doc_refs(json.loads(data), f"run {doc_id}")
+            refs["blobs"] = [row["doc"], *refs["blobs"]]
             self.doc_refs[doc_id] = refs
         self.cassettes = {
             i: (doc, sha) for i, doc, sha in store.index_rows("cassettes", "id, doc, harness_sha")

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
 
-class Store(EpisodesMixin, DocumentsMixin, QueriesMixin, BrowsingMixin, RowsMixin, TreesMixin):
+class Store(EpisodesMixin, QueriesMixin, DocumentsMixin, BrowsingMixin, RowsMixin, TreesMixin):
     """The store over its driver: ``Store(folder)`` (SQLite) or ``Store(driver)``. Opened
     lazily; writers take turns (one write transaction at a time).
 

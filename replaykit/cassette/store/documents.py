@@ -1,8 +1,16 @@
 """Documents (runs, trainings, verdicts, ...) in the ``runs`` table: written by id,
-read with the blob verified and the row's id and kind checked against the document."""
+read with the blob verified and the row's id and kind checked against the document.
+
+A document written again under its id (a training after each epoch) replaces its row, and
+the blob of the version it replaced goes once that is committed, unless something else
+still names it (another row's document, a live writer's lease): a training leaves no
+superseded versions behind for ``gc``. A reader therefore reads a row and its blob as one
+version: a blob missing under a row that has changed since is read again at the new
+version (:meth:`DocumentsMixin.doc_version`); only under an unchanged row is it damage."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Literal, cast, overload
 
@@ -11,7 +19,7 @@ from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
-from replaykit.core.errors import CassetteNotFound, StoreCorrupt
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import (
     JSON,
     CompareDocument,
@@ -20,6 +28,9 @@ from replaykit.core.records import (
     TrainingDocument,
     VerdictDocument,
 )
+
+#: times a read follows a document that keeps being replaced under it before giving up
+REREADS = 8
 
 
 class DocumentsMixin(BlobsMixin):
@@ -47,14 +58,37 @@ class DocumentsMixin(BlobsMixin):
         row = {"name": "", "harness_sha": "", "model": "", "endpoint": "", "config_digest": ""}
         row.update(columns)
         row.update({"id": doc_id, "kind": kind, "doc": doc_hash})
-        self._write_row("runs", row, blobs)
+        with self.write_lock():
+            before = self.driver.select("runs", ["doc"], {"id": doc_id}, limit=1)
+            self._write_row("runs", row, blobs)
+        replaced = str(before[0]["doc"]) if before and before[0]["doc"] else ""
+        if replaced and replaced != doc_hash:
+            # after the new version is committed: a reader holding the old row then finds the
+            # row changed (a backend whose commit is not atomic across tables included)
+            with self.write_lock():
+                if not self._blob_named(replaced):
+                    self.driver.delete("blobs", {"hash": replaced})
 
-    def verified_doc(self, row: Mapping[str, object]) -> dict[str, JSON]:
+    def _blob_named(self, digest: str) -> bool:
+        """Does anything still name this document blob: a row's document, or a lease (a live
+        writer about to reference it)? Only rows name a document's blob (its canonical JSON,
+        carrying its own id); ``gc`` collects it otherwise."""
+        return any(
+            self.driver.count(table, where)
+            for table, where in (
+                ("runs", {"doc": digest}),
+                ("cassettes", {"doc": digest}),
+                ("leases", {"tbl": "blobs", "key": digest}),
+            )
+        )
+
+    def verified_doc(self, row: Mapping[str, object], data: bytes | None = None) -> dict[str, JSON]:
         """A runs-table row's document, its blob verified and its id checked against the row
-        (a row as stored, or as a bundle carries it: what it holds is what is checked)."""
+        (a row as stored, or as a bundle carries it: what it holds is what is checked);
+        ``data``: the blob's bytes, already read and verified with the row (``doc_version``)."""
         where = f"{row.get('kind') or 'document'} {row['id']}"
         try:
-            doc = self.get_json(str(row["doc"]))
+            doc = json.loads(self.get_blob(str(row["doc"])) if data is None else data)
         except StoreCorrupt as exc:
             raise exc.within(where, self.location) from None
         except ValueError:
@@ -85,11 +119,11 @@ class DocumentsMixin(BlobsMixin):
         TypedDict its writer stores (``core/records.py``), any other kind as a mapping."""
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
-        row = self._runs_row(full)
+        row, data = self.doc_version(full)
+        doc = self.verified_doc(row, data)  # a row whose kind was damaged is corruption, not a wrong id
         if kind and row["kind"] != kind:
-            self.verified_doc(row)  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{doc_id!r} is a {row['kind']}, not a {kind}, in store {self.location}")
-        return self.verified_doc(row)
+        return doc
 
     def doc_kind(self, doc_id: str) -> str:
         full = self.resolve_id("runs", doc_id, what="run or training")
@@ -97,17 +131,39 @@ class DocumentsMixin(BlobsMixin):
 
     def _runs_row(self, full: str) -> RunsRow:
         row = self._row(RunsRow, "runs", "id", full)
-        assert row is not None  # resolve_id found it
+        if row is None:  # resolve_id found it: removed since
+            raise CassetteNotFound(f"document {full} was removed from store {self.location} as it was read")
         return row
+
+    def doc_version(self, doc_id: str) -> tuple[RunsRow, bytes]:
+        """Document ``doc_id``'s row (full id) and its blob's bytes (verified against its address),
+        as of one version. The two are read apart, and a writer replacing the document drops
+        the old blob: a blob missing under a row that has changed since is read again at the
+        row's new version; under an unchanged row it is read once more (rewritten meanwhile?),
+        then it is store corruption."""
+        row = self._runs_row(doc_id)
+        for _ in range(REREADS):
+            try:
+                return row, self.get_blob(str(row["doc"]))
+            except StoreCorrupt as exc:
+                now = self._runs_row(doc_id)
+                if now["doc"] == row["doc"]:
+                    try:
+                        return now, self.get_blob(str(now["doc"]))
+                    except StoreCorrupt:
+                        raise exc.within(f"{row['kind'] or 'document'} {doc_id}", self.location) from None
+                row = now
+        raise StoreError(
+            f"document {doc_id} was replaced {REREADS} times while it was read from {self.location}; try again"
+        )
 
     def get_run(self, run_id: str) -> RunDoc:
         """A measured run (kind ``measure``) by id or unique prefix, its document verified."""
         full = self.resolve_id("runs", run_id, what="run")
-        row = self._runs_row(full)
+        row, data = self.doc_version(full)
+        doc = self.verified_doc(row, data)  # a row whose kind was damaged is corruption, not a wrong id
         if row["kind"] != "measure":
-            self.verified_doc(row)  # a row whose kind was damaged is corruption, not a wrong id
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
-        doc = self.verified_doc(row)
         try:
             return RunDoc.from_dict(cast(RunDocument, doc))  # a bad shape raises below
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

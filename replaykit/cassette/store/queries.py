@@ -10,14 +10,14 @@ from typing import cast
 from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import FORKED_FROM
-from replaykit.cassette.store.blobs import BlobsMixin
+from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.driver import Row, Where
 from replaykit.cassette.store.schema import CassetteRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.records import TrainingDocument
 
 
-class QueriesMixin(BlobsMixin):
+class QueriesMixin(DocumentsMixin):
     """Look-ups by something other than a primary key."""
 
     def find_trainings(self, spec_digest: str) -> list[TrainingDocument]:
@@ -25,12 +25,12 @@ class QueriesMixin(BlobsMixin):
         oldest first: the ``runs`` rows of kind ``training`` whose ``config_digest`` is it."""
         rows = self.driver.select(
             "runs",
-            ["doc"],
+            ["id"],
             {"kind": "training", "config_digest": spec_digest},
             [("created_at", False), ("id", False)],
         )
-        blobs = self.get_blobs(str(r["doc"]) for r in rows)
-        trainings: list[TrainingDocument] = [json.loads(blobs[str(r["doc"])]) for r in rows]  # as stored
+        # as stored, each row and its blob as of one version (a training saves after every epoch)
+        trainings: list[TrainingDocument] = [json.loads(self.doc_version(str(r["id"]))[1]) for r in rows]
         return trainings
 
     def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]:
