@@ -68,6 +68,7 @@ def root(
 
 app.command("run")(measure.run)
 app.command("replay")(replay.replay)
+app.command("regrade")(replay.regrade)
 app.command("train")(training.train)
 app.command("audit")(audit.audit)
 app.command("compare")(measure.compare)

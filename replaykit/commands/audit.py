@@ -162,6 +162,11 @@ def audit(
     bootstrap: Optional[int] = typer.Option(
         None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
     ),
+    regraded: Optional[list[str]] = typer.Option(
+        None,
+        "--regraded",
+        help="Verdict only: recompute it on this regraded run (`replaykit regrade`), repeatable.",
+    ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -191,13 +196,15 @@ def audit(
             raise ConfigError("--bootstrap goes with --resample-seeds K")
         from replaykit.train.audit import audit as audit_verdict
 
-        report = audit_verdict(st, target, criterion)
+        report = audit_verdict(st, target, criterion, regraded)
         emit_json(report) if as_json else render.audit_report(report)
         if not report["reproduced"]:
             raise typer.Exit(1)
         return
     if kind != "training":
         raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
+    if regraded:
+        raise ConfigError(f"--regraded needs a verdict id; {target} is a {kind}")
     if noise:
         _training_noise(
             st,

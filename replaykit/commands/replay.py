@@ -76,3 +76,23 @@ def replay(
         identical = report["identical"]
     if not identical:
         raise typer.Exit(1)
+
+
+def regrade(
+    run_id: str = typer.Argument(..., help="A run id from `replaykit run` (or `replaykit runs`)."),
+    tests: Optional[list[str]] = typer.Option(
+        None, "--tests", help="TASK=DIR: grade that task with DIR as its tests/ folder (repeatable)."
+    ),
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run each episode's verifier again on its recorded final state (no model call) into a new run."""
+    from replaykit.episodes.regrade import parse_tests, regrade_run
+
+    swapped = parse_tests(tests)  # checked before the store is opened for writing
+    with render.progress(enabled=not as_json) as progress:
+        report = regrade_run(open_store(store, config=config), run_id, swapped, Path.cwd(), progress)
+    emit_json(report) if as_json else render.regrade_report(report)
+    if not swapped and not report["reproduced"]:
+        raise typer.Exit(1)  # the recorded verifiers gave other grades: say so in the exit code

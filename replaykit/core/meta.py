@@ -119,3 +119,5 @@ class EpisodeMeta(TypedDict, total=False):
     backend: dict[str, JSON]
     reused: ReusedClaim  # events served from a donor (prefix reuse) or a fork's parent
     fork: ForkMeta  # a fork: its parent and step
+    regraded_from: str  # ``replaykit regrade``: the cassette whose final state was graded again
+    regrade: dict[str, JSON]  # its verifier's digest and how the state was rebuilt

@@ -73,6 +73,7 @@ class RunDocument(TypedDict):
     solved: NotRequired[int]
     total: NotRequired[int]
     reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
+    regraded_from: NotRequired[str]  # the run whose episodes this one re-graded (``replaykit regrade``)
 
 
 class VerdictRecord(TypedDict):
@@ -282,6 +283,7 @@ class RunDoc:
     episodes: list[EpisodeSummary] = field(default_factory=list)
     kind: str = "measure"
     reuse_basis: str = ""  # exact | shared sample, when some episode was served a donor's events
+    regraded_from: str = ""  # ``replaykit regrade``: the run re-graded (stored only when set)
 
     @property
     def solved(self) -> int:
@@ -305,6 +307,7 @@ class RunDoc:
             episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]],
             kind=data.get("kind", "measure"),
             reuse_basis=str(data.get("reuse_basis") or ""),
+            regraded_from=str(data.get("regraded_from") or ""),
         )
 
     @property
@@ -334,6 +337,8 @@ class RunDoc:
         }
         if self.reuse_basis:
             doc["reuse_basis"] = self.reuse_basis
+        if self.regraded_from:
+            doc["regraded_from"] = self.regraded_from
         return doc
 
 

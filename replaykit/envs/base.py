@@ -298,6 +298,20 @@ class Artefacts(Protocol):
         ...
 
 
+@runtime_checkable
+class RestorableEnvironment(Protocol):
+    """An environment that snapshots its whole state after each step (``env.snapshot: full``)
+    and restores such a snapshot into a fresh environment (``replaykit regrade``)."""
+
+    def snapshot_bytes(self) -> bytes | None:
+        """The state as bytes (equal states, equal bytes), or None unless snapshots are full."""
+        ...
+
+    def restore_snapshot(self, data: bytes) -> None:
+        """Make this started, fresh environment's state the one ``data`` holds."""
+        ...
+
+
 @dataclass(frozen=True)
 class EnvKind:
     """One environment kind: how to build an episode's environment, key it, and oracle-check a task."""
@@ -321,6 +335,9 @@ class EnvKind:
     task_warnings: TaskWarnings | None = None
     #: what a bundle ``--with-images`` carries for its cassettes (docker: the task images)
     artefacts: Artefacts | None = None
+    #: its episodes' recorded actions can run again in a fresh environment (certify, regrade);
+    #: a kind that cannot is regraded from full snapshots only (``env.snapshot: full``)
+    reexecutable: bool = True
 
     def node_needs(self, env: EnvSection) -> NodeNeeds:
         """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""

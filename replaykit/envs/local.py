@@ -33,6 +33,7 @@ from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade, Observation, episode_workspace
+from replaykit.envs.folder_snapshot import folder_tar, restore_folder
 from replaykit.envs.limits import with_limits
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
 from replaykit.envs.steps import Step
@@ -94,6 +95,7 @@ class LocalEnv(Sandbox):
         workspace: Path,
         timeout_sec: float = 30,
         max_output_bytes: int = 65536,
+        snapshot: str = "digest",
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -103,6 +105,7 @@ class LocalEnv(Sandbox):
         self.workspace = Path(workspace).absolute()
         self.timeout_sec = float(timeout_sec)
         self.max_output_bytes = int(max_output_bytes)
+        self.snapshot = snapshot  # full: app/ as a tar after each step (folder_snapshot.py)
         self._started = False
         self.step: Step | None = None
         self._env = task_env.ResolvedEnv()
@@ -277,6 +280,15 @@ class LocalEnv(Sandbox):
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
         return self._run_process(["bash", "-c", command], timeout)
 
+    def snapshot_bytes(self) -> bytes | None:
+        """app/ as a normalised tar when ``env.snapshot: full``, else None."""
+        return folder_tar(self.app_dir) if self.snapshot == "full" else None
+
+    def restore_snapshot(self, data: bytes) -> None:
+        """app/ becomes the snapshot's tree (``replaykit regrade``)."""
+        self._require_started()
+        restore_folder(self.app_dir, data)
+
     def state_digest(self) -> str:
         """sha256 of the app/ tree (paths, types, executable bits, contents; no mtimes)."""
         self._require_started()
@@ -351,6 +363,7 @@ def factory(request: EnvRequest) -> LocalEnv:
         workspace=episode_workspace(request.key.id),
         timeout_sec=env.timeout_sec,
         max_output_bytes=env.max_output_bytes,
+        snapshot=env.snapshot,
     )
 
 

@@ -59,10 +59,14 @@ def register_env(
     oracle: Oracle | None = None,
     *,
     settings: type[EnvSettings] = EnvSettings,
+    reexecutable: bool = True,
 ) -> EnvKind:
     """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name);
-    ``settings``: the kind's own ``env`` keys, a pydantic model (see ``EnvSettings``)."""
-    return ENVIRONMENTS.register(kind, EnvKind(kind, factory, key_extra, oracle, settings=settings))
+    ``settings``: the kind's own ``env`` keys, a pydantic model (see ``EnvSettings``);
+    ``reexecutable=False``: its recorded actions cannot run again (regrade needs full snapshots)."""
+    return ENVIRONMENTS.register(
+        kind, EnvKind(kind, factory, key_extra, oracle, settings=settings, reexecutable=reexecutable)
+    )
 
 
 def get_env_kind(kind: str) -> EnvKind:

@@ -59,6 +59,7 @@ __all__ = [
     "certificate_id",
     "certify_run",
     "certify_task",
+    "find_task",
     "forked_certificates",
     "forked_tasks",
     "get_certificate",
@@ -139,7 +140,7 @@ def task_certificate_id(store: StoreBackend, run_doc: RunDocument, task_id: str)
     return _cert_id_of(store, found) if found else None
 
 
-def _find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:
+def find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:
     recorded = meta.get("task")
     path = recorded.get("path") if recorded else None
     candidates: list[Task] = []
@@ -218,7 +219,7 @@ def certify_run(
             continue
         episodes = [store.get_episode(c) for c in cassette_ids]
         try:
-            todo[task_id] = (episodes, _find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
+            todo[task_id] = (episodes, find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
         except TaskError as exc:
             unstored: Certificate = {  # an error certifies nothing: never stored
                 "id": _cert_id_of(store, cassette_ids),

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
         tasks_check,
     )
     from replaykit.render.progress_bar import progress
-    from replaykit.render.runs import compare_table, divergence, paid_line, replay_report, run_rows, run_table
+    from replaykit.render.runs import (
+        compare_table,
+        divergence,
+        paid_line,
+        regrade_report,
+        replay_report,
+        run_rows,
+        run_table,
+    )
     from replaykit.render.training import audit_report, noise_table, training_replay, training_table
 
 #: name -> the module defining it, imported on first use (a listing command loads only its own renderers)
@@ -66,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "progress": "replaykit.render.progress_bar",
     "proxy_report": "replaykit.render.cassettes",
     "removal_report": "replaykit.render.cassettes",
+    "regrade_report": "replaykit.render.runs",
     "replay_report": "replaykit.render.runs",
     "run_rows": "replaykit.render.runs",
     "run_table": "replaykit.render.runs",
@@ -100,6 +109,7 @@ __all__ = [
     "plugins_report",
     "progress",
     "proxy_report",
+    "regrade_report",
     "removal_report",
     "replay_report",
     "run_rows",

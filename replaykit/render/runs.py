@@ -17,6 +17,7 @@ from replaykit.render.console import line, short_ids, show_table
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
+    from replaykit.episodes.regrade import RegradeReport
 
 
 def _outcome(e: EpisodeRow) -> str:
@@ -184,3 +185,31 @@ def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None
 def _when(iso: str) -> str:
     """``2026-11-30T08:01:22.123+00:00`` → ``2026-11-30 08:01``."""
     return iso[:16].replace("T", " ") if iso else ""
+
+
+def regrade_report(report: RegradeReport) -> None:
+    """``regrade RUN``: each episode's recorded and new grade, and how its state was rebuilt."""
+    rows: list[list[str | Text]] = [
+        [
+            e["task_id"],
+            str(e["seed"]),
+            f"{e['recorded_reward']:.2f}",
+            f"{e['reward']:.2f}",
+            e["outcome"],
+            e["restored"],
+            "yes" if e["same"] else "NO",
+        ]
+        for e in report["episodes"]
+    ]
+    show_table(
+        f"run {report['run_id']} regraded from {report['regraded_from']}",
+        ["task", "seed", "recorded", "regraded", "outcome", "state from", "same"],
+        rows,
+    )
+    for task, folder in report["tests"].items():
+        line(f"{task}: graded with the tests in {folder}")
+    if report["reproduced"]:
+        line(f"every recorded grade reproduced ({len(report['episodes'])} episode(s))")
+    else:
+        line(f"grades that differ from the recording: {', '.join(report['differs'])}")
+    line(f"the original run {report['regraded_from']} is unchanged · replaykit replay {report['run_id']}")

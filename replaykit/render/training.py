@@ -117,6 +117,14 @@ def audit_report(report: VerdictAudit) -> None:
         line(f"flips: {attribution['attributed']} attributed, {attribution['incidental']} incidental")
         for flip in attribution["flips"]:
             line(f"  {flip['unit']} {flip['movement'].replace('_', ' ')}: {flip['label']} — {flip['reason']}")
+    regraded = report.get("regraded")
+    if regraded:
+        line(
+            ("decision WOULD DIFFER " if regraded["differs"] else "decision would be the same ")
+            + f"— {regraded['summary']} (in place: "
+            + ", ".join(f"{role} {run}" for role, run in sorted(regraded["replaced"].items()))
+            + ")"
+        )
     cf = report.get("counterfactual")
     if cf:
         line(

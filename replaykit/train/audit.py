@@ -8,22 +8,31 @@ import tempfile
 from pathlib import Path
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import TrainingDocument
+from replaykit.core.records import RunDoc, TrainingDocument, VerdictRecord
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
 from replaykit.train.attribution import attribute
-from replaykit.train.audit_records import EpochReplay, RunReplay, TrainingReplay, VerdictAudit
+from replaykit.train.audit_records import (
+    EpochReplay,
+    RegradedVerdict,
+    RunReplay,
+    TrainingReplay,
+    VerdictAudit,
+)
 from replaykit.train.criteria import make_criterion
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.stats import Score, noise, stored_run_stats
 
 
-def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) -> VerdictAudit:
+def audit(
+    store: StoreBackend, verdict_id: str, criterion: str | None = None, regraded: list[str] | None = None
+) -> VerdictAudit:
     """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision
-    would differ. The verdict is verified first (``derived.verified_verdict``: its runs against
+    would differ (``regraded``: runs of ``replaykit regrade``, the verdict recomputed on them too). The verdict is verified first (``derived.verified_verdict``: its runs against
     their cassettes, its exclusions from its certificates, every field recomputed): a forged one
     is ``store corrupt``, never "reproduced"."""
     doc = verified_verdict(store, verdict_id)
@@ -49,6 +58,8 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
         "candidate": stored_run_stats(store, candidate),
     }
     out["attribution"] = attribute(store, baseline, candidate, own.to_dict())  # the recomputed flips
+    if regraded:
+        out["regraded"] = on_regraded(store, baseline, candidate, recorded, regraded)
     if criterion:
         other = make_criterion(criterion)(candidate, baseline, recorded.get("excluded"))
         out["counterfactual"] = {
@@ -61,6 +72,38 @@ def audit(store: StoreBackend, verdict_id: str, criterion: str | None = None) ->
             ),
         }
     return out
+
+
+def on_regraded(
+    store: StoreBackend, baseline: RunDoc, candidate: RunDoc, recorded: VerdictRecord, run_ids: list[str]
+) -> RegradedVerdict:
+    """The verdict's criterion on its runs with each regraded run in place of the run it re-graded."""
+    from replaykit.episodes.regrade import regraded_original
+
+    sides = {"baseline": baseline, "candidate": candidate}
+    replaced: dict[str, str] = {}
+    for run_id in run_ids:
+        run = store.get_run(run_id)
+        store.check_run(run)
+        original = regraded_original(store, run)
+        role = next(
+            (r for r, side in sides.items() if side.run_id == original.run_id and r not in replaced), None
+        )
+        if role is None:
+            raise ConfigError(
+                f"--regraded {run.run_id} regraded run {original.run_id}, which is neither side of this verdict "
+                f"(baseline {baseline.run_id}, candidate {candidate.run_id})"
+            )
+        sides[role], replaced[role] = run, run.run_id
+    verdict = make_criterion(recorded["criterion"], **recorded["params"])(
+        sides["candidate"], sides["baseline"], recorded.get("excluded")
+    )
+    return {
+        "replaced": replaced,
+        "verdict": verdict.to_dict(),
+        "differs": verdict.accept != recorded["accept"],
+        "summary": f"on the regraded run(s): {'accept' if verdict.accept else 'reject'} ({verdict.reason})",
+    }
 
 
 def recorded_base_dir(doc: TrainingDocument) -> Path:

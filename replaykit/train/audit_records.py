@@ -115,6 +115,15 @@ class CounterfactualVerdict(TypedDict):
     summary: str
 
 
+class RegradedVerdict(TypedDict):
+    """A verdict recomputed with regraded runs in place of the runs they re-graded."""
+
+    replaced: dict[str, str]  # baseline | candidate → the regraded run
+    verdict: VerdictRecord
+    differs: bool  # the decision differs from the recorded one
+    summary: str
+
+
 class VerdictAudit(TypedDict):
     """``replaykit audit VERDICT``: the verdict recomputed from its stored runs."""
 
@@ -130,6 +139,7 @@ class VerdictAudit(TypedDict):
     noise: NotRequired[Noise]  # the margin, its seeded bootstrap interval and noise floor (train/stats.py)
     replicates: NotRequired[dict[str, RunStats]]  # baseline and candidate
     attribution: NotRequired[Attribution]  # every flip attributed or incidental (train/attribution.py)
+    regraded: NotRequired[RegradedVerdict]  # recomputed on regraded runs (``--regraded RUN``)
 
 
 class EpochReplay(TypedDict):

@@ -140,3 +140,26 @@ def test_runs_shows_each_measured_runs_replicates(trained: dict[str, Any]) -> No
     assert all(r["stats"]["pass_hat_k"]["2"] <= r["stats"]["pass_at_k"]["2"] for r in measured)
     assert "stats" not in next(r for r in rows if r["kind"] == "training")
     assert "pass@2" in ok("runs", "--store", trained["store"])
+
+
+def test_a_verdict_is_recomputed_on_a_regraded_run(trained: dict[str, Any], tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    shutil.copytree(trained["store"], store)
+    epoch = trained["doc"]["epochs"][0]
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    (zero / "test.sh").write_text(
+        '#!/usr/bin/env bash\nmkdir -p "$LOGS_DIR/verifier"\necho 0 > "$LOGS_DIR/verifier/reward.txt"\n'
+    )
+    regraded = ok(
+        "regrade", epoch["candidate_run"], "--tests", f"hello-file={zero}", "--json", "--store", store
+    )
+    report = ok("audit", epoch["verdict_id"], "--regraded", regraded["run_id"], "--json", "--store", store)
+    assert report["reproduced"] and report["regraded"]["replaced"] == {"candidate": regraded["run_id"]}
+    on_regraded = report["regraded"]["verdict"]
+    assert not any(u.startswith("hello-file#") for u in on_regraded["new_solves"])
+    assert set(on_regraded["new_solves"]) == {
+        u for u in epoch["verdict"]["new_solves"] if not u.startswith("hello-file#")
+    }
+    proc = cli("audit", epoch["verdict_id"], "--regraded", epoch["baseline_run"], "--store", store)
+    assert proc.returncode == 1 and "is not a regraded run" in proc.stderr

@@ -326,6 +326,14 @@ class DockerEnv(Sandbox):
             return None
         return snapshot.full_snapshot(self._require_started().container, self.workdir)
 
+    def restore_snapshot(self, data: bytes) -> None:
+        """Make this fresh container's filesystem the snapshot's (``replaykit regrade``)."""
+        box = self._require_started()
+        deleted = snapshot.restore_full(box.container, data)
+        if deleted:
+            self._exec(["rm", "-rf", "--", *deleted], self.timeout_sec)
+        self._state = None
+
     def begin_step(self, step: Step) -> None:
         """Multi-step tasks: stage ``step`` (its workdir/ files, then its setup.sh) before the agent works on it."""
         box = self._require_started()

@@ -274,3 +274,22 @@ def full_snapshot(container: Any, workdir: str) -> bytes:
         marker.size, marker.mtime, marker.mode = len(deleted), SOURCE_DATE_EPOCH, 0o644
         tar.addfile(marker, io.BytesIO(deleted))
     return buf.getvalue()
+
+
+def restore_full(container: Any, data: bytes) -> list[str]:
+    """Put a ``full_snapshot``'s members back into a fresh container of the same image; the
+    paths it lists as deleted, for the caller to remove (``rm -rf`` inside the container)."""
+    src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+    buf = io.BytesIO()
+    deleted: list[str] = []
+    with src, tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as out:
+        for info in src.getmembers():
+            if info.name == ".replaykit/deleted.txt":
+                f = src.extractfile(info)
+                text = f.read().decode("utf-8", "surrogateescape") if f else ""
+                deleted = [line for line in text.splitlines() if line]
+                continue
+            out.addfile(info, src.extractfile(info) if info.isreg() else None)
+    if not container.put_archive("/", buf.getvalue()):
+        raise EnvError(f"cannot restore a snapshot into container {container.name}")
+    return deleted
