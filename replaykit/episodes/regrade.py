@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode, GradeEvent
@@ -34,9 +34,10 @@ from replaykit.core.errors import ConfigError, EnvError, ReplaykitError, StoreCo
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeSummary, RunDoc
-from replaykit.envs.base import EnvTable, Grade, RestorableEnvironment
+from replaykit.envs.base import Grade, RestorableEnvironment
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind, make_env
+from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.certify import find_task
@@ -142,7 +143,7 @@ def _tests_digest(task: Task) -> str:
 def _rebuilt(plan: _Plan, task: Task, extras: Extras) -> tuple[Grade, str]:
     """The verifier's grade on the episode's rebuilt final state, and how it was rebuilt."""
     episode = plan.episode
-    env_cfg = cast(EnvTable, dict(episode.meta.get("env") or {"kind": env_kind(episode.key)}))
+    env_cfg = recorded_env(dict(episode.meta.get("env") or {"kind": env_kind(episode.key)}))
     spec = EpisodeSpec(
         key=episode.key,
         task_path=str(task.path),
