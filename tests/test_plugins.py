@@ -132,7 +132,9 @@ def test_tasks_check_with_the_plugin_env(plugin: dict[str, Any]) -> None:
 def test_without_the_plugin_names_are_one_line_errors(plugin: dict[str, Any]) -> None:
     tmp = plugin["tmp"]
     code, _, err = cli(["audit", plugin["summary"]["verdicts"][0], "--store", str(tmp / "store")], None, tmp)
-    assert code == 1 and err.strip().startswith("Error: unknown criterion 'no_worse'; known:")
+    verdict = plugin["summary"]["verdicts"][0]
+    assert code == 1 and err.strip().startswith(f"Error: verdict {verdict}: cannot recompute it: "), err
+    assert "unknown criterion 'no_worse'; known: mean_reward, strict_pareto" in err  # names what it can use
     assert len(err.strip().splitlines()) == 1
 
 
