@@ -62,9 +62,9 @@ TERMS: dict[str, str] = {
 #: The same words in a few words each, for the one-line legend under a CLI table.
 SHORT: dict[str, str] = {
     "reward": "the grader's score, 0 to 1",
-    "passed": "yes, no, or infra (not graded: the endpoint or the environment failed; re-recorded next run)",
-    "outcome": "solved, verified_rejected, hit_step_cap, hit_timeout, verify_timeout, no_valid_action, crash (its exception) or infra",
+    "outcome": "solved, verified_rejected, hit_step_cap, hit_timeout, verify_timeout, no_valid_action, crash (its exception) or infra (not graded: the endpoint or the environment failed; re-recorded next run)",
     "steps": "environment commands the harness ran",
+    "cassette": "the episode's recording (replaykit cassettes show ID)",
     "source": "recorded now, or reused from the store (no model call)",
     "calls": "model calls recording a run's episodes paid",
     "reused": "events served from donor cassettes instead (prefix reuse)",

@@ -47,7 +47,7 @@ def run_table(doc: MeasureReport) -> None:
         ["task", "seed", "reward", "outcome", "steps", "cassette", "source"],
         rows,
     )
-    line(legend("reward", "outcome", "steps", "source"))
+    line(legend("reward", "outcome", "steps", "cassette", "source"))
     line(
         f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
         f"reused {doc['reused_count']} cassette(s)"

@@ -5,6 +5,7 @@ epochs and ends by pointing at `replaykit view` / `report`, a replay says it rep
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -49,7 +50,16 @@ def test_cli_tables_and_the_report_explain_their_words(
     assert f"llm = {SHORT['llm']}" in listing.stdout and f"env = {SHORT['env']}" in listing.stdout
     run = json.loads(cli("run", str(quickstart_store["config"]), "--json").stdout)
     shown = cli("run", str(quickstart_store["config"]))
-    assert f"passed = {SHORT['passed']}" in shown.stdout and run["run_id"] in shown.stdout
+    assert run["run_id"] in shown.stdout
+    lines = shown.stdout.splitlines()
+    header = lines[1].split()
+    (said,) = [ln for ln in lines if ln.startswith("legend: ")]
+    explained = dict(part.split(" = ", 1) for part in said.removeprefix("legend: ").split(" · "))
+    assert set(header) - {"task", "seed"} == set(explained), said  # every column but the obvious
+    assert explained == {w: SHORT[w] for w in explained}
+    shown_outcomes = {e["outcome"] for e in run["episodes"]} | {"infra"}
+    assert shown_outcomes <= set(re.findall(r"[a-z_]+", explained["outcome"]))
+    assert "infra (not graded" in explained["outcome"]  # the word the table may print, explained
     out = tmp_path / "report.html"
     tid = quickstart_store["training"]["training_id"]
     assert cli("report", tid, "-o", str(out), "--store", store).returncode == 0
