@@ -391,14 +391,17 @@ def _module_path(module: str) -> Iterable[str]:
 
 
 def part_of(module: str, parts: dict[str, list[str]]) -> list[str]:
-    """The parts whose paths hold ``module`` (a folder ``x/`` holds everything below it)."""
-    found = []
+    """The parts whose paths hold ``module`` most closely: a folder ``x/`` holds everything below
+    it, and the longest path that holds a file has it (``x/`` beside ``x/y/`` is the rest of x),
+    as the whiteboard's drawing reads it. Two parts naming the same path both come back."""
+    best: dict[str, int] = {}
     for name, paths in parts.items():
         for file in _module_path(module):
-            if any(file == p or (p.endswith("/") and file.startswith(p)) for p in paths):
-                found.append(name)
-                break
-    return found
+            for p in paths:
+                if file == p or (p.endswith("/") and file.startswith(p)):
+                    best[name] = max(best.get(name, 0), len(p))
+    longest = max(best.values(), default=0)
+    return [name for name, length in best.items() if length == longest]
 
 
 def part_violations(

@@ -140,6 +140,36 @@ def test_every_module_is_on_one_part_and_only_allowed_arrows_run_between_parts()
     ]
 
 
+def test_the_longest_path_has_a_module_so_a_part_may_name_a_folder_beside_its_subfolder() -> None:
+    """As the whiteboard is drawn: "envs/" beside "envs/docker/" is the rest of envs/, so a part
+    names one folder, not each of its files; two parts naming the same path are both reported."""
+    parts = {"EnvCore": ["replaykit/envs/"], "DockerKind": ["replaykit/envs/docker/"]}
+    assert check.part_of("replaykit.envs.base", parts) == ["EnvCore"]
+    assert check.part_of("replaykit.envs", parts) == ["EnvCore"]
+    assert check.part_of("replaykit.envs.docker.network.proxy", parts) == ["DockerKind"]
+    assert check.part_of("replaykit.envs.docker", parts) == ["DockerKind"]
+    assert check.part_of("replaykit.core.errors", parts) == []
+    twice = {**parts, "Local": ["replaykit/envs/local.py"], "Again": ["replaykit/envs/local.py"]}
+    assert check.part_of("replaykit.envs.local", twice) == ["Local", "Again"]
+    runtime = {"replaykit.envs.docker.env": {"replaykit.envs.base"}, "replaykit.envs.base": set()}
+    never = [("EnvCore", "DockerKind", "the env core knows no kind")]
+    assert check.part_violations(runtime, {}, parts, never, pending={}) == ([], [])  # DockerKind MAY EnvCore
+    reverse = {"replaykit.envs.base": {"replaykit.envs.docker.env"}, "replaykit.envs.docker.env": set()}
+    problems, _ = check.part_violations(reverse, {}, parts, never, pending={})
+    assert problems == [
+        (
+            "never EnvCore -> DockerKind (the env core knows no kind): "
+            "replaykit.envs.base imports replaykit.envs.docker.env"
+        )
+    ]
+
+
+def test_every_part_of_the_whiteboard_stays_drawable() -> None:
+    """A part of the whiteboard names at most 16 paths (a folder stands for all below it)."""
+    parts, _ = check.whiteboard()
+    assert all(1 <= len(paths) <= 16 for paths in parts.values()), {n: len(p) for n, p in parts.items()}
+
+
 def test_the_checker_reads_the_whiteboard_and_every_never_is_enforced_or_pending() -> None:
     parts, nevers = check.whiteboard()
     assert {"Core", "Cassette", "DockerKind", "Templates"} <= set(parts) == set(check.MAY)
