@@ -44,6 +44,7 @@ from replaykit.episodes.certify import find_task
 from replaykit.episodes.outcomes import outcome_of
 from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, replay_scrubber
+from replaykit.episodes.run_document import episode_summary, reuse_basis
 from replaykit.episodes.workspaces import episode_lock
 
 
@@ -181,7 +182,8 @@ def _rebuilt(plan: _Plan, task: Task, extras: Extras) -> tuple[Grade, str]:
 
 
 def _regraded(episode: Episode, grade: Grade, verifier: str, how: str) -> Episode:
-    """The original events with the new grade, under a key of its own."""
+    """The original events with the new grade, under a key of its own. No donor served them
+    (they are the original's, which ``regraded_from`` names): a reuse claim is not carried."""
     extra = (*episode.key.extra, ("regraded_from", episode.id), ("verifier", verifier))
     key = dataclasses.replace(episode.key, extra=extra)
     scrubbed = dataclasses.replace(grade, detail=replay_scrubber(episode.meta).text(grade.detail))
@@ -191,6 +193,7 @@ def _regraded(episode: Episode, grade: Grade, verifier: str, how: str) -> Episod
         "regraded_from": episode.id,
         "regrade": {"verifier": verifier, "restored": how},
     }
+    meta.pop("reused", None)
     return Episode(key, events, meta)
 
 
@@ -255,9 +258,9 @@ def _report(
 ) -> RegradeReport:
     rows: list[RegradedEpisode] = []
     summaries: list[EpisodeSummary] = []
+    bases: set[str] = set()
     originals = {e.cassette_id: e for e in run.episodes}
     for (new, how), original in zip(regraded, run.cassettes, strict=True):
-        col = store.verified_columns(new.id)
         before, grade = originals[original], new.grade
         assert grade is not None
         same = (grade.reward, grade.passed, grade.infra_failure) == (
@@ -280,23 +283,19 @@ def _report(
                 "detail": grade.detail[:300],
             }
         )
-        summaries.append(
-            EpisodeSummary(
-                task_id=new.key.task_id,
-                seed=new.key.seed,
-                cassette_id=new.id,
-                reward=col["reward"],
-                passed=bool(col["passed"]),
-                infra_failure=bool(col["infra_failure"]),
-                steps=col["n_env"],
-                llm_calls=col["n_llm"],
-                tokens=col["tokens"],
-                digest=col["digest"],
-            )
-        )
+        summary, basis = episode_summary(store, new.key)  # derived as a recorded run's rows are
+        summaries.append(summary)
+        bases |= {basis} if basis else set()
     ids = [s.cassette_id for s in summaries]
     new_id = digest_of({"regraded_from": run.run_id, "cassettes": ids})[:16]
-    doc = dataclasses.replace(run, run_id=new_id, cassettes=ids, episodes=summaries, regraded_from=run.run_id)
+    doc = dataclasses.replace(
+        run,
+        run_id=new_id,
+        cassettes=ids,
+        episodes=summaries,
+        reuse_basis=reuse_basis(bases),
+        regraded_from=run.run_id,
+    )
     store.put_run(doc)
     return {
         "run_id": new_id,

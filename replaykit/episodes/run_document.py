@@ -28,6 +28,28 @@ def put_run_once(store: StoreBackend, run: RunDocument) -> None:
     store.put_run(run)
 
 
+def episode_summary(store: StoreBackend, key: CassetteKey) -> tuple[EpisodeSummary, str | None]:
+    """One episode's row of a run, from its cassette's verified columns and reuse claim (and
+    the claim's basis, when it was served a donor's events)."""
+    row = store.verified_columns(key.id)  # cached columns checked against the events
+    reuse = store.verified_reuse(key.id)  # what its claim counts (the claim checked against its events)
+    summary = EpisodeSummary(
+        task_id=key.task_id,
+        seed=key.seed,
+        cassette_id=key.id,
+        reward=row["reward"],
+        passed=bool(row["passed"]),
+        infra_failure=bool(row["infra_failure"]),
+        steps=row["n_env"],
+        llm_calls=row["n_llm"],
+        tokens=row["tokens"],
+        digest=row["digest"],
+        reused_events=reuse.events,
+        model_calls=row["n_llm"] - reuse.calls if reuse.events else None,
+    )
+    return summary, reuse.basis if reuse.events else None
+
+
 def run_document(
     config: RunConfig,
     store: StoreBackend,
@@ -40,26 +62,10 @@ def run_document(
     episodes = []
     bases = set()
     for key, _ in keys:
-        row = store.verified_columns(key.id)  # cached columns checked against the events
-        reuse = store.verified_reuse(key.id)  # what its claim counts (the claim checked against its events)
-        if reuse.events:
-            bases.add(reuse.basis)
-        episodes.append(
-            EpisodeSummary(
-                task_id=key.task_id,
-                seed=key.seed,
-                cassette_id=key.id,
-                reward=row["reward"],
-                passed=bool(row["passed"]),
-                infra_failure=bool(row["infra_failure"]),
-                steps=row["n_env"],
-                llm_calls=row["n_llm"],
-                tokens=row["tokens"],
-                digest=row["digest"],
-                reused_events=reuse.events,
-                model_calls=row["n_llm"] - reuse.calls if reuse.events else None,
-            )
-        )
+        summary, basis = episode_summary(store, key)
+        episodes.append(summary)
+        if basis:
+            bases.add(basis)
     ids = [k.id for k, _ in keys]
     return RunDoc(
         run_id=digest_of({"sha": sha, "model": asdict(mid), "config": config.digest(), "cassettes": ids})[
@@ -73,5 +79,10 @@ def run_document(
         panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
         cassettes=ids,
         episodes=episodes,
-        reuse_basis=SHARED_SAMPLE if SHARED_SAMPLE in bases else EXACT if bases else "",
+        reuse_basis=reuse_basis(bases),
     ).to_dict()
+
+
+def reuse_basis(bases: set[str]) -> str:
+    """A run's reuse basis from its episodes' claims' (the weaker one, when they differ)."""
+    return SHARED_SAMPLE if SHARED_SAMPLE in bases else EXACT if bases else ""

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import git
 import pytest
 
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
+from replaykit.episodes.harness import commit_all
 from replaykit.testing import project_root, write_config
 from tests.cli_runner import cli
 
@@ -162,3 +164,26 @@ def test_the_shipped_bundles_runs_regrade_as_recorded(tmp_path: Path) -> None:
     runs = [r["id"] for r in ok("runs", "--kind", "measure", "--json", "--store", store)]
     report = ok("regrade", runs[0], "--json", "--store", store, cwd=REPO)  # its tasks: this checkout's envs/
     assert report["reproduced"] and len(report["episodes"]) == 16
+
+
+def test_a_run_served_by_prefix_reuse_regrades_into_a_store_that_verifies(tmp_path: Path) -> None:
+    """A re-measure after a comment-only commit is served its donors' events (prefix reuse);
+    its regrade is a copy of those events, served by no donor: the regraded cassettes carry
+    no reuse claim (one naming a donor under another key was 'store corrupt'), and the run
+    document's rows are derived the way a recorded run's are."""
+    config = write_config(tmp_path)
+    ok("run", str(config), "--json")
+    harness = git.Repo(tmp_path / "harness")
+    path = tmp_path / "harness" / "harness.py"
+    path.write_text(path.read_text() + "\n# a comment only\n")
+    sha = commit_all(harness, "a comment only")
+    served = ok("run", str(config), "--harness", sha, "--json")
+    assert served["reused_events"] > 0 and served["model_calls"] == 0
+    report = ok("regrade", served["run_id"], "--json", "--config", str(config))
+    assert report["reproduced"]
+    store = str(tmp_path / "store")
+    verify = cli("cassettes", "verify", "--store", store)
+    assert verify.returncode == 0 and verify.stdout.startswith("ok: checked"), verify.stdout + verify.stderr
+    assert ok("replay", report["run_id"], "--json", "--store", store)["identical"]
+    shown = {r["id"]: r for r in ok("runs", "--json", "--store", store)}
+    assert report["run_id"] in shown
