@@ -228,3 +228,45 @@ def test_the_viewer_and_the_report_show_the_fork_point_and_what_was_paid(
     cli("report", recorded["run"]["run_id"], "-o", str(out), "--store", store)
     html = re.sub(r"<[^>]+>", "", out.read_text())
     assert f"{paid} model call(s) paid" in html and "reuse none: every event recorded live" in html
+
+
+def contents(store: str) -> dict[str, set[str]]:
+    from replaykit.cassette.stores import open_store
+
+    st = open_store(store, readonly=True)
+    out = {
+        t: {str(r[0]) for r in st.index_rows(t, c)}
+        for t, c in (("cassettes", "id"), ("runs", "id"), ("trees", "sha"), ("blobs", "hash"))
+    }
+    st.close()
+    return out
+
+
+def commit(harness: Path, old: str, new: str, message: str) -> str:
+    import git
+
+    from replaykit.episodes.harness import commit_all
+
+    path = harness / "harness.py"
+    path.write_text(path.read_text().replace(old, new, 1))
+    return commit_all(git.Repo(harness), message)
+
+
+def test_a_fork_under_another_harness_keeps_its_tree_and_a_harness_that_differs_early_is_refused(
+    recorded: dict[str, Any],
+) -> None:
+    parent, store, harness = recorded["parent"], recorded["store"], recorded["tmp"] / "harness"
+    quiet = commit(harness, "def solve(", "# a comment only\ndef solve(", "a comment")
+    fork = run_json("fork", parent["cassette_id"], "--at", "1", "--harness", quiet, "--store", store)
+    assert fork["harness_sha"] == quiet and fork["forked_from"] == parent["cassette_id"]
+    gc = run_json("gc", "--dry-run", "--store", store)
+    assert quiet not in gc["trees"]  # the fork document keeps its tree
+    assert run_json("replay", fork["cassette_id"], "--store", store)["identical"]
+    loud = commit(harness, "You are a shell agent.", "You are a careful shell agent.", "another prompt")
+    before = contents(store)
+    proc = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", loud, "--store", store)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"cassette {parent['cassette_id']} cannot be forked at step 1 with this change" in proc.stderr
+    assert "fork at an earlier step (--at)" in proc.stderr
+    assert contents(store) == before  # no cassette, tree, blob or document (a lease came and went)

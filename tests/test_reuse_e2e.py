@@ -38,6 +38,10 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
+def shown_reuse(episode: dict[str, Any], store: str) -> Any:
+    return run_json("cassettes", "show", episode["cassette_id"], "--store", store).get("reused")
+
+
 def comment_commit(harness: Path) -> str:
     repo = git.Repo(harness)
     path = harness / "harness.py"
@@ -60,10 +64,11 @@ def test_a_comment_only_commit_makes_no_model_call_and_replays(
     second = run_json("run", str(measured["config"]), "--harness", sha)
     first = measured["first"]
     assert second["harness_sha"] == sha != first["harness_sha"]
-    paid = [
-        (e["task_id"], e["seed"], e.get("model_calls"), e.get("reused_events")) for e in second["episodes"]
+    paying = [e for e in second["episodes"] if e.get("model_calls", e["llm_calls"])]
+    why = [  # what made an episode go live (derived by cassettes show from it and its donor)
+        (e["task_id"], e["seed"], e.get("model_calls"), shown_reuse(e, measured["store"])) for e in paying
     ]
-    assert second["recorded_count"] == 16 and second["model_calls"] == 0, paid  # new cassettes, nothing paid
+    assert second["recorded_count"] == 16 and second["model_calls"] == 0, why  # new cassettes, nothing paid
     assert second["reuse"]["policy"] == "prefix" and "deterministic" in second["reuse"]["reason"]
     assert second["reused_events"] == sum(e["reused_events"] for e in second["episodes"]) > 0
     assert set(second["cassettes"]).isdisjoint(first["cassettes"])  # keyed by their own SHA

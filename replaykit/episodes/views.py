@@ -139,6 +139,7 @@ class ShownReuse(TypedDict):
     calls: int
     basis: str
     status: ClaimStatus  # checked | donor absent
+    parted: str  # why it is live from event ``events`` on (derived from both; "" when unknown or never)
 
 
 class ShownFork(TypedDict):
@@ -238,6 +239,7 @@ def lineage(store: StoreBackend, episode: Episode) -> Lineage:
     raised), its parent and fork point, and its forks (each read verified)."""
     claim, fork = claim_of(episode), fork_of(episode.key)
     status = check_claim(store, episode)
+    donor = store.get_episode(claim["donor"]) if claim and status == "checked" else None
     forks: list[ShownFork] = []
     for row in store.find_forks(episode.key):
         child = store.get_episode(row["id"])
@@ -263,6 +265,7 @@ def lineage(store: StoreBackend, episode: Episode) -> Lineage:
             "calls": claim["calls"],
             "basis": claim["basis"],
             "status": status,
+            "parted": _parted(episode, donor, claim["events"], fork is not None),
         },
         "forked_from": fork[0] if fork else None,
         "fork_step": fork[1] if fork else None,
@@ -271,3 +274,28 @@ def lineage(store: StoreBackend, episode: Episode) -> Lineage:
         else None,
         "forks": forks,
     }
+
+
+def _parted(episode: Episode, donor: Episode | None, k: int, forked: bool) -> str:
+    """Why an episode served ``k`` of a donor's events is live from event ``k`` on."""
+    if donor is None or k >= len(episode.events):
+        return ""
+    mine, theirs = episode.events[k], donor.events[k] if k < len(donor.events) else None
+    if forked and isinstance(mine, LlmEvent):
+        return f"event {k} is the fork's step: live from there"
+    if theirs is None:
+        return f"the donor ended before event {k}"
+    if mine.kind != theirs.kind:
+        return f"event {k} is a {mine.kind} event where the donor has a {theirs.kind} event"
+    if isinstance(mine, EnvEvent) and isinstance(theirs, EnvEvent):
+        what = (
+            "action"
+            if mine.action != theirs.action
+            else "observation"
+            if mine.observation != theirs.observation
+            else "state digest"
+        )
+        return f"the environment's {what} at event {k} differs from the donor's"
+    if isinstance(mine, LlmEvent):
+        return f"the request at event {k} is not the donor's"
+    return f"the {mine.kind} event at event {k} differs from the donor's"

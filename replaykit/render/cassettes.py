@@ -72,6 +72,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         line(
             f"events 0..{served - 1} served from cassette {reused['donor']} ({reused['calls']} model call(s) not sent, "
             f"{reused['basis']}; {checked}); marked = below"
+            + (f"; live from there: {reused['parted']}" if reused.get("parted") else "")
         )
     for e in doc["events"]:
         mark = "=" if e["position"] < served else " "

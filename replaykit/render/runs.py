@@ -96,8 +96,9 @@ def replay_report(report: ReplayReport) -> None:
     if report.get("claims_checked") or report.get("claims_unchecked"):
         unchecked = report.get("claims_unchecked") or []
         line(
-            f"served from donors: {report.get('claims_checked', 0)} episode(s)' claims checked against their donors"
-            + (f"; {len(unchecked)} unchecked (donor not in this store)" if unchecked else "")
+            f"reuse claims: {report.get('claims_checked', 0)} episode(s) served a donor's events, each checked "
+            "against its donor"
+            + (f"; {len(unchecked)} unchecked (the donor is not in this store)" if unchecked else "")
         )
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
