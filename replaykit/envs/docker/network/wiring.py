@@ -46,10 +46,10 @@ def resolve_mode(setting: str | None, allow_internet: bool) -> str:
     return setting
 
 
-#: the container's own names: its traffic to them never goes through the proxy. Loopback
-#: *addresses* are left to the proxy: a test upstream on the host's loopback is named by one
-#: (``https://127.0.0.1:PORT``) and reached through the proxy, which alone can reach the host.
-LOCAL_NAMES = ("localhost", HOSTNAME)
+#: the container's own names and loopback addresses: its traffic to them never goes through the
+#: proxy (in Harbor, with no proxy, ``127.0.0.1`` inside a task's container is the container: an
+#: image's ENTRYPOINT service on ``127.0.0.1:8080`` is reached by its solution and verifier)
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", HOSTNAME)
 
 
 def no_proxy(names: Sequence[str] = ()) -> str:

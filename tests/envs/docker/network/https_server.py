@@ -1,5 +1,9 @@
 """A loopback HTTPS file server with its own certificate authority, for the frozen-network
-tests: the proxy is told to trust it (``REPLAYKIT_NET_UPSTREAM_CA``), nothing else does."""
+tests: the proxy is told to trust it (``REPLAYKIT_NET_UPSTREAM_CA``), nothing else does.
+
+It listens on the host's ``127.0.0.2``: a container reaches it only through the proxy (which runs
+on the host), as it would a remote server; ``127.0.0.1`` inside a container is the container's own
+loopback, which its ``NO_PROXY`` keeps local."""
 
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+HOST = "127.0.0.2"  # the host's loopback, not a container's own address (see the module)
+
 
 def _cert(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost (its own CA)."""
+    """A self-signed certificate for the upstream's address and localhost (its own CA)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "replaykit test upstream")])
     now = datetime.datetime.now(datetime.UTC)
@@ -34,7 +40,7 @@ def _cert(folder: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
             ),
             critical=False,
         )
@@ -58,7 +64,7 @@ class FileServer:
         tmp.mkdir(parents=True, exist_ok=True)
         self.cert, key = _cert(tmp)
         handler = _handler(root)
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = http.server.ThreadingHTTPServer((HOST, 0), handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, key)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
@@ -68,7 +74,7 @@ class FileServer:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.server.server_address[1]}"
+        return f"https://{HOST}:{self.server.server_address[1]}"
 
     def __enter__(self) -> FileServer:
         self.thread.start()

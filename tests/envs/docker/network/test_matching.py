@@ -48,7 +48,7 @@ def test_modes_and_the_containers_variables() -> None:
         resolve_mode("open", True)
     env = container_env("http://replaykit-proxy:3128")
     assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://replaykit-proxy:3128"
-    assert env["no_proxy"] == env["NO_PROXY"] == "localhost,replaykit"  # its own traffic
+    assert env["no_proxy"] == env["NO_PROXY"] == "localhost,127.0.0.1,::1,replaykit"  # its own traffic
     assert container_env("http://p:1", ["db", "localhost"])["NO_PROXY"].endswith(",replaykit,db")
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
         assert env[name] == "/etc/replaykit/mitm-ca.pem"

@@ -15,7 +15,8 @@ from replaykit.testing import write_config
 from tests.cli_runner import cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
-TASK = Path(__file__).resolve().parents[3] / "harbor" / "corpus" / "own-service"
+CORPUS = Path(__file__).resolve().parents[3] / "harbor" / "corpus"
+TASK = CORPUS / "own-service"
 
 
 def test_a_task_serving_itself_on_localhost_scores_1_under_the_frozen_network(
@@ -37,6 +38,22 @@ def test_a_task_serving_itself_on_localhost_scores_1_under_the_frozen_network(
     assert shown["meta"]["environment"]["network"] == "frozen", shown["meta"]["environment"]
     assert episode["passed"] and episode["reward"] == 1, json.dumps(shown)[:3000]
     assert not [e for e in shown["events"] if e["kind"] == "net"]  # localhost never reached the proxy
+
+
+def test_the_containers_loopback_address_stays_local_under_the_frozen_network(
+    docker_base: str, tmp_path: Path
+) -> None:
+    """The corpus's entrypoint-service task: its image's ENTRYPOINT serves on 127.0.0.1:8080,
+    its solution and verifier fetch ``http://127.0.0.1:8080``. Harbor scores the oracle 1; with
+    ``NO_PROXY`` naming only ``localhost`` (d61bd2c) the fetch went to the proxy, 502, reward 0
+    and main's differential went red."""
+    if server.check():
+        pytest.fail(server.check() or "", pytrace=False)
+    checked = json.loads(
+        cli("tasks", "check", str(CORPUS / "entrypoint-service"), "--json", cwd=tmp_path).stdout
+    )
+    (row,) = checked["tasks"]
+    assert (row["solved"], row["ok"]) == (1, True), row
 
 
 def _proxy_seeing_task(root: Path) -> Path:
