@@ -6,7 +6,10 @@ rounds interleaved (measure.interleaved), and prints for each: the model calls t
 an endpoint (task model and proposer), the events served from donor cassettes, the CPU time
 of the process tree; then the ratio of calls (goal: prefix <= 50% of none), the median
 paired CPU ratio, and whether every epoch's decision, candidate SHA, verdict and the final
-baseline are the same (goal: identical). With llama-cpp-python installed
+baseline are the same (goal: identical). It also prints the floor of any reuse that serves
+only identical requests: the distinct task-model requests the training without reuse sent
+per task, seed, model, config and engine (a request no other episode sent must be paid,
+whoever donates), plus the proposer's calls. With llama-cpp-python installed
 (scripts/setup-engine.sh) the same on the real-model config (configs/quickstart-llama.yaml,
 the tiny random-weight model, the quickstart's train section), where reuse is a shared
 sample unless a probe found the engine deterministic.
@@ -26,6 +29,9 @@ from typing import Any
 
 import yaml
 
+from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.events import LlmEvent
+from replaykit.core.determinism import canonical_json
 from replaykit.episodes.config import load_config
 from replaykit.testing import write_config
 from replaykit.train.trainer import Trainer
@@ -51,6 +57,7 @@ def train(tmp: Path, policy: str, epochs: int, base: str, overrides: dict[str, o
         loss.backward()
         trainer.optimizer.step()
     summary = trainer.summary()
+    distinct = distinct_requests(trainer.store)
     trainer.store.close()
     decisions = [
         (e["epoch"], e["decision"], e["candidate_sha"], e["verdict_id"], e["loss"]) for e in summary["epochs"]
@@ -60,7 +67,31 @@ def train(tmp: Path, policy: str, epochs: int, base: str, overrides: dict[str, o
         "decisions": decisions,
         "final": summary["final_baseline"],
         "notes": notes,
+        "floor": distinct + trainer.paid.to_dict()["proposer_calls"],
     }
+
+
+def distinct_requests(store: StoreBackend) -> int:
+    """Task-model requests no sound reuse could serve: the distinct request bodies of the
+    store's episodes per key but the harness SHA (task, seed, model, config, env) and engine."""
+    seen: dict[tuple[str, ...], set[str]] = {}
+    for cid, kind in store.index_rows("cassettes", "id, kind"):
+        if kind != "episode":
+            continue
+        episode = store.get_episode(str(cid))
+        key, model = episode.key, dict(episode.meta.get("model") or {})
+        group = (
+            key.task_id,
+            key.task_digest,
+            str(key.seed),
+            key.model.name,
+            key.config_digest,
+            canonical_json(list(key.extra)),
+            canonical_json(model.get("engine")),
+        )
+        requests = seen.setdefault(group, set())
+        requests.update(canonical_json(e.request_form()) for e in episode.events if isinstance(e, LlmEvent))
+    return sum(len(r) for r in seen.values())
 
 
 def compare(label: str, epochs: int, repeats: int, base: str, overrides: dict[str, object]) -> bool:
@@ -96,7 +127,12 @@ def compare(label: str, epochs: int, repeats: int, base: str, overrides: dict[st
         for b in results["none"]
     )
     cpu = ratio(samples["prefix"], samples["none"])
+    floor = results["none"][0]["floor"] / max(results["none"][0]["model_calls"], 1)
     print(f"  calls with reuse: {calls:.0%} of without (goal <= 50%: {verdict(calls <= 0.5)})")
+    print(
+        f"  floor of any identical-request reuse: {results['none'][0]['floor']} calls, {floor:.0%} of without"
+        + (" (the goal is out of reach of sound reuse here)" if floor > 0.5 else "")
+    )
     print(f"  CPU with reuse: {cpu:.2f} x without (median of paired rounds)")
     print(
         "  decisions, candidate SHAs, verdicts and final baseline: "

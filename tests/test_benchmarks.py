@@ -80,5 +80,6 @@ def test_live_cost_runs_small() -> None:
     out = bench("live_cost.py", "--epochs", "1", "--no-engine")
     assert (
         "calls with reuse:" in out
+        and "floor of any identical-request reuse:" in out
         and "decisions, candidate SHAs, verdicts and final baseline: identical" in out
     )

@@ -73,6 +73,7 @@ def test_fork_at_1_names_its_parent_verifies_and_replays_offline(
     mine = run_json("cassettes", "show", fork["cassette_id"], "--store", store)
     assert mine["forked_from"] == parent["cassette_id"] and mine["fork_step"] == 1
     assert mine["reused"]["donor"] == parent["cassette_id"] and mine["reused"]["status"] == "checked"
+    assert mine["reused"]["parted"] == f"event {mine['fork_position']} is model call 1, the fork's step"
     runs = run_json("runs", "--kind", "fork", "--store", store)
     assert fork["cassette_id"] in [r["id"] for r in runs]  # kept with its parent and tree (bundles, gc)
 
@@ -190,6 +191,37 @@ def test_a_read_only_store_is_one_line_before_any_model_call(
         proc.stderr
     )
     assert len(proc.stderr.strip().splitlines()) == 1 and str(store) in proc.stderr
+    assert snapshot(store) == before
+
+
+def test_a_read_only_store_is_read_as_any_other(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """A store on a read-only mount (or of another user) holds no shared-memory file a WAL
+    reader needs, and none can be made there: show, verify and replay read it all the same."""
+    store = tmp_path / "store"
+    shutil.copytree(recorded["store"], store)
+    assert not (store / "index.db-shm").exists()
+    before, parent = snapshot(store), recorded["parent"]["cassette_id"]
+    command = [sys.executable, "-m", "replaykit.cli"]
+    outputs = []
+    try:
+        for args in (
+            ["cassettes", "show", parent, "--json"],
+            ["cassettes", "verify"],
+            ["replay", parent, "--json"],
+        ):
+            proc = subprocess.run(
+                read_only(store, [*command, *args, "--store", str(store)]),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert proc.returncode == 0, (args, proc.stderr)
+            outputs.append(proc.stdout)
+    finally:
+        for path in [store, *store.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    assert json.loads(outputs[0])["id"] == parent and outputs[1].startswith("ok: checked")
+    assert json.loads(outputs[2])["identical"]
     assert snapshot(store) == before
 
 

@@ -126,6 +126,26 @@ def test_a_damaged_donor_is_one_warning_line_and_its_episode_goes_live(
     assert set(paid.values()) == {0} and doc["model_calls"] == donor["llm_calls"]
 
 
+def went_live(store: str, sha: str) -> list[str]:
+    """Why each episode of harness ``sha`` served a donor's first events went live (its
+    ``cassettes show`` line), checked against both: the requests there really differ."""
+    found = []
+    for row in run_json("cassettes", "ls", "--store", store):
+        if row["harness_sha"] != sha:
+            continue
+        mine = run_json("cassettes", "show", row["id"], "--full", "--store", store)
+        reused = mine["reused"]
+        if not reused or not reused["parted"]:
+            continue
+        donor = run_json("cassettes", "show", reused["donor"], "--full", "--store", store)
+        k = reused["events"]
+        assert mine["events"][k]["kind"] == donor["events"][k]["kind"] == "llm"
+        assert mine["events"][k]["request"] != donor["events"][k]["request"]
+        assert mine["events"][k - 1] == donor["events"][k - 1]
+        found.append(reused["parted"].replace(f" {k} ", " N "))
+    return found
+
+
 def train(tmp: Path, policy: str) -> dict[str, Any]:
     tmp.mkdir()
     config = write_config(tmp)
@@ -145,6 +165,8 @@ def test_a_training_with_reuse_pays_fewer_calls_decides_the_same_and_replays(
     ]
     assert reuse["final_baseline"] == none["final_baseline"] and reuse["training_id"] == none["training_id"]
     store = str(tmp_path / "prefix" / "store")
+    parted = went_live(store, reuse["epochs"][0]["candidate_sha"])
+    assert parted and all(why == "the request at event N is not the donor's" for why in parted), parted
     offline(monkeypatch)
     replay = run_json("replay", reuse["training_id"], "--store", store)
     assert replay["identical"] and replay["final_baseline"] == reuse["final_baseline"]

@@ -10,6 +10,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.keys import KeyDoc
 from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
+from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import GradeDoc
@@ -265,7 +266,7 @@ def lineage(store: StoreBackend, episode: Episode) -> Lineage:
             "calls": claim["calls"],
             "basis": claim["basis"],
             "status": status,
-            "parted": _parted(episode, donor, claim["events"], fork is not None),
+            "parted": _parted(episode, donor, claim["events"], fork[1] if fork else None),
         },
         "forked_from": fork[0] if fork else None,
         "fork_step": fork[1] if fork else None,
@@ -276,26 +277,27 @@ def lineage(store: StoreBackend, episode: Episode) -> Lineage:
     }
 
 
-def _parted(episode: Episode, donor: Episode | None, k: int, forked: bool) -> str:
-    """Why an episode served ``k`` of a donor's events is live from event ``k`` on."""
+def _parted(episode: Episode, donor: Episode | None, k: int, fork_step: int | None) -> str:
+    """Why an episode served ``k`` of a donor's events is live from event ``k`` on (a fork:
+    its step, model call ``fork_step``)."""
     if donor is None or k >= len(episode.events):
         return ""
     mine, theirs = episode.events[k], donor.events[k] if k < len(donor.events) else None
-    if forked and isinstance(mine, LlmEvent):
-        return f"event {k} is the fork's step: live from there"
+    calls_before = sum(isinstance(e, LlmEvent) for e in episode.events[:k])
+    if fork_step is not None and isinstance(mine, LlmEvent) and calls_before == fork_step:
+        return f"event {k} is model call {fork_step}, the fork's step"
     if theirs is None:
         return f"the donor ended before event {k}"
     if mine.kind != theirs.kind:
         return f"event {k} is a {mine.kind} event where the donor has a {theirs.kind} event"
     if isinstance(mine, EnvEvent) and isinstance(theirs, EnvEvent):
-        what = (
-            "action"
-            if mine.action != theirs.action
-            else "observation"
-            if mine.observation != theirs.observation
-            else "state digest"
-        )
-        return f"the environment's {what} at event {k} differs from the donor's"
-    if isinstance(mine, LlmEvent):
-        return f"the request at event {k} is not the donor's"
+        mf, tf = mine.digest_form(), theirs.digest_form()
+        what = next((name for name in ("action", "observation", "state") if mf[name] != tf[name]), "")
+        return f"the environment's {what} at event {k} differs from the donor's" if what else ""
+    if isinstance(mine, LlmEvent) and isinstance(theirs, LlmEvent):
+        if canonical_json(mine.request_form()) != canonical_json(theirs.request_form()):
+            return f"the request at event {k} is not the donor's"
+        if not 200 <= theirs.status < 300:
+            return f"the donor's answer at event {k} is HTTP {theirs.status}, never served again"
+        return f"the donor's answer at event {k} holds a scrubbed secret, never served again"
     return f"the {mine.kind} event at event {k} differs from the donor's"

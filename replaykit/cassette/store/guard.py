@@ -78,7 +78,8 @@ def translate(exc: sqlite3.Error, root: Path) -> StoreError:
     ):
         return StoreError(
             f"store {index} is read-only for this process ({text[:80]}): check the permissions and owner "
-            f"of {root} and its files (ls -l), or that its filesystem is not mounted read-only; or pass another --store"
+            f"of {root} and its files (ls -l), or that its filesystem is not mounted read-only; or write to another store "
+            "(--store, the config's store: or $REPLAYKIT_STORE)"
         )
     if "disk i/o error" in low or "unable to open" in low:
         return StoreError(

@@ -4,8 +4,8 @@ sqlite-utils creates the tables of a new store), the default backend.
 One connection per driver, opened lazily: a writable one (WAL, the tables, indexes and
 browsing views created when missing, a small disk reserve kept beside the index: ``gc``
 must run on a full disk) or a read-only one (``mode=rw`` plus ``PRAGMA query_only``:
-reading never writes; a store that is not there is an error, a table it lacks reads as
-empty). Writers take ``BEGIN IMMEDIATE`` up front and wait out another process's lock.
+reading never writes; on a folder it cannot write, holding no write-ahead log, immutable;
+a store that is not there is an error, a table it lacks reads as empty). Writers take ``BEGIN IMMEDIATE`` up front and wait out another process's lock.
 Every SQLite failure is one line (:mod:`~replaykit.cassette.store.guard`).
 """
 
@@ -111,6 +111,17 @@ def _ensure_schema(conn: GuardedConnection) -> None:
             conn.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {text}")
 
 
+def _read_mode(root: Path) -> str:
+    """How a reader opens the index: ``mode=rw`` (query_only keeps it read-only), or, in a
+    folder this process cannot write that holds no write-ahead log (a read-only mount, a
+    store of another user), ``mode=ro&immutable=1``: SQLite cannot create there the
+    shared-memory file a WAL reader needs, and with no log the index file is the whole store."""
+    wal = root / f"{INDEX}-wal"
+    if os.access(root, os.W_OK) or (wal.exists() and wal.stat().st_size):
+        return "mode=rw"
+    return "mode=ro&immutable=1"
+
+
 class SqliteDriver:
     """The store in ``root/index.db``."""
 
@@ -158,7 +169,7 @@ class SqliteDriver:
             raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
         try:
             conn = connect(
-                f"file:{quote(str(path.resolve()))}?mode=rw",
+                f"file:{quote(str(path.resolve()))}?{_read_mode(self.root)}",
                 self.root,
                 uri=True,
                 timeout=30,
