@@ -40,16 +40,34 @@ class CurvePoint(TypedDict):
     epoch: int
 
 
+class CurveTick(TypedDict):
+    y: float
+    value: float  # solved instances at this height
+
+
+class EpochTick(TypedDict):
+    x: int
+    label: str  # e0, e1, …
+    decision: str  # accepted | rejected | skipped
+
+
 class Curve(TypedDict):
-    """Solved instances per epoch as SVG polyline points."""
+    """Solved instances per epoch on axes, in SVG coordinates (``view/curve.py``)."""
 
     width: int
     height: int
-    top: float
+    top: float  # the y axis' top value: the panel's size
+    left: int  # the plot area: x of the y axis, y of its top and bottom, x of its right end
+    plot_top: int
+    plot_bottom: int
+    plot_right: int
+    yticks: list[CurveTick]
+    xticks: list[EpochTick]  # every epoch, skipped ones too
     baseline: list[CurvePoint]
     candidate: list[CurvePoint]
     baseline_path: str
     accepted: list[CurvePoint]
+    summary: str  # in words: "e0 accepted 7 → 13; e1 rejected 13 → 13; e3 skipped; …"
 
 
 class TrainingRow(TypedDict):

@@ -21,12 +21,11 @@ from replaykit.report.documents import CompareRow
 from replaykit.report.transcript import episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.view.caps import capped
+from replaykit.view.curve import curve
 from replaykit.view.pages import (
     CompareListRow,
     ComparePage,
     ComparesPage,
-    Curve,
-    CurvePoint,
     DecisionCount,
     Decisions,
     EpisodePage,
@@ -60,42 +59,6 @@ def _accepted(epochs: list[EpochRecord]) -> Decisions:
         return {"count": len(which), "epochs": which}
 
     return {"accepted": count("accepted"), "rejected": count("rejected"), "skipped": count("skipped")}
-
-
-def _metric(epoch: EpochRecord, name: str) -> int | float | None:
-    """A number an epoch's verdict recorded among its metrics (None: none recorded)."""
-    value = v["metrics"].get(name) if (v := epoch.get("verdict")) else None
-    return value if isinstance(value, (int, float)) else None
-
-
-def curve(epochs: list[EpochRecord], total: int | None) -> Curve:
-    """Solved instances per epoch (baseline and candidate), as SVG polyline points."""
-    base = [_metric(e, "solved_baseline") for e in epochs]
-    cand = [_metric(e, "solved_candidate") for e in epochs]
-    top = max([v for v in base + cand if v is not None] + [total or 0, 1])
-    width, height = 60 * max(len(epochs), 1), 120
-
-    def points(values: list[float | None]) -> list[CurvePoint]:
-        return [
-            {"x": 30 + 60 * i, "y": round(height - 10 - (height - 30) * v / top, 1), "value": v, "epoch": i}
-            for i, v in enumerate(values)
-            if v is not None
-        ]
-
-    b, c = points(base), points(cand)
-    return {
-        "width": width + 20,
-        "height": height,
-        "top": top,
-        "baseline": b,
-        "candidate": c,
-        "baseline_path": " ".join(f"{p['x']},{p['y']}" for p in b),
-        "accepted": [
-            p
-            for p, e in zip(c, [e for e in epochs if e.get("verdict")], strict=False)
-            if e["decision"] == "accepted"
-        ],
-    }
 
 
 def training_row(store: StoreBackend, row: RunsRow) -> TrainingRow:

@@ -291,3 +291,27 @@ def test_a_training_recorded_while_the_viewer_is_open_shows_up(
     row = page.locator(f"#trainings-table tr.training-row[data-id='{summary['training_id']}']")
     assert row.count() == 1
     shot(page, "live-training")
+
+
+def test_the_curve_and_the_page_links_as_drawn(
+    quickstart_store: dict[str, Any], browser: Browser, viewer_of: Any
+) -> None:
+    """As a reader sees them: the permalink and the live mark are apart (the link used to float
+    into "· live"), and the curve's axis labels and values are drawn inside the figure."""
+    training = quickstart_store["training"]
+    viewer = viewer_of(quickstart_store["store"])
+    page = browser.page(viewer)
+    page.goto(f"{viewer.url}/trainings/{training['training_id']}")
+    link, live = page.locator("#page-links a.permalink"), page.locator("#page-links .live")
+    a, b = link.bounding_box(), live.bounding_box()
+    assert a and b and a["x"] + a["width"] + 4 <= b["x"], (a, b)  # side by side, a gap between
+    assert link.inner_text() == "permalink to this page" and live.inner_text() == "● live"
+    figure = page.locator("#curve svg").bounding_box()
+    assert figure
+    labels = page.locator("#curve svg text.ytick, #curve svg text.xtick, #curve svg text.value")
+    assert labels.count() >= 5 + len(training["epochs"])
+    for i in range(labels.count()):
+        box = labels.nth(i).bounding_box()
+        assert box and box["width"] > 0 and figure["x"] <= box["x"] <= figure["x"] + figure["width"]
+    assert (page.locator("#curve svg text.xtick.skipped").text_content() or "").endswith("skipped")
+    shot(page, "training-curve")

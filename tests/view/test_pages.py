@@ -142,3 +142,57 @@ def test_search_hits_name_their_harness_and_a_run_links_to_its_training(
     assert f'<a class="training" href="/trainings/{training["training_id"]}">' in page
     status, page, _ = get(f"{viewer.url}/runs?harness={training['initial_sha']}")
     assert status == 200 and training["epochs"][0]["baseline_run"] in page
+
+
+def test_the_training_curve_has_axes_and_the_value_at_every_point(
+    viewer: Viewer, quickstart_store: dict[str, Any]
+) -> None:
+    """The curve had no axes and no numbers: now a y axis 0 to the panel's size with ticks,
+    every epoch labelled on the x axis (a skipped one says so), and each point's value."""
+    training = quickstart_store["training"]
+    _, page, _ = get(f"{viewer.url}/trainings/{training['training_id']}")
+    figure = page.split('<figure id="curve">')[1].split("</figure>")[0]
+    assert 'id="y-axis"' in figure and 'id="x-axis"' in figure and "solved (of 16)" in figure
+    ticks = [  # (the grid line's height, the tick's label)
+        (float(y), float(v))
+        for y, v in re.findall(
+            r'<line class="grid" [^>]*y1="([\d.]+)"[^>]*/><text class="ytick"[^>]*>([\d.]+)</text>', figure
+        )
+    ]
+    assert ticks[0][1] == 0 and ticks[-1][1] == 16 and len(ticks) >= 3
+    labels = re.findall(r'<text class="xtick (\w+)"[^>]*>([^<]+)</text>', figure)
+    assert labels == [
+        (e["decision"], f"e{e['epoch']}" + (" skipped" if e["decision"] == "skipped" else ""))
+        for e in training["epochs"]
+    ]
+    (y0, _), (y16, _) = ticks[0], ticks[-1]
+    for side, key in (("baseline", "solved_baseline"), ("candidate", "solved_candidate")):
+        want = [e["verdict"]["metrics"][key] for e in training["epochs"] if e.get("verdict")]
+        shown = re.findall(rf'<text class="value {side}"[^>]*>([\d.]+)</text>', figure)
+        assert [float(v) for v in shown] == want, side
+        circles = re.findall(rf'<circle class="{side}" cx="\d+" cy="([\d.]+)"', figure)
+        for cy, value in zip(circles, want, strict=True):  # on the axis' scale (y is linear in the value)
+            assert abs(float(cy) - (y0 + (y16 - y0) * value / 16)) < 0.2
+    accepted = [e for e in training["epochs"] if e["decision"] == "accepted"]
+    assert figure.count('class="star"') == len(accepted)
+
+
+def test_the_permalink_and_the_live_mark_are_two_things_and_live_says_when_it_is_not(
+    viewer: Viewer, quickstart_store: dict[str, Any], tmp_path: Path
+) -> None:
+    """ "· live" and "permalink" ran together (the link floated into the text): two marked
+    elements now, and with --poll 0 the page does not claim to be live."""
+    _, page, _ = get(viewer.url + "/runs?model=reference-weak")
+    links = page.split('<nav class="page-links" id="page-links">')[1].split("</nav>")[0]
+    assert re.fullmatch(
+        r'<a class="permalink" href="/runs\?model=reference-weak"[^>]*>permalink to this page</a>'
+        r'<span class="live" title="[^"]*every 2 s\)">● live</span>',
+        links,
+    ), links
+    still = Viewer(quickstart_store["store"], tmp_path / "cache", "--poll", "0")
+    try:
+        _, page, _ = get(still.url + "/")
+    finally:
+        still.stop()
+    links = page.split('id="page-links">')[1].split("</nav>")[0]
+    assert 'class="live"' not in links and "not live (--poll 0)" in links and 'data-poll="0"' in page
