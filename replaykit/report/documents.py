@@ -109,6 +109,32 @@ class SideRow(TypedDict):
     b: str | None
 
 
+class TurnLines(TypedDict):
+    """One turn of a transcript as a title and plain lines (``report/sides.py``)."""
+
+    position: int  # the event it is
+    kind: str  # call | env | error | grade
+    title: str
+    lines: list[str]
+
+
+class TurnPair(TypedDict):
+    """A turn of each side, paired by kind after the first difference (None: that side has none there)."""
+
+    a: TurnLines | None
+    b: TurnLines | None
+    same: bool
+    rows: list[SideRow]  # every line of both, marked where they differ
+
+
+class SidesDoc(TypedDict):
+    """Two transcripts side by side (``report.sides.transcripts_side_by_side``)."""
+
+    shared: list[TurnLines]  # before the first difference: identical in both
+    pairs: list[TurnPair]
+    hunks: int  # pairs that differ
+
+
 class AlignedRow(TypedDict):
     position: int
     a: str

@@ -236,6 +236,8 @@ def call_turn(event: LlmEvent, history: list[Message], position: int, number: in
 #: the default cap on each output (a message, a tool call's arguments, stdout, stderr) in a
 #: transcript or a report; ``--output-cap`` changes it, ``cassettes show --full`` lifts it
 OUTPUT_CAP = 256 * 1024
+#: what a cut text ends with (after how many bytes were cut), naming the command that shows all
+CUT_NOTE = "more bytes — `replaykit cassettes show"
 
 
 def cap_text(text: str, cap: int | None, cassette_id: str = "ID") -> str:
@@ -247,7 +249,7 @@ def cap_text(text: str, cap: int | None, cassette_id: str = "ID") -> str:
         return text
     head = data[:cap].decode("utf-8", "ignore")
     more = len(data) - len(head.encode("utf-8"))
-    return f"{head}\n… {more} more bytes — `replaykit cassettes show {cassette_id} --transcript --full`"
+    return f"{head}\n… {more} {CUT_NOTE} {cassette_id} --transcript --full`"
 
 
 def _capped(value: _T, cap: int | None, cassette_id: str) -> _T:

@@ -152,7 +152,8 @@ def create_app(
         unit = request.query_params.get("unit", "")
         if not unit:
             raise ValueError("which unit? add ?unit=TASK#SEED (a regression or new solve of the verdict)")
-        ctx = queries.unit_diff(store, request.path_params["id"], unit)
+        full = request.query_params.get("full") == "1"
+        ctx = queries.unit_diff(store, request.path_params["id"], unit, full=full)
         return page(request, "diff.html.j2", f"diff {unit}", ctx)
 
     def compares(request: Request) -> Response:

@@ -17,7 +17,7 @@ from replaykit.report.documents import CompareRow, EpisodeBrief
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.envs.base import GradeDoc
-    from replaykit.report.documents import Turn, UnitDiff, VerdictDiff
+    from replaykit.report.documents import SidesDoc, Turn, UnitDiff, VerdictDiff
 
 
 class DecisionCount(TypedDict):
@@ -166,6 +166,9 @@ class VerdictPage(TypedDict):
 class UnitDiffPage(TypedDict):
     diff: VerdictDiff
     unit: UnitDiff
+    sides: SidesDoc  # both transcripts side by side, aligned at the first difference
+    full: bool  # texts shown in full (?full=1), else cut at caps.CAP bytes
+    cut: bool  # some text was cut (then the page offers "show all")
 
 
 class CompareListRow(TypedDict):

@@ -18,9 +18,10 @@ from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.documents import CompareRow
-from replaykit.report.transcript import episode_summary, transcript
+from replaykit.report.sides import transcripts_side_by_side
+from replaykit.report.transcript import CUT_NOTE, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
-from replaykit.view.caps import capped
+from replaykit.view.caps import CAP, capped
 from replaykit.view.curve import curve
 from replaykit.view.pages import (
     CompareListRow,
@@ -262,10 +263,25 @@ def verdict(store: StoreBackend, verdict_id: str) -> VerdictPage:
     return {"verdict": verdict_row(store, row)}
 
 
-def unit_diff(store: StoreBackend, verdict_id: str, unit: str) -> UnitDiffPage:
-    """The two episodes of one unit of a verdict, side by side at the first differing event."""
+def unit_diff(store: StoreBackend, verdict_id: str, unit: str, full: bool = False) -> UnitDiffPage:
+    """The two episodes of one unit of a verdict: their first difference, and both transcripts
+    side by side, aligned there, every pair of turns that differs marked (texts cut at
+    ``CAP`` unless ``full``)."""
     doc = diff_verdict(store, verdict_id, unit)
-    return {"diff": doc, "unit": doc["units"][0]}
+    u = doc["units"][0]
+    a, b = store.get_episode(u["a"]["id"]), store.get_episode(u["b"]["id"])
+    first = u["first_difference"]["position"] if u["first_difference"] else len(a.events)
+    sides = transcripts_side_by_side(a, b, first, None if full else CAP)
+    lines = [line for t in sides["shared"] for line in t["lines"]] + [
+        r[side] or "" for p in sides["pairs"] for r in p["rows"] for side in ("a", "b")
+    ]
+    return {
+        "diff": doc,
+        "unit": u,
+        "sides": sides,
+        "full": full,
+        "cut": any(CUT_NOTE in line for line in lines),
+    }
 
 
 def compares(store: StoreBackend) -> ComparesPage:

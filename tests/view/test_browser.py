@@ -315,3 +315,24 @@ def test_the_curve_and_the_page_links_as_drawn(
         assert box and box["width"] > 0 and figure["x"] <= box["x"] <= figure["x"] + figure["width"]
     assert (page.locator("#curve svg text.xtick.skipped").text_content() or "").endswith("skipped")
     shot(page, "training-curve")
+
+    # a verdict's diff: both transcripts in two columns of one width, a pair's turns on one line
+    epoch = next(e for e in training["epochs"] if (e.get("verdict") or {}).get("new_solves"))
+    page.goto(f"{viewer.url}/verdicts/{epoch['verdict_id']}")
+    follow(page, page.locator("#movement a.diff-link").first)
+    heads = page.locator("#transcripts tr.pair-head")
+    assert heads.count() >= 2
+    a, b = (heads.first.locator("th").nth(i).bounding_box() for i in (0, 1))
+    assert (
+        a
+        and b
+        and a["y"] == b["y"]
+        and a["x"] + a["width"] <= b["x"] + 1
+        and abs(a["width"] - b["width"]) < 2
+    )
+    hunk = page.locator("a.hunk-link").last
+    target = hunk.get_attribute("href") or ""
+    hunk.click()
+    page.wait_for_function(f"() => location.hash === {json.dumps(target)}")
+    assert page.locator(target).is_visible()
+    shot(page, "verdict-diff")

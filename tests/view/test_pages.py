@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Viewer
+from .conftest import Viewer, cli
 
 pytestmark = pytest.mark.e2e
 
@@ -196,3 +196,50 @@ def test_the_permalink_and_the_live_mark_are_two_things_and_live_says_when_it_is
         still.stop()
     links = page.split('id="page-links">')[1].split("</nav>")[0]
     assert 'class="live"' not in links and "not live (--poll 0)" in links and 'data-poll="0"' in page
+
+
+def _turns(store: Path, cassette: str) -> list[tuple[int, str]]:
+    shown = json.loads(
+        cli("cassettes", "show", cassette, "--transcript", "--json", "--store", str(store)).stdout
+    )
+    return [(t["position"], t["kind"]) for t in shown["turns"]]
+
+
+def test_a_verdict_diff_shows_both_transcripts_side_by_side_every_hunk(
+    viewer: Viewer, quickstart_store: dict[str, Any]
+) -> None:
+    """A verdict diff showed only the first differing event's hunk: now both transcripts, the
+    turns they share once, then side by side from the first difference on, in order, every
+    pair that differs marked and linked."""
+    store = quickstart_store["store"]
+    pages = []
+    for e in quickstart_store["training"]["epochs"]:
+        v = e.get("verdict") or {}
+        for unit in v.get("new_solves", []) + v.get("regressions", []):
+            url = f"{viewer.url}/verdicts/{e['verdict_id']}/diff?unit={unit.replace('#', '%23')}"
+            status, page, _ = get(url)
+            assert status == 200, page
+            pages.append(page)
+    assert pages
+    most = 0
+    for page in pages:
+        a, b = re.findall(r'<a class="episode [ab]" href="/episodes/([0-9a-f]+)"', page)
+        first = int(re.search(r"first difference</abbr> at event (\d+)", page).group(1))  # type: ignore[union-attr]
+        table = page.split('id="transcripts">')[1].split("</table>")[0]
+        heads = re.findall(r'<tr class="pair-head"><th>(.*?)</th><th>(.*?)</th></tr>', table)
+        for side, cassette in ((0, a), (1, b)):
+            shown = [int(m.group(1)) for h in heads if (m := re.search(r"#event-(\d+)\">event", h[side]))]
+            turns = _turns(store, cassette)
+            assert shown == [p for p, _ in turns if p >= first]  # the whole transcript from there, in order
+            shared = page.split('id="shared-prefix">')[1].split("</details>")[0] if first else ""
+            assert re.findall(r"<h3>event (\d+) ·", shared) == [str(p) for p, _ in turns if p < first]
+        assert (
+            f'#event-{first}">event {first}</a>' in heads[0][0] + heads[0][1]
+        )  # aligned at the first difference
+        differing = re.findall(r'<tbody class="pair differs" id="(pair-\d+)">', table)
+        assert int(re.search(r'id="hunk-count">(\d+) differ', page).group(1)) == len(differing) >= 1  # type: ignore[union-attr]
+        assert re.findall(r'class="hunk-link" href="#(pair-\d+)"', page) == differing
+        most = max(most, len(differing))
+        grades = re.findall(r"· grade · (PASS|FAIL) ·", table)
+        assert sorted(grades) == ["FAIL", "PASS"]  # the two ends: one solved it, one did not
+    assert most >= 3  # later hunks shown too, not only the first
