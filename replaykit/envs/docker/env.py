@@ -19,7 +19,7 @@ The container's mechanics (create, ``docker exec``, nothing outliving a step, fa
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -64,6 +64,7 @@ class DockerEnv(Sandbox):
         network_mode: str | None = None,
         network_request: NetworkRequest | None = None,
         keep_network_spool: bool = True,
+        network_allow: Sequence[str] = (),
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -91,6 +92,7 @@ class DockerEnv(Sandbox):
         self._network_request = network_request  # the store's CA, and what to serve (network/extras.py)
         self._net: Any = None
         self._keep_spool = keep_network_spool  # False: what the network fetched is dropped at close
+        self.network_allow = tuple(network_allow)  # host:port the proxy may reach on the host's side
 
     @property
     def container(self) -> Any:
@@ -179,8 +181,12 @@ class DockerEnv(Sandbox):
             containers.live[name] = None
         net_env: dict[str, str] = {}
         if spec is None:  # multi-container tasks keep their own network (compose.py)
-            self._net = network.attach(client, self._network_request, self.network_mode, self.episode, labels)
+            self._net = network.attach(
+                client, self._network_request, self.network_mode, self.episode, labels, self.network_allow
+            )
             net_env = self._net.start() if self._net is not None else {}
+            if self._net is not None and self._net.warning and self._net.warning not in self._warnings:
+                self._warnings.append(self._net.warning)
         ncpu = containers.host_cpus(client)
         config = images.image_config(client, self.image)
         self._image_workdir = str(config.get("WorkingDir") or "") or None
@@ -296,9 +302,20 @@ class DockerEnv(Sandbox):
         cwd: str | None = None,
     ) -> Observation:
         box = self._require_started()
+        self._check_network(box)
         if box.dead is None:
             self._state = None
-        return box.exec(argv, timeout_sec, cwd or self.workdir, extra_env, self._secrets)
+        obs = box.exec(argv, timeout_sec, cwd or self.workdir, extra_env, self._secrets)
+        if box.dead is None and self._check_network(box):  # the proxy died during this action
+            return box.dead_obs(obs.stdout, obs.stderr)
+        return obs
+
+    def _check_network(self, box: EpisodeContainer) -> bool:
+        """Stop the episode (an infrastructure failure) once the frozen network's proxy is gone."""
+        why = self._net.failure() if self._net is not None else None
+        if why is not None and box.dead is None:
+            box.stop(why)
+        return why is not None
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
@@ -369,7 +386,9 @@ class DockerEnv(Sandbox):
         self._secrets.update(secrets)
 
     def broken(self) -> str | None:
-        return self._require_started().dead
+        box = self._require_started()
+        self._check_network(box)
+        return box.dead
 
     def metadata(self) -> dict[str, JSON]:
         return {
@@ -386,6 +405,7 @@ class DockerEnv(Sandbox):
                 "memory_mb": self.task.memory_mb,
                 "network": self.task.allow_internet,
                 "network_mode": self.network_mode,
+                "network_allow": list(self.network_allow),
                 "pids": self.pids_limit,
                 "storage_mb": self.task.storage_mb,
                 "storage_enforced": self._storage_enforced,

@@ -64,6 +64,7 @@ def factory(spec: EnvRequest) -> DockerEnv:
         aliases=aliases,
         network_mode=DockerSettings.of(spec.env).network,
         network_request=cast(NetworkRequest, dict(spec.extras)),
+        network_allow=DockerSettings.of(spec.env).network_allow,
     )
 
 
@@ -86,6 +87,7 @@ def oracle(task: Task, env: EnvSection) -> tuple[Grade, Grade]:
             network_mode=settings.network,  # run's policy: frozen unless the config says live or none
             network_request=check_network(task, settings.network),
             keep_network_spool=False,  # a check keeps nothing it fetched
+            network_allow=settings.network_allow,
         )
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from replaykit.envs.base import EnvSettings
 
@@ -27,3 +27,22 @@ class DockerSettings(EnvSettings):
             " certify; `live` fetches for real (never certified deterministic); `none` cuts the network."
         ),
     )
+    network_allow: list[str] = Field(
+        default_factory=list,
+        description=(
+            "`host:port` entries the frozen network's proxy may reach although they are the host's"
+            " loopback, link-local or private addresses (refused otherwise), e.g. a local test"
+            ' upstream: `["127.0.0.1:8443"]`.'
+        ),
+    )
+
+    @field_validator("network_allow")
+    @classmethod
+    def _host_ports(cls, entries: list[str]) -> list[str]:
+        out = []
+        for item in entries:
+            host, sep, port = item.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{item!r} is not host:port (e.g. 127.0.0.1:8443, [::1]:8443)")
+            out.append(f"{host.lower()}:{int(port)}")
+        return out

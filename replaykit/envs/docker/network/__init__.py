@@ -6,7 +6,8 @@
 | ``matching.py`` | match key (method + scrubbed URL + normalised body), URL/header scrubbing (stdlib only) |
 | ``addon.py`` | the mitmproxy addon: record, serve, refuse; bodies streamed to content-addressed files |
 | ``server.py`` | one ``mitmdump`` child process: start, wait, stop; host trust and proxy for the upstream side |
-| ``wiring.py`` | one episode: internal Docker network, proxy on its gateway, CA and variables in the container |
+| ``wiring.py`` | one episode: internal Docker network, proxy on its gateway (the host's only port the container reaches), CA and variables in the container |
+| ``policy.py`` | what the proxy may connect to: never the host's loopback, link-local or private addresses unless ``env.network_allow`` names them |
 | ``build.py`` | image builds: a recording proxy for a task image built from scratch |
 | ``extras.py`` | the kind's episode extras (``EnvKind.extras``): recording, serving a recording back, ``net ls``'s builds |
 
@@ -16,6 +17,7 @@ This package may not import the store: it gets a narrow one (``envs.extras.KindS
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -30,7 +32,12 @@ class NetworkRequest(TypedDict, total=False):
 
 
 def attach(
-    client: Any, request: NetworkRequest | None, mode: str, episode: str, labels: dict[str, str]
+    client: Any,
+    request: NetworkRequest | None,
+    mode: str,
+    episode: str,
+    labels: dict[str, str],
+    allow: Sequence[str] = (),
 ) -> Any:
     """An :class:`~replaykit.envs.docker.network.wiring.EpisodeNetwork` for this episode, or None
     when it has no network (mode ``none``) or no store to keep what it fetches."""
@@ -48,4 +55,5 @@ def attach(
         labels,
         serve=Path(serve) if serve else None,
         serve_only=bool(request.get("serve_only")),
+        allow=allow,
     )

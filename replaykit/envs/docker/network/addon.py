@@ -10,7 +10,10 @@ memory stays bounded whatever their size. Every exchange ends as one JSON line i
 ``spool/exchanges.jsonl``; unrecorded requests in ``spool/misses.jsonl``, upstream
 failures in ``spool/errors.jsonl`` and, since the client was answered (mitmproxy's 502 page
 naming the failure: refused, reset, timed out), as an exchange too, served back identically. Request headers and bodies are never written (only
-the body's digest, inside the match key).
+the body's digest, inside the match key). With ``allow`` (a list: ``env.network_allow``)
+the host's loopback, link-local and private addresses are refused (``policy.py``): a 403
+naming the address for a request or a CONNECT, a connection killed before it is made for
+anything else; a line in ``spool/refused.jsonl``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from mitmproxy.proxy.layers.http._base import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matching
+import policy
 from matching import ErrorRecord, ExchangeRecord, MissRecord, RequestForm, ServedResponse
 
 UNRECORDED_HEADER = "x-replaykit-unrecorded"
@@ -120,6 +124,10 @@ class FrozenNetwork:
         self.bodies_server = (
             _body_server(self.serve_dir, self.index) if self.serve_dir and self.index else None
         )
+        allow = config.get("allow")  # None: no address policy (image builds)
+        self.allow: frozenset[str] | None = None if allow is None else frozenset(allow)
+        upstream = config.get("upstream")  # the host's own proxy, when mitmproxy goes through it
+        self.upstream: tuple[str, int] | None = (str(upstream[0]), int(upstream[1])) if upstream else None
 
     # -- logs ---------------------------------------------------------------------
     def _log(self, name: str, record: ExchangeRecord | MissRecord | ErrorRecord) -> None:
@@ -146,7 +154,45 @@ class FrozenNetwork:
     def running(self) -> None:
         (self.spool / READY).touch()  # the proxy listens with this addon loaded (server.py waits for it)
 
+    def _refused(self, host: str, port: int) -> policy.Judged | None:
+        if self.allow is None:
+            return None
+        judged = policy.judge(host, port, self.allow)
+        if judged.refused is not None:
+            with self.lock, open(self.spool / "refused.jsonl", "a", encoding="utf-8") as out:
+                out.write(json.dumps({"address": policy.entry(host, port), "why": judged.refused}) + "\n")
+        return judged
+
+    def _refuse(self, flow: http.HTTPFlow, why: str) -> None:
+        flow.response = http.Response.make(
+            403, (why + "\n").encode(), {"content-type": "text/plain", policy.REFUSED_HEADER: "1"}
+        )
+        flow.metadata["replaykit_source"] = "refused"
+
+    def http_connect(self, flow: http.HTTPFlow) -> None:
+        judged = self._refused(flow.request.host, flow.request.port)
+        if judged is not None and judged.refused is not None:
+            self._refuse(flow, judged.refused)
+
+    def server_connect(self, data: Any) -> None:
+        """Every connection the proxy opens (a raw tunnel's too) goes to an address judged."""
+        host, port = data.server.address
+        mine = self.bodies_server is not None and (host, port) == self.bodies_server.server_address[:2]
+        if mine or (host, port) == self.upstream:
+            return
+        judged = self._refused(str(host), int(port))
+        if judged is None:
+            return
+        if judged.refused is not None:
+            data.server.error = judged.refused
+        elif judged.address is not None:
+            data.server.address = (judged.address, port)
+
     def request(self, flow: http.HTTPFlow) -> None:
+        judged = self._refused(flow.request.host, flow.request.port)
+        if judged is not None and judged.refused is not None:
+            self._refuse(flow, judged.refused)
+            return
         form = self._request_form(flow)
         flow.metadata["replaykit"] = form
         hit = self.index.get(form["match"]) if self.mode != "live" else None
@@ -167,7 +213,7 @@ class FrozenNetwork:
             self._log("misses.jsonl", miss)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None or flow.metadata.get("replaykit_source") == "unrecorded":
+        if flow.response is None or flow.metadata.get("replaykit_source") in ("unrecorded", "refused"):
             return
         if flow.metadata.get("replaykit_source") == "store":
             flow.response.stream = True  # the recorded body, passed on chunk by chunk
@@ -178,7 +224,7 @@ class FrozenNetwork:
 
     def response(self, flow: http.HTTPFlow) -> None:
         source = flow.metadata.get("replaykit_source", "upstream")
-        if source == "unrecorded" or flow.response is None:
+        if source in ("unrecorded", "refused") or flow.response is None:
             return
         form: RequestForm = flow.metadata.get("replaykit") or self._request_form(flow)
         sink = flow.metadata.get("replaykit_sink")
@@ -207,6 +253,8 @@ class FrozenNetwork:
         message = str(flow.error.msg if flow.error else "unknown error")
         failure: ErrorRecord = {"method": form["method"], "url": form["url"], "error": message[:300]}
         self._log("errors.jsonl", failure)
+        if flow.metadata.get("replaykit_source") == "refused" or "the frozen network refuses" in message:
+            return  # the policy's answer (policy.py), never an upstream's failure
         if flow.response is None and message != KILLED and flow.metadata.get("replaykit_source") != "store":
             self._failed_exchange(flow, form, message)
 

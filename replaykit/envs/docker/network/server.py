@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from replaykit.core.errors import EnvError
 from replaykit.envs.docker.network.ca import StoreCA
@@ -67,6 +68,12 @@ def upstream_proxy() -> str | None:
     return None
 
 
+def _address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a proxy URL (the addon lets the proxy connect to it)."""
+    parts = urlsplit(url)
+    return (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -83,6 +90,9 @@ class ProxyServer:
     serve: Path | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    #: ``env.network_allow``: with a tuple the host's loopback, link-local and private addresses
+    #: are refused but for these ``host:port`` (``policy.py``); None: no address policy
+    allow: tuple[str, ...] | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _confdir: Path | None = field(default=None, init=False)
     _scratch: Path | None = field(default=None, init=False)
@@ -102,8 +112,17 @@ class ProxyServer:
         self._scratch = Path(tempfile.mkdtemp(prefix="replaykit-mitm-"))
         self._confdir = self.ca.confdir()
         config = self._scratch / "config.json"
+        upstream = upstream_proxy() if self.mode != "replay" else None
         config.write_text(
-            json.dumps({"mode": self.mode, "spool": str(self.spool), "serve": str(self.serve or "")})
+            json.dumps(
+                {
+                    "mode": self.mode,
+                    "spool": str(self.spool),
+                    "serve": str(self.serve or ""),
+                    "allow": None if self.allow is None else list(self.allow),
+                    "upstream": _address(upstream) if upstream else None,
+                }
+            )
         )
         trust = self._scratch / "upstream-ca.pem"
         with open(trust, "wb") as out:
@@ -134,7 +153,6 @@ class ProxyServer:
             "-s",
             str(ADDON),
         ]
-        upstream = upstream_proxy() if self.mode != "replay" else None
         if upstream:
             argv += ["--mode", f"upstream:{upstream}"]
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import subprocess
 import tarfile
 import tempfile
 import uuid
@@ -52,16 +53,19 @@ def resolve_mode(setting: str | None, allow_internet: bool) -> str:
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", HOSTNAME)
 
 
-def no_proxy(names: Sequence[str] = ()) -> str:
-    """``NO_PROXY``: the container's loopback and hostname, and ``names`` (its compose services)."""
-    return ",".join(dict.fromkeys((*LOCAL_NAMES, *names)))
+def no_proxy(names: Sequence[str] = (), allow: Sequence[str] = ()) -> str:
+    """``NO_PROXY``: the container's loopback and hostname, and ``names`` (its compose services).
+    A loopback address that ``env.network_allow`` names (a test upstream on the host's loopback,
+    ``127.0.0.1:PORT``) is left to the proxy: it alone reaches the host, and only there."""
+    proxied = {a.rsplit(":", 1)[0].strip("[]") for a in allow}
+    return ",".join(n for n in dict.fromkeys((*LOCAL_NAMES, *names)) if n not in proxied)
 
 
-def container_env(proxy_url: str, names: Sequence[str] = ()) -> dict[str, str]:
+def container_env(proxy_url: str, names: Sequence[str] = (), allow: Sequence[str] = ()) -> dict[str, str]:
     """The variables that send a container's clients through the proxy and make them trust its
     CA; what the container serves itself (``no_proxy``) stays local (there is no other route out)."""
     env = dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), proxy_url)
-    env.update(NO_PROXY=no_proxy(names), no_proxy=no_proxy(names))
+    env.update(NO_PROXY=no_proxy(names, allow), no_proxy=no_proxy(names, allow))
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
         env[name] = CA_PATH
     env.update(SSL_CERT_DIR="/etc/ssl/certs", UV_NATIVE_TLS="1")
@@ -82,6 +86,53 @@ def _files_tar(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
+class HostRoute:
+    """The host as the container sees it on its network's gateway: only the proxy's port.
+    Without this, a host service bound to every interface (``0.0.0.0``) answers the container
+    at the gateway directly, unrecorded. Two ``iptables`` rules on the network's bridge (the
+    first ``INPUT`` rules: the proxy's port accepted, everything else rejected), removed at
+    close. Setting them needs root: without, :meth:`close` says why (the episode's warnings)."""
+
+    def __init__(self, bridge: str, gateway: str, port: int) -> None:
+        self.rules = [
+            ["-i", bridge, "-p", "tcp", "-d", gateway, "--dport", str(port), "-j", "ACCEPT"],
+            ["-i", bridge, "-j", "REJECT"],
+        ]
+        self.closed = False
+
+    def close(self) -> str | None:
+        """Cut every route to the host but the proxy's; None, or why it stays open."""
+        for rule in reversed(self.rules):  # each on top: the ACCEPT lands above its own REJECT,
+            problem = _iptables("-I", "INPUT", "1", *rule)  # whatever other episodes insert meanwhile
+            if problem is not None:
+                self.open()
+                return (
+                    "the task container can reach the host's own services on its network's gateway"
+                    f" directly (iptables: {problem}; run as root to cut that route)"
+                )
+            self.closed = True
+        return None
+
+    def open(self) -> None:
+        if self.closed:
+            for rule in self.rules:
+                _iptables("-D", "INPUT", *rule)
+            self.closed = False
+
+
+def _iptables(*args: str) -> str | None:
+    """Run ``iptables -w ARGS``; None, or its last line when it failed."""
+    binary = shutil.which("iptables") or "/usr/sbin/iptables"
+    try:
+        proc = subprocess.run([binary, "-w", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if proc.returncode == 0:
+        return None
+    said = (proc.stderr or proc.stdout).strip().splitlines()
+    return said[-1] if said else f"exit code {proc.returncode}"
+
+
 class EpisodeNetwork:
     """One episode's internal network and proxy. ``serve`` (recorded exchanges) with
     ``serve_only`` is a re-execution: nothing is fetched."""
@@ -95,6 +146,7 @@ class EpisodeNetwork:
         labels: dict[str, str],
         serve: Path | None = None,
         serve_only: bool = False,
+        allow: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.ca = ca
@@ -107,6 +159,9 @@ class EpisodeNetwork:
         self.proxy: ProxyServer | None = None
         self._drained = 0
         self.gateway = ""
+        self.allow = tuple(allow)  # env.network_allow: host:port the proxy may reach on the host's side
+        self.host_route: HostRoute | None = None
+        self.warning: str | None = None  # why the container's route to the host stays open
 
     def start(self) -> dict[str, str]:
         """Create the network, start the proxy on its gateway; the container's variables."""
@@ -120,15 +175,17 @@ class EpisodeNetwork:
             self.close()
             raise EnvError(f"cannot create the episode's network {self.name}: {exc}") from None
         self.gateway = gateway
+        self.host_route = HostRoute(f"br-{info['Id'][:12]}", gateway, PROXY_PORT)
         self.proxy = ProxyServer(
-            self.ca, self.proxy_mode, self.spool, self.serve, host=gateway, port=PROXY_PORT
+            self.ca, self.proxy_mode, self.spool, self.serve, host=gateway, port=PROXY_PORT, allow=self.allow
         )
+        self.warning = self.host_route.close()
         try:
             self.proxy.start()
         except EnvError:
             self.close()
             raise
-        return container_env(self.url)
+        return container_env(self.url, allow=self.allow)
 
     @property
     def url(self) -> str:
@@ -150,6 +207,19 @@ class EpisodeNetwork:
         if result.exit_code != 0:
             raise EnvError(f"cannot add the frozen network's CA to the trust store of {container.name}")
 
+    def failure(self) -> str | None:
+        """Why the proxy can no longer carry the container's traffic (it exited mid-episode:
+        killed, crashed), or None while it runs. What the container fetched after that is
+        the proxy's absence, not the task's behaviour: the episode is an infrastructure failure."""
+        proxy = self.proxy
+        if proxy is None or proxy.process is None:
+            return None
+        code = proxy.process.poll()
+        if code is None:
+            return None
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"the frozen network's proxy died mid-episode ({how})"
+
     def drain(self) -> list[ExchangeRecord]:
         """Exchanges completed since the last call (records + bodies under ``spool/bodies``)."""
         records = read_log(self.spool)
@@ -166,6 +236,9 @@ class EpisodeNetwork:
         if proxy is not None:
             proxy.stop()
         containers.remove_network(self.name)
+        route, self.host_route = self.host_route, None
+        if route is not None:
+            route.open()
 
     def discard(self) -> None:
         shutil.rmtree(self.spool, ignore_errors=True)

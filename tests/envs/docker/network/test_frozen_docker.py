@@ -39,6 +39,16 @@ def commit(repo: git.Repo, actions: list[str]) -> str:
     return repo.index.commit(f"harness: {len(actions)} action(s)").hexsha
 
 
+def allowing(config: Path, srv: FileServer) -> Path:
+    """``config`` with ``srv`` (on the host's loopback) in ``env.network_allow``: the frozen
+    network refuses the host's loopback otherwise."""
+    doc = yaml.safe_load(config.read_text())
+    doc["env"]["network_allow"] = [*doc["env"].get("network_allow", []), srv.url.removeprefix("https://")]
+    out = config.with_name(f"allow-{srv.server.server_address[1]}.yaml")
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
 def run_json(*args: str, env: dict[str, str], check: bool = True, prefix: tuple[str, ...] = ()) -> Any:
     if prefix:
         proc = subprocess.run(
@@ -87,6 +97,7 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Any:
     doc = yaml.safe_load(config.read_text())
     doc["env"].pop("image_aliases", None)
     config.write_text(yaml.safe_dump(doc))
+    config = allowing(config, srv)
     run = run_json("run", str(config), "--harness", sha, env=env)
     yield {
         "tmp": tmp,
@@ -152,7 +163,7 @@ def test_an_unrecorded_request_fails_certify_naming_its_url(frozen: Any) -> None
         }
         nonce = nonce.replace(url, f"{srv.url}/data.txt")
         sha = commit(frozen["repo"], [nonce])
-        run = run_json("run", str(frozen["config"]), "--harness", sha, env=env)
+        run = run_json("run", str(allowing(frozen["config"], srv)), "--harness", sha, env=env)
     args = ("certify", run["run_id"], "--store", str(frozen["store"]), "--tasks", str(TASK))
     proc = cli(*args, "--json", env=env, cwd=REPO_ROOT, timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -204,7 +215,7 @@ def test_a_live_run_is_never_certified_deterministic(frozen: Any) -> None:
             "REPLAYKIT_NET_UPSTREAM_CA": str(srv.cert),
             "REPLAYKIT_TEST_FILE_URL": f"{srv.url}/data.txt",
         }
-        run = run_json("run", str(live), "--harness", sha, env=env)
+        run = run_json("run", str(allowing(live, srv)), "--harness", sha, env=env)
         report = run_json(
             "certify", run["run_id"], "--store", str(frozen["store"]), "--tasks", str(TASK), env=env
         )

@@ -9,7 +9,9 @@ import pytest
 from replaykit.core.errors import EnvError
 from replaykit.envs.docker.network.matching import match_key, scrub_url, stored_headers
 from replaykit.envs.docker.network.wiring import container_env, resolve_mode
+from replaykit.testing import write_config
 from replaykit.workspace.doctor import check_network
+from tests.cli_runner import cli
 
 pytestmark = pytest.mark.unit
 
@@ -49,6 +51,8 @@ def test_modes_and_the_containers_variables() -> None:
     env = container_env("http://replaykit-proxy:3128")
     assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://replaykit-proxy:3128"
     assert env["no_proxy"] == env["NO_PROXY"] == "localhost,127.0.0.1,::1,replaykit"  # its own traffic
+    # a host upstream on the loopback that env.network_allow names goes through the proxy (to the host)
+    assert container_env("http://p:1", allow=["127.0.0.1:8443"])["NO_PROXY"] == "localhost,::1,replaykit"
     assert container_env("http://p:1", ["db", "localhost"])["NO_PROXY"].endswith(",replaykit,db")
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
         assert env[name] == "/etc/replaykit/mitm-ca.pem"
@@ -60,3 +64,27 @@ def test_doctor_says_how_to_install_the_proxy(tmp_path: Path, monkeypatch: pytes
     check = check_network(needed=True)
     assert check.status == "fail" and "scripts/setup-network.sh" in check.fix and "\n" not in check.detail
     assert check_network(needed=False).status == "warn"
+
+
+def test_network_allow_must_name_host_and_port(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"env.network_allow": ["127.0.0.1"]}, base="quickstart-docker.yaml")
+    proc = cli("run", str(config), cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "network_allow" in proc.stderr and "'127.0.0.1' is not host:port" in proc.stderr, proc.stderr
+    assert not (tmp_path / "store").exists()  # nothing created before the config is valid
+
+
+def test_the_proxy_judges_addresses_as_the_host_would_reach_them() -> None:
+    from replaykit.envs.docker.network.policy import judge
+
+    assert judge("127.0.0.1", 5432, ()).refused
+    assert judge("localhost", 5432, ()).refused  # a name is judged by what it resolves to
+    assert judge("::ffff:127.0.0.1", 80, ()).refused
+    assert judge("0.0.0.0", 80, ()).refused
+    assert judge("172.17.0.1", 2375, ()).refused  # the Docker bridge's gateway: the host
+    assert judge("127.0.0.1", 8443, ("127.0.0.1:8443",)).refused is None
+    assert judge("127.0.0.1", 8444, ("127.0.0.1:8443",)).refused  # the port is part of the name
+    assert judge("93.184.215.14", 443, ()).refused is None
+    assert judge("203.0.113.80", 443, ()).refused is None  # a documentation range is not the host's
+    assert judge("fd00::1", 80, ()).refused and judge("fe80::1", 80, ()).refused
