@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 ELSEWHERE = {
     "mitmproxy": "envs/docker/network/addon.py runs inside mitmdump, in its own venv (scripts/setup-network.sh)",
     "matching": "addon.py's sibling module, imported by file inside mitmdump",
+    "policy": "addon.py's sibling module (where the proxy may connect), imported by file inside mitmdump",
 }
 #: modules of an extra that ``pip install -e '.[dev]'`` does not bring (the engine's, built by
 #: scripts/setup-engine.sh): where they are not installed, the distribution that provides them
