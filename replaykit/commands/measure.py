@@ -128,7 +128,9 @@ def compare(
         ..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"
     ),
     harness: str = typer.Option(
-        ..., "--harness", help="Comma-separated harness refs, e.g. <initial-sha>,main"
+        ...,
+        "--harness",
+        help="Comma-separated harness refs, each optionally named by its role: untrained=<initial-sha>,trained=main",
     ),
     record_mode: RecordMode = typer.Option(
         RecordMode.ONCE,

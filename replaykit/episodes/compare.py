@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
+from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import CompareCell, CompareDocument
@@ -19,22 +20,30 @@ def compare(
     record_mode: RecordMode = RecordMode.ONCE,
     progress: Progress | None = None,
 ) -> CompareDocument:
-    """Measure (or reuse) every harness × model cell: the "train once, swap models" table."""
+    """Measure (or reuse) every harness × model cell: the "train once, swap models" table.
+
+    A harness given as ``ROLE=REF`` (``untrained=6ff33fa``, ``trained=main``) is measured at REF
+    and shown by its role: cells, tables and charts name it ROLE (its SHA stays in each cell)."""
     cells: list[CompareCell] = []
     repo = None
+    labelled = [harness_role(h) for h in harness_refs]
+    harness_refs = [label for label, _ in labelled]
+    twice = next((h for i, h in enumerate(harness_refs) if h in harness_refs[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"--harness names {twice!r} twice; give each harness (or role) once")
     if progress:
         progress("outer", {"total": len(models) * len(harness_refs), "label": "cell"})
-    for ref in harness_refs:
+    for label, ref in labelled:
         for name in models:
             model = config.model.model_copy(update={"name": name})
             result = measure(config, record_mode=record_mode, harness_ref=ref, model=model, progress=progress)
             if progress:
-                progress("outer_step", {"label": f"{ref} × {name}"})
+                progress("outer_step", {"label": f"{label} × {name}"})
             run = result.run
             repo = repo or run["harness_repo"]
             cells.append(
                 {
-                    "harness": ref,
+                    "harness": label,
                     "harness_sha": run["harness_sha"],
                     "model": name,
                     "run_id": run["run_id"],
@@ -55,6 +64,16 @@ def compare(
         "model_calls": sum(c.get("model_calls", 0) for c in cells),
         "reused_events": sum(c.get("reused_events", 0) for c in cells),
     }
+
+
+def harness_role(given: str) -> tuple[str, str]:
+    """``ROLE=REF`` → (ROLE, REF); a bare ref is its own label."""
+    role, sep, ref = given.partition("=")
+    if not sep:
+        return given, given
+    if not role.strip() or not ref.strip():
+        raise ConfigError(f"--harness {given!r}: expected ROLE=REF (e.g. trained=main) or a ref")
+    return role.strip(), ref.strip()
 
 
 def store_compare(

@@ -135,16 +135,16 @@ def grouped_bars(
     import matplotlib
 
     with matplotlib.rc_context(RC):
-        fig = _figure(max(4.5, 1.5 + 1.2 * len(groups)), 3.2)
+        fig = _figure(max(4.5, 1.5 + 1.2 * len(groups)) + 1.6, 3.2)
         ax = fig.add_subplot()
         width = 0.8 / max(len(series), 1)
         for n, (name, values) in enumerate(series.items()):
             xs = [g + (n - (len(series) - 1) / 2) * width for g in range(len(groups))]
             bars = ax.bar(xs, values, width, label=name, gid=f"{gid}-{n}")
-            ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
+            ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7, padding=2)
         ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylim(0, 1.15)
+        ax.set_ylim(0, 1.1)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize=8)
+        fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the axes: no label under it
     return fig
