@@ -1,7 +1,8 @@
-"""The shipped bundle (cassettes/quickstart-training.tar.gz, made by scripts/make-shipped-bundle.sh)
-imports into a fresh store and replays and audits with no model at all (sockets blocked), on
-every run: a change of the cassette or bundle format must come with a version bump and a
-migration, or this fails."""
+"""The shipped bundles (cassettes/quickstart-training.tar.gz, made by scripts/make-shipped-bundle.sh;
+cassettes/real-model-training.tar.gz, configs/real-model.yaml's live training on SmolLM2 in Docker)
+import into a fresh store and replay and audit with no model, no engine and no Docker at all
+(sockets blocked), on every run: a change of the cassette or bundle format must come with a
+version bump and a migration, or this fails."""
 
 from __future__ import annotations
 
@@ -22,12 +23,22 @@ pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
+REAL_MODEL = REPO / "cassettes" / "real-model-training.tar.gz"  # 4 runs × 16 episodes on SmolLM2
 
 
+@pytest.mark.parametrize(
+    "bundle",
+    # a docker-kind training's keys hold its task images' digests: its replay asks the Docker
+    # daemon (a local socket) for them, never the model, the engine or the network
+    [
+        pytest.param(BUNDLE, id="quickstart"),
+        pytest.param(REAL_MODEL, id="real-model", marks=pytest.mark.docker),
+    ],
+)
 def test_shipped_training_imports_and_replays_offline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bundle: Path
 ) -> None:
-    out = cli("cassettes", "import", str(BUNDLE), "--store", str(tmp_path / "store"), "--json", cwd=REPO)
+    out = cli("cassettes", "import", str(bundle), "--store", str(tmp_path / "store"), "--json", cwd=REPO)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["root"]["kind"] == "training"
@@ -36,7 +47,14 @@ def test_shipped_training_imports_and_replays_offline(
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the shipped bundle's replay tried to open a socket")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+    connect = socket.socket.connect
+
+    def refuse_but_docker(sock: socket.socket, address: Any) -> None:
+        if bundle != REAL_MODEL or sock.family != socket.AF_UNIX:
+            refuse()
+        connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", refuse_but_docker)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.chdir(REPO)
     store = Store(tmp_path / "store", readonly=True)
