@@ -56,7 +56,11 @@ def draw(rows: list[dict[str, object]], out: Path) -> None:
     models = list(dict.fromkeys(str(r["model"]) for r in rows))
     roles = list(dict.fromkeys(str(r["role"]) for r in rows))
     rate = {(str(r["role"]), str(r["model"])): float(str(r["solve_rate"])) for r in rows}
-    series = {role: [rate.get((role, m), 0.0) for m in models] for role in roles}
+    shas = {role: {str(r["harness_sha"]) for r in rows if r["role"] == role} for role in roles}
+    named = {
+        role: f"{role} ({next(iter(shas[role]))[:7]})" if len(shas[role]) == 1 else role for role in roles
+    }
+    series = {named[role]: [rate.get((role, m), 0.0) for m in models] for role in roles}
     fig = grouped_bars(models, series, TITLE, "solve rate", "real-model-bars")
     out.parent.mkdir(parents=True, exist_ok=True)
     for path in (out, out.with_suffix(".svg")):
