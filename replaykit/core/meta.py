@@ -118,6 +118,9 @@ class EpisodeMeta(TypedDict, total=False):
     epoch: int
     backend: dict[str, JSON]
     reused: ReusedClaim  # events served from a donor (prefix reuse) or a fork's parent
+    #: how long it took when recorded, environment start to grade (wall clock, seconds; never
+    #: in its key or digest; absent in episodes recorded before replaykit timed them)
+    wall_seconds: float
     fork: ForkMeta  # a fork: its parent and step
     regraded_from: str  # ``replaykit regrade``: the cassette whose final state was graded again
     regrade: dict[str, JSON]  # its verifier's digest and how the state was rebuilt

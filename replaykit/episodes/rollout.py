@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -263,6 +264,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         return _unprepared(spec, tape, meta)
     with episode_lock(spec.key):
         inner = make_env(spec)
+        started = time.monotonic()
         try:
             inner.start()
             taped = TapedEnv(tape, inner, Budget(spec.limits, tape, spec.env.timeout_sec))
@@ -277,6 +279,7 @@ def record_episode(spec: EpisodeSpec) -> Episode:
                 grade = _grade(inner, taped)
             taped.record_network()  # the verifier's fetches come before the grade
             environment = inner.metadata()
+            wall_seconds = round(time.monotonic() - started, 3)
         finally:
             inner.close()
     if failure is not None:  # never a graded result: stop, or keep it as an infra failure (never reused)
@@ -289,7 +292,8 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     claim = tape.donors.claim(tape.events, spec.reuse_basis) if tape.donors else None
     if claim is not None:  # checked by replay and `cassettes verify` (cassette/lineage.py)
         meta["reused"] = claim
-    return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": environment})
+    meta = {**meta, "environment": environment, "wall_seconds": wall_seconds}
+    return Episode(key=spec.key, events=tape.events, meta=meta)
 
 
 def _unprepared(spec: EpisodeSpec, tape: Tape, meta: EpisodeMeta) -> Episode:

@@ -51,9 +51,22 @@ def _environment() -> Any:
     env.filters["snippet"] = snippet
     env.filters["epochs"] = epoch_names  # e0, e2: one wording in CLI, report and viewer
     env.filters["short"] = lambda s, n=10: (s or "-")[:n]
+    env.filters["seconds"] = took
     env.filters["rate"] = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     env.globals["TERMS"] = TERMS
     return env
+
+
+def took(seconds: float | None) -> str:
+    """A recorded episode's wall-clock duration: ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    if seconds is None:
+        return "not timed when recorded"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _int(value: str | None, name: str, default: int | None = None) -> int | None:

@@ -169,6 +169,7 @@ class UnitDiffPage(TypedDict):
     sides: SidesDoc  # both transcripts side by side, aligned at the first difference
     full: bool  # texts shown in full (?full=1), else cut at caps.CAP bytes
     cut: bool  # some text was cut (then the page offers "show all")
+    wall_seconds: list[float | None]  # how long a and b took when recorded (None: not timed)
 
 
 class CompareListRow(TypedDict):
@@ -211,6 +212,9 @@ class EpisodeView(EpisodeBrief):
     passed: int | None
     infra_failure: int | None
     created_at: str
+    wall_seconds: (
+        float | None
+    )  # how long it took when recorded (None: not timed, e.g. recorded before replaykit timed episodes)
 
 
 class RawEvent(TypedDict):

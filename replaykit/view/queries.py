@@ -281,6 +281,7 @@ def unit_diff(store: StoreBackend, verdict_id: str, unit: str, full: bool = Fals
         "sides": sides,
         "full": full,
         "cut": any(CUT_NOTE in line for line in lines),
+        "wall_seconds": [a.meta.get("wall_seconds"), b.meta.get("wall_seconds")],
     }
 
 
@@ -385,6 +386,7 @@ def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> Episod
             "passed": row.get("passed"),
             "infra_failure": row.get("infra_failure"),
             "created_at": row["created_at"],
+            "wall_seconds": ep.meta.get("wall_seconds"),
         },
         "grade": ep.grade.to_dict() if ep.grade else None,
         "turns": turns,

@@ -243,3 +243,40 @@ def test_a_verdict_diff_shows_both_transcripts_side_by_side_every_hunk(
         grades = re.findall(r"· grade · (PASS|FAIL) ·", table)
         assert sorted(grades) == ["FAIL", "PASS"]  # the two ends: one solved it, one did not
     assert most >= 3  # later hunks shown too, not only the first
+
+
+def test_an_episode_says_how_long_it_took(
+    viewer: Viewer, quickstart_store: dict[str, Any], tmp_path: Path
+) -> None:
+    """No page said how long an episode took: a recorded one is timed (environment start to
+    grade, in its meta, outside its key and digest) and its page and a diff say so; one
+    recorded before that says it was not timed."""
+    store = quickstart_store["store"]
+    run = quickstart_store["training"]["epochs"][0]["candidate_run"]
+    _, page, _ = get(f"{viewer.url}/runs/{run}")
+    cassette = re.findall(r'href="/episodes/([0-9a-f]+)"', page)[0]
+    shown = json.loads(cli("cassettes", "show", cassette, "--json", "--store", str(store)).stdout)
+    seconds = shown["meta"]["wall_seconds"]
+    assert 0 < seconds < 120
+    _, page, _ = get(f"{viewer.url}/episodes/{cassette}")
+    took = re.search(
+        r'<span id="duration"><abbr class="term" title="How long[^"]*">took</abbr> ([\d.]+) s</span>', page
+    )
+    assert took and float(took.group(1)) == round(seconds, 2 if seconds < 10 else 1)
+    assert '<abbr class="term" title="How long the episode took when it was recorded' in page
+    epoch = next(
+        e for e in quickstart_store["training"]["epochs"] if (e.get("verdict") or {}).get("new_solves")
+    )
+    unit = epoch["verdict"]["new_solves"][0].replace("#", "%23")
+    _, page, _ = get(f"{viewer.url}/verdicts/{epoch['verdict_id']}/diff?unit={unit}")
+    assert len(re.findall(r'<span class="duration">.*?took</abbr> [\d.]+ s</span>', page)) == 2
+    old = tmp_path / "old-store"  # the shipped bundle was recorded before episodes were timed
+    bundle = Path(__file__).resolve().parents[2] / "cassettes" / "quickstart-training.tar.gz"
+    cli("cassettes", "import", str(bundle), "--store", str(old), "--json")
+    first = json.loads(cli("cassettes", "ls", "--store", str(old), "--limit", "1", "--json").stdout)[0]["id"]
+    older = Viewer(old, tmp_path / "cache")
+    try:
+        _, page, _ = get(f"{older.url}/episodes/{first}")
+    finally:
+        older.stop()
+    assert re.search(r'<span id="duration">.*?took</abbr> not timed when recorded</span>', page)
