@@ -77,6 +77,9 @@ NOTES: dict[str, str] = {
     "`{kind: patch_queue, diffs: [file.diff, …], descriptions: […]}` (hand-written diffs, applied in order).",
     "train.criterion": "How a candidate is judged: `{name: strict_pareto|mean_reward|…, …params}`.",
     "train.optimizer": "What a verdict does: `{name: greedy_monotonic|margin_greedy|pareto_frontier, …params}`.",
+    "train.certify": "`every_epoch`: each epoch re-executes the baseline's episodes in a fresh environment (a certificate "
+    "already stored for those very episodes is reused) and its verdict leaves out the tasks certified forked; "
+    "`never`: a verdict excludes only the forked tasks already certified (`replaykit certify RUN`).",
 }
 
 

@@ -171,6 +171,8 @@ class VerdictDocument(TypedDict):
     verdict: VerdictRecord
     #: the forked certificates its exclusions come from (absent in verdicts recorded before)
     certificates: NotRequired[list[str]]
+    #: every certificate of its baseline's tasks (a training with ``train.certify: every_epoch``)
+    certified: NotRequired[list[str]]
 
 
 class CompareCell(TypedDict):
@@ -356,9 +358,10 @@ class VerdictDoc:
     verdict: VerdictRecord
     kind: str = "verdict"
     certificates: list[str] = field(default_factory=list)
+    certified: list[str] | None = None  # every certificate of the baseline (train.certify: every_epoch)
 
     def to_dict(self) -> VerdictDocument:
-        return {
+        doc: VerdictDocument = {
             "verdict_id": self.verdict_id,
             "kind": self.kind,
             "training_id": self.training_id,
@@ -372,3 +375,6 @@ class VerdictDoc:
             "verdict": self.verdict,
             "certificates": sorted(self.certificates),
         }
+        if self.certified is not None:  # only then: verdicts of other trainings stay as they were
+            doc["certified"] = sorted(self.certified)
+        return doc

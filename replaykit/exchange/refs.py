@@ -45,10 +45,11 @@ def doc_refs(doc: Any, where: str) -> dict[str, list[str]]:
 
 
 def doc_certificates(doc: Any, where: str) -> list[str]:
-    """The certificates a runs-table document names (a verdict's: what it excluded tasks by)."""
+    """The certificates a runs-table document names (a verdict's: what it excluded tasks by,
+    and, certifying every epoch, every certificate of its baseline)."""
     if not isinstance(doc, dict):
         raise BundleError(f"{where} is not a JSON object")
-    return _ids(doc, "certificates", where)
+    return sorted({*_ids(doc, "certificates", where), *_ids(doc, "certified", where)})
 
 
 def episode_blobs(doc: Any, get: Callable[[str], bytes], where: str) -> tuple[set[str], Any]:

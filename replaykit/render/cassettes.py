@@ -186,7 +186,9 @@ def bundle_report(report: BundleReport, action: str) -> None:
     root = report["root"]
     what = f"{root.get('kind', root['table'])} {root['id']}"
     counts = report["counts"]
-    summary = ", ".join(f"{counts[k]} {k}" for k in ("runs", "cassettes", "trees", "blobs"))
+    summary = ", ".join(
+        f"{counts[k]} {k}" for k in ("runs", "cassettes", "trees", "blobs", "certificates") if k in counts
+    )
     if action == "export":
         text = f"exported {what} to {report['path']}: {summary} ({report['bytes']} bytes, sha256 {report['sha256'][:12]})"
     elif action == "import" and report["noop"]:

@@ -1,5 +1,5 @@
 """The ``train:`` section of a run config (epochs, seed, patch surface, estimator,
-criterion, optimizer), validated as :class:`TrainConfig` by ``load_config`` itself.
+criterion, optimizer, certify), validated as :class:`TrainConfig` by ``load_config`` itself.
 
 Each of ``estimator``, ``criterion`` and ``optimizer`` names a registered factory
 (``kind`` / ``name``); its other keys are the factory's parameters, validated strictly
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -43,6 +43,8 @@ class TrainConfig(BaseModel):
     estimator: dict[str, object] = Field(default_factory=_copy(DEFAULT_ESTIMATOR))
     criterion: dict[str, object] = Field(default_factory=_copy(DEFAULT_CRITERION))
     optimizer: dict[str, object] = Field(default_factory=_copy(DEFAULT_OPTIMIZER))
+    #: ``every_epoch``: the baseline's episodes re-executed each epoch (``certification.py``)
+    certify: Literal["never", "every_epoch"] = "never"
 
     @field_validator("estimator")
     @classmethod

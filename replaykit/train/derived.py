@@ -26,6 +26,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
 from replaykit.train import exclusions, gitops
+from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
 from replaykit.train.loss import verdict_id_of
 from replaykit.train.scratch import Proposal
@@ -59,8 +60,11 @@ def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecor
     named = doc.get("certificates")  # absent: recorded before verdicts named their certificates
     excluded = exclusions.derive(store, vid, (baseline.to_dict(), candidate.to_dict()), named)
     certs = sorted(named) if isinstance(named, list) else None
+    certified = doc.get("certified")  # present: its training certified the baseline every epoch
+    if certified is not None:
+        exclusions.check_certified(store, vid, baseline.to_dict(), certified, named)
     if vid != verdict_id_of(
-        doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params, certs
+        doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params, certs, certified
     ):
         raise _corrupt(
             store, f"verdict {vid}: its runs, criterion, params or certificates are not the ones its id names"
@@ -118,6 +122,7 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
     if not isinstance(epochs, list) or not all(isinstance(e, dict) for e in epochs):
         raise _corrupt(store, f"training {tid}: its epochs are not a list of objects")
     verdict_ids = []
+    certifies = _certifies(doc)
     for e in epochs:
         if not e.get("verdict_id"):
             if e.get("verdict") is not None:
@@ -128,6 +133,12 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
         verdict_ids.append(e["verdict_id"])
         vdoc = store.get_doc(str(e["verdict_id"]), kind="verdict")
         verify_verdict(store, vdoc)
+        if certifies and "certified" not in vdoc:
+            raise _corrupt(
+                store,
+                f"training {tid}: epoch {e.get('epoch')}'s verdict names no certificate of its baseline,"
+                " and the training certifies every epoch (train.certify: every_epoch)",
+            )
         for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
             if vdoc.get(name) != e.get(name):
                 raise _corrupt(
@@ -188,6 +199,13 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
         )
     if bundle:
         verify_git_bundle(store, doc)
+
+
+def _certifies(doc: TrainingDocument) -> bool:
+    """Does the training certify every epoch (its config's ``train.certify``)?"""
+    config = doc.get("config")
+    train = config.get("train") if isinstance(config, dict) else None
+    return isinstance(train, dict) and train.get("certify") == EVERY_EPOCH
 
 
 #: the document kinds whose content is derived (and so recomputed before it is trusted)

@@ -80,6 +80,7 @@ class TrainingDocuments:
             candidate_sha=loss.candidate_sha,
             verdict=loss.verdict.to_dict(),
             certificates=list(loss.certificates),
+            certified=loss.certified,
         )
         trainer.store.put_doc(
             doc.verdict_id,

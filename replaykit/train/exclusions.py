@@ -10,6 +10,11 @@ runs); a verdict recorded before verdicts named their certificates (no ``certifi
 takes the certificates the store holds for its runs now. What the document says it excluded is
 then compared with what was derived, like every other field: a forged exclusion is store
 corruption.
+
+A verdict of a training that certifies every epoch (``train.certify: every_epoch``,
+``certification.py``) also names every certificate of its baseline's tasks (``certified``):
+:func:`check_certified` derives that list again from the baseline run and requires each to be
+stored, and each forked one to be among the exclusions.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import RunDocument
+from replaykit.episodes.certify import forked_certificates, get_certificate, task_certificate_id
 
 #: task id → (certificate id, reason)
 Exclusions = dict[str, tuple[str, str]]
@@ -24,8 +30,6 @@ Exclusions = dict[str, tuple[str, str]]
 
 def forked(store: StoreBackend, *runs: RunDocument) -> Exclusions:
     """The forked certificates of the runs' tasks (what a verdict judged now excludes)."""
-    from replaykit.episodes.certify import forked_certificates
-
     out: Exclusions = {}
     for run in runs:
         out.update(forked_certificates(store, run))
@@ -52,13 +56,20 @@ def derive(
     from the certificates it names (``named``: its ``certificates`` field; absent (None): the
     store's certificates of those runs now). ``store corrupt`` unless each is in the store,
     ``forked``, and the certificate of its task's episodes in one of the two runs."""
-    from replaykit.episodes.certify import get_certificate, task_certificate_id
-
     if named is None:
         return reasons(forked(store, *runs))
+    return reasons(named_exclusions(store, verdict_id, runs, named))
+
+
+def named_exclusions(
+    store: StoreBackend, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
+) -> Exclusions:
+    """The exclusions of the certificates a verdict over ``runs`` names, each checked as
+    :func:`derive` says (what a resumed or replayed epoch judges its very runs with again:
+    certificates made since, a candidate certified as a later baseline, never change it)."""
     if not isinstance(named, list) or not all(isinstance(c, str) and c for c in named):
         raise _corrupt(store, f"verdict {verdict_id}: its certificates are not a list of ids")
-    out: dict[str, str] = {}
+    out: Exclusions = {}
     for cert_id in named:
         cert = get_certificate(store, cert_id)
         if cert is None:
@@ -74,5 +85,39 @@ def derive(
                 store,
                 f"verdict {verdict_id}: certificate {cert_id} is not the certificate of task {task!r} in its runs",
             )
-        out[task] = str(cert.get("reason") or "")
+        out[task] = (cert_id, str(cert.get("reason") or ""))
     return dict(sorted(out.items()))
+
+
+def run_certificate_ids(store: StoreBackend, run: RunDocument) -> dict[str, str]:
+    """Task id → the id the certificate of this run's episodes of that task has (stored or not)."""
+    out = {t: task_certificate_id(store, run, t) for t in sorted({e["task_id"] for e in run["episodes"]})}
+    return {t: c for t, c in out.items() if c is not None}
+
+
+def check_certified(
+    store: StoreBackend, verdict_id: object, baseline: RunDocument, named: object, excluded: object
+) -> None:
+    """``store corrupt`` unless ``named`` (a verdict's ``certified``) is exactly the certificates
+    of its baseline's tasks, each stored, and ``excluded`` (its ``certificates``) exactly the
+    forked ones among them."""
+    derived = sorted(run_certificate_ids(store, baseline).values())
+    if named != derived:
+        raise _corrupt(
+            store,
+            f"verdict {verdict_id}: its certified list is not the certificates of baseline run {baseline['run_id']}'s tasks",
+        )
+    forked = []
+    for cert_id in derived:
+        cert = get_certificate(store, cert_id)
+        if cert is None:
+            raise _corrupt(
+                store, f"verdict {verdict_id}: its baseline's certificate {cert_id} is not in the store"
+            )
+        if cert.get("status") == "forked":
+            forked.append(cert_id)
+    if sorted(excluded if isinstance(excluded, list) else []) != forked:
+        raise _corrupt(
+            store,
+            f"verdict {verdict_id}: the tasks it excludes are not those its baseline's certificates say forked",
+        )

@@ -26,12 +26,16 @@ def verdict_id_of(
     criterion: str,
     params: dict[str, JSON],
     certificates: list[str] | None = None,
+    certified: list[str] | None = None,
 ) -> str:
     """A verdict's id: its two runs, its criterion with its parameters and, when it excluded
-    tasks, the forked certificates it excluded them by (``train/exclusions.py``)."""
+    tasks, the forked certificates it excluded them by (``train/exclusions.py``); when its
+    training certified the baseline (``train.certify: every_epoch``), every certificate of it."""
     named: list[object] = [baseline_run, candidate_run, criterion, params]
     if certificates:
         named.append(sorted(certificates))
+    if certified is not None:
+        named.append({"certified": sorted(certified)})
     return digest_of(named)[:16]
 
 
@@ -49,6 +53,8 @@ class Loss:
     changed: list[str] = field(default_factory=list)
     #: the forked certificates its verdict's exclusions come from (sorted ids)
     certificates: list[str] = field(default_factory=list)
+    #: every certificate of the baseline's tasks, when the training certifies every epoch
+    certified: list[str] | None = None
     backward_done: bool = False
     _promoted: bool | None = None
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
@@ -87,7 +93,9 @@ class Loss:
         v = self.verdict
         if v is None:
             return None
-        return verdict_id_of(self.baseline_run, self.candidate_run, v.criterion, v.params, self.certificates)
+        return verdict_id_of(
+            self.baseline_run, self.candidate_run, v.criterion, v.params, self.certificates, self.certified
+        )
 
     def runs(self) -> tuple[RunDoc | None, RunDoc | None]:
         """The stored baseline and candidate runs (None where there is none)."""

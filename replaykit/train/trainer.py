@@ -35,6 +35,7 @@ from replaykit.episodes.run import measure, open_harness, run_store
 from replaykit.models.endpoint import model_id
 from replaykit.train import exclusions, gitops
 from replaykit.train.brief import training_brief
+from replaykit.train.certification import EVERY_EPOCH, certify_baseline
 from replaykit.train.config import train_config
 from replaykit.train.criteria import Criterion, make_criterion
 from replaykit.train.documents import TrainingDocuments, training_summary
@@ -138,8 +139,14 @@ class Trainer:
                 else self.optimizer.name,
                 "seed": self.train_cfg.seed,
                 "surface": self.train_cfg.patch_surface,
+                **({"certify": EVERY_EPOCH} if self.certifies else {}),  # absent: recorded ids stay
             }
         )
+
+    @property
+    def certifies(self) -> bool:
+        """``train.certify: every_epoch``: each epoch's baseline is certified before it is judged."""
+        return self.train_cfg.certify == EVERY_EPOCH
 
     def _resolve_training(self) -> None:
         head = self.harness.resolve()
@@ -170,6 +177,7 @@ class Trainer:
             self.criterion.name,
             self.criterion.params(),
             loss.certificates,
+            loss.certified,
         )
 
     # -- the loop ------------------------------------------------------------------
@@ -194,7 +202,8 @@ class Trainer:
                     f"baseline {baseline_sha[:10]} of recorded epoch {epoch} is not on {self.harness.branch}; start a new training"
                 )
             baseline = self._measure(baseline_sha, f"epoch {epoch}: baseline")
-            loss = self._propose_and_measure(epoch, baseline_sha, baseline)
+            certified = self._certify(baseline, f"epoch {epoch}: baseline") if self.certifies else None
+            loss = self._propose_and_measure(epoch, baseline_sha, baseline, certified)
             self.losses.append(loss)
             self.progress("epoch", {"epoch": epoch})
             yield loss
@@ -223,6 +232,19 @@ class Trainer:
         self.progress("note", {"message": message})
         return result.run
 
+    def _certify(self, baseline: RunDocument, label: str) -> list[str]:
+        """Every certificate of the baseline's tasks (``certification.py``): re-executed where
+        none is stored for its episodes; a replay re-executes nothing."""
+        return certify_baseline(
+            self.store,
+            baseline,
+            replaying=self.record_mode is RecordMode.NONE,
+            tasks=list(self.config.panel.tasks),
+            root=self.config.base_dir,
+            progress=self.progress,
+            label=label,
+        )
+
     def _episode_progress(self, label: str) -> Progress:
         """Forward a measure's per-episode events, labelled with the epoch and side."""
 
@@ -232,8 +254,11 @@ class Trainer:
 
         return forward
 
-    def _propose_and_measure(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> Loss:
+    def _propose_and_measure(
+        self, epoch: int, baseline_sha: str, baseline: RunDocument, certified: list[str] | None = None
+    ) -> Loss:
         loss = Loss(epoch, baseline_sha, baseline["run_id"], on_backward=self._backward, store=self.store)
+        loss.certified = certified
         brief = self.brief(epoch, baseline_sha, baseline)
         repo = self.harness.repo
         with gitops.worktree(repo, baseline_sha) as workdir:
@@ -272,12 +297,33 @@ class Trainer:
             return loss
         candidate = self._measure(sha, f"epoch {epoch}: candidate", baseline_sha)
         loss.candidate_run = candidate["run_id"]
-        excluded = exclusions.forked(self.store, baseline, candidate)  # by certificate, named in the verdict
+        excluded = self._exclusions(
+            epoch, baseline, candidate, certified
+        )  # by certificate, named in the verdict
         loss.certificates = exclusions.certificate_ids(excluded)
         loss.verdict = self.criterion(
             RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), exclusions.reasons(excluded)
         )
         return loss
+
+    def _exclusions(
+        self, epoch: int, baseline: RunDocument, candidate: RunDocument, certified: list[str] | None
+    ) -> exclusions.Exclusions:
+        """The forked certificates an epoch's verdict leaves tasks out by: certifying every epoch,
+        its baseline's (made this epoch); else those the store holds for both runs, except that a
+        recorded epoch judging the very same runs again (resumed, replayed) takes the ones its
+        verdict names, checked: certificates made since never change a recorded verdict."""
+        if certified is not None:
+            return exclusions.forked(self.store, baseline)
+        rec = self.recorded[epoch] if epoch < len(self.recorded) else None
+        runs = (baseline["run_id"], candidate["run_id"])
+        if rec and rec.get("verdict_id") and (rec.get("baseline_run"), rec.get("candidate_run")) == runs:
+            doc = self.store.get_doc(str(rec["verdict_id"]), kind="verdict")
+            if doc.get("certificates") is not None:  # absent: recorded before verdicts named them
+                return exclusions.named_exclusions(
+                    self.store, doc["verdict_id"], (baseline, candidate), doc["certificates"]
+                )
+        return exclusions.forked(self.store, baseline, candidate)
 
     def brief(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> str:
         """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""
