@@ -132,6 +132,7 @@ train:
   # what moves the baseline: greedy_monotonic (promote what the criterion accepts),
   # margin_greedy (margin: N more solved), pareto_frontier (see docs/training.md)
   optimizer: {_flow(TRAINED_WITH["optimizer"])}
+  # certify: every_epoch   # re-execute each epoch's baseline first; its forked tasks are left out
 """
 
 
