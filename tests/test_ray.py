@@ -71,7 +71,8 @@ def cluster() -> Iterator[Cluster]:
 
 
 def _ray(address: str, **extra: Any) -> dict[str, Any]:
-    return {"executor.kind": "ray", "executor.address": address, "executor.memory_mb": 256, **extra}
+    # the whole section: the quickstart's executor.workers is a setting of the local kind, refused under ray
+    return {"executor": {"kind": "ray", "address": address, "memory_mb": 256}, **extra}
 
 
 def test_quickstart_panel_on_ray_equals_inline(cluster: Cluster, tmp_path: Path) -> None:
