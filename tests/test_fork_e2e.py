@@ -102,7 +102,9 @@ def test_a_fork_of_a_fork_with_other_models_and_the_diff_marks_it(recorded: dict
         diff["first_difference"]["position"] == diff["fork_point"]["position"]
     )  # it parts where it went live
     human = cli("cassettes", "diff", parent["cassette_id"], strong["cassette_id"], "--store", store).stdout
-    assert "fork point: b forked from a at step 1" in human
+    position, label = diff["fork_point"]["position"], diff["first_difference"]["label"]
+    assert f"fork point: b forked from a at step 1 (call 2 below, event {position}): its first 1" in human
+    assert label.startswith("call 2: ")  # the call the fork point names is the first that differs
     assert cli("cassettes", "verify", "--store", store).stdout.startswith("ok: checked")
 
 

@@ -170,7 +170,13 @@ def test_a_training_with_reuse_pays_fewer_calls_decides_the_same_and_replays(
     offline(monkeypatch)
     replay = run_json("replay", reuse["training_id"], "--store", store)
     assert replay["identical"] and replay["final_baseline"] == reuse["final_baseline"]
-    assert cli("cassettes", "verify", "--store", store).stdout.startswith("ok: checked")
+    verified = cli("cassettes", "verify", "--store", store).stdout
+    assert verified.startswith("ok: checked")  # its claims: those of every episode in the store
+    assert f" {replay['claims_checked']} claims," in verified and replay["claims_unchecked"] == []
+    human = cli("replay", reuse["training_id"], "--store", store).stdout
+    assert (
+        f"reuse claims: {replay['claims_checked']} episode(s) served a donor's events, each checked" in human
+    )
     bundle, other = tmp_path / "training.tar.gz", str(tmp_path / "imported")
     cli("cassettes", "export", reuse["training_id"], "-o", str(bundle), "--store", store)
     cli("cassettes", "import", str(bundle), "--store", other)  # its claims travel and verify

@@ -61,9 +61,11 @@ def replay_runs(
     repo_path: str | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    claims: dict[str, ClaimStatus] | None = None,
 ) -> list[ReplayReport]:
     """Replay the episodes of several runs (each distinct episode once) on ``executor``
-    (default: inline, one at a time); one report per run, in order."""
+    (default: inline, one at a time); one report per run, in order. Each episode's reuse
+    claim is checked against its donor (into ``claims`` when given: cassette id -> status)."""
     runs = [store.get_run(run_id) for run_id in run_ids]
     replayed: list[str] = []  # the harness sha each run is replayed at
     trees: dict[str, Path] = {}
@@ -86,7 +88,7 @@ def replay_runs(
         plan.extend((cid, sha) for cid in run.cassettes)
     plan = list(dict.fromkeys(plan))
     results: dict[tuple[str, str], ReplayResult] = {}
-    claims: dict[str, ClaimStatus] = {}  # cassette id -> its reuse claim, checked
+    claims = {} if claims is None else claims  # cassette id -> its reuse claim, checked
 
     def done(item: tuple[str, str], outcome: ReplayResult) -> None:
         results[item] = outcome

@@ -93,13 +93,7 @@ def replay_report(report: ReplayReport) -> None:
         rows,
     )
     divergence(report.get("divergence"))
-    if report.get("claims_checked") or report.get("claims_unchecked"):
-        unchecked = report.get("claims_unchecked") or []
-        line(
-            f"reuse claims: {report.get('claims_checked', 0)} episode(s) served a donor's events, each checked "
-            "against its donor"
-            + (f"; {len(unchecked)} unchecked (the donor is not in this store)" if unchecked else "")
-        )
+    claims_line(report.get("claims_checked", 0), report.get("claims_unchecked") or [])
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
 
@@ -214,3 +208,12 @@ def regrade_report(report: RegradeReport) -> None:
     else:
         line(f"grades that differ from the recording: {', '.join(report['differs'])}")
     line(f"the original run {report['regraded_from']} is unchanged · replaykit replay {report['run_id']}")
+
+
+def claims_line(checked: int, unchecked: list[str]) -> None:
+    """The replay's reuse claims: how many were checked against their donors, and which not."""
+    if checked or unchecked:
+        line(
+            f"reuse claims: {checked} episode(s) served a donor's events, each checked against its donor"
+            + (f"; {len(unchecked)} unchecked (the donor is not in this store)" if unchecked else "")
+        )

@@ -9,7 +9,7 @@ from rich.text import Text
 from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table
-from replaykit.render.runs import divergence, noise_cell
+from replaykit.render.runs import claims_line, divergence, noise_cell
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def training_replay(report: TrainingReplay) -> None:
     )
     for r in report["runs"]:
         divergence(r["divergence"])
+    claims_line(report.get("claims_checked", 0), report.get("claims_unchecked") or [])
     line("identical" if report["identical"] else "DIVERGED")
 
 

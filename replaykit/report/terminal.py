@@ -94,10 +94,11 @@ def episode_diff(doc: EpisodeDiff) -> None:
     _print(f"grades: a {grades[0]} · b {grades[1]}")
     point = doc.get("fork_point")
     if point:
-        parent = "a" if point["fork"] == "b" else "b"
-        _print(
-            f"fork point: {point['fork']} forked from {parent} at step {point['step']} (event {point['position']}): "
-            f"what comes before was served from {parent}, {point['fork']} is live from there",
+        parent, step = "a" if point["fork"] == "b" else "b", point["step"]
+        served = f"its first {step} model call(s) were served from {parent}" if step else "nothing was served"
+        _print(  # steps count from 0, the calls below from 1
+            f"fork point: {point['fork']} forked from {parent} at step {step} (call {step + 1} below, "
+            f"event {point['position']}): {served}, {point['fork']} is live from there",
             "bold",
         )
     first = doc["first_difference"]

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
@@ -20,6 +21,7 @@ from replaykit.train.audit_records import (
     EpochReplay,
     RegradedVerdict,
     RunReplay,
+    TrainingClaims,
     TrainingReplay,
     VerdictAudit,
 )
@@ -178,15 +180,21 @@ def replay_training(
             }
         )
     runs: list[RunReplay] = []
+    claims: dict[str, ClaimStatus] = {}  # each distinct episode's reuse claim, checked against its donor
     if episodes:  # every run's episodes in one batch: a training's replay fans out on the executor
         for run_id, report in zip(
-            doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor), strict=True
+            doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor, claims=claims), strict=True
         ):
             runs.append(
                 {"run_id": run_id, "identical": report["identical"], "divergence": report["divergence"]}
             )
     same_final = replayed["chain"][-1] == doc["chain"][-1] and len(doc["epochs"]) == len(replayed["epochs"])
+    claimed: TrainingClaims = {}
+    if any(status != "none" for status in claims.values()):
+        claimed["claims_checked"] = list(claims.values()).count("checked")
+        claimed["claims_unchecked"] = sorted(c for c, s in claims.items() if s == "donor absent")
     return {
+        **claimed,
         "training_id": doc["training_id"],
         "identical": same_final and all(e["identical"] for e in epochs) and all(r["identical"] for r in runs),
         "final_baseline": doc["chain"][-1],

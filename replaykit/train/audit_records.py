@@ -158,7 +158,14 @@ class RunReplay(TypedDict):
     divergence: DivergenceReport | None
 
 
-class TrainingReplay(TypedDict):
+class TrainingClaims(TypedDict, total=False):
+    """The reuse claims of a training's distinct episodes, each checked against its donor."""
+
+    claims_checked: int
+    claims_unchecked: list[str]  # cassettes whose claimed donor is not in the store
+
+
+class TrainingReplay(TrainingClaims):
     """``replaykit replay TRAINING``: each epoch and run replayed offline, and the final baseline."""
 
     training_id: str
