@@ -24,14 +24,20 @@ def one_line_error(args: list[str], env: dict[str, str] | None = None, cache: Pa
     return lines[0]
 
 
+def free_port() -> str:
+    """A port nothing listens on (the default, 8080, may be another engine's on this machine)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
 def test_a_model_that_is_not_a_gguf_is_one_line(tmp_path: Path) -> None:
     fake = tmp_path / "model.gguf"
     fake.write_bytes(b"<html>not found</html>")
-    line = one_line_error(["engine", "start", "--model", str(fake), "--engine", "llama-cpp-python"])
+    engine = ["--engine", "llama-cpp-python", "--port", free_port()]
+    line = one_line_error(["engine", "start", "--model", str(fake), *engine])
     assert f"model file {fake} is not a GGUF file" in line and "b'<htm'" in line
-    line = one_line_error(
-        ["engine", "start", "--model", str(tmp_path / "absent.gguf"), "--engine", "llama-cpp-python"]
-    )
+    line = one_line_error(["engine", "start", "--model", str(tmp_path / "absent.gguf"), *engine])
     assert "does not exist" in line and "--model smollm2|tiny" in line
 
 
@@ -48,7 +54,7 @@ def test_a_port_in_use_is_one_line_and_nothing_starts(tmp_path: Path) -> None:
 
 def test_a_missing_engine_names_its_setup_command(tmp_path: Path) -> None:
     env = {"REPLAYKIT_LLAMA_SERVER": str(tmp_path / "no-such-llama-server")}
-    line = one_line_error(["engine", "start", "--model", "tiny"], env=env)
+    line = one_line_error(["engine", "start", "--model", "tiny", "--port", free_port()], env=env)
     assert "llama-server is not built here" in line and "bash scripts/setup-llama-server.sh" in line
 
 
