@@ -220,6 +220,8 @@ def _validation(
         else f" (got {_short(value)})"
     )
     message = str(err["msg"]).removeprefix("Value error, ")
+    if "(got " in message:  # a validator that names the value itself: named once
+        shown = ""
     if message.startswith("field '"):  # a nested model's line (an env kind's settings): already placed
         named = message[len("field '") :].split("'", 1)[0]
         return tuple(int(p) if p.isdigit() else p for p in named.split(".")), message

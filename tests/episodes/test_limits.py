@@ -168,4 +168,5 @@ def test_a_limit_of_zero_or_below_is_one_line_and_creates_nothing(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: config file {config}, line ")
     assert f"field 'limits.{key}': {expected}" in lines[0]
+    assert lines[0].count("(got ") == 1, lines[0]  # the value named once
     assert not (tmp_path / "store").exists() and not (tmp_path / "harness").exists()
