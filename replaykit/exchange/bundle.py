@@ -22,17 +22,19 @@ Importing and verifying one is :mod:`~replaykit.exchange.importer`.
 
 from __future__ import annotations
 
-import gzip
+import hashlib
 import io
 import json
 import tarfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, BinaryIO, cast
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import canonical_json, normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
-from replaykit.core.files import write_atomic
+from replaykit.core.files import atomic_writer
 from replaykit.core.records import RunDocument
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
@@ -44,9 +46,11 @@ from replaykit.exchange.bundle_format import (
     BundleManifest,
     BundleReport,
     Cell,
+    MemberDigest,
     Selection,
 )
 from replaykit.exchange.refs import doc_certificates, doc_refs, episode_blobs, tree_blobs
+from replaykit.exchange.spool import Blobs
 
 __all__ = [
     "collect",
@@ -93,7 +97,7 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
     against events): a damaged store raises ``StoreCorrupt`` and nothing is exported."""
     table, full = resolve_root(store, root_id)
     kind = "cassette" if table == "cassettes" else str(_row(store, "runs", full, "root")["kind"] or "measure")
-    sel = Selection(root={"table": table, "id": full, "kind": kind})
+    sel = Selection(root={"table": table, "id": full, "kind": kind}, blobs=Blobs(store))
     pending: list[tuple[str, str, str]] = [(table, full, "root")]
     while pending:
         table, key, referrer = pending.pop()
@@ -105,7 +109,7 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
         if table == "trees":
             for digest in tree_blobs(row["manifest"], where):
                 try:
-                    sel.blobs[digest] = store.get_blob(digest)
+                    _name(sel, store, digest)
                 except StoreCorrupt as exc:
                     raise exc.within(where, str(store.location)) from None
             continue
@@ -119,21 +123,29 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
             if row.get("kind") == "measure":
                 store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
         doc_id, sha = str(row["doc"]), str(row.get("harness_sha") or "")
-        sel.blobs[doc_id] = data
-        doc = json.loads(sel.blobs[doc_id])
+        sel.blobs.name(doc_id, len(data))
+        doc = json.loads(data)
         if table == "cassettes":
             refs, _ = episode_blobs(doc, store.get_blob, where)
-            sel.blobs.update((d, store.get_blob(d)) for d in refs if d not in sel.blobs)
+            for digest in refs:
+                _name(sel, store, digest)
             if sha and store.has_tree(sha):  # what replays it, when stored
                 pending.append(("trees", sha, where))
             continue
         listed = doc_refs(doc, where)
-        sel.blobs.update((d, store.get_blob(d)) for d in listed.pop("blobs") if d not in sel.blobs)
+        for digest in listed.pop("blobs"):
+            _name(sel, store, digest)
         for ref_table, ids in listed.items():
             pending.extend((ref_table, i, where) for i in ids)
         for cert_id in doc_certificates(doc, where):
             sel.certificates[cert_id] = _certificate(store, cert_id, where)
     return sel
+
+
+def _name(sel: Selection, store: StoreBackend, digest: str) -> None:
+    """A blob of the selection, verified now (read once), read again when it is written."""
+    if digest not in sel.blobs:
+        sel.blobs.name(digest, len(store.get_blob(digest)))
 
 
 def _certificate(store: StoreBackend, cert_id: str, referrer: str) -> dict[str, Cell]:
@@ -149,7 +161,7 @@ def _certificate(store: StoreBackend, cert_id: str, referrer: str) -> dict[str, 
 
 
 # -- writing ----------------------------------------------------------------------
-def _members(sel: Selection) -> list[tuple[str, bytes]]:
+def _index_members(sel: Selection) -> list[tuple[str, bytes]]:
     members = [
         (
             f"index/{t}.json",
@@ -169,32 +181,113 @@ def _members(sel: Selection) -> list[tuple[str, bytes]]:
         rows = [sel.certificates[k] for k in sorted(sel.certificates)]
         text = json.dumps(rows, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
         members.append((CERTIFICATES, text.encode("utf-8")))
-    members += [(f"blobs/{h}", sel.blobs[h]) for h in sorted(sel.blobs)]
     return members
 
 
-def bundle_bytes(sel: Selection, compress: bool = True) -> bytes:
-    """The archive bytes: deterministic for the same content and tool versions."""
+def _manifest(sel: Selection, index: list[tuple[str, bytes]]) -> bytes:
     from replaykit.core.versions import tool_versions
 
-    members = _members(sel)
+    digests: dict[str, MemberDigest] = {n: {"sha256": sha256_hex(d), "size": len(d)} for n, d in index}
+    for digest in sorted(sel.blobs):  # a blob's name is its sha256
+        digests[f"blobs/{digest}"] = {"sha256": digest, "size": sel.blobs.size(digest)}
     manifest: BundleManifest = {
         "format": FORMAT_NAME,
         "version": sel.version(),
         "tools": tool_versions(),
         "root": sel.root,
         "counts": sel.counts(),
-        "members": {name: {"sha256": sha256_hex(data), "size": len(data)} for name, data in members},
+        "members": digests,
     }
-    members.insert(0, (MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8")))
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, data in members:
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
+class _Reader(io.RawIOBase):
+    """A blob's chunks as the file object ``tarfile.addfile`` reads."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.pending = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.pending:
+            self.pending = next(self.chunks, b"")
+            if not self.pending:
+                return 0
+        n = min(len(buffer), len(self.pending))
+        buffer[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+
+def write_bundle(sel: Selection, out: BinaryIO, compress: bool = True) -> None:
+    """The archive, streamed to ``out`` (a blob at a time): deterministic for the same
+    content and tool versions."""
+    index = _index_members(sel)
+    gz = _Gzip(out) if compress else None
+    with tarfile.open(
+        fileobj=cast(BinaryIO, gz) if gz else out, mode="w", format=tarfile.USTAR_FORMAT
+    ) as tar:
+
+        def add(name: str, size: int, source: BinaryIO) -> None:
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(normal_tarinfo(info), io.BytesIO(data))
-    raw = buf.getvalue()
-    return gzip.compress(raw, compresslevel=6, mtime=0) if compress else raw
+            info.size, info.mode = size, 0o644
+            tar.addfile(normal_tarinfo(info), source)
+
+        for name, data in [(MANIFEST, _manifest(sel, index)), *index]:
+            add(name, len(data), io.BytesIO(data))
+        for digest in sorted(sel.blobs):
+            reader = io.BufferedReader(_Reader(sel.blobs.chunks(digest)), 1 << 20)
+            add(f"blobs/{digest}", sel.blobs.size(digest), cast(BinaryIO, reader))
+    if gz is not None:
+        gz.close()
+
+
+class _Gzip(io.RawIOBase):
+    """gzip as ``gzip.compress(data, 6, mtime=0)`` writes it (zlib's own header: mtime 0, OS 3),
+    streamed: the same bytes as the archives exported before streaming."""
+
+    def __init__(self, target: BinaryIO) -> None:
+        self.target, self.size = target, 0
+        self.zlib = zlib.compressobj(6, zlib.DEFLATED, 31)
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.size
+
+    def write(self, data: Any) -> int:
+        view = bytes(data)
+        self.target.write(self.zlib.compress(view))
+        self.size += len(view)
+        return len(view)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.target.write(self.zlib.flush())
+        super().close()
+
+
+class _Counted(io.RawIOBase):
+    """A file's bytes counted and hashed as they are written."""
+
+    def __init__(self, target: BinaryIO) -> None:
+        self.target, self.size, self.hash = target, 0, hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:  # tarfile asks where it starts
+        return self.size
+
+    def write(self, data: Any) -> int:
+        view = bytes(data)
+        self.target.write(view)
+        self.size += len(view)
+        self.hash.update(view)
+        return len(view)
 
 
 def is_gzip_name(path: Path | str) -> bool:
@@ -213,13 +306,17 @@ def export_bundle(
     out = Path(out)
     sel = collect(store, root_id)
     saved = images.add_images(sel) if with_images else []
-    data = bundle_bytes(sel, is_gzip_name(out) if compress is None else compress)
-    write_atomic(out, data)  # 0644 like the user's other files (mkstemp's 0600 before)
+    try:
+        with atomic_writer(out) as target:  # 0644 like the user's other files
+            counted = _Counted(target)
+            write_bundle(sel, cast(BinaryIO, counted), is_gzip_name(out) if compress is None else compress)
+    finally:
+        sel.blobs.close()  # the images' spooled chunks
     return {
         "path": str(out),
         "root": sel.root,
         "counts": sel.counts(),
-        "bytes": len(data),
-        "sha256": sha256_hex(data),
+        "bytes": counted.size,
+        "sha256": counted.hash.hexdigest(),
         "images": saved,
     }

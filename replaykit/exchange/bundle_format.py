@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.errors import ReplaykitError
+from replaykit.exchange.spool import Blobs
 
 FORMAT_NAME = "replaykit-bundle"
 #: the newest format: version 2 adds ``index/certificates.json`` (the forked certificates a
@@ -107,7 +108,7 @@ class Selection:
     root: BundleRoot
     #: table -> key -> the row's columns
     rows: dict[str, dict[str, dict[str, Cell]]] = field(default_factory=lambda: {t: {} for t in TABLES})
-    blobs: dict[str, bytes] = field(default_factory=dict)
+    blobs: Blobs = field(default_factory=Blobs)  # none held in memory (exchange/spool.py)
     manifest: BundleManifest | None = None  # as read from a bundle (None: collected from a store)
     #: certificate id -> its row (``doc``: canonical JSON), those the verdicts name
     certificates: dict[str, dict[str, Cell]] = field(default_factory=dict)
@@ -121,6 +122,19 @@ class Selection:
     def version(self) -> int:
         """The oldest format that holds this selection."""
         return 2 if self.certificates else 1
+
+
+@dataclass
+class Members:
+    """A bundle's members as read: the manifest and index ones in memory, blobs spooled,
+    and every member's (size, sha256) as it streamed past."""
+
+    data: dict[str, bytes] = field(default_factory=dict)
+    blobs: Blobs = field(default_factory=Blobs)
+    digests: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.digests
 
 
 def parse_json(data: bytes, what: str) -> Any:

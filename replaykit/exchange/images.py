@@ -15,9 +15,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from replaykit.cassette.codec import put
 from replaykit.cassette.events import NET_CHUNK
-from replaykit.core.determinism import canonical_json
+from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import EnvError
 from replaykit.envs.base import Artefacts
 from replaykit.envs.registry import get_env_kind
@@ -48,6 +47,12 @@ def wanted(sel: Selection) -> dict[str, tuple[Artefacts, list[str]]]:
     return {kind: (hooks, sorted(ids)) for kind, (hooks, ids) in found.items() if ids}
 
 
+def _put(sel: Selection, data: bytes) -> str:
+    digest = sha256_hex(data)
+    sel.blobs.setdefault(digest, data)  # spooled, not held (exchange/spool.py)
+    return digest
+
+
 def add_images(sel: Selection) -> list[str]:
     """Every artefact of the selection's cassettes saved into it (blobs + one document each)."""
     added = []
@@ -57,15 +62,15 @@ def add_images(sel: Selection) -> list[str]:
             for piece in hooks.save(ident):
                 pending += piece
                 while len(pending) >= NET_CHUNK:
-                    chunks.append(put(sel.blobs, pending[:NET_CHUNK]))
+                    chunks.append(_put(sel, pending[:NET_CHUNK]))
                     size += NET_CHUNK
                     pending = pending[NET_CHUNK:]
             if pending:
-                chunks.append(put(sel.blobs, pending))
+                chunks.append(_put(sel, pending))
                 size += len(pending)
             name = doc_id(kind, ident)
             doc = {"kind": kind, f"{kind}_doc_id": name, kind: ident, "size": size, "blobs": chunks}
-            digest = put(sel.blobs, canonical_json(doc).encode("utf-8"))
+            digest = _put(sel, canonical_json(doc).encode("utf-8"))
             sel.rows["runs"][name] = {
                 "id": name,
                 "kind": kind,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,6 +103,23 @@ def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any
     return plan
 
 
+#: blobs are read from the spool and inserted this many bytes at a time (memory stays bounded)
+BATCH_BYTES = 8 << 20
+
+
+def _batches(sel: Selection, digests: list[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for digest in digests:
+        if batch and size + sel.blobs.size(digest) > BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(digest)
+        size += sel.blobs.size(digest)
+    if batch:
+        yield batch
+
+
 def _write(
     store: StoreBackend, sel: Selection, path: Path, derived: DerivedCheck | None
 ) -> dict[str, list[Any]]:
@@ -109,7 +127,8 @@ def _write(
     document it adds before the transaction commits (a failure rolls everything back)."""
     with store.transaction():
         plan = _plan(store, sel, path)  # inside the transaction: no writer slipped in between
-        store.insert_blobs({h: sel.blobs[h] for h in plan["blobs"]})
+        for batch in _batches(sel, plan["blobs"]):
+            store.insert_blobs({h: sel.blobs[h] for h in batch})
         for table in TABLES:
             store.insert_rows(table, plan[table])
         for row in plan["certificates"]:
@@ -135,15 +154,18 @@ def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck |
     """
     path = Path(path)
     sel = read_bundle(path)
-    plan = _plan(store, sel, path)
-    report: BundleReport = {
-        "path": str(path),
-        "store": str(store.location),
-        "root": sel.root,
-        "counts": sel.counts(),
-    }
-    if any(plan.values()):
-        plan = _write(store, sel, path, derived)
+    try:
+        plan = _plan(store, sel, path)
+        report: BundleReport = {
+            "path": str(path),
+            "store": str(store.location),
+            "root": sel.root,
+            "counts": sel.counts(),
+        }
+        if any(plan.values()):
+            plan = _write(store, sel, path, derived)
+    finally:
+        sel.blobs.close()  # the spool: everything is in the store now
     report["imported"] = {k: len(v) for k, v in plan.items() if k != "certificates" or v}
     report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
     report["noop"] = not any(plan.values()) and not report["images_loaded"]
@@ -158,6 +180,15 @@ def verify_bundle(
     runs); with ``store``, also what an import into it would do (that store is only read)."""
     path = Path(path)
     sel = read_bundle(path)
+    try:
+        return _verified(path, sel, store, derived)
+    finally:
+        sel.blobs.close()
+
+
+def _verified(
+    path: Path, sel: Selection, store: StoreBackend | None, derived: DerivedCheck | None
+) -> BundleReport:
     if derived is not None and any(
         (r.get("kind") or "measure") != "measure" for r in sel.rows["runs"].values()
     ):

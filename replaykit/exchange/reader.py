@@ -1,7 +1,9 @@
-"""Reading a bundle (in memory, writing nothing): the archive streamed member by
+"""Reading a bundle (writing nothing to any store): the archive streamed member by
 member, each checked against the manifest (which comes first) before its data is
-read, the decompressed total and each member capped; then verified completely
-(:mod:`~replaykit.exchange.verifier`) into a :class:`Selection`.
+read, the decompressed total and each member capped; blobs go to a scratch spool as
+they stream past, hashed on the way (``exchange/spool.py``: the memory a bundle takes
+does not grow with it); then verified completely (:mod:`~replaykit.exchange.verifier`)
+into a :class:`Selection`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import gzip
 import os
 import tarfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from replaykit.cassette.integrity import safe_path
-from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleError, Selection, parse_json
+from replaykit.core.determinism import sha256_hex
+from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleError, Members, Selection, parse_json
 from replaykit.exchange.verifier import (
     check_blobs,
     check_graph,
@@ -39,13 +43,29 @@ def max_bytes() -> int:
         raise BundleError(f"REPLAYKIT_BUNDLE_MAX_BYTES={raw!r} is not a number of bytes") from None
 
 
-def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
-    """Stream the archive (gzip or plain): never more than one member in memory beyond
-    those kept, each checked against the manifest (which comes first) before its data is
-    read, the decompressed total capped (a bundle bomb is refused early, in bounded memory)."""
-    cap = max_bytes() if cap is None else cap
+def _pieces(fh: IO[bytes] | None) -> Iterator[bytes]:
+    while fh is not None:
+        block = fh.read(CHUNK)
+        if not block:
+            return
+        yield block
+
+
+def read_members(path: Path, cap: int | None = None) -> Members:
+    """Stream the archive (gzip or plain): a blob never held in memory (spooled as it passes),
+    each member checked against the manifest (which comes first) before its data is read,
+    the decompressed total capped (a bundle bomb is refused early, in bounded memory)."""
+    members = Members()
+    try:
+        _stream(path, members, max_bytes() if cap is None else cap)
+    except BaseException:
+        members.blobs.close()
+        raise
+    return members
+
+
+def _stream(path: Path, members: Members, cap: int) -> None:
     member_cap = min(cap, int(os.environ.get("REPLAYKIT_BUNDLE_MAX_MEMBER_BYTES") or MAX_MEMBER_BYTES))
-    members: dict[str, bytes] = {}
     listed: dict[str, object] | None = None
     total = 0
     try:
@@ -74,7 +94,7 @@ def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
                     raise BundleError(f"bundle {path}: member {name!r} is not a regular file; refusing")
                 if not MEMBER_RE.fullmatch(name):
                     raise BundleError(f"bundle {path}: unexpected member {name!r}; not a replaykit bundle")
-                if name in members:
+                if name in members.digests:
                     raise BundleError(f"bundle {path}: member {name!r} appears twice; refusing")
                 total += info.size
                 if total > cap:
@@ -99,22 +119,19 @@ def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
                         f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle"
                     )
                 fh = tar.extractfile(info)
-                parts: list[bytes] = []
-                got = 0
-                while fh is not None:
-                    block = fh.read(CHUNK)
-                    if not block:
-                        break
-                    got += len(block)
-                    parts.append(block)
-                data = b"".join(parts)
+                if name.startswith("blobs/"):
+                    digest, got = members.blobs.spool(_pieces(fh))  # hashed on the way, never whole
+                else:
+                    data = b"".join(_pieces(fh))
+                    digest, got = sha256_hex(data), len(data)
+                    members.data[name] = data
                 if got != info.size:
                     raise BundleError(
                         f"bundle {path} is truncated (member {name!r} is cut short); fetch it again"
                     )
-                members[name] = data
+                members.digests[name] = (got, digest)
                 if name == MANIFEST:
-                    manifest = parse_json(data, f"bundle {path}: {MANIFEST}")
+                    manifest = parse_json(members.data[name], f"bundle {path}: {MANIFEST}")
                     listed = (
                         manifest.get("members")
                         if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict)
@@ -123,18 +140,18 @@ def read_members(path: Path, cap: int | None = None) -> dict[str, bytes]:
             while fileobj.read(CHUNK):  # to the end: a cut gzip trailer is truncation too
                 pass
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        if isinstance(exc, tarfile.TarError) and "bad checksum" not in str(exc) and not members:
+        if isinstance(exc, tarfile.TarError) and "bad checksum" not in str(exc) and not members.digests:
             raise BundleError(
                 f"bundle {path} is truncated or not a tar archive ({exc}); fetch it again"
             ) from None
         raise BundleError(
             f"bundle {path} is truncated or corrupt ({type(exc).__name__}); fetch it again"
         ) from None
-    return members
 
 
 def read_bundle(path: Path | str) -> Selection:
-    """Read and verify a bundle completely, in memory; nothing is written anywhere.
+    """Read and verify a bundle completely; nothing is written to any store (its blobs wait
+    in a scratch spool, removed by ``sel.blobs.close()`` or when the selection is collected).
 
     Checks: safe member names and types (no links, devices, '..' or absolute
     paths), the manifest's format and version, the sha256 and size of every
@@ -143,10 +160,14 @@ def read_bundle(path: Path | str) -> Selection:
     """
     path = Path(path)
     members = read_members(path)
-    manifest = check_manifest(path, members)
-    sel = Selection(root=manifest["root"], manifest=manifest)
-    check_blobs(path, members, sel)
-    load_rows(path, members, sel)
-    load_certificates(path, members, sel)
-    check_graph(path, sel)
+    try:
+        manifest = check_manifest(path, members)
+        sel = Selection(root=manifest["root"], manifest=manifest, blobs=members.blobs)
+        check_blobs(path, members, sel)
+        load_rows(path, members, sel)
+        load_certificates(path, members, sel)
+        check_graph(path, sel)
+    except BaseException:
+        members.blobs.close()
+        raise
     return sel

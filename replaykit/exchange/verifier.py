@@ -17,7 +17,6 @@ from replaykit.cassette.integrity import (
     run_episode_mismatches,
 )
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
-from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import (
     CERTIFICATE_COLUMNS,
     CERTIFICATES,
@@ -31,6 +30,7 @@ from replaykit.exchange.bundle_format import (
     BundleError,
     BundleManifest,
     BundleRoot,
+    Members,
     Selection,
     parse_json,
 )
@@ -40,11 +40,11 @@ if TYPE_CHECKING:
     from replaykit.cassette.store.schema import CassetteColumns
 
 
-def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
+def check_manifest(path: Path, members: Members) -> BundleManifest:
     """The manifest: format and version, every member listed with its size and sha256, a valid root."""
     if MANIFEST not in members:
         raise BundleError(f"bundle {path} has no {MANIFEST}; not a replaykit bundle (or truncated)")
-    manifest = parse_json(members[MANIFEST], f"bundle {path}: {MANIFEST}")
+    manifest = parse_json(members.data[MANIFEST], f"bundle {path}: {MANIFEST}")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise BundleError(
             f"bundle {path}: {MANIFEST} does not name format {FORMAT_NAME!r}; not a replaykit bundle"
@@ -61,16 +61,16 @@ def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
     for name, entry in sorted(listed.items()):
         if name not in members:
             raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
-        data = members[name]
-        if not isinstance(entry, dict) or entry.get("size") != len(data):
+        size, digest = members.digests[name]
+        if not isinstance(entry, dict) or entry.get("size") != size:
             raise BundleError(
-                f"bundle {path}: member {name!r} has {len(data)} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
+                f"bundle {path}: member {name!r} has {size} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
             )
-        if entry.get("sha256") != sha256_hex(data):
+        if entry.get("sha256") != digest:
             raise BundleError(
                 f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing"
             )
-    extra = sorted(set(members) - set(listed) - {MANIFEST})
+    extra = sorted(set(members.digests) - set(listed) - {MANIFEST})
     if extra:
         raise BundleError(f"bundle {path}: member {extra[0]!r} is not in the manifest; refusing")
     root = manifest.get("root")
@@ -96,25 +96,22 @@ def check_manifest(path: Path, members: dict[str, bytes]) -> BundleManifest:
     }
 
 
-def check_blobs(path: Path, members: dict[str, bytes], sel: Selection) -> None:
-    """Every ``blobs/<sha256>`` member hashes to its name; kept in ``sel.blobs``."""
-    for name, data in members.items():
-        if name.startswith("blobs/"):
-            digest = name[len("blobs/") :]
-            if sha256_hex(data) != digest:
-                raise BundleError(
-                    f"bundle {path}: blob {digest[:12]} does not hash to its name (tampered); refusing"
-                )
-            sel.blobs[digest] = data
+def check_blobs(path: Path, members: Members, sel: Selection) -> None:
+    """Every ``blobs/<sha256>`` member hashes to its name (hashed as it was spooled: ``sel.blobs``)."""
+    for name, (_, digest) in members.digests.items():
+        if name.startswith("blobs/") and digest != name[len("blobs/") :]:
+            raise BundleError(
+                f"bundle {path}: blob {name[len('blobs/') :][:12]} does not hash to its name (tampered); refusing"
+            )
 
 
-def load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
+def load_rows(path: Path, members: Members, sel: Selection) -> None:
     """The index rows into ``sel.rows``: a key and a content column each, safe column names, no duplicates."""
     for table in TABLES:
         name = f"index/{table}.json"
         if name not in members:
             raise BundleError(f"bundle {path} is incomplete: member {name!r} is missing")
-        rows = parse_json(members[name], f"bundle {path}: {name}")
+        rows = parse_json(members.data[name], f"bundle {path}: {name}")
         if not isinstance(rows, list):
             raise BundleError(f"bundle {path}: {name} must hold a list of rows")
         pk, content = PK[table], CONTENT[table]
@@ -139,11 +136,11 @@ def load_rows(path: Path, members: dict[str, bytes], sel: Selection) -> None:
             sel.rows[table][row[pk]] = row
 
 
-def load_certificates(path: Path, members: dict[str, bytes], sel: Selection) -> None:
+def load_certificates(path: Path, members: Members, sel: Selection) -> None:
     """The certificate rows (format 2) into ``sel.certificates``: every column, of its type, once."""
     if CERTIFICATES not in members:
         return
-    rows = parse_json(members[CERTIFICATES], f"bundle {path}: {CERTIFICATES}")
+    rows = parse_json(members.data[CERTIFICATES], f"bundle {path}: {CERTIFICATES}")
     if not isinstance(rows, list):
         raise BundleError(f"bundle {path}: {CERTIFICATES} must hold a list of rows")
     for row in rows:
@@ -166,11 +163,14 @@ def load_certificates(path: Path, members: dict[str, bytes], sel: Selection) -> 
 def check_graph(path: Path, sel: Selection) -> None:
     """Every reference resolved inside the bundle; cassettes and run entries checked against their events."""
 
-    def get(digest: str) -> bytes:
+    def need(digest: str) -> None:  # present (it hashed to its name as it was read)
         if digest not in sel.blobs:
             raise BundleError(
                 f"bundle {path}: blob {digest[:12]} is referenced but not in the bundle; refusing"
             )
+
+    def get(digest: str) -> bytes:
+        need(digest)
         return sel.blobs[digest]
 
     root = sel.root
@@ -178,7 +178,7 @@ def check_graph(path: Path, sel: Selection) -> None:
         raise BundleError(f"bundle {path}: its root {root['id']} is not among its rows")
     for key, row in sel.rows["trees"].items():
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
-            get(digest)
+            need(digest)
     derived: dict[str, CassetteColumns] = {}
     reused: dict[str, ReuseCounts] = {}  # what each cassette's reuse claim counts (cassette/lineage.py)
     for table in ("cassettes", "runs"):
@@ -188,7 +188,7 @@ def check_graph(path: Path, sel: Selection) -> None:
             if table == "cassettes":
                 refs, episode = episode_blobs(doc, get, where)
                 for digest in refs:
-                    get(digest)
+                    need(digest)
                 if episode.key.id != key:
                     raise BundleError(
                         f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing"
@@ -227,7 +227,7 @@ def check_graph(path: Path, sel: Selection) -> None:
                     )
             listed = doc_refs(doc, where)
             for digest in listed.pop("blobs"):
-                get(digest)
+                need(digest)
             for ref_table, ids in listed.items():
                 for ref in ids:
                     if ref not in sel.rows[ref_table]:
