@@ -276,6 +276,11 @@ class EpisodeExtras(Protocol):
         """What the builds named by a cassette key's extras fetched: (what was built, its exchanges)."""
         ...
 
+    def documents(self, extra: Sequence[tuple[str, str]]) -> list[str]:
+        """The ids of the store documents a cassette with these key extras needs beyond its own
+        (docker: its image's recorded build), which its bundles carry when the store has them."""
+        ...
+
 
 class Artefacts(Protocol):
     """What a bundle ``--with-images`` carries for a kind beyond store rows (docker: the

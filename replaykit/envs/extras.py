@@ -85,6 +85,10 @@ class KindStore(Protocol):
         """The exchanges of document ``doc_id`` (none when there is no such document)."""
         ...
 
+    def get_fields(self, doc_id: str, kind: str) -> Mapping[str, JSON] | None:
+        """Document ``doc_id``'s own fields, its exchanges left out (None: no such document)."""
+        ...
+
 
 @runtime_checkable
 class NetworkedEnvironment(Protocol):

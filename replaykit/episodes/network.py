@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.cassette.codec import decode_event, encode_event
@@ -57,6 +57,13 @@ class KindStoreView:
             "blobs": sorted({c for e in events for c in e.chunks}),
         }
         self._store.put_doc(doc_id, kind, doc, name=name)
+
+    def get_fields(self, doc_id: str, kind: str) -> Mapping[str, JSON] | None:
+        try:
+            doc = self._store.get_doc(doc_id, kind)
+        except CassetteNotFound:
+            return None
+        return {k: cast(JSON, v) for k, v in doc.items() if k not in ("exchanges", "blobs")}
 
     def get_exchanges(self, doc_id: str, kind: str) -> list[StoredExchange]:
         try:

@@ -114,8 +114,11 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
                     raise exc.within(where, str(store.location)) from None
             continue
         if table == "cassettes":
-            store.get_episode(key)  # verifies the blobs, the key and the cached columns
+            episode = store.get_episode(key)  # verifies the blobs, the key and the cached columns
             data = store.get_blob(str(row["doc"]))
+            for doc_id in images.kind_documents(list(episode.key.extra)):  # its image's build, …
+                if store.get_row("runs", doc_id) is not None:
+                    pending.append(("runs", doc_id, where))
         else:
             version, data = store.doc_version(key)  # row and blob of one version (a live training saves)
             row = sel.rows[table][key] = cast(dict[str, Cell], dict(version))

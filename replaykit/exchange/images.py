@@ -34,6 +34,16 @@ def _artefacts(extra: list[tuple[str, str]]) -> Artefacts | None:
         return None
 
 
+def kind_documents(extra: list[tuple[str, str]]) -> list[str]:
+    """The store documents a cassette with these key extras needs beyond its own, asked of its
+    kind (docker: the recorded build of its image): its bundle carries those the store has."""
+    try:
+        hooks = get_env_kind(dict(extra).get("env", "local")).extras
+    except EnvError:
+        return []
+    return list(hooks.documents(extra)) if hooks is not None else []
+
+
 def wanted(sel: Selection) -> dict[str, tuple[Artefacts, list[str]]]:
     """Each artefact document kind the selection's cassettes need: its kind's hooks and the ids."""
     found: dict[str, tuple[Artefacts, list[str]]] = {}

@@ -106,6 +106,9 @@ class Extras_:
     ) -> list[tuple[str, list[StoredExchange]]]:
         return [("b1", store.get_exchanges("fetch-build-1", "fetch-build"))]
 
+    def documents(self, extra: Sequence[tuple[str, str]]) -> list[str]:
+        return ["fetch-build-1"]
+
 
 def test_a_kind_records_serves_and_lists_its_exchanges_through_its_hooks(tmp_path: Path) -> None:
     ENVIRONMENTS.register("fetching", EnvKind("fetching", factory, extras=Extras_()))

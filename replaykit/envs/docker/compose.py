@@ -32,7 +32,7 @@ import uuid
 from typing import Any
 
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker import containers, images
+from replaykit.envs.docker import containers, image_build, images
 from replaykit.envs.docker.compose_spec import (
     MAIN,
     Compose,
@@ -67,7 +67,7 @@ def service_images(task: Task, compose: Compose, aliases: dict[str, str] | None 
         if service.build_context is not None:
             dockerfile = service.build_context / service.dockerfile
             text = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
-            built = images.build_cached(
+            built = image_build.build_cached(
                 client,
                 task,
                 service.build_context,

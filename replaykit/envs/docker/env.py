@@ -2,7 +2,7 @@
 
 ``DockerEnv`` implements the ``Environment`` protocol like ``LocalEnv`` does (same
 observations, timeouts, output caps and grading semantics) inside a container of the
-task's image (``images.ensure_task_image``). This module holds the task's side: limits
+task's image (``image_build.ensure_task_image``). This module holds the task's side: limits
 from task.toml (``cpus`` capped at the host's cores, ``memory_mb``, ``pids_limit``; the
 network unless ``network_mode = "no-network"`` / ``allow_internet = false``), the workdir, the pins (hostname ``replaykit``,
 ``ENV_PINS``, ``APP_DIR``, ``TESTS_DIR=/tests``, ``LOGS_DIR=/logs``,

@@ -1,11 +1,8 @@
-"""Docker images for tasks: the Docker client, image aliases, task image builds.
+"""Docker images for tasks: the Docker client, image aliases, ``FROM`` rewriting.
 
-No registry is ever contacted. A task's ``environment/Dockerfile`` is built from a
-temporary context in which every ``FROM`` line is rewritten through the image
-aliases (a config map base image → local image). Images are cached by a content
-digest of the environment folder, the rewritten Dockerfile and the IDs of the base
-images, and tagged ``replaykit-task/<task-id>:<digest12>``; the image ID is what
-enters cassette keys.
+No registry is ever contacted. Every ``FROM`` line of a task's Dockerfile is rewritten
+through the image aliases (a config map base image → local image) before it is built
+(``image_build.py``: the build, its cache and the image ID that enters cassette keys).
 
 Tasks whose Dockerfile starts ``FROM debian:bookworm-slim``, ``ubuntu:24.04``,
 ``python:3.12-slim``, … use the local base image ``replaykit/base:bookworm`` when that
@@ -16,20 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, TypedDict, cast
 
-from replaykit.core.determinism import digest_of
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker.heredoc import rewrite_heredocs
-from replaykit.envs.tasks import Task, task_digest
 
 BASE_IMAGE = "replaykit/base:bookworm"
-TASK_REPO = "replaykit-task"
-IMAGE_FORMAT = 1  # bump to rebuild every task image
 
 #: Base images mapped to the local base image when they are not present locally.
 DEFAULT_ALIAS_SOURCES: tuple[str, ...] = (
@@ -78,7 +66,7 @@ HUB_MIRRORS: tuple[str, ...] = (
 #: ``…/ubuntu-24-04:latest``): a Python one runs on the python flavour, the others on the base.
 _TBENCH = re.compile(r"^(?:[a-z0-9.-]+/)?laude-institute/t-bench/(?P<name>[a-z0-9._-]+):")
 
-_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
+FROM_LINE = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _STAGE = re.compile(r"\bAS\s+(\S+)", re.IGNORECASE)
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
@@ -211,7 +199,7 @@ def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, l
     bases: list[str] = []
     lines = []
     for line in text.splitlines():
-        m = _FROM.match(line)
+        m = FROM_LINE.match(line)
         if m:
             head, flags, ref, rest = m.groups()
             stage = _STAGE.search(rest)
@@ -225,158 +213,6 @@ def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> tuple[str, l
     return "\n".join(lines) + "\n", bases
 
 
-@dataclass(frozen=True)
-class TaskImage:
-    """A built (or reused) task image."""
-
-    id: str
-    tag: str
-    digest: str
-    built: bool
-
-
-def image_tag(task: Task | str, digest: str) -> str:
-    name = (
-        re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_")
-        or "task"
-    )
-    return f"{TASK_REPO}/{name}:{digest[:12]}"
-
-
-def ensure_task_image(
-    task: Task, aliases: dict[str, str] | None = None, progress: BuildLog | None = None
-) -> TaskImage:
-    """Build ``environment/Dockerfile`` (no registry; with the network, as Harbor builds) or reuse the cached image."""
-    client = docker_client()
-    dockerfile = task.environment_dir / "Dockerfile"
-    env_table = task.config.get("environment")
-    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
-    if dockerfile.is_file():
-        try:
-            original = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
-        source = str(dockerfile)
-    elif isinstance(prebuilt, str) and prebuilt.strip():
-        original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
-        source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
-    else:
-        raise EnvError(
-            f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker"
-        )
-    return build_cached(client, task, task.environment_dir, original, source, task.id, aliases, progress)
-
-
-def build_cached(
-    client: Any,
-    task: Task,
-    context_dir: Path,
-    original: str,
-    source: str,
-    name: str,
-    aliases: dict[str, str] | None = None,
-    progress: BuildLog | None = None,
-) -> TaskImage:
-    """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
-    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
-    aliases = dict(aliases or {})
-    text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
-    if not any(_FROM.match(line) for line in original.splitlines()):
-        raise EnvError(f"{source}: field 'FROM' is missing; the Dockerfile names no base image")
-    base_ids: dict[str, str] = {}
-    for ref in bases:
-        found = image_exists(client, ref)
-        if found is None:
-            raise EnvError(
-                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; "
-                + missing_base_hint(ref)
-            )
-        base_ids[ref] = found
-    digest = digest_of(
-        {
-            "format": IMAGE_FORMAT,
-            "environment": task_digest(context_dir),
-            "dockerfile": text,
-            "bases": base_ids,
-            "build_network": "default",  # Harbor always builds with the network
-        }
-    )
-    tag = image_tag(name, digest)
-    existing = image_exists(client, tag)
-    if existing is not None:
-        return TaskImage(existing, tag, digest, built=False)
-    if progress:
-        progress(f"building image {tag} for task {task.id}")
-    image_id = _build(client, task, context_dir, text, tag, digest, source)
-    return TaskImage(image_id, tag, digest, built=True)
-
-
-_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
-_NOISE = re.compile(r"^\s*(---> |Removing intermediate container )")
-
-
-def build_failure(source: str, step: str, error: str, log: list[str]) -> str:
-    """One line: which task's Dockerfile, the build step that failed, the error, its last lines."""
-    m = _STEP.match(step)  # (the step numbers count replaykit's rewritten Dockerfile: not shown)
-    where = f" at step `{m.group(2).strip()[:160]}`" if m else ""
-    said = " | ".join(line.strip() for line in log if not _NOISE.match(line))[-400:]
-    return f"{source}: image build failed{where}: {error}" + (f" ({said})" if said else "")
-
-
 def plain(text: str) -> str:
     """Build output as plain text: ANSI colour/cursor codes and carriage returns removed."""
     return _ANSI.sub("", text).replace("\r", "")
-
-
-def _build(
-    client: Any, task: Task, context_dir: Path, dockerfile_text: str, tag: str, digest: str, source: str
-) -> str:
-    import docker.errors
-
-    from replaykit.envs.docker.network.build import build_proxy
-
-    with (
-        build_proxy(client, task.allow_internet) as proxy,
-        tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp,
-    ):
-        context = Path(tmp) / "context"
-        if context_dir.is_dir():
-            shutil.copytree(context_dir, context, symlinks=True)
-        else:
-            context.mkdir()
-        (context / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
-        log: list[str] = []
-        try:
-            stream = client.api.build(
-                path=str(context),
-                dockerfile="Dockerfile",
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                pull=False,
-                decode=True,
-                timeout=max(60, int(task.build_timeout_sec)),
-                network_mode="default",  # as Harbor: builds have the network, whatever the task's policy
-                labels={"replaykit.task": task.id, "replaykit.digest": digest},
-                **({"buildargs": proxy.buildargs} if proxy is not None else {}),
-            )
-            step = ""
-            for chunk in stream:
-                if "stream" in chunk:
-                    for line in plain(str(chunk["stream"])).splitlines():
-                        if _STEP.match(line):
-                            step, log = line.strip(), []
-                        elif line.strip():
-                            log.append(line)
-                if "error" in chunk:
-                    raise EnvError(build_failure(source, step, plain(str(chunk["error"])).strip(), log))
-        except docker.errors.APIError as exc:
-            raise EnvError(f"{source}: image build failed: {plain(str(exc.explanation or exc))}") from None
-        except OSError as exc:
-            raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
-        found = image_exists(client, tag)
-        if found is None:
-            raise EnvError(f"{source}: the build produced no image {tag}")
-        if proxy is not None:  # what the build fetched belongs to the image it built
-            proxy.built(found)
-    return found

@@ -14,7 +14,7 @@ from typing import cast
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade
-from replaykit.envs.docker import compose, images, node_images
+from replaykit.envs.docker import compose, image_build, images, node_images
 from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.flavours import substitutions
@@ -31,7 +31,8 @@ from replaykit.envs.verifier import oracle_grades
 def key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its ID enters the cassette key."""
     aliases = DockerSettings.of(env).image_aliases
-    image = images.ensure_task_image(with_limits(task, env.limits()), aliases)  # the build's timeout scaled
+    scaled = with_limits(task, env.limits())  # the build's timeout scaled
+    image = image_build.ensure_task_image(scaled, aliases)
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
@@ -46,13 +47,13 @@ def factory(spec: EnvRequest) -> DockerEnv:
     task = with_limits(load_task(Path(spec.task_path)), spec.env.limits())
     aliases = DockerSettings.of(spec.env).image_aliases
     image = dict(spec.key.extra).get("image")
+    extras = dict(spec.extras)
+    rebuild = extras.pop("rebuild", None)  # the image's recorded build, when the engine lacks it
     if image:
         if images.image_exists(images.docker_client(), image) is None:
-            raise EnvError(
-                f"the recorded image {image[:19]} of task {task.id!r} no longer exists; re-record the run"
-            )
+            image = rebuilt_image(task, aliases, image, rebuild)
     else:
-        image = images.ensure_task_image(task, aliases).id
+        image = image_build.ensure_task_image(task, aliases).id
     return DockerEnv(
         task,
         image,
@@ -63,9 +64,21 @@ def factory(spec: EnvRequest) -> DockerEnv:
         episode=spec.key.id,
         aliases=aliases,
         network_mode=DockerSettings.of(spec.env).network,
-        network_request=cast(NetworkRequest, dict(spec.extras)),
+        network_request=cast(NetworkRequest, extras),
         network_allow=DockerSettings.of(spec.env).network_allow,
     )
+
+
+def rebuilt_image(task: Task, aliases: dict[str, str], image: str, rebuild: object) -> str:
+    """The recorded image, rebuilt offline from its recorded build (``network/rebuild.py``)."""
+    if not isinstance(rebuild, dict):
+        raise EnvError(
+            f"the recorded image {image[:19]} of task {task.id!r} is not on this Docker engine and its "
+            "build was not recorded; import the run's bundle --with-images, or re-record the run"
+        )
+    from replaykit.envs.docker.network.rebuild import rebuild_image
+
+    return rebuild_image(task, aliases, image, Path(str(rebuild["serve"])), rebuild.get("digest"))
 
 
 def task_warnings(task: Task, env: EnvSection) -> list[str]:
@@ -77,7 +90,7 @@ def oracle(task: Task, env: EnvSection) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
     task = with_limits(task, env.limits())
     settings = DockerSettings.of(env)
-    image = images.ensure_task_image(task, settings.image_aliases)
+    image = image_build.ensure_task_image(task, settings.image_aliases)
     return oracle_grades(
         DockerEnv(
             task,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.errors import TaskError
-from replaykit.envs.docker import compose, images
+from replaykit.envs.docker import compose, image_build, images
 from replaykit.envs.tasks import load_task
 
 REPO = Path(__file__).resolve().parents[3]
@@ -113,7 +113,9 @@ def test_sidecar_reachable_by_name_and_everything_removed(docker_base: str, tmp_
         {"environment/svc/Dockerfile": "FROM python:3.12-slim\nRUN mkdir -p /srv && echo pong > /srv/ping\n"},
     )
     task = load_task(folder)
-    with DockerEnv(task, images.ensure_task_image(task).id, timeout_sec=20, episode="composetest") as env:
+    with DockerEnv(
+        task, image_build.ensure_task_image(task).id, timeout_sec=20, episode="composetest"
+    ) as env:
         obs = env.run(
             "python3 -c \"import os, urllib.request as u; print(u.urlopen(os.environ['SVC'] + '/ping').read().decode().strip())\""
         )
@@ -136,7 +138,7 @@ def test_sidecar_that_dies_is_an_infra_failure(docker_base: str, tmp_path: Path)
     task = load_task(folder)
     with DockerEnv(
         task,
-        images.ensure_task_image(task).id,
+        image_build.ensure_task_image(task).id,
         timeout_sec=10,
         episode="composedead",
         aliases={"debian:bookworm-slim": images.BASE_IMAGE},

@@ -14,7 +14,7 @@ import pytest
 
 from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker import images
+from replaykit.envs.docker import image_build, images
 from replaykit.envs.docker.containers import (
     EPISODE_LABEL,
     LABEL,
@@ -59,7 +59,7 @@ def task(docker_base: str, tmp_path_factory: pytest.TempPathFactory) -> Task:
 
 @pytest.fixture(scope="module")
 def image(task: Task) -> str:
-    return images.ensure_task_image(task).id
+    return image_build.ensure_task_image(task).id
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def test_grade_semantics_match_local(
     docker_base: str, tmp_path: Path, test_sh: str, reward: float, infra: bool, detail: str
 ) -> None:
     task = make_task(tmp_path / "t", test_sh=test_sh, verifier_timeout=1)
-    with DockerEnv(task, images.ensure_task_image(task).id) as env:
+    with DockerEnv(task, image_build.ensure_task_image(task).id) as env:
         grade = env.grade()
     assert (grade.reward, grade.infra_failure) == (reward, infra)
     assert detail in grade.detail
@@ -235,12 +235,12 @@ def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
 
 def test_image_cache_and_rebuild_on_change(docker_base: str, tmp_path: Path) -> None:
     task = make_task(tmp_path / "t")
-    first = images.ensure_task_image(task)
-    again = images.ensure_task_image(load_task(tmp_path / "t"))
+    first = image_build.ensure_task_image(task)
+    again = image_build.ensure_task_image(load_task(tmp_path / "t"))
     assert (again.id, again.tag, again.built) == (first.id, first.tag, False)
     assert first.tag.startswith("replaykit-task/t:")
     (tmp_path / "t" / "environment" / "files" / "a.txt").write_text("changed\n")
-    changed = images.ensure_task_image(load_task(tmp_path / "t"))
+    changed = image_build.ensure_task_image(load_task(tmp_path / "t"))
     assert changed.id != first.id and changed.tag != first.tag
 
 
@@ -251,7 +251,7 @@ def test_aliases_and_networked_builds(docker_base: str, tmp_path: Path) -> None:
         + "\nRUN ls /sys/class/net > /netifs && python3 --version\nWORKDIR /app\n"
     )
     task = make_task(tmp_path / "t", dockerfile=dockerfile, files={"x": "x\n"})
-    built = images.ensure_task_image(task, {"python:3.12-slim": docker_base})
+    built = image_build.ensure_task_image(task, {"python:3.12-slim": docker_base})
     with DockerEnv(task, built.id) as env:
         # as in Harbor, the build had the network although the episode has none (allow_internet = false)
         assert env.run("cat /netifs").stdout == "eth0\nlo\n"
@@ -261,13 +261,13 @@ def test_aliases_and_networked_builds(docker_base: str, tmp_path: Path) -> None:
         EnvError,
         match=r"environment/Dockerfile: base image 'no-such-image-anywhere:1' is not present locally",
     ):
-        images.ensure_task_image(unknown)
+        image_build.ensure_task_image(unknown)
 
 
 def test_failed_build_names_the_dockerfile(docker_base: str, tmp_path: Path) -> None:
     task = make_task(tmp_path / "t", dockerfile="FROM debian:bookworm-slim\nRUN exit 7\n", files={"x": "x\n"})
     with pytest.raises(EnvError, match=r"environment/Dockerfile: image build failed at step "):
-        images.ensure_task_image(task)
+        image_build.ensure_task_image(task)
     assert os.path.isdir(tmp_path / "t")
 
 
@@ -282,11 +282,11 @@ def test_workdir_from_the_image_and_prebuilt_docker_image(docker_base: str, tmp_
         "FROM debian:bookworm-slim\nWORKDIR /workdir\nRUN echo data > seed.txt\n"
     )
     task = load_task(folder)
-    with DockerEnv(task, images.ensure_task_image(task).id) as env:
+    with DockerEnv(task, image_build.ensure_task_image(task).id) as env:
         assert env.run('pwd; echo "$APP_DIR"; cat seed.txt').stdout == "/workdir\n/workdir\ndata\n"
     (folder / "environment" / "Dockerfile").unlink()
     (folder / "task.toml").write_text(f'version = "1.0"\n[environment]\ndocker_image = "{docker_base}"\n')
     prebuilt = load_task(folder)
-    with DockerEnv(prebuilt, images.ensure_task_image(prebuilt).id) as env:
+    with DockerEnv(prebuilt, image_build.ensure_task_image(prebuilt).id) as env:
         # no WORKDIR in the image: the container's root, as in Harbor (no /app is made)
         assert env.run("pwd; python3 -c 'print(6 * 7)'; ls -d /app").stdout == "/\n42\n"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.envs.docker import images
+from replaykit.envs.docker import image_build, images
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.faults import DEAD_EXIT_CODE
 from replaykit.envs.output import TIMEOUT_EXIT_CODE
@@ -33,7 +33,7 @@ def hostile_task(folder: Path, mem: int = 128, storage: int = 64, pids: int = 64
 @pytest.fixture(scope="module")
 def hostile(docker_base: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Task, str]:
     task = hostile_task(tmp_path_factory.mktemp("hostile") / "hostile")
-    return task, images.ensure_task_image(task).id
+    return task, image_build.ensure_task_image(task).id
 
 
 def gone(name: str) -> bool:
@@ -121,6 +121,8 @@ def test_verifier_crash_is_an_infra_failure(docker_base: str, tmp_path: Path) ->
     task = hostile_task(tmp_path / "crash")
     (task.path / "tests" / "test.sh").write_text("kill -SEGV $$\n")
     task = load_task(task.path)
-    with DockerEnv(task, images.ensure_task_image(task).id, timeout_sec=5, episode="verifier-crash") as env:
+    with DockerEnv(
+        task, image_build.ensure_task_image(task).id, timeout_sec=5, episode="verifier-crash"
+    ) as env:
         grade = env.grade()
     assert grade.infra_failure and "no reward.txt or reward.json" in grade.detail

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.envs.docker import images
+from replaykit.envs.docker import image_build, images
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.kind import oracle
 from replaykit.envs.section import EnvConfig
@@ -59,7 +59,7 @@ def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tm
         **{"environment/start.sh": ENTRYPOINT},
     )
     t = load_task(folder)
-    image = images.ensure_task_image(t)
+    image = image_build.ensure_task_image(t)
     with DockerEnv(t, image.id, episode="entrypoint") as env:
         first = env.run(
             'kill -0 "$(cat /run/service.pid)" && echo up; (setsid sleep 300 &) ; sleep 301 & echo $! > /tmp/agent.pid'
@@ -100,9 +100,9 @@ def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: P
     assert closed.network_mode == "no-network" and not closed.allow_internet
     untouched, _ = oracle(closed, EnvConfig(kind="docker"))
     assert untouched.reward == 1, untouched.detail  # the build had the network, the episode none
-    image = images.ensure_task_image(closed)
+    image = image_build.ensure_task_image(closed)
     assert DockerEnv(closed, image.id).metadata()["network"] == "none"
-    image = images.ensure_task_image(default)
+    image = image_build.ensure_task_image(default)
     assert DockerEnv(default, image.id).metadata()["network"] == "unfrozen"
 
 

@@ -114,7 +114,7 @@ EOF
 @pytest.mark.docker
 def test_heredoc_dockerfile_builds_and_behaves(docker_base: str, tmp_path: Path) -> None:
     from replaykit.envs.docker.env import DockerEnv
-    from replaykit.envs.docker.images import ensure_task_image
+    from replaykit.envs.docker.image_build import ensure_task_image
     from replaykit.envs.tasks import load_task
 
     folder = tmp_path / "heredoc-task"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.envs.docker import images
+from replaykit.envs.docker import image_build
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.tasks import Task, load_task
 
@@ -41,7 +41,7 @@ def task(docker_base: str, tmp_path_factory: pytest.TempPathFactory) -> Task:
 
 @pytest.fixture
 def env(task: Task) -> Iterator[DockerEnv]:
-    with DockerEnv(task, images.ensure_task_image(task).id, episode="verifier-output") as docker_env:
+    with DockerEnv(task, image_build.ensure_task_image(task).id, episode="verifier-output") as docker_env:
         yield docker_env
 
 

@@ -8,7 +8,10 @@
 | ``server.py`` | one ``mitmdump`` child process: start, wait, stop; host trust and proxy for the upstream side |
 | ``wiring.py`` | one episode: internal Docker network, proxy on its gateway (the host's only port the container reaches), CA and variables in the container |
 | ``policy.py`` | what the proxy may connect to: never the host's loopback, link-local or private addresses unless ``env.network_allow`` names them |
-| ``build.py`` | image builds: a recording proxy for a task image built from scratch |
+| ``build.py`` | image builds on an internal network through the proxy; their recordings kept beside the image |
+| ``build_trust.py`` | the Dockerfile rewrite that trusts the proxy's CA in every ``RUN`` |
+| ``image_digest.py`` | an image's content digest (its own layers' files, its run configuration) |
+| ``rebuild.py`` | replay of a build: rebuild offline from its recording, digests compared |
 | ``extras.py`` | the kind's episode extras (``EnvKind.extras``): recording, serving a recording back, ``net ls``'s builds |
 
 This package may not import the store: it gets a narrow one (``envs.extras.KindStore``);

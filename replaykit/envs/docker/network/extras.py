@@ -1,13 +1,15 @@
 """The frozen network as the docker kind's episode extras (``envs/extras.py``): what the
 episode layer reaches through ``EnvKind.extras``, with a narrow store (``KindStore``).
 
-- ``recording``: the store's CA made once, and while a run records, a task image built from
-  scratch has its HTTP fetches kept for that image (a ``network-image`` document); every
+- ``recording``: the store's CA made once, and while a run records, every task image its keys
+  name has its build's recording kept for that image (a ``network-image`` document); every
   recorded episode's environment gets the CA's folder (``NetworkRequest.store``).
 - ``serving``: a re-execution of a frozen episode gets a folder serving its recorded
   exchanges only (the proxy's ``index.json`` + ``bodies/``, written chunk by chunk).
 - ``forked_reason``: an episode that ran on a live network is never certified deterministic.
-- ``build_exchanges``: what an image's build fetched (``net ls``).
+- ``build_exchanges``: what an image's build fetched (``net ls``); ``documents``: that
+  recording, which a bundle of the cassette carries; ``serving`` hands it to a re-execution
+  on an engine without the image (``rebuild``: ``rebuild.py``).
 """
 
 from __future__ import annotations
@@ -108,49 +110,87 @@ def serve_folder(get_blob: Callable[[str], bytes], exchanges: list[StoredExchang
     return folder
 
 
+def keep_build(
+    store: KindStore, image_id: str, records: list[ExchangeRecord], folder: Path, facts: build.BuildFacts
+) -> None:
+    """A build's recording (its bodies in ``folder``, which stays) as the image's document."""
+    if store.get_exchanges(image_doc_id(image_id), IMAGE_KIND) or store.readonly:
+        return  # kept already (the same image's build is one recording)
+    kept = [{**reported(r, folder), "spool": ""} for r in records]
+    fields: dict[str, JSON] = {
+        "image": image_id,
+        "image_digest": facts["digest"],
+        "task": facts["task"],
+        "bases": list(facts["bases"]),
+    }
+    store.put_exchanges(image_doc_id(image_id), IMAGE_KIND, kept, image_id, fields)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def build_serving(store: KindStore, image: str) -> Iterator[Extras]:
+    """For a re-execution on an engine without ``image``: its recorded build, served back
+    (``rebuild``: the folder, the recorded image and its digest), or nothing."""
+    if not image.startswith("sha256:") or image_present(image):
+        yield {}
+        return
+    doc = store.get_fields(image_doc_id(image), IMAGE_KIND)
+    if doc is None:
+        yield {}
+        return
+    folder = Path(tempfile.mkdtemp(prefix="replaykit-net-build-serve-"))
+    try:
+        serve_folder(store.get_blob, store.get_exchanges(image_doc_id(image), IMAGE_KIND), folder)
+        yield {"rebuild": {"serve": str(folder), "image": image, "digest": doc.get("image_digest")}}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def image_present(image: str) -> bool:
+    from replaykit.envs.docker.images import docker_client, image_exists
+
+    try:
+        return image_exists(docker_client(), image) is not None
+    except Exception:  # no engine: nothing can be re-executed here anyway
+        return True
+
+
 class FrozenNetwork:
     """The docker kind's ``EpisodeExtras``."""
 
     @contextlib.contextmanager
     def recording(self, store: KindStore, env: EnvSection, tasks: Sequence[Any]) -> Iterator[Extras]:
         setting = DockerSettings.of(env).network
-        if store.readonly or setting == "none" or not any(t.allow_internet for t in tasks):
+        if store.readonly or not any(t.allow_internet for t in tasks):
             yield {}
             return
-        home = ca_home(store.location)
-        ensure_ca(home)
-        request: Extras = {"store": str(home)}  # a NetworkRequest
-        if setting == "live":  # fetched for real: nothing is kept for the image
-            yield request
-            return
-
-        def keep(image_id: str, records: list[ExchangeRecord], spool: Path) -> None:
-            kept = [reported(r, spool) for r in records]
-            store.put_exchanges(image_doc_id(image_id), IMAGE_KIND, kept, image_id, {"image": image_id})
-
-        with build.recording(home, keep):
-            yield request
+        with build.recording(lambda *kept: keep_build(store, *kept)):  # builds: whatever the setting
+            if setting == "none":
+                yield {}
+                return
+            home = ca_home(store.location)
+            ensure_ca(home)
+            yield {"store": str(home)}  # a NetworkRequest
 
     @contextlib.contextmanager
     def serving(
         self, store: KindStore, environment: Mapping[str, JSON], exchanges: list[StoredExchange]
     ) -> Iterator[Extras]:
-        mode = network_mode(environment)
-        if mode == "none":
-            yield {}
-            return
-        home = ca_home(store.location)
-        ensure_ca(home)  # a store that imported the recording makes its own CA
-        request: Extras = {"store": str(home)}  # a NetworkRequest
-        if mode != "frozen":
-            yield request
-            return
-        folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
-        try:
+        with contextlib.ExitStack() as stack:
+            rebuild = stack.enter_context(build_serving(store, str(environment.get("image") or "")))
+            mode = network_mode(environment)
+            if mode == "none":
+                yield rebuild
+                return
+            home = ca_home(store.location)
+            ensure_ca(home)  # a store that imported the recording makes its own CA
+            request: Extras = {**rebuild, "store": str(home)}  # a NetworkRequest
+            if mode != "frozen":
+                yield request
+                return
+            folder = Path(tempfile.mkdtemp(prefix="replaykit-net-serve-"))
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
             serve_folder(store.get_blob, exchanges, folder)
             yield {**request, "serve": str(folder), "serve_only": True}
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
     def forked_reason(self, environment: Mapping[str, JSON]) -> str | None:
         if environment.get("network") != NETWORK_UNFROZEN:
@@ -159,6 +199,11 @@ class FrozenNetwork:
             "network unfrozen: the episode ran with a live network (not the frozen one), so its "
             "observations cannot be certified deterministic; re-record it with env.network: frozen"
         )
+
+    def documents(self, extra: Sequence[tuple[str, str]]) -> list[str]:
+        """The build recording of the image a cassette ran in (its bundles carry it)."""
+        image = dict(extra).get("image", "")
+        return [image_doc_id(image)] if image.startswith("sha256:") else []
 
     def build_exchanges(
         self, store: KindStore, extra: Sequence[tuple[str, str]]

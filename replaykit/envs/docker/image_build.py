@@ -1,0 +1,256 @@
+"""Task image builds: a task's ``environment/Dockerfile`` built from a temporary context in
+which every ``FROM`` is aliased (``images.py``), or the cached image reused. Images are cached
+by a content digest of the environment folder, the rewritten Dockerfile, the IDs of the base
+images and how the build reached the network, and tagged ``replaykit-task/<task-id>:<digest12>``;
+the image ID is what enters cassette keys.
+
+A task that may reach the internet builds through the frozen network (``network/build.py``):
+an internal network whose only way out is the recording proxy, every ``RUN`` trusting its CA
+(``network/build_trust.py``); its exchanges and the image's digest are kept beside the image.
+With ``serve`` (a recording) the proxy serves only that: the image is rebuilt offline, and a
+request the recording lacks is named in the failure. A failed build is one line naming the
+task's Dockerfile, the step as the task wrote it, the error and the step's last lines.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replaykit.core.determinism import digest_of
+from replaykit.core.errors import EnvError
+from replaykit.envs.docker import images
+from replaykit.envs.docker.heredoc import rewrite_heredocs
+from replaykit.envs.docker.images import (
+    FROM_LINE,
+    BuildLog,
+    alias_for,
+    docker_client,
+    missing_base_hint,
+    plain,
+    rewrite_dockerfile,
+)
+from replaykit.envs.docker.network.build import (
+    BuildFacts,
+    build_network,
+    note_image,
+    proxy_available,
+    write_facts,
+)
+from replaykit.envs.docker.network.build_trust import trust_rewrite
+from replaykit.envs.docker.network.image_digest import image_digest
+from replaykit.envs.tasks import Task, task_digest
+
+TASK_REPO = "replaykit-task"
+IMAGE_FORMAT = 1  # bump to rebuild every task image
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    """A built (or reused) task image."""
+
+    id: str
+    tag: str
+    digest: str
+    built: bool
+
+
+def image_tag(task: Task | str, digest: str) -> str:
+    name = (
+        re.sub(r"[^a-z0-9._-]+", "-", (task if isinstance(task, str) else task.id).lower()).strip(".-_")
+        or "task"
+    )
+    return f"{TASK_REPO}/{name}:{digest[:12]}"
+
+
+def ensure_task_image(
+    task: Task,
+    aliases: dict[str, str] | None = None,
+    progress: BuildLog | None = None,
+    serve: Path | None = None,
+) -> TaskImage:
+    """Build ``environment/Dockerfile`` (no registry; with the network, as Harbor builds: through
+    the frozen network's proxy for a task that may reach the internet, ``serve`` replaying a
+    build's recording) or reuse the cached image."""
+    image = _ensure_task_image(task, aliases, progress, serve)
+    note_image(image.id)  # a run recording on it keeps its build's recording
+    return image
+
+
+def _ensure_task_image(
+    task: Task, aliases: dict[str, str] | None, progress: BuildLog | None, serve: Path | None
+) -> TaskImage:
+    client = docker_client()
+    dockerfile = task.environment_dir / "Dockerfile"
+    env_table = task.config.get("environment")
+    prebuilt = env_table.get("docker_image") if isinstance(env_table, dict) else None
+    if dockerfile.is_file():
+        try:
+            original = rewrite_heredocs(dockerfile.read_text(encoding="utf-8"), str(dockerfile))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EnvError(f"{dockerfile}: unreadable: {exc}") from None
+        source = str(dockerfile)
+    elif isinstance(prebuilt, str) and prebuilt.strip():
+        original = f"FROM {prebuilt.strip()}\n"  # Harbor's environment.docker_image: a prebuilt image
+        source = f"{task.path / 'task.toml'}: environment.docker_image {prebuilt.strip()!r}"
+    else:
+        raise EnvError(
+            f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker"
+        )
+    return build_cached(
+        client, task, task.environment_dir, original, source, task.id, aliases, progress, serve
+    )
+
+
+def build_cached(
+    client: Any,
+    task: Task,
+    context_dir: Path,
+    original: str,
+    source: str,
+    name: str,
+    aliases: dict[str, str] | None = None,
+    progress: BuildLog | None = None,
+    serve: Path | None = None,
+) -> TaskImage:
+    """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
+    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
+
+    aliases = dict(aliases or {})
+    text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
+    if not any(FROM_LINE.match(line) for line in original.splitlines()):
+        raise EnvError(f"{source}: field 'FROM' is missing; the Dockerfile names no base image")
+    base_ids: dict[str, str] = {}
+    for ref in bases:
+        found = images.image_exists(client, ref)
+        if found is None:
+            raise EnvError(
+                f"{source}: base image {ref!r} is not present locally and replaykit never pulls; "
+                + missing_base_hint(ref)
+            )
+        base_ids[ref] = found
+    digest = digest_of(
+        {
+            "format": IMAGE_FORMAT,
+            "environment": task_digest(context_dir),
+            "dockerfile": text,
+            "bases": base_ids,
+            # Harbor always builds with the network; here through the frozen network's proxy
+            "build_network": "frozen" if task.allow_internet and proxy_available() else "default",
+        }
+    )
+    tag = image_tag(name, digest)
+    existing = images.image_exists(client, tag)
+    if existing is not None:
+        return TaskImage(existing, tag, digest, built=False)
+    if progress:
+        progress(f"building image {tag} for task {task.id}")
+    image_id = build_image(client, task, context_dir, text, tag, digest, source, bases, serve)
+    return TaskImage(image_id, tag, digest, built=True)
+
+
+_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$", re.DOTALL)
+_NOISE = re.compile(r"^\s*(---> |Removing intermediate container )")
+
+
+def build_failure(source: str, step: str, error: str, log: list[str]) -> str:
+    """One line: which task's Dockerfile, the build step that failed, the error, its last lines."""
+    m = _STEP.match(step)  # (the step numbers count replaykit's rewritten Dockerfile: not shown)
+    where = f" at step `{' '.join(m.group(2).split())[:160]}`" if m else ""
+    said = " | ".join(line.strip() for line in log if not _NOISE.match(line))[-400:]
+    return f"{source}: image build failed{where}: {error}" + (f" ({said})" if said else "")
+
+
+def _stream(client: Any, context: Path, tag: str, source: str, names: dict[str, str], **options: Any) -> None:
+    """Run the build, raising one line at its first error."""
+    step, log = "", list[str]()
+    for chunk in client.api.build(
+        path=str(context),
+        dockerfile="Dockerfile",
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        decode=True,
+        **options,
+    ):
+        if "stream" in chunk:
+            text = plain(str(chunk["stream"]))
+            m = _STEP.match(text.strip())
+            if m:  # a step's line (a rewritten RUN is one long line: named as the task wrote it)
+                shown = names.get(m.group(2).strip(), m.group(2).strip())
+                step, log = f"Step {m.group(1)} : {shown}", []
+                continue
+            log.extend(line for line in text.splitlines() if line.strip())
+        if "error" in chunk:
+            raise EnvError(build_failure(source, step, plain(str(chunk["error"])).strip(), log))
+
+
+def build_image(
+    client: Any,
+    task: Task,
+    context_dir: Path,
+    text: str,
+    tag: str,
+    digest: str,
+    source: str,
+    bases: list[str],
+    serve: Path | None = None,
+) -> str:
+    """Build ``text`` in a copy of ``context_dir`` as ``tag``; the image ID."""
+    import docker.errors
+
+    with (
+        build_network(client, task.allow_internet, serve) as network,
+        tempfile.TemporaryDirectory(prefix="replaykit-build-") as tmp,
+    ):
+        context = Path(tmp) / "context"
+        if context_dir.is_dir():
+            shutil.copytree(context_dir, context, symlinks=True)
+        else:
+            context.mkdir()
+        names: dict[str, str] = {}
+        if network is not None:
+            text, names = trust_rewrite(text)
+        (context / "Dockerfile").write_text(text, encoding="utf-8")
+        options: dict[str, Any] = {
+            "timeout": max(60, int(task.build_timeout_sec)),
+            # as Harbor, builds have the network whatever the task's policy: here the proxy's
+            "network_mode": network.name if network is not None else "default",
+            "labels": {"replaykit.task": task.id, "replaykit.digest": digest},
+        }
+        if network is not None:
+            options["buildargs"] = network.buildargs
+        try:
+            _stream(client, context, tag, source, names, **options)
+        except EnvError as exc:
+            misses = network.misses() if network is not None and serve is not None else []
+            if misses:
+                first = misses[0]
+                raise EnvError(
+                    f"{exc}; rebuilding offline from the image's recorded build, unrecorded request "
+                    f"{first['method']} {first['url']}"
+                    + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else "")
+                ) from None
+            raise
+        except docker.errors.APIError as exc:
+            raise EnvError(f"{source}: image build failed: {plain(str(exc.explanation or exc))}") from None
+        except OSError as exc:
+            raise EnvError(f"building the image of task {task.id!r} failed: {exc}") from None
+        found = images.image_exists(client, tag)
+        if found is None:
+            raise EnvError(f"{source}: the build produced no image {tag}")
+        if network is not None:  # what the build fetched belongs to the image it built
+            facts: BuildFacts = {
+                "image": found,
+                "digest": image_digest(client, found, bases),
+                "task": task.id,
+                "bases": list(bases),
+                "recorded": True,
+            }
+            write_facts(facts, network.spool, bodies=serve)
+    return found
