@@ -23,7 +23,7 @@ from replaykit.core.errors import ReplaykitError
 from replaykit.report.build import stored_compare
 from replaykit.report.charts import grouped_bars
 
-TITLE = "solve rate: trained vs untrained harness, per model"
+TITLE = "solve rate per model, by harness role"
 
 
 def chart_cells(store_location: str, compare_ids: list[str]) -> list[dict[str, object]]:
