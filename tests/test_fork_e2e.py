@@ -74,8 +74,10 @@ def test_fork_at_1_names_its_parent_verifies_and_replays_offline(
     assert mine["forked_from"] == parent["cassette_id"] and mine["fork_step"] == 1
     assert mine["reused"]["donor"] == parent["cassette_id"] and mine["reused"]["status"] == "checked"
     assert mine["reused"]["parted"] == f"event {mine['fork_position']} is model call 1, the fork's step"
-    runs = run_json("runs", "--kind", "fork", "--store", store)
-    assert fork["cassette_id"] in [r["id"] for r in runs]  # kept with its parent and tree (bundles, gc)
+    runs = {r["id"]: r for r in run_json("runs", "--kind", "fork", "--store", store)}
+    assert fork["cassette_id"] in runs  # kept with its parent and tree (bundles, gc)
+    paid = runs[fork["cassette_id"]]  # what it paid, derived from its cassette (checked)
+    assert (paid["model_calls"], paid["reused_events"]) == (fork["model_calls"], fork["reused_events"])
 
 
 def test_a_fork_of_a_fork_with_other_models_and_the_diff_marks_it(recorded: dict[str, Any]) -> None:

@@ -21,7 +21,8 @@ def runs(
 ) -> None:
     """List runs, trainings, verdicts, compare results, forks and probes in the store (newest
     last); each measured run with its replicate statistics (pass@k, pass^k, flip rates), the model
-    calls recording its episodes paid and the events they were served from donors."""
+    calls recording its episodes paid and the events they were served from donors; each fork
+    with the same two counts of its cassette."""
     from replaykit.train.stats import stored_run_stats
 
     st = open_store(store, readonly=True, config=config)
@@ -44,6 +45,12 @@ def runs(
             stats = stored_run_stats(st, run)
             row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
             row.update(model_calls=run.model_calls, reused_events=run.reused_events)
+        elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
+            counts = st.verified_reuse(row["id"])
+            row.update(
+                model_calls=st.verified_columns(row["id"])["n_llm"] - counts.calls,
+                reused_events=counts.events,
+            )
     emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
 
 

@@ -67,7 +67,7 @@ SHORT: dict[str, str] = {
     "steps": "environment commands the harness ran",
     "cassette": "the episode's recording (replaykit cassettes show ID)",
     "source": "recorded now, or reused from the store (no model call)",
-    "calls": "model calls recording a run's episodes paid",
+    "calls": "model calls recording a run's episodes (or a fork) paid",
     "reused": "events served from donor cassettes instead (prefix reuse)",
     "llm": "model calls",
     "env": "environment steps",
