@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 from urllib.parse import urlsplit
 
 import pytest
@@ -179,6 +179,7 @@ EXPECTED = {
     "error_stream": "the stream carries an error event (server_error: The server had an error)",
 }
 ALL = ["cut", "stream", "garbage", "trickle", "error_object", "no_choices", "error_stream"]
+NOT_RESULTS = ("error_object", "no_choices", "error_stream")  # 200 answers that are not a result
 RECOVERING = [m for m in ALL if m != "trickle"]
 
 
@@ -195,6 +196,9 @@ def test_broken_answer_stops_the_run_and_nothing_is_cached(tmp_path: Path, fault
         f"Error: model endpoint {faulty.base_url} failed on POST /v1/chat/completions"
     )
     assert EXPECTED[mode] in proc.stderr, proc.stderr
+    if mode in NOT_RESULTS:  # the server is up and answered: the hint says so, not "is the server up?"
+        assert "answered without a result (nothing was graded or cached)" in proc.stderr, proc.stderr
+        assert "is the server up" not in proc.stderr, proc.stderr
     assert "0/1" not in proc.stdout and stored(tmp_path) == 0
     if mode == "trickle":  # the deadline ends it (the trickle alone would take 83 minutes)
         assert elapsed < 30, elapsed
@@ -330,3 +334,19 @@ def test_cassette_an_older_version_stored_with_a_cut_answer_is_rerecorded(
     again = json.loads(cli("run", str(config), "--json", timeout=120, check=True).stdout)
     assert again["recorded_count"] == 1 and again["reused_count"] == 0
     assert again["episodes"][0]["digest"] == first["episodes"][0]["digest"]
+
+
+def test_a_proxy_session_whose_only_answer_was_broken_says_why_nothing_is_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The end-of-session line names the cause (the upstream's answers), not the client's base_url."""
+    from replaykit.render.cassettes import proxy_report
+
+    error = "replaykit proxy: upstream http://x/v1 failed: incomplete answer: " + EXPECTED["error_object"]
+    proxy_report(cast(Any, {"name": "s", "mode": "record", "stored": False, "upstream_errors": [error]}))
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "nothing stored (no answer was a result: nothing is kept, the next session records again)" in text
+    assert "point the client's base_url" not in text and EXPECTED["error_object"] in text
+    proxy_report(cast(Any, {"name": "s", "mode": "record", "stored": False, "upstream_errors": []}))
+    assert "point the client's base_url at the proxy" in capsys.readouterr().out

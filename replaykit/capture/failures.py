@@ -96,6 +96,11 @@ def fix_for(failure: Failure, model: str, api_key_env: str, model_field: str = "
         return "the server failed: check its logs, then rerun (nothing was cached)"
     if status >= 400:
         return "the endpoint rejected the request: check model.name, model.base_url and the endpoint's limits"
+    if "incomplete answer: the " in failure.detail and (
+        " answer " in failure.detail or "stream " in failure.detail
+    ):
+        # the server is up and answered, but not with a result (capture/shapes.py): no address to check
+        return "the endpoint answered without a result (nothing was graded or cached): check its logs, then rerun"
     if "timed out" in failure.detail.lower() or "timeout" in failure.detail.lower():
         return "the endpoint timed out: check that it is up and not overloaded, then rerun"
     return "is the server up at that address? check model.base_url, then rerun"

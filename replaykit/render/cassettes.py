@@ -229,7 +229,12 @@ def harbor_jobs(report: HarborExport) -> None:
 def proxy_report(report: SessionReport) -> None:
     """The end of a ``replaykit proxy`` session: what was recorded, or how the replay went."""
     if report["mode"] == "record" and not report.get("stored", True):
-        text = f"proxy session {report['name']!r} recorded no call: nothing stored (point the client's base_url at the proxy)"
+        hint = (
+            "no answer was a result: nothing is kept, the next session records again"
+            if report.get("upstream_errors")
+            else "point the client's base_url at the proxy"
+        )
+        text = f"proxy session {report['name']!r} recorded no call: nothing stored ({hint})"
         for error in report.get("upstream_errors", []):
             err(error)
     elif report["mode"] == "record":
