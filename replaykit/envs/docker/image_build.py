@@ -155,6 +155,14 @@ def build_cached(
 
 _STEP = re.compile(r"^Step (\d+/\d+) : (.*)$", re.DOTALL)
 _NOISE = re.compile(r"^\s*(---> |Removing intermediate container )")
+#: Docker's error for a failed RUN, which quotes the command: replaykit's CA wrapper, many lines
+_COMMAND_FAILED = re.compile(r"^The command '.*' returned a non-zero code: (\d+)$", re.DOTALL)
+
+
+def step_error(error: str) -> str:
+    """Docker's error as one line, a failed RUN's quoted command left out (the step names it)."""
+    m = _COMMAND_FAILED.match(error.strip())
+    return f"its command returned a non-zero code: {m.group(1)}" if m else " ".join(error.split())
 
 
 def build_failure(source: str, step: str, error: str, log: list[str]) -> str:
@@ -162,7 +170,7 @@ def build_failure(source: str, step: str, error: str, log: list[str]) -> str:
     m = _STEP.match(step)  # (the step numbers count replaykit's rewritten Dockerfile: not shown)
     where = f" at step `{' '.join(m.group(2).split())[:160]}`" if m else ""
     said = " | ".join(line.strip() for line in log if not _NOISE.match(line))[-400:]
-    return f"{source}: image build failed{where}: {error}" + (f" ({said})" if said else "")
+    return f"{source}: image build failed{where}: {step_error(error)}" + (f" ({said})" if said else "")
 
 
 def _stream(client: Any, context: Path, tag: str, source: str, names: dict[str, str], **options: Any) -> None:

@@ -67,3 +67,22 @@ def test_the_wrapper_trusts_the_ca_for_the_step_only_and_keeps_its_status(tmp_pa
     assert (root / "seen").read_text() == "SYSTEM\nTHE-CA\n1700000000\n"
     assert bundle.read_text() == "SYSTEM\n"  # restored
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]  # nothing left behind
+
+
+def test_a_failed_wrapped_step_is_one_line_naming_the_step_as_written() -> None:
+    """Docker's error quotes the command it ran: for a wrapped RUN, the whole CA wrapper (many
+    lines). The failure is one line naming the task's own step and the exit code, never the wrapper."""
+    from replaykit.envs.docker.image_build import build_failure
+
+    original = 'RUN echo "this image never builds" && exit 3'
+    out, names = trust_rewrite(f"FROM debian:bookworm-slim\n{original}\n")
+    wrapped = next(line for line in out.splitlines() if line.startswith("RUN ["))
+    script = json.loads(wrapped[4:])[2]
+    error = f"The command '/bin/sh -c {script}' returned a non-zero code: 3"
+    line = build_failure(
+        "t/environment/Dockerfile", f"Step 2/3 : {names[wrapped]}", error, ["this image never builds"]
+    )
+    assert line == (
+        "t/environment/Dockerfile: image build failed at step "
+        f"`{original}`: its command returned a non-zero code: 3 (this image never builds)"
+    )
