@@ -27,6 +27,7 @@ import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -101,6 +102,49 @@ class Viewer:
         self.proc.wait(timeout=30)
 
 
+def serve_store(tmp: Path, size: int, run: Any, source: Any, episodes: list[Any]) -> Viewer:
+    """A store of ``size`` episodes (copies of the panel's) and a viewer over it, warmed up."""
+    from replaykit.cassette.store import Store
+
+    store_dir = tmp / f"store-{size}"
+    store = Store(store_dir)
+    store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
+    fill(store, episodes, size)
+    store.put_run(run)
+    store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
+    store.close()
+    viewer = Viewer(store_dir, tmp / f"cache-{size}")
+    viewer.get("/")  # templates compiled, store opened
+    return viewer
+
+
+def report(
+    pages: dict[str, str], sized: dict[str, list[int]], samples: dict[str, list[Sample]], sizes: list[int]
+) -> None:
+    """Each page's CPU per request by store size, against the smallest store's, and the verdicts."""
+    ok_all = True
+    for name in pages:
+        for size in sized[name]:
+            base = sized[name][0]
+            got = samples[f"{name}@{size}"]
+            r = ratio(got, samples[f"{name}@{base}"])
+            ok = median_cpu(got) < 1 and median_wall(got) < 1
+            ok_all &= ok
+            print(
+                f"    {name:<17} {size:>6} episodes: {median_cpu(got):5.3f} s ({median_wall(got):5.3f})"
+                f"  {r:5.2f}x the {base}-episode store's CPU  [< 1 s: {verdict(ok)}]"
+            )
+    top = samples[f"first page@{sizes[-1]}"]
+    flat = ratio(top, samples[f"first page@{sizes[0]}"])
+    ok = median_cpu(top) <= 0.1 and flat <= 1.5
+    ok_all &= ok
+    print(
+        f"first page at {sizes[-1]} episodes: {median_cpu(top):5.3f} s CPU per request, {flat:4.2f}x the "
+        f"{sizes[0]}-episode store's  [within 0.1 s and 1.5x: {verdict(ok)}]"
+    )
+    print(f"all budgets: {verdict(ok_all)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,100000")
@@ -124,15 +168,7 @@ def main() -> None:
         print("replaykit view (HTTP on loopback; CPU time of the viewer + client, wall in brackets)")
         try:
             for size in sizes:
-                store_dir = Path(tmp) / f"store-{size}"
-                store = Store(store_dir)
-                store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
-                fill(store, episodes, size)
-                store.put_run(run)
-                store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
-                store.close()
-                viewers[size] = Viewer(store_dir, Path(tmp) / f"cache-{size}")
-                viewers[size].get("/")  # templates compiled, store opened
+                viewers[size] = serve_store(Path(tmp), size, run, source, episodes)
             builds = {
                 size: v.build_index(f"/search?q={WORD}")
                 for size, v in viewers.items()
@@ -158,27 +194,7 @@ def main() -> None:
             for r in range(args.repeats):  # round-robin, the starting case rotated (as measure.interleaved)
                 for n in names[r % len(names) :] + names[: r % len(names)]:
                     samples[n].append(cases[n]())  # the request's own figures: the viewer's CPU, not ours
-            ok_all = True
-            for name in pages:
-                for size in sized[name]:
-                    base = sized[name][0]
-                    got = samples[f"{name}@{size}"]
-                    r = ratio(got, samples[f"{name}@{base}"])
-                    ok = median_cpu(got) < 1 and median_wall(got) < 1
-                    ok_all &= ok
-                    print(
-                        f"    {name:<17} {size:>6} episodes: {median_cpu(got):5.3f} s ({median_wall(got):5.3f})"
-                        f"  {r:5.2f}x the {base}-episode store's CPU  [< 1 s: {verdict(ok)}]"
-                    )
-            top = samples[f"first page@{sizes[-1]}"]
-            flat = ratio(top, samples[f"first page@{sizes[0]}"])
-            ok = median_cpu(top) <= 0.1 and flat <= 1.5
-            ok_all &= ok
-            print(
-                f"first page at {sizes[-1]} episodes: {median_cpu(top):5.3f} s CPU per request, {flat:4.2f}x the "
-                f"{sizes[0]}-episode store's  [within 0.1 s and 1.5x: {verdict(ok)}]"
-            )
-            print(f"all budgets: {verdict(ok_all)}")
+            report(pages, sized, samples, sizes)
         finally:
             for v in viewers.values():
                 v.stop()

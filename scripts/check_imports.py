@@ -236,11 +236,6 @@ def _imports(path: Path, name: str, modules: set[str]) -> tuple[set[str], set[st
     runtime: set[str] = set()
     typed: set[str] = set()
 
-    def target(mod: str) -> str | None:
-        while mod and mod not in modules:
-            mod = mod.rpartition(".")[0]
-        return mod or None
-
     def visit(node: ast.AST, found: set[str]) -> None:
         if isinstance(node, ast.If) and is_type_checking(node):
             for child in node.body:
@@ -248,22 +243,33 @@ def _imports(path: Path, name: str, modules: set[str]) -> tuple[set[str], set[st
             for child in node.orelse:
                 visit(child, found)
             return
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith(PACKAGE):
-                    found.add(target(alias.name) or alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            base = _from_base(node, package)
-            if base.startswith(PACKAGE):
-                for alias in node.names:
-                    sub = f"{base}.{alias.name}"
-                    found.add(sub if sub in modules else (target(base) or base))
+        found |= _named(node, package, modules)
         for child in ast.iter_child_nodes(node):
             visit(child, found)
 
     visit(tree, runtime)
     keep = {m for m in modules if m != PACKAGE} - {name}  # the root package is a lazy facade
     return runtime & keep, (typed - runtime) & keep
+
+
+def _target(mod: str, modules: set[str]) -> str | None:
+    """The module of ``modules`` that ``mod`` (a module or a name in one) is, or is in."""
+    while mod and mod not in modules:
+        mod = mod.rpartition(".")[0]
+    return mod or None
+
+
+def _named(node: ast.AST, package: str, modules: set[str]) -> set[str]:
+    """The replaykit modules an import statement names (none for any other node)."""
+    if isinstance(node, ast.Import):
+        return {_target(a.name, modules) or a.name for a in node.names if a.name.startswith(PACKAGE)}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = _from_base(node, package)
+    if not base.startswith(PACKAGE):
+        return set()
+    subs = (f"{base}.{alias.name}" for alias in node.names)
+    return {sub if sub in modules else (_target(base, modules) or base) for sub in subs}
 
 
 def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
@@ -329,13 +335,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             elif w in on:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
+            comp = _pop_component(stack, on, v)
             if len(comp) > 1:
                 out.append(sorted(comp))
 
@@ -344,6 +344,17 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             strong(v)
     return out
+
+
+def _pop_component(stack: list[str], on: set[str], root: str) -> list[str]:
+    """Tarjan's step: the modules on ``stack`` down to ``root``, taken off it."""
+    comp = []
+    while True:
+        w = stack.pop()
+        on.discard(w)
+        comp.append(w)
+        if w == root:
+            return comp
 
 
 def _union(*graphs: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -414,32 +425,14 @@ def part_violations(
     """(problems, notes): modules on no part or on two, arrows the whiteboard refuses (a
     NEVER, or one ``MAY`` does not list); notes name the pending NEVERs still broken."""
     pending = PENDING_NEVERS if pending is None else pending
-    problems: list[str] = []
-    placed: dict[str, str] = {}
-    for module in sorted(_union(runtime, typed)):
-        found = part_of(module, parts)
-        if len(found) != 1:
-            where = "no part" if not found else f"{len(found)} parts ({', '.join(found)})"
-            problems.append(
-                f'{module} is on {where} of {WHITEBOARD.name}: name it in exactly one part\'s "is"'
-            )
-        if found:
-            placed[module] = found[0]
+    problems, placed = _placed(sorted(_union(runtime, typed)), parts)
     why = {(a, b): w for a, b, w in nevers}
     broken: dict[tuple[str, str], list[str]] = {}
-    for kind, edges in (("imports", runtime), ("imports (type-only)", typed)):
-        for src, targets in sorted(edges.items()):
-            for dst in sorted(targets):
-                a, b = placed.get(src), placed.get(dst)
-                if a is None or b is None or a == b or src in ALIASES:
-                    continue
-                edge = f"{src} {kind} {dst}"
-                if (a, b) in why:
-                    broken.setdefault((a, b), []).append(edge)
-                elif b not in MAY.get(a, set()):
-                    problems.append(
-                        f"{edge}: part {a} may not import part {b} (MAY in scripts/check_imports.py)"
-                    )
+    for edge, a, b in _part_edges(runtime, typed, placed):
+        if (a, b) in why:
+            broken.setdefault((a, b), []).append(edge)
+        elif b not in MAY.get(a, set()):
+            problems.append(f"{edge}: part {a} may not import part {b} (MAY in scripts/check_imports.py)")
     notes = []
     for (a, b), edges in sorted(broken.items()):
         line = f"never {a} -> {b} ({why[(a, b)]}): " + "; ".join(edges)
@@ -452,6 +445,35 @@ def part_violations(
             f"never {a} -> {b} holds now: remove it from PENDING_NEVERS in scripts/check_imports.py"
         )
     return problems, notes
+
+
+def _placed(modules: list[str], parts: dict[str, list[str]]) -> tuple[list[str], dict[str, str]]:
+    """(problems, module -> its part): a module on no part or on two is a problem."""
+    problems: list[str] = []
+    placed: dict[str, str] = {}
+    for module in modules:
+        found = part_of(module, parts)
+        if len(found) != 1:
+            where = "no part" if not found else f"{len(found)} parts ({', '.join(found)})"
+            problems.append(
+                f'{module} is on {where} of {WHITEBOARD.name}: name it in exactly one part\'s "is"'
+            )
+        if found:
+            placed[module] = found[0]
+    return problems, placed
+
+
+def _part_edges(
+    runtime: dict[str, set[str]], typed: dict[str, set[str]], placed: dict[str, str]
+) -> Iterable[tuple[str, str, str]]:
+    """Each import between two parts (an alias's own import aside): its line, from part, to part."""
+    for kind, edges in (("imports", runtime), ("imports (type-only)", typed)):
+        for src, targets in sorted(edges.items()):
+            for dst in sorted(targets):
+                a, b = placed.get(src), placed.get(dst)
+                if a is None or b is None or a == b or src in ALIASES:
+                    continue
+                yield f"{src} {kind} {dst}", a, b
 
 
 def pending_loops(loops: list[str], pending: dict[str, str] | None = None) -> tuple[list[str], list[str]]:

@@ -186,5 +186,5 @@ def test_leftover_containers_are_judged_after_every_worker_finished(
     assert "rk-parallel-own-" in line and ("rk-parallel-dead-" in line or "1 labelled" in line), line
     from replaykit.envs.docker.images import docker_client
 
-    names = [c.name for c in docker_client().containers.list(all=True)]
+    names = [n.lstrip("/") for c in docker_client().api.containers(all=True) for n in c["Names"]]
     assert not [n for n in names if n.startswith("rk-parallel-")], names  # removed

@@ -53,24 +53,26 @@ def load_rule_file(path: Path) -> dict[str, RuleDef]:
         raise ConfigError(
             f"rule file {path}: expected a mapping 'rules: {{NAME: {{pattern: REGEX, replace: TEXT}}}}'"
         )
-    found: dict[str, RuleDef] = {}
-    for name, spec in rules.items():
-        where = f"rule file {path}: rule {name!r}"
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(f"{where}: a name is letters, digits, '.', '_' or '-' (at most 64)")
-        if name in BUILTIN_RULES:
-            raise ConfigError(f"{where}: the name is a built-in rule's; choose another")
-        if not isinstance(spec, dict) or set(spec) != {"pattern", "replace"}:
-            raise ConfigError(f"{where}: expected {{pattern: REGEX, replace: TEXT}}")
-        pattern, replace = spec["pattern"], spec["replace"]
-        if not isinstance(pattern, str) or not pattern or not isinstance(replace, str):
-            raise ConfigError(f"{where}: pattern must be a non-empty string and replace a string")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ConfigError(f"{where}: pattern {pattern!r} is not a regex ({exc})") from None
-        found[name] = {"pattern": pattern, "replace": replace}
-    return found
+    return {name: _rule(path, name, spec) for name, spec in rules.items()}
+
+
+def _rule(path: Path, name: object, spec: object) -> RuleDef:
+    """One named rule of a rule file: a free name, a non-empty regex and its replacement."""
+    where = f"rule file {path}: rule {name!r}"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{where}: a name is letters, digits, '.', '_' or '-' (at most 64)")
+    if name in BUILTIN_RULES:
+        raise ConfigError(f"{where}: the name is a built-in rule's; choose another")
+    if not isinstance(spec, dict) or set(spec) != {"pattern", "replace"}:
+        raise ConfigError(f"{where}: expected {{pattern: REGEX, replace: TEXT}}")
+    pattern, replace = spec["pattern"], spec["replace"]
+    if not isinstance(pattern, str) or not pattern or not isinstance(replace, str):
+        raise ConfigError(f"{where}: pattern must be a non-empty string and replace a string")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: pattern {pattern!r} is not a regex ({exc})") from None
+    return {"pattern": pattern, "replace": replace}
 
 
 def install(defs: dict[str, RuleDef]) -> tuple[str, ...]:

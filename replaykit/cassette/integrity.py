@@ -199,18 +199,26 @@ def doc_mismatches(row: Mapping[str, object], doc: object) -> list[str]:
     if field and field in doc and doc[field] != row.get("id"):  # every document replaykit writes names itself
         bad.append(f"document is for {str(doc.get(field))[:16]}, not {row.get('id')}")
     if kind == "measure":
-        for column, path in RUN_MIRRORS.items():
-            value: object = doc
-            for part in path:
-                value = value.get(part) if isinstance(value, dict) else None
-            if row.get(column) not in (None, "") and row.get(column) != value:
-                bad.append(column)
-        episodes, ids = doc.get("episodes"), doc.get("cassettes")
-        if isinstance(episodes, list) and isinstance(ids, list):
-            if [e.get("cassette_id") for e in episodes if isinstance(e, dict)] != ids:
-                bad.append("episodes (do not list the run's cassettes)")
-            elif "solved" in doc and doc["solved"] != sum(1 for e in episodes if e.get("passed")):
-                bad.append("solved")
-            elif "total" in doc and doc["total"] != len(episodes):
-                bad.append("total")
+        bad += _run_mismatches(row, doc)
+    return bad
+
+
+def _run_mismatches(row: Mapping[str, object], doc: dict[str, Any]) -> list[str]:
+    """What in a measured run's row (its mirrored columns) and document (its episodes, solved
+    and total) disagrees."""
+    bad = []
+    for column, path in RUN_MIRRORS.items():
+        value: object = doc
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if row.get(column) not in (None, "") and row.get(column) != value:
+            bad.append(column)
+    episodes, ids = doc.get("episodes"), doc.get("cassettes")
+    if isinstance(episodes, list) and isinstance(ids, list):
+        if [e.get("cassette_id") for e in episodes if isinstance(e, dict)] != ids:
+            bad.append("episodes (do not list the run's cassettes)")
+        elif "solved" in doc and doc["solved"] != sum(1 for e in episodes if e.get("passed")):
+            bad.append("solved")
+        elif "total" in doc and doc["total"] != len(episodes):
+            bad.append("total")
     return bad

@@ -176,30 +176,13 @@ def audit(
     st = open_store(store, readonly=not writes, config=config)  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
-        for flag, given in (
-            ("--optimizer", optimizer),
-            ("--record", record),
-            ("--sweep", sweep),
-            ("--noise", noise),
-        ):
+        training_only = {"--optimizer": optimizer, "--record": record, "--sweep": sweep, "--noise": noise}
+        for flag, given in training_only.items():
             if given:
                 raise ConfigError(
                     f"{flag} needs a training id; {target} is a verdict (see `replaykit runs --kind training`)"
                 )
-        if resample_seeds is not None:
-            from replaykit.train.robustness import resample_seeds as resample
-
-            robust = resample(st, target, resample_seeds, bootstrap, criterion)
-            emit_json(robust) if as_json else robustness_table(robust)
-            return
-        if bootstrap is not None:
-            raise ConfigError("--bootstrap goes with --resample-seeds K")
-        from replaykit.train.audit import audit as audit_verdict
-
-        report = audit_verdict(st, target, criterion, regraded)
-        emit_json(report) if as_json else render.audit_report(report)
-        if not report["reproduced"]:
-            raise typer.Exit(1)
+        _verdict(st, target, criterion, resample_seeds, bootstrap, regraded, as_json)
         return
     if kind != "training":
         raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
@@ -228,14 +211,53 @@ def audit(
             raise ConfigError(
                 "--sweep lists the criteria and optimizers itself; drop --criterion/--optimizer/--record"
             )
-        from replaykit.train.sweep import parse_sweep
-        from replaykit.train.sweep import sweep as run_sweep
-
-        axes = parse_sweep(sweep)
-        with render.progress(enabled=not as_json) as progress:
-            srep = run_sweep(st, target, axes["criteria"], axes["optimizers"], progress)
-        emit_json(srep) if as_json else sweep_table(srep)
+        _sweep(st, target, sweep, as_json)
         return
+    _counterfactual(st, target, criterion, optimizer, record, as_json)
+
+
+def _verdict(
+    st: Any,
+    target: str,
+    criterion: str | None,
+    resample_seeds: int | None,
+    bootstrap: int | None,
+    regraded: list[str] | None,
+    as_json: bool,
+) -> None:
+    """``audit VERDICT``: recomputed (on regraded runs), or judged on subsets of its seeds."""
+    if resample_seeds is not None:
+        from replaykit.train.robustness import resample_seeds as resample
+
+        robust = resample(st, target, resample_seeds, bootstrap, criterion)
+        emit_json(robust) if as_json else robustness_table(robust)
+        return
+    if bootstrap is not None:
+        raise ConfigError("--bootstrap goes with --resample-seeds K")
+    from replaykit.train.audit import audit as audit_verdict
+
+    report = audit_verdict(st, target, criterion, regraded)
+    emit_json(report) if as_json else render.audit_report(report)
+    if not report["reproduced"]:
+        raise typer.Exit(1)
+
+
+def _sweep(st: Any, target: str, sweep: list[str], as_json: bool) -> None:
+    """``audit TRAINING --sweep``: the training replayed under every criterion and optimizer listed."""
+    from replaykit.train.sweep import parse_sweep
+    from replaykit.train.sweep import sweep as run_sweep
+
+    axes = parse_sweep(sweep)
+    with render.progress(enabled=not as_json) as progress:
+        srep = run_sweep(st, target, axes["criteria"], axes["optimizers"], progress)
+    emit_json(srep) if as_json else sweep_table(srep)
+
+
+def _counterfactual(
+    st: Any, target: str, criterion: str | None, optimizer: str | None, record: bool, as_json: bool
+) -> None:
+    """``audit TRAINING [--criterion] [--optimizer] [--record]``: the training replayed under
+    another policy (``--record``: continued live where its runs are missing)."""
     recorded: dict[str, str] = {}
     with render.progress(enabled=not as_json) as progress:
         if record:

@@ -127,74 +127,11 @@ def check_tasks(
         try:
             task = load_task(folder)
         except TaskError as exc:
-            rows.append(
-                {
-                    "task_id": folder.name,
-                    "path": str(folder),
-                    "digest": None,
-                    "ok": False,
-                    "untouched": None,
-                    "solved": None,
-                    "problem": str(exc),
-                    "warning": "",
-                    "warnings": [],
-                    "notes": [],
-                    "features": [],
-                    "ignored": [],
-                }
-            )
+            rows.append(_unloadable(folder, exc))
             if progress:
                 progress("task", {"task_id": folder.name})
             continue
-        report = features.feature_report(task.config, task.path)
-        notes = [
-            f"unknown task.toml key {key!r} (Harbor ignores it too; a typo?)" for key in report["unknown"]
-        ]
-        # what the kind applies that the task did not say (an image alias): notes, said once per image
-        substituted = env_kind.warnings(task, env)
-        row = TaskCheckRow(
-            task_id=task.id,
-            path=str(task.path),
-            digest=task.digest[:12],
-            ok=False,
-            untouched=None,
-            solved=None,
-            problem="",
-            warning="",
-            warnings=[],
-            notes=substituted,
-            features=report["used"],
-            ignored=report["ignored"],
-        )
-        if not task.has_solution:
-            row["problem"] = f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check"
-        else:
-            try:
-                untouched, solved = oracle_check(env_kind, task, env)
-            except (EnvError, TaskError) as exc:
-                row["problem"] = str(exc)
-            else:
-                problems = []
-                if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
-                    problems.append(
-                        f"untouched environment scored {untouched.reward:g}"
-                        + (" (infra failure)" if untouched.infra_failure else "")
-                        + f": {tail(untouched.detail)}"
-                    )
-                elif untouched.reward > 0:
-                    notes.append(
-                        f"untouched environment scores {untouched.reward:g} (partial credit without any work)"
-                    )
-                if not solved.passed:
-                    problems.append(
-                        f"solution scored {solved.reward:g}"
-                        + (" (infra failure)" if solved.infra_failure else "")
-                        + f": {tail(solved.detail)}"
-                    )
-                row["ok"], row["untouched"], row["solved"] = not problems, untouched.reward, solved.reward
-                row["problem"] = "; ".join(problems)
-        row["warnings"], row["warning"] = notes, "; ".join(notes)
-        rows.append(row)
+        rows.append(_check_task(env_kind, task, env))
         if progress:
             progress("task", {"task_id": task.id})
     return {
@@ -206,6 +143,80 @@ def check_tasks(
         "notes": _grouped_notes(rows),
         "ok": all(r["ok"] for r in rows),
     }
+
+
+def _unloadable(folder: Path, exc: TaskError) -> TaskCheckRow:
+    """The row of a task folder that does not load: why."""
+    return {
+        "task_id": folder.name,
+        "path": str(folder),
+        "digest": None,
+        "ok": False,
+        "untouched": None,
+        "solved": None,
+        "problem": str(exc),
+        "warning": "",
+        "warnings": [],
+        "notes": [],
+        "features": [],
+        "ignored": [],
+    }
+
+
+def _check_task(env_kind: EnvKind, task: Task, env: EnvSection) -> TaskCheckRow:
+    """One task's row: its features, the kind's notes, and the oracle check's two grades."""
+    report = features.feature_report(task.config, task.path)
+    notes = [f"unknown task.toml key {key!r} (Harbor ignores it too; a typo?)" for key in report["unknown"]]
+    # what the kind applies that the task did not say (an image alias): notes, said once per image
+    substituted = env_kind.warnings(task, env)
+    row = TaskCheckRow(
+        task_id=task.id,
+        path=str(task.path),
+        digest=task.digest[:12],
+        ok=False,
+        untouched=None,
+        solved=None,
+        problem="",
+        warning="",
+        warnings=[],
+        notes=substituted,
+        features=report["used"],
+        ignored=report["ignored"],
+    )
+    if not task.has_solution:
+        row["problem"] = f"{task.solution_dir / 'solve.sh'}: missing; no oracle to check"
+    else:
+        try:
+            untouched, solved = oracle_check(env_kind, task, env)
+        except (EnvError, TaskError) as exc:
+            row["problem"] = str(exc)
+        else:
+            problems = _oracle_problems(untouched, solved, notes)
+            row["ok"], row["untouched"], row["solved"] = not problems, untouched.reward, solved.reward
+            row["problem"] = "; ".join(problems)
+    row["warnings"], row["warning"] = notes, "; ".join(notes)
+    return row
+
+
+def _oracle_problems(untouched: Grade, solved: Grade, notes: list[str]) -> list[str]:
+    """What the oracle check found wrong: an untouched environment that scores (partial credit
+    is a note, added to ``notes``), a solution that does not pass."""
+    problems = []
+    if untouched.infra_failure or untouched.reward >= 1 or untouched.reward < 0:
+        problems.append(
+            f"untouched environment scored {untouched.reward:g}"
+            + (" (infra failure)" if untouched.infra_failure else "")
+            + f": {tail(untouched.detail)}"
+        )
+    elif untouched.reward > 0:
+        notes.append(f"untouched environment scores {untouched.reward:g} (partial credit without any work)")
+    if not solved.passed:
+        problems.append(
+            f"solution scored {solved.reward:g}"
+            + (" (infra failure)" if solved.infra_failure else "")
+            + f": {tail(solved.detail)}"
+        )
+    return problems
 
 
 def _grouped_notes(rows: list[TaskCheckRow]) -> dict[str, list[str]]:

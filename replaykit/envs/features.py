@@ -160,8 +160,6 @@ def _present(config: Mapping[str, Any], dotted: str) -> bool:
 
 def feature_report(config: Mapping[str, Any], folder: Path) -> dict[str, list[str]]:
     """``{"used": [...], "ignored": [...], "unknown": [...]}`` for one task (see the module docstring)."""
-    env = config.get("environment")
-    env_table = env if isinstance(env, Mapping) else {}
     used: list[str] = []
     if tb1.is_converted(folder):
         used.append("Terminal-Bench 1 layout (mapped as `harbor tasks migrate` does)")
@@ -174,6 +172,18 @@ def feature_report(config: Mapping[str, Any], folder: Path) -> dict[str, list[st
     tables = [s for s in ("environment", "verifier", "solution") if _present(config, f"{s}.env")]
     if tables:
         used.append("env tables (" + ", ".join(f"[{s}.env]" for s in tables) + ")")
+    used += _environment_features(config, folder)
+    if (folder / "tests" / "test.sh").is_file() and "uvx" in _text(folder / "tests" / "test.sh"):
+        used.append("uvx verifier")
+    ignored = [f"{key} ({why})" for key, why in IGNORED.items() if _present(config, key)]
+    return {"used": used, "ignored": ignored, "unknown": unknown_keys(config)}
+
+
+def _environment_features(config: Mapping[str, Any], folder: Path) -> list[str]:
+    """What of Harbor's [environment] (and environment/ folder) a task uses."""
+    env = config.get("environment")
+    env_table = env if isinstance(env, Mapping) else {}
+    used = []
     if env_table.get("healthcheck"):
         used.append("healthcheck")
     if env_table.get("docker_image") and not (folder / "environment" / "Dockerfile").is_file():
@@ -185,10 +195,7 @@ def feature_report(config: Mapping[str, Any], folder: Path) -> dict[str, list[st
     used.append(f"network {network_mode(config)}")
     if "workdir" in env_table:
         used.append("workdir")
-    if (folder / "tests" / "test.sh").is_file() and "uvx" in _text(folder / "tests" / "test.sh"):
-        used.append("uvx verifier")
-    ignored = [f"{key} ({why})" for key, why in IGNORED.items() if _present(config, key)]
-    return {"used": used, "ignored": ignored, "unknown": unknown_keys(config)}
+    return used
 
 
 def _text(path: Path) -> str:

@@ -80,67 +80,81 @@ def load_steps(folder: Path, config: Mapping[str, Any]) -> tuple[Step, ...]:
     steps: list[Step] = []
     seen: set[str] = set()
     for i, table in enumerate(raw):
-        name = table.get("name")
-        label = f"steps[{i}]"
-        if not isinstance(name, str) or not _STEP_NAME.match(name):
+        step = _step(folder, where, f"steps[{i}]", table)
+        if step.name in seen:
             raise TaskError(
-                f"{where}: field '{label}.name' must be a folder name (letters, digits, . _ -), got {name!r}"
+                f"{where}: field 'steps[{i}].name' repeats step {step.name!r}; step names must be unique"
             )
-        if name in seen:
-            raise TaskError(f"{where}: field '{label}.name' repeats step {name!r}; step names must be unique")
-        seen.add(name)
-        step_dir = folder / "steps" / name
-        instruction_path = step_dir / "instruction.md"
-        if not instruction_path.is_file():
-            raise TaskError(f"{instruction_path}: missing; step {name!r} needs its instruction there")
-        instruction = instruction_path.read_text(encoding="utf-8")
-        if not instruction.strip():
-            raise TaskError(f"{instruction_path}: empty; write step {name!r}'s instruction there")
-        tests = step_dir / "tests" if (step_dir / "tests" / "test.sh").is_file() else folder / "tests"
-        if not (tests / "test.sh").is_file():
-            raise TaskError(
-                f"{step_dir / 'tests' / 'test.sh'}: missing (and no shared tests/test.sh); step {name!r} has no verifier"
-            )
-        min_reward = table.get("min_reward")
-        if isinstance(min_reward, dict):
-            raise TaskError(
-                f"{where}: field '{label}.min_reward' is a table of per-key thresholds, which replaykit does not support; use one number"
-            )
-        if min_reward is not None and (
-            isinstance(min_reward, bool) or not isinstance(min_reward, (int, float))
-        ):
-            raise TaskError(f"{where}: field '{label}.min_reward' must be a number, got {min_reward!r}")
-        verifier = table.get("verifier") or {}
-        if isinstance(verifier, dict) and verifier.get("environment_mode") == "separate":
-            raise TaskError(
-                f"{where}: field '{label}.verifier.environment_mode' = \"separate\" is not supported (replaykit verifies in the agent's environment)"
-            )
-        env_tables = {
-            s: (table.get(s) or {}).get("env", {}) if isinstance(table.get(s), dict) else {}
-            for s in ("verifier", "solution")
-        }
-        for section, env in env_tables.items():
-            if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-                raise TaskError(f"{where}: field '{label}.{section}.env' must be a table of strings")
-        solution = step_dir / "solution"
-        workdir = step_dir / "workdir"
-        steps.append(
-            Step(
-                name=name,
-                instruction=instruction,
-                dir=step_dir,
-                tests_dir=tests,
-                solution_dir=solution if (solution / "solve.sh").is_file() else None,
-                workdir_dir=workdir if workdir.is_dir() else None,
-                min_reward=None if min_reward is None else float(min_reward),
-                agent_timeout_sec=_timeout(table.get("agent"), where, f"{label}.agent"),
-                verifier_timeout_sec=_timeout(verifier, where, f"{label}.verifier"),
-                verifier_env=dict(env_tables["verifier"]),
-                solution_env=dict(env_tables["solution"]),
-                test_sources=tuple(d for d in (folder / "tests", step_dir / "tests") if d.is_dir()),
-            )
-        )
+        seen.add(step.name)
+        steps.append(step)
     return tuple(steps)
+
+
+def _step(folder: Path, where: str, label: str, table: Mapping[str, Any]) -> Step:
+    """One ``[[steps]]`` table, validated, with its folder ``steps/NAME``."""
+    name = table.get("name")
+    if not isinstance(name, str) or not _STEP_NAME.match(name):
+        raise TaskError(
+            f"{where}: field '{label}.name' must be a folder name (letters, digits, . _ -), got {name!r}"
+        )
+    step_dir = folder / "steps" / name
+    instruction = _instruction(step_dir, name)
+    tests = step_dir / "tests" if (step_dir / "tests" / "test.sh").is_file() else folder / "tests"
+    if not (tests / "test.sh").is_file():
+        raise TaskError(
+            f"{step_dir / 'tests' / 'test.sh'}: missing (and no shared tests/test.sh); step {name!r} has no verifier"
+        )
+    min_reward = _min_reward(table.get("min_reward"), where, label)
+    verifier = table.get("verifier") or {}
+    if isinstance(verifier, dict) and verifier.get("environment_mode") == "separate":
+        raise TaskError(
+            f"{where}: field '{label}.verifier.environment_mode' = \"separate\" is not supported (replaykit verifies in the agent's environment)"
+        )
+    env_tables = {
+        s: (table.get(s) or {}).get("env", {}) if isinstance(table.get(s), dict) else {}
+        for s in ("verifier", "solution")
+    }
+    for section, env in env_tables.items():
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise TaskError(f"{where}: field '{label}.{section}.env' must be a table of strings")
+    solution = step_dir / "solution"
+    workdir = step_dir / "workdir"
+    return Step(
+        name=name,
+        instruction=instruction,
+        dir=step_dir,
+        tests_dir=tests,
+        solution_dir=solution if (solution / "solve.sh").is_file() else None,
+        workdir_dir=workdir if workdir.is_dir() else None,
+        min_reward=min_reward,
+        agent_timeout_sec=_timeout(table.get("agent"), where, f"{label}.agent"),
+        verifier_timeout_sec=_timeout(verifier, where, f"{label}.verifier"),
+        verifier_env=dict(env_tables["verifier"]),
+        solution_env=dict(env_tables["solution"]),
+        test_sources=tuple(d for d in (folder / "tests", step_dir / "tests") if d.is_dir()),
+    )
+
+
+def _instruction(step_dir: Path, name: str) -> str:
+    """A step's ``instruction.md``: present and not empty."""
+    path = step_dir / "instruction.md"
+    if not path.is_file():
+        raise TaskError(f"{path}: missing; step {name!r} needs its instruction there")
+    instruction = path.read_text(encoding="utf-8")
+    if not instruction.strip():
+        raise TaskError(f"{path}: empty; write step {name!r}'s instruction there")
+    return instruction
+
+
+def _min_reward(value: object, where: str, label: str) -> float | None:
+    """A step's ``min_reward``: one number (per-key tables are Harbor's, not replaykit's)."""
+    if isinstance(value, dict):
+        raise TaskError(
+            f"{where}: field '{label}.min_reward' is a table of per-key thresholds, which replaykit does not support; use one number"
+        )
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise TaskError(f"{where}: field '{label}.min_reward' must be a number, got {value!r}")
+    return None if value is None else float(value)
 
 
 def combine(graded: list[tuple[Step, Grade]], strategy: str, total: int) -> Grade:

@@ -105,7 +105,8 @@ def _table(config: Mapping[str, object], section: str) -> Mapping[str, object]:
     return table if isinstance(table, dict) else {}
 
 
-def validate_config(config: Mapping[str, object], toml_path: Path) -> None:
+def _check_version(config: Mapping[str, object], toml_path: Path) -> None:
+    """task.toml names a version replaykit reads (``version``, or Harbor's ``schema_version``)."""
     version = config.get("version")
     expected = " or ".join(f'"{v}"' for v in SUPPORTED_VERSIONS)
     if version is None and "schema_version" in config:
@@ -121,6 +122,10 @@ def validate_config(config: Mapping[str, object], toml_path: Path) -> None:
         )
     elif version not in SUPPORTED_VERSIONS:
         raise TaskError(f"{toml_path}: field 'version' is {version!r}; expected {expected}")
+
+
+def validate_config(config: Mapping[str, object], toml_path: Path) -> None:
+    _check_version(config, toml_path)
     for section in _SECTIONS:
         if section in config and not isinstance(config[section], dict):
             raise TaskError(f"{toml_path}: field '{section}' must be a table ([{section}])")

@@ -190,13 +190,8 @@ def _additions(service: Mapping[str, object]) -> list[str]:
 
 
 def _map(folder: Path, out: Path) -> None:
-    if (folder / "solution.yaml").exists():
-        raise _refuse(folder, "solution is solution.yaml (Harbor maps solution.sh only)")
-    config = _yaml(folder / "task.yaml")
-    if not isinstance(config, dict) or not isinstance(config.get("instruction"), str):
-        raise TaskError(f"{folder / 'task.yaml'}: field 'instruction' is missing; a TB1 task needs one")
-    if not (folder / "run-tests.sh").is_file():
-        raise TaskError(f"{folder / 'run-tests.sh'}: missing; a TB1 task's verifier")
+    """A TB1 task folder mapped into a Harbor task at ``out``, as Harbor's own adapter maps it."""
+    config = _task_config(folder)
     compose = _compose(folder)
     services: dict[str, Any] = compose.get("services") or {}
     service: dict[str, Any] = (services[_main_name(services)] or {}) if services else {}
@@ -205,37 +200,77 @@ def _map(folder: Path, out: Path) -> None:
     env_dir.mkdir(parents=True)
     handled = {"task.yaml", "solution.sh", "run-tests.sh", "tests", "docker-compose.yaml"}
     if services and not _collapsible(compose):  # several services: Harbor's compose file, beside
-        for name, other in services.items():
-            other_context = _context(other or {})
-            if name != _main_name(services) and other_context != ".":
-                if (folder / other_context).is_dir() and not (env_dir / other_context).exists():
-                    shutil.copytree(folder / other_context, env_dir / other_context)
-                handled.add(other_context)
+        handled |= _copy_other_contexts(folder, env_dir, services)
         (env_dir / "docker-compose.yaml").write_text(_harbor_compose(compose))
+    handled.add(_copy_context(folder, env_dir, context))
+    if (env_dir / "Dockerfile").is_file():
+        _map_dockerfile(folder, env_dir, service)
+    _map_solution_and_tests(folder, out)
+    for item in sorted(folder.rglob("*")):
+        rel = item.relative_to(folder)
+        if rel.parts[0] in handled or item.is_dir():
+            continue
+        (env_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(item, env_dir / rel)
+    instruction = config["instruction"]
+    (out / "instruction.md").write_text(instruction if instruction.endswith("\n") else instruction + "\n")
+    (out / "task.toml").write_text(_toml(config, folder / "task.yaml"))
+
+
+def _task_config(folder: Path) -> dict[str, Any]:
+    """task.yaml, with an instruction, beside run-tests.sh (a solution.yaml is refused)."""
+    if (folder / "solution.yaml").exists():
+        raise _refuse(folder, "solution is solution.yaml (Harbor maps solution.sh only)")
+    config = _yaml(folder / "task.yaml")
+    if not isinstance(config, dict) or not isinstance(config.get("instruction"), str):
+        raise TaskError(f"{folder / 'task.yaml'}: field 'instruction' is missing; a TB1 task needs one")
+    if not (folder / "run-tests.sh").is_file():
+        raise TaskError(f"{folder / 'run-tests.sh'}: missing; a TB1 task's verifier")
+    return config
+
+
+def _copy_other_contexts(folder: Path, env_dir: Path, services: dict[str, Any]) -> set[str]:
+    """The build folders of the services beside the main one, copied under environment/."""
+    handled = set()
+    for name, other in services.items():
+        other_context = _context(other or {})
+        if name != _main_name(services) and other_context != ".":
+            if (folder / other_context).is_dir() and not (env_dir / other_context).exists():
+                shutil.copytree(folder / other_context, env_dir / other_context)
+            handled.add(other_context)
+    return handled
+
+
+def _copy_context(folder: Path, env_dir: Path, context: str) -> str:
+    """The main service's build folder (or the task's Dockerfile) into environment/; the name
+    of what it took from the task folder."""
     if context != ".":
-        handled.add(Path(context).parts[0])
         if (folder / context).is_dir():
             shutil.copytree(folder / context, env_dir, dirs_exist_ok=True)
-    else:
-        handled.add("Dockerfile")
-        if (folder / "Dockerfile").is_file():
-            shutil.copy(folder / "Dockerfile", env_dir / "Dockerfile")
+        return Path(context).parts[0]
+    if (folder / "Dockerfile").is_file():
+        shutil.copy(folder / "Dockerfile", env_dir / "Dockerfile")
+    return "Dockerfile"
+
+
+def _map_dockerfile(folder: Path, env_dir: Path, service: Mapping[str, object]) -> None:
+    """What the Dockerfile copies from the task folder brought along, and the compose service's
+    settings appended to it."""
     dockerfile = env_dir / "Dockerfile"
-    if dockerfile.is_file():
-        text = dockerfile.read_text(encoding="utf-8")
-        for pattern, source in (("tests", "tests"), ("solution.sh", "solution.sh")):
-            refs = (f"COPY {pattern}", f"COPY ./{pattern}", f"ADD {pattern}", f"ADD ./{pattern}")
-            if (
-                any(r in text for r in refs)
-                and (folder / source).exists()
-                and not (env_dir / source).exists()
-            ):
-                copy = shutil.copytree if (folder / source).is_dir() else shutil.copy
-                copy(folder / source, env_dir / source)
-        text = text if text.endswith("\n") else text + "\n"
-        dockerfile.write_text(
-            text + "\n# Mapped from docker-compose.yaml\n" + "\n".join(_additions(service)) + "\n"
-        )
+    text = dockerfile.read_text(encoding="utf-8")
+    for pattern, source in (("tests", "tests"), ("solution.sh", "solution.sh")):
+        refs = (f"COPY {pattern}", f"COPY ./{pattern}", f"ADD {pattern}", f"ADD ./{pattern}")
+        if any(r in text for r in refs) and (folder / source).exists() and not (env_dir / source).exists():
+            copy = shutil.copytree if (folder / source).is_dir() else shutil.copy
+            copy(folder / source, env_dir / source)
+    text = text if text.endswith("\n") else text + "\n"
+    dockerfile.write_text(
+        text + "\n# Mapped from docker-compose.yaml\n" + "\n".join(_additions(service)) + "\n"
+    )
+
+
+def _map_solution_and_tests(folder: Path, out: Path) -> None:
+    """solution.sh as solution/solve.sh; tests/ and run-tests.sh (writing the reward) as tests/test.sh."""
     if (folder / "solution.sh").is_file():
         (out / "solution").mkdir()
         shutil.copy(folder / "solution.sh", out / "solution" / "solve.sh")
@@ -247,15 +282,6 @@ def _map(folder: Path, out: Path) -> None:
     script = (script if script.endswith("\n") else script + "\n") + REWARD_SUFFIX
     (out / "tests" / "test.sh").write_text(script.replace("$TEST_DIR", "/tests"))
     os.chmod(out / "tests" / "test.sh", 0o755)
-    for item in sorted(folder.rglob("*")):
-        rel = item.relative_to(folder)
-        if rel.parts[0] in handled or item.is_dir():
-            continue
-        (env_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(item, env_dir / rel)
-    instruction = config["instruction"]
-    (out / "instruction.md").write_text(instruction if instruction.endswith("\n") else instruction + "\n")
-    (out / "task.toml").write_text(_toml(config, folder / "task.yaml"))
 
 
 def _toml(config: Mapping[str, object], where: Path) -> str:

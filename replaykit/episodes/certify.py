@@ -220,21 +220,8 @@ def certify_run(
         episodes = [store.get_episode(c) for c in cassette_ids]
         try:
             todo[task_id] = (episodes, find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
-        except TaskError as exc:
-            unstored: Certificate = {  # an error certifies nothing: never stored
-                "id": _cert_id_of(store, cassette_ids),
-                "task_id": task_id,
-                "task_digest": key.task_digest,
-                "env_kind": env_kind(key),
-                "image_id": dict(key.extra).get("image", ""),
-                "status": ERROR,
-                "reason": str(exc),
-                "run_id": run.run_id,
-                "episodes": len(episodes),
-                "doc": {},
-                "created_at": now_iso(),
-            }
-            certs[task_id] = (unstored, False)
+        except TaskError as exc:  # an error certifies nothing: never stored
+            certs[task_id] = (_unfound(store, run.run_id, task_id, cassette_ids, key, exc), False)
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]
@@ -254,21 +241,7 @@ def certify_run(
             ]
             for job, check in executor.map(certify_job, jobs):
                 finished(job.episodes[0].key.task_id, check)
-    rows: list[CertifyRow] = []
-    for task_id in sorted(by_task):
-        cert, reused = certs[task_id]
-        rows.append(
-            {
-                "task_id": task_id,
-                "env": cert["env_kind"],
-                "image": cert["image_id"],
-                "status": cert["status"],
-                "reason": cert["reason"],
-                "episodes": cert["episodes"],
-                "reused": reused,
-                "first_difference": (cert.get("doc") or {}).get("first_difference"),
-            }
-        )
+    rows = [_row(task_id, *certs[task_id]) for task_id in sorted(by_task)]
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
     return {
         "run_id": run.run_id,
@@ -277,4 +250,37 @@ def certify_run(
         "forked": counts[FORKED],
         "error": counts[ERROR],
         "certified": counts[ERROR] == 0,
+    }
+
+
+def _unfound(
+    store: StoreBackend, run_id: str, task_id: str, cassette_ids: list[str], key: CassetteKey, exc: TaskError
+) -> Certificate:
+    """The error certificate of a task whose folder is not found (or not the one recorded)."""
+    return {
+        "id": _cert_id_of(store, cassette_ids),
+        "task_id": task_id,
+        "task_digest": key.task_digest,
+        "env_kind": env_kind(key),
+        "image_id": dict(key.extra).get("image", ""),
+        "status": ERROR,
+        "reason": str(exc),
+        "run_id": run_id,
+        "episodes": len(cassette_ids),
+        "doc": {},
+        "created_at": now_iso(),
+    }
+
+
+def _row(task_id: str, cert: Certificate, reused: bool) -> CertifyRow:
+    """A task's row of the certify report."""
+    return {
+        "task_id": task_id,
+        "env": cert["env_kind"],
+        "image": cert["image_id"],
+        "status": cert["status"],
+        "reason": cert["reason"],
+        "episodes": cert["episodes"],
+        "reused": reused,
+        "first_difference": (cert.get("doc") or {}).get("first_difference"),
     }

@@ -327,20 +327,26 @@ class _Session:
         finally:
             server.stop()
 
+    def _proxy_meta(self, upstream: str, taken_up: Episode | None) -> ProxyMeta:
+        """What the session's cassette says of its proxy (a taken-up session keeps its own
+        upstream, rules and rule definitions)."""
+        proxy_meta: ProxyMeta = (
+            {**taken_up.meta["proxy"]} if taken_up and "proxy" in taken_up.meta else {"name": self.name}
+        )
+        proxy_meta["name"] = self.name
+        proxy_meta.setdefault("upstream", endpoint_identity(upstream))
+        proxy_meta.setdefault("rules", list(self.rules))
+        if self.defs:
+            proxy_meta.setdefault("rule_defs", dict(self.defs))
+        return proxy_meta
+
     def record(
         self, upstream: str, api_key_env: str, timeout: float, taken_up: Episode | None = None
     ) -> SessionReport:
         tape = Tape(taken_up.id if taken_up else proxy_key(self.name, upstream, self.rules).id)
         kept = list(taken_up.events) if taken_up else []
         tape.events = list(kept)
-        proxy_meta: ProxyMeta = (
-            {**taken_up.meta["proxy"]} if taken_up and "proxy" in taken_up.meta else {"name": self.name}
-        )
-        proxy_meta["name"] = self.name
-        proxy_meta.setdefault("upstream", endpoint_identity(upstream))  # a taken-up session keeps its own
-        proxy_meta.setdefault("rules", list(self.rules))
-        if self.defs:
-            proxy_meta.setdefault("rule_defs", dict(self.defs))
+        proxy_meta = self._proxy_meta(upstream, taken_up)
         recorded_credentials = dict(proxy_meta.get("credentials", {}))
 
         def key_of(events: list[Event]) -> CassetteKey:

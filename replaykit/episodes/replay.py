@@ -71,24 +71,32 @@ def replay_runs(
     trees: dict[str, Path] = {}
     plan: list[tuple[str, str]] = []  # (cassette id, harness sha), each once
     for run in runs:
-        sha = run.harness_sha
-        files = None
-        if harness_ref:
-            if repo_path is None:  # never the run's recorded path: it may be another machine's, or checkout's
-                raise ConfigError(
-                    f"--harness {harness_ref} needs the harness repository to find it in: add --config CFG "
-                    "(its harness.repo) or --harness-repo PATH"
-                )
-            repo = HarnessRepo(Path(repo_path))
-            sha = repo.resolve(harness_ref)
-            files = None if store.has_tree(sha) else repo.tree_files(sha)
+        sha, files = _replay_tree(store, run.harness_sha, harness_ref, repo_path)
         replayed.append(sha)
         if sha not in trees:
             trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
         plan.extend((cid, sha) for cid in run.cassettes)
-    plan = list(dict.fromkeys(plan))
-    results: dict[tuple[str, str], ReplayResult] = {}
     claims = {} if claims is None else claims  # cassette id -> its reuse claim, checked
+    results = _replay_plan(store, list(dict.fromkeys(plan)), trees, progress, executor, claims)
+    for run in runs:  # what the run says of each episode, against the (verified) cassette read above
+        store.check_run(run)
+    return [
+        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)
+        for run, sha in zip(runs, replayed, strict=True)
+    ]
+
+
+def _replay_plan(
+    store: StoreBackend,
+    plan: list[tuple[str, str]],
+    trees: dict[str, Path],
+    progress: Progress | None,
+    executor: Executor | None,
+    claims: dict[str, ClaimStatus],
+) -> dict[tuple[str, str], ReplayResult]:
+    """Each (cassette, harness sha) of ``plan`` replayed, inline or on ``executor``, each
+    cassette's reuse claim checked into ``claims``; the results."""
+    results: dict[tuple[str, str], ReplayResult] = {}
 
     def done(item: tuple[str, str], outcome: ReplayResult) -> None:
         results[item] = outcome
@@ -110,12 +118,24 @@ def replay_runs(
         jobs = [ReplayJob(read(cid), str(trees[sha])) for cid, sha in plan]
         for job, outcome in executor.map(replay_job, jobs, batch=True):
             done((job.episode.id, _sha_of(job.tree_dir, trees)), outcome)
-    for run in runs:  # what the run says of each episode, against the (verified) cassette read above
-        store.check_run(run)
-    return [
-        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)
-        for run, sha in zip(runs, replayed, strict=True)
-    ]
+    return results
+
+
+def _replay_tree(
+    store: StoreBackend, sha: str, harness_ref: str | None, repo_path: str | None
+) -> tuple[str, dict[str, tuple[int, bytes]] | None]:
+    """The harness sha a run is replayed at (its own, or ``harness_ref`` in ``repo_path``) and
+    that tree's files when the store lacks them."""
+    if not harness_ref:
+        return sha, None
+    if repo_path is None:  # never the run's recorded path: it may be another machine's, or checkout's
+        raise ConfigError(
+            f"--harness {harness_ref} needs the harness repository to find it in: add --config CFG "
+            "(its harness.repo) or --harness-repo PATH"
+        )
+    repo = HarnessRepo(Path(repo_path))
+    sha = repo.resolve(harness_ref)
+    return sha, None if store.has_tree(sha) else repo.tree_files(sha)
 
 
 def replay_cassette(

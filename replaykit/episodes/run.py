@@ -213,15 +213,8 @@ def _measure(
 ) -> MeasureResult:
     model = model or config.model
     repo = open_harness(config, create=record_mode != "none")
-    if sha is None:
-        repo.ensure_clean()
-        sha = repo.resolve(harness_ref)
-        repo.check_entry(sha, config.harness.entry)
+    sha = _harness_sha(config, repo, store, sha, harness_ref, persist)
     baseline_sha = baseline_sha or repo.resolve()
-    if persist:
-        store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
-        if not store.has_tree(sha):
-            store.put_tree(sha, repo.tree_files(sha))
     tasks = load_panel(config.panel.tasks, config.base_dir)
     env = config.env
     recorder = store if persist and record_mode != RecordMode.NONE else None
@@ -233,10 +226,7 @@ def _measure(
             _warner(progress)(f"infra: {message}")
         if persist:  # the cassettes the run document will list, reused ones included
             store.lease("cassettes", [k.id for k, _ in keys])
-        if record_mode == "none":
-            missing = [(k, t) for k, t in keys if not store.has(k.id)]
-        else:
-            missing = [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
+        missing = _missing(store, keys, record_mode)
         engine = live_engine(model, record_mode, persist)
         if engine is not None and record_mode != "all":
             skipped = {m.id for m, _ in missing}
@@ -248,12 +238,7 @@ def _measure(
             )
         policy = reuse_policy(store, model, engine, record_mode)
         if missing and (record_mode == "none" or not persist):
-            k, t = missing[0]
-            raise CassetteNotFound(
-                f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
-                if record_mode == "none"
-                else f"replay: no cassette for task {t.id} seed {k.seed} (key {k.id})"
-            )
+            raise _not_recorded(missing[0], record_mode)
         missing_ids = {k.id for k, _ in missing}
         reused = [k.id for k, _ in keys if k.id not in missing_ids]
         if progress:
@@ -275,6 +260,47 @@ def _measure(
     if persist:
         put_run_once(store, result.run)
     return result
+
+
+def _harness_sha(
+    config: RunConfig,
+    repo: HarnessRepo,
+    store: StoreBackend,
+    sha: str | None,
+    harness_ref: str | None,
+    persist: bool,
+) -> str:
+    """The harness commit measured (``harness_ref``'s in a clean repo unless ``sha`` is given),
+    its tree leased and stored when the run persists."""
+    if sha is None:
+        repo.ensure_clean()
+        sha = repo.resolve(harness_ref)
+        repo.check_entry(sha, config.harness.entry)
+    if persist:
+        store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
+        if not store.has_tree(sha):
+            store.put_tree(sha, repo.tree_files(sha))
+    return sha
+
+
+def _missing(
+    store: StoreBackend, keys: list[tuple[CassetteKey, Task]], record_mode: RecordMode
+) -> list[tuple[CassetteKey, Task]]:
+    """The episodes to record: all (``all``), those without a reusable cassette, or (``none``)
+    those without any cassette."""
+    if record_mode == "none":
+        return [(k, t) for k, t in keys if not store.has(k.id)]
+    return [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
+
+
+def _not_recorded(first: tuple[CassetteKey, Task], record_mode: RecordMode) -> CassetteNotFound:
+    """A run that may not record, missing an episode: which, and how to record it."""
+    k, t = first
+    if record_mode == "none":
+        return CassetteNotFound(
+            f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
+        )
+    return CassetteNotFound(f"replay: no cassette for task {t.id} seed {k.seed} (key {k.id})")
 
 
 @dataclass(frozen=True)

@@ -103,46 +103,65 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
         table, key, referrer = pending.pop()
         if key in sel.rows[table]:
             continue
-        row = _row(store, table, key, referrer)
-        sel.rows[table][key] = row
+        row = sel.rows[table][key] = _row(store, table, key, referrer)
         where = f"{table[:-1]} {key}"
         if table == "trees":
-            for digest in tree_blobs(row["manifest"], where):
-                try:
-                    _name(sel, store, digest)
-                except StoreCorrupt as exc:
-                    raise exc.within(where, str(store.location)) from None
-            continue
-        if table == "cassettes":
-            episode = store.get_episode(key)  # verifies the blobs, the key and the cached columns
-            data = store.get_blob(str(row["doc"]))
-            for doc_id in images.kind_documents(list(episode.key.extra)):  # its image's build, …
-                if store.get_row("runs", doc_id) is not None:
-                    pending.append(("runs", doc_id, where))
+            _take_tree(store, sel, row, where)
+        elif table == "cassettes":
+            pending += _take_cassette(store, sel, key, row, where)
         else:
-            version, data = store.doc_version(key)  # row and blob of one version (a live training saves)
-            row = sel.rows[table][key] = cast(dict[str, Cell], dict(version))
-            verified = store.verified_doc(row, data)
-            if row.get("kind") == "measure":
-                store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
-        doc_id, sha = str(row["doc"]), str(row.get("harness_sha") or "")
-        sel.blobs.name(doc_id, len(data))
-        doc = json.loads(data)
-        if table == "cassettes":
-            refs, _ = episode_blobs(doc, store.get_blob, where)
-            for digest in refs:
-                _name(sel, store, digest)
-            if sha and store.has_tree(sha):  # what replays it, when stored
-                pending.append(("trees", sha, where))
-            continue
-        listed = doc_refs(doc, where)
-        for digest in listed.pop("blobs"):
-            _name(sel, store, digest)
-        for ref_table, ids in listed.items():
-            pending.extend((ref_table, i, where) for i in ids)
-        for cert_id in doc_certificates(doc, where):
-            sel.certificates[cert_id] = _certificate(store, cert_id, where)
+            pending += _take_document(store, sel, table, key, where)
     return sel
+
+
+def _take_tree(store: StoreBackend, sel: Selection, row: dict[str, Cell], where: str) -> None:
+    """A harness tree's blobs, named in the selection (verified now)."""
+    for digest in tree_blobs(row["manifest"], where):
+        try:
+            _name(sel, store, digest)
+        except StoreCorrupt as exc:
+            raise exc.within(where, str(store.location)) from None
+
+
+def _take_cassette(
+    store: StoreBackend, sel: Selection, key: str, row: dict[str, Cell], where: str
+) -> list[tuple[str, str, str]]:
+    """A cassette's document and blobs, verified, named in the selection; what to take next: the
+    documents its env kind names (its image's build, ...) and its harness tree (when stored:
+    what replays it)."""
+    episode = store.get_episode(key)  # verifies the blobs, the key and the cached columns
+    data = store.get_blob(str(row["doc"]))
+    after = [
+        ("runs", doc_id, where)
+        for doc_id in images.kind_documents(list(episode.key.extra))
+        if store.get_row("runs", doc_id) is not None
+    ]
+    doc_id, sha = str(row["doc"]), str(row.get("harness_sha") or "")
+    sel.blobs.name(doc_id, len(data))
+    refs, _ = episode_blobs(json.loads(data), store.get_blob, where)
+    for digest in refs:
+        _name(sel, store, digest)
+    return after + ([("trees", sha, where)] if sha and store.has_tree(sha) else [])
+
+
+def _take_document(
+    store: StoreBackend, sel: Selection, table: str, key: str, where: str
+) -> list[tuple[str, str, str]]:
+    """A document (run, training, verdict, ...) verified against its row, its blobs named and the
+    certificates it names taken into the selection; the rows it names to take next."""
+    version, data = store.doc_version(key)  # row and blob of one version (a live training saves)
+    row = sel.rows[table][key] = cast(dict[str, Cell], dict(version))
+    verified = store.verified_doc(row, data)
+    if row.get("kind") == "measure":
+        store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
+    sel.blobs.name(str(row["doc"]), len(data))
+    doc = json.loads(data)
+    listed = doc_refs(doc, where)
+    for digest in listed.pop("blobs"):
+        _name(sel, store, digest)
+    for cert_id in doc_certificates(doc, where):
+        sel.certificates[cert_id] = _certificate(store, cert_id, where)
+    return [(ref_table, i, where) for ref_table, ids in listed.items() for i in ids]
 
 
 def _name(sel: Selection, store: StoreBackend, digest: str) -> None:

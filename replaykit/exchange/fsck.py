@@ -46,49 +46,65 @@ def verify_store(
     """A report: what was checked, and one line per damaged item (``ok`` when none).
     ``derived(store, id, kind)`` recomputes verdicts and trainings
     (``replaykit.train.derived.verify_document``; the command passes it)."""
-    damaged: list[DamagedItem] = []
-    checked = {"blobs": 0, "cassettes": 0, "claims": 0, "runs": 0, "trees": 0}
-    unchecked: list[str] = []
-
-    def check(table: str, key: str, fn: Callable[[], Any]) -> None:
-        checked[table] += 1
-        try:
-            fn()
-        except StoreError as exc:  # StoreCorrupt, a missing row, an unreadable document
-            damaged.append({"table": table, "id": key, "error": str(exc).split(" in store ")[0]})
-
+    fsck = _Fsck(store, derived)
     hashes = [str(r[0]) for r in store.index_rows("blobs", "hash")]
     if progress:
         progress("plan", {"total": len(hashes)})
     for digest in hashes:
-        check("blobs", digest, lambda d=digest: store.get_blob(d))  # type: ignore[misc]
-
-    def cassette(cid: str) -> None:
-        status = check_claim(store, store.get_episode(cid))
-        if status == "checked":
-            checked["claims"] += 1
-        elif status == "donor absent":
-            unchecked.append(cid)
-
+        fsck.check("blobs", digest, store.get_blob)
     for (cid,) in store.index_rows("cassettes", "id"):
-        check("cassettes", str(cid), lambda c=str(cid): cassette(c))  # type: ignore[misc]
+        fsck.check("cassettes", str(cid), fsck.cassette)
     for rid, kind in store.index_rows("runs", "id, kind"):
-
-        def run_doc(r: str = str(rid), k: str = str(kind)) -> None:
-            doc = store.get_doc(r)
-            if k == "measure":
-                store.check_run(cast(RunDocument, doc))  # checking it is the point: bad shapes raise
-            check_references(store, f"{k} {r}", doc)
-            if derived is not None:
-                derived(store, r, k)
-
-        check("runs", str(rid), run_doc)
+        fsck.check("runs", str(rid), lambda r, k=str(kind): fsck.document(r, k))  # type: ignore[misc]
     for (sha,) in store.index_rows("trees", "sha"):
-        check("trees", str(sha), lambda s=str(sha): store.get_tree(s))  # type: ignore[misc]
-    result: StoreCheck = {"store": store.location, "ok": not damaged, "checked": checked, "damaged": damaged}
-    if unchecked:
-        result["unchecked"] = unchecked
+        fsck.check("trees", str(sha), store.get_tree)
+    damaged = fsck.damaged
+    result: StoreCheck = {
+        "store": store.location,
+        "ok": not damaged,
+        "checked": fsck.checked,
+        "damaged": damaged,
+    }
+    if fsck.unchecked:
+        result["unchecked"] = fsck.unchecked
     return result
+
+
+class _Fsck:
+    """What one check of a store has counted and found damaged so far."""
+
+    def __init__(self, store: StoreBackend, derived: DerivedCheck | None) -> None:
+        self.store = store
+        self.derived = derived
+        self.damaged: list[DamagedItem] = []
+        self.checked = {"blobs": 0, "cassettes": 0, "claims": 0, "runs": 0, "trees": 0}
+        self.unchecked: list[str] = []  # cassettes whose claimed donor is not in the store
+
+    def check(self, table: str, key: str, fn: Callable[[str], Any]) -> None:
+        """``fn(key)`` counted under ``table``; a store error it raises is one damaged item."""
+        self.checked[table] += 1
+        try:
+            fn(key)
+        except StoreError as exc:  # StoreCorrupt, a missing row, an unreadable document
+            self.damaged.append({"table": table, "id": key, "error": str(exc).split(" in store ")[0]})
+
+    def cassette(self, cid: str) -> None:
+        """A cassette read (and so verified) and its reuse claim checked against its donor."""
+        status = check_claim(self.store, self.store.get_episode(cid))
+        if status == "checked":
+            self.checked["claims"] += 1
+        elif status == "donor absent":
+            self.unchecked.append(cid)
+
+    def document(self, doc_id: str, kind: str) -> None:
+        """A document, its run entries against their cassettes, what it names, and (derived
+        kinds) its content recomputed."""
+        doc = self.store.get_doc(doc_id)
+        if kind == "measure":
+            self.store.check_run(cast(RunDocument, doc))  # checking it is the point: bad shapes raise
+        check_references(self.store, f"{kind} {doc_id}", doc)
+        if self.derived is not None:
+            self.derived(self.store, doc_id, kind)
 
 
 def check_references(store: StoreBackend, where: str, doc: Mapping[str, object]) -> None:

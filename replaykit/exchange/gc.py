@@ -108,6 +108,34 @@ def plan(store: StoreBackend, ids: list[str], recursive: bool = False, prune: bo
     writer holds a lease on (a running ``run`` or ``train``) is kept, and naming it is refused."""
     graph = _Graph(store)
     leased = store.leased(prune=prune)
+    named = _named(store, graph, ids, leased)
+    doomed_runs = {i for i, t in named.items() if t == "runs"}
+    doomed_cassettes = {i for i, t in named.items() if t == "cassettes"}
+    if recursive:  # everything the named documents reach, then keep what a kept document still needs
+        _reach(graph, doomed_runs, doomed_cassettes)
+        doomed_runs -= set(leased["runs"])
+        doomed_cassettes -= set(leased["cassettes"])
+    _spare_what_is_used(graph, named, doomed_runs, doomed_cassettes)
+    live_blobs, live_trees = graph.live_blobs_and_trees(
+        set(graph.doc_refs) - doomed_runs, set(graph.cassettes) - doomed_cassettes, leased["trees"]
+    )
+    live_blobs.update(leased["blobs"])
+    sizes = dict(store.index_rows("blobs", "hash, size"))
+    dead_blobs = sorted(set(sizes) - live_blobs)
+    return Plan(
+        runs=sorted(doomed_runs),
+        cassettes=sorted(doomed_cassettes),
+        trees=sorted(set(graph.trees) - live_trees),
+        blobs=dead_blobs,
+        bytes=sum(int(sizes[b] or 0) for b in dead_blobs),
+        kinds=graph.kinds,
+    )
+
+
+def _named(
+    store: StoreBackend, graph: _Graph, ids: list[str], leased: dict[str, dict[str, str]]
+) -> dict[str, str]:
+    """The full id of each id given -> its table; one a live writer leases is refused."""
     named: dict[str, str] = {}
     for given in ids:
         table, full = resolve_root(store, given)
@@ -118,19 +146,26 @@ def plan(store: StoreBackend, ids: list[str], recursive: bool = False, prune: bo
             raise StoreError(
                 f"{what} {full} is in use by a running replaykit process ({holder}); wait for it to finish, then retry"
             )
-    doomed_runs = {i for i, t in named.items() if t == "runs"}
-    doomed_cassettes = {i for i, t in named.items() if t == "cassettes"}
-    if recursive:  # everything the named documents reach, then keep what a kept document still needs
-        pending = list(doomed_runs)
-        while pending:
-            refs = graph.doc_refs[pending.pop()]
-            for r in refs["runs"]:
-                if r in graph.doc_refs and r not in doomed_runs:
-                    doomed_runs.add(r)
-                    pending.append(r)
-            doomed_cassettes.update(c for c in refs["cassettes"] if c in graph.cassettes)
-        doomed_runs -= set(leased["runs"])
-        doomed_cassettes -= set(leased["cassettes"])
+    return named
+
+
+def _reach(graph: _Graph, doomed_runs: set[str], doomed_cassettes: set[str]) -> None:
+    """Add to the doomed documents and cassettes everything the doomed documents name."""
+    pending = list(doomed_runs)
+    while pending:
+        refs = graph.doc_refs[pending.pop()]
+        for r in refs["runs"]:
+            if r in graph.doc_refs and r not in doomed_runs:
+                doomed_runs.add(r)
+                pending.append(r)
+        doomed_cassettes.update(c for c in refs["cassettes"] if c in graph.cassettes)
+
+
+def _spare_what_is_used(
+    graph: _Graph, named: dict[str, str], doomed_runs: set[str], doomed_cassettes: set[str]
+) -> None:
+    """Take back what a kept document still names, until nothing changes; a named one still
+    named by a kept document is refused, naming who uses it."""
     changed = True
     while changed:
         changed = False
@@ -150,20 +185,6 @@ def plan(store: StoreBackend, ids: list[str], recursive: bool = False, prune: bo
                     )
                 doomed.discard(key)
                 changed = True
-    live_blobs, live_trees = graph.live_blobs_and_trees(
-        set(graph.doc_refs) - doomed_runs, set(graph.cassettes) - doomed_cassettes, leased["trees"]
-    )
-    live_blobs.update(leased["blobs"])
-    sizes = dict(store.index_rows("blobs", "hash, size"))
-    dead_blobs = sorted(set(sizes) - live_blobs)
-    return Plan(
-        runs=sorted(doomed_runs),
-        cassettes=sorted(doomed_cassettes),
-        trees=sorted(set(graph.trees) - live_trees),
-        blobs=dead_blobs,
-        bytes=sum(int(sizes[b] or 0) for b in dead_blobs),
-        kinds=graph.kinds,
-    )
 
 
 def remove(

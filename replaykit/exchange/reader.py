@@ -68,75 +68,19 @@ def _stream(path: Path, members: Members, cap: int) -> None:
     member_cap = min(cap, int(os.environ.get("REPLAYKIT_BUNDLE_MAX_MEMBER_BYTES") or MAX_MEMBER_BYTES))
     listed: dict[str, object] | None = None
     total = 0
-    try:
-        raw = open(path, "rb")
-        magic = raw.read(2)
-        raw.seek(0)
-    except OSError as exc:
-        raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
-    # gzip.GzipFile checks the CRC and length trailer (tarfile's stream mode does not)
-    fileobj: Any = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    raw, fileobj = _open(path)
     try:
         with raw, fileobj, tarfile.open(fileobj=fileobj, mode="r|") as tar:
             for info in tar:
-                name = info.name
-                if not safe_path(name):
-                    raise BundleError(
-                        f"bundle {path}: member {name!r} escapes the archive (absolute or '..' path); refusing"
-                    )
-                if info.issym() or info.islnk():
-                    raise BundleError(
-                        f"bundle {path}: member {name!r} is a link ({info.linkname!r}); refusing"
-                    )
-                if info.isdev():
-                    raise BundleError(f"bundle {path}: member {name!r} is a device or fifo; refusing")
-                if not info.isreg():
-                    raise BundleError(f"bundle {path}: member {name!r} is not a regular file; refusing")
-                if not MEMBER_RE.fullmatch(name):
-                    raise BundleError(f"bundle {path}: unexpected member {name!r}; not a replaykit bundle")
-                if name in members.digests:
-                    raise BundleError(f"bundle {path}: member {name!r} appears twice; refusing")
+                _check_kind(path, info)
+                if info.name in members.digests:
+                    raise BundleError(f"bundle {path}: member {info.name!r} appears twice; refusing")
                 total += info.size
-                if total > cap:
-                    raise BundleError(
-                        f"bundle {path} decompresses to more than {cap} bytes (the cap); refusing "
-                        "(raise it with REPLAYKIT_BUNDLE_MAX_BYTES if the bundle is trusted)"
-                    )
-                if info.size > member_cap:
-                    raise BundleError(
-                        f"bundle {path}: member {name!r} holds {info.size} bytes, more than {member_cap}; refusing"
-                    )
-                if listed is not None:
-                    entry = listed.get(name)
-                    if not isinstance(entry, dict):
-                        raise BundleError(f"bundle {path}: member {name!r} is not in the manifest; refusing")
-                    if entry.get("size") != info.size:
-                        raise BundleError(
-                            f"bundle {path}: member {name!r} has {info.size} bytes, the manifest says {entry.get('size')}; refusing"
-                        )
-                elif name != MANIFEST:
-                    raise BundleError(
-                        f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle"
-                    )
-                fh = tar.extractfile(info)
-                if name.startswith("blobs/"):
-                    digest, got = members.blobs.spool(_pieces(fh))  # hashed on the way, never whole
-                else:
-                    data = b"".join(_pieces(fh))
-                    digest, got = sha256_hex(data), len(data)
-                    members.data[name] = data
-                if got != info.size:
-                    raise BundleError(
-                        f"bundle {path} is truncated (member {name!r} is cut short); fetch it again"
-                    )
-                members.digests[name] = (got, digest)
-                if name == MANIFEST:
-                    manifest = parse_json(members.data[name], f"bundle {path}: {MANIFEST}")
-                    listed = (
-                        manifest.get("members")
-                        if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict)
-                        else {}
-                    )
+                _check_size(path, info, total, cap, member_cap)
+                _check_listed(path, info, listed)
+                _read_member(path, tar, info, members)
+                if info.name == MANIFEST:
+                    listed = _listed(path, members.data[MANIFEST])
             while fileobj.read(CHUNK):  # to the end: a cut gzip trailer is truncation too
                 pass
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
@@ -147,6 +91,91 @@ def _stream(path: Path, members: Members, cap: int) -> None:
         raise BundleError(
             f"bundle {path} is truncated or corrupt ({type(exc).__name__}); fetch it again"
         ) from None
+
+
+def _open(path: Path) -> tuple[Any, Any]:
+    """The bundle's file and the stream of its tar (through gzip when it is gzipped)."""
+    try:
+        raw = open(path, "rb")
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as exc:
+        raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
+    # gzip.GzipFile checks the CRC and length trailer (tarfile's stream mode does not)
+    fileobj: Any = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    return raw, fileobj
+
+
+def _check_kind(path: Path, info: tarfile.TarInfo) -> None:
+    """A member is a regular file under a safe name a bundle has."""
+    name = info.name
+    if not safe_path(name):
+        raise BundleError(
+            f"bundle {path}: member {name!r} escapes the archive (absolute or '..' path); refusing"
+        )
+    if info.issym() or info.islnk():
+        raise BundleError(f"bundle {path}: member {name!r} is a link ({info.linkname!r}); refusing")
+    if info.isdev():
+        raise BundleError(f"bundle {path}: member {name!r} is a device or fifo; refusing")
+    if not info.isreg():
+        raise BundleError(f"bundle {path}: member {name!r} is not a regular file; refusing")
+    if not MEMBER_RE.fullmatch(name):
+        raise BundleError(f"bundle {path}: unexpected member {name!r}; not a replaykit bundle")
+
+
+def _check_size(path: Path, info: tarfile.TarInfo, total: int, cap: int, member_cap: int) -> None:
+    """The decompressed total so far within ``cap``, the member within ``member_cap``."""
+    if total > cap:
+        raise BundleError(
+            f"bundle {path} decompresses to more than {cap} bytes (the cap); refusing "
+            "(raise it with REPLAYKIT_BUNDLE_MAX_BYTES if the bundle is trusted)"
+        )
+    if info.size > member_cap:
+        raise BundleError(
+            f"bundle {path}: member {info.name!r} holds {info.size} bytes, more than {member_cap}; refusing"
+        )
+
+
+def _check_listed(path: Path, info: tarfile.TarInfo, listed: dict[str, object] | None) -> None:
+    """The manifest comes first; every later member is listed in it with its size."""
+    name = info.name
+    if listed is None:
+        if name != MANIFEST:
+            raise BundleError(
+                f"bundle {path}: its first member is {name!r}, not {MANIFEST}; not a replaykit bundle"
+            )
+        return
+    entry = listed.get(name)
+    if not isinstance(entry, dict):
+        raise BundleError(f"bundle {path}: member {name!r} is not in the manifest; refusing")
+    if entry.get("size") != info.size:
+        raise BundleError(
+            f"bundle {path}: member {name!r} has {info.size} bytes, the manifest says {entry.get('size')}; refusing"
+        )
+
+
+def _read_member(path: Path, tar: tarfile.TarFile, info: tarfile.TarInfo, members: Members) -> None:
+    """A member read: a blob spooled (hashed on the way, never whole), anything else kept; a
+    member cut short is truncation."""
+    name = info.name
+    fh = tar.extractfile(info)
+    if name.startswith("blobs/"):
+        digest, got = members.blobs.spool(_pieces(fh))
+    else:
+        data = b"".join(_pieces(fh))
+        digest, got = sha256_hex(data), len(data)
+        members.data[name] = data
+    if got != info.size:
+        raise BundleError(f"bundle {path} is truncated (member {name!r} is cut short); fetch it again")
+    members.digests[name] = (got, digest)
+
+
+def _listed(path: Path, data: bytes) -> dict[str, object]:
+    """The members the manifest lists (none when it lists them wrongly: check_manifest says so)."""
+    manifest = parse_json(data, f"bundle {path}: {MANIFEST}")
+    if isinstance(manifest, dict) and isinstance(manifest.get("members"), dict):
+        return dict(manifest["members"])
+    return {}
 
 
 def read_bundle(path: Path | str) -> Selection:

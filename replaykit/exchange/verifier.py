@@ -8,7 +8,7 @@ events, every reference present in the bundle).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.integrity import (
     cassette_columns,
@@ -59,31 +59,12 @@ def check_manifest(path: Path, members: Members) -> BundleManifest:
     if not isinstance(listed, dict):
         raise BundleError(f"bundle {path}: {MANIFEST} lists no members")
     for name, entry in sorted(listed.items()):
-        if name not in members:
-            raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
-        size, digest = members.digests[name]
-        if not isinstance(entry, dict) or entry.get("size") != size:
-            raise BundleError(
-                f"bundle {path}: member {name!r} has {size} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
-            )
-        if entry.get("sha256") != digest:
-            raise BundleError(
-                f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing"
-            )
+        _check_member(path, name, entry, members)
     extra = sorted(set(members.digests) - set(listed) - {MANIFEST})
     if extra:
         raise BundleError(f"bundle {path}: member {extra[0]!r} is not in the manifest; refusing")
-    root = manifest.get("root")
-    if (
-        not isinstance(root, dict)
-        or root.get("table") not in ("runs", "cassettes")
-        or not isinstance(root.get("id"), str)
-    ):
-        raise BundleError(f"bundle {path}: {MANIFEST} has no valid root")
     counts, tools = manifest.get("counts"), manifest.get("tools")
-    named = BundleRoot(table=str(root["table"]), id=str(root["id"]))
-    if "kind" in root:
-        named["kind"] = str(root["kind"])
+    named = _root(path, manifest.get("root"))
     if version == 1 and CERTIFICATES in members:
         raise BundleError(f"bundle {path}: a version 1 bundle holds no {CERTIFICATES}; refusing")
     return {
@@ -94,6 +75,35 @@ def check_manifest(path: Path, members: Members) -> BundleManifest:
         "counts": counts if isinstance(counts, dict) else {},
         "members": listed,
     }
+
+
+def _check_member(path: Path, name: str, entry: object, members: Members) -> None:
+    """One member the manifest lists: present, of its size and sha256."""
+    if name not in members:
+        raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
+    size, digest = members.digests[name]
+    if not isinstance(entry, dict) or entry.get("size") != size:
+        raise BundleError(
+            f"bundle {path}: member {name!r} has {size} bytes, the manifest says {entry.get('size') if isinstance(entry, dict) else '?'}; refusing"
+        )
+    if entry.get("sha256") != digest:
+        raise BundleError(
+            f"bundle {path}: member {name!r} does not match its sha256 in the manifest (tampered or corrupt); refusing"
+        )
+
+
+def _root(path: Path, root: object) -> BundleRoot:
+    """The manifest's root: a run or cassette id (and the run's kind)."""
+    if (
+        not isinstance(root, dict)
+        or root.get("table") not in ("runs", "cassettes")
+        or not isinstance(root.get("id"), str)
+    ):
+        raise BundleError(f"bundle {path}: {MANIFEST} has no valid root")
+    named = BundleRoot(table=str(root["table"]), id=str(root["id"]))
+    if "kind" in root:
+        named["kind"] = str(root["kind"])
+    return named
 
 
 def check_blobs(path: Path, members: Members, sel: Selection) -> None:
@@ -162,75 +172,94 @@ def load_certificates(path: Path, members: Members, sel: Selection) -> None:
 
 def check_graph(path: Path, sel: Selection) -> None:
     """Every reference resolved inside the bundle; cassettes and run entries checked against their events."""
-
-    def need(digest: str) -> None:  # present (it hashed to its name as it was read)
-        if digest not in sel.blobs:
-            raise BundleError(
-                f"bundle {path}: blob {digest[:12]} is referenced but not in the bundle; refusing"
-            )
-
-    def get(digest: str) -> bytes:
-        need(digest)
-        return sel.blobs[digest]
-
+    graph = _Graph(path, sel)
     root = sel.root
     if root["id"] not in sel.rows[root["table"]]:
         raise BundleError(f"bundle {path}: its root {root['id']} is not among its rows")
     for key, row in sel.rows["trees"].items():
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
-            need(digest)
-    derived: dict[str, CassetteColumns] = {}
-    reused: dict[str, ReuseCounts] = {}  # what each cassette's reuse claim counts (cassette/lineage.py)
-    for table in ("cassettes", "runs"):
-        for key, row in sel.rows[table].items():
-            where = f"bundle {path}: {table[:-1]} {key}"
-            doc = parse_json(get(str(row["doc"])), f"{where}: document")
-            if table == "cassettes":
-                refs, episode = episode_blobs(doc, get, where)
-                for digest in refs:
-                    need(digest)
-                if episode.key.id != key:
+            graph.need(digest)
+    for key, row in sel.rows["cassettes"].items():
+        graph.cassette(key, row)
+    for key, row in sel.rows["runs"].items():
+        graph.document(key, row)
+
+
+class _Graph:
+    """One bundle's references, resolved as they are checked: cassettes first (their columns
+    recomputed from the events), then the documents that name them."""
+
+    def __init__(self, path: Path, sel: Selection) -> None:
+        self.path = path
+        self.sel = sel
+        self.derived: dict[str, CassetteColumns] = {}  # recomputed from the events, never trusted
+        self.reused: dict[
+            str, ReuseCounts
+        ] = {}  # what each cassette's reuse claim counts (cassette/lineage.py)
+
+    def need(self, digest: str) -> None:
+        """The blob is in the bundle (it hashed to its name as it was read)."""
+        if digest not in self.sel.blobs:
+            raise BundleError(
+                f"bundle {self.path}: blob {digest[:12]} is referenced but not in the bundle; refusing"
+            )
+
+    def get(self, digest: str) -> bytes:
+        self.need(digest)
+        return self.sel.blobs[digest]
+
+    def cassette(self, key: str, row: dict[str, Any]) -> None:
+        """A cassette's blobs present, its key, its columns and its reuse claim against its events."""
+        where = f"bundle {self.path}: cassette {key}"
+        doc = parse_json(self.get(str(row["doc"])), f"{where}: document")
+        refs, episode = episode_blobs(doc, self.get, where)
+        for digest in refs:
+            self.need(digest)
+        if episode.key.id != key:
+            raise BundleError(f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing")
+        self.derived[key] = cassette_columns(episode)
+        bad = cassette_mismatches(row, episode, self.derived[key])
+        if bad:
+            raise BundleError(
+                f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing"
+            )
+        claim = own_problems(episode)  # what it says it was served, against its own events
+        if claim:
+            raise BundleError(f"{where}: {claim[0]} (forged or corrupt); refusing")
+        self.reused[key] = reused_counts(episode)
+
+    def document(self, key: str, row: dict[str, Any]) -> None:
+        """A document (run, training, verdict, ...) against its row, and all it names in the bundle."""
+        where = f"bundle {self.path}: run {key}"
+        doc = parse_json(self.get(str(row["doc"])), f"{where}: document")
+        bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
+        if bad:
+            raise BundleError(f"{where}: {'; '.join(bad)} (row and document disagree); refusing")
+        if row.get("kind", "measure") == "measure":
+            for entry in doc.get("episodes") or []:
+                self.episode_entry(where, entry)
+        for cert_id in doc_certificates(doc, where):
+            if cert_id not in self.sel.certificates:
+                raise BundleError(f"{where} names certificate {cert_id} which is not in the bundle; refusing")
+        listed = doc_refs(doc, where)
+        for digest in listed.pop("blobs"):
+            self.need(digest)
+        for ref_table, ids in listed.items():
+            for ref in ids:
+                if ref not in self.sel.rows[ref_table]:
                     raise BundleError(
-                        f"{where}: its document is for cassette {episode.key.id}, not {key}; refusing"
+                        f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing"
                     )
-                derived[key] = cassette_columns(
-                    episode
-                )  # recomputed from the events, never trusted from the row
-                bad = cassette_mismatches(row, episode, derived[key])
-                if bad:
-                    raise BundleError(
-                        f"{where}: column(s) {', '.join(bad)} do not match its events (forged or corrupt); refusing"
-                    )
-                claim = own_problems(episode)  # what it says it was served, against its own events
-                if claim:
-                    raise BundleError(f"{where}: {claim[0]} (forged or corrupt); refusing")
-                reused[key] = reused_counts(episode)
-                continue
-            bad = doc_mismatches(dict(row, kind=row.get("kind") or "measure"), doc)
-            if bad:
-                raise BundleError(f"{where}: {'; '.join(bad)} (row and document disagree); refusing")
-            for entry in doc.get("episodes") or [] if row.get("kind", "measure") == "measure" else []:
-                cid = entry.get("cassette_id") if isinstance(entry, dict) else None
-                if cid not in derived and cid not in sel.rows["cassettes"]:
-                    raise BundleError(
-                        f"{where} references cassette {cid} which is not in the bundle; refusing"
-                    )
-                wrong = run_episode_mismatches(entry, derived[cid], reused[cid]) if cid in derived else []
-                if wrong:
-                    raise BundleError(
-                        f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"
-                    )
-            for cert_id in doc_certificates(doc, where):
-                if cert_id not in sel.certificates:
-                    raise BundleError(
-                        f"{where} names certificate {cert_id} which is not in the bundle; refusing"
-                    )
-            listed = doc_refs(doc, where)
-            for digest in listed.pop("blobs"):
-                need(digest)
-            for ref_table, ids in listed.items():
-                for ref in ids:
-                    if ref not in sel.rows[ref_table]:
-                        raise BundleError(
-                            f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing"
-                        )
+
+    def episode_entry(self, where: str, entry: Any) -> None:
+        """A run's episode entry names a cassette of the bundle and agrees with its events."""
+        cid = entry.get("cassette_id") if isinstance(entry, dict) else None
+        if cid not in self.derived and cid not in self.sel.rows["cassettes"]:
+            raise BundleError(f"{where} references cassette {cid} which is not in the bundle; refusing")
+        if cid not in self.derived:
+            return
+        wrong = run_episode_mismatches(entry, self.derived[cid], self.reused[cid])
+        if wrong:
+            raise BundleError(
+                f"{where}: episode {cid} field(s) {', '.join(wrong)} do not match its cassette (forged or corrupt); refusing"
+            )

@@ -173,6 +173,38 @@ class ProbeResult(TypedDict):
     saved: NotRequired[bool]  # set by ``replaykit probe``: kept in the store
 
 
+def _probe_body(
+    model: str,
+    prompt: str,
+    temperature: float,
+    seed: int,
+    max_tokens: int | None,
+    params: Mapping[str, JSON] | None,
+) -> dict[str, JSON]:
+    """The request every probe sends: the prompt, with the config's ``model.params`` (its
+    ``extra_body`` merged in) and, for a ``tool_choice`` without tools, the tool it names."""
+    body: dict[str, JSON] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": temperature,
+        "seed": seed,
+    }
+    extra = dict(params or {})
+    extra_body = extra.pop("extra_body", None) or {}
+    if not isinstance(extra_body, Mapping):
+        raise ConfigError(f"model.params.extra_body {extra_body!r}: give a mapping of request fields")
+    body.update(extra_body)
+    body.update(extra)
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    choice = body.get("tool_choice")
+    if choice not in (None, "none") and "tools" not in body:  # a tool_choice needs its tool
+        function = choice.get("function") if isinstance(choice, dict) else None
+        named = function.get("name") if isinstance(function, dict) else None
+        body["tools"] = [probe_tool(named if isinstance(named, str) and named else "bash")]
+    return body
+
+
 def probe(
     base_url: str,
     model: str,
@@ -197,25 +229,7 @@ def probe(
     if concurrency < 1 or concurrency > n:
         raise ConfigError(f"--concurrency {concurrency}: use 1 to {n} (-n) concurrent clients")
     note = progress or (lambda event, data: None)
-    body: dict[str, JSON] = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": temperature,
-        "seed": seed,
-    }
-    extra = dict(params or {})
-    extra_body = extra.pop("extra_body", None) or {}
-    if not isinstance(extra_body, Mapping):
-        raise ConfigError(f"model.params.extra_body {extra_body!r}: give a mapping of request fields")
-    body.update(extra_body)
-    body.update(extra)
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    choice = body.get("tool_choice")
-    if choice not in (None, "none") and "tools" not in body:  # a tool_choice needs its tool
-        function = choice.get("function") if isinstance(choice, dict) else None
-        named = function.get("name") if isinstance(function, dict) else None
-        body["tools"] = [probe_tool(named if isinstance(named, str) and named else "bash")]
+    body = _probe_body(model, prompt, temperature, seed, max_tokens, params)
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens {max_tokens}: give at least 1")
     with _endpoint(base_url, api_key_env) as (url, key):

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -124,40 +125,10 @@ def write_tiny_model(path: str | Path, seed: int = 0, shape: TinyShape | None = 
     os.close(fd)
     try:
         writer = gguf.GGUFWriter(tmp, "llama")
-        writer.add_name(f"replaykit-tiny-seed{seed}")
-        writer.add_context_length(shape.context_length)
-        writer.add_embedding_length(shape.n_embd)
-        writer.add_block_count(shape.n_layer)
-        writer.add_feed_forward_length(shape.n_ff)
-        writer.add_head_count(shape.n_head)
-        writer.add_head_count_kv(shape.n_head)
-        writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
-        writer.add_layer_norm_rms_eps(1e-5)
-        writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-        writer.add_tokenizer_model("gpt2")
-        writer.add_tokenizer_pre("gpt-2")
-        writer.add_token_list(tokens)
-        writer.add_token_types(types)
-        writer.add_token_merges(merges)
-        writer.add_bos_token_id(tokens.index("<|endoftext|>"))
-        writer.add_eos_token_id(tokens.index("<|im_end|>"))
-        writer.add_add_bos_token(False)
-        writer.add_chat_template(CHAT_TEMPLATE)
+        _add_metadata(writer, shape, seed, tokens, types, merges)
         writer.add_tensor("token_embd.weight", embeddings)
         for i in range(shape.n_layer):
-            block = f"blk.{i}"
-            writer.add_tensor(f"{block}.attn_norm.weight", ones)
-            for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-                matrix = weights(shape.n_embd, shape.n_embd)
-                if name == "attn_output":
-                    matrix[0, :] = 0.0  # never writes the constant channel
-                writer.add_tensor(f"{block}.{name}.weight", matrix)
-            writer.add_tensor(f"{block}.ffn_norm.weight", ones)
-            writer.add_tensor(f"{block}.ffn_gate.weight", weights(shape.n_ff, shape.n_embd))
-            writer.add_tensor(f"{block}.ffn_up.weight", weights(shape.n_ff, shape.n_embd))
-            down = weights(shape.n_embd, shape.n_ff)
-            down[0, :] = 0.0  # never writes the constant channel
-            writer.add_tensor(f"{block}.ffn_down.weight", down)
+            _add_block(writer, f"blk.{i}", shape, weights, ones)
         writer.add_tensor("output_norm.weight", ones)
         writer.add_tensor("output.weight", output)
         writer.write_header_to_file()
@@ -169,6 +140,50 @@ def write_tiny_model(path: str | Path, seed: int = 0, shape: TinyShape | None = 
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _add_metadata(
+    writer: Any, shape: TinyShape, seed: int, tokens: list[str], types: list[int], merges: list[str]
+) -> None:
+    """The model's llama hyperparameters, its GPT-2 tokenizer and its chat template."""
+    import gguf
+
+    writer.add_name(f"replaykit-tiny-seed{seed}")
+    writer.add_context_length(shape.context_length)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_layer)
+    writer.add_feed_forward_length(shape.n_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head)
+    writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(CHAT_TEMPLATE)
+
+
+def _add_block(writer: Any, block: str, shape: TinyShape, weights: Callable[..., Any], ones: Any) -> None:
+    """One transformer block's tensors (drawn in this order: the file is the same for a seed);
+    none writes the constant channel."""
+    writer.add_tensor(f"{block}.attn_norm.weight", ones)
+    for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+        matrix = weights(shape.n_embd, shape.n_embd)
+        if name == "attn_output":
+            matrix[0, :] = 0.0  # never writes the constant channel
+        writer.add_tensor(f"{block}.{name}.weight", matrix)
+    writer.add_tensor(f"{block}.ffn_norm.weight", ones)
+    writer.add_tensor(f"{block}.ffn_gate.weight", weights(shape.n_ff, shape.n_embd))
+    writer.add_tensor(f"{block}.ffn_up.weight", weights(shape.n_ff, shape.n_embd))
+    down = weights(shape.n_embd, shape.n_ff)
+    down[0, :] = 0.0  # never writes the constant channel
+    writer.add_tensor(f"{block}.ffn_down.weight", down)
 
 
 def main(argv: list[str] | None = None) -> int:

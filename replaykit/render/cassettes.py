@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from replaykit.episodes.fork import ForkResult
     from replaykit.episodes.network import NetListing
     from replaykit.episodes.proxy_session import SessionReport
-    from replaykit.episodes.views import CassetteView
+    from replaykit.episodes.views import CassetteView, ShownEvent
     from replaykit.exchange.bundle_format import BundleReport
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.gc import RemovalReport
@@ -76,28 +76,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         )
     for e in doc["events"]:
         mark = "=" if e["position"] < served else " "
-        head = f"{mark}[{e['position']:>3}] {e['kind']}"
-        if e["kind"] == "llm":
-            line(
-                f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
-            )
-            line(f"      request: {e['request']['body']}")
-            line(f"      response: {e['response']['body']}")
-        elif e["kind"] == "env":
-            line(
-                f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}"
-                + (f"  snapshot {e['snapshot'][:12]}" if e["snapshot"] else "")
-            )
-            for stream, text in (("stdout", e["stdout"]), ("stderr", e["stderr"])):
-                if text:
-                    line(f"      {stream}: {text}")
-        elif e["kind"] == "net":
-            source = "fetched" if e["source"] == "upstream" else "served from the store"
-            line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {source})")
-        elif e["kind"] == "error":
-            line(f"{head} {e['message']}")
-        else:
-            line(f"{head} {grade_text(e['grade'])}")
+        _event(f"{mark}[{e['position']:>3}] {e['kind']}", e)
         if served and e["position"] == served - 1 and served < len(doc["events"]):
             line("  ── live from here ──")
     forks = doc.get("forks") or []
@@ -109,6 +88,31 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
                 f"  {f['cassette_id']} at step {f['fork_step']} · model {f['model']} · harness {f['harness_sha'][:10]} · "
                 f"reward {f['reward'] if f['reward'] is not None else '-'} ({outcome})"
             )
+
+
+def _event(head: str, e: ShownEvent) -> None:
+    """One shown event of a cassette, after its ``head`` (position and kind)."""
+    if e["kind"] == "llm":
+        line(
+            f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
+        )
+        line(f"      request: {e['request']['body']}")
+        line(f"      response: {e['response']['body']}")
+    elif e["kind"] == "env":
+        line(
+            f"{head} $ {e['action']}  → exit {e['exit_code']}  state {e['state_digest'][:12]}"
+            + (f"  snapshot {e['snapshot'][:12]}" if e["snapshot"] else "")
+        )
+        for stream, text in (("stdout", e["stdout"]), ("stderr", e["stderr"])):
+            if text:
+                line(f"      {stream}: {text}")
+    elif e["kind"] == "net":
+        source = "fetched" if e["source"] == "upstream" else "served from the store"
+        line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {source})")
+    elif e["kind"] == "error":
+        line(f"{head} {e['message']}")
+    else:
+        line(f"{head} {grade_text(e['grade'])}")
 
 
 def fork_report(result: ForkResult) -> None:

@@ -80,25 +80,9 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
     if a is None or b is None or a.kind != b.kind:
         return "kind", _describe(a), _describe(b)
     if isinstance(a, LlmEvent) and isinstance(b, LlmEvent):
-        if a.request_form() != b.request_form():
-            return "request", _request_lines(a), _request_lines(b)
-        if (a.status, a.content, a.chunks) != (b.status, b.content, b.chunks):
-            la, lb = _response_lines(a), _response_lines(b)
-            if la == lb:  # the replies read the same: show the raw bodies (ids, usage, chunking)
-                la, lb = (
-                    [*_response_lines(a, raw=True), f"chunks: {a.chunks}"],
-                    [*_response_lines(b, raw=True), f"chunks: {b.chunks}"],
-                )
-            return "response", la, lb
-        return None, [], []
+        return _llm_part(a, b)
     if isinstance(a, EnvEvent) and isinstance(b, EnvEvent):
-        if a.action != b.action:
-            return "action", a.action.splitlines(), b.action.splitlines()
-        if a.observation != b.observation:
-            return "observation", _obs_lines(a), _obs_lines(b)
-        if a.state_digest != b.state_digest:
-            return "state", [f"state {a.state_digest}"], [f"state {b.state_digest}"]
-        return None, [], []
+        return _env_part(a, b)
     if isinstance(a, ErrorEvent) and isinstance(b, ErrorEvent):
         return ("error", [a.message], [b.message]) if a.message != b.message else (None, [], [])
     if isinstance(a, GradeEvent) and isinstance(b, GradeEvent):
@@ -112,6 +96,32 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
             if ga != gb
             else (None, [], [])
         )
+    return None, [], []
+
+
+def _llm_part(a: LlmEvent, b: LlmEvent) -> tuple[str | None, list[str], list[str]]:
+    """Which part of two model calls differs: the request, else the response."""
+    if a.request_form() != b.request_form():
+        return "request", _request_lines(a), _request_lines(b)
+    if (a.status, a.content, a.chunks) == (b.status, b.content, b.chunks):
+        return None, [], []
+    la, lb = _response_lines(a), _response_lines(b)
+    if la == lb:  # the replies read the same: show the raw bodies (ids, usage, chunking)
+        la, lb = (
+            [*_response_lines(a, raw=True), f"chunks: {a.chunks}"],
+            [*_response_lines(b, raw=True), f"chunks: {b.chunks}"],
+        )
+    return "response", la, lb
+
+
+def _env_part(a: EnvEvent, b: EnvEvent) -> tuple[str | None, list[str], list[str]]:
+    """Which part of two environment steps differs: the action, the observation, the state."""
+    if a.action != b.action:
+        return "action", a.action.splitlines(), b.action.splitlines()
+    if a.observation != b.observation:
+        return "observation", _obs_lines(a), _obs_lines(b)
+    if a.state_digest != b.state_digest:
+        return "state", [f"state {a.state_digest}"], [f"state {b.state_digest}"]
     return None, [], []
 
 

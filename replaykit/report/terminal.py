@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from replaykit.report.documents import EpisodeDiff, Message, TranscriptDoc, VerdictDiff
+from replaykit.report.documents import CallTurn, EpisodeDiff, Message, TranscriptDoc, VerdictDiff
 from replaykit.report.transcript import message_lines
 
 if TYPE_CHECKING:
@@ -46,21 +46,7 @@ def transcript(doc: TranscriptDoc) -> None:
     )
     for turn in doc["turns"]:
         if turn["kind"] == "call":
-            usage = turn["usage"] if isinstance(turn["usage"], dict) else {}
-            extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
-            stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
-            _print(
-                f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}",
-                "bold blue",
-            )
-            if turn["folded"]:
-                _print(f"  … {turn['folded']} earlier message(s) re-sent (folded)", "dim")
-            for msg in turn["new"]:
-                _message(msg)
-            if turn.get("error"):
-                _print(f"  error: {turn['error']}", "red")
-            for msg in turn["reply"]:
-                _message(msg)
+            _call(turn)
         elif turn["kind"] == "env":
             status = "timed out" if turn["timed_out"] else f"exit {turn['exit_code']}"
             _print(f"── env $ {turn['action']}  → {status}  state {turn['state_digest'][:12]}", "bold yellow")
@@ -78,6 +64,25 @@ def transcript(doc: TranscriptDoc) -> None:
                 f"── grade: {verdict} · reward {turn.get('reward')} · {turn.get('detail', '')}",
                 "bold green" if turn.get("passed") else "bold red",
             )
+
+
+def _call(turn: CallTurn) -> None:
+    """A model call of the transcript: its request line, the messages new to it, its reply."""
+    usage = turn["usage"] if isinstance(turn["usage"], dict) else {}
+    extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
+    stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
+    _print(
+        f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}",
+        "bold blue",
+    )
+    if turn["folded"]:
+        _print(f"  … {turn['folded']} earlier message(s) re-sent (folded)", "dim")
+    for msg in turn["new"]:
+        _message(msg)
+    if turn.get("error"):
+        _print(f"  error: {turn['error']}", "red")
+    for msg in turn["reply"]:
+        _message(msg)
 
 
 def episode_diff(doc: EpisodeDiff) -> None:

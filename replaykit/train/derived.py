@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
@@ -121,72 +123,14 @@ def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = T
     epochs = doc.get("epochs")
     if not isinstance(epochs, list) or not all(isinstance(e, dict) for e in epochs):
         raise _corrupt(store, f"training {tid}: its epochs are not a list of objects")
-    verdict_ids = []
     certifies = _certifies(doc)
-    for e in epochs:
-        if not e.get("verdict_id"):
-            if e.get("verdict") is not None:
-                raise _corrupt(
-                    store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
-                )
-            continue
-        verdict_ids.append(e["verdict_id"])
-        vdoc = store.get_doc(str(e["verdict_id"]), kind="verdict")
-        verify_verdict(store, vdoc)
-        if certifies and "certified" not in vdoc:
-            raise _corrupt(
-                store,
-                f"training {tid}: epoch {e.get('epoch')}'s verdict names no certificate of its baseline,"
-                " and the training certifies every epoch (train.certify: every_epoch)",
-            )
-        for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
-            if vdoc.get(name) != e.get(name):
-                raise _corrupt(
-                    store,
-                    f"training {tid}: epoch {e.get('epoch')} {name} is not its verdict {e['verdict_id']}'s",
-                )
-        accept = bool((vdoc.get("verdict") or {}).get("accept"))
-        if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
-            raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
-    if doc.get("verdicts") != verdict_ids:
+    verdict_ids = [_verify_epoch_verdict(store, tid, e, certifies) for e in epochs]
+    if doc.get("verdicts") != [v for v in verdict_ids if v]:
         raise _corrupt(store, f"training {tid}: its verdicts list is not its epochs' verdicts")
     decided = [e for e in epochs if e.get("skipped") or e.get("promoted") is not None]
     if decided != epochs[: len(decided)] or len(epochs) - len(decided) > 1:  # only the last may await step()
         raise _corrupt(store, f"training {tid}: an epoch before its last has no recorded step")
-    if decided and doc.get("runs"):
-        try:
-            config = training_config(doc, store)
-            criterion, optimizer = chosen(doc, None, None)
-            measurements = Measurements(store, doc, config)
-            proposals = [Proposal(int(e.get("epoch", i)), "", None) for i, e in enumerate(epochs)]
-            result = walk(
-                store,
-                {**doc, "epochs": decided},
-                _NoReapply(),  # type: ignore[arg-type]
-                proposals[: len(decided)],
-                measurements,
-                criterion,
-                optimizer,
-            )
-        except StoreCorrupt:
-            raise
-        except (ReplaykitError, KeyError, TypeError, ValueError) as exc:
-            raise _corrupt(
-                store, f"training {tid}: its epochs cannot be recomputed ({str(exc)[:120]})"
-            ) from None
-        for row in result["rows"]:
-            if row["counterfactual_decision"] != row["recorded_decision"] or (
-                row["counterfactual_candidate"] != row["recorded_candidate"]
-            ):
-                raise _corrupt(
-                    store,
-                    f"training {tid}: epoch {row['epoch']} records {row['recorded_decision']}"
-                    f" {str(row['recorded_candidate'])[:10]}, its runs and policy give"
-                    f" {row['counterfactual_decision']} {str(row['counterfactual_candidate'])[:10]} (forged or corrupt)",
-                )
-        head: str | None = result["head"]
-    else:
-        head = doc.get("initial_sha")
+    head = _recomputed_head(store, doc, decided) if decided and doc.get("runs") else doc.get("initial_sha")
     chain = [doc.get("initial_sha")] + [
         e["candidate_sha"] for e in decided if e.get("promoted") and e.get("candidate_sha")
     ]
@@ -206,6 +150,72 @@ def _certifies(doc: TrainingDocument) -> bool:
     config = doc.get("config")
     train = config.get("train") if isinstance(config, dict) else None
     return isinstance(train, dict) and train.get("certify") == EVERY_EPOCH
+
+
+def _verify_epoch_verdict(store: StoreBackend, tid: object, e: Mapping[str, Any], certifies: bool) -> object:
+    """An epoch's verdict document verified (naming its baseline's certificate when the training
+    ``certifies`` every epoch), and the epoch agreeing with it; its id (None for an epoch without one)."""
+    if not e.get("verdict_id"):
+        if e.get("verdict") is not None:
+            raise _corrupt(
+                store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
+            )
+        return None
+    vdoc = store.get_doc(str(e["verdict_id"]), kind="verdict")
+    verify_verdict(store, vdoc)
+    if certifies and "certified" not in vdoc:
+        raise _corrupt(
+            store,
+            f"training {tid}: epoch {e.get('epoch')}'s verdict names no certificate of its baseline,"
+            " and the training certifies every epoch (train.certify: every_epoch)",
+        )
+    for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
+        if vdoc.get(name) != e.get(name):
+            raise _corrupt(
+                store,
+                f"training {tid}: epoch {e.get('epoch')} {name} is not its verdict {e['verdict_id']}'s",
+            )
+    accept = bool((vdoc.get("verdict") or {}).get("accept"))
+    if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
+        raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
+    return e["verdict_id"]
+
+
+def _recomputed_head(store: StoreBackend, doc: TrainingDocument, decided: list[Any]) -> str | None:
+    """Where the decided epochs lead when the recorded runs go through the training's criterion
+    and optimizer again; ``store corrupt`` where an epoch recorded another decision."""
+    tid = doc.get("training_id")
+    epochs = doc.get("epochs") or []
+    try:
+        config = training_config(doc, store)
+        criterion, optimizer = chosen(doc, None, None)
+        measurements = Measurements(store, doc, config)
+        proposals = [Proposal(int(e.get("epoch", i)), "", None) for i, e in enumerate(epochs)]
+        result = walk(
+            store,
+            {**doc, "epochs": decided},
+            _NoReapply(),  # type: ignore[arg-type]
+            proposals[: len(decided)],
+            measurements,
+            criterion,
+            optimizer,
+        )
+    except StoreCorrupt:
+        raise
+    except (ReplaykitError, KeyError, TypeError, ValueError) as exc:
+        raise _corrupt(store, f"training {tid}: its epochs cannot be recomputed ({str(exc)[:120]})") from None
+    for row in result["rows"]:
+        if row["counterfactual_decision"] != row["recorded_decision"] or (
+            row["counterfactual_candidate"] != row["recorded_candidate"]
+        ):
+            raise _corrupt(
+                store,
+                f"training {tid}: epoch {row['epoch']} records {row['recorded_decision']}"
+                f" {str(row['recorded_candidate'])[:10]}, its runs and policy give"
+                f" {row['counterfactual_decision']} {str(row['counterfactual_candidate'])[:10]} (forged or corrupt)",
+            )
+    head: str | None = result["head"]
+    return head
 
 
 #: the document kinds whose content is derived (and so recomputed before it is trusted)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any, Awaitable, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
 from replaykit.cassette.backend import StoreBackend
@@ -25,6 +25,10 @@ from replaykit.view import queries
 from replaykit.view.hosts import HostCheck, host_guard
 from replaykit.view.pages import HomePage, SearchHitRow, SearchPage
 from replaykit.view.search import Searcher
+
+if TYPE_CHECKING:  # starlette is imported when the app is made, not with the CLI
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 STATIC = {"view.css": "text/css", "view.js": "text/javascript"}
@@ -87,100 +91,142 @@ def create_app(
     """The Starlette app over ``store`` (open it read-only); pages poll every ``poll_seconds``;
     only requests whose ``Host`` ``hosts`` allows are answered (default: loopback names)."""
     from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response
-    from starlette.routing import Route
 
-    env = _environment()
+    routes = _Viewer(store, poll_seconds, searcher).routes()
+    return _Headers(host_guard(Starlette(routes=routes), hosts or HostCheck("127.0.0.1")))
+
+
+class _Viewer:
+    """The pages over one store: each a method from a request to a response."""
+
+    def __init__(self, store: StoreBackend, poll_seconds: float, searcher: Searcher | None) -> None:
+        self.store = store
+        self.poll_seconds = poll_seconds
+        self.searcher = searcher  # made on the first search unless given
+        self.env = _environment()
+
+    def routes(self) -> list[Any]:
+        from starlette.routing import Route
+
+        pages: list[tuple[str, Callable[[Request], Response]]] = [
+            ("/", self.home),
+            ("/trainings", self.trainings),
+            ("/trainings/{id}", self.training),
+            ("/runs", self.runs),
+            ("/runs/{id}", self.run),
+            ("/verdicts", self.verdicts),
+            ("/verdicts/{id}", self.verdict),
+            ("/verdicts/{id}/diff", self.unit_diff),
+            ("/compares", self.compares),
+            ("/compares/{id}", self.compare),
+            ("/episodes", self.episodes),
+            ("/episodes/{id}", self.episode),
+            ("/search", self.search),
+        ]
+        return [
+            *(Route(path, self.guarded(fn)) for path, fn in pages),
+            Route("/api/token", self.token),
+            Route("/static/{name}", _static),
+        ]
 
     def page(
-        request: Request, template: str, title: str, ctx: Mapping[str, object], status: int = 200
+        self, request: Request, template: str, title: str, ctx: Mapping[str, object], status: int = 200
     ) -> Response:
         """``ctx``: a page of ``queries`` (``pages.py``), the template's names."""
-        html = env.get_template(template).render(
+        from starlette.responses import HTMLResponse
+
+        html = self.env.get_template(template).render(
             request=request,
             title=title,
             url=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
-            token=store.change_token(),
-            poll_ms=int(poll_seconds * 1000),
+            token=self.store.change_token(),
+            poll_ms=int(self.poll_seconds * 1000),
             query=request.query_params,
             with_query=lambda **kw: _with_query(request, **kw),
             **ctx,
         )
         return HTMLResponse(html, status_code=status)
 
-    def guarded(fn: Callable[[Request], Response]) -> Handler:
+    def guarded(self, fn: Callable[[Request], Response]) -> Handler:
         async def endpoint(request: Request) -> Response:
             try:
                 return fn(request)
             except CassetteNotFound as exc:
-                return page(request, "error.html.j2", "not found", {"message": str(exc)}, status=404)
+                return self.page(request, "error.html.j2", "not found", {"message": str(exc)}, status=404)
             except ValueError as exc:
-                return page(request, "error.html.j2", "bad request", {"message": str(exc)}, status=400)
+                return self.page(request, "error.html.j2", "bad request", {"message": str(exc)}, status=400)
             except ReplaykitError as exc:
-                return page(request, "error.html.j2", "error", {"message": str(exc)}, status=500)
+                return self.page(request, "error.html.j2", "error", {"message": str(exc)}, status=500)
             except Exception as exc:  # a bug: one line here and on stderr, not a traceback
                 line = f"viewer error on {request.url.path}: {type(exc).__name__}: {exc}"
                 print(f"replaykit view: {line}", file=sys.stderr)
-                return page(request, "error.html.j2", "error", {"message": line}, status=500)
+                return self.page(request, "error.html.j2", "error", {"message": line}, status=500)
 
         return endpoint
 
-    def home(request: Request) -> Response:
+    def home(self, request: Request) -> Response:
+        store = self.store
         ctx: HomePage = {
             **queries.trainings(store),
             **queries.compares(store),
             "runs": queries.runs(store)["runs"][:10],
             "episode_count": store.episode_page({}, limit=1)[1],
         }
-        return page(request, "home.html.j2", "replaykit view", ctx)
+        return self.page(request, "home.html.j2", "replaykit view", ctx)
 
-    def trainings(request: Request) -> Response:
-        return page(request, "trainings.html.j2", "trainings", queries.trainings(store))
+    def trainings(self, request: Request) -> Response:
+        return self.page(request, "trainings.html.j2", "trainings", queries.trainings(self.store))
 
-    def training(request: Request) -> Response:
-        ctx = queries.training(store, request.path_params["id"])
-        return page(request, "training.html.j2", f"training {ctx['training']['id']}", ctx)
+    def training(self, request: Request) -> Response:
+        ctx = queries.training(self.store, request.path_params["id"])
+        return self.page(request, "training.html.j2", f"training {ctx['training']['id']}", ctx)
 
-    def runs(request: Request) -> Response:
+    def runs(self, request: Request) -> Response:
         q = request.query_params
         ctx = queries.runs(
-            store, q.get("model", ""), q.get("harness", ""), _int(q.get("page"), "page", 1) or 1
+            self.store, q.get("model", ""), q.get("harness", ""), _int(q.get("page"), "page", 1) or 1
         )
-        return page(request, "runs.html.j2", "runs", ctx)
+        return self.page(request, "runs.html.j2", "runs", ctx)
 
-    def run(request: Request) -> Response:
-        ctx = queries.run(store, request.path_params["id"])
-        return page(request, "run.html.j2", f"run {ctx['run']['id']}", ctx)
+    def run(self, request: Request) -> Response:
+        ctx = queries.run(self.store, request.path_params["id"])
+        return self.page(request, "run.html.j2", f"run {ctx['run']['id']}", ctx)
 
-    def verdicts(request: Request) -> Response:
-        ctx = queries.verdicts(store, request.query_params.get("movement", ""))
-        return page(request, "verdicts.html.j2", "verdicts", ctx)
+    def verdicts(self, request: Request) -> Response:
+        ctx = queries.verdicts(self.store, request.query_params.get("movement", ""))
+        return self.page(request, "verdicts.html.j2", "verdicts", ctx)
 
-    def verdict(request: Request) -> Response:
-        ctx = queries.verdict(store, request.path_params["id"])
-        return page(request, "verdict.html.j2", f"verdict {ctx['verdict']['id']}", ctx)
+    def verdict(self, request: Request) -> Response:
+        ctx = queries.verdict(self.store, request.path_params["id"])
+        return self.page(request, "verdict.html.j2", f"verdict {ctx['verdict']['id']}", ctx)
 
-    def unit_diff(request: Request) -> Response:
+    def unit_diff(self, request: Request) -> Response:
         unit = request.query_params.get("unit", "")
         if not unit:
             raise ValueError("which unit? add ?unit=TASK#SEED (a regression or new solve of the verdict)")
         full = request.query_params.get("full") == "1"
-        ctx = queries.unit_diff(store, request.path_params["id"], unit, full=full)
-        return page(request, "diff.html.j2", f"diff {unit}", ctx)
+        ctx = queries.unit_diff(self.store, request.path_params["id"], unit, full=full)
+        return self.page(request, "diff.html.j2", f"diff {unit}", ctx)
 
-    def compares(request: Request) -> Response:
-        return page(request, "compares.html.j2", "compare results", queries.compares(store))
+    def compares(self, request: Request) -> Response:
+        return self.page(request, "compares.html.j2", "compare results", queries.compares(self.store))
 
-    def compare(request: Request) -> Response:
-        ctx = queries.compare(store, request.path_params["id"])
-        return page(request, "compare.html.j2", f"compare {ctx['compare']['id']}", ctx)
+    def compare(self, request: Request) -> Response:
+        ctx = queries.compare(self.store, request.path_params["id"])
+        return self.page(request, "compare.html.j2", f"compare {ctx['compare']['id']}", ctx)
 
-    def episodes(request: Request) -> Response:
+    def episodes(self, request: Request) -> Response:
         q = request.query_params
         sort = q.get("sort", "created_at")
         if sort not in EPISODE_SORTS:
             raise ValueError(f"sort={sort!r} is not a column; use one of {', '.join(EPISODE_SORTS)}")
+        filters = self.episode_filters(q)
+        descending = q.get("dir", "desc") != "asc"
+        ctx = queries.episodes(self.store, filters, sort, descending, _int(q.get("page"), "page", 1) or 1)
+        return self.page(request, "episodes.html.j2", "episodes", ctx)
+
+    def episode_filters(self, q: Mapping[str, str]) -> EpisodeFilters:
+        """The episode list's filters from its query string (``run`` names its episodes)."""
         outcome = q.get("outcome", "")
         if outcome and outcome not in OUTCOMES:
             raise ValueError(f"outcome={outcome!r} is not one of {', '.join(OUTCOMES)}")
@@ -192,31 +238,19 @@ def create_app(
             "outcome": outcome,
         }
         if q.get("run"):
-            filters["ids"] = [e.cassette_id for e in store.get_run(q["run"]).episodes]
-        descending = q.get("dir", "desc") != "asc"
-        ctx = queries.episodes(store, filters, sort, descending, _int(q.get("page"), "page", 1) or 1)
-        return page(request, "episodes.html.j2", "episodes", ctx)
+            filters["ids"] = [e.cassette_id for e in self.store.get_run(q["run"]).episodes]
+        return filters
 
-    def episode(request: Request) -> Response:
-        ctx = queries.episode(store, request.path_params["id"], full=request.query_params.get("full") == "1")
-        return page(request, "episode.html.j2", f"episode {ctx['episode']['id']}", ctx)
+    def episode(self, request: Request) -> Response:
+        full = request.query_params.get("full") == "1"
+        ctx = queries.episode(self.store, request.path_params["id"], full=full)
+        return self.page(request, "episode.html.j2", f"episode {ctx['episode']['id']}", ctx)
 
-    def search(request: Request) -> Response:
-        nonlocal searcher
+    def search(self, request: Request) -> Response:
         q = request.query_params.get("q", "").strip()
         pageno = _int(request.query_params.get("page"), "page", 1) or 1
-        hits: list[SearchHitRow] = []
-        total = 0
-        if q:
-            if searcher is None:
-                searcher = Searcher(store)
-            found, total = searcher.search(
-                q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
-            )
-            hits = [
-                SearchHitRow(**h, harness_sha=str(store.cassette_row(h["cassette_id"])["harness_sha"] or ""))
-                for h in found
-            ]
+        hits, total = self.search_hits(q, pageno) if q else ([], 0)
+        searcher = self.searcher
         ctx: SearchPage = {
             "pending": searcher.pending if searcher is not None else 0,
             "index_error": searcher.error if searcher is not None else "",
@@ -226,36 +260,33 @@ def create_app(
             "page": pageno,
             "pages": max((total + queries.PAGE - 1) // queries.PAGE, 1),
         }
-        return page(request, "search.html.j2", f"search {q}" if q else "search", ctx)
+        return self.page(request, "search.html.j2", f"search {q}" if q else "search", ctx)
 
-    async def token(request: Request) -> Response:
-        return JSONResponse({"token": store.change_token()})
+    def search_hits(self, q: str, pageno: int) -> tuple[list[SearchHitRow], int]:
+        """One page of hits for ``q`` and their total, each naming the harness commit that ran it."""
+        if self.searcher is None:
+            self.searcher = Searcher(self.store)
+        found, total = self.searcher.search(
+            q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
+        )
+        row = self.store.cassette_row
+        hits = [SearchHitRow(**h, harness_sha=str(row(h["cassette_id"])["harness_sha"] or "")) for h in found]
+        return hits, total
 
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in STATIC:
-            return Response("not found", status_code=404, media_type="text/plain")
-        data = resources.files("replaykit.view").joinpath("static", name).read_bytes()
-        return Response(data, media_type=STATIC[name])
+    async def token(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
 
-    routes = [
-        Route("/", guarded(home)),
-        Route("/trainings", guarded(trainings)),
-        Route("/trainings/{id}", guarded(training)),
-        Route("/runs", guarded(runs)),
-        Route("/runs/{id}", guarded(run)),
-        Route("/verdicts", guarded(verdicts)),
-        Route("/verdicts/{id}", guarded(verdict)),
-        Route("/verdicts/{id}/diff", guarded(unit_diff)),
-        Route("/compares", guarded(compares)),
-        Route("/compares/{id}", guarded(compare)),
-        Route("/episodes", guarded(episodes)),
-        Route("/episodes/{id}", guarded(episode)),
-        Route("/search", guarded(search)),
-        Route("/api/token", token),
-        Route("/static/{name}", static),
-    ]
-    return _Headers(host_guard(Starlette(routes=routes), hosts or HostCheck("127.0.0.1")))
+        return JSONResponse({"token": self.store.change_token()})
+
+
+async def _static(request: Request) -> Response:
+    from starlette.responses import Response
+
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return Response("not found", status_code=404, media_type="text/plain")
+    data = resources.files("replaykit.view").joinpath("static", name).read_bytes()
+    return Response(data, media_type=STATIC[name])
 
 
 class _Headers:

@@ -157,6 +157,49 @@ def restore(store: Store, forgery: Forgery, t: dict[str, Any]) -> None:
     store.put_doc(doc_id, original["kind"], original, **t["columns"][doc_id])
 
 
+def refused_by_the_cli(
+    scratch: Path, copy_dir: Path, kind: str, doc_id: str, t: dict[str, Any], what: str
+) -> None:
+    """A copy of the forged store: replay (a training) or report (a verdict) refuses it in one line,
+    writing no report."""
+    shutil.copytree(scratch, copy_dir, ignore=shutil.ignore_patterns("cache"))
+    args = (
+        ["replay", t["doc"]["training_id"]]
+        if kind != "verdict"
+        else ["report", doc_id, "-o", str(copy_dir / "r.html")]
+    )
+    proc = cli(*args, "--store", str(copy_dir), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (what, proc.stdout[-300:], proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: store corrupt: "), (what, proc.stderr)
+    assert not (copy_dir / "r.html").exists(), what
+    shutil.rmtree(copy_dir)
+
+
+def refused_on_import(store: Store, tmp_path: Path, i: int, t: dict[str, Any], what: str) -> None:
+    """The forged training exported: import refuses the bundle in one line, importing nothing,
+    and verify refuses it with the same line."""
+    bundle = tmp_path / f"b{i}.tar.gz"
+    export_bundle(store, t["doc"]["training_id"], bundle)
+    target = tmp_path / f"import{i}"
+    proc = cli("cassettes", "import", str(bundle), "--store", str(target), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (what, proc.stdout[-300:], proc.stderr)
+    assert proc.stderr.startswith("Error: bundle ") and "refusing (nothing was imported)" in proc.stderr, (
+        what,
+        proc.stderr,
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (target / "index.db").exists() or not Store(target, readonly=True).list_runs(), what
+    checked = cli("cassettes", "verify", str(bundle), "--json")  # refuses what import refuses
+    tmpname = re.compile(r"replaykit-bundle-check-\w+")  # git names its own temporary clone
+    assert checked.returncode == 1 and tmpname.sub("", checked.stderr) == tmpname.sub("", proc.stderr), (
+        what,
+        checked.stdout[-300:],
+    )
+    shutil.rmtree(target, ignore_errors=True)
+    bundle.unlink()
+
+
 def test_forged_derived_documents_are_never_accepted(training: dict[str, Any], tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     shutil.copytree(training["path"], scratch, ignore=shutil.ignore_patterns("cache"))
@@ -183,51 +226,12 @@ def test_forged_derived_documents_are_never_accepted(training: dict[str, Any], t
         kinds[kind] += 1
         plant(store, forgery, t)
         if i % CLI_EVERY == 0:
-            copy_dir = tmp_path / f"cli{i}"
-            shutil.copytree(scratch, copy_dir, ignore=shutil.ignore_patterns("cache"))
-            args = (
-                ["replay", t["doc"]["training_id"]]
-                if kind != "verdict"
-                else ["report", doc_id, "-o", str(copy_dir / "r.html")]
-            )
-            proc = cli(*args, "--store", str(copy_dir), "--json")
-            assert proc.returncode == 1 and "Traceback" not in proc.stderr, (
-                what,
-                proc.stdout[-300:],
-                proc.stderr,
-            )
-            lines = proc.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("Error: store corrupt: "), (what, proc.stderr)
-            assert not (copy_dir / "r.html").exists(), what
+            refused_by_the_cli(scratch, tmp_path / f"cli{i}", kind, doc_id, t, what)
             outcomes["cli"] += 1
             through_cli.add(kind)
-            shutil.rmtree(copy_dir)
         elif i % CLI_EVERY == 6:
-            bundle = tmp_path / f"b{i}.tar.gz"
-            export_bundle(store, t["doc"]["training_id"], bundle)
-            target = tmp_path / f"import{i}"
-            proc = cli("cassettes", "import", str(bundle), "--store", str(target), "--json")
-            assert proc.returncode == 1 and "Traceback" not in proc.stderr, (
-                what,
-                proc.stdout[-300:],
-                proc.stderr,
-            )
-            assert (
-                proc.stderr.startswith("Error: bundle ") and "refusing (nothing was imported)" in proc.stderr
-            ), (what, proc.stderr)
-            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-            assert not (target / "index.db").exists() or not Store(target, readonly=True).list_runs(), what
-            checked = cli("cassettes", "verify", str(bundle), "--json")  # refuses what import refuses
-            tmpname = re.compile(r"replaykit-bundle-check-\w+")  # git names its own temporary clone
-            assert checked.returncode == 1 and tmpname.sub("", checked.stderr) == tmpname.sub(
-                "", proc.stderr
-            ), (
-                what,
-                checked.stdout[-300:],
-            )
+            refused_on_import(store, tmp_path, i, t, what)
             outcomes["import"] += 1
-            shutil.rmtree(target, ignore_errors=True)
-            bundle.unlink()
         else:
             with pytest.raises(StoreCorrupt, match="store corrupt: "):
                 verify_document(store, doc_id, doc["kind"])

@@ -65,6 +65,37 @@ def _same(a: float | None, b: float | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and abs(a - b) < 1e-6)
 
 
+def _assert_mapped_as_harbor_maps(harbor_side: Path) -> None:
+    """replaykit's native load of a TB1 folder holds Harbor's migration's files, byte for byte
+    (task.toml aside: its layout differs), and no other file."""
+    our_side = load_task(CORPUS / harbor_side.name).path
+    for rel in sorted(p.relative_to(harbor_side) for p in harbor_side.rglob("*") if p.is_file()):
+        if rel.as_posix() != "task.toml":
+            assert (our_side / rel).read_bytes() == (harbor_side / rel).read_bytes(), (harbor_side.name, rel)
+    assert sorted(p.relative_to(our_side) for p in our_side.rglob("*")) == sorted(
+        p.relative_to(harbor_side) for p in harbor_side.rglob("*")
+    ), harbor_side.name
+
+
+def _disagreements(ids: list[str], rows: dict[str, Any], harbor: dict[str, Any]) -> dict[str, str]:
+    """Each task whose oracle replaykit and Harbor grade differently (the table printed); tls-build
+    may differ for one reason only."""
+    table, disagreements = [], {}
+    for task_id in ids:
+        row = rows[task_id]
+        ours = row["solved"]
+        theirs, why = harbor_cli.outcome(harbor[task_id]) if task_id in harbor else (None, "no trial")
+        agree = _same(ours, theirs) and ((ours or 0) >= 1) == ((theirs or 0) >= 1)
+        table.append(f"{task_id:28} replaykit {ours!s:6} harbor {theirs!s:6} {'=' if agree else 'DIFFERENT'}")
+        if not agree:
+            disagreements[task_id] = f"replaykit {ours} ({row['problem'][:200]}); harbor {theirs} ({why})"
+        if not agree and task_id == "tls-build":  # allowed for this one reason only
+            said = str((harbor.get(task_id, {}).get("exception_info") or {}).get("exception_message", ""))
+            assert "CERTIFICATE_VERIFY_FAILED" in said, disagreements[task_id]
+    print("\n".join(table))
+    return disagreements
+
+
 def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     reason = harbor_cli.missing()
     if reason:
@@ -85,16 +116,7 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     # (the same files, byte for byte, but task.toml's layout); Harbor runs its own conversion
     migrated = [harbor_cli.migrate(CORPUS / name, tmp_path / "migrated") for name in TB1S]
     for harbor_side in migrated:
-        our_side = load_task(CORPUS / harbor_side.name).path
-        for rel in sorted(p.relative_to(harbor_side) for p in harbor_side.rglob("*") if p.is_file()):
-            if rel.as_posix() != "task.toml":  # the same files, byte for byte, but task.toml's layout
-                assert (our_side / rel).read_bytes() == (harbor_side / rel).read_bytes(), (
-                    harbor_side.name,
-                    rel,
-                )
-        assert sorted(p.relative_to(our_side) for p in our_side.rglob("*")) == sorted(
-            p.relative_to(harbor_side) for p in harbor_side.rglob("*")
-        ), harbor_side.name
+        _assert_mapped_as_harbor_maps(harbor_side)
     ids = [t.name for t in tasks] + list(TB1S)
     assert len(set(ids)) == len(ids) and len(ids) >= 28, ids
 
@@ -122,19 +144,7 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     assert checked.stdout.strip(), checked.stderr
     rows = {r["task_id"]: r for r in json.loads(checked.stdout)["tasks"]}
 
-    table, disagreements = [], {}
-    for task_id in ids:
-        row = rows[task_id]
-        ours = row["solved"]
-        theirs, why = harbor_cli.outcome(harbor[task_id]) if task_id in harbor else (None, "no trial")
-        agree = _same(ours, theirs) and ((ours or 0) >= 1) == ((theirs or 0) >= 1)
-        table.append(f"{task_id:28} replaykit {ours!s:6} harbor {theirs!s:6} {'=' if agree else 'DIFFERENT'}")
-        if not agree:
-            disagreements[task_id] = f"replaykit {ours} ({row['problem'][:200]}); harbor {theirs} ({why})"
-        if not agree and task_id == "tls-build":  # allowed for this one reason only
-            said = str((harbor.get(task_id, {}).get("exception_info") or {}).get("exception_message", ""))
-            assert "CERTIFICATE_VERIFY_FAILED" in said, disagreements[task_id]
-    print("\n".join(table))
+    disagreements = _disagreements(ids, rows, harbor)
     unexplained = {k: v for k, v in disagreements.items() if k not in ALLOWED}
     assert not unexplained, unexplained
     agreement = 1 - len(disagreements) / len(ids)

@@ -157,7 +157,20 @@ def test_the_viewer_in_headless_chromium(
     viewer = viewer_of(full_store["store"])
     page = browser.page(viewer)
 
-    # the overview lists the training, the Docker run and the compare result
+    _overview(page, viewer, training, compare, docker_run)
+    _training(page, viewer, training)
+    filtered, filtered_url = _filtered_episodes(page, viewer)
+    _search(page)
+    diff_text = _regression(page, viewer)
+    _permalinks(page, browser, viewer, diff_text, filtered, filtered_url)
+    _compare(page, viewer, compare)
+    page.close()
+
+
+def _overview(
+    page: Any, viewer: Any, training: dict[str, Any], compare: dict[str, Any], docker_run: dict[str, Any]
+) -> None:
+    """The overview lists the training, the Docker run and the compare result."""
     page.goto(viewer.url + "/")
     assert page.locator("#trainings-table tr.training-row").count() == 1
     assert page.locator(f"#trainings-table a[href='/trainings/{training['training_id']}']").count() == 1
@@ -172,7 +185,9 @@ def test_the_viewer_in_headless_chromium(
     assert page.locator("#run-grid td a.episode").count() == len(DOCKER_TASKS)
     shot(page, "docker-run")
 
-    # the training: one row per epoch with its recorded decision, the accepted epochs named
+
+def _training(page: Any, viewer: Any, training: dict[str, Any]) -> None:
+    """The training: one row per epoch with its recorded decision, the accepted epochs named."""
     page.goto(f"{viewer.url}/trainings/{training['training_id']}")
     rows = page.locator("#epochs-table tr.epoch-row")
     assert [rows.nth(i).get_attribute("data-decision") for i in range(rows.count())] == [
@@ -186,7 +201,9 @@ def test_the_viewer_in_headless_chromium(
     )
     shot(page, "training")
 
-    # the episode list, filtered by task from the form; the URL is the permalink of the filter
+
+def _filtered_episodes(page: Any, viewer: Any) -> tuple[str, str]:
+    """The episode list, filtered by task from the form; the URL is the permalink of the filter."""
     page.goto(viewer.url + "/episodes")
     page.select_option("#filters select[name=task]", "hello-file")
     page.locator("#filters button").click()
@@ -199,7 +216,11 @@ def test_the_viewer_in_headless_chromium(
     assert "sort=tokens" in page.url
     shot(page, "episodes-filtered")
 
-    # search finds a word that only a tool output holds; the hit opens the episode, where the
+    return filtered, filtered_url
+
+
+def _search(page: Any) -> None:
+    """Search finds a word that only a tool output holds; the hit opens the episode, where the."""
     # word sits in a collapsed tool output until it is expanded
     page.fill("form.search input[name=q]", TOOL_ONLY_WORD)
     page.press("form.search input[name=q]", "Enter")
@@ -215,7 +236,9 @@ def test_the_viewer_in_headless_chromium(
     assert output.locator("pre", has_text=TOOL_ONLY_WORD).first.is_visible()
     shot(page, "episode")
 
-    # a verdict's regression: the movement list links to the side-by-side diff of its two episodes
+
+def _regression(page: Any, viewer: Any) -> str:
+    """A verdict's regression: the movement list links to the side-by-side diff of its two episodes."""
     page.goto(viewer.url + "/verdicts?movement=regression")
     follow(page, page.locator("#verdicts-table a.verdict").first)
     follow(page, page.locator("#movement a.diff-link.regression").first)
@@ -224,7 +247,13 @@ def test_the_viewer_in_headless_chromium(
     diff_text = page.locator("#main h1").inner_text() + page.locator("strong.first-difference").inner_text()
     shot(page, "regression-diff")
 
-    # permalinks: the diff's own link, and the filtered list's URL, opened fresh, show the same
+    return str(diff_text)
+
+
+def _permalinks(
+    page: Any, browser: Browser, viewer: Any, diff_text: str, filtered: str, filtered_url: str
+) -> None:
+    """Permalinks: the diff's own link, and the filtered list's URL, opened fresh, show the same."""
     permalink = page.locator("a.permalink").get_attribute("href")
     other = browser.page(viewer)
     other.goto(viewer.url + permalink)
@@ -236,12 +265,13 @@ def test_the_viewer_in_headless_chromium(
     assert other.locator("#episode-total").inner_text() == filtered
     other.close()
 
-    # the compare result: harness × model, trained vs untrained
+
+def _compare(page: Any, viewer: Any, compare: dict[str, Any]) -> None:
+    """The compare result: harness × model, trained vs untrained."""
     page.goto(f"{viewer.url}/compares/{compare['compare_id']}")
     assert page.locator("#compare-table a.run").count() == len(compare["cells"])
     assert "trained vs untrained" in page.locator("#compare-table tr.delta").inner_text()
     shot(page, "compare")
-    page.close()
 
 
 def test_a_training_recorded_while_the_viewer_is_open_shows_up(

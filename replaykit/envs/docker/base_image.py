@@ -74,45 +74,11 @@ def build_base_image(
     existing = image_exists(client, tag)
     if existing and not force:
         return {"tag": tag, "id": existing, "built": False}
-    debootstrap = shutil.which("debootstrap") or next(
-        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if os.path.exists(p)), None
-    )
-    if debootstrap is None:
-        raise EnvError(
-            "debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)"
-        )
-    if os.geteuid() != 0:
-        raise EnvError(
-            "building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh"
-        )
-    mirror = host_mirror()
+    debootstrap = _debootstrap_program()
     with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        argv = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}", BASE_SUITE, str(rootfs)]
-        if mirror:
-            argv.append(mirror)
-        if progress:
-            progress(
-                f"debootstrap {BASE_SUITE}: fetches and unpacks ~{len(packages) + 90} Debian packages "
-                "(2-3 minutes on an idle machine, longer on a busy one or a slow mirror)"
-            )
-        returncode, tail = _debootstrap(argv, progress)
-        if returncode != 0:
-            raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {returncode}): {' | '.join(tail)}")
-        for junk in (
-            "var/cache/apt/archives",
-            "var/lib/apt/lists",
-            "usr/share/doc",
-            "usr/share/man",
-            "usr/share/info",
-        ):
-            folder = rootfs / junk
-            if folder.is_dir():
-                for child in folder.iterdir():
-                    if child.is_dir() and not child.is_symlink():
-                        shutil.rmtree(child, ignore_errors=True)
-                    elif child.name != "lock":
-                        child.unlink(missing_ok=True)
+        _bootstrap(debootstrap, rootfs, packages, progress)
+        _drop_caches(rootfs)
         archive = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
         if progress:
@@ -133,6 +99,57 @@ def build_base_image(
     if image_id is None:
         raise EnvError(f"docker import did not produce {tag}")
     return {"tag": tag, "id": image_id, "built": True}
+
+
+def _debootstrap_program() -> str:
+    """debootstrap's path, when it is installed and this process may run it (root)."""
+    debootstrap = shutil.which("debootstrap") or next(
+        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if os.path.exists(p)), None
+    )
+    if debootstrap is None:
+        raise EnvError(
+            "debootstrap is not installed; `apt-get install -y debootstrap` (scripts/setup-docker.sh does)"
+        )
+    if os.geteuid() != 0:
+        raise EnvError(
+            "building the base image needs root (debootstrap); run it as root or via scripts/setup-docker.sh"
+        )
+    return debootstrap
+
+
+def _bootstrap(debootstrap: str, rootfs: Path, packages: tuple[str, ...], progress: BuildLog | None) -> None:
+    """A minimal Debian with ``packages`` in ``rootfs`` (from the host's mirror when it has one)."""
+    argv = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}", BASE_SUITE, str(rootfs)]
+    mirror = host_mirror()
+    if mirror:
+        argv.append(mirror)
+    if progress:
+        progress(
+            f"debootstrap {BASE_SUITE}: fetches and unpacks ~{len(packages) + 90} Debian packages "
+            "(2-3 minutes on an idle machine, longer on a busy one or a slow mirror)"
+        )
+    returncode, tail = _debootstrap(argv, progress)
+    if returncode != 0:
+        raise EnvError(f"debootstrap {BASE_SUITE} failed (exit {returncode}): {' | '.join(tail)}")
+
+
+def _drop_caches(rootfs: Path) -> None:
+    """apt's caches and lists and the docs, emptied (their folders kept, and apt's lock files)."""
+    for junk in (
+        "var/cache/apt/archives",
+        "var/lib/apt/lists",
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/info",
+    ):
+        folder = rootfs / junk
+        if not folder.is_dir():
+            continue
+        for child in folder.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            elif child.name != "lock":
+                child.unlink(missing_ok=True)
 
 
 #: debootstrap's stages (its ``I: <Verb> <package>`` lines), said once each with a count

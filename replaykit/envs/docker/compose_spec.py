@@ -187,32 +187,12 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
     path = compose_file(task)
     if path is None:
         return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
-    raw = data.get("services") if isinstance(data, dict) else None
-    if not isinstance(raw, dict) or not raw:
-        raise TaskError(f"{path}: field 'services' must map service names to their definitions")
-    for top in set(data) - {"services", "version", "name", "x-replaykit"}:
-        raise TaskError(
-            f"{path}: top-level field {top!r} is not supported (services only, on a private network)"
-        )
+    raw = _services(path)
     compose = Compose(path, {})
     for name, spec in raw.items():
         where = f"{path}: service {name!r}"
         spec = _interpolate(spec or {}, env)
-        if not isinstance(spec, dict):
-            raise TaskError(f"{where}: must be a mapping")
-        for key in spec:
-            if key in _REFUSED:
-                raise TaskError(
-                    f"{where}: field {key!r} is not supported (replaykit runs services isolated, on a private network)"
-                )
-            if key not in _KNOWN and not str(key).startswith("x-"):
-                raise TaskError(f"{where}: field {key!r} is not supported")
+        _check_keys(spec, where)
         depends = spec.get("depends_on") or []
         depends = tuple(sorted(depends)) if isinstance(depends, (list, dict)) else ()
         for dep in depends:
@@ -222,23 +202,7 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
         if name == MAIN:
             compose.main_env, compose.main_depends = environment, depends
             continue
-        build = spec.get("build")
-        context: Path | None = None
-        dockerfile = "Dockerfile"
-        if isinstance(build, str):
-            context = task.environment_dir / build
-        elif isinstance(build, dict):
-            context = task.environment_dir / str(build.get("context", "."))
-            dockerfile = str(build.get("dockerfile", "Dockerfile"))
-        if context is not None:
-            context = context.resolve()
-            if (
-                not context.is_relative_to(task.environment_dir.resolve())
-                or not (context / dockerfile).is_file()
-            ):
-                raise TaskError(
-                    f"{where}: field 'build' must name a folder under environment/ holding {dockerfile}"
-                )
+        context, dockerfile = _build(task, spec.get("build"), where)
         image = spec.get("image") if context is None else None
         if context is None and not isinstance(image, str):
             raise TaskError(f"{where}: needs 'build' or 'image'")
@@ -257,3 +221,52 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
         )
     compose.sidecars  # noqa: B018  (validates the dependency graph)
     return compose
+
+
+def _services(path: Path) -> dict[str, Any]:
+    """The compose file's ``services`` (the only top-level field taken, beside version and name)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    raw = data.get("services") if isinstance(data, dict) else None
+    if not isinstance(raw, dict) or not raw:
+        raise TaskError(f"{path}: field 'services' must map service names to their definitions")
+    for top in set(data) - {"services", "version", "name", "x-replaykit"}:
+        raise TaskError(
+            f"{path}: top-level field {top!r} is not supported (services only, on a private network)"
+        )
+    return raw
+
+
+def _check_keys(spec: object, where: str) -> None:
+    """A service is a mapping of the fields replaykit supports (``x-`` extensions aside)."""
+    if not isinstance(spec, dict):
+        raise TaskError(f"{where}: must be a mapping")
+    for key in spec:
+        if key in _REFUSED:
+            raise TaskError(
+                f"{where}: field {key!r} is not supported (replaykit runs services isolated, on a private network)"
+            )
+        if key not in _KNOWN and not str(key).startswith("x-"):
+            raise TaskError(f"{where}: field {key!r} is not supported")
+
+
+def _build(task: Task, build: object, where: str) -> tuple[Path | None, str]:
+    """A service's build context (a folder under environment/ holding its Dockerfile; None for an
+    image) and its Dockerfile's name."""
+    context: Path | None = None
+    dockerfile = "Dockerfile"
+    if isinstance(build, str):
+        context = task.environment_dir / build
+    elif isinstance(build, dict):
+        context = task.environment_dir / str(build.get("context", "."))
+        dockerfile = str(build.get("dockerfile", "Dockerfile"))
+    if context is None:
+        return None, dockerfile
+    context = context.resolve()
+    if not context.is_relative_to(task.environment_dir.resolve()) or not (context / dockerfile).is_file():
+        raise TaskError(f"{where}: field 'build' must name a folder under environment/ holding {dockerfile}")
+    return context, dockerfile

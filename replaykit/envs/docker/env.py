@@ -159,80 +159,12 @@ class DockerEnv(Sandbox):
             "replaykit.task": self.task.id,
         }
         spec = compose.load_compose(self.task, self._env.values)
-        unhealthy: str | None = None
-        if spec is not None:
-            self._sidecars = compose.Sidecars(
-                client,
-                spec,
-                compose.service_images(self.task, spec, self.aliases),
-                self.task,
-                self.episode,
-                labels,
-            )
-            try:
-                unhealthy = self._sidecars.start()
-            except Exception as exc:
-                self._sidecars.close()
-                self._sidecars = None
-                raise EnvError(
-                    f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}"
-                ) from None
+        unhealthy = self._start_sidecars(client, spec, labels) if spec is not None else None
         with containers.live_lock:
             containers.live[name] = None
-        net_env: dict[str, str] = {}
-        if spec is None:  # multi-container tasks keep their own network (compose.py)
-            self._net = network.attach(
-                client, self._network_request, self.network_mode, self.episode, labels, self.network_allow
-            )
-            net_env = self._net.start() if self._net is not None else {}
-            if self._net is not None and self._net.warning and self._net.warning not in self._warnings:
-                self._warnings.append(self._net.warning)
-        ncpu = containers.host_cpus(client)
-        config = images.image_config(client, self.image)
-        self._image_workdir = str(config.get("WorkingDir") or "") or None
-        self._entrypoint = list(config.get("Entrypoint") or [])  # kept, as Harbor keeps it
-        options: ContainerOptions = {
-            "command": INIT,
-            "name": name,
-            "hostname": HOSTNAME,
-            "working_dir": self.workdir,
-            "environment": {**(spec.main_env if spec else {}), **self.env_vars(), **net_env},
-            "detach": True,
-            "tty": False,
-            "stdin_open": True,
-            "labels": labels,
-            "network_mode": self._sidecars.network
-            if self._sidecars
-            else self._net.name
-            if self._net is not None
-            else "default"
-            if self.task.allow_internet and self.network_mode != "none"
-            else "none",
-            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
-            "mem_limit": f"{self.task.memory_mb}m",
-            "memswap_limit": f"{self.task.memory_mb}m",
-            "pids_limit": self.pids_limit,
-        }
-        if self._net is not None:
-            options["extra_hosts"] = self._net.extra_hosts
-        try:
-            container, by_driver = start_container(
-                client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR)
-            )
-        except EnvError:
-            self.close()
-            raise
-        except Exception as exc:
-            self.close()
-            raise EnvError(
-                f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
-            ) from None
-        if self._net is not None:
-            try:
-                self._net.inject(container)
-            except EnvError:
-                self.close()
-                raise
+        net_env = self._attach_network(client, labels) if spec is None else {}  # compose: its own network
+        options = self._options(client, name, labels, spec.main_env if spec else {}, net_env)
+        container, by_driver = self._start_container(client, options)
         self._box = box = EpisodeContainer(
             client,
             container,
@@ -255,6 +187,102 @@ class DockerEnv(Sandbox):
         unhealthy = healthcheck.wait_healthy(self, self.task)
         if unhealthy:
             box.stop(unhealthy)
+
+    def _attach_network(self, client: Any, labels: dict[str, str]) -> dict[str, str]:
+        """The frozen network (when the task has one) started; the environment it gives the container."""
+        self._net = network.attach(
+            client, self._network_request, self.network_mode, self.episode, labels, self.network_allow
+        )
+        if self._net is None:
+            return {}
+        net_env: dict[str, str] = self._net.start()
+        if self._net.warning and self._net.warning not in self._warnings:
+            self._warnings.append(self._net.warning)
+        return net_env
+
+    def _start_sidecars(self, client: Any, spec: compose.Compose, labels: dict[str, str]) -> str | None:
+        """The task's other services, started and waited on; why one is unhealthy (None when all are)."""
+        self._sidecars = compose.Sidecars(
+            client,
+            spec,
+            compose.service_images(self.task, spec, self.aliases),
+            self.task,
+            self.episode,
+            labels,
+        )
+        try:
+            return self._sidecars.start()
+        except Exception as exc:
+            self._sidecars.close()
+            self._sidecars = None
+            raise EnvError(
+                f"cannot start the services of task {self.task.id!r}: {images.plain(str(exc))}"
+            ) from None
+
+    def _options(
+        self,
+        client: Any,
+        name: str,
+        labels: dict[str, str],
+        main_env: dict[str, str],
+        net_env: dict[str, str],
+    ) -> ContainerOptions:
+        """The main container's options: its limits, network, environment (the compose file's main
+        service, then the task's own variables, then the frozen network's) and the image's working
+        directory and entrypoint, kept."""
+        ncpu = containers.host_cpus(client)
+        config = images.image_config(client, self.image)
+        self._image_workdir = str(config.get("WorkingDir") or "") or None
+        self._entrypoint = list(config.get("Entrypoint") or [])  # kept, as Harbor keeps it
+        options: ContainerOptions = {
+            "command": INIT,
+            "name": name,
+            "hostname": HOSTNAME,
+            "working_dir": self.workdir,
+            "environment": {**main_env, **self.env_vars(), **net_env},
+            "detach": True,
+            "tty": False,
+            "stdin_open": True,
+            "labels": labels,
+            "network_mode": self._network_mode(),
+            "nano_cpus": int(min(self.task.cpus, ncpu) * 1e9),
+            "mem_limit": f"{self.task.memory_mb}m",
+            "memswap_limit": f"{self.task.memory_mb}m",
+            "pids_limit": self.pids_limit,
+        }
+        if self._net is not None:
+            options["extra_hosts"] = self._net.extra_hosts
+        return options
+
+    def _network_mode(self) -> str:
+        """The services' network, the frozen network, the default bridge (internet allowed) or none."""
+        if self._sidecars:
+            return str(self._sidecars.network)
+        if self._net is not None:
+            return str(self._net.name)
+        return "default" if self.task.allow_internet and self.network_mode != "none" else "none"
+
+    def _start_container(self, client: Any, options: ContainerOptions) -> tuple[Any, bool]:
+        """The main container, started (and joined to the frozen network); closed on failure."""
+        try:
+            container, by_driver = start_container(
+                client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR)
+            )
+        except EnvError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise EnvError(
+                f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
+            ) from None
+        if self._net is not None:
+            try:
+                self._net.inject(container)
+            except EnvError:
+                self.close()
+                raise
+        return container, by_driver
 
     def close(self) -> None:
         """Remove the container (idempotent)."""

@@ -185,13 +185,43 @@ class EpisodeContainer:
     ) -> Observation:
         """Run ``argv`` in ``workdir`` (outputs scrubbed of ``secrets``); exit 124 on timeout;
         then (unless not ``kill``) every process it left is killed."""
-        container = self.container
-        if self.dead is not None:
+        started = None if self.dead is not None else self._start(argv, workdir, extra_env)
+        if started is None:
             return self.dead_obs()
+        exec_id, sock = started
+        out, err = CappedOutput(self.max_output_bytes), CappedOutput(self.max_output_bytes)
+        reader = threading.Thread(target=_drain, args=(sock, out, err), daemon=True)
+        reader.start()
+        timed_out = self._wait(exec_id, argv[0], time.monotonic() + timeout_sec, reader)
+        if self.dead is None and kill:
+            self.kill_all()
+        reader.join(5)
+        try:
+            sock.close()
+        except Exception:
+            pass
+        self._check_after()
+        stdout, stderr = (
+            task_env.scrub(out.text("stdout"), secrets),
+            task_env.scrub(err.text("stderr"), secrets),
+        )
+        if self.dead is not None:
+            return self.dead_obs(stdout, stderr)
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(exec_id)
+        if exit_code is None:
+            self.stop(f"the {argv[0]} process never finished")
+            return self.dead_obs()
+        return Observation(stdout=stdout, stderr=stderr, exit_code=exit_code, timed_out=timed_out)
+
+    def _start(
+        self, argv: list[str], workdir: str, extra_env: dict[str, str] | None
+    ) -> tuple[str, Any] | None:
+        """A new process for ``argv`` and its output socket; None (the episode stopped) when the
+        container takes no new process."""
         api = self.client.api
         try:
             exec_id = api.exec_create(
-                container.id,
+                self.container.id,
                 argv,
                 stdout=True,
                 stderr=True,
@@ -203,91 +233,62 @@ class EpisodeContainer:
             sock = api.exec_start(exec_id, socket=True)
             getattr(sock, "_sock", sock).settimeout(None)  # a silent action may run for minutes
         except Exception:
-            self.stop(faults.stopped_reason(container) or "no new process could start in the container")
-            return self.dead_obs()
-        out, err = CappedOutput(self.max_output_bytes), CappedOutput(self.max_output_bytes)
+            self.stop(faults.stopped_reason(self.container) or "no new process could start in the container")
+            return None
+        return str(exec_id), sock
 
-        def drain() -> None:
-            from docker.utils.socket import frames_iter
-
-            try:
-                for stream_id, data in frames_iter(sock, tty=False):
-                    (err if stream_id == 2 else out).add(data)
-            except Exception:
-                pass
-
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
-        deadline = time.monotonic() + timeout_sec
-        timed_out = False
-        watchdog = self.watchdog
+    def _wait(self, exec_id: str, program: str, deadline: float, reader: threading.Thread) -> bool:
+        """Poll the process until it ends, the episode stops (storage over its limit, the engine
+        silent) or ``deadline`` passes; True when it timed out."""
         unanswered = 0  # polls in a row the engine did not answer: never read as "it finished"
         while True:
             reader.join(_POLL_SEC)
             try:
-                running = api.exec_inspect(exec_id).get("Running")
+                running = self.client.api.exec_inspect(exec_id).get("Running")
                 unanswered = 0
             except Exception as exc:
                 unanswered += 1
                 if unanswered < _UNANSWERED_POLLS:
                     continue
-                self.stop(f"the Docker engine stopped answering about the {argv[0]} process: {exc}")
-                break
+                self.stop(f"the Docker engine stopped answering about the {program} process: {exc}")
+                return False
             if not running:
-                break  # done (a background child may still hold the stream open)
-            over = watchdog.storage_exceeded()
+                return False  # done (a background child may still hold the stream open)
+            over = self.watchdog.storage_exceeded()
             if over:
                 self.stop(over)
-                break
+                return False
             if time.monotonic() >= deadline:
-                timed_out = True
-                break
+                return True
             if not reader.is_alive():
                 time.sleep(0.1)  # stream closed early but still running: keep polling
-        if self.dead is None and kill:
-            self.kill_all()
-        reader.join(5)
-        try:
-            sock.close()
-        except Exception:
-            pass
-        if self.dead is None:
-            reason = watchdog.oom_killed(self.memory_mb) or watchdog.storage_exceeded(force=True)
-            if reason:
-                self.stop(reason)
-        if self.dead is None:
-            reason = faults.stopped_reason(container)
-            if reason:
-                self.stop(reason)
-        if self.dead is None and self.sidecars is not None:
-            reason = self.sidecars.exited()  # a service the task needs died during the action
-            if reason:
-                self.stop(reason)
+
+    def _check_after(self) -> None:
+        """After an action: stop the episode when it ran out of memory or storage, the container
+        stopped, or a service the task needs died during it (the first of these that holds)."""
         if self.dead is not None:
-            return self.dead_obs(
-                task_env.scrub(out.text("stdout"), secrets), task_env.scrub(err.text("stderr"), secrets)
-            )
-        exit_code = None
+            return
+        watchdog = self.watchdog
+        reason = (
+            watchdog.oom_killed(self.memory_mb)
+            or watchdog.storage_exceeded(force=True)
+            or faults.stopped_reason(self.container)
+            or (self.sidecars.exited() if self.sidecars is not None else None)
+        )
+        if reason:
+            self.stop(reason)
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        """The finished process's exit code; None when the engine never says it finished."""
         for _ in range(250):
             try:
-                info = api.exec_inspect(exec_id)
-            except Exception:  # asked again; never answered: the process never finished (below)
+                info = self.client.api.exec_inspect(exec_id)
+            except Exception:  # asked again; never answered: the process never finished
                 info = {"Running": True}
             if not info.get("Running") and info.get("ExitCode") is not None:
-                exit_code = int(info["ExitCode"])
-                break
+                return int(info["ExitCode"])
             time.sleep(_POLL_SEC)
-        if timed_out:
-            exit_code = TIMEOUT_EXIT_CODE
-        elif exit_code is None:
-            self.stop(f"the {argv[0]} process never finished")
-            return self.dead_obs()
-        return Observation(
-            stdout=task_env.scrub(out.text("stdout"), secrets),
-            stderr=task_env.scrub(err.text("stderr"), secrets),
-            exit_code=exit_code,
-            timed_out=timed_out,
-        )
+        return None
 
     def kill_all(self) -> None:
         """Kill every process of the container but PID 1 (nothing outlives a step); when that
@@ -317,3 +318,14 @@ class EpisodeContainer:
             faults.stopped_reason(self.container)
             or f"the processes left by the action could not be stopped (pids limit {self.pids_limit} reached?)"
         )
+
+
+def _drain(sock: Any, out: CappedOutput, err: CappedOutput) -> None:
+    """Read an exec's multiplexed stream into ``out`` and ``err`` until it closes."""
+    from docker.utils.socket import frames_iter
+
+    try:
+        for stream_id, data in frames_iter(sock, tty=False):
+            (err if stream_id == 2 else out).add(data)
+    except Exception:
+        pass

@@ -94,38 +94,44 @@ def rewrite_heredocs(text: str, where: str = "Dockerfile") -> str:
             i += 1
             continue
         changed = True
-        start = i
         rest = line[instr.end() :] if instr else ""
-        if keyword == "ADD":
-            raise EnvError(f"{where}: line {start + 1}: ADD with a heredoc is not supported; use COPY <<EOF")
-        if keyword == "COPY":
-            bodies, i = _collect(lines, i, markers, where)
-            out.append(_copy(rest, markers, bodies, where, start + 1))
-        elif rest.lstrip().startswith("<<"):  # RUN <<EOF: the heredoc is the script
-            if len(markers) > 1:
-                raise EnvError(
-                    f"{where}: line {start + 1}: RUN with several heredocs as the command is not supported"
-                )
-            bodies, i = _collect(lines, i, markers, where)
-            tail = _HEREDOC.sub("", rest, count=1).strip()
-            out.append(_run_script(bodies[0], tail, shell))
-        else:  # RUN cmd <<EOF ...: the shell reads the heredocs itself
-            body_end = i
-            for strip, _quote, word in markers:
-                while True:
-                    body_end += 1
-                    if body_end >= len(lines):
-                        raise EnvError(f"{where}: heredoc <<{word} is never closed (no line '{word}')")
-                    candidate = lines[body_end].lstrip("\t") if strip else lines[body_end]
-                    if candidate.rstrip("\r") == word:
-                        break
-            script = "\n".join([rest.strip(), *lines[i + 1 : body_end + 1]]) + "\n"
-            out.append("RUN " + _exec_form([*shell, script]))
-            i = body_end
+        rewritten, i = _rewrite(keyword, rest, lines, i, markers, shell, where)
+        out.append(rewritten)
         i += 1
     if not changed:
         return text
     return "\n".join(out) + "\n"
+
+
+def _rewrite(
+    keyword: str,
+    rest: str,
+    lines: list[str],
+    i: int,
+    markers: list[tuple[str, str, str]],
+    shell: list[str],
+    where: str,
+) -> tuple[str, int]:
+    """The classic instruction for line ``i`` (a ``keyword`` with heredocs ``markers``, ``rest``
+    after the keyword) and the index of its last body line."""
+    start = i
+    if keyword == "ADD":
+        raise EnvError(f"{where}: line {start + 1}: ADD with a heredoc is not supported; use COPY <<EOF")
+    if keyword == "COPY":
+        bodies, i = _collect(lines, i, markers, where)
+        return _copy(rest, markers, bodies, where, start + 1), i
+    if rest.lstrip().startswith("<<"):  # RUN <<EOF: the heredoc is the script
+        if len(markers) > 1:
+            raise EnvError(
+                f"{where}: line {start + 1}: RUN with several heredocs as the command is not supported"
+            )
+        bodies, i = _collect(lines, i, markers, where)
+        tail = _HEREDOC.sub("", rest, count=1).strip()
+        return _run_script(bodies[0], tail, shell), i
+    # RUN cmd <<EOF ...: the shell reads the heredocs itself, body lines verbatim
+    _bodies, body_end = _collect(lines, i, markers, where)
+    script = "\n".join([rest.strip(), *lines[i + 1 : body_end + 1]]) + "\n"
+    return "RUN " + _exec_form([*shell, script]), body_end
 
 
 def _run_script(body: str, tail: str, shell: list[str]) -> str:

@@ -279,35 +279,41 @@ def _scan(command: str) -> tuple[set[str], int | None]:
     i = 0
     while i < len(command):
         ch = command[i]
-        nxt = command[i + 1] if i + 1 < len(command) else ""
-        if quote == "'":
-            if ch == "'":
+        if quote is not None:  # inside '...' only ' ends it; inside "..." a backslash escapes
+            if ch == quote:
                 quote, last_close = None, i
-        elif quote == '"':
-            if ch == "\\":
+            elif ch == "\\" and quote == '"':
                 i += 1
-            elif ch == '"':
-                quote, last_close = None, i
         elif ch == "\\":
             i += 1
         elif ch in "'\"":
             quote = ch
         elif ch == "#" and (i == 0 or command[i - 1].isspace()):
             break
-        elif ch == ";":
-            operators.add(";")
-        elif ch == "|":
-            operators.add("||" if nxt == "|" else "|")
-            if nxt == "|":
-                i += 1
-        elif ch == "&":
-            if nxt == "&":
-                operators.add("&&")
-                i += 1
-            elif nxt != ">" and (i == 0 or command[i - 1] not in "<>"):
-                operators.add("&")
+        else:
+            operator, width = _operator(command, i)
+            if operator:
+                operators.add(operator)
+            i += width - 1
         i += 1
     return operators, last_close
+
+
+def _operator(command: str, i: int) -> tuple[str | None, int]:
+    """The control operator starting at ``command[i]`` (unquoted) and its width; None, 1 for
+    another character (``&>`` and ``>&`` are redirections)."""
+    ch = command[i]
+    nxt = command[i + 1] if i + 1 < len(command) else ""
+    if ch == ";":
+        return ";", 1
+    if ch == "|":
+        return ("||", 2) if nxt == "|" else ("|", 1)
+    if ch == "&":
+        if nxt == "&":
+            return "&&", 2
+        if nxt != ">" and (i == 0 or command[i - 1] not in "<>"):
+            return "&", 1
+    return None, 1
 
 
 def _typo(word: str, rng: random.Random) -> str:

@@ -199,7 +199,7 @@ def test_close_removes_the_container_and_start_recreates(task: Task, image: str)
     assert first != second and env.run("test -e done").exit_code == 1
     env.close()
     env.close()  # idempotent
-    names = [c.name for c in images.docker_client().containers.list(all=True)]
+    names = [n.lstrip("/") for c in images.docker_client().api.containers(all=True) for n in c["Names"]]
     assert first not in names and second not in names
     with pytest.raises(EnvError, match="not started"):
         env.run("true")
@@ -220,7 +220,7 @@ def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
             created.append(dead)
             removed = remove_stale_containers()
             assert alive.id[:12] not in removed
-            left = [c.id for c in client.containers.list(all=True)]
+            left = [c["Id"] for c in client.api.containers(all=True)]
             assert dead.id not in left and alive.id in left
             if dead.id[:12] in removed:
                 break
@@ -229,7 +229,7 @@ def test_stale_containers_of_dead_owners_are_removed(image: str) -> None:
     finally:
         for c in created:
             client.api.remove_container(c.id, force=True) if c.id in [
-                x.id for x in client.containers.list(all=True)
+                x["Id"] for x in client.api.containers(all=True)
             ] else None
 
 
