@@ -6,10 +6,12 @@ rounds interleaved (measure.interleaved), and prints for each: the model calls t
 an endpoint (task model and proposer), the events served from donor cassettes, the CPU time
 of the process tree; then the ratio of calls (goal: prefix <= 50% of none), the median
 paired CPU ratio, and whether every epoch's decision, candidate SHA, verdict and the final
-baseline are the same (goal: identical). It also prints the floor of any reuse that serves
-only identical requests: the distinct task-model requests the training without reuse sent
-per task, seed, model, config and engine (a request no other episode sent must be paid,
-whoever donates), plus the proposer's calls. With llama-cpp-python installed
+baseline are the same (goal: identical). On the built-in server it also prints the floor
+of any reuse that serves only identical requests: the distinct task-model requests the
+training without reuse sent per task, seed, model, config and engine (a request no other
+episode sent must be paid, whoever donates), plus the proposer's calls. A real engine's
+answers are not byte-reproducible (llama-cpp-python gives each tool call a fresh id, which
+the next request repeats), so there a run without reuse bounds nothing. With llama-cpp-python installed
 (scripts/setup-engine.sh) the same on the real-model config (configs/quickstart-llama.yaml,
 the tiny random-weight model, the quickstart's train section), where reuse is a shared
 sample unless a probe found the engine deterministic.
@@ -129,10 +131,16 @@ def compare(label: str, epochs: int, repeats: int, base: str, overrides: dict[st
     cpu = ratio(samples["prefix"], samples["none"])
     floor = results["none"][0]["floor"] / max(results["none"][0]["model_calls"], 1)
     print(f"  calls with reuse: {calls:.0%} of without (goal <= 50%: {verdict(calls <= 0.5)})")
-    print(
-        f"  floor of any identical-request reuse: {results['none'][0]['floor']} calls, {floor:.0%} of without"
-        + (" (the goal is out of reach of sound reuse here)" if floor > 0.5 else "")
-    )
+    if overrides.get("model.base_url", "builtin") == "builtin":  # byte-reproducible answers
+        print(
+            f"  floor of any identical-request reuse: {results['none'][0]['floor']} calls, {floor:.0%} of without"
+            + (" (the goal is out of reach of sound reuse here)" if floor > 0.5 else "")
+        )
+    else:  # fresh ids in every answer (llama-cpp-python: tool call 'call__0_bash_cmpl-<uuid>')
+        print(
+            "  floor of identical-request reuse: none to give (answers here are not byte-reproducible, "
+            "so a run without reuse sends requests a run with it never does)"
+        )
     print(f"  CPU with reuse: {cpu:.2f} x without (median of paired rounds)")
     print(
         "  decisions, candidate SHAs, verdicts and final baseline: "
