@@ -8,6 +8,8 @@ whose key is already in the store is reused, not re-run. Replaying a run offline
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import warnings
 from collections.abc import Callable
@@ -105,16 +107,71 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
     return secrets
 
 
+@dataclass
+class OfflineKeys:
+    """A replay's source of the env extras its kind cannot derive on this machine (docker
+    without a daemon: the task image's ID): the recorded cassettes of the same key but for
+    its extras, each row's id derived again from the key it claims (a row whose id is not its
+    key's is not believed); ``note()`` says which tasks' extras came from the recording."""
+
+    store: StoreBackend
+    tasks: list[str] = field(default_factory=list)
+    cause: str = ""
+
+    def extra(self, key: CassetteKey, cause: EnvError) -> tuple[tuple[str, str], ...]:
+        found: set[tuple[tuple[str, str], ...]] = set()
+        for row in self.store.find_keyed(key):
+            pairs = _pairs(row["key_json"])
+            if pairs is not None and dataclasses.replace(key, extra=pairs).id == row["id"]:
+                found.add(pairs)
+        if len(found) != 1:
+            what = (
+                "no recorded cassette"
+                if not found
+                else f"{len(found)} recorded cassettes with other env extras"
+            )
+            raise EnvError(f"{cause} (replaying task {key.task_id}: {what} to take them from)") from None
+        (extra,) = found
+        self.tasks.append(key.task_id)
+        self.cause = str(cause).split("; ")[0]  # what failed, without the advice to record live
+        return extra
+
+    def note(self) -> str | None:
+        """One line saying which tasks' env keys were taken from the recording, and why."""
+        if not self.tasks:
+            return None
+        return (
+            f"{self.cause}: replaying {len(self.tasks)} task(s) with the env keys they were recorded with "
+            "(their images not checked on this machine)"
+        )
+
+
+def _pairs(key_json: str) -> tuple[tuple[str, str], ...] | None:
+    """A stored key's extras as key pairs, or None when they are not pairs of strings."""
+    try:
+        extra = json.loads(key_json).get("extra", [])
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(extra, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in extra
+    ):
+        return None
+    return tuple((str(p[0]), str(p[1])) for p in extra)
+
+
 def episode_keys(
     config: RunConfig,
     sha: str,
     tasks: list[Task],
     model_cfg: ModelConfig,
     unprepared: dict[str, str] | None = None,
+    offline: OfflineKeys | None = None,
 ) -> list[tuple[CassetteKey, Task]]:
     """The panel's cassette keys. A task whose environment cannot be prepared (its image does
     not build) raises, unless ``unprepared`` collects it (``--keep-going``): its message, by
-    task id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes."""
+    task id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes.
+    Replaying (``offline``), a kind that cannot give its extras here (docker without a daemon)
+    takes them from the recorded cassettes of these keys."""
     mid = model_id(model_cfg)
     digest = config.digest()
     env = config.env
@@ -123,11 +180,15 @@ def episode_keys(
         try:
             extra = env_key_extra(env, task)
         except EnvError as exc:
-            if unprepared is None:
+            if offline is not None:
+                probe = CassetteKey(sha, task.id, task.digest, mid, config.panel.seeds[0], digest)
+                extra = offline.extra(probe, exc)
+            elif unprepared is None:
                 raise
-            message = f"task {task.id}: {exc}"
-            unprepared[task.id] = message
-            extra = (("env", config.env.kind), ("unprepared", digest_of(message)[:16]))
+            else:
+                message = f"task {task.id}: {exc}"
+                unprepared[task.id] = message
+                extra = (("env", config.env.kind), ("unprepared", digest_of(message)[:16]))
         keys.extend(
             (CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task)
             for seed in config.panel.seeds
@@ -221,7 +282,10 @@ def _measure(
     # the env kind's extras (docker: a task image built now has its fetches recorded for it)
     with recording(recorder, get_env_kind(config.env.kind), env, tasks) as extras:
         unprepared: dict[str, str] = {}
-        keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None)
+        offline = OfflineKeys(store) if record_mode == RecordMode.NONE else None
+        keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None, offline)
+        if offline is not None and (note := offline.note()):
+            _warner(progress)(note)
         for message in unprepared.values():  # --keep-going: that task's episodes are infra, the rest runs
             _warner(progress)(f"infra: {message}")
         if persist:  # the cassettes the run document will list, reused ones included

@@ -77,6 +77,7 @@ class Trainer:
         self.optimizer = optimizer or make_optimizer(str(opt.pop("name", "greedy_monotonic")), **opt)
         self.record_mode = RecordMode.parse(record_mode)
         self.keep_going = keep_going
+        self._noted: set[str] = set()  # notes of its measures already said
         self.progress: Progress = progress or (lambda event, data: None)
         self.persist = persist
         self.store = store or run_store(config, self.record_mode)
@@ -251,6 +252,9 @@ class Trainer:
         def forward(event: ProgressEvent, data: ProgressData) -> None:
             if event in ("plan", "episode"):
                 self.progress(event, {**data, "label": label})
+            elif event == "note" and (message := str(data.get("message", ""))) not in self._noted:
+                self._noted.add(message)  # said once per training, not once per measure
+                self.progress("note", {"message": f"{label}: {message}"})
 
         return forward
 

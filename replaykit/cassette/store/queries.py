@@ -61,6 +61,25 @@ class QueriesMixin(DocumentsMixin):
         )
         return [r for r in typed_rows(CassetteRow, rows) if r["harness_sha"] != key.harness_sha][:limit]
 
+    def find_keyed(self, key: CassetteKey) -> list[CassetteRow]:
+        """Index rows of cassettes whose key is ``key`` but for its extras (the env kind's part),
+        oldest first: what a replay that cannot derive those extras here (docker: no daemon to
+        ask for the task image) may take them from (the caller derives each row's id again)."""
+        m = key.model
+        where: Where = {
+            "kind": key.kind,
+            "task_id": key.task_id,
+            "seed": key.seed,
+            "task_digest": key.task_digest,
+            "model": m.name,
+            "endpoint": m.endpoint,
+            "model_revision": m.revision,
+            "config_digest": key.config_digest,
+            "harness_sha": key.harness_sha,
+        }
+        rows = self.driver.select("cassettes", where=where, order=[("created_at", False), ("id", False)])
+        return typed_rows(CassetteRow, rows)
+
     def find_forks(self, parent: CassetteKey) -> list[CassetteRow]:
         """Index rows of the cassettes forked from ``parent``'s (their keys name it; a fork runs
         its parent's task and seed), oldest first."""
