@@ -21,7 +21,7 @@ from pathlib import Path
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import TrainError
-from replaykit.core.progress import Progress
+from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import RunDocument
 from replaykit.episodes.certify import certify_run, get_certificate, task_certificates
 from replaykit.train.exclusions import run_certificate_ids
@@ -52,7 +52,12 @@ def certify_baseline(
             )
         return sorted(ids.values())
     before = set(task_certificates(store, run))
-    report = certify_run(store, run_id, tasks=tasks, root=root)
+
+    def bar(event: ProgressEvent, data: ProgressData) -> None:  # the inner bar: one step per task
+        if event in ("plan", "task"):
+            progress(event, {**data, "label": f"{label} certify"})
+
+    report = certify_run(store, run_id, tasks=tasks, root=root, progress=bar)
     failed = [r for r in report["tasks"] if r["status"] == "error"]
     if failed:
         raise TrainError(
