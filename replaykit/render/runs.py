@@ -14,6 +14,7 @@ from replaykit.core.glossary import legend
 from replaykit.core.records import EpisodeRow
 from replaykit.episodes.run_records import MeasureReport, ReplayReport
 from replaykit.render.console import line, short_ids, show_table
+from replaykit.train.evidence import replicates_text
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
@@ -138,16 +139,8 @@ def compare_table(report: CompareDocument) -> None:
 
 
 def noise_cell(stats: Mapping[str, Any] | None) -> str:
-    """A run's replicate statistics in a few characters: ``pass@2 .50 pass^2 .38 flips .12``."""
-    if not stats or not stats.get("pass_at_k"):
-        return ""
-    k = str(stats["seeds"])
-    cell = f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f}"
-    if stats.get("seed_flip_rate") is not None:
-        cell += f" flips {stats['seed_flip_rate']:.2f}"
-    if stats.get("reexec_flip_rate") is not None:
-        cell += f" forked {stats['reexec_forked']}/{stats['reexec_certified']}"
-    return cell
+    """A run's replicate statistics in a few characters (``train.evidence.replicates_text``)."""
+    return replicates_text(stats)
 
 
 def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None) -> None:

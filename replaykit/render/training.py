@@ -9,8 +9,9 @@ from rich.text import Text
 from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table
-from replaykit.render.runs import claims_line, divergence, noise_cell
+from replaykit.render.runs import claims_line, divergence
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
+from replaykit.train.evidence import evidence_of
 
 if TYPE_CHECKING:
     from replaykit.train.noise_audit import NoiseAudit
@@ -103,21 +104,15 @@ def audit_report(report: VerdictAudit) -> None:
         f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}"
     )
     line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
-    found = report.get("noise")
-    if found:
-        i = found["interval"]
-        line(
-            f"margin {found['margin']:+.3f} ({i['score']}), 95% paired bootstrap [{i['low']:+.3f}, {i['high']:+.3f}] "
-            f"(seed {i['seed']}, {i['samples']} samples) · noise floor {found['noise_floor']:.3f} · "
-            + ("within noise" if found["within_noise"] else "outside the noise")
-        )
-    for role, stats in (report.get("replicates") or {}).items():
-        line(f"  {role}: {noise_cell(dict(stats)) or 'one seed: no replicates'}")
-    attribution = report.get("attribution")
-    if attribution and attribution["flips"]:
-        line(f"flips: {attribution['attributed']} attributed, {attribution['incidental']} incidental")
-        for flip in attribution["flips"]:
-            line(f"  {flip['unit']} {flip['movement'].replace('_', ' ')}: {flip['label']} — {flip['reason']}")
+    evidence = evidence_of(report)  # worded once: the viewer's verdict page and the report say the same
+    if evidence["noise"]:
+        line(evidence["noise"])
+    for role, text in evidence["replicates"].items():
+        line(f"  {role}: {text}")
+    if evidence["flips"]:
+        line(f"flips: {evidence['summary']}")
+        for flip in evidence["flips"]:
+            line(f"  {flip['unit']} {flip['movement']}: {flip['label']} — {flip['reason']}")
     regraded = report.get("regraded")
     if regraded:
         line(

@@ -33,6 +33,7 @@ from replaykit.report.documents import (
 )
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
+from replaykit.train.evidence import verdict_evidence
 from replaykit.train.sweep import report_sweep
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class Report:
             "baseline_run": base["anchor"],
             "candidate_run": cand["anchor"],
             "code_diff": self.code_diff(doc["baseline_sha"], doc["candidate_sha"]),
+            "evidence": verdict_evidence(self.store, doc["verdict_id"]),  # signal or noise, each flip
         }
 
     def unit_diff(self, verdict_id: str, unit: str, base: RunSection, cand: RunSection) -> str | None:

@@ -18,6 +18,7 @@ Cell = TypeVar("Cell")
 if TYPE_CHECKING:
     from replaykit.models.probe import ProbeResult
     from replaykit.train.audit_records import SweepReport
+    from replaykit.train.evidence import VerdictEvidence
 
 
 class ToolCall(TypedDict):
@@ -272,6 +273,7 @@ class VerdictSection(TypedDict):
     baseline_run: str  # anchors of the runs' sections
     candidate_run: str
     code_diff: list[str] | None
+    evidence: VerdictEvidence  # its noise, both runs' replicates, each flip attributed or incidental
 
 
 class EpochSection(TypedDict):

@@ -13,6 +13,7 @@ from replaykit.cassette.store.search import SearchHit
 from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
 from replaykit.episodes.views import Lineage
 from replaykit.report.documents import CompareRow, EpisodeBrief
+from replaykit.train.evidence import VerdictEvidence
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
@@ -161,6 +162,7 @@ class VerdictsPage(TypedDict):
 
 class VerdictPage(TypedDict):
     verdict: VerdictRow
+    evidence: VerdictEvidence  # its noise, both runs' replicates, each flip attributed or incidental
 
 
 class UnitDiffPage(TypedDict):

@@ -21,6 +21,7 @@ from replaykit.report.documents import CompareRow
 from replaykit.report.sides import transcripts_side_by_side
 from replaykit.report.transcript import CUT_NOTE, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
+from replaykit.train.evidence import verdict_evidence
 from replaykit.view.caps import CAP, capped
 from replaykit.view.curve import curve
 from replaykit.view.pages import (
@@ -260,7 +261,7 @@ def verdict(store: StoreBackend, verdict_id: str) -> VerdictPage:
     full = store.resolve_id("runs", verdict_id, what="verdict")
     verified_verdict(store, full)  # a forged verdict's page is its one line
     row = next(r for r in store.doc_rows("verdict") if r["id"] == full)
-    return {"verdict": verdict_row(store, row)}
+    return {"verdict": verdict_row(store, row), "evidence": verdict_evidence(store, full)}
 
 
 def unit_diff(store: StoreBackend, verdict_id: str, unit: str, full: bool = False) -> UnitDiffPage:

@@ -85,6 +85,21 @@ def test_training_report_is_self_contained_and_complete(
     assert summary["diffs"] == moved == len({link for link in page.links if link.startswith("#d-")})
     assert html.count('class="first-difference"') == moved
     assert "The command failed (exit code" in html  # the retry nudge, in a diff and in transcripts
+    # signal or noise (issue 33 items 1, 6): each verdict's margin and floor, each flip's label,
+    # as `audit TRAINING --noise` derives them offline
+    noise = json.loads(cli("audit", t["training_id"], "--noise", "--json", "--store", str(store)).stdout)
+    judged = [e for e in noise["epochs"] if e.get("margin") is not None]  # a skipped epoch has no verdict
+    assert judged
+    for e in judged:
+        shown = "within-noise" if e["within_noise"] else "outside-noise"
+        assert (
+            f'data-epoch="{e["epoch"]}">epoch {e["epoch"]} ({e["decision"]}): <span class="{shown}">'
+            f"margin {e['margin']:+.3f}"
+        ) in html
+        assert f"noise floor {e['noise_floor']:.3f}" in html
+    labels = re.findall(r'<li class="flip (attributed|incidental)">', html)
+    derived = [f["label"] for e in judged for f in e["attribution"]["flips"]]
+    assert len(labels) == moved and sorted(labels) == sorted(derived)
     assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["curve.png", "heatmap.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in (tmp_path / "png").iterdir())
     # the same store gives the same bytes
@@ -102,6 +117,8 @@ def test_run_and_verdict_reports(quickstart_training: dict[str, Any], tmp_path: 
     summary, html = report(store, verdict["verdict_id"], tmp_path / "verdict.html")
     assert summary["kind"] == "verdict" and summary["diffs"] == len(verdict["verdict"]["new_solves"])
     assert "+            if obs.exit_code != 0:" in html  # the candidate's code change
+    flips = re.findall(r'<li class="flip (attributed|incidental)">', html)
+    assert len(flips) == len(verdict["verdict"]["new_solves"]) and "noise floor" in html
 
 
 def test_compare_result_is_stored_and_reported(tmp_path: Path) -> None:

@@ -67,6 +67,29 @@ def test_every_page_answers_and_links_to_the_next(viewer: Viewer, quickstart_sto
     assert status == 200 and 'id="grade"' in page and "raw events" in page and "state digest" in page
 
 
+def test_the_verdict_page_says_signal_or_noise_and_labels_every_flip(
+    viewer: Viewer, quickstart_store: dict[str, Any]
+) -> None:
+    """Issue 33 items 1 and 6: what `audit VERDICT --json` derives, on the verdict's page."""
+    store = str(quickstart_store["store"])
+    flips = 0
+    for e in quickstart_store["training"]["epochs"]:
+        if not e.get("verdict_id"):
+            continue
+        audit = json.loads(cli("audit", e["verdict_id"], "--json", "--store", store).stdout)
+        status, page, _ = get(f"{viewer.url}/verdicts/{e['verdict_id']}")
+        noise = audit["noise"]
+        assert status == 200 and f"noise floor {noise['noise_floor']:.3f}" in page
+        assert ("within noise" if noise["within_noise"] else "outside the noise") in page
+        k = audit["replicates"]["baseline"]["seeds"]
+        assert f"baseline: pass@{k} {audit['replicates']['baseline']['pass_at_k'][str(k)]:.2f}" in page
+        labels = re.findall(r'<li class="flip (attributed|incidental)">', page)
+        assert labels == [f["label"] for f in audit["attribution"]["flips"]]
+        assert len(labels) == len(e["verdict"]["regressions"]) + len(e["verdict"]["new_solves"])
+        flips += len(labels)
+    assert flips > 0  # the quickstart training moves some task instances
+
+
 def test_episode_list_filters_sorts_and_pages(viewer: Viewer) -> None:
     _, page, _ = get(viewer.url + "/episodes")
     found = re.search(r'id="episode-total">(\d+) episode', page)

@@ -1,0 +1,87 @@
+"""A verdict's evidence in words: its noise, both runs' replicates and each flip's label —
+worded once, for ``audit VERDICT``'s table, the viewer's verdict page and the report.
+
+:func:`verdict_evidence` audits the verdict (``audit.audit``: verified, recomputed offline;
+the flips attributed by line coverage during an offline replay) and keeps what a reader asks
+first: was this win signal or noise, and did the change act before each flip?
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from replaykit.cassette.backend import StoreBackend
+from replaykit.train.attribution import Attribution, Flip
+from replaykit.train.audit import audit
+from replaykit.train.audit_records import VerdictAudit
+from replaykit.train.stats import Noise
+
+
+class FlipLine(TypedDict):
+    unit: str  # task#seed
+    movement: str  # new solve | regression
+    label: str  # attributed | incidental
+    reason: str  # the changed lines that ran before the parting, and where the episodes part
+
+
+class VerdictEvidence(TypedDict):
+    noise: str  # margin, interval, floor, within noise or not ("" without replicates)
+    within_noise: bool | None
+    replicates: dict[str, str]  # baseline / candidate → pass@k, pass^k, flips
+    flips: list[FlipLine]
+    summary: str  # "N attributed, M incidental"
+
+
+def replicates_text(stats: Mapping[str, Any] | None) -> str:
+    """A run's replicate statistics in a few characters: ``pass@2 0.50 pass^2 0.38 flips 0.12``."""
+    if not stats or not stats.get("pass_at_k"):
+        return ""
+    k = str(stats["seeds"])
+    cell = f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f}"
+    if stats.get("seed_flip_rate") is not None:
+        cell += f" flips {stats['seed_flip_rate']:.2f}"
+    if stats.get("reexec_flip_rate") is not None:
+        cell += f" forked {stats['reexec_forked']}/{stats['reexec_certified']}"
+    return cell
+
+
+def noise_text(found: Noise) -> str:
+    i = found["interval"]
+    return (
+        f"margin {found['margin']:+.3f} ({i['score']}), 95% paired bootstrap [{i['low']:+.3f}, {i['high']:+.3f}] "
+        f"(seed {i['seed']}, {i['samples']} samples) · noise floor {found['noise_floor']:.3f} · "
+        + ("within noise" if found["within_noise"] else "outside the noise")
+    )
+
+
+def flip_line(flip: Flip) -> FlipLine:
+    return {
+        "unit": flip["unit"],
+        "movement": flip["movement"].replace("_", " "),
+        "label": flip["label"],
+        "reason": flip["reason"],
+    }
+
+
+def flips_summary(attribution: Attribution) -> str:
+    return f"{attribution['attributed']} attributed, {attribution['incidental']} incidental"
+
+
+def evidence_of(report: VerdictAudit) -> VerdictEvidence:
+    found, attribution = report.get("noise"), report.get("attribution")
+    return {
+        "noise": noise_text(found) if found else "",
+        "within_noise": found["within_noise"] if found else None,
+        "replicates": {
+            role: replicates_text(dict(stats)) or "one seed: no replicates"
+            for role, stats in (report.get("replicates") or {}).items()
+        },
+        "flips": [flip_line(f) for f in attribution["flips"]] if attribution else [],
+        "summary": flips_summary(attribution) if attribution else "",
+    }
+
+
+def verdict_evidence(store: StoreBackend, verdict_id: str) -> VerdictEvidence:
+    """The stored verdict audited offline (verified first), in words."""
+    return evidence_of(audit(store, verdict_id))
