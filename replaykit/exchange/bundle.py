@@ -224,22 +224,23 @@ def _manifest(sel: Selection, index: list[tuple[str, bytes]]) -> bytes:
 
 
 class _Reader(io.RawIOBase):
-    """A blob's chunks as the file object ``tarfile.addfile`` reads."""
+    """A blob's chunks as the file object ``tarfile.addfile`` reads (no chunk copied but once)."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.pending = chunks, b""
+        self.chunks, self.pending, self.at = chunks, memoryview(b""), 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        while not self.pending:
-            self.pending = next(self.chunks, b"")
-            if not self.pending:
+        while self.at >= len(self.pending):
+            block = next(self.chunks, b"")
+            if not block:
                 return 0
-        n = min(len(buffer), len(self.pending))
-        buffer[:n] = self.pending[:n]
-        self.pending = self.pending[n:]
+            self.pending, self.at = memoryview(block), 0
+        n = min(len(buffer), len(self.pending) - self.at)
+        buffer[:n] = self.pending[self.at : self.at + n]
+        self.at += n
         return n
 
 
