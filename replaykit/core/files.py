@@ -32,15 +32,5 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """``data`` into ``path``: a temporary file beside it, renamed over it once written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as fh:
+        fh.write(data)

@@ -31,6 +31,7 @@ from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.observation_scrub import scrub
+from replaykit.episodes.rollout import EpisodeSpec, TaskView
 from replaykit.episodes.workspaces import episode_lock
 
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
@@ -117,12 +118,11 @@ def _rerun(episode: Episode, task: Task, extras: Extras | None = None) -> _Diffe
         return _rerun_locked(episode, task, extras)
 
 
-def _rerun_locked(episode: Episode, task: Task, extras: Extras | None = None) -> _Difference | None:
-    from replaykit.episodes.rollout import EpisodeSpec, TaskView
-
-    meta = episode.meta
-    env_cfg = recorded_env(meta.get("env") or {"kind": env_kind(episode.key)})
-    spec = EpisodeSpec(
+def recorded_spec(episode: Episode, task: Task, extras: Extras | None = None) -> EpisodeSpec:
+    """What an environment of the episode's recorded kind and ``env`` section is built from,
+    to act again without its harness or model (re-execution, regrade)."""
+    env_cfg = recorded_env(dict(episode.meta.get("env") or {"kind": env_kind(episode.key)}))
+    return EpisodeSpec(
         key=episode.key,
         task_path=str(task.path),
         task=TaskView.of(task),
@@ -135,7 +135,10 @@ def _rerun_locked(episode: Episode, task: Task, extras: Extras | None = None) ->
         env=env_cfg,
         extras=dict(extras or {}),
     )
-    env = make_env(spec)
+
+
+def _rerun_locked(episode: Episode, task: Task, extras: Extras | None = None) -> _Difference | None:
+    env = make_env(recorded_spec(episode, task, extras))
 
     def served() -> None:  # the recording had nothing for a request: say which
         missed = env.network_misses() if isinstance(env, NetworkedEnvironment) else []

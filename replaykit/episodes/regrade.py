@@ -37,13 +37,12 @@ from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.envs.base import Grade, RestorableEnvironment
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind, make_env
-from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.certify import find_task
 from replaykit.episodes.outcomes import outcome_of
-from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason
-from replaykit.episodes.rollout import EpisodeSpec, TaskView, replay_scrubber
+from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason, recorded_spec
+from replaykit.episodes.rollout import replay_scrubber
 from replaykit.episodes.run_document import episode_summary, reuse_basis
 from replaykit.episodes.workspaces import episode_lock
 
@@ -144,20 +143,7 @@ def _tests_digest(task: Task) -> str:
 def _rebuilt(plan: _Plan, task: Task, extras: Extras) -> tuple[Grade, str]:
     """The verifier's grade on the episode's rebuilt final state, and how it was rebuilt."""
     episode = plan.episode
-    env_cfg = recorded_env(dict(episode.meta.get("env") or {"kind": env_kind(episode.key)}))
-    spec = EpisodeSpec(
-        key=episode.key,
-        task_path=str(task.path),
-        task=TaskView.of(task),
-        tree_dir="",
-        entry="",
-        params={},
-        temperature=0.0,
-        base_url="",
-        api_key="",
-        env=env_cfg,
-        extras=dict(extras),
-    )
+    spec = recorded_spec(episode, task, extras)
     with episode_lock(episode.key):
         env = make_env(spec)
         steps = StepPlan(episode, task, env)

@@ -45,19 +45,11 @@ class QueriesMixin(DocumentsMixin):
         """Index rows of cassettes with ``key``'s kind, task (and its content), model, seed and
         config under another harness SHA, newest first (at most ``limit``): the episodes prefix
         reuse may be served from (the caller checks their keys' extras and engine)."""
-        m = key.model
-        where: Where = {
-            "kind": key.kind,
-            "task_id": key.task_id,
-            "seed": key.seed,
-            "task_digest": key.task_digest,
-            "model": m.name,
-            "endpoint": m.endpoint,
-            "model_revision": m.revision,
-            "config_digest": key.config_digest,
-        }
         rows = self.driver.select(
-            "cassettes", where=where, order=[("created_at", True), ("id", True)], limit=int(limit) + 1
+            "cassettes",
+            where=_same_episode(key),
+            order=[("created_at", True), ("id", True)],
+            limit=int(limit) + 1,
         )
         return [r for r in typed_rows(CassetteRow, rows) if r["harness_sha"] != key.harness_sha][:limit]
 
@@ -65,18 +57,7 @@ class QueriesMixin(DocumentsMixin):
         """Index rows of cassettes whose key is ``key`` but for its extras (the env kind's part),
         oldest first: what a replay that cannot derive those extras here (docker: no daemon to
         ask for the task image) may take them from (the caller derives each row's id again)."""
-        m = key.model
-        where: Where = {
-            "kind": key.kind,
-            "task_id": key.task_id,
-            "seed": key.seed,
-            "task_digest": key.task_digest,
-            "model": m.name,
-            "endpoint": m.endpoint,
-            "model_revision": m.revision,
-            "config_digest": key.config_digest,
-            "harness_sha": key.harness_sha,
-        }
+        where: Where = {**_same_episode(key), "harness_sha": key.harness_sha}
         rows = self.driver.select("cassettes", where=where, order=[("created_at", False), ("id", False)])
         return typed_rows(CassetteRow, rows)
 
@@ -103,6 +84,22 @@ class QueriesMixin(DocumentsMixin):
         row = cast(Row, {**cert, "doc": canonical_json(cert["doc"])})
         with self.write_lock():
             self.driver.insert("certificates", [row], conflict="replace")
+
+
+def _same_episode(key: CassetteKey) -> Where:
+    """The index columns of ``key`` but its harness SHA and extras: its kind, task (and its
+    content), seed, model and config."""
+    m = key.model
+    return {
+        "kind": key.kind,
+        "task_id": key.task_id,
+        "seed": key.seed,
+        "task_digest": key.task_digest,
+        "model": m.name,
+        "endpoint": m.endpoint,
+        "model_revision": m.revision,
+        "config_digest": key.config_digest,
+    }
 
 
 def _extra(key_json: str) -> list[object]:
