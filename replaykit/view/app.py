@@ -25,6 +25,7 @@ from replaykit.view import queries
 from replaykit.view.hosts import HostCheck, host_guard
 from replaykit.view.pages import HomePage, SearchHitRow, SearchPage
 from replaykit.view.search import Searcher
+from replaykit.view.tasks import task_rates
 
 if TYPE_CHECKING:  # starlette is imported when the app is made, not with the CLI
     from starlette.requests import Request
@@ -114,6 +115,7 @@ class _Viewer:
             ("/trainings/{id}", self.training),
             ("/runs", self.runs),
             ("/runs/{id}", self.run),
+            ("/tasks", self.tasks),
             ("/verdicts", self.verdicts),
             ("/verdicts/{id}", self.verdict),
             ("/verdicts/{id}/diff", self.unit_diff),
@@ -191,6 +193,11 @@ class _Viewer:
     def run(self, request: Request) -> Response:
         ctx = queries.run(self.store, request.path_params["id"])
         return self.page(request, "run.html.j2", f"run {ctx['run']['id']}", ctx)
+
+    def tasks(self, request: Request) -> Response:
+        q = request.query_params
+        ctx = task_rates(self.store, q.get("model", ""), q.get("harness", ""))
+        return self.page(request, "tasks.html.j2", "tasks", ctx)
 
     def verdicts(self, request: Request) -> Response:
         ctx = queries.verdicts(self.store, request.query_params.get("movement", ""))

@@ -31,7 +31,16 @@ def test_a_viewer_session_leaves_the_store_byte_identical(
     viewer = viewer_of(store)
     assert viewer.info["read_only"] is True and viewer.url.startswith("http://127.0.0.1:")
     training = quickstart_store["training"]
-    pages = ["/", "/trainings", f"/trainings/{training['training_id']}", "/runs", "/verdicts", "/compares"]
+    pages = [
+        "/",
+        "/trainings",
+        f"/trainings/{training['training_id']}",
+        "/runs",
+        "/tasks",
+        "/tasks?model=reference-weak",
+        "/verdicts",
+        "/compares",
+    ]
     pages += ["/episodes?sort=reward&dir=asc", "/search?q=checksum", "/search?q=release&page=2"]
     pages += [f"/verdicts/{v}" for v in training["verdicts"]]
     pages += [f"/runs/{r}" for r in training["runs"][:2]]

@@ -303,3 +303,56 @@ def test_an_episode_says_how_long_it_took(
     finally:
         older.stop()
     assert re.search(r'<span id="duration">.*?took</abbr> not timed when recorded</span>', page)
+
+
+def test_each_task_has_its_pass_rate_across_runs(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    """No page gave a task's pass rate across runs: /tasks counts, per task, every instance
+    the (filtered) runs measured, hardest first, and links to its episodes and failures."""
+    from replaykit.cassette.stores import open_store
+
+    def expected(model: str) -> tuple[int, dict[str, list[int]]]:
+        """task -> [solved, failed, infra, runs], from the run documents (the store closed after:
+        a reader left open keeps index.db-wal and -shm, which the byte-identical test sees)."""
+        store = open_store(quickstart_store["store"], readonly=True)
+        try:
+            want: dict[str, list[int]] = {}
+            runs = [r for r in store.doc_rows("measure") if not model or r["model"] == model]
+            for row in runs:
+                seen = set()
+                for e in store.get_run(row["id"]).episodes:
+                    counts = want.setdefault(e.task_id, [0, 0, 0, 0])
+                    counts[2 if e.infra_failure else 0 if e.passed else 1] += 1
+                    if e.task_id not in seen:
+                        counts[3] += 1
+                        seen.add(e.task_id)
+            return len(runs), want
+        finally:
+            store.close()
+
+    for model in ("", "reference-strong"):
+        nruns, want = expected(model)
+        status, page, _ = get(f"{viewer.url}/tasks" + (f"?model={model}" if model else ""))
+        assert status == 200 and "across <a href=" in page and f">{nruns} run(s)</a>" in page
+        rows = re.findall(
+            r'<tr class="task-row" data-task="([^"]+)">.*?data-sort="[^"]*">(\d+)%</td><td class="num">(\d+)</td>'
+            r'<td class="num">(?:<a href="([^"]+)">)?(\d+)(?:</a>)?</td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
+            r'<td class="num">(\d+)</td>',
+            page,
+            re.S,
+        )
+        assert {r[0] for r in rows} == set(want) and len(rows) == len(want)
+        for task, rate, solved, fail_link, failed, infra, instances, nruns in rows:
+            s, f, i, n = want[task]
+            assert (int(solved), int(failed), int(infra), int(instances), int(nruns)) == (
+                s,
+                f,
+                i,
+                s + f + i,
+                n,
+            )
+            assert int(rate) == round(100 * s / (s + f))
+            assert (fail_link == f"/episodes?task={task}&amp;outcome=fail") == (f > 0)
+        rates = [int(r[1]) for r in rows]
+        assert rates == sorted(rates)  # hardest first
+    status, page, _ = get(f"{viewer.url}/tasks?harness=ffffffffff")
+    assert status == 200 and "no run recorded matches these filters" in page
