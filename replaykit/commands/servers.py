@@ -36,7 +36,7 @@ _SIGNAL_EXIT = {"SIGINT": 130}
 
 def serve_reference(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port to listen on."),
     tasks: Optional[list[Path]] = typer.Option(
         None, "--tasks", help="Task folders the simulator knows (default: envs/*)."
     ),
@@ -76,7 +76,7 @@ def proxy(
         "continue a recording that stopped early); none: replay only; all: re-record.",
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port to listen on (default: a free one)."),
     rule: Optional[list[str]] = typer.Option(
         None,
         "--rule",

@@ -119,3 +119,16 @@ def test_the_viewer_answers_only_to_its_own_address(quickstart_store: dict[str, 
         assert status == 400 and run_id not in body, (bad, status, body)
         assert body.startswith("this viewer answers only to Host 127.0.0.1, not "), body
         assert body.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "command", [["view", "--no-open"], ["serve", "reference"], ["engine", "start", "--model", "tiny"]]
+)
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_a_port_out_of_range_is_one_line_not_another_port(command: list[str], port: str) -> None:
+    """`view --port 99999` served on port 34463 (getaddrinfo wraps the number modulo 65536)."""
+    proc = cli(*command, "--port", port, env={"COLUMNS": "80"}, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "'--port'" in lines[0], proc.stdout + proc.stderr
+    assert "65535" in lines[0] if port == "99999" else "greater than or equal to 0" in lines[0]
+    assert "on http://" not in proc.stdout + proc.stderr
