@@ -18,7 +18,9 @@ def view(
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to listen on (loopback; another needs --allow-remote)."
     ),
-    port: int = typer.Option(8770, "--port", min=0, max=65535, help="Port to listen on (0 picks a free one)."),
+    port: int = typer.Option(
+        8770, "--port", min=0, max=65535, help="Port to listen on (0 picks a free one)."
+    ),
     allow_remote: bool = typer.Option(
         False,
         "--allow-remote",
