@@ -34,6 +34,7 @@ from replaykit.report.documents import (
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.evidence import verdict_evidence
+from replaykit.train.stats import rate_interval
 from replaykit.train.sweep import report_sweep
 
 if TYPE_CHECKING:
@@ -276,7 +277,13 @@ class Report:
                     "harness": h,
                     "harness_sha": sha,
                     "cells": [
-                        {**cells[m], "run": self.run(cells[m]["run_id"])["anchor"]} if m in cells else None
+                        {
+                            **cells[m],
+                            "run": self.run(cells[m]["run_id"])["anchor"],
+                            "interval": list(rate_interval(self.store.get_run(cells[m]["run_id"]))),
+                        }
+                        if m in cells
+                        else None
                         for m in doc["models"]
                     ],
                 }
@@ -285,8 +292,12 @@ class Report:
             f"{r['harness']} ({r['harness_sha'][:7]})": [c["solve_rate"] if c else 0.0 for c in r["cells"]]
             for r in rows
         }
+        intervals: dict[str, list[tuple[float, float] | None]] = {
+            name: [(c["interval"][0], c["interval"][1]) if c else None for c in r["cells"]]
+            for name, r in zip(series, rows, strict=True)
+        }
         self.figures["compare"] = charts.grouped_bars(
-            doc["models"], series, "solve rate: harness × model", "solve rate", "compare-bars"
+            doc["models"], series, "solve rate: harness × model", "solve rate", "compare-bars", intervals
         )
         return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
 

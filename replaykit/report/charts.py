@@ -129,9 +129,15 @@ def heatmap(
 
 
 def grouped_bars(
-    groups: list[str], series: dict[str, list[float]], title: str, ylabel: str, gid: str
+    groups: list[str],
+    series: dict[str, list[float]],
+    title: str,
+    ylabel: str,
+    gid: str,
+    intervals: dict[str, list[tuple[float, float] | None]] | None = None,
 ) -> Figure:
-    """One group of bars per model, one bar per harness (the "trained vs untrained per model" figure)."""
+    """One group of bars per model, one bar per harness (the "trained vs untrained per model"
+    figure); ``intervals``: per series, each bar's [low, high] drawn as its error bar."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
@@ -141,6 +147,19 @@ def grouped_bars(
         for n, (name, values) in enumerate(series.items()):
             xs = [g + (n - (len(series) - 1) / 2) * width for g in range(len(groups))]
             bars = ax.bar(xs, values, width, label=name, gid=f"{gid}-{n}")
+            spans = (intervals or {}).get(name)
+            if spans:
+                drawn = [(x, v, s) for x, v, s in zip(xs, values, spans, strict=True) if s is not None]
+                ax.errorbar(
+                    [x for x, _, _ in drawn],
+                    [v for _, v, _ in drawn],
+                    yerr=[[v - s[0] for _, v, s in drawn], [s[1] - v for _, v, s in drawn]],
+                    fmt="none",
+                    ecolor="#333333",
+                    elinewidth=0.8,
+                    capsize=3,
+                    gid=f"{gid}-interval-{n}",
+                )
             ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7, padding=2)
         ax.set_xticks(range(len(groups)), groups)
         ax.set_ylim(0, 1.1)

@@ -310,6 +310,7 @@ class TrainingSection(TypedDict):
 
 class CompareSectionCell(CompareCell):
     run: str  # the anchor of the cell's run
+    interval: list[float]  # its solve rate's seeded bootstrap interval [low, high] (the chart's error bar)
 
 
 class CompareRow(TypedDict, Generic[Cell]):

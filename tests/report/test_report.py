@@ -153,6 +153,16 @@ def test_compare_result_is_stored_and_reported(tmp_path: Path) -> None:
     assert 'id="compare-table"' in html and 'id="compare-bars-0"' in html
     for cell in doc["cells"]:
         assert f"{cell['solved']}/{cell['total']}" in html
+    # each bar's error bar and its cell: the run's seeded bootstrap interval (issue 33 item 1)
+    from replaykit.cassette.store import Store
+    from replaykit.train.stats import rate_interval
+
+    store = Store(tmp_path / "store", readonly=True)
+    for cell in doc["cells"]:
+        low, high = rate_interval(store.get_run(cell["run_id"]))
+        assert f"95% [{100 * low:.0f}–{100 * high:.0f}%]" in html
+    store.close()
+    assert 'id="compare-bars-interval-0"' in html
 
 
 def test_bad_report_ids_and_outputs_are_one_line_errors(
