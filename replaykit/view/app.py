@@ -270,14 +270,20 @@ class _Viewer:
         return self.page(request, "search.html.j2", f"search {q}" if q else "search", ctx)
 
     def search_hits(self, q: str, pageno: int) -> tuple[list[SearchHitRow], int]:
-        """One page of hits for ``q`` and their total, each naming the harness commit that ran it."""
+        """One page of hits for ``q`` and their total, each naming the harness commit that ran it
+        and the runs that hold it."""
         if self.searcher is None:
             self.searcher = Searcher(self.store)
         found, total = self.searcher.search(
             q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
         )
         row = self.store.cassette_row
-        hits = [SearchHitRow(**h, harness_sha=str(row(h["cassette_id"])["harness_sha"] or "")) for h in found]
+        shas = {h["cassette_id"]: str(row(h["cassette_id"])["harness_sha"] or "") for h in found}
+        runs = queries.runs_holding(self.store, shas)
+        hits = [
+            SearchHitRow(**h, harness_sha=shas[h["cassette_id"]], runs=runs.get(h["cassette_id"], []))
+            for h in found
+        ]
         return hits, total
 
     async def token(self, request: Request) -> Response:

@@ -261,9 +261,11 @@ class TasksPage(TypedDict):
 
 
 class SearchHitRow(SearchHit):
-    """A hit as the page shows it: which harness commit ran it, so equal-looking hits differ."""
+    """A hit as the page shows it: which harness commit ran it and which runs hold it, so
+    equal-looking hits differ."""
 
     harness_sha: str
+    runs: list[str]  # the runs (of its harness commit) that list this episode, newest first
 
 
 class SearchPage(TypedDict):

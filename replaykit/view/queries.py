@@ -163,6 +163,19 @@ def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1)
     }
 
 
+def runs_holding(store: StoreBackend, harness_of: dict[str, str]) -> dict[str, list[str]]:
+    """For each cassette (id → its harness SHA), the runs that list it, newest first; only the
+    runs of those harness commits are read."""
+    wanted = set(harness_of.values())
+    out: dict[str, list[str]] = {}
+    for row in store.doc_rows("measure"):
+        if row["harness_sha"] in wanted:
+            for e in store.get_run(row["id"]).episodes:
+                if e.cassette_id in harness_of:
+                    out.setdefault(e.cassette_id, []).append(row["id"])
+    return out
+
+
 def run(store: StoreBackend, run_id: str) -> RunPage:
     doc = store.get_run(run_id)
     episodes = [e.to_dict() for e in doc.episodes]

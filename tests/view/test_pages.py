@@ -356,3 +356,25 @@ def test_each_task_has_its_pass_rate_across_runs(viewer: Viewer, quickstart_stor
         assert rates == sorted(rates)  # hardest first
     status, page, _ = get(f"{viewer.url}/tasks?harness=ffffffffff")
     assert status == 200 and "no run recorded matches these filters" in page
+
+
+def test_search_hits_name_the_runs_that_hold_them(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    """A hit named its harness commit but not its run: now each lists the runs that hold it
+    (every one, and only those), linked."""
+    from replaykit.cassette.stores import open_store
+
+    store = open_store(quickstart_store["store"], readonly=True)
+    try:
+        holding: dict[str, set[str]] = {}
+        for row in store.doc_rows("measure"):
+            for e in store.get_run(row["id"]).episodes:
+                holding.setdefault(e.cassette_id, set()).add(row["id"])
+    finally:
+        store.close()  # a reader left open keeps index.db-wal and -shm (the byte-identical test)
+    status, page, _ = get(f"{viewer.url}/search?q={TOOL_ONLY_WORD}")
+    hits = re.findall(r'<li class="hit">(.*?)</li>', page, re.S)
+    assert status == 200 and hits
+    for hit in hits:
+        cassette = re.search(r'href="/episodes/([0-9a-f]+)"', hit).group(1)  # type: ignore[union-attr]
+        runs = set(re.findall(r'<a class="run" href="/runs/([0-9a-f]+)">', hit))
+        assert runs == holding[cassette] and runs, hit
