@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
+from replaykit.episodes.outcomes import outcome_of
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
 from replaykit.report.documents import (
@@ -68,9 +69,11 @@ class Report:
         episodes = [e.to_dict() for e in doc.episodes]
         tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
         seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
-        cells: dict[tuple[str, int | str], RunCell] = {
-            (e["task_id"], e["seed"]): {**e, "anchor": self.transcript(e["cassette_id"])} for e in episodes
-        }
+        cells: dict[tuple[str, int | str], RunCell] = {}
+        for e in episodes:
+            found = self.transcript(e["cassette_id"])
+            outcome = self.transcripts[e["cassette_id"]]["outcome"]  # derived from its events
+            cells[(e["task_id"], e["seed"])] = {**e, "anchor": found, "outcome": outcome}
         grid: list[GridRow] = [{"task_id": t, "cells": [cells.get((t, s)) for s in seeds]} for t in tasks]
         out: RunSection = {
             "run_id": doc.run_id,
@@ -102,6 +105,7 @@ class Report:
                 "episode": episode_summary(cassette_id, episode),
                 "turns": transcript(episode, self.cap, cassette_id),
                 "meta_kind": episode.meta.get("kind", episode.key.kind),
+                "outcome": outcome_of(episode.events),
             }
         return self.transcripts[cassette_id]["anchor"]
 

@@ -202,7 +202,7 @@ class VerdictDiff(TypedDict):
 class RunCell(EpisodeRow):
     """One (task, seed) cell of a run's grid: the run's episode row, linked to its transcript."""
 
-    anchor: str
+    anchor: str  # (its ``outcome``: the class derived from its events, episodes/outcomes.py)
 
 
 class GridRow(TypedDict):
@@ -241,6 +241,7 @@ class TranscriptSection(TypedDict):
     episode: EpisodeBrief
     turns: list[Turn]
     meta_kind: JSON  # the episode's meta ``kind``, else its key's
+    outcome: str  # its outcome class (solved, verified_rejected, hit_step_cap, …), from its events
 
 
 class DiffSection(EpisodeDiff):

@@ -113,6 +113,15 @@ def test_run_and_verdict_reports(quickstart_training: dict[str, Any], tmp_path: 
     summary, html = report(store, run_id, tmp_path / "run.html")
     assert summary["kind"] == "measure" and summary["transcripts"] == 16 and summary["diffs"] == 0
     assert html.count('class="episode"') == 16 and "infra failure" not in html.split('id="runs"')[0]
+    # each episode's outcome class (issue 33 item 4), in its grid cell and its transcript
+    from replaykit.cassette.store import Store
+    from replaykit.episodes.outcomes import outcome_of
+
+    s = Store(store, readonly=True)
+    outcomes = [outcome_of(s.get_episode(c).events) for c in s.get_run(run_id).cassettes]
+    s.close()
+    shown = re.findall(r'<span class="outcome" title="[^"]*">(\w+)</span>', html)
+    assert len(shown) == 2 * 16 and sorted(shown) == sorted(outcomes * 2), (shown, outcomes)
     verdict = next(e for e in t["epochs"] if e["decision"] == "accepted")
     summary, html = report(store, verdict["verdict_id"], tmp_path / "verdict.html")
     assert summary["kind"] == "verdict" and summary["diffs"] == len(verdict["verdict"]["new_solves"])
