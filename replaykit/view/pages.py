@@ -135,6 +135,7 @@ class RunPage(TypedDict):
     seeds: list[int | str]
     grid: list[RunGridRow]
     trainings: list[str]  # the trainings that measured this run (a baseline or a candidate)
+    replicates: str  # pass@k, pass^k and the seed flip rate over its seeds ("" with one seed)
 
 
 class VerdictRow(TypedDict):

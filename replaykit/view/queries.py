@@ -21,7 +21,8 @@ from replaykit.report.documents import CompareRow
 from replaykit.report.sides import transcripts_side_by_side
 from replaykit.report.transcript import CUT_NOTE, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
-from replaykit.train.evidence import verdict_evidence
+from replaykit.train.evidence import replicates_text, verdict_evidence
+from replaykit.train.stats import stored_run_stats
 from replaykit.view.caps import CAP, capped
 from replaykit.view.curve import curve
 from replaykit.view.pages import (
@@ -212,6 +213,7 @@ def run(store: StoreBackend, run_id: str) -> RunPage:
         "seeds": seeds,
         "grid": grid,
         "trainings": trainings,
+        "replicates": replicates_text(stored_run_stats(store, doc)),  # derived: its seeds, its certificates
     }
 
 

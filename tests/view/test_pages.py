@@ -90,6 +90,21 @@ def test_the_verdict_page_says_signal_or_noise_and_labels_every_flip(
     assert flips > 0  # the quickstart training moves some task instances
 
 
+def test_a_run_page_shows_its_replicates(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    """Issue 33 item 1: a run's pass@k, pass^k and flips, as `runs --json` derives them."""
+    store = str(quickstart_store["store"])
+    run_id = quickstart_store["training"]["epochs"][0]["baseline_run"]
+    listed = json.loads(cli("runs", "--kind", "measure", "--json", "--store", store).stdout)
+    stats = next(r["stats"] for r in listed if r["id"] == run_id)
+    k = str(stats["seeds"])
+    _, page, _ = get(f"{viewer.url}/runs/{run_id}")
+    shown = re.search(r'<p id="run-replicates">.*?</abbr>: ([^<]+)</p>', page)
+    assert shown is not None, page[:800]
+    assert shown.group(1).startswith(
+        f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f} flips {stats['seed_flip_rate']:.2f}"
+    )
+
+
 def test_episode_list_filters_sorts_and_pages(viewer: Viewer) -> None:
     _, page, _ = get(viewer.url + "/episodes")
     found = re.search(r'id="episode-total">(\d+) episode', page)
