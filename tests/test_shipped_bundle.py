@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
+from replaykit.envs.docker import images
 from replaykit.train.audit import audit, replay_training
 from tests.cli_runner import cli
 
@@ -42,6 +43,7 @@ def test_shipped_training_imports_and_replays_offline(
     training_id = report["root"]["id"]
     no_docker = tmp_path / "no-docker.sock"  # nothing listens: the Docker SDK's connection fails
     monkeypatch.setenv("DOCKER_HOST", f"unix://{no_docker}")
+    monkeypatch.setattr(images, "_clients", {})  # not a client an earlier test of this worker connected
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the shipped bundle's replay tried to open a socket")
