@@ -6,8 +6,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,17 +39,23 @@ def test_the_five_minutes_section_runs_as_written(tmp_path: Path) -> None:
     script = "\n".join(
         [
             "set -euo pipefail",
-            f'replaykit() {{ "{sys.executable}" -m replaykit.cli "$@"; }}',
-            f'python() {{ "{sys.executable}" "$@"; }}',
             "trap 'kill $(jobs -p) 2> /dev/null || true' EXIT",
             block.replace("8080", port),
         ]
     )
     env = {k: v for k, v in os.environ.items() if k != "REPLAYKIT_STORE"}
+    # this venv's python and replaykit as the block names them: real programs, so `kill %1` stops
+    # the engine itself (a shell function run as a job is a subshell: killing it left the server)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    time.sleep(1)  # the block's `kill %1` has been sent: the engine is gone, nothing serves its port
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", int(port))) != 0, (
+            f"the engine outlived the block: port {port} answers"
+        )
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["recorded_count"] == 16 and sum(e["steps"] for e in run["episodes"]) >= 1
     assert "identical" in proc.stdout and "seed not honoured" in proc.stdout
