@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
+from replaykit.cassette.store.schema import EXTRA_TABLES
 from replaykit.core.errors import ReplaykitError
 from replaykit.exchange.spool import Blobs
 
@@ -30,19 +31,7 @@ CONTENT = {"cassettes": "doc", "runs": "doc", "trees": "manifest"}
 COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees|certificates)\.json|blobs/[0-9a-f]{64})")
 #: the columns of a certificate row (``index/certificates.json``), with their types
-CERTIFICATE_COLUMNS: dict[str, type] = {
-    "id": str,
-    "task_id": str,
-    "task_digest": str,
-    "env_kind": str,
-    "image_id": str,
-    "status": str,
-    "reason": str,
-    "run_id": str,
-    "episodes": int,
-    "doc": str,
-    "created_at": str,
-}
+CERTIFICATE_COLUMNS: dict[str, type] = EXTRA_TABLES["certificates"]["columns"]
 
 
 class BundleError(ReplaykitError):
