@@ -141,7 +141,7 @@ class _Viewer:
             request=request,
             title=title,
             url=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
-            token=self.store.change_token(),
+            token=request.state.token if hasattr(request.state, "token") else self.store.change_token(),
             poll_ms=int(self.poll_seconds * 1000),
             query=request.query_params,
             with_query=lambda **kw: _with_query(request, **kw),
@@ -151,6 +151,9 @@ class _Viewer:
 
     def guarded(self, fn: Callable[[Request], Response]) -> Handler:
         async def endpoint(request: Request) -> Response:
+            # the store's token as it was before the page's queries: a commit landing while the
+            # page is built then moves the token past the page's, so the next poll fetches it again
+            request.state.token = self.store.change_token()
             try:
                 return fn(request)
             except CassetteNotFound as exc:

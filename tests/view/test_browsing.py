@@ -75,6 +75,38 @@ def test_the_change_token_moves_when_another_process_writes(recorded: dict[str, 
     reader.close()
 
 
+def test_a_page_built_while_another_process_commits_carries_the_token_from_before(
+    recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit landing between a page's queries and its rendering: the page must carry the token
+    from before its queries, or the poll sees "no change" and the page never shows that commit
+    (CI saw a live trainings page stop at epoch 4 of 5)."""
+    import re
+
+    from starlette.testclient import TestClient
+
+    from replaykit.view import app as view_app, queries
+
+    reader = open_store(recorded["store"], readonly=True)  # opened in the app's thread, on first use
+    asked = queries.trainings
+
+    def trainings_then_a_commit(store: Any) -> Any:
+        page = asked(store)
+        writer = open_store(recorded["store"])
+        writer.put_doc("view-test-race", "note", {"landed": "mid-page"})
+        writer.close()
+        return page
+
+    monkeypatch.setattr(queries, "trainings", trainings_then_a_commit)
+    with TestClient(view_app.create_app(reader), base_url="http://127.0.0.1") as client:  # one thread
+        before = client.get("/api/token").json()["token"]
+        html = client.get("/trainings").text
+        shown = re.search(r'data-token="([^"]*)"', html)
+        assert shown is not None, html[:400]
+        now = client.get("/api/token").json()["token"]
+    assert shown.group(1) == before != now  # so the next poll sees a change and fetches the page again
+
+
 def test_the_search_index_is_built_once_then_kept_in_step(recorded: dict[str, Any], tmp_path: Path) -> None:
     store = open_store(recorded["store"], readonly=True)
     searcher = Searcher(store, tmp_path / "search.db")
