@@ -85,7 +85,8 @@ def test_a_page_built_while_another_process_commits_carries_the_token_from_befor
 
     from starlette.testclient import TestClient
 
-    from replaykit.view import app as view_app, queries
+    from replaykit.view import app as view_app
+    from replaykit.view import queries
 
     reader = open_store(recorded["store"], readonly=True)  # opened in the app's thread, on first use
     asked = queries.trainings
