@@ -130,6 +130,52 @@ def test_other_command_tool_shapes(client: Any) -> None:
     assert [item.type for item in resp.output] == ["message"] and STEPS[0] in resp.output_text
 
 
+MCP_RUN = {  # what Codex 0.171 sends for an MCP server `replaykit` with a `run(command)` tool
+    "type": "namespace",
+    "name": "mcp__replaykit",
+    "description": "Tools in the mcp__replaykit namespace.",
+    "tools": [
+        {
+            "type": "function",
+            "name": "run",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        }
+    ],
+}
+MCP_RESOURCES = {
+    "type": "function",
+    "name": "read_mcp_resource",
+    "parameters": {"type": "object", "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}},
+}
+
+
+def test_a_namespaced_mcp_tool_is_called_with_its_namespace(server: ReferenceServer) -> None:
+    body = {"model": "reference-oracle", "input": [user(INSTRUCTION)], "tools": [MCP_RESOURCES, MCP_RUN]}
+    (fc,) = [item for item in post(server, body).json()["output"] if item["type"] == "function_call"]
+    assert (fc["name"], fc["namespace"], json.loads(fc["arguments"])) == (
+        "run",
+        "mcp__replaykit",
+        {"command": STEPS[0]},
+    )
+    exec_first = post(server, {**body, "tools": [MCP_RUN, EXEC_TOOL]}).json()["output"][-1]
+    assert exec_first["name"] == "exec_command" and "namespace" not in exec_first  # a shell tool first
+    mcp_output = [
+        {"type": "input_text", "text": "Wall time: 0.0032 seconds\nOutput:"},
+        {"type": "input_text", "text": "exit_code: 0\n"},
+    ]
+    then = {
+        **body,
+        "input": [
+            user(INSTRUCTION),
+            {**call("c1", {"command": STEPS[0]}, "run"), "namespace": "mcp__replaykit"},
+            {"type": "function_call_output", "call_id": "c1", "output": mcp_output},
+        ],
+    }
+    (fc,) = [item for item in post(server, then).json()["output"] if item["type"] == "function_call"]
+    assert json.loads(fc["arguments"]) == {"command": STEPS[1]}  # the MCP output advanced the task
+
+
 def test_streaming_events_in_order_with_usage(client: Any) -> None:
     events = list(
         client.responses.create(

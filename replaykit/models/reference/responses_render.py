@@ -85,16 +85,18 @@ def output_items(request: ResponsesRequest, turn: AssistantTurn) -> list[OutputI
                 }
             )
         else:
-            items.append(
-                {
-                    "id": _item_id(request, "fc", n),
-                    "type": "function_call",
-                    "status": "completed",
-                    "arguments": call.arguments,
-                    "call_id": call.id,
-                    "name": call.name,
-                }
-            )
+            item: ResponseFunctionToolCallParam = {
+                "id": _item_id(request, "fc", n),
+                "type": "function_call",
+                "status": "completed",
+                "arguments": call.arguments,
+                "call_id": call.id,
+                "name": call.name,
+            }
+            tool = request.tool
+            if tool is not None and tool.namespace is not None and call.name == tool.name:
+                item["namespace"] = tool.namespace  # a namespaced tool is called by its name and namespace
+            items.append(item)
     return items
 
 

@@ -34,6 +34,9 @@ class CommandTool:
     name: str
     kind: str  # "cmd" | "command" | "argv" | "patch-function" | "patch-custom"
     login_flag: bool = False
+    namespace: str | None = (
+        None  # a tool inside a ``namespace`` tool (Codex: an MCP server's, ``mcp__<server>``)
+    )
 
     def arguments(self, command: str) -> str:
         if self.kind == "cmd":
@@ -146,24 +149,39 @@ def input_messages(items: str | Sequence[Mapping[str, JSON]]) -> list[ChatStyleM
     return messages
 
 
+def _namespaced(tools: Sequence[Mapping[str, JSON]]) -> list[tuple[str, Mapping[str, JSON]]]:
+    """The function tools inside ``namespace`` tools, with their namespace, in the order sent."""
+    found: list[tuple[str, Mapping[str, JSON]]] = []
+    for t in tools:
+        inner = objects(t.get("tools") or []) if t.get("type") == "namespace" else None
+        if inner is not None and isinstance(space := t.get("name"), str):
+            found += [(space, f) for f in inner if f.get("type") == "function"]
+    return found
+
+
+def _command_tool_of(name: str, parameters: JSON | None, namespace: str | None = None) -> CommandTool | None:
+    props = schema_properties(parameters)
+    if "cmd" in props:
+        return CommandTool(name, "cmd", login_flag="login" in props, namespace=namespace)
+    if "command" in props:
+        command = props["command"]
+        array = isinstance(command, Mapping) and command.get("type") == "array"
+        return CommandTool(name, "argv" if array else "command", namespace=namespace)
+    return None
+
+
 def command_tool(tools: Sequence[Mapping[str, JSON]]) -> CommandTool | None:
-    """The function tool to run commands with: ``exec_command``, ``shell_command``, ``shell``, ``bash``, else any with a command."""
+    """The function tool to run commands with: ``exec_command``, ``shell_command``, ``shell``, ``bash``,
+    else any with a command, else one inside a namespace (a Codex MCP server's ``run``)."""
     functions = {
         name: t for t in tools if t.get("type") == "function" and isinstance(name := t.get("name"), str)
     }
-
-    def make(name: str) -> CommandTool | None:
-        props = schema_properties(functions[name].get("parameters"))
-        if "cmd" in props:
-            return CommandTool(name, "cmd", login_flag="login" in props)
-        if "command" in props:
-            command = props["command"]
-            array = isinstance(command, Mapping) and command.get("type") == "array"
-            return CommandTool(name, "argv" if array else "command")
-        return None
-
     for name in ("exec_command", "shell_command", "shell", "bash", *sorted(functions)):
-        if name in functions and (found := make(name)) is not None:
+        if name in functions and (found := _command_tool_of(name, functions[name].get("parameters"))):
+            return found
+    for space, tool in _namespaced(tools):
+        name = tool.get("name")
+        if isinstance(name, str) and (found := _command_tool_of(name, tool.get("parameters"), space)):
             return found
     return None
 
