@@ -181,6 +181,7 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
         ("criterion", "no_worse", "replaykit_example_plugin:NoWorse"),
         ("optimizer", "even_epochs", "replaykit_example_plugin:EvenEpochs"),
         ("agent backend", "append_note", "replaykit_example_plugin:AppendNote"),
+        ("agent", "example-agent", "replaykit_example_plugin:AGENT"),
     ]:
         assert rows[(what, name)] == {
             "name": name,
@@ -191,7 +192,7 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
         }
     assert rows[("environment kind", "docker")]["source"] == "built-in"
     assert rows[("executor kind", "ray")]["ref"] == "replaykit.execution.ray_executor:RAY"
-    assert report["plugins"] == 5
+    assert report["plugins"] == 6
     code, _, err = cli(["plugins"], None, plugin["tmp"])
     code_text = subprocess.run(
         [sys.executable, "-m", "replaykit.cli", "plugins"],
@@ -205,7 +206,7 @@ def test_plugins_lists_every_registry_and_where_each_name_comes_from(plugin: dic
     )
     assert code == 0 and code_text.returncode == 0, err + code_text.stderr
     assert "entry point (replaykit-example-plugin 0.1.0)" in code_text.stdout
-    assert "5 from installed package(s)" in code_text.stdout
+    assert "6 from installed package(s)" in code_text.stdout
 
 
 def test_plugin_env_kind_gets_grading_and_its_oracle_from_the_verifier_alone() -> None:
@@ -224,3 +225,23 @@ def test_plugin_env_kind_gets_grading_and_its_oracle_from_the_verifier_alone() -
     )
     assert isinstance(call, ast.Call) and len(call.args) == 3  # kind, factory, key_extra: no oracle
     assert [k.arg for k in call.keywords] == ["settings"]
+
+
+def test_plugin_named_agent_runs_with_its_version_and_replays(plugin: dict[str, Any]) -> None:
+    """``run --agent NAME`` of an agent an installed package declares: its template is the
+    harness repo, its name and version are in the run's --json and in each episode's meta."""
+    site, tmp = plugin["site"], plugin["tmp"]
+    config = write_config(
+        tmp, {"panel.tasks": [str(REPO / "envs" / "hello-file")], "panel.seeds": [0]}, name="agent.yaml"
+    )
+    code, doc, err = cli(["run", str(config), "--agent", "example-agent"], site, tmp)
+    assert code == 0, err
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    assert doc["agent"] == {"name": "example-agent", "version": version}
+    assert doc["harness_repo"] == str(tmp / ".replaykit" / "agents" / "example-agent")
+    episode = Store(tmp / "store").get_episode(doc["cassettes"][0])
+    assert episode.meta["agent"] == {"name": "example-agent", "version": version}
+    code, report, err = cli(["replay", doc["run_id"], "--store", str(tmp / "store")], site, tmp)
+    assert code == 0 and report["identical"] and "agent_note" not in report, err
+    code, _, err = cli(["run", str(config), "--agent", "example-agent"], None, tmp)
+    assert code == 1 and err.count("\n") == 1 and "unknown agent 'example-agent'; known:" in err, err

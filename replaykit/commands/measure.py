@@ -61,6 +61,11 @@ def run(
         None, "--harness", help="Harness ref to measure (default: baseline branch HEAD)."
     ),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name from the config."),
+    agent: Optional[str] = typer.Option(
+        None,
+        "--agent",
+        help="Run a named agent as the harness (harness.agent: mini-swe-agent, ...; `replaykit plugins` lists them).",
+    ),
     keep_going: bool = KeepGoingOpt,
     accept_engine_change: bool = AcceptEngineOpt,
     executor: Optional[str] = ExecutorOpt,
@@ -84,6 +89,8 @@ def run(
     from replaykit.episodes.run import measure
 
     overrides: dict[str, Any] = {"model.name": model} if model else {}
+    if agent:
+        overrides["harness.agent"] = agent
     overrides.update(
         limit_overrides(
             timeout_multiplier,

@@ -28,6 +28,13 @@ class HarnessMeta(TypedDict):
     params: dict[str, JSON]
 
 
+class AgentMeta(TypedDict):
+    """A named agent's identity in an episode (``replaykit/agents/``): never part of its key."""
+
+    name: str
+    version: str  # what its program reported when the episode was recorded ("builtin": no program)
+
+
 class ModelMeta(TypedDict):
     name: str
     temperature: float
@@ -102,6 +109,7 @@ class EpisodeMeta(TypedDict, total=False):
 
     task: TaskMeta
     harness: HarnessMeta
+    agent: AgentMeta  # a named agent ran as the harness (``harness.agent``)
     model: ModelMeta
     seed: int
     env: Mapping[str, object]  # the config's env table as recorded (envs.base.EnvTable)

@@ -50,6 +50,41 @@ class HarnessConfig(_Strict):
     entry: str = "harness.py"
     #: free-form values for the harness (Any: pydantic cannot take the recursive ``JSON`` alias)
     params: dict[str, Any] = Field(default_factory=dict)
+    #: a named agent (``replaykit/agents/``): its harness template is the repo (made at
+    #: ``.replaykit/agents/NAME`` beside the config), ``repo``/``template``/``entry`` are its own
+    agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, name: str | None) -> str | None:
+        if name is not None:
+            from replaykit.agents.registry import get_agent
+
+            try:
+                get_agent(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _agent_repo(self) -> HarnessConfig:
+        """A named agent's harness is its own template's repo, beside the config."""
+        if self.agent is not None:
+            from replaykit.agents.registry import get_agent
+
+            self.repo = f".replaykit/agents/{self.agent}"
+            self.template = None
+            self.entry = get_agent(self.agent).entry
+        return self
+
+    def template_source(self) -> str | Path | None:
+        """What the repo is made from when it does not exist: a named agent's template folder,
+        else ``template`` (a folder of ``replaykit/templates/``)."""
+        if self.agent is not None:
+            from replaykit.agents.registry import get_agent
+
+            return get_agent(self.agent).template
+        return self.template
 
     @field_validator("params")
     @classmethod
@@ -306,6 +341,6 @@ def load_config(path: str | Path, overrides: Mapping[str, object] | None = None)
     config.base_dir = base_dir
     config._source, config._lines = path, lines
     store = None if is_url(config.store) else config.path(split_location(config.store)[1])
-    refs = Referenced(config.panel.tasks, base_dir, config.repo_path, config.harness.template, store)
+    refs = Referenced(config.panel.tasks, base_dir, config.repo_path, config.harness.template_source(), store)
     check_paths(refs, config.field_error)
     return config

@@ -25,7 +25,7 @@ class Referenced:
     tasks: list[str]  # panel patterns, relative to ``base_dir``
     base_dir: Path
     repo: Path
-    template: str | None
+    template: str | Path | None  # a named agent's template is a folder
     store: Path | None  # None: a backend URL
 
 
@@ -53,7 +53,7 @@ def check_paths(refs: Referenced, fail: Fail) -> None:
                 f"{repo} does not exist and harness.template is null; name an existing git "
                 "repository, or a template to create it from (e.g. quickstart)",
             )
-        if refs.template not in known_templates():
+        if isinstance(refs.template, str) and refs.template not in known_templates():
             raise fail(
                 ("harness", "template"),
                 f"unknown template {refs.template!r}; known: {', '.join(known_templates())}",

@@ -126,7 +126,7 @@ class HarnessRepo:
             ) from None
 
     @classmethod
-    def open(cls, path: Path, branch: str = "main", template: str | None = None) -> "HarnessRepo":
+    def open(cls, path: Path, branch: str = "main", template: str | Path | None = None) -> "HarnessRepo":
         if not path.exists() and template:
             materialise_template(template, path, branch)
         else:
@@ -169,8 +169,11 @@ class HarnessRepo:
         return files
 
 
-def materialise_template(template: str, path: Path, branch: str = "main") -> str:
-    source = TEMPLATES / template
+def materialise_template(template: str | Path, path: Path, branch: str = "main") -> str:
+    """A fresh repo at ``path`` holding ``template`` (a name of ``replaykit/templates/``, or a
+    folder: a named agent's), committed with fixed author and dates: the same SHA everywhere."""
+    source = template if isinstance(template, Path) else TEMPLATES / template
+    name = source.name
     if not source.is_dir():
         known = ", ".join(known_templates())
         raise HarnessError(f"unknown harness template {template!r}; known: {known}")
@@ -184,7 +187,7 @@ def materialise_template(template: str, path: Path, branch: str = "main") -> str
         with repo.config_writer() as cw:
             cw.set_value("user", "name", ACTOR.name)
             cw.set_value("user", "email", ACTOR.email)
-        sha = commit_all(repo, f"harness template {template}")
+        sha = commit_all(repo, f"harness template {name}")
         repo.close()
         try:
             os.rename(tmp, path)  # atomic: the repo appears whole or not at all

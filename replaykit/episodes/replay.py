@@ -20,8 +20,10 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode
 from replaykit.cassette.lineage import ClaimStatus, check_claim
 from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
+from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDoc
+from replaykit.episodes.agents import version_note
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.rollout import ReplayResult, replay_episode
 from replaykit.episodes.run_records import ReplayReport
@@ -77,13 +79,17 @@ def replay_runs(
             trees[sha] = store.materialise_tree(sha, files)  # never written into a read-only store
         plan.extend((cid, sha) for cid in run.cassettes)
     claims = {} if claims is None else claims  # cassette id -> its reuse claim, checked
-    results = _replay_plan(store, list(dict.fromkeys(plan)), trees, progress, executor, claims)
+    metas: dict[str, EpisodeMeta] = {}  # cassette id -> its meta (the named agent's version)
+    results = _replay_plan(store, list(dict.fromkeys(plan)), trees, progress, executor, claims, metas)
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
-    return [
-        _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)
-        for run, sha in zip(runs, replayed, strict=True)
-    ]
+    reports = []
+    for run, sha in zip(runs, replayed, strict=True):
+        report = _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)
+        if note := version_note((metas[cid] for cid in run.cassettes), "replayed"):
+            report["agent_note"] = note
+        reports.append(report)
+    return reports
 
 
 def _replay_plan(
@@ -93,6 +99,7 @@ def _replay_plan(
     progress: Progress | None,
     executor: Executor | None,
     claims: dict[str, ClaimStatus],
+    metas: dict[str, EpisodeMeta],
 ) -> dict[tuple[str, str], ReplayResult]:
     """Each (cassette, harness sha) of ``plan`` replayed, inline or on ``executor``, each
     cassette's reuse claim checked into ``claims``; the results."""
@@ -107,6 +114,7 @@ def _replay_plan(
 
     def read(cid: str) -> Episode:
         episode = store.get_episode(cid)
+        metas[cid] = episode.meta
         if cid not in claims:
             claims[cid] = check_claim(store, episode)
         return episode
@@ -160,10 +168,14 @@ def replay_cassette(
         )
     claims: dict[str, ClaimStatus] = {cid: check_claim(store, episode)}
     result = replay_episode(episode, store.materialise_tree(sha, files))
+    note = version_note([episode.meta], "replayed")
     run = RunDoc(
         cid, "", episode.key.harness_sha, "", {"name": episode.key.model.name, "endpoint": ""}, "", {}, [cid]
     )
-    return {**_replay_report(run, sha, [result], claims), "of": "cassette"}
+    report: ReplayReport = {**_replay_report(run, sha, [result], claims), "of": "cassette"}
+    if note:
+        report["agent_note"] = note
+    return report
 
 
 def _sha_of(tree_dir: str, trees: dict[str, Path]) -> str:

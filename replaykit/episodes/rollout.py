@@ -25,7 +25,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS, sha256_hex
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
-from replaykit.core.meta import EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
+from replaykit.core.meta import AgentMeta, EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
 from replaykit.core.records import JSON
 from replaykit.envs.base import Environment, EnvSection, Grade, Observation
 from replaykit.envs.extras import Extras, NetworkedEnvironment
@@ -90,6 +90,7 @@ class EpisodeSpec:
     donors: list[Episode] = field(default_factory=list)  # served while repeated (episodes/reuse.py)
     reuse_basis: str = "exact"  # what a served answer is: exact (deterministic engine) | shared sample
     fork: ForkMeta | None = None  # a fork: its parent (the one donor) and step (episodes/fork.py)
+    agent: AgentMeta | None = None  # the named agent run as the harness (kept in meta, not the key)
 
     def meta(self) -> EpisodeMeta:
         from replaykit.core.versions import tool_versions
@@ -118,6 +119,7 @@ class EpisodeSpec:
             "versions": tool_versions(),
             "secret_env": self.secret_env(),
             **({"fork": self.fork} if self.fork is not None else {}),
+            **({"agent": self.agent} if self.agent is not None else {}),
         }
 
     def secret_env(self) -> dict[str, str]:

@@ -21,6 +21,7 @@ from replaykit.cassette.lineage import reused_counts
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
+from replaykit.core.meta import AgentMeta
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeRow, RunDocument
@@ -28,6 +29,7 @@ from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
+from replaykit.episodes.agents import agent_identity, reuse_note
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import check_engine, check_probe, check_unchanged, live_engine
 from replaykit.episodes.harness import HarnessRepo
@@ -64,6 +66,7 @@ class MeasureResult:
     reuse: ReusePolicy | None = None  # prefix reuse, and why (episodes/reuse.py)
     model_calls: int = 0  # requests this measure sent to the endpoint
     reused_events: int = 0  # events the episodes it recorded were served from donors instead
+    agent: AgentMeta | None = None  # the named agent run as the harness, with its installed version
 
     def to_json(self) -> MeasureReport:
         reused = set(self.reused)
@@ -85,6 +88,8 @@ class MeasureResult:
             out["reuse"] = self.reuse.to_dict()
         if self.engine is not None:
             out["engine"] = self.engine
+        if self.agent is not None:
+            out["agent"] = self.agent
         if self.probe is not None:
             probe = self.probe
             out["probe"] = {
@@ -162,7 +167,7 @@ def open_harness(config: RunConfig, create: bool = True) -> HarnessRepo:
             f"harness repo {config.repo_path} does not exist; record mode none never creates one "
             "(check harness.repo, or run once with --record-mode once to create it from its template)"
         )
-    return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template)
+    return HarnessRepo.open(config.repo_path, config.harness.branch, config.harness.template_source())
 
 
 def run_store(config: RunConfig, record_mode: RecordMode) -> StoreBackend:
@@ -220,6 +225,7 @@ def _measure(
     baseline_sha: str | None,
 ) -> MeasureResult:
     model = model or config.model
+    agent = agent_identity(config.harness.agent, needed=record_mode != "none")  # before anything is made
     repo = open_harness(config, create=record_mode != "none")
     sha = _harness_sha(config, repo, store, sha, harness_ref, persist)
     baseline_sha = baseline_sha or repo.resolve()
@@ -252,9 +258,10 @@ def _measure(
             raise _not_recorded(missing[0], record_mode)
         missing_ids = {k.id for k, _ in missing}
         reused = [k.id for k, _ in keys if k.id not in missing_ids]
+        reuse_note(store, reused, agent, _warner(progress))
         if progress:
             progress("plan", {"total": len(keys), "missing": len(missing)})
-        how = _Recording(engine, keep_going, extras, unprepared, progress, policy, baseline_sha)
+        how = _Recording(engine, keep_going, extras, unprepared, progress, policy, baseline_sha, agent)
         paid = _record(config, store, sha, model, tasks, missing, how)
     if engine is not None and paid.recorded:
         check_unchanged(engine, model, record_mode, len(paid.recorded))
@@ -267,6 +274,7 @@ def _measure(
         policy,
         paid.model_calls,
         paid.reused_events,
+        agent,
     )
     if persist:
         put_run_once(store, result.run)
@@ -325,6 +333,7 @@ class _Recording:
     progress: Progress | None
     reuse: ReusePolicy  # prefix reuse: each episode's donors (reuse.py)
     baseline_sha: str  # whose recordings donate first
+    agent: AgentMeta | None = None  # kept in each episode's meta
 
 
 @dataclass
@@ -381,6 +390,7 @@ def _record(
                 limits=config.limits.for_task(with_limits(t, env.limits()).agent_timeout_sec),
                 donors=find_donors(store, k, how.engine, how.baseline_sha, warn) if how.reuse.prefix else [],
                 reuse_basis=how.reuse.basis,
+                agent=how.agent,
             )
             for k, t in missing
         ]

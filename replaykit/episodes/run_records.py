@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
+from replaykit.core.meta import AgentMeta
 from replaykit.core.records import JSON, RunDocument
 
 if TYPE_CHECKING:
@@ -33,12 +34,14 @@ class ReplayReport(TypedDict):
     of: NotRequired[str]  # "cassette": one cassette replayed (``run_id`` is its id), not a run
     claims_checked: NotRequired[int]  # reuse claims checked against their donors' events
     claims_unchecked: NotRequired[list[str]]  # cassettes whose claimed donor is not in the store
+    agent_note: NotRequired[str]  # episodes recorded under another version of their named agent
 
 
 class MeasureReport(RunDocument):
     """``replaykit run``: the run document (each episode marked ``reused`` or not) and the counts."""
 
     engine: NotRequired[dict[str, JSON]]  # the engine identity measured for this run
+    agent: NotRequired[AgentMeta]  # the named agent run as the harness (``harness.agent``)
     probe: NotRequired[
         dict[str, JSON]
     ]  # the probe of that engine it consulted: probe_id, verdict, concurrency

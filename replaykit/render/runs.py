@@ -95,6 +95,8 @@ def replay_report(report: ReplayReport) -> None:
     )
     divergence(report.get("divergence"))
     claims_line(report.get("claims_checked", 0), report.get("claims_unchecked") or [])
+    if report.get("agent_note"):
+        line(report["agent_note"])
     line("identical" if report["identical"] else f"DIVERGED ({report.get('divergences', 0)} episode(s))")
 
 

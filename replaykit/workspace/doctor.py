@@ -112,6 +112,12 @@ def check_harness(config: Any) -> Check:
     path = config.path(config.harness.repo)
     entry = config.harness.entry
     if not path.exists():
+        if config.harness.agent:
+            return Check(
+                "harness repo",
+                OK,
+                f"{path} will be made from agent {config.harness.agent!r}'s template on the first run",
+            )
         if config.harness.template:
             return Check(
                 "harness repo",

@@ -23,6 +23,7 @@ REGISTRIES: tuple[str, ...] = (
     "replaykit.train.optimizers:OPTIMIZERS",
     "replaykit.capture.matchers:MATCHERS",
     "replaykit.capture.matchers:RULES",
+    "replaykit.agents.registry:AGENTS",
 )
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import replaykit
+from replaykit.agents.registry import NamedAgent, Requirement
 from replaykit.core.records import RunDoc
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds, Observation
 from replaykit.envs.tasks import Task, load_task
@@ -205,3 +207,13 @@ class EvenEpochs(ParameterBound):
 
     def decide(self, step: StepInput) -> bool:
         return bool(step.verdict and step.verdict.accept) and step.epoch % 2 == 0
+
+
+#: a named agent: replaykit's quickstart harness as the template, run as ``--agent example-agent``;
+#: its "program" is the interpreter running this test, so its version is that Python's
+AGENT = NamedAgent(
+    name="example-agent",
+    template=Path(replaykit.__file__).parent / "templates" / "quickstart",
+    description="the quickstart harness as a named agent (tests/test_plugins.py)",
+    requires=Requirement(program=Path(sys.executable).name, install="install Python 3.11"),
+)
