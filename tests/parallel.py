@@ -27,6 +27,7 @@ HEAVY = ("docker", "ray", "browser", "engine", "harbor", "postgres", "codex")
 SECONDS: dict[str, tuple[float, float]] = {
     "harbor/test_differential.py": (0, 424),
     "harbor/test_jobs_layout.py": (0, 66),
+    "harbor/test_run_options.py": (0, 200),
     "test_docs.py": (0, 72),
     "envs/docker/test_harbor_docker_run.py": (0, 59),
     "envs/docker/test_docker_tasks.py": (0, 47),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -234,8 +234,17 @@ class Verifier:
 
 
 def oracle_grades(env: Any) -> tuple[Grade, Grade]:
-    """Grade an untouched environment, then a fresh one where solution/solve.sh ran; close it."""
+    """Grade an untouched environment, then a fresh one where solution/solve.sh ran; close it.
+    A solution stopped by its (agent) timeout is still graded, as Harbor grades it, and its
+    grade's detail starts with "solution timed out after N s"."""
     steps = env.task.steps
+    stopped: list[str] = []
+
+    def solve(step: Step | None) -> None:
+        if env.run_solution().timed_out:
+            limit = (step.agent_timeout_sec if step else None) or env.task.agent_timeout_sec
+            stopped.append(f"solution timed out after {limit:g} s" + (f" (step {step.name!r})" if step else ""))
+
     try:
         env.start()
         untouched = (
@@ -243,10 +252,12 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
         )
         env.start()
         if steps:
-            solved = run_steps(env, steps, env.task.reward_strategy, lambda step: env.run_solution())
+            solved = run_steps(env, steps, env.task.reward_strategy, solve)
         else:
-            env.run_solution()
+            solve(None)
             solved = env.grade()
     finally:
         env.close()
+    if stopped:
+        solved = replace(solved, detail="; ".join([*stopped, solved.detail]).rstrip("; "))
     return untouched, solved

@@ -84,3 +84,17 @@ def test_tasks_check_takes_harbors_flags(tmp_path: Path) -> None:
     assert long.returncode == 0 and row["solved"] == 1, row
     bad = cli("tasks", "check", str(folder), "--timeout-multiplier", "0")
     assert bad.returncode == 2 and "--timeout-multiplier" in bad.stderr
+
+
+def test_a_solution_stopped_by_the_agent_timeout_is_graded_and_named(tmp_path: Path) -> None:
+    """As Harbor does (AgentTimeoutError, then the verifier): graded, and the timeout said first."""
+    folder = _task(tmp_path / "slow-solution", TOML.replace("timeout_sec = 10.0", "timeout_sec = 1.0"))
+    (folder / "tests" / "test.sh").write_text(SLOW_VERIFIER.replace("sleep 3; ", ""))
+    (folder / "solution" / "solve.sh").write_text('sleep 4; touch "$APP_DIR/done"\n')
+    short = cli("tasks", "check", str(folder), "--env", "local", "--json")
+    (row,) = json.loads(short.stdout)["tasks"]
+    assert short.returncode == 1 and row["solved"] == 0, row
+    assert row["problem"].startswith("solution scored 0: solution timed out after 1 s; reward 0"), row
+    long = cli("tasks", "check", str(folder), "--env", "local", "--agent-timeout-multiplier", "8", "--json")
+    (row,) = json.loads(long.stdout)["tasks"]
+    assert long.returncode == 0 and row["solved"] == 1 and "timed out" not in row["problem"], row

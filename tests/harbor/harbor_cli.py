@@ -85,9 +85,10 @@ def harbor_copy(task: Path, dest: Path, resolve: Any) -> Path:
 
 
 def run_oracle(
-    dataset: Path, jobs: Path, concurrent: int = 2, timeout: float = 1500
+    dataset: Path, jobs: Path, concurrent: int = 2, timeout: float = 1500, options: tuple[str, ...] = ()
 ) -> dict[str, dict[str, Any]]:
-    """``harbor run -a oracle -e docker`` on a folder of tasks; task name → its trial result."""
+    """``harbor run -a oracle -e docker`` on a folder of tasks (with ``options``, e.g. timeout
+    multipliers); task name → its trial result."""
     proc = subprocess.run(
         [
             str(HARBOR),
@@ -103,6 +104,7 @@ def run_oracle(
             "-n",
             str(concurrent),
             "--yes",  # a task reading host variables (${VAR:-default}) would otherwise ask first
+            *options,
         ],
         capture_output=True,
         text=True,

@@ -1,0 +1,3 @@
+#!/bin/bash
+sleep 8
+echo done > /app/out.txt
