@@ -243,7 +243,9 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
     def solve(step: Step | None) -> None:
         if env.run_solution().timed_out:
             limit = (step.agent_timeout_sec if step else None) or env.task.agent_timeout_sec
-            stopped.append(f"solution timed out after {limit:g} s" + (f" (step {step.name!r})" if step else ""))
+            stopped.append(
+                f"solution timed out after {limit:g} s" + (f" (step {step.name!r})" if step else "")
+            )
 
     try:
         env.start()
