@@ -340,3 +340,25 @@ def test_docker_unreachable_is_said_once(tmp_path: Path) -> None:
         if line.startswith(("fix-config-port", "hello-file")) and "Docker daemon" in line
     ]
     assert len(problems) == 1, check.stdout
+
+
+def test_ctrl_c_promises_a_resume_only_where_a_rerun_resumes(capsys: pytest.CaptureFixture[str]) -> None:
+    """run/train/compare take up where they stopped; a rerun of regrade (or any other) starts over."""
+    import typer
+
+    from replaykit.commands import shell
+
+    app = typer.Typer()
+
+    def stopped() -> None:
+        raise KeyboardInterrupt
+
+    for name in ("run", "regrade", "certify"):
+        app.command(name)(stopped)
+    for argv, said in (
+        (["run"], INTERRUPTED),
+        (["regrade"], "interrupted"),
+        (["certify"], "interrupted"),
+    ):
+        assert shell.run(app, argv) == 130
+        assert capsys.readouterr().err.strip().splitlines()[-1] == said, argv

@@ -5,7 +5,8 @@ typer (0.29) vendors its own click under ``typer._click``, so its exceptions are
 
 - usage errors: ``Error: <what>. Try 'replaykit run --help' for help.`` on one line, exit 2
 - library errors (``ReplaykitError``) and OS errors: ``Error: <what>`` on one line, exit 1
-- Ctrl-C: ``interrupted — rerun the same command to resume``, exit 130
+- Ctrl-C: ``interrupted — rerun the same command to resume`` (run, train, compare: their
+  rerun takes up where they stopped), else ``interrupted``; exit 130
 - a closed pipe (``replaykit runs | head``): silent, exit 1
 - help: click-style metavars (``TEXT``, ``PATH``, ``[a|b]``), no ``<bool>``; arguments
   show as ``CONFIG`` rather than ``{config}``
@@ -26,6 +27,17 @@ from typer.core import TyperArgument, TyperOption
 from replaykit.core.errors import CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
 
 INTERRUPTED = "interrupted — rerun the same command to resume"
+#: the commands whose rerun takes up where Ctrl-C stopped them (what they stored is reused);
+#: any other says only that it was interrupted (a rerun of regrade, certify, … starts over)
+RESUMES = frozenset({"run", "train", "compare"})
+
+
+def interrupted_line(args: Sequence[str]) -> str:
+    """What Ctrl-C prints for the command line ``args`` (without the program name)."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    return INTERRUPTED if command in RESUMES else "interrupted"
+
+
 _TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "Path": "PATH", "bool": "BOOLEAN"}
 
 
@@ -170,7 +182,7 @@ def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "r
         err(f"Error: {' '.join(exc.format_message().split())}")
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        err(INTERRUPTED)
+        err(interrupted_line(list(sys.argv[1:] if args is None else args)))
         return 130
     except BrokenPipeError:
         _quiet_stdout()
