@@ -12,6 +12,8 @@ apt proxy configuration.
 from __future__ import annotations
 
 import io
+import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -94,14 +96,16 @@ class HostRoute:
     close. Setting them needs root: without, :meth:`close` says why (the episode's warnings)."""
 
     def __init__(self, bridge: str, gateway: str, port: int) -> None:
+        mark = ["-m", "comment", "--comment", RULE_MARK]
         self.rules = [
-            ["-i", bridge, "-p", "tcp", "-d", gateway, "--dport", str(port), "-j", "ACCEPT"],
-            ["-i", bridge, "-j", "REJECT"],
+            ["-i", bridge, "-p", "tcp", "-d", gateway, "--dport", str(port), *mark, "-j", "ACCEPT"],
+            ["-i", bridge, *mark, "-j", "REJECT"],
         ]
         self.closed = False
 
     def close(self) -> str | None:
         """Cut every route to the host but the proxy's; None, or why it stays open."""
+        sweep_stale_rules()
         for rule in reversed(self.rules):  # each on top: the ACCEPT lands above its own REJECT,
             problem = _iptables("-I", "INPUT", "1", *rule)  # whatever other episodes insert meanwhile
             if problem is not None:
@@ -118,6 +122,31 @@ class HostRoute:
             for rule in self.rules:
                 _iptables("-D", "INPUT", *rule)
             self.closed = False
+
+
+#: the comment on replaykit's own rules (so a sweep never touches anyone else's)
+RULE_MARK = "replaykit-host-route"
+_RULE_BRIDGE = re.compile(r"-i (\S+) ")
+
+
+def sweep_stale_rules() -> int:
+    """Remove replaykit's ``INPUT`` rules on bridges that no longer exist: those of a process
+    killed with SIGKILL before :meth:`HostRoute.open` (its network is gone with its episode).
+    A live episode's bridge exists, so its rules stay. How many were removed."""
+    binary = shutil.which("iptables") or "/usr/sbin/iptables"
+    try:
+        listed = subprocess.run([binary, "-w", "-S", "INPUT"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    removed = 0
+    for line in listed.stdout.splitlines():
+        found = _RULE_BRIDGE.search(line)
+        if not line.startswith("-A INPUT ") or RULE_MARK not in line or found is None:
+            continue
+        if Path("/sys/class/net", found.group(1)).exists():
+            continue
+        removed += _iptables("-D", *shlex.split(line)[1:]) is None
+    return removed
 
 
 def _iptables(*args: str) -> str | None:

@@ -155,3 +155,25 @@ def test_the_task_container_reaches_the_host_only_where_the_config_allows(
         net
     )  # refusals are no exchange
     assert not any(str(ports["viewer"]) in json.dumps(e) for e in net)
+
+
+def test_rules_a_killed_process_left_on_a_gone_bridge_are_swept(docker_base: str) -> None:
+    """kill -9 skips HostRoute.open: its two rules outlive the episode's network. The next
+    episode's close sweeps replaykit's rules on bridges that no longer exist, and no other rule."""
+    import shutil
+    import subprocess
+
+    from replaykit.envs.docker.network.wiring import RULE_MARK, sweep_stale_rules
+
+    iptables = shutil.which("iptables") or "/usr/sbin/iptables"
+    ours = ["-i", "br-rkgone0", "-m", "comment", "--comment", RULE_MARK, "-j", "REJECT"]
+    theirs = ["-i", "br-rkgone1", "-j", "REJECT"]  # not marked: someone else's, never swept
+    for rule in (ours, theirs):
+        subprocess.run([iptables, "-w", "-A", "INPUT", *rule], check=True)
+    try:
+        assert sweep_stale_rules() >= 1
+        listed = subprocess.run([iptables, "-w", "-S", "INPUT"], capture_output=True, text=True).stdout
+        assert "br-rkgone0" not in listed and "br-rkgone1" in listed, listed
+    finally:
+        subprocess.run([iptables, "-w", "-D", "INPUT", *theirs], capture_output=True)
+        subprocess.run([iptables, "-w", "-D", "INPUT", *ours], capture_output=True)
