@@ -25,7 +25,7 @@ def agent_identity(name: str | None, needed: bool = True) -> AgentMeta | None:
     agent = get_agent(name)
     if not needed and agent.requires is not None and agent.requires.find() is None:
         return AgentMeta(name=name, version="absent")
-    return AgentMeta(name=name, version=agent.version())
+    return AgentMeta(name=name, version=agent.check() if needed else agent.version())
 
 
 def version_note(metas: Iterable[EpisodeMeta], doing: str, installed: AgentMeta | None = None) -> str | None:

@@ -167,6 +167,16 @@ class RunConfig(_Strict):
                 raise ValueError(validation_line(exc, prefix=f"{name}.", model=model)) from None
         return self
 
+    @model_validator(mode="after")
+    def _agent_rules(self) -> RunConfig:
+        """A named agent's normalisation rules (``NamedAgent.rules``) join ``record.rules``."""
+        if self.harness.agent is not None:
+            from replaykit.agents.registry import get_agent
+
+            wanted = get_agent(self.harness.agent).rules
+            self.record.rules += [r for r in wanted if r not in self.record.rules]
+        return self
+
     def section(self, name: str, model: type[M]) -> M:
         """The section ``name`` as ``model`` (its defaults when the config has none)."""
         found = self._sections.get(name)

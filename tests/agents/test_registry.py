@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.agents.registry import AGENTS, NamedAgent, Requirement, get_agent, register_agent
+from replaykit.agents.base import NamedAgent, Requirement
+from replaykit.agents.registry import AGENTS, get_agent, register_agent
 from replaykit.cassette.store import Store
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.episodes.config import load_config
@@ -119,3 +120,34 @@ def test_register_and_look_up(tool: Path) -> None:
     assert get_agent("test-agent").requires is not None
     assert "test-agent" in AGENTS.names()
     assert os.environ["REPLAYKIT_AGENTS_PATH"]
+
+
+def test_a_pinned_version_is_refused_otherwise_and_an_agents_rules_join_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "agents-bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("REPLAYKIT_AGENTS_PATH", str(bin_dir))
+    requires = Requirement(
+        program="test-agent-cli", install="pip install test-agent-cli==1.2.3", exact="1.2.3"
+    )
+    register_agent(
+        NamedAgent("pinned-agent", TEMPLATES / "quickstart", "pinned", requires=requires, rules=("uuids",))
+    )
+    try:
+        install(bin_dir / "test-agent-cli", "1.3.0")
+        config = load_config(
+            config_of(tmp_path, **{"harness.agent": "pinned-agent", "record.rules": ["timestamps"]})
+        )
+        assert config.record.rules == ["timestamps", "uuids"]
+        with pytest.raises(HarnessError) as err:
+            measure(config)
+        assert str(err.value) == (
+            f"agent 'pinned-agent' drives test-agent-cli 1.2.3 (what its recordings hold); "
+            f"{bin_dir / 'test-agent-cli'} is 1.3.0; install 1.2.3: pip install test-agent-cli==1.2.3"
+        )
+        assert not (tmp_path / ".replaykit").exists() and not (tmp_path / "store").exists()
+        install(bin_dir / "test-agent-cli", "1.2.3")
+        assert measure(config).to_json()["agent"] == {"name": "pinned-agent", "version": "1.2.3"}
+    finally:
+        AGENTS.unregister("pinned-agent")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import replaykit
-from replaykit.agents.registry import NamedAgent, Requirement
+from replaykit.agents.base import NamedAgent, Requirement
 from replaykit.core.records import RunDoc
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds, Observation
 from replaykit.envs.tasks import Task, load_task
