@@ -111,6 +111,7 @@ def test_wheel_ships_package_data(installed: dict[str, Path]) -> None:
     assert {
         "replaykit/py.typed",
         "replaykit/templates/quickstart/harness.py",
+        "replaykit/agents/codex/template/harness.py",  # a named agent's harness template
         "replaykit/train/README.md",
         "replaykit/view/templates/episode.html.j2",  # replaykit view's pages and its two static files
         "replaykit/view/static/view.js",

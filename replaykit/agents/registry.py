@@ -30,7 +30,7 @@ def _as_agent(name: str, obj: object) -> NamedAgent:
 AGENTS: Registry[NamedAgent] = Registry(
     "agent",
     "replaykit.agents",
-    builtins={},
+    builtins={"codex": "replaykit.agents.codex:CODEX"},
     convert=_as_agent,
 )
 

@@ -1,0 +1,156 @@
+"""The loopback bridge between a Codex CLI process and its episode.
+
+Two routes, one episode:
+
+- ``POST /v1/responses``: Codex's Responses request, its body as sent, posted through the
+  episode's ``llm`` client (so the episode cassette records it, or serves it while replaying,
+  like any harness call: the ``codex-session`` rules normalise what Codex makes volatile), and
+  the answer relayed as received (status, content type, bytes).
+- ``POST /exec``: ``{"command": …}`` from ``replaykit.agents.mcp_exec`` (Codex's only tool), run
+  as ``env.run``: a recorded environment step, in the task's container while recording and
+  served from the cassette while replaying. Calls are run one at a time, in arrival order.
+
+Only loopback, only with the bridge's bearer token (a random per-episode value, never recorded).
+A framework limit or a divergence raised by ``llm`` or ``env`` stops the agent (``on_stop``) and
+is re-raised by :meth:`CodexBridge.raise_stop` in the harness's own thread, where the episode
+records it.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any
+
+MAX_BODY = 64 * 1024 * 1024
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # keep-alive without Nagle + delayed ACK (~50 ms a call otherwise)
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        bridge = self.server.bridge
+        if self.headers.get("Authorization") != f"Bearer {bridge.token}":
+            return self._send(401, b'{"error": {"message": "not this episode\'s bridge"}}')
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            return self._send(413, b'{"error": {"message": "request too large"}}')
+        body = self.rfile.read(length)
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/responses":
+            status, content_type, data = bridge.responses(body)
+            return self._send(status, data, content_type)
+        if path == "/exec":
+            status, answer = bridge.exec(body)
+            return self._send(status, json.dumps(answer).encode())
+        self._send(404, b'{"error": {"message": "unknown path"}}')
+
+    def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    bridge: CodexBridge
+
+
+class CodexBridge:
+    """``with CodexBridge(env, llm) as bridge:`` serves ``bridge.base_url`` and ``bridge.exec_url``."""
+
+    def __init__(self, env: Any, llm: Any, on_stop: Callable[[], None] | None = None) -> None:
+        self.env, self.llm, self.on_stop = env, llm, on_stop
+        self.token = secrets.token_hex(16)
+        self.stopped: BaseException | None = None  # the first limit or divergence raised in a route
+        self._lock = threading.Lock()  # one model call or command at a time: the tape is in order
+        self._server: _Server | None = None
+
+    def __enter__(self) -> CodexBridge:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.bridge = self
+        threading.Thread(target=self._server.serve_forever, name="codex-bridge", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def address(self) -> str:
+        assert self._server is not None, "the bridge is not serving"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.address}/v1"
+
+    @property
+    def exec_url(self) -> str:
+        return f"{self.address}/exec"
+
+    def raise_stop(self) -> None:
+        if self.stopped is not None:
+            raise self.stopped
+
+    def _stop(self, exc: BaseException) -> None:
+        if self.stopped is None:
+            self.stopped = exc
+        if self.on_stop is not None:
+            self.on_stop()
+
+    # -- routes ----------------------------------------------------------------------
+    def responses(self, body: bytes) -> tuple[int, str, bytes]:
+        import httpx2  # what the openai client rides on
+        import openai
+
+        with self._lock:
+            if self.stopped is not None:
+                return 503, "application/json", b'{"error": {"message": "the episode has stopped"}}'
+            try:
+                response = self.llm.post(
+                    "/responses",
+                    cast_to=httpx2.Response,  # the raw answer: status, headers, bytes
+                    content=body,
+                    options={"headers": {"Content-Type": "application/json"}},
+                )
+            except openai.APIStatusError as exc:  # relayed as is: the tape judges it (an infra failure)
+                answer = exc.response
+            except openai.APIConnectionError as exc:
+                return 502, "application/json", json.dumps({"error": {"message": str(exc)}}).encode()
+            except BaseException as exc:  # a limit reached, a divergence: the episode stops here
+                self._stop(exc)
+                return 503, "application/json", b'{"error": {"message": "the episode has stopped"}}'
+            else:
+                answer = response
+            content_type = answer.headers.get("content-type", "application/json")
+            return answer.status_code, content_type, answer.content
+
+    def exec(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            command = json.loads(body)["command"]
+            if not isinstance(command, str):
+                raise TypeError(command)
+        except (ValueError, KeyError, TypeError):
+            return 400, {"error": 'the body must be {"command": "<a bash command line>"}'}
+        with self._lock:
+            if self.stopped is not None:
+                return 409, {"error": "the episode has stopped"}
+            try:
+                obs = self.env.run(command)
+            except BaseException as exc:  # a limit reached, a divergence: the episode stops here
+                self._stop(exc)
+                return 409, {"error": "the episode has stopped"}
+        return 200, {"stdout": obs.stdout, "stderr": obs.stderr, "exit_code": obs.exit_code}

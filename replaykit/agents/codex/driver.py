@@ -1,0 +1,245 @@
+"""Run the Codex CLI as an episode's policy, confined to the episode's environment.
+
+``codex exec`` runs on the host in an empty scratch folder with a throwaway ``CODEX_HOME`` whose
+``config.toml`` (:func:`config_toml`):
+
+- turns off every tool of Codex's own that acts on the host: ``[features] shell_tool = false``
+  and ``unified_exec = false`` (no ``shell`` / ``exec_command`` / ``write_stdin``), and
+  ``view_image``, ``multi_agent``, ``goals``; ``shell_snapshot = false`` (no login shell run at
+  start); ``sandbox_mode = "read-only"`` (no ``apply_patch`` tool is offered), ``web_search =
+  "disabled"``; so what Codex 0.171 offers its model is the MCP resource readers of the one MCP
+  server and ``request_user_input`` (Plan mode only), besides that server's tool;
+- declares that one MCP server, ``replaykit`` (``python -m replaykit.agents.mcp_exec``) with
+  ``default_tools_approval_mode = "approve"`` (under ``approval_policy = "never"`` an MCP call
+  is refused otherwise): its ``run(command)`` posts to the bridge, which runs ``env.run``;
+- points the one model provider (``wire_api = "responses"``, no retries) at the bridge, which
+  sends each request through the episode's ``llm`` client.
+
+So every command is a recorded env step in the task's container, every model call an ``llm``
+event of the episode, and a replay needs Codex itself but no network, engine or Docker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from replaykit.agents.base import AGENTS_PATH_VAR, Requirement
+from replaykit.agents.codex.bridge import CodexBridge
+from replaykit.agents.mcp_exec import SERVER_NAME, TOKEN_VAR, URL_VAR
+from replaykit.core.determinism import ENV_PINS, derive_seed
+from replaykit.core.errors import HarnessError
+
+CODEX_VERSION = "0.171.0"  # scripts/setup-codex.sh installs it; the template pins the same
+INSTALL = f"bash scripts/setup-codex.sh (npm install -g @openai/codex@{CODEX_VERSION})"
+REQUIREMENT = Requirement(program="codex", install=INSTALL, exact=CODEX_VERSION)
+#: what Codex makes volatile in its requests (ids, dates, paths, wall times): ``capture.matchers``
+CODEX_RULES = ("uuids", "timestamps", "codex-session")
+PROVIDER_ID = "replaykit"
+KEY_ENV = "REPLAYKIT_CODEX_KEY"  # holds the bridge's token: the real key stays with the episode's client
+TEMP_PREFIX = "replaykit-codex-agent-"  # the throwaway CODEX_HOME and scratch folder
+FEATURES_OFF = ("shell_tool", "unified_exec", "view_image", "multi_agent", "goals", "shell_snapshot")
+_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+
+
+def codex_binary() -> str:
+    """The ``codex`` on ``$REPLAYKIT_AGENTS_PATH`` or PATH; one line with the install command if absent."""
+    found = REQUIREMENT.find()
+    if found is None:
+        raise HarnessError(
+            f"the Codex CLI ('codex') is not on ${AGENTS_PATH_VAR} or PATH; install it: {INSTALL}"
+        )
+    return str(found)
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value))  # a TOML basic string is a JSON string
+
+
+def _table(name: str, values: Mapping[str, object]) -> list[str]:
+    return ["", f"[{name}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
+
+
+def config_toml(
+    model: str, bridge: CodexBridge, tool_timeout_s: float, extra: Mapping[str, object] | None = None
+) -> str:
+    """The throwaway ``config.toml`` (see the module docstring): ``extra`` adds top-level keys."""
+    top = {
+        "model": model,
+        "model_provider": PROVIDER_ID,
+        "approval_policy": "never",
+        "sandbox_mode": "read-only",
+        "check_for_update_on_startup": False,
+        "web_search": "disabled",
+        **(extra or {}),
+    }
+    provider = {
+        "name": "replaykit episode",
+        "base_url": bridge.base_url,
+        "wire_api": "responses",
+        "env_key": KEY_ENV,
+        "request_max_retries": 0,
+        "stream_max_retries": 0,
+        "stream_idle_timeout_ms": int(tool_timeout_s * 1000),
+    }
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "replaykit.agents.mcp_exec"],
+        "env": {URL_VAR: bridge.exec_url, TOKEN_VAR: bridge.token},
+        "default_tools_approval_mode": "approve",
+        "startup_timeout_sec": 60,
+        "tool_timeout_sec": int(tool_timeout_s),
+    }
+    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
+    lines += _table("features", dict.fromkeys(FEATURES_OFF, False))
+    lines += _table(f"model_providers.{PROVIDER_ID}", provider)
+    lines += _table(f"mcp_servers.{SERVER_NAME}", server)
+    lines += _table("analytics", {"enabled": False})
+    return "\n".join(lines) + "\n"
+
+
+def codex_environment(home: Path, token: str) -> dict[str, str]:
+    """The parent's environment without credentials, plus the pins, the throwaway homes and the
+    bridge's token as the provider's key (the episode's real key stays with its client)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith(_SECRET_SUFFIXES)
+        and not k.upper().startswith(("OPENAI_", "CODEX_", "RUST_LOG"))
+    }
+    env.update(ENV_PINS)
+    env.update({"CODEX_HOME": str(home), "HOME": str(home.parent), KEY_ENV: token})
+    env.update({"NO_COLOR": "1", "SHELL": "/bin/bash"})
+    return env
+
+
+def stable_uuid(*parts: Any) -> str:
+    """A fixed installation id per task and seed, so a fresh CODEX_HOME does not invent one."""
+    hexa = "".join(f"{derive_seed(*parts, i):08x}" for i in range(4))
+    return f"{hexa[:8]}-{hexa[8:12]}-4{hexa[13:16]}-a{hexa[17:20]}-{hexa[20:32]}"
+
+
+def parse_events(stdout: str) -> list[dict[str, Any]]:
+    """``codex exec --json``'s events (JSON objects, one a line; anything else skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def final_message(events: list[dict[str, Any]]) -> str:
+    for event in reversed(events):
+        item = event.get("item")
+        if (
+            event.get("type") == "item.completed"
+            and isinstance(item, dict)
+            and item.get("type") == "agent_message"
+        ):
+            return str(item.get("text", ""))
+    return ""
+
+
+def failure(events: list[dict[str, Any]], code: int, bridge: str) -> str:
+    """One line for a Codex run that failed (its last error event, else its exit code), the
+    bridge's address (a port of this run) written ``<bridge>`` so a replay says the same."""
+    for event in reversed(events):
+        if event.get("type") in ("turn.failed", "error"):
+            err = event.get("error")
+            message = str(err.get("message") if isinstance(err, dict) else event.get("message"))
+            line = message.replace(bridge, "<bridge>").splitlines()[0][:300] if message else ""
+            return f"codex exec failed (exit {code}): {line}"
+    return f"codex exec failed (exit {code})"
+
+
+class _Process:
+    """The Codex process, killed with its process group on stop or exit."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def check_version(binary: str, pinned: str) -> None:
+    """Codex sends other requests from one version to the next: a harness drives the one it pins."""
+    found = REQUIREMENT.version_of(Path(binary))
+    if found != pinned:
+        raise HarnessError(
+            f"this harness drives codex-cli {pinned} (its recordings are of that version's requests); "
+            f"{binary} is {found}: install {pinned}: {INSTALL}"
+        )
+
+
+def run_codex(
+    prompt: str,
+    env: Any,
+    llm: Any,
+    model: str,
+    seed_parts: tuple[Any, ...],
+    codex_version: str,
+    timeout_s: float = 1800.0,
+    config: Mapping[str, object] | None = None,
+) -> str:
+    """``codex exec`` (of version ``codex_version``) on ``prompt`` with ``env`` as its only
+    actuator and ``llm`` as its model; its final message. A limit or a divergence met by the
+    bridge is re-raised here."""
+    binary = codex_binary()
+    check_version(binary, codex_version)
+    process = _Process()
+    with (
+        tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp,
+        CodexBridge(env, llm, process.kill) as bridge,
+    ):
+        home, scratch = Path(tmp) / "codex-home", Path(tmp) / "work"
+        home.mkdir()
+        scratch.mkdir()
+        (home / "installation_id").write_text(stable_uuid("codex-agent", *seed_parts))
+        (home / "config.toml").write_text(config_toml(model, bridge, timeout_s, config))
+        argv = [binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--color", "never"]
+        argv += ["-C", str(scratch), "-"]
+        process.proc = subprocess.Popen(
+            argv,
+            cwd=scratch,
+            env=codex_environment(home, bridge.token),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, _ = process.proc.communicate(prompt, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.proc.communicate()
+            bridge.raise_stop()
+            raise HarnessError(f"codex exec did not finish within {timeout_s:g} s") from None
+        finally:
+            process.kill()
+        bridge.raise_stop()
+        events = parse_events(stdout)
+        if process.proc.returncode != 0:
+            raise HarnessError(failure(events, process.proc.returncode, bridge.address))
+        return final_message(events)

@@ -1,0 +1,174 @@
+"""A stdio MCP server whose one tool, ``run(command)``, runs a command in the episode's environment.
+
+An outside agent that speaks MCP (the Codex CLI, ``mcp_servers`` in its ``config.toml``) starts
+``python -m replaykit.agents.mcp_exec``; each ``run`` call is posted to the episode bridge's exec
+endpoint (``$REPLAYKIT_EXEC_URL``, with the bearer ``$REPLAYKIT_EXEC_TOKEN``), which runs it as
+the harness's ``env.run``: a recorded environment step, in the task's container while recording,
+served from the cassette while replaying. So the agent acts only through the environment, and its
+every action is an ``env`` event.
+
+The protocol is MCP's stdio transport (newline-delimited JSON-RPC 2.0): ``initialize``,
+``tools/list``, ``tools/call``, and empty ``resources/list`` / ``resources/templates/list`` (Codex
+offers its model MCP-resource tools beside the server's own). A command's result is one text block,
+``exit_code: N`` then its stdout and stderr: what a model, and the reference simulator, read.
+Nothing but JSON-RPC goes to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import IO, Any
+
+SERVER_NAME = "replaykit"
+TOOL_NAME = "run"
+URL_VAR = "REPLAYKIT_EXEC_URL"
+TOKEN_VAR = "REPLAYKIT_EXEC_TOKEN"
+PROTOCOL_VERSION = "2025-06-18"  # what Codex 0.171 asks for; a client's own version is echoed back
+RUN_TOOL = {
+    "name": TOOL_NAME,
+    "description": (
+        "Run a shell command (bash) in the task's environment, in its working directory, and return "
+        "its exit code, stdout and stderr. This is the only way to look at or change the task's files."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": "the bash command line to run"}},
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+}
+
+Exec = Callable[[str], dict[str, Any]]
+
+
+def format_result(result: dict[str, Any]) -> str:
+    """An observation as the tool's text: exit code first, then stdout and stderr."""
+    return (
+        f"exit_code: {result.get('exit_code')}\n"
+        f"stdout:\n{result.get('stdout', '')}\nstderr:\n{result.get('stderr', '')}"
+    )
+
+
+def bridge_exec(url: str, token: str, timeout_s: float = 3600.0) -> Exec:
+    """``run`` through the bridge: POST ``{"command": …}``, read ``{"stdout", "stderr", "exit_code"}``."""
+
+    def run(command: str) -> dict[str, Any]:
+        request = urllib.request.Request(
+            url,
+            data=json.dumps({"command": command}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(
+                f"the episode refused the command: {exc.read().decode(errors='replace')}"
+            ) from None
+        if not isinstance(answer, dict) or "exit_code" not in answer:
+            raise RuntimeError(f"the episode's exec endpoint answered no observation: {answer!r}")
+        return answer
+
+    return run
+
+
+class McpExecServer:
+    """The JSON-RPC side: one message in, at most one message out."""
+
+    def __init__(self, run: Exec) -> None:
+        self.run = run
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if "id" not in message:  # a notification (``notifications/initialized``, cancellations)
+            return None
+        method, params = message.get("method"), message.get("params") or {}
+        try:
+            result = self._result(str(method), params)
+        except LookupError:
+            return _error(message["id"], -32601, f"method not found: {method}")
+        except ValueError as exc:
+            return _error(message["id"], -32602, str(exc))
+        return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "initialize":
+            version = params.get("protocolVersion") or PROTOCOL_VERSION
+            return {
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": SERVER_NAME, "version": "1"},
+            }
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": [RUN_TOOL]}
+        if method == "resources/list":
+            return {"resources": []}
+        if method == "resources/templates/list":
+            return {"resourceTemplates": []}
+        if method == "tools/call":
+            return self._call(params)
+        raise LookupError(method)
+
+    def _call(self, params: dict[str, Any]) -> dict[str, Any]:
+        arguments = params.get("arguments") or {}
+        if params.get("name") != TOOL_NAME:
+            raise ValueError(f"unknown tool {params.get('name')!r}; the only tool is {TOOL_NAME!r}")
+        command = arguments.get("command") if isinstance(arguments, dict) else None
+        if not isinstance(command, str) or not command.strip():
+            return _text("the `command` argument must be a non-empty string", error=True)
+        try:
+            observation = self.run(command)
+        except Exception as exc:  # the bridge said no (a limit reached, the episode over): tell the agent
+            return _text(f"[replaykit] the command was not run: {exc}", error=True)
+        return _text(format_result(observation), error=False)
+
+
+def _text(text: str, error: bool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": error}
+
+
+def _error(id_: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
+
+
+def serve(server: McpExecServer, stdin: IO[str], stdout: IO[str]) -> None:
+    """Read newline-delimited JSON-RPC from ``stdin`` until it closes; answer on ``stdout``."""
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            answer: dict[str, Any] | None = _error(None, -32700, "parse error")
+        else:
+            answer = (
+                server.handle(message)
+                if isinstance(message, dict)
+                else _error(None, -32600, "invalid request")
+            )
+        if answer is not None:
+            stdout.write(json.dumps(answer) + "\n")
+            stdout.flush()
+
+
+def main() -> int:
+    url, token = os.environ.get(URL_VAR), os.environ.get(TOKEN_VAR, "")
+    if not url:
+        print(
+            f"replaykit.agents.mcp_exec: ${URL_VAR} is not set (the episode bridge's exec URL)",
+            file=sys.stderr,
+        )
+        return 2
+    serve(McpExecServer(bridge_exec(url, token)), sys.stdin, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
