@@ -343,15 +343,21 @@ class EnvKind:
     #: its episodes' recorded actions can run again in a fresh environment (certify, regrade);
     #: a kind that cannot is regraded from full snapshots only (``env.snapshot: full``)
     reexecutable: bool = True
+    #: a replay's extras, derived without preparing anything (docker: an image already built
+    #: here, never a build); raises ``EnvError`` where it cannot, and the replay takes the
+    #: recording's (``episodes/offline_keys.py``). None: ``key_extra`` serves replays too
+    replay_key_extra: KeyExtra | None = None
 
     def node_needs(self, env: EnvSection) -> NodeNeeds:
         """What this kind's episodes, under the config's ``env`` table, ask of worker nodes."""
         hook = self.prepare_nodes
         return NodeNeeds(self.node_resource, None if hook is None else lambda nodes: hook(nodes, env))
 
-    def key(self, env: EnvSection, task: Any) -> KeyPairs:
-        """This kind's part of a cassette key: the kind first, then its extras."""
-        extras = self.key_extra(env, task) if self.key_extra else ()
+    def key(self, env: EnvSection, task: Any, replaying: bool = False) -> KeyPairs:
+        """This kind's part of a cassette key: the kind first, then its extras (``replaying``:
+        derived without preparing the environment, where the kind can tell them apart)."""
+        derive = (self.replay_key_extra if replaying else None) or self.key_extra
+        extras = derive(env, task) if derive else ()
         return (("env", self.kind), *(pair for pair in extras if pair[0] != "env"))
 
     def warnings(self, task: Any, env: EnvSection) -> list[str]:

@@ -85,9 +85,10 @@ def env_kind_of(env: EnvSection) -> EnvKind:
     return get_env_kind(env.kind)
 
 
-def env_key_extra(env: EnvSection, task: Any) -> KeyPairs:
-    """The environment's part of a cassette key (kind first, then the kind's extras)."""
-    return env_kind_of(env).key(env, task)
+def env_key_extra(env: EnvSection, task: Any, replaying: bool = False) -> KeyPairs:
+    """The environment's part of a cassette key (kind first, then the kind's extras;
+    ``replaying``: derived without preparing anything, e.g. building an image)."""
+    return env_kind_of(env).key(env, task, replaying)
 
 
 def make_env(request: EnvRequest) -> Environment:

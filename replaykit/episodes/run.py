@@ -130,7 +130,7 @@ def episode_keys(
     keys: list[tuple[CassetteKey, Task]] = []
     for task in tasks:
         try:
-            extra = env_key_extra(env, task)
+            extra = env_key_extra(env, task, replaying=offline is not None)  # a replay never builds
         except EnvError as exc:
             if offline is not None:
                 probe = CassetteKey(sha, task.id, task.digest, mid, config.panel.seeds[0], digest)

@@ -59,8 +59,11 @@ __all__ = [
 HEALTH_WAIT_SEC = 120.0
 
 
-def service_images(task: Task, compose: Compose, aliases: dict[str, str] | None = None) -> dict[str, str]:
-    """Build (cached) or find each sidecar's image; service name -> image ID."""
+def service_images(
+    task: Task, compose: Compose, aliases: dict[str, str] | None = None, build: bool = True
+) -> dict[str, str]:
+    """Build (cached; ``build=False``: only if built here already) or find each sidecar's
+    image; service name -> image ID."""
     client = images.docker_client()
     found: dict[str, str] = {}
     for service in compose.sidecars:
@@ -75,6 +78,7 @@ def service_images(task: Task, compose: Compose, aliases: dict[str, str] | None 
                 str(dockerfile),
                 f"{task.id}-{service.name}",
                 aliases,
+                build=build,
             )
             found[service.name] = built.id
         else:

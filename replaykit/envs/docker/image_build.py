@@ -72,17 +72,18 @@ def ensure_task_image(
     aliases: dict[str, str] | None = None,
     progress: BuildLog | None = None,
     serve: Path | None = None,
+    build: bool = True,
 ) -> TaskImage:
     """Build ``environment/Dockerfile`` (no registry; with the network, as Harbor builds: through
     the frozen network's proxy for a task that may reach the internet, ``serve`` replaying a
-    build's recording) or reuse the cached image."""
-    image = _ensure_task_image(task, aliases, progress, serve)
+    build's recording) or reuse the cached image (``build=False``: only that, else ``EnvError``)."""
+    image = _ensure_task_image(task, aliases, progress, serve, build)
     note_image(image.id)  # a run recording on it keeps its build's recording
     return image
 
 
 def _ensure_task_image(
-    task: Task, aliases: dict[str, str] | None, progress: BuildLog | None, serve: Path | None
+    task: Task, aliases: dict[str, str] | None, progress: BuildLog | None, serve: Path | None, build: bool
 ) -> TaskImage:
     client = docker_client()
     dockerfile = task.environment_dir / "Dockerfile"
@@ -102,7 +103,7 @@ def _ensure_task_image(
             f"{dockerfile}: missing; a task needs environment/Dockerfile (or environment.docker_image) to run in Docker"
         )
     return build_cached(
-        client, task, task.environment_dir, original, source, task.id, aliases, progress, serve
+        client, task, task.environment_dir, original, source, task.id, aliases, progress, serve, build
     )
 
 
@@ -116,9 +117,11 @@ def build_cached(
     aliases: dict[str, str] | None = None,
     progress: BuildLog | None = None,
     serve: Path | None = None,
+    build: bool = True,
 ) -> TaskImage:
     """Build ``original`` (a Dockerfile's text, heredocs already rewritten) in a copy of
-    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest."""
+    ``context_dir`` with every FROM aliased, or reuse the image cached under its digest
+    (``build=False``: only reuse; a missing image is an ``EnvError``)."""
 
     aliases = dict(aliases or {})
     text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
@@ -147,6 +150,8 @@ def build_cached(
     existing = images.image_exists(client, tag)
     if existing is not None:
         return TaskImage(existing, tag, digest, built=False)
+    if not build:
+        raise EnvError(f"{source}: image {tag} is not built on this machine (a replay builds none)")
     if progress:
         progress(f"building image {tag} for task {task.id}")
     image_id = build_image(client, task, context_dir, text, tag, digest, source, bases, serve)

@@ -28,19 +28,25 @@ from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import oracle_grades
 
 
-def key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
-    """Build or reuse the task image; its ID enters the cassette key."""
+def key_extra(env: EnvSection, task: Task, build: bool = True) -> tuple[tuple[str, str], ...]:
+    """Build or reuse the task image; its ID enters the cassette key (``build=False``: an image
+    already built here, else ``EnvError``)."""
     aliases = DockerSettings.of(env).image_aliases
     scaled = with_limits(task, env.limits())  # the build's timeout scaled
-    image = image_build.ensure_task_image(scaled, aliases)
+    image = image_build.ensure_task_image(scaled, aliases, build=build)
     extra: tuple[tuple[str, str], ...] = (("image", image.id),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
     spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
-        services = compose.service_images(task, spec, aliases)
+        services = compose.service_images(task, spec, aliases, build=build)
         extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)
     return extra
+
+
+def replay_key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
+    """A replay's key: the task image's ID where it is built here; a replay never builds one."""
+    return key_extra(env, task, build=False)
 
 
 def factory(spec: EnvRequest) -> DockerEnv:
@@ -127,4 +133,5 @@ ENV = EnvKind(
     extras=FROZEN_NETWORK,
     task_warnings=task_warnings,
     artefacts=IMAGES,
+    replay_key_extra=replay_key_extra,
 )

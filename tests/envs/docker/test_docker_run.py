@@ -92,6 +92,34 @@ def test_cli_replay_with_the_daemon_unreachable(docker_quickstart: dict[str, Any
     assert json.loads(proc.stdout)["identical"] is True
 
 
+def test_a_replay_only_run_builds_no_missing_image(
+    docker_base: str, docker_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """``run --record-mode none`` (and a training's replay) derive each cassette key: with the
+    engine up but a task's image gone, the key comes from the recording, and nothing is built."""
+    import shutil
+    import uuid
+
+    task = tmp_path / "hello-unique"
+    shutil.copytree(REPO / "envs" / "hello-file", task)
+    (task / "environment" / "unique.txt").write_text(uuid.uuid4().hex)  # an image of this test's own
+    config = docker_config(tmp_path, {"panel.tasks": [str(task)], "panel.seeds": [0]})
+    recorded = json.loads(cli("run", str(config), "--json").stdout)
+    (cassette,) = recorded["cassettes"]
+    store = Store(tmp_path / "store")
+    image = dict(CassetteKey.from_canonical(json.loads(store.cassette_row(cassette)["key_json"])).extra)[
+        "image"
+    ]
+    store.close()
+    client = images.docker_client()
+    client.images.remove(image, force=True)
+    replayed = cli("run", str(config), "--record-mode", "none", "--json")
+    assert json.loads(replayed.stdout)["run_id"] == recorded["run_id"], replayed.stderr
+    assert "replaying 1 task(s) with the env keys they were recorded with" in replayed.stderr, replayed.stderr
+    assert "is not built on this machine" in replayed.stderr, replayed.stderr
+    assert images.image_exists(client, image) is None  # not rebuilt
+
+
 def test_full_snapshots_are_stored_and_deterministic(
     docker_base: str, docker_config: Callable[..., Path], tmp_path: Path
 ) -> None:
