@@ -105,6 +105,7 @@ def test_codex_solves_docker_tasks_acting_only_through_container_steps(recorded:
         solution = (REPO / "envs" / episode.key.task_id / "solution" / "solve.sh").read_text()
         assert env and all(e.action in solution for e in env)  # each command ran as a container step
         assert len(llm) == len(env) + 1 and all(e.path == "/v1/responses" for e in llm)
+        assert all(e.body["parallel_tool_calls"] is False for e in llm)  # one call a reply: in order
         tools = llm[0].body["tools"]
         names = {t["name"] for t in tools}
         assert not names & OWN_TOOLS, names  # Codex's own actuators are off

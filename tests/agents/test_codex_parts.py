@@ -17,7 +17,7 @@ import pytest
 
 from replaykit.agents import mcp_exec
 from replaykit.agents.codex import driver
-from replaykit.agents.codex.bridge import CodexBridge
+from replaykit.agents.codex.bridge import CodexBridge, one_call_a_turn
 from replaykit.envs.base import Observation
 
 pytestmark = pytest.mark.unit
@@ -158,3 +158,10 @@ def test_the_template_pins_the_driven_codex_version() -> None:
     assert f'CODEX_VERSION = "{driver.CODEX_VERSION}"' in TEMPLATE.read_text()
     setup = (Path(__file__).resolve().parents[2] / "scripts" / "setup-codex.sh").read_text()
     assert f'CODEX_VERSION="{driver.CODEX_VERSION}"' in setup
+
+
+def test_requests_ask_for_one_call_a_turn() -> None:
+    body = json.dumps({"model": "m", "parallel_tool_calls": True, "input": "é"}, ensure_ascii=False).encode()
+    assert json.loads(one_call_a_turn(body)) == {"model": "m", "parallel_tool_calls": False, "input": "é"}
+    for untouched in (b"not json", b"[1]", json.dumps({"model": "m"}).encode()):
+        assert one_call_a_turn(untouched) == untouched

@@ -2,7 +2,8 @@
 
 Two routes, one episode:
 
-- ``POST /v1/responses``: Codex's Responses request, its body as sent, posted through the
+- ``POST /v1/responses``: Codex's Responses request, its body as sent (but for
+  ``parallel_tool_calls: false``, :func:`one_call_a_turn`), posted through the
   episode's ``llm`` client (so the episode cassette records it, or serves it while replaying,
   like any harness call: the ``codex-session`` rules normalise what Codex makes volatile), and
   the answer relayed as received (status, content type, bytes).
@@ -26,6 +27,20 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_BODY = 64 * 1024 * 1024
+
+
+def one_call_a_turn(body: bytes) -> bytes:
+    """The request with ``parallel_tool_calls: false``: Codex runs the calls of one reply at the
+    same time and in no fixed order (measured on 0.171: three calls of one reply reached the MCP
+    server as c0 c1 c2, c2 c0 c1, ... run to run), so a reply of several calls would record its
+    commands in an order a replay does not repeat; one call a reply keeps them in order."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(request, dict) or request.get("parallel_tool_calls") is not True:
+        return body
+    return json.dumps({**request, "parallel_tool_calls": False}, ensure_ascii=False).encode()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -123,7 +138,7 @@ class CodexBridge:
                 response = self.llm.post(
                     "/responses",
                     cast_to=httpx2.Response,  # the raw answer: status, headers, bytes
-                    content=body,
+                    content=one_call_a_turn(body),
                     options={"headers": {"Content-Type": "application/json"}},
                 )
             except openai.APIStatusError as exc:  # relayed as is: the tape judges it (an infra failure)
