@@ -5,7 +5,8 @@ A changed identity (another context size, model file, chat template, engine vers
 deterministic flag) stops the run with one line naming what changed, unless
 ``model.accept_engine_change`` (``--accept-engine-change``) says to reuse anyway.
 Cassettes recorded before identities were measured, and the built-in server, are not
-checked.
+checked. An endpoint that does not answer its identity check (stopped, no key at hand) leaves
+the cassettes a run reuses unchecked: one line says so.
 
 The last saved probe (``replaykit probe --save``) of this endpoint, model and identity at
 the run's temperature is consulted too: when it was not deterministic the run warns, or
@@ -55,6 +56,41 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
         timeout=timeout,
         params=model.params.sent(),
         canary_timeout=model.timeout_s,  # the canary is a model call: bounded like one
+    )
+
+
+def checked_engine(
+    store: StoreBackend,
+    model: ModelConfig,
+    record_mode: str,
+    persist: bool,
+    reusing: list[str],
+    warn: Callable[[str], None],
+) -> dict[str, JSON] | None:
+    """The identity the endpoint reports now, each cassette about to be reused checked against
+    it (``check_engine``); None when it cannot be measured, said in one line if any is reused."""
+    engine = live_engine(model, record_mode, persist)
+    if engine is None:
+        if note := unchecked_note(model, record_mode, persist, len(reusing)):
+            warn(note)
+    elif record_mode != "all":
+        check_engine(store, reusing, engine, model)
+    return engine
+
+
+def unchecked_note(model: ModelConfig, record_mode: str, persist: bool, reusing: int) -> str | None:
+    """One line when a run is about to reuse cassettes of a real endpoint whose identity it
+    could not measure (``live_engine`` gave None): they are reused unchecked, and it says so."""
+    if model.base_url == BUILTIN or record_mode in ("none", "all") or not persist or reusing == 0:
+        return None
+    try:
+        api_key(model)
+        why = "it did not answer"
+    except ConfigError:
+        why = "no API key at hand to ask it"
+    return (
+        f"{model.base_url}: engine identity not checked ({why}); {reusing} cassette(s) reused "
+        "without knowing whether the engine serving it now is the one that recorded them"
     )
 
 

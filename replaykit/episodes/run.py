@@ -31,7 +31,7 @@ from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.episodes.agents import agent_identity, reuse_note
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.engine_check import check_engine, check_probe, check_unchanged, live_engine
+from replaykit.episodes.engine_check import check_probe, check_unchanged, checked_engine
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.offline_keys import OfflineKeys
@@ -244,10 +244,9 @@ def _measure(
         if persist:  # the cassettes the run document will list, reused ones included
             store.lease("cassettes", [k.id for k, _ in keys])
         missing = _missing(store, keys, record_mode)
-        engine = live_engine(model, record_mode, persist)
-        if engine is not None and record_mode != "all":
-            skipped = {m.id for m, _ in missing}
-            check_engine(store, [k.id for k, _ in keys if k.id not in skipped], engine, model)
+        skipped = {m.id for m, _ in missing}
+        reusing = [k.id for k, _ in keys if k.id not in skipped]
+        engine = checked_engine(store, model, record_mode, persist, reusing, _warner(progress))
         probed = None
         if engine is not None and missing:
             probed = check_probe(
