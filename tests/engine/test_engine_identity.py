@@ -51,7 +51,9 @@ def test_restart_with_another_n_ctx_stops_reuse_with_one_line_naming_it(
     stopped = cli("run", str(config), "--json", check=True)  # no engine: reused, and it says unchecked
     assert json.loads(stopped.stdout)["reused_count"] == 2
     said = [line for line in stopped.stderr.splitlines() if "engine identity not checked" in line]
-    assert len(said) == 1 and "it did not answer" in said[0] and "2 cassette(s) reused" in said[0], stopped.stderr
+    assert len(said) == 1 and "it did not answer" in said[0] and "2 cassette(s) reused" in said[0], (
+        stopped.stderr
+    )
     assert "engine identity not checked" not in cli("run", str(config), "--record-mode", "none").stderr
 
 
