@@ -33,11 +33,11 @@ def images_build_base(
     flavor: Literal["debian", "python"] = typer.Option(
         "debian",
         "--flavor",
-        help="debian: bash, coreutils, python3, pytest; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python).",
+        help="debian: bash, coreutils, python3, pytest, tmux; python: + pip, venv, uv, an offline uvx (tag replaykit/base:bookworm-python).",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Build a minimal Debian bookworm image (bash, coreutils, python3) with debootstrap; cached."""
+    """Build a minimal Debian bookworm image (bash, coreutils, python3, tmux) with debootstrap; cached."""
     from replaykit.envs.docker.base_image import build_base_image
 
     if flavor == "python":

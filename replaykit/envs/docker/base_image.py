@@ -1,7 +1,7 @@
 """The local base image: ``replaykit/base:bookworm`` built with debootstrap, never pulled.
 
-``build_base_image`` makes it (Debian bookworm with bash, coreutils, python3 and pytest)
-with ``debootstrap`` and ``docker import``, from the Debian mirror this host's apt uses
+``build_base_image`` makes it (Debian bookworm with bash, coreutils, python3, pytest and tmux,
+which the ``terminus`` harness template drives) with ``debootstrap`` and ``docker import``, from the Debian mirror this host's apt uses
 (``host_mirror``); tasks whose Dockerfile starts ``FROM debian:bookworm-slim``,
 ``ubuntu:24.04``, ``python:3.12-slim``, … run on it when that image is not present
 locally (the aliases are ``images.py``; the python flavour is ``flavours.py``).
@@ -15,13 +15,26 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker.images import BASE_IMAGE, BuildLog, docker_client, image_exists
+from replaykit.envs.docker.images import BASE_IMAGE, BuildLog, docker_client, image_config, image_exists
 
 BASE_SUITE = "bookworm"
-BASE_PACKAGES = ("python3", "python-is-python3", "python3-pytest")
+BASE_PACKAGES = ("python3", "python-is-python3", "python3-pytest", "tmux")
+#: the label naming the packages an image was built with: an image whose label differs (an older
+#: build without tmux among them) is rebuilt, never reused
+PACKAGES_LABEL = "replaykit.base-packages"
+
+
+def packages_label(packages: tuple[str, ...]) -> str:
+    return ",".join(packages)
+
+
+def built_with(client: Any, tag: str, packages: tuple[str, ...]) -> bool:
+    """The image ``tag`` carries the label of exactly ``packages`` (inherited by images built FROM it)."""
+    labels = image_config(client, tag).get("Labels") or {}
+    return labels.get(PACKAGES_LABEL) == packages_label(packages)
 
 
 def host_mirror(suite: str = BASE_SUITE) -> str | None:
@@ -69,11 +82,15 @@ def build_base_image(
     progress: BuildLog | None = None,
     packages: tuple[str, ...] = BASE_PACKAGES,
 ) -> BaseImage:
-    """Build the local base image with debootstrap + ``docker import`` (skipped when present)."""
+    """Build the local base image with debootstrap + ``docker import`` (skipped when present with
+    the label of these ``packages``; an image built with other packages is rebuilt, said so)."""
     client = docker_client()
     existing = image_exists(client, tag)
     if existing and not force:
-        return {"tag": tag, "id": existing, "built": False}
+        if built_with(client, tag, packages):
+            return {"tag": tag, "id": existing, "built": False}
+        if progress:
+            progress(f"{tag} was built with other packages than {packages_label(packages)}: rebuilding it")
     debootstrap = _debootstrap_program()
     with tempfile.TemporaryDirectory(prefix="replaykit-base-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp) / "rootfs"
@@ -93,6 +110,7 @@ def build_base_image(
                 "ENV LANG=C.UTF-8",
                 'CMD ["bash"]',
                 f"LABEL replaykit.base={BASE_SUITE}",
+                f"LABEL {PACKAGES_LABEL}={packages_label(packages)}",
             ],
         )
     image_id = image_exists(client, tag)

@@ -36,7 +36,6 @@ from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
 # child of its own, reaps orphans, and `kill -KILL -1` spares it; so after every step the
 # container holds exactly one process, whatever the timing.
 INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; done"]
-_KILL_ALL = ["bash", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 _POLL_SEC = 0.02
 _UNANSWERED_POLLS = 150  # the engine did not answer about a process for ~3 s: the episode stops
 _IDLE_PROCS = 1  # PID 1 alone
@@ -291,15 +290,16 @@ class EpisodeContainer:
         return None
 
     def kill_all(self) -> None:
-        """Kill every process of the container but PID 1 (nothing outlives a step); when that
-        is impossible (no room for a new process: a fork bomb at the pids limit), stop the episode."""
+        """Kill every process of the container but PID 1, the services and what an action started
+        with ``REPLAYKIT_KEEP=1`` (nothing else outlives a step: ``services.py``); when that is
+        impossible (no room for a new process: a fork bomb at the pids limit), stop the episode."""
         if self.procs is not None and not self.services:
             try:
                 if len(self.procs.read_text().split()) <= _IDLE_PROCS:
                     return  # only PID 1: nothing to kill (saves an exec)
             except OSError:
                 pass
-        argv, env = services.kill_argv(self.services) if self.services else (_KILL_ALL, {})
+        argv, env = services.kill_argv(self.services)
         try:
             api = self.client.api
             exec_id = api.exec_create(
@@ -308,8 +308,10 @@ class EpisodeContainer:
             api.exec_start(exec_id)
         except Exception:
             pass
-        keep = self.services
-        spare = (lambda pids: services.spared_host_pids(pids, keep)) if keep else None
+
+        def spare(pids: list[int]) -> set[int]:
+            return services.spared_host_pids(pids, self.services)
+
         if self.procs is None or not faults.kill_leftovers(
             self.client, self.container, self.procs, spare=spare
         ):

@@ -145,7 +145,10 @@ def build_python_image(
     existing = images.image_exists(client, tag)
     labels = images.image_config(client, tag).get("Labels") or {}
     current = (labels.get("replaykit.flavour-version"), labels.get("replaykit.flavour-wheels"))
-    if existing and not force and current == (FLAVOUR_VERSION, ",".join(WHEEL_PINS)):
+    fresh = current == (FLAVOUR_VERSION, ",".join(WHEEL_PINS)) and base_image.built_with(
+        client, tag, PYTHON_PACKAGES
+    )  # the root's packages label, inherited: a flavour on a root without tmux is rebuilt
+    if existing and not force and fresh:
         return {"tag": tag, "id": existing, "built": False, "flavor": "python"}
     base_image.build_base_image(tag=PYTHON_ROOT, force=force, progress=progress, packages=PYTHON_PACKAGES)
     with tempfile.TemporaryDirectory(prefix="replaykit-flavour-") as tmp:

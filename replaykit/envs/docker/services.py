@@ -8,7 +8,10 @@ container starts and its process list has settled (:func:`settle`), the processe
 running are the **services**; after every action everything else is killed, as
 always, but the services and their descendants are spared (:data:`KILL_SCRIPT`,
 :func:`spared_host_pids`). A process the agent daemonised is reparented to PID 1, not
-to a service, so it is still killed: nothing of an action outlives it.
+to a service, so it is still killed: nothing of an action outlives it — unless the action
+asked for it: a process started with :data:`KEEP_MARK` (``REPLAYKIT_KEEP=1``) in its
+environment is kept like a service, with its descendants (the ``terminus`` harness
+template's tmux server, whose shell runs the agent's keystrokes across actions).
 """
 
 from __future__ import annotations
@@ -17,9 +20,17 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-#: Kill every process but PID 1, this script, and the services in ``$KEEP`` (container
-#: PIDs) with their descendants. ``/proc/PID/stat``'s parent PID follows the last ``)``.
+#: In a process's environment, what keeps it (and its descendants) across actions.
+KEEP_MARK = "REPLAYKIT_KEEP=1"
+#: Kill every process but PID 1, this script, the services in ``$KEEP`` (container PIDs) and
+#: the processes started with ``KEEP_MARK``, with their descendants (bash builtins only: no
+#: process is forked while the list is read). ``/proc/PID/stat``'s parent PID follows the last ``)``.
 KILL_SCRIPT = r"""
+for p in /proc/[0-9]*; do
+  while IFS= read -r -d '' kv; do
+    [ "$kv" = REPLAYKIT_KEEP=1 ] && { KEEP="$KEEP ${p#/proc/}"; break; }
+  done 2>/dev/null < "$p/environ"
+done
 for p in /proc/[0-9]*; do
   pid=${p#/proc/}; chain=$pid; spare=0; hops=0
   case " 1 $$ " in *" $pid "*) continue ;; esac
@@ -82,10 +93,19 @@ def _status_field(pid: int, name: str) -> list[str]:
     return []
 
 
+def kept(pid: int) -> bool:
+    """The process (a host PID) was started with :data:`KEEP_MARK` in its environment."""
+    try:
+        return KEEP_MARK.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def spared_host_pids(host_pids: list[int], keep: set[int]) -> set[int]:
-    """Of the container's processes (host PIDs), the services (``keep``: container PIDs)
-    and their descendants, which the host-side kill spares."""
+    """Of the container's processes (host PIDs), the services (``keep``: container PIDs), those
+    started with :data:`KEEP_MARK`, and their descendants, which the host-side kill spares."""
     ns_pid = {p: int((_status_field(p, "NSpid") or [str(p)])[-1]) for p in host_pids}
+    keep = keep | {ns_pid[p] for p in host_pids if kept(p)}
     parent = {p: int((_status_field(p, "PPid") or ["0"])[0]) for p in host_pids}
     spared: set[int] = set()
     for pid in host_pids:

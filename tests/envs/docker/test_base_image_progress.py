@@ -36,3 +36,37 @@ def test_debootstrap_progress_names_each_stage_with_a_count(tmp_path: Path) -> N
     failing.write_text('#!/bin/sh\necho "E: Could not download packages" >&2\nexit 1\n')
     failing.chmod(0o755)
     assert _debootstrap([str(failing)], None) == (1, ["E: Could not download packages"])
+
+
+class Rebuilt(Exception):
+    """What the test's debootstrap raises: the build went past the cache check."""
+
+
+def test_an_image_built_with_other_packages_is_rebuilt_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replaykit.envs.docker import base_image
+
+    labels: dict[str, str] = {}
+    monkeypatch.setattr(base_image, "docker_client", lambda: object())
+    monkeypatch.setattr(base_image, "image_exists", lambda client, tag: "sha256:old")
+    monkeypatch.setattr(base_image, "image_config", lambda client, tag: {"Labels": dict(labels)})
+
+    def rebuild() -> str:
+        raise Rebuilt
+
+    monkeypatch.setattr(base_image, "_debootstrap_program", rebuild)
+    said: list[str] = []
+    with pytest.raises(Rebuilt):  # an image from before tmux was in the base: no packages label
+        base_image.build_base_image(progress=said.append)
+    assert said == [
+        "replaykit/base:bookworm was built with other packages than python3,python-is-python3,python3-pytest,tmux: rebuilding it"
+    ]
+    labels[base_image.PACKAGES_LABEL] = "python3,python-is-python3,python3-pytest"
+    with pytest.raises(Rebuilt):
+        base_image.build_base_image()
+    labels[base_image.PACKAGES_LABEL] = ",".join(base_image.BASE_PACKAGES)
+    assert base_image.build_base_image() == {
+        "tag": "replaykit/base:bookworm",
+        "id": "sha256:old",
+        "built": False,
+    }
+    assert "tmux" in base_image.BASE_PACKAGES
