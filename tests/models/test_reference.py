@@ -16,9 +16,10 @@ import openai
 import pytest
 
 from replaykit.core.determinism import SOURCE_DATE_EPOCH
+from replaykit.models.reference.mistakes import corrupt_command
 from replaykit.models.reference.scripts import solution_steps
 from replaykit.models.reference.server import ReferenceServer
-from replaykit.models.reference.simulator import corrupt_command, read_progress
+from replaykit.models.reference.simulator import read_progress
 
 INSTRUCTION = "Create a folder `out` holding `a.txt` and `b.txt`, both containing the word hello."
 SOLVE_SH = """#!/usr/bin/env bash
