@@ -105,7 +105,7 @@ def test_what_a_config_does_not_name_stays_in_its_folder(tmp_path: Path) -> None
         (
             {"harness": {"repo": "absent", "template": "quickstrat"}, "panel": {"tasks": TASKS}},
             "template: quickstrat",
-            "field 'harness.template': unknown template 'quickstrat'; known: quickstart, shell-text",
+            "field 'harness.template': unknown template 'quickstrat'; known: quickstart, shell-text, terminus",
         ),
         (
             {"env": {"kind": "dokcer"}, "panel": {"tasks": TASKS}},

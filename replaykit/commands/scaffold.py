@@ -15,7 +15,10 @@ def init(
         ..., help="New (or empty) folder for the harness repo, a sample task and replaykit.yaml."
     ),
     template: str = typer.Option(
-        "quickstart", "--template", help="Harness template to start from (replaykit/templates/)."
+        "quickstart",
+        "--template",
+        help="Harness template to start from (replaykit/templates/): quickstart (a bash tool), shell-text "
+        "(a command in a fenced block), terminus (Terminus-2-like, a tmux session; its config runs in Docker).",
     ),
     as_json: bool = JsonOpt,
 ) -> None:

@@ -179,6 +179,12 @@ class TapedEnv:
         self.record_network()
         return obs
 
+    def unusable(self, reason: str) -> None:
+        """The harness found this environment unfit to work in (a program it drives is missing):
+        the episode ends as an infrastructure failure with ``reason`` as its line, never graded.
+        A replay serves the recorded grade, so there it changes nothing."""
+        self.env_error = self.env_error or reason
+
     def record_network(self) -> None:
         """What the environment fetched since the last call (its kind records it), as events."""
         if not isinstance(self.inner, NetworkedEnvironment):

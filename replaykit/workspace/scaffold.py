@@ -93,9 +93,14 @@ def _flow(value: Mapping[str, object]) -> str:
     return yaml.safe_dump(dict(value), default_flow_style=True, sort_keys=False, width=1000).strip()
 
 
-def project_config(name: str) -> str:
+#: the env kind a template's project runs in: terminus drives tmux in the task's container
+TEMPLATE_KINDS = {"terminus": "docker"}
+
+
+def project_config(name: str, kind: str = "local") -> str:
     """``replaykit.yaml`` for ``init``: every section it runs and trains with, the training's
     estimator, criterion and optimizer included (the defaults, named), each commented."""
+    other = "docker (each task's environment/Dockerfile)" if kind == "local" else "local (temporary folders)"
     return f"""# Written by `replaykit init`; see docs/config.md. Paths are relative to this file.
 name: {json.dumps(name)}
 store: cassettes
@@ -116,7 +121,7 @@ panel:
   tasks: ["tasks/*"]        # add tasks with `replaykit tasks init NAME --dir tasks`
   seeds: [0]
 env:
-  kind: local               # or docker (each task's environment/Dockerfile)
+  kind: {kind}               # or {other}
   timeout_sec: 30
 train:
   epochs: 3
@@ -146,7 +151,7 @@ def init_project(folder: Path, template: str = "quickstart") -> ProjectCreated:
     sha = materialise_template(template, folder / "harness")
     task = init_task("first-task", folder / "tasks")
     path = folder / "replaykit.yaml"
-    path.write_text(project_config(folder.resolve().name))
+    path.write_text(project_config(folder.resolve().name, TEMPLATE_KINDS.get(template, "local")))
     return {
         "path": str(folder),
         "config": str(path),
