@@ -30,7 +30,7 @@ def _as_agent(name: str, obj: object) -> NamedAgent:
 AGENTS: Registry[NamedAgent] = Registry(
     "agent",
     "replaykit.agents",
-    builtins={"codex": "replaykit.agents.codex:CODEX"},
+    builtins={"codex": "replaykit.agents.codex:CODEX", "terminus": "replaykit.agents.terminus:AGENT"},
     convert=_as_agent,
 )
 

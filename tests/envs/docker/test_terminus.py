@@ -249,3 +249,25 @@ def test_a_process_started_with_the_keep_mark_outlives_its_action(docker_base: s
         listing = "for p in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $p; echo; done | grep '^sleep 30'"
         left = env.run(listing).stdout.split("\n")
         assert [line.strip() for line in left if line] == ["sleep 301"]
+
+
+def test_the_named_agent_terminus_runs_the_template(
+    docker_base: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(
+        tmp_path,
+        {
+            "model.name": "reference-oracle",
+            "panel.seeds": [0],
+            "panel.tasks": [str(REPO / "envs" / "hello-file")],
+        },
+        base="quickstart-docker.yaml",  # a config of another harness: --agent puts terminus in its place
+    )
+    run = run_json("run", str(config), "--agent", "terminus")
+    assert run["agent"] == {"name": "terminus", "version": "builtin"} and run["solved"] == 1
+    harness = tmp_path / ".replaykit" / "agents" / "terminus" / "harness.py"
+    assert harness.read_bytes() == (REPO / "replaykit" / "templates" / "terminus" / "harness.py").read_bytes()
+    assert any("send-keys" in a for a in actions_of(tmp_path / "store", run["episodes"][0]["cassette_id"]))
+    attempts = offline(monkeypatch)
+    report = run_json("replay", run["run_id"], "--store", str(tmp_path / "store"))
+    assert report["identical"] is True and attempts == []
