@@ -31,6 +31,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "test_docs.py": (0, 72),
     "envs/docker/test_harbor_docker_run.py": (0, 59),
     "envs/docker/test_docker_tasks.py": (0, 47),
+    "agents/test_codex_agent.py": (0, 54),  # measured alone (-n 0), 2026-12-02
     "envs/docker/network/test_frozen_docker.py": (0, 43),
     "view/test_browser.py": (0, 25),
     "envs/docker/test_docker_run.py": (0, 24),
