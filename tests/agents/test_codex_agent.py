@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +198,7 @@ def test_a_limit_stops_codex_and_replays(tmp_path: Path) -> None:
     assert sum(isinstance(e, EnvEvent) for e in episode.events) == 1 and report["solved"] == 0
     replay = run_json("replay", report["run_id"], "--store", "store", cwd=tmp_path)
     assert replay["identical"], replay
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert TEMP_PREFIX not in ps  # Codex and its MCP server were stopped with the episode
+    assert TEMP_PREFIX not in ps_args()  # Codex and its MCP server were stopped with the episode
 
 
 def test_a_missing_codex_is_one_line_with_its_install_command(tmp_path: Path) -> None:
@@ -213,3 +214,25 @@ def test_a_missing_codex_is_one_line_with_its_install_command(tmp_path: Path) ->
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "'codex'" in proc.stderr and "bash scripts/setup-codex.sh" in proc.stderr
     assert not (tmp_path / "store").exists() and not (tmp_path / ".replaykit").exists()
+
+
+def test_ctrl_c_while_codex_runs_stops_it_and_a_rerun_records_the_rest(tmp_path: Path) -> None:
+    codex_cli()
+    config = write_config(tmp_path, "interrupted", TASKS)
+    argv = [sys.executable, "-m", "replaykit.cli", "run", str(config), "--agent", "codex"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while TEMP_PREFIX not in ps_args() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before Codex started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert TEMP_PREFIX not in ps_args()  # Codex and its MCP server went with the episode
+    again = run_json("run", str(config), "--agent", "codex", cwd=tmp_path)
+    assert again["solved"] == again["total"] == 2 and again["recorded_count"] >= 1
+
+
+def ps_args() -> str:
+    return subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
