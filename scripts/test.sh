@@ -38,6 +38,9 @@ for setup in scripts/setup-*.sh; do
   bash "$setup"
 done
 
+# the named agents scripts/setup-agents.sh installed (mini-swe-agent's `mini`), for tests/agents/
+export REPLAYKIT_AGENTS_PATH="${REPLAYKIT_AGENTS_PATH:-${REPLAYKIT_AGENTS_HOME:-$HOME/.cache/replaykit/agents}/bin}"
+
 step "ruff check, ruff format --check"
 python3 -m ruff check .
 python3 -m ruff format --check --quiet .

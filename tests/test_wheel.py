@@ -112,6 +112,7 @@ def test_wheel_ships_package_data(installed: dict[str, Path]) -> None:
         "replaykit/py.typed",
         "replaykit/templates/quickstart/harness.py",
         "replaykit/agents/codex/template/harness.py",  # a named agent's harness template
+        "replaykit/agents/templates/mini_swe_agent/mswea_env.py",  # the mini-swe-agent template's env module
         "replaykit/train/README.md",
         "replaykit/view/templates/episode.html.j2",  # replaykit view's pages and its two static files
         "replaykit/view/static/view.js",

@@ -30,7 +30,11 @@ def _as_agent(name: str, obj: object) -> NamedAgent:
 AGENTS: Registry[NamedAgent] = Registry(
     "agent",
     "replaykit.agents",
-    builtins={"codex": "replaykit.agents.codex:CODEX", "terminus": "replaykit.agents.terminus:AGENT"},
+    builtins={
+        "codex": "replaykit.agents.codex:CODEX",
+        "mini-swe-agent": "replaykit.agents.mini_swe_agent:AGENT",
+        "terminus": "replaykit.agents.terminus:AGENT",
+    },
     convert=_as_agent,
 )
 

@@ -110,6 +110,9 @@ class EpisodeMeta(TypedDict, total=False):
     task: TaskMeta
     harness: HarnessMeta
     agent: AgentMeta  # a named agent ran as the harness (``harness.agent``)
+    #: what the harness noted of its run (``ctx.notes``: a named agent's bounded output, its own
+    #: count of model calls); never in the key or the digest
+    notes: dict[str, JSON]
     model: ModelMeta
     seed: int
     env: Mapping[str, object]  # the config's env table as recorded (envs.base.EnvTable)

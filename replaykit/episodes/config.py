@@ -62,8 +62,8 @@ class HarnessConfig(_Strict):
 
             try:
                 get_agent(name)
-            except ConfigError as exc:
-                raise ValueError(str(exc)) from None
+            except ConfigError as exc:  # names the value and the registered ones: placed as is
+                raise ValueError(f"field 'harness.agent': {exc}") from None
         return name
 
     @model_validator(mode="after")
@@ -342,6 +342,7 @@ def load_config(path: str | Path, overrides: Mapping[str, object] | None = None)
     for dotted in overrides or {}:  # set on the command line: no line of the file to name
         parts = tuple(dotted.split("."))
         lines = {loc: n for loc, n in lines.items() if loc[: len(parts)] != parts}
+        lines[parts] = 0  # nor the line of its enclosing section (``line_of`` stops here)
     base_dir = path.resolve().parent
     try:
         config = RunConfig.model_validate(data, context={"base_dir": base_dir})

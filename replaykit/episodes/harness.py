@@ -50,6 +50,9 @@ class Context:
     #: a fork: the model names of the calls before ``switch_at`` (its parent's), as (from call, name)
     fork_models: tuple[tuple[int, str], ...] = ()
     switch_at: int = 0
+    #: what the harness notes of its run (a named agent's bounded stdout/stderr), kept in the
+    #: recorded episode's meta (``notes``), never in its key or digest
+    notes: dict[str, JSON] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(derive_seed(self.seed, self.task_id, "rng"))

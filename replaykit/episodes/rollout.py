@@ -222,11 +222,12 @@ class Drive:
 
 def _drive(
     solve: Callable[..., Any], tape: Tape, run: Drive, env: TapedEnv, base_url: str, api_key: str
-) -> None:
-    """Run the harness once under the episode cassette; errors (and a limit reached) become events."""
+) -> dict[str, JSON]:
+    """Run the harness once under the episode cassette; errors (and a limit reached) become
+    events. What the harness noted of its run (``ctx.notes``: a named agent's output)."""
     budget = env.budget
     if budget.hit is not None:  # a later step of an episode past its limit: the harness is not run again
-        return
+        return {}
     key = run.key
     ctx = Context.of(key, run.temperature, run.params, run.model_params, run.fork)
     scrubber = tape.scrubber
@@ -251,6 +252,7 @@ def _drive(
         _error(tape, budget.hit)
     if tape.divergence is not None:
         raise tape.divergence
+    return ctx.notes
 
 
 def _error(tape: Tape, message: str) -> None:
@@ -281,7 +283,10 @@ def record_episode(spec: EpisodeSpec) -> Episode:
                 grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
                 meta["task"]["steps_run"] = len(meta["task"]["step_actions"])
             else:
-                _drive(solve, tape, Drive.of(spec), taped, spec.base_url, spec.api_key)
+                if notes := _drive(solve, tape, Drive.of(spec), taped, spec.base_url, spec.api_key):
+                    meta["notes"] = {
+                        k: tape.scrubber.text(v) if isinstance(v, str) else v for k, v in notes.items()
+                    }
             failure = endpoint_failure(tape.events, tape.transport_errors)
             if failure is None and grade is None:
                 grade = _grade(inner, taped)

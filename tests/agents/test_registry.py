@@ -21,6 +21,8 @@ from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
 from replaykit.testing import project_root, write_config
 
+pytestmark = pytest.mark.e2e  # measures and replays in-process with the reference server
+
 
 @pytest.fixture
 def tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

@@ -54,6 +54,9 @@ SKILLS: dict[str, Skill] = {
 EXIT_CODE_RE = re.compile(r"exit[_ ]code[:=]?\s*(-?\d+)", re.IGNORECASE)
 #: The retry nudge: the word "retry", any case.
 RETRY_RE = re.compile(r"\bretry\b", re.IGNORECASE)
+#: a fenced command block (a text-protocol call) and the fence label a system prompt asks for
+FENCED_RE = re.compile(r"```[\w-]*\n.*?\n```", re.DOTALL)
+FENCE_LABEL_RE = re.compile(r"```([A-Za-z][\w-]*)\n")
 
 
 NO_TASK_TEXT = "I could not find a task I know in this conversation, so I have nothing to run."
@@ -181,7 +184,8 @@ def read_progress(messages: Sequence[Mapping[str, object]], n_steps: int, max_at
     next step; a failure nudged by "retry" (in the tool result itself, or in a
     ``user`` message before the next assistant message) ⇒ same step, attempt + 1,
     until ``max_attempts``; an un-nudged failure goes unnoticed ⇒ next step.
-    Tool calls without a result are ignored.
+    Tool calls without a result are ignored. With no tools (a text protocol), an assistant
+    message holding a fenced block is a call and the next ``user`` message its result.
     """
     step, attempt = 0, 0
     claimed: set[int] = set()
@@ -189,8 +193,10 @@ def read_progress(messages: Sequence[Mapping[str, object]], n_steps: int, max_at
         if message.get("role") != "assistant":
             continue
         calls = message.get("tool_calls")
+        if not calls and FENCED_RE.search(message_text(message)):
+            calls = [None]  # a text-protocol call: its result is the next user message
         for call in calls if isinstance(calls, list) else []:
-            j = _result_index(messages, i, call, claimed)
+            j = _result_index(messages, i, call, claimed) if call is not None else _text_result(messages, i)
             if j is None:
                 continue
             claimed.add(j)
@@ -236,6 +242,26 @@ def _result_index(
         if fallback is None and (call_id is None or m.get("tool_call_id") is None):
             fallback = j
     return fallback
+
+
+def _text_result(messages: Sequence[Mapping[str, object]], start: int) -> int | None:
+    """The ``user`` message answering a text-protocol call (before the next assistant message)."""
+    for j in range(start + 1, len(messages)):
+        role = messages[j].get("role")
+        if role == "assistant":
+            return None
+        if role == "user":
+            return j
+    return None
+
+
+def text_fence(messages: Sequence[Mapping[str, object]]) -> str:
+    """The label of the first fenced block a system prompt shows (```` ```mswea_bash_command ````:
+    mini-swe-agent's), which a text-protocol reply uses; ``bash`` when it shows none."""
+    for message in messages:
+        if message.get("role") == "system" and (found := FENCE_LABEL_RE.search(message_text(message))):
+            return found.group(1)
+    return "bash"
 
 
 def _nudged(messages: Sequence[Mapping[str, object]], result_index: int, result: str) -> bool:
@@ -301,7 +327,7 @@ class TaskModel:
             return terminus.step_turn(command, prose)
         tool = bash_tool_name(request.tools)
         if tool is None:
-            return AssistantTurn(content=f"{prose}\n```bash\n{command}\n```")
+            return AssistantTurn(content=f"{prose}\n```{text_fence(request.messages)}\n{command}\n```")
         call = ToolCall(
             id=f"call_{sha256_hex(request.digest + ':tool:0')[:24]}",
             name=tool,

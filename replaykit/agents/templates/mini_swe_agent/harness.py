@@ -1,0 +1,118 @@
+"""mini-swe-agent 2.4.6 as a named agent (``replaykit run CONFIG --agent mini-swe-agent``).
+
+Its own CLI (``mini``), with its own text-based configuration (``mini_textbased.yaml``: system and
+instance prompts, the ```mswea_bash_command parser, observation and format-error messages, exit on
+COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT) and its ``DefaultAgent`` loop, runs as a separate process.
+Its model is litellm's ``openai/MODEL`` with ``api_base`` at this episode's recording bridge
+(``replaykit/agents/bridge.py``), so every call goes through the episode's recorded client; its
+environment is ``mswea_env.BridgeEnvironment`` (beside this file, standard library only), which
+posts each command to the bridge, so each one runs in the task's environment as a recorded step.
+What this file sets: the step limit (``harness.params.max_steps``), no cost limit, no
+confirmation, a fixed ``system`` template variable, and an environment that keeps it offline and
+deterministic (no price-list fetch, one attempt per model call, no start-up banner, no user
+config). Its stdout/stderr (bounded) and its trajectory's counts go into the episode's meta
+(``notes``); a process that fails is the episode's ``crash``.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from replaykit.agents.bridge import Bridge
+from replaykit.agents.process import run_process
+from replaykit.agents.registry import get_agent
+from replaykit.core.determinism import ENV_PINS
+
+HERE = Path(__file__).resolve().parent
+HIDDEN = "<bridge-token>"  # the bearer token, wherever the agent printed it
+
+
+def overrides(ctx: Any, bridge: Bridge) -> dict[str, Any]:
+    """The configuration layered on ``mini_textbased.yaml`` (JSON is YAML)."""
+    return {
+        "agent": {
+            "step_limit": int(ctx.params.get("max_steps", 10)),
+            "cost_limit": 0,
+            "mode": "yolo",
+            "confirm_exit": False,
+        },
+        "model": {
+            "model_class": "litellm_textbased",
+            "model_name": f"openai/{ctx.model}",
+            "cost_tracking": "ignore_errors",
+            "model_kwargs": {"api_base": f"{bridge.url}/v1", "drop_params": True},
+        },
+        "environment": {
+            "environment_class": "mswea_env.BridgeEnvironment",
+            "timeout": int(ctx.params.get("command_timeout_sec", 60)),
+        },
+    }
+
+
+def agent_env(work: Path, bridge: Bridge) -> dict[str, str]:
+    """The process's whole environment: nothing of the user's (keys, proxies, config) leaks in."""
+    return {
+        **ENV_PINS,
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+        "COLUMNS": "120",
+        "PYTHONPATH": str(HERE),  # mswea_env
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(work / "config"),
+        "MSWEA_CONFIGURED": "true",
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_COST_TRACKING": "ignore_errors",
+        "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "OPENAI_API_KEY": bridge.token,
+        "REPLAYKIT_BRIDGE_URL": bridge.url,
+        "REPLAYKIT_BRIDGE_TOKEN": bridge.token,
+    }
+
+
+def trajectory(path: Path) -> dict[str, Any]:
+    try:
+        info: dict[str, Any] = json.loads(path.read_text()).get("info", {})
+    except (OSError, ValueError):
+        return {}
+    return {
+        "exit_status": info.get("exit_status"),
+        "submission": info.get("submission"),
+        "api_calls": info.get("model_stats", {}).get("api_calls"),
+    }
+
+
+def solve(task: Any, env: Any, llm: Any, ctx: Any) -> Any:
+    program = get_agent("mini-swe-agent").program()
+    timeout = float(ctx.params.get("agent_timeout_sec", 1800))
+    with tempfile.TemporaryDirectory(prefix="replaykit-mswea-") as tmp, Bridge(llm, env, ctx) as bridge:
+        work = Path(tmp)
+        (work / "replaykit.yaml").write_text(json.dumps(overrides(ctx, bridge)))
+        argv = [str(program), "-y", "--exit-immediately", "-c", "mini_textbased.yaml", "-c", "replaykit.yaml"]
+        argv += ["-t", task.instruction, "-o", str(work / "trajectory.json")]
+        done = run_process(argv, agent_env(work, bridge), work, timeout, bridge.failed)
+        ran = trajectory(work / "trajectory.json")
+    ctx.notes.update(
+        agent="mini-swe-agent",
+        returncode=done.returncode,
+        stdout=done.stdout.replace(bridge.token, HIDDEN),
+        stderr=done.stderr.replace(bridge.token, HIDDEN),
+        bridge_model_calls=bridge.model_calls,
+        bridge_commands=bridge.commands,
+        **{f"trajectory_{k}": v for k, v in ran.items()},
+    )
+    if bridge.failure is not None:  # a divergence, a limit, an endpoint failure: the episode's own
+        raise bridge.failure
+    if done.stopped:
+        raise TimeoutError(f"mini-swe-agent {done.stopped}")
+    if done.returncode != 0:
+        last = (done.stderr.replace(bridge.token, HIDDEN).strip().splitlines() or ["(no output on stderr)"])[
+            -1
+        ]
+        raise RuntimeError(f"mini-swe-agent exited with status {done.returncode}: {last}")
+    return ran.get("submission") or ran.get("exit_status")
