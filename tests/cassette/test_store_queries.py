@@ -90,7 +90,7 @@ def test_rows_for_bundles(store_location: str) -> None:
 
 def test_sql_lives_in_the_store_module_only() -> None:
     pattern = re.compile(
-        r"\.db\[|index\.db|rows_where|execute\(|\bimport sqlite|\bimport psycopg|from psycopg"
+        r"\.db\[|index\.db|rows_where|(?<!def )execute\(|\bimport sqlite|\bimport psycopg|from psycopg"
     )
     offenders = [
         f"{path.relative_to(PACKAGE)}:{n}"
