@@ -19,12 +19,13 @@ records it.
 
 from __future__ import annotations
 
-import http.server
 import json
 import secrets
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 
 MAX_BODY = 64 * 1024 * 1024
 
@@ -43,16 +44,14 @@ def one_call_a_turn(body: bytes) -> bytes:
     return json.dumps({**request, "parallel_tool_calls": False}, ensure_ascii=False).encode()
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # keep-alive without Nagle + delayed ACK (~50 ms a call otherwise)
+class _Handler(LoopbackHandler):
     server: _Server
+    server_version = "replaykit-codex-bridge"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_POST(self) -> None:
+    def _dispatch(self, method: str) -> None:
         bridge = self.server.bridge
+        if method != "POST":
+            return self._send(404, b'{"error": {"message": "unknown path"}}')
         if self.headers.get("Authorization") != f"Bearer {bridge.token}":
             return self._send(401, b'{"error": {"message": "not this episode\'s bridge"}}')
         length = int(self.headers.get("Content-Length") or 0)
@@ -76,8 +75,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(LoopbackServer):  # keep-alive, no Nagle, silent when a client hangs up
     bridge: CodexBridge
 
 
@@ -100,6 +98,7 @@ class CodexBridge:
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.shutdown()
+            self._server.close_connections()
             self._server.server_close()
 
     @property
