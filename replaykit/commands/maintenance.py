@@ -24,7 +24,7 @@ def doctor(
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Check Docker, the base image, the store, the harness repo, the endpoint and its key: one line each, with the fix."""
+    """Check Docker, the base image, the store, the harness repo (and a named agent's program), the endpoint and its key: one line each, with the fix."""
     from replaykit.workspace.doctor import diagnose
 
     report = diagnose(config, store)

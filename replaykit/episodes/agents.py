@@ -28,6 +28,15 @@ def agent_identity(name: str | None, needed: bool = True) -> AgentMeta | None:
     return AgentMeta(name=name, version=agent.check() if needed else agent.version())
 
 
+def require_program(meta: EpisodeMeta, checked: set[str]) -> None:
+    """Replaying a named agent's episode runs its program again: when it is not installed, one
+    line with its install command (never a divergence blamed on the recording)."""
+    recorded = meta.get("agent")
+    if recorded is not None and recorded["name"] not in checked:
+        get_agent(recorded["name"]).program()
+        checked.add(recorded["name"])
+
+
 def version_note(metas: Iterable[EpisodeMeta], doing: str, installed: AgentMeta | None = None) -> str | None:
     """One line when episodes ``doing`` (``reused``, ``replayed``) were recorded under another
     version of their agent than the one installed here (``installed``, else looked up by the

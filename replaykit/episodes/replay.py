@@ -23,7 +23,7 @@ from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDoc
-from replaykit.episodes.agents import version_note
+from replaykit.episodes.agents import require_program, version_note
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.rollout import ReplayResult, replay_episode
 from replaykit.episodes.run_records import ReplayReport
@@ -104,6 +104,7 @@ def _replay_plan(
     """Each (cassette, harness sha) of ``plan`` replayed, inline or on ``executor``, each
     cassette's reuse claim checked into ``claims``; the results."""
     results: dict[tuple[str, str], ReplayResult] = {}
+    programs: set[str] = set()  # the named agents whose program is installed here
 
     def done(item: tuple[str, str], outcome: ReplayResult) -> None:
         results[item] = outcome
@@ -114,6 +115,7 @@ def _replay_plan(
 
     def read(cid: str) -> Episode:
         episode = store.get_episode(cid)
+        require_program(episode.meta, programs)
         metas[cid] = episode.meta
         if cid not in claims:
             claims[cid] = check_claim(store, episode)
@@ -167,6 +169,7 @@ def replay_cassette(
             f"the harness tree {sha[:12]} of cassette {cid} is not in store {store.location}"
         )
     claims: dict[str, ClaimStatus] = {cid: check_claim(store, episode)}
+    require_program(episode.meta, set())
     result = replay_episode(episode, store.materialise_tree(sha, files))
     note = version_note([episode.meta], "replayed")
     run = RunDoc(

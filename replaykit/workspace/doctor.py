@@ -164,6 +164,21 @@ def check_harness(config: Any) -> Check:
     )
 
 
+def check_agent(name: str) -> Check:
+    """A named agent's program (``harness.agent``): its installed version, or its install command."""
+    from replaykit.agents.registry import get_agent
+    from replaykit.core.errors import HarnessError
+
+    agent = get_agent(name)
+    try:
+        program, version = agent.program(), agent.check()
+    except HarnessError as exc:
+        fix = agent.requires.install if agent.requires is not None else ""
+        return Check("agent", FAIL, str(exc), fix)
+    where = f" at {program}" if program is not None else ""
+    return Check("agent", OK, f"{name} {version}{where}")
+
+
 def _reach(base_url: str, key: str, timeout: float) -> Check:
     """GET ``/models`` of the endpoint: does it answer?"""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -245,6 +260,8 @@ def diagnose(config_path: Path | None = None, store: str | None = None) -> Docto
     checks.append(check_store(root))
     if config is not None:
         checks.append(check_harness(config))
+        if config.harness.agent:
+            checks.append(check_agent(config.harness.agent))
         checks += check_endpoint(config)
     else:
         checks.append(

@@ -108,3 +108,52 @@ def test_ctrl_c_stops_the_agent_process_and_the_run(tmp_path: Path) -> None:
     else:
         os.kill(agent, signal.SIGKILL)
         pytest.fail(f"the agent process {agent} outlived the interrupted run")
+
+
+def test_replay_needs_the_agent_program_and_says_so_in_one_line(tmp_path: Path) -> None:
+    bin_dir = fake_mini(tmp_path / "bin", 'echo "boom" >&2; exit 3')
+    proc = cli(
+        "run", str(config_of(tmp_path)), "--agent", "mini-swe-agent", "--json",
+        cwd=tmp_path, env={"REPLAYKIT_AGENTS_PATH": bin_dir},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run_id, store = json.loads(proc.stdout)["run_id"], str(tmp_path / "store")
+    again = cli(
+        "replay", run_id, "--store", store, "--json", cwd=tmp_path, env={"REPLAYKIT_AGENTS_PATH": bin_dir}
+    )
+    assert again.returncode == 0 and json.loads(again.stdout)["identical"], again.stdout + again.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    absent = {"REPLAYKIT_AGENTS_PATH": str(empty), "PATH": "/usr/bin:/bin"}
+    proc = cli("replay", run_id, "--store", store, cwd=tmp_path, env=absent)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip() == (
+        "Error: agent 'mini-swe-agent' needs the program 'mini', not found on $REPLAYKIT_AGENTS_PATH or "
+        "PATH; install it: bash scripts/setup-agents.sh (or: pipx install mini-swe-agent==2.4.6)"
+    )
+
+
+def test_doctor_checks_the_agent_program_of_a_config(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(project_root() / "envs" / "hello-file")],
+            "harness.agent": "mini-swe-agent",
+        },
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    absent = {"REPLAYKIT_AGENTS_PATH": str(empty), "PATH": "/usr/bin:/bin"}
+    proc = cli("doctor", str(config), "--json", cwd=tmp_path, env=absent)
+    (row,) = [c for c in json.loads(proc.stdout)["checks"] if c["name"] == "agent"]
+    assert proc.returncode == 1 and row["status"] == "fail"
+    assert row["fix"] == "bash scripts/setup-agents.sh (or: pipx install mini-swe-agent==2.4.6)"
+    bin_dir = fake_mini(tmp_path / "bin", "exit 0")
+    proc = cli("doctor", str(config), "--json", cwd=tmp_path, env={"REPLAYKIT_AGENTS_PATH": bin_dir})
+    (row,) = [c for c in json.loads(proc.stdout)["checks"] if c["name"] == "agent"]
+    assert row == {
+        "name": "agent",
+        "status": "ok",
+        "detail": f"mini-swe-agent unknown at {bin_dir}/mini",
+        "fix": "",
+    }
