@@ -36,6 +36,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "envs/docker/network/test_frozen_docker.py": (0, 43),
     "view/test_browser.py": (0, 25),
     "envs/docker/test_docker_run.py": (0, 24),
+    "envs/docker/test_terminus.py": (0, 28),
     "envs/docker/test_build_failure.py": (0, 24),
     "envs/docker/test_limits_docker.py": (0, 17),
     "envs/docker/network/test_own_service.py": (0, 40),

@@ -1,11 +1,14 @@
 """The terminus template's answer parser against Harbor 0.25's own (``TerminusJSONPlainParser``, run
-in Harbor's venv): the same commands, completion, error line and warnings for each answer shape."""
+in Harbor's venv): the same commands, completion, error line and warnings for each answer shape,
+and for eight answers SmolLM2-135M-Instruct really gave the template (``data/``: recorded on
+llama-server, max_tokens 160; cut mid-JSON, code-fenced, the prompt's example copied)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,9 @@ ANSWERS = [
     '{"analysis": "a", "plan": "p", "commands": [7], "task_complete": true}',
     '{"analysis": "a", "plan": "p", "commands": [], }',
     '{"analysis": "%s", "plan": "p", "commands": [], }' % ("x" * 300),
+    'First {"bad": } then {"analysis": "a", "plan": "p", "commands": []} done',  # the mixed-content fix
+    '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo \\"{\\"\\n"}',  # a brace in a string
+    *json.loads((Path(__file__).parent / "data" / "smollm2-terminus-answers.json").read_text()),
 ]
 HARBOR_SIDE = """
 import json, sys
@@ -71,3 +77,21 @@ def test_the_parser_agrees_with_harbors_terminus_2() -> None:
     theirs = json.loads(proc.stdout)
     for text, expected in zip(ANSWERS, theirs, strict=True):
         assert ours(text) == expected, text
+
+
+def test_the_prompt_is_harbors_terminus_2_json_prompt() -> None:
+    why = missing()
+    if why:
+        pytest.fail(why, pytrace=False)
+    proc = subprocess.run(
+        [
+            str(PYTHON),
+            "-c",
+            "import harbor.agents.terminus_2 as t, pathlib; print(pathlib.Path(t.__file__).parent)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    harbors = Path(proc.stdout.strip()) / "templates" / "terminus-json-plain.txt"
+    assert (TEMPLATES / "terminus" / "prompt.txt").read_bytes() == harbors.read_bytes()

@@ -12,8 +12,8 @@ step, so a replay never sleeps it again.
 What differs from Terminus-2 (``replaykit/templates/README.md``): a command's wait ends early
 when the shell shows its next prompt (a ``PROMPT_COMMAND`` counter), else after its duration;
 new output is read from where the last capture's cursor was (tmux's history size and cursor),
-not by searching the previous full buffer; one parser auto-fix (missing closing braces), no
-field-order warning, no summarisation or context unwinding.
+not by searching the previous full buffer; no field-order warning, no summarisation or
+context unwinding.
 
 ``harness.params``: ``max_turns`` (50), ``max_duration`` (60 s, a command's longest wait),
 ``output_limit`` (10000 bytes to the model), ``capture_bytes`` (50000: the newest part of a
@@ -24,63 +24,13 @@ image without tmux is an infrastructure failure naming the task; true: apt-get i
 import base64
 import hashlib
 import json
+import re
 import shlex
+from pathlib import Path
 
-PROMPT = """You are an AI assistant tasked with solving command-line tasks in a Linux environment. You will be given a task description and the output from previously executed commands. Your goal is to solve the task by providing batches of shell commands.
-
-Format your response as JSON with the following structure:
-
-{{
-  "analysis": "Analyze the current state based on the terminal output provided. What do you see? What has been accomplished? What still needs to be done?",
-  "plan": "Describe your plan for the next steps. What commands will you run and why? Be specific about what you expect each command to accomplish.",
-  "commands": [
-    {{
-      "keystrokes": "ls -la\\n",
-      "duration": 0.1
-    }},
-    {{
-      "keystrokes": "cd project\\n",
-      "duration": 0.1
-    }}
-  ],
-  "task_complete": true
-}}
-
-Required fields:
-- "analysis": Your analysis of the current situation
-- "plan": Your plan for the next steps
-- "commands": Array of command objects to execute
-
-Optional fields:
-- "task_complete": Boolean indicating if the task is complete (defaults to false if not present)
-
-Command object structure:
-- "keystrokes": String containing the exact keystrokes to send to the terminal (required)
-- "duration": Number of seconds to wait for the command to complete before the next command will be executed (defaults to 1.0 if not present)
-
-IMPORTANT: The text inside "keystrokes" will be used completely verbatim as keystrokes. Write commands exactly as you want them sent to the terminal:
-- You must end every command with a newline (\\n) or it will not execute.
-- For special key sequences, use tmux-style escape sequences:
-  - C-c for Ctrl+C
-  - C-d for Ctrl+D
-
-The "duration" attribute specifies the number of seconds to wait for the command to complete (default: 1.0) before the next command will be executed. On immediate tasks (e.g., cd, ls, echo, cat) set a duration of 0.1 seconds. On commands (e.g., gcc, find, rustc) set a duration of 1.0 seconds. On slow commands (e.g., make, python3 [long running script], wget [file]) set an appropriate duration as you determine necessary.
-
-It is better to set a smaller duration than a longer duration. It is always possible to wait again if the prior output has not finished, by running {{"keystrokes": "", "duration": 10.0}} on subsequent requests to wait longer. Never wait longer than 60 seconds; prefer to poll to see intermediate result status.
-
-Important notes:
-- Each command's keystrokes are sent exactly as written to the terminal
-- Do not include extra whitespace before or after the keystrokes unless it's part of the intended command
-- Extra text before or after the JSON will generate warnings but be tolerated
-- The JSON must be valid - use proper escaping for quotes and special characters within strings
-- Commands array can be empty if you want to wait without taking action
-
-Task Description:
-{instruction}
-
-Current terminal state:
-{terminal_state}
-"""
+#: Terminus-2's prompt (its ``templates/terminus-json-plain.txt``), formatted with the task's
+#: instruction and the terminal's first screen
+PROMPT = (Path(__file__).parent / "prompt.txt").read_text(encoding="utf-8")
 
 CONFIRM = (
     "Current terminal state:\n{terminal_output}\n\n"
@@ -156,17 +106,44 @@ def parse_commands(items, warnings):
 
 
 def parse_answer(text):
-    """``{"commands", "complete", "error", "warnings"}`` of one answer (Terminus-2's JSON parser)."""
+    """``{"commands", "complete", "error", "warnings"}`` of one answer (Terminus-2's JSON parser):
+    an answer with an error is tried again after each auto-fix, the first that parses is kept."""
+    answer = parse_once(text)
+    if not answer["error"]:
+        return answer
+    for name, fixed in auto_fixes(text, answer["error"]):
+        again = parse_once(fixed)
+        if not again["error"]:
+            again["warnings"].insert(0, f"AUTO-CORRECTED: {name} - please fix this in future responses")
+            return again
+    return answer
+
+
+MIXED = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}", re.DOTALL)
+
+
+def auto_fixes(text, error):
+    """Terminus-2's two fixes, in order: the missing closing braces added; a JSON object of mixed text."""
+    if any(k in error for k in ("Invalid JSON", "Expecting", "Unterminated", "No valid JSON found")):
+        if text.count("{") > text.count("}"):
+            yield (
+                "Fixed incomplete JSON by adding missing closing brace",
+                text + "}" * (text.count("{") - text.count("}")),
+            )
+    for match in MIXED.findall(text):
+        try:
+            json.loads(match)
+        except json.JSONDecodeError:
+            continue
+        yield "Extracted JSON from mixed content", match
+        return
+
+
+def parse_once(text):
     found, before, after = json_object(text)
-    if found is None and text.count("{") > text.count("}"):  # Terminus-2's auto-fix: close the braces
-        found, before, after = json_object(text + "}" * (text.count("{") - text.count("}")))
-        auto = "AUTO-CORRECTED: Fixed incomplete JSON by adding missing closing brace - please fix this in future responses"
-    else:
-        auto = None
     warnings = [
         w
         for w, on in (
-            (auto, auto),
             ("Extra text detected before JSON object", before),
             ("Extra text detected after JSON object", after),
         )
