@@ -70,3 +70,26 @@ def test_an_image_built_with_other_packages_is_rebuilt_not_reused(monkeypatch: p
         "built": False,
     }
     assert "tmux" in base_image.BASE_PACKAGES
+
+
+def test_a_python_flavour_on_a_root_without_tmux_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replaykit.envs.docker import base_image, flavours, images
+
+    labels = {
+        "replaykit.flavour-version": flavours.FLAVOUR_VERSION,
+        "replaykit.flavour-wheels": ",".join(flavours.WHEEL_PINS),
+        base_image.PACKAGES_LABEL: "python3,python-is-python3,python3-pytest,python3-pip,python3-venv,ca-certificates",
+    }
+    monkeypatch.setattr(images, "docker_client", lambda: object())
+    monkeypatch.setattr(images, "image_exists", lambda client, tag: "sha256:flavour")
+    monkeypatch.setattr(images, "image_config", lambda client, tag: {"Labels": dict(labels)})
+    monkeypatch.setattr(base_image, "image_config", images.image_config)
+
+    def root(**kwargs: object) -> dict[str, object]:
+        raise Rebuilt
+
+    monkeypatch.setattr(base_image, "build_base_image", root)
+    with pytest.raises(Rebuilt):  # its label (inherited from the root) lacks tmux: the root is made again
+        flavours.build_python_image()
+    labels[base_image.PACKAGES_LABEL] = ",".join(flavours.PYTHON_PACKAGES)
+    assert flavours.build_python_image()["built"] is False
