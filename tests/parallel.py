@@ -30,6 +30,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "harbor/test_run_options.py": (0, 200),
     "test_docs.py": (0, 72),
     "agents/test_mini_swe_agent.py": (0, 100),
+    "engine/test_mini_swe_agent_smollm2.py": (0, 50),
     "envs/docker/test_harbor_docker_run.py": (0, 59),
     "envs/docker/test_docker_tasks.py": (0, 47),
     "agents/test_codex_agent.py": (0, 54),  # measured alone (-n 0), 2026-12-02
