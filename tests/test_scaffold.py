@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli_runner import cli
 
@@ -78,3 +79,16 @@ def test_tasks_init_passes_the_docker_oracle_check(tmp_path: Path) -> None:
     check = cli("tasks", "check", "in-docker", "--json", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["passed"] == 1
+
+
+def test_init_refuses_an_unknown_template_before_making_anything(tmp_path: Path) -> None:
+    bad = cli("init", "proj", "--template", "terminu", cwd=tmp_path)
+    assert bad.returncode == 1 and not (tmp_path / "proj").exists()
+    assert (
+        bad.stderr.strip()
+        == "Error: unknown harness template 'terminu'; known: quickstart, shell-text, terminus"
+    )
+    made = json.loads(cli("init", "tproj", "--template", "terminus", "--json", cwd=tmp_path).stdout)
+    config = yaml.safe_load((tmp_path / made["config"]).read_text())
+    assert config["env"]["kind"] == "docker"  # the terminus harness drives tmux in the task's container
+    assert (tmp_path / made["harness"] / "prompt.txt").is_file()

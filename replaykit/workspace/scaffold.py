@@ -144,8 +144,11 @@ train:
 def init_project(folder: Path, template: str = "quickstart") -> ProjectCreated:
     """A harness repo (committed, from a template), one sample task and a config that
     ``replaykit run`` / ``train`` accept, all under ``folder``."""
+    from replaykit.episodes.config_paths import known_templates
     from replaykit.episodes.harness import materialise_template
 
+    if template not in known_templates():  # before anything is made
+        raise ConfigError(f"unknown harness template {template!r}; known: {', '.join(known_templates())}")
     _check_new(folder, "folder")
     folder.mkdir(parents=True, exist_ok=True)
     sha = materialise_template(template, folder / "harness")
