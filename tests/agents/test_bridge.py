@@ -85,6 +85,7 @@ def test_the_run_owns_model_temperature_seed_and_model_params_the_rest_passes_th
     assert sent["model"] == "run-model" and sent["temperature"] == 0.0 and sent["max_tokens"] == 64
     assert sent["seed"] != 7 and sent["messages"] == body["messages"]
     assert sent["extra_body"] == {"stop": ["END"]}
+    assert bridge.token not in json.dumps(sent)  # the agent's bearer token is never sent on, nor stored
     assert env.ran == [("ls", 5.0)] and (bridge.model_calls, bridge.commands) == (1, 1)
 
 
