@@ -111,6 +111,7 @@ def test_wheel_ships_package_data(installed: dict[str, Path]) -> None:
     assert {
         "replaykit/py.typed",
         "replaykit/templates/quickstart/harness.py",
+        "replaykit/templates/terminus/prompt.txt",  # read by the terminus harness at import
         "replaykit/agents/codex/template/harness.py",  # a named agent's harness template
         "replaykit/agents/templates/mini_swe_agent/mswea_env.py",  # the mini-swe-agent template's env module
         "replaykit/train/README.md",
