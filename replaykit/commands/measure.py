@@ -141,7 +141,7 @@ def compare(
     harness: str = typer.Option(
         ...,
         "--harness",
-        help="Comma-separated harness refs, each optionally named by its role: untrained=<initial-sha>,trained=main",
+        help="Comma-separated harness refs, each optionally named by its role: untrained=<initial-sha>,trained=main; agent:NAME is a named agent (mini=agent:mini-swe-agent)",
     ),
     record_mode: RecordMode = typer.Option(
         RecordMode.ONCE,

@@ -3,13 +3,16 @@ models" table. Beside ``run.measure``, which measures one cell."""
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import CompareCell, CompareDocument
-from replaykit.episodes.config import RunConfig
+from replaykit.episodes.agents import agent_identity
+from replaykit.episodes.config import RunConfig, validation_line
 from replaykit.episodes.run import measure, run_store
 
 
@@ -23,7 +26,8 @@ def compare(
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table.
 
     A harness given as ``ROLE=REF`` (``untrained=6ff33fa``, ``trained=main``) is measured at REF
-    and shown by its role: cells, tables and charts name it ROLE (its SHA stays in each cell)."""
+    and shown by its role: cells, tables and charts name it ROLE (its SHA stays in each cell).
+    A REF ``agent:NAME`` is that named agent's harness (its own repo, ``replaykit/agents/``)."""
     cells: list[CompareCell] = []
     repo = None
     labelled = [harness_role(h) for h in harness_refs]
@@ -31,12 +35,15 @@ def compare(
     twice = next((h for i, h in enumerate(harness_refs) if h in harness_refs[:i]), None)
     if twice is not None:
         raise ConfigError(f"--harness names {twice!r} twice; give each harness (or role) once")
+    # ``agent:NAME``: that named agent's harness (its own repo), checked before any cell runs
+    configs = {ref: agent_config(config, ref, record_mode) for _, ref in labelled}
     if progress:
         progress("outer", {"total": len(models) * len(harness_refs), "label": "cell"})
     for label, ref in labelled:
         for name in models:
             model = config.model.model_copy(update={"name": name})
-            result = measure(config, record_mode=record_mode, harness_ref=ref, model=model, progress=progress)
+            cfg, at = configs[ref]
+            result = measure(cfg, record_mode=record_mode, harness_ref=at, model=model, progress=progress)
             if progress:
                 progress("outer_step", {"label": f"{label} × {name}"})
             run = result.run
@@ -64,6 +71,23 @@ def compare(
         "model_calls": sum(c.get("model_calls", 0) for c in cells),
         "reused_events": sum(c.get("reused_events", 0) for c in cells),
     }
+
+
+def agent_config(config: RunConfig, ref: str, record_mode: RecordMode) -> tuple[RunConfig, str | None]:
+    """(the config, the ref) a ``--harness`` ref is measured with: ``agent:NAME`` is the named
+    agent's harness (``harness.agent: NAME``, its own repo, at its HEAD), validated as a config is."""
+    if not ref.startswith("agent:"):
+        return config, ref
+    name = ref.removeprefix("agent:")
+    data = config.model_dump()
+    data["harness"] = {**data["harness"], "agent": name}
+    try:
+        cfg = RunConfig.model_validate(data, context={"base_dir": config.base_dir})
+    except ValidationError as exc:
+        raise ConfigError(f"--harness {ref!r}: {validation_line(exc, model=RunConfig)}") from None
+    cfg.base_dir = config.base_dir
+    agent_identity(name, needed=record_mode != "none")  # its program, before any cell is measured
+    return cfg, None
 
 
 def harness_role(given: str) -> tuple[str, str]:

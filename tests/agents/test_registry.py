@@ -6,7 +6,9 @@ under another installed version said in one line."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from replaykit.agents.base import NamedAgent, Requirement
 from replaykit.agents.registry import AGENTS, get_agent, register_agent
 from replaykit.cassette.store import Store
 from replaykit.core.errors import ConfigError, HarnessError
+from replaykit.episodes.compare import compare
 from replaykit.episodes.config import load_config
 from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.episodes.replay import replay_run
@@ -153,3 +156,26 @@ def test_a_pinned_version_is_refused_otherwise_and_an_agents_rules_join_the_conf
         assert measure(config).to_json()["agent"] == {"name": "pinned-agent", "version": "1.2.3"}
     finally:
         AGENTS.unregister("pinned-agent")
+
+
+def test_compare_measures_a_named_agent_as_a_harness(tool: Path, tmp_path: Path) -> None:
+    install(tool, "1.2.3")
+    template = tmp_path / "template"  # the quickstart harness, one comment apart: another SHA
+    shutil.copytree(TEMPLATES / "quickstart", template)
+    (template / "harness.py").write_text((template / "harness.py").read_text() + "# the agent's own\n")
+    register_agent(replace(get_agent("test-agent"), template=template))
+    config = load_config(config_of(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        compare(config, ["reference-weak"], ["base=main", "agent:no-such-agent"])
+    assert "--harness 'agent:no-such-agent': field 'harness.agent': unknown agent 'no-such-agent'" in str(
+        err.value
+    )
+    assert not (tmp_path / "store").exists()  # refused before any cell
+    report = compare(config, ["reference-weak"], ["base=main", "mine=agent:test-agent"])
+    assert [c["harness"] for c in report["cells"]] == ["base", "mine"]
+    store = Store(tmp_path / "store")
+    mine = store.get_run(report["cells"][1]["run_id"])
+    assert mine.harness_repo == str(tmp_path / ".replaykit" / "agents" / "test-agent")
+    assert store.get_episode(mine.cassettes[0]).meta["agent"] == {"name": "test-agent", "version": "1.2.3"}
+    base = store.get_run(report["cells"][0]["run_id"])
+    assert "agent" not in store.get_episode(base.cassettes[0]).meta
