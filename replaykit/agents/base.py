@@ -21,6 +21,7 @@ from replaykit.core.errors import HarnessError
 #: ``scripts/setup-agents.sh`` installs each shipped agent in its own venv and prints this
 AGENTS_PATH_VAR = "REPLAYKIT_AGENTS_PATH"
 _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.+-]*")
+_TRAMPOLINE = re.compile(r"^'''exec' \"?([^\"\n]+?)\"? \"\$0\"", re.M)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,12 @@ def python_dist(dist: str) -> Callable[[Path], str]:
 
     def read(program: Path) -> str:
         try:
-            first = program.read_bytes()[:400].split(b"\n", 1)[0].decode()
+            head = program.read_bytes()[:1000].decode()
+            first = head.split("\n", 1)[0]
             interpreter = first[2:].strip() if first.startswith("#!") else ""
+            # pip's trampoline for a long interpreter path: "#!/bin/sh", then "'''exec' PATH "$0" ..."
+            if trampoline := _TRAMPOLINE.search(head):
+                interpreter = trampoline.group(1)
             out = subprocess.run(
                 [interpreter, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
                 capture_output=True,
