@@ -86,9 +86,7 @@ def run(
 ) -> None:
     """Measure the harness on the panel, recording (or reusing) one cassette per episode.
 
-    With --agent NAME (or harness.agent) the harness is that named agent's shipped template
-    (mini-swe-agent: its own CLI in its own process, its model calls and commands through a
-    recording bridge), keyed by that template's SHA like any harness."""
+    --agent NAME: a named agent (mini-swe-agent, codex, terminus) is the harness, keyed by its SHA."""
     from replaykit.episodes.config import load_config
     from replaykit.episodes.run import measure
 
