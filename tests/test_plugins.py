@@ -238,7 +238,8 @@ def test_plugin_named_agent_runs_with_its_version_and_replays(plugin: dict[str, 
     assert code == 0, err
     version = ".".join(str(v) for v in sys.version_info[:3])
     assert doc["agent"] == {"name": "example-agent", "version": version}
-    assert doc["harness_repo"] == str(tmp / ".replaykit" / "agents" / "example-agent")
+    repo = Path(doc["harness_repo"])  # named by the agent and its template's digest
+    assert repo.parent == tmp / ".replaykit" / "agents" and repo.name.startswith("example-agent-"), repo
     episode = Store(tmp / "store").get_episode(doc["cassettes"][0])
     assert episode.meta["agent"] == {"name": "example-agent", "version": version}
     code, report, err = cli(["replay", doc["run_id"], "--store", str(tmp / "store")], site, tmp)

@@ -7,6 +7,7 @@ these, never the registry, so the registry's built-ins make no import cycle.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -71,6 +72,23 @@ class NamedAgent:
     entry: str = "harness.py"  # the template's ``solve(task, env, llm, ctx)``
     #: normalisation rules its requests need (``capture.matchers``), added to ``record.rules``
     rules: tuple[str, ...] = ()
+
+    def repo_name(self) -> str:
+        """Its harness repo's folder name: the name and the digest of the template's files, so a
+        replaykit whose template changed makes a new repo (a new SHA) instead of running the old
+        one under the same name; the old repo, and the cassettes keyed by its SHA, stay."""
+        files = sorted(
+            p
+            for p in self.template.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        )
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(
+                f"{path.relative_to(self.template).as_posix()}\0{path.stat().st_mode & 0o111}\0".encode()
+            )
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return f"{self.name}-{digest.hexdigest()[:12]}"
 
     def program(self) -> Path | None:
         """The program it runs; one line with the install command when it is not installed."""

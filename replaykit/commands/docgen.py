@@ -28,7 +28,7 @@ NOTES: dict[str, str] = {
     "harness.branch": "The baseline branch: training only ever fast-forwards it to accepted candidates.",
     "harness.entry": "The file that defines `solve()` (and what `train.patch_surface` usually names).",
     "harness.params": "Free-form values the harness reads from `ctx.params` (e.g. `max_steps`).",
-    "harness.agent": "A named agent (`mini-swe-agent`, ...; `replaykit plugins` lists them) run as the harness: its shipped template becomes the repo `.replaykit/agents/NAME` beside the config (`repo`, `template` and `entry` are then its own); `run --agent NAME` sets it.",
+    "harness.agent": "A named agent (`mini-swe-agent`, ...; `replaykit plugins` lists them) run as the harness: its shipped template becomes the repo `.replaykit/agents/NAME-DIGEST` beside the config (`repo`, `template` and `entry` are then its own); `run --agent NAME` sets it.",
     "model": "The task model: any OpenAI-compatible endpoint, or `builtin` (the reference simulator).",
     "model.name": "Model name sent in every request (`reference-weak`, `reference-strong`, or your endpoint's model).",
     "model.base_url": "`builtin`, or an OpenAI-compatible base URL ending in `/v1` (OpenAI, vLLM, SGLang, llama.cpp, Ollama).",

@@ -51,7 +51,7 @@ class HarnessConfig(_Strict):
     #: free-form values for the harness (Any: pydantic cannot take the recursive ``JSON`` alias)
     params: dict[str, Any] = Field(default_factory=dict)
     #: a named agent (``replaykit/agents/``): its harness template is the repo (made at
-    #: ``.replaykit/agents/NAME`` beside the config), ``repo``/``template``/``entry`` are its own
+    #: ``.replaykit/agents/NAME-<template digest>`` beside the config), ``repo``/``template``/``entry`` are its own
     agent: str | None = None
 
     @field_validator("agent")
@@ -72,7 +72,7 @@ class HarnessConfig(_Strict):
         if self.agent is not None:
             from replaykit.agents.registry import get_agent
 
-            self.repo = f".replaykit/agents/{self.agent}"
+            self.repo = f".replaykit/agents/{get_agent(self.agent).repo_name()}"
             self.template = None
             self.entry = get_agent(self.agent).entry
         return self

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.agents.registry import get_agent
 from replaykit.cassette.store import Store
 from tests.cli_runner import cli
 
@@ -51,7 +52,8 @@ def test_every_model_call_went_through_the_bridge_and_every_command_into_the_con
 ) -> None:
     doc, store = recorded["doc"], recorded["store"]
     assert doc["agent"] == {"name": "mini-swe-agent", "version": "2.4.6"}
-    assert doc["harness_repo"] == str(recorded["tmp"] / ".replaykit" / "agents" / "mini-swe-agent")
+    name = get_agent("mini-swe-agent").repo_name()
+    assert doc["harness_repo"] == str(recorded["tmp"] / ".replaykit" / "agents" / name)
     assert doc["solved"] >= 1 and doc["total"] == 2
     for cid in doc["cassettes"]:
         episode = store.get_episode(cid)

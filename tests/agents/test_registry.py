@@ -89,13 +89,30 @@ def test_the_agent_template_is_its_harness_repo_with_the_same_sha_everywhere(
         folder = tmp_path / where
         folder.mkdir()
         config = load_config(config_of(folder, **{"harness.agent": "test-agent"}))
-        assert config.repo_path == folder / ".replaykit" / "agents" / "test-agent"
+        assert config.repo_path == folder / ".replaykit" / "agents" / get_agent("test-agent").repo_name()
         result = measure(config)
         shas.append(result.run["harness_sha"])
         assert result.to_json()["agent"] == {"name": "test-agent", "version": "1.2.3"}
         episode = Store(folder / "store").get_episode(result.run["cassettes"][0])
         assert episode.meta["agent"] == {"name": "test-agent", "version": "1.2.3"}
     assert shas[0] == shas[1]
+
+
+def test_a_changed_template_is_a_new_repo_never_the_old_one_under_its_name(
+    tool: Path, tmp_path: Path
+) -> None:
+    """A replaykit whose shipped template changed (an upgrade) runs the new files, at a new SHA."""
+    install(tool, "1.2.3")
+    first = measure(load_config(config_of(tmp_path, **{"harness.agent": "test-agent"}))).run
+    template = tmp_path / "upgraded"
+    shutil.copytree(TEMPLATES / "quickstart", template)
+    (template / "harness.py").write_text((template / "harness.py").read_text() + "# upgraded\n")
+    register_agent(replace(get_agent("test-agent"), template=template))
+    config = load_config(config_of(tmp_path, **{"harness.agent": "test-agent"}))
+    second = measure(config).run
+    assert config.repo_path.name.startswith("test-agent-") and second["harness_repo"] != first["harness_repo"]
+    assert second["harness_sha"] != first["harness_sha"]
+    assert (Path(second["harness_repo"]) / "harness.py").read_text().endswith("# upgraded\n")
 
 
 def test_reuse_and_replay_under_another_version_say_so(
@@ -175,7 +192,7 @@ def test_compare_measures_a_named_agent_as_a_harness(tool: Path, tmp_path: Path)
     assert [c["harness"] for c in report["cells"]] == ["base", "mine"]
     store = Store(tmp_path / "store")
     mine = store.get_run(report["cells"][1]["run_id"])
-    assert mine.harness_repo == str(tmp_path / ".replaykit" / "agents" / "test-agent")
+    assert mine.harness_repo == str(tmp_path / ".replaykit" / "agents" / get_agent("test-agent").repo_name())
     assert store.get_episode(mine.cassettes[0]).meta["agent"] == {"name": "test-agent", "version": "1.2.3"}
     base = store.get_run(report["cells"][0]["run_id"])
     assert "agent" not in store.get_episode(base.cassettes[0]).meta

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from replaykit.agents.registry import get_agent
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 from replaykit.envs.docker import images
 from replaykit.envs.docker.env import DockerEnv
@@ -265,7 +266,7 @@ def test_the_named_agent_terminus_runs_the_template(
     )
     run = run_json("run", str(config), "--agent", "terminus")
     assert run["agent"] == {"name": "terminus", "version": "builtin"} and run["solved"] == 1
-    harness = tmp_path / ".replaykit" / "agents" / "terminus" / "harness.py"
+    harness = tmp_path / ".replaykit" / "agents" / get_agent("terminus").repo_name() / "harness.py"
     assert harness.read_bytes() == (REPO / "replaykit" / "templates" / "terminus" / "harness.py").read_bytes()
     assert any("send-keys" in a for a in actions_of(tmp_path / "store", run["episodes"][0]["cassette_id"]))
     attempts = offline(monkeypatch)
