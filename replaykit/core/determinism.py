@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tarfile
 from typing import Any
 
@@ -29,6 +30,21 @@ ENV_PINS: dict[str, str] = {
     "GIT_AUTHOR_DATE": f"@{SOURCE_DATE_EPOCH} +0000",
     "GIT_COMMITTER_DATE": f"@{SOURCE_DATE_EPOCH} +0000",
 }
+
+#: how the names of variables holding a credential end: never handed to an outside program
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+
+
+def pinned_environ(drop_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment for an outside program it starts (Codex, …): no credential
+    (:data:`SECRET_SUFFIXES`), no variable starting with ``drop_prefixes``, and the pins."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith(SECRET_SUFFIXES) and not k.upper().startswith(drop_prefixes)
+    }
+    env.update(ENV_PINS)
+    return env
 
 
 def canonical_json(value: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
 from replaykit.cassette.scrub import Scrubber
-from replaykit.core.determinism import ENV_PINS, derive_seed
+from replaykit.core.determinism import derive_seed, pinned_environ
 from replaykit.core.errors import ModelError
 from replaykit.core.records import JSON
 from replaykit.models.endpoint import OFFLINE_BASE_URL
@@ -44,7 +44,8 @@ INSTALL_HINT = "npm install -g @openai/codex"
 CODEX_RULES = ("uuids", "timestamps", "codex-session")
 PROVIDER_ID = "replaykit"
 KEY_ENV = "REPLAYKIT_CODEX_KEY"
-_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+#: what a Codex process must not inherit from replaykit's environment (besides credentials)
+CODEX_VARIABLES = ("OPENAI_", "CODEX_", "RUST_LOG")
 
 
 def codex_binary() -> str:
@@ -101,13 +102,7 @@ def config_toml(
 
 def codex_environment(home: Path) -> dict[str, str]:
     """The parent's environment without credentials, plus the pins and the throwaway CODEX_HOME."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.upper().endswith(_SECRET_SUFFIXES)
-        and not k.upper().startswith(("OPENAI_", "CODEX_", "RUST_LOG"))
-    }
-    env.update(ENV_PINS)
+    env = pinned_environ(CODEX_VARIABLES)
     env.update({"CODEX_HOME": str(home), KEY_ENV: "replaykit-proxy", "NO_COLOR": "1"})
     return env
 

@@ -35,7 +35,7 @@ from typing import Any
 from replaykit.agents.base import AGENTS_PATH_VAR, Requirement
 from replaykit.agents.codex.bridge import CodexBridge
 from replaykit.agents.mcp_exec import SERVER_NAME, TOKEN_VAR, URL_VAR
-from replaykit.core.determinism import ENV_PINS, derive_seed
+from replaykit.core.determinism import derive_seed, pinned_environ
 from replaykit.core.errors import HarnessError
 
 CODEX_VERSION = "0.171.0"  # scripts/setup-codex.sh installs it; the template pins the same
@@ -47,7 +47,6 @@ PROVIDER_ID = "replaykit"
 KEY_ENV = "REPLAYKIT_CODEX_KEY"  # holds the bridge's token: the real key stays with the episode's client
 TEMP_PREFIX = "replaykit-codex-agent-"  # the throwaway CODEX_HOME and scratch folder
 FEATURES_OFF = ("shell_tool", "unified_exec", "view_image", "multi_agent", "goals", "shell_snapshot")
-_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 
 
 def codex_binary() -> str:
@@ -117,13 +116,7 @@ def config_toml(
 def codex_environment(home: Path, token: str) -> dict[str, str]:
     """The parent's environment without credentials, plus the pins, the throwaway homes and the
     bridge's token as the provider's key (the episode's real key stays with its client)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.upper().endswith(_SECRET_SUFFIXES)
-        and not k.upper().startswith(("OPENAI_", "CODEX_", "RUST_LOG"))
-    }
-    env.update(ENV_PINS)
+    env = pinned_environ(("OPENAI_", "CODEX_", "RUST_LOG"))  # Codex's own variables are set below
     env.update({"CODEX_HOME": str(home), "HOME": str(home.parent), KEY_ENV: token})
     env.update({"NO_COLOR": "1", "SHELL": "/bin/bash"})
     return env
