@@ -24,6 +24,7 @@ from replaykit.episodes.config import load_config
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
 from tests.cli_runner import cli as run_cli
+from tests.offline import cut_off
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[3]
@@ -58,16 +59,7 @@ def test_second_measure_reuses_every_cassette(docker_quickstart: dict[str, Any])
 def test_replay_offline_with_no_docker_daemon_and_no_sockets(
     docker_quickstart: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    monkeypatch.setattr(images, "_clients", {})
-    attempts: list[Any] = []
-
-    def blocked(self: socket.socket, address: Any) -> None:
-        attempts.append(address)
-        raise OSError("sockets are blocked in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", blocked)
-    monkeypatch.setattr(socket.socket, "connect_ex", blocked)
+    attempts = cut_off(monkeypatch)
     store = Store(docker_quickstart["tmp"] / "store")
     try:
         report = replay_run(store, docker_quickstart["run"]["run_id"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +18,12 @@ import pytest
 
 from replaykit.agents.registry import get_agent
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
-from replaykit.envs.docker import images
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.image_build import ensure_task_image
 from replaykit.envs.tasks import load_task
 from replaykit.testing import write_config
 from tests.cli_runner import cli as run_cli
+from tests.offline import cut_off
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[3]
@@ -45,21 +44,6 @@ def requests_of(store: Path, cassette: str) -> list[dict[str, Any]]:
 def actions_of(store: Path, cassette: str) -> list[str]:
     shown = run_json("cassettes", "show", cassette, "--store", str(store))
     return [e["action"] for e in shown["events"] if e["kind"] == "env"]
-
-
-def offline(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """No Docker daemon (DOCKER_HOST unserved, no cached client) and every socket refused."""
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    monkeypatch.setattr(images, "_clients", {})
-    attempts: list[Any] = []
-
-    def blocked(self: socket.socket, address: Any) -> None:
-        attempts.append(address)
-        raise OSError("sockets are blocked in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", blocked)
-    monkeypatch.setattr(socket.socket, "connect_ex", blocked)
-    return attempts
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +90,7 @@ def test_task_complete_is_asked_to_be_confirmed(recorded: dict[str, Any]) -> Non
 
 
 def test_the_run_replays_offline_identical(recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    attempts = offline(monkeypatch)
+    attempts = cut_off(monkeypatch)
     report = run_json("replay", recorded["run"]["run_id"], "--store", str(recorded["store"]))
     assert report["identical"] is True, report
     assert [e["replayed_digest"] for e in report["episodes"]] == [
@@ -214,7 +198,7 @@ def test_a_malformed_answer_gets_the_parse_error_turn(
     # the parse-error turn ran nothing: the only keystrokes sent are the solution's
     actions = actions_of(tmp_path / "store", run["episodes"][0]["cassette_id"])
     assert sum("send-keys" in a for a in actions) == 1
-    attempts = offline(monkeypatch)
+    attempts = cut_off(monkeypatch)
     report = run_json("replay", run["run_id"], "--store", str(tmp_path / "store"))
     assert report["identical"] is True and attempts == []
 
@@ -269,6 +253,6 @@ def test_the_named_agent_terminus_runs_the_template(
     harness = tmp_path / ".replaykit" / "agents" / get_agent("terminus").repo_name() / "harness.py"
     assert harness.read_bytes() == (REPO / "replaykit" / "templates" / "terminus" / "harness.py").read_bytes()
     assert any("send-keys" in a for a in actions_of(tmp_path / "store", run["episodes"][0]["cassette_id"]))
-    attempts = offline(monkeypatch)
+    attempts = cut_off(monkeypatch)
     report = run_json("replay", run["run_id"], "--store", str(tmp_path / "store"))
     assert report["identical"] is True and attempts == []
