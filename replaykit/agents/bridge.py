@@ -60,7 +60,6 @@ class Bridge:
         self.model_calls = 0
         self.commands = 0
         self._server: LoopbackServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -69,19 +68,12 @@ class Bridge:
 
     def __enter__(self) -> Bridge:
         handler = type("BridgeHandler", (_Handler,), {"bridge": self})
-        self._server = LoopbackServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="replaykit-bridge", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackServer(("127.0.0.1", 0), handler).serve_in_thread("replaykit-bridge")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.shutdown()
-        self._server.close_connections()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        assert self._server is not None
+        self._server.stop_serving()
 
     def fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -169,8 +161,4 @@ class _Handler(LoopbackHandler):
         self._send(status, payload)
 
     def _send(self, status: int, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send_bytes(status, payload)

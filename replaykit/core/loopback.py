@@ -43,6 +43,21 @@ class LoopbackServer(ThreadingHTTPServer):
             return
         print(f"replaykit server: error serving {client_address}: {exc!r}", file=sys.stderr)
 
+    def serve_in_thread(self, name: str) -> LoopbackServer:
+        """Serve on a daemon thread named ``name`` until :meth:`stop_serving`."""
+        self._serving = threading.Thread(target=self.serve_forever, name=name, daemon=True)
+        self._serving.start()
+        return self
+
+    def stop_serving(self) -> None:
+        """Stop serving, drop the open keep-alive connections, close the socket, join the thread."""
+        self.shutdown()
+        self.close_connections()
+        self.server_close()
+        serving = getattr(self, "_serving", None)
+        if serving is not None:
+            serving.join(timeout=10)
+
     def close_connections(self) -> None:
         with self.connections_lock:
             open_sockets = list(self.connections)
@@ -83,3 +98,11 @@ class LoopbackHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         raise NotImplementedError
+
+    def send_bytes(self, status: int, data: bytes, content_type: str = "application/json") -> None:
+        """One whole answer: its status, type, length and body."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

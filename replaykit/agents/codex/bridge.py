@@ -68,11 +68,7 @@ class _Handler(LoopbackHandler):
         self._send(404, b'{"error": {"message": "unknown path"}}')
 
     def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(status, data, content_type)
 
 
 class _Server(LoopbackServer):  # keep-alive, no Nagle, silent when a client hangs up
@@ -92,14 +88,12 @@ class CodexBridge:
     def __enter__(self) -> CodexBridge:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.bridge = self
-        threading.Thread(target=self._server.serve_forever, name="codex-bridge", daemon=True).start()
+        self._server.serve_in_thread("codex-bridge")
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.close_connections()
-            self._server.server_close()
+            self._server.stop_serving()
 
     @property
     def address(self) -> str:
