@@ -11,6 +11,7 @@ apt proxy configuration.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import shlex
@@ -105,7 +106,7 @@ class HostRoute:
 
     def close(self) -> str | None:
         """Cut every route to the host but the proxy's; None, or why it stays open."""
-        sweep_stale_rules()
+        _sweep_once()
         for rule in reversed(self.rules):  # each on top: the ACCEPT lands above its own REJECT,
             problem = _iptables("-I", "INPUT", "1", *rule)  # whatever other episodes insert meanwhile
             if problem is not None:
@@ -127,6 +128,13 @@ class HostRoute:
 #: the comment on replaykit's own rules (so a sweep never touches anyone else's)
 RULE_MARK = "replaykit-host-route"
 _RULE_BRIDGE = re.compile(r"-i (\S+) ")
+
+
+@functools.cache
+def _sweep_once() -> int:
+    """:func:`sweep_stale_rules` at this process's first host route (what killed processes left
+    is there before it starts; one ``iptables -S`` per process, not per episode)."""
+    return sweep_stale_rules()
 
 
 def sweep_stale_rules() -> int:
