@@ -104,7 +104,8 @@ def proxy(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""
-    from replaykit.episodes.proxy_session import rules_for, run_proxy_session
+    from replaykit.episodes.proxy_keys import rules_for
+    from replaykit.episodes.proxy_session import run_proxy_session
 
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")

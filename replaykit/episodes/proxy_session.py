@@ -21,25 +21,29 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Iterator, NotRequired, TypedDict
 
 from replaykit.capture import rule_files
 from replaykit.capture.conversations import Resume
-from replaykit.capture.failures import stored_endpoint_failure
-from replaykit.capture.matchers import get_rule
 from replaykit.capture.proxy import ProxyServer
 from replaykit.capture.tape import Tape
-from replaykit.capture.upstream import upstream_identity
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import Episode, ErrorEvent, Event, LlmEvent
-from replaykit.cassette.keys import CassetteKey, ModelId
+from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.scrub import Scrubber
-from replaykit.core.determinism import ENV_PINS, digest_of
+from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, DivergenceReport
 from replaykit.core.meta import EpisodeMeta, ProxyMeta, RuleDef
 from replaykit.core.modes import SESSION_MODES, RecordMode
+from replaykit.episodes.proxy_keys import (
+    endpoint_identity,
+    find_sessions,
+    proxy_key,
+    recorded_rules,
+    reusable_session,
+    session_rules,
+)
 from replaykit.episodes.proxy_writer import SessionWriter
 
 Ready = Callable[[str, str], None]  # (base_url, "record" | "replay")
@@ -86,70 +90,6 @@ class SessionReport(TypedDict):
     divergence_lines: NotRequired[list[DivergenceLine]]
 
 
-def endpoint_identity(upstream: str) -> str:
-    return upstream_identity(upstream)
-
-
-#: Normalisation rules an external agent needs so its replay matches its recording
-#: (``replaykit proxy --agent NAME``): Codex puts a fresh session id, UUIDs and times
-#: into every request.
-AGENT_RULES: dict[str, tuple[str, ...]] = {
-    "codex": ("uuids", "timestamps", "codex-session"),
-}
-
-
-def rules_for(agent: str | None, rules: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """``rules`` plus the agent's, in order, each once."""
-    extra = AGENT_RULES[agent] if agent else ()
-    return tuple(dict.fromkeys((*extra, *rules)))
-
-
-def proxy_key(
-    name: str,
-    upstream: str,
-    rules: tuple[str, ...],
-    model: str = "",
-    rule_defs: Mapping[str, RuleDef] | None = None,
-) -> CassetteKey:
-    rules_part: dict[str, object] = {"rules": list(rules)}
-    if rule_defs:  # a rule file's definitions are identity too (absent: the keys of older sessions)
-        rules_part["rule_defs"] = {n: dict(d) for n, d in sorted(rule_defs.items())}
-    return CassetteKey(
-        harness_sha="",
-        task_id=name,
-        task_digest="",
-        model=ModelId(name=model, endpoint=endpoint_identity(upstream)),
-        seed=0,
-        config_digest=digest_of(rules_part)[:16],
-        kind="proxy",
-    )
-
-
-def find_sessions(
-    store: StoreBackend, name: str, upstream: str | None, note: Line | None = None
-) -> list[Mapping[str, object]]:
-    """The stored sessions called ``name``, oldest first (for this upstream, when given: compared
-    as services, so ``localhost:8080`` finds one recorded against ``127.0.0.1:9090``)."""
-    groups: dict[str, list[Mapping[str, object]]] = {}
-    for row in store.find_proxy_sessions(name):
-        groups.setdefault(endpoint_identity(str(row["endpoint"])), []).append(row)
-    if upstream is None:
-        if len(groups) > 1:
-            raise ConfigError(
-                f"proxy session {name!r} was recorded against several upstreams "
-                f"({', '.join(sorted(groups))}); pass --upstream to pick one"
-            )
-        return next(iter(groups.values()), [])
-    wanted = endpoint_identity(upstream)
-    others = sorted(u for u in groups if u != wanted)
-    if others and note is not None:
-        note(
-            f"proxy session {name!r} is also recorded against {', '.join(others)}; this one is for "
-            f"{wanted} (a replay without --upstream will ask which)"
-        )
-    return groups.get(wanted, [])
-
-
 @contextlib.contextmanager
 def _upstream(upstream: str, api_key_env: str) -> Iterator[tuple[str, str]]:
     if upstream != "builtin":
@@ -188,15 +128,6 @@ def _wait(stop: threading.Event | None, ready: Callable[[], None] = lambda: None
     return "stop"
 
 
-def _reusable(store: StoreBackend, row: Mapping[str, object], upstream: str | None) -> bool:
-    """A stored session may be replayed as the answer unless it recorded no call (older
-    versions stored empty sessions) or, when it could be re-recorded, an endpoint error."""
-    doc = store.get_json(str(row["doc"]))
-    if not any(isinstance(e, dict) and e.get("kind") == "llm" for e in doc.get("events", [])):
-        return False
-    return not (upstream and stored_endpoint_failure(doc))
-
-
 class SessionLines:
     """What a running session tells its user, one line each (``on_line``), and keeps for its report."""
 
@@ -227,15 +158,6 @@ class SessionLines:
             )
 
 
-def _rules(rules: tuple[str, ...], rule_file: Path | None) -> tuple[tuple[str, ...], dict[str, RuleDef]]:
-    """The session's rules: the named ones, then a rule file's (installed), each checked."""
-    defs = rule_files.load_rule_file(rule_file) if rule_file is not None else {}
-    rules = tuple(dict.fromkeys((*rules, *rule_files.install(defs))))
-    for rule in rules:
-        get_rule(rule)
-    return rules, defs
-
-
 def run_proxy_session(
     store: StoreBackend,
     name: str,
@@ -258,12 +180,12 @@ def run_proxy_session(
         raise ConfigError(
             f"--timeout {timeout:g}: give the seconds one upstream exchange may take (0 < S <= 86400)"
         )
-    rules, defs = _rules(rules, rule_file)
+    rules, defs = session_rules(rules, rule_file)
     lines = SessionLines(on_line)
     rows = find_sessions(store, name, upstream, lines.note) if record_mode != "all" else []
     # the newest that may be replayed: an empty session or (when it can be re-recorded) endpoint
     # errors are never replayed as the answer
-    usable = [r for r in rows if _reusable(store, r, upstream if record_mode == "once" else None)]
+    usable = [r for r in rows if reusable_session(store, r, upstream if record_mode == "once" else None)]
     existing = usable[-1] if usable else None
     if rows and existing is None and record_mode == "none":
         raise CassetteNotFound(
@@ -277,7 +199,7 @@ def run_proxy_session(
     session = _Session(store, name, rules, defs, lines, host=host, port=port, on_ready=on_ready, stop=stop)
     if existing is not None:
         episode = store.get_episode(str(existing["id"]))
-        recorded_with = _recorded_rules(episode.meta)
+        recorded_with = recorded_rules(episode.meta)
         rule_files.check_recorded(recorded_with[1], defs, recorded_with[0])
         if record_mode == "once" and upstream:  # the upstream is the user's, never one read from the store
             return session.resume(episode, upstream, api_key_env, timeout)
@@ -285,17 +207,6 @@ def run_proxy_session(
     if not upstream:
         raise ConfigError("recording a proxy session needs --upstream URL (or --upstream builtin)")
     return session.record(upstream, api_key_env, timeout)
-
-
-def _recorded_rules(meta: EpisodeMeta) -> tuple[tuple[str, ...], dict[str, RuleDef]]:
-    proxy = meta.get("proxy")
-    if proxy is None:
-        return (), {}
-    defs = proxy.get("rule_defs") or {}
-    return tuple(proxy.get("rules", ())), {
-        str(k): {"pattern": str(v.get("pattern", "")), "replace": str(v.get("replace", ""))}
-        for k, v in defs.items()
-    }
 
 
 def _models(events: list[Event]) -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store import Store
-from replaykit.episodes.proxy_session import proxy_key
+from replaykit.episodes.proxy_keys import proxy_key
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ import pytest
 
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
-from replaykit.episodes.proxy_session import AGENT_RULES, rules_for
+from replaykit.episodes.proxy_keys import AGENT_RULES, rules_for
 from replaykit.models.reference.server import ReferenceServer
 from tests.cli_runner import cli
 
