@@ -98,11 +98,6 @@ class Scrubber:
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def with_secrets(self, more: dict[str, str]) -> "Scrubber":
-        merged = dict(more)
-        merged.update(self.secrets)
-        return Scrubber(merged)
-
     def bytes(self, value: _Bytes) -> _Bytes:
         if self._pattern is None:
             return value

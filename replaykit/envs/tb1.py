@@ -37,7 +37,6 @@ from typing import Any
 
 from replaykit.core.errors import TaskError
 
-MARKERS: tuple[str, ...] = ("task.yaml", "run-tests.sh")
 REWARD_SUFFIX = """
 _EXIT_CODE=$?
 if [ $_EXIT_CODE -eq 0 ]; then

@@ -18,6 +18,7 @@ from replaykit.core.errors import DivergenceError, ModelError
 from replaykit.models import codex as codex_module
 from replaykit.models.codex import CODEX_RULES, INSTALL_HINT, CodexAgentBackend, config_toml
 from replaykit.models.reference import server as server_module
+from replaykit.models.reference.proposer import propose_edit
 from replaykit.models.reference.protocol import AssistantTurn, ChatRequest
 from replaykit.train.backends import AgentBackend
 
@@ -154,14 +155,10 @@ def test_codex_as_proposer_edits_the_harness_and_replays(
 
 @pytest.mark.codex
 def test_codex_with_the_reference_proposer(codex_cli: str, tmp_path: Path) -> None:
-    proposer = pytest.importorskip("replaykit.models.reference.proposer")
-    if not hasattr(proposer, "propose_edit"):
-        pytest.skip("the reference proposer has no propose_edit yet")
     source = (REPO / "replaykit" / "templates" / "quickstart" / "harness.py").read_text()
     brief = f"Improve the harness.\n\n=== harness.py ===\n{source}=== end harness.py ===\n\nPreviously tried proposals: none\n"
-    expected = proposer.propose_edit(source, brief)
-    if expected is None:
-        pytest.skip("the reference proposer has nothing to propose for the template")
+    expected = propose_edit(source, brief)
+    assert expected is not None, "the reference proposer proposes a change to the quickstart template"
     (tmp_path / "harness.py").write_text(source)
     backend = CodexAgentBackend(model="reference-proposer", base_url="builtin", turn_timeout_sec=120)
     with backend.session(Tape("ref-proposer")) as session:

@@ -313,9 +313,6 @@ def test_a_proposer_reads_patches_and_reports(client: Any) -> None:
 
 
 def test_reference_proposer_is_routed_through_the_registry(client: Any) -> None:
-    proposer = pytest.importorskip("replaykit.models.reference.proposer")
-    if not hasattr(proposer, "propose_edit"):
-        pytest.skip("the reference proposer has no propose_edit yet")
     resp = client.responses.create(
         model="reference-proposer", input=[user("Improve harness.py.")], tools=[EXEC_TOOL]
     )

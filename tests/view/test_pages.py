@@ -322,30 +322,38 @@ def test_an_episode_says_how_long_it_took(
 
 def test_each_task_has_its_pass_rate_across_runs(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
     """No page gave a task's pass rate across runs: /tasks counts, per task, every instance
-    the (filtered) runs measured, hardest first, and links to its episodes and failures."""
-    from replaykit.cassette.stores import open_store
-
-    def expected(model: str) -> tuple[int, dict[str, list[int]]]:
-        """task -> [solved, failed, infra, runs], from the run documents (the store closed after:
-        a reader left open keeps index.db-wal and -shm, which the byte-identical test sees)."""
-        store = open_store(quickstart_store["store"], readonly=True)
-        try:
-            want: dict[str, list[int]] = {}
-            runs = [r for r in store.doc_rows("measure") if not model or r["model"] == model]
-            for row in runs:
-                seen = set()
-                for e in store.get_run(row["id"]).episodes:
-                    counts = want.setdefault(e.task_id, [0, 0, 0, 0])
-                    counts[2 if e.infra_failure else 0 if e.passed else 1] += 1
-                    if e.task_id not in seen:
-                        counts[3] += 1
-                        seen.add(e.task_id)
-            return len(runs), want
-        finally:
-            store.close()
-
-    for model in ("", "reference-strong"):
-        nruns, want = expected(model)
+    the (filtered) runs measured, hardest first, and links to its episodes and failures.
+    The quickstart training and compare are deterministic (the reference server): these are
+    their counts, fixed (task: rate %, solved, failed, infra, runs), never re-derived here."""
+    tables = {
+        "": (
+            7,
+            {
+                "organize-files": (43, 6, 8, 0, 7),
+                "hello-file": (57, 8, 6, 0, 7),
+                "run-build-script": (57, 8, 6, 0, 7),
+                "fix-config-port": (71, 10, 4, 0, 7),
+                "csv-active-emails": (79, 11, 3, 0, 7),
+                "count-error-lines": (86, 12, 2, 0, 7),
+                "json-release-tag": (93, 13, 1, 0, 7),
+                "checksum-release": (100, 14, 0, 0, 7),
+            },
+        ),
+        "reference-strong": (
+            2,
+            {
+                "count-error-lines": (50, 2, 2, 0, 2),
+                "fix-config-port": (75, 3, 1, 0, 2),
+                "json-release-tag": (75, 3, 1, 0, 2),
+                "organize-files": (75, 3, 1, 0, 2),
+                "run-build-script": (75, 3, 1, 0, 2),
+                "checksum-release": (100, 4, 0, 0, 2),
+                "csv-active-emails": (100, 4, 0, 0, 2),
+                "hello-file": (100, 4, 0, 0, 2),
+            },
+        ),
+    }
+    for model, (nruns, want) in tables.items():
         status, page, _ = get(f"{viewer.url}/tasks" + (f"?model={model}" if model else ""))
         assert status == 200 and "across <a href=" in page and f">{nruns} run(s)</a>" in page
         rows = re.findall(
@@ -356,16 +364,10 @@ def test_each_task_has_its_pass_rate_across_runs(viewer: Viewer, quickstart_stor
             re.S,
         )
         assert {r[0] for r in rows} == set(want) and len(rows) == len(want)
-        for task, rate, solved, fail_link, failed, infra, instances, nruns in rows:
-            s, f, i, n = want[task]
-            assert (int(solved), int(failed), int(infra), int(instances), int(nruns)) == (
-                s,
-                f,
-                i,
-                s + f + i,
-                n,
-            )
-            assert int(rate) == round(100 * s / (s + f))
+        for task, rate, solved, fail_link, failed, infra, instances, runs in rows:
+            r, s, f, i, n = want[task]
+            shown = (int(rate), int(solved), int(failed), int(infra), int(instances), int(runs))
+            assert shown == (r, s, f, i, s + f + i, n), task
             assert (fail_link == f"/episodes?task={task}&amp;outcome=fail") == (f > 0)
         rates = [int(r[1]) for r in rows]
         assert rates == sorted(rates)  # hardest first

@@ -57,7 +57,6 @@ PYTHON_PACKAGES = (*base_image.BASE_PACKAGES, "python3-pip", "python3-venv", "ca
 PYTHON_WHEELS = ("uv==0.13.9", "pytest==9.2.0", "pytest-json-ctrf==0.6.1")
 PYTHON_WHEEL_DEPS = ("iniconfig==2.3.1", "packaging==26.4", "pluggy==1.7.0", "pygments==2.21.0")
 WHEEL_PINS = PYTHON_WHEELS + PYTHON_WHEEL_DEPS
-FLAVOURS = ("debian", "python")
 _PY = ("3.11", "cp311")
 
 UVX_SHIM = r"""#!/bin/sh

@@ -141,11 +141,6 @@ def image_config(client: Any, ref: str) -> ImageConfig:
         return ImageConfig()
 
 
-def image_workdir(client: Any, ref: str) -> str | None:
-    """The image's WORKDIR (None when unset or the image is unknown)."""
-    return str(image_config(client, ref).get("WorkingDir") or "") or None
-
-
 def alias_for(client: Any, ref: str, aliases: dict[str, str]) -> str:
     """Where a ``FROM`` reference points: a configured alias, the image itself if present
     locally, else the local base image for well-known Debian/Ubuntu/Python tags."""

@@ -216,12 +216,6 @@ class ReferenceServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    @property
-    def model_names(self) -> list[str]:
-        if self._server is None:
-            raise ModelError("the reference server is not running; call start() first")
-        return sorted(self._server.models)
-
     def start(self) -> str:
         """Bind, load tasks, serve on a daemon thread; returns ``base_url``."""
         if self._server is not None:
