@@ -107,6 +107,9 @@ def audit_report(report: VerdictAudit) -> None:
     evidence = evidence_of(report)  # worded once: the viewer's verdict page and the report say the same
     if evidence["noise"]:
         line(evidence["noise"])
+    for text in (evidence["paired"], evidence["panel"]):
+        if text:
+            line(text)
     for role, text in evidence["replicates"].items():
         line(f"  {role}: {text}")
     if evidence["flips"]:

@@ -27,7 +27,7 @@ from replaykit.train.audit_records import (
 )
 from replaykit.train.criteria import make_criterion
 from replaykit.train.derived import verified_training, verified_verdict
-from replaykit.train.stats import Score, noise, stored_run_stats
+from replaykit.train.stats import Score, noise, paired, stored_run_stats
 
 
 def audit(
@@ -55,6 +55,7 @@ def audit(
     }
     score: Score = "reward" if recorded["criterion"] == "mean_reward" else "solved"
     out["noise"] = noise(baseline, candidate, recorded.get("excluded"), score)
+    out["paired"] = paired(baseline, candidate, recorded.get("excluded"))
     out["replicates"] = {
         "baseline": stored_run_stats(store, baseline),
         "candidate": stored_run_stats(store, candidate),

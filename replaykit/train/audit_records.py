@@ -13,7 +13,7 @@ from replaykit.core.records import JSON, NamedParams, TrainingDocument, VerdictR
 
 if TYPE_CHECKING:
     from replaykit.train.attribution import Attribution
-    from replaykit.train.stats import Noise, RunStats
+    from replaykit.train.stats import Noise, Paired, RunStats
 
 
 class CounterfactualRow(TypedDict):
@@ -138,6 +138,7 @@ class VerdictAudit(TypedDict):
     counterfactual: NotRequired[CounterfactualVerdict]
     noise: NotRequired[Noise]  # the margin, its seeded bootstrap interval and noise floor (train/stats.py)
     replicates: NotRequired[dict[str, RunStats]]  # baseline and candidate
+    paired: NotRequired[Paired]  # difference, interval, exact McNemar, mde (train/stats.py)
     attribution: NotRequired[Attribution]  # every flip attributed or incidental (train/attribution.py)
     regraded: NotRequired[RegradedVerdict]  # recomputed on regraded runs (``--regraded RUN``)
 

@@ -15,7 +15,7 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.train.attribution import Attribution, Flip
 from replaykit.train.audit import audit
 from replaykit.train.audit_records import VerdictAudit
-from replaykit.train.stats import Noise
+from replaykit.train.stats import Noise, Paired
 
 
 class FlipLine(TypedDict):
@@ -31,6 +31,8 @@ class VerdictEvidence(TypedDict):
     replicates: dict[str, str]  # baseline / candidate → pass@k, pass^k, flips
     flips: list[FlipLine]
     summary: str  # "N attributed, M incidental"
+    paired: str  # the paired difference, its interval, McNemar's p and the panel's mde ("" without)
+    panel: str  # "" unless the panel is too small to detect the change the verdict accepted
 
 
 def replicates_text(stats: Mapping[str, Any] | None) -> str:
@@ -55,6 +57,31 @@ def noise_text(found: Noise) -> str:
     )
 
 
+def paired_text(found: Paired) -> str:
+    lo, hi = found["interval"]
+    rlo, rhi = found["reward"]["interval"]
+    b, c = found["discordant"]
+    return (
+        f"paired over {found['units']} instance(s) of {found['tasks']} task(s): solve rate "
+        f"{found['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}], reward {found['reward']['difference']:+.3f} "
+        f"[{rlo:+.3f}, {rhi:+.3f}] (95%, tasks resampled) · exact McNemar p {found['mcnemar_p']:.3f} "
+        f"(candidate better: {found['mcnemar_p_better']:.3f}; {b} baseline-only, {c} candidate-only) · "
+        f"detects ±{found['mde']:.3f} (α {found['alpha']}, power {found['power']}, "
+        f"design effect {found['design_effect']:.2f})"
+    )
+
+
+def panel_line(found: Paired, accepted: bool) -> str:
+    """One line when the panel is too small to detect the change a verdict accepted, else ""."""
+    if not accepted or found["detectable"]:
+        return ""
+    return (
+        f"this panel is too small for the change it accepted: {found['units']} instance(s) detect "
+        f"±{found['mde']:.3f} in solve rate with power {found['power']} (α {found['alpha']}), "
+        f"the change is {found['difference']:+.3f}"
+    )
+
+
 def flip_line(flip: Flip) -> FlipLine:
     return {
         "unit": flip["unit"],
@@ -69,7 +96,7 @@ def flips_summary(attribution: Attribution) -> str:
 
 
 def evidence_of(report: VerdictAudit) -> VerdictEvidence:
-    found, attribution = report.get("noise"), report.get("attribution")
+    found, attribution, pair = report.get("noise"), report.get("attribution"), report.get("paired")
     return {
         "noise": noise_text(found) if found else "",
         "within_noise": found["within_noise"] if found else None,
@@ -79,6 +106,8 @@ def evidence_of(report: VerdictAudit) -> VerdictEvidence:
         },
         "flips": [flip_line(f) for f in attribution["flips"]] if attribution else [],
         "summary": flips_summary(attribution) if attribution else "",
+        "paired": paired_text(pair) if pair else "",
+        "panel": panel_line(pair, report["recorded"]["accept"]) if pair else "",
     }
 
 

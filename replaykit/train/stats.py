@@ -18,6 +18,12 @@ certificates), with a fixed RNG seed, so it replays to the same numbers.
   the interval's half-width on the side of 0. A margin whose size is at most the floor is
   ``within_noise``: reruns of the same agent flip that much, or the interval holds 0.
   Forked tasks are excluded from verdicts, so they move no margin; their rate is shown.
+- **paired comparison** (``paired``) of a verdict's two runs over the same task instances: the
+  difference in solve rate and in mean reward, each with its task-clustered bootstrap interval
+  (above), the exact McNemar test on the discordant instances, and the minimum detectable
+  effect at this panel's size (two-sided α 0.05, power 0.8, the design effect of the seeds'
+  clustering, the discordant share taken as at least the runs' pooled seed flip rate: two
+  reruns of an unchanged harness disagree that often); the arithmetic is ``significance.py``'s.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Literal, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.records import JSON, EpisodeSummary, RunDoc
+from replaykit.train.significance import ALPHA, POWER, design_effect, mcnemar_exact, mde
 
 SAMPLES = 1000
 LEVEL = 0.95
@@ -81,6 +88,34 @@ class Noise(TypedDict):
     within_noise: bool
     seed_flip_rate: float | None
     interval: Interval
+
+
+class PairedReward(TypedDict):
+    difference: float  # mean candidate-minus-baseline reward
+    interval: list[float]  # [low, high], task-clustered bootstrap
+
+
+class Paired(TypedDict):
+    """Two runs compared over the task instances both measured (``paired``): candidate minus
+    baseline in solve rate (``difference``, ``interval``, the tests, ``mde``) and in reward."""
+
+    units: int  # task instances both measured (infra and excluded tasks left out)
+    tasks: int
+    difference: float  # solve rate, candidate minus baseline
+    interval: list[float]  # [low, high]: LEVEL, tasks drawn with replacement (their seeds together)
+    level: float
+    samples: int
+    seed: int
+    discordant: list[int]  # [solved by the baseline only, by the candidate only]
+    mcnemar_p: float  # exact, two-sided
+    mcnemar_p_better: float  # exact, one-sided: the candidate solves more
+    mde: float  # the smallest solve-rate difference this panel detects (alpha, power below)
+    alpha: float
+    power: float
+    design_effect: float  # 1 + (seeds per task - 1) * intra_task_correlation
+    intra_task_correlation: float
+    detectable: bool  # |difference| >= mde
+    reward: PairedReward
 
 
 class CompareNoise(TypedDict):
@@ -203,6 +238,46 @@ def paired_interval(
         "samples": samples,
         "seed": seed,
         "units": units,
+    }
+
+
+def paired(
+    baseline: RunDoc,
+    candidate: RunDoc,
+    exclude: Mapping[str, str] | None = None,
+    seed: int = 0,
+    samples: int = SAMPLES,
+) -> Paired:
+    """The paired comparison of ``candidate`` against ``baseline`` (see the module doc)."""
+    groups = list(_paired(baseline, candidate, exclude, "solved").values())
+    diffs = [d for g in groups for d in g]
+    b, c = sum(1 for d in diffs if d < 0), sum(1 for d in diffs if d > 0)
+    two_sided, better = mcnemar_exact(b, c)
+    deff, rho = design_effect(groups)
+    solved = paired_interval(baseline, candidate, exclude, "solved", samples, seed)
+    reward = paired_interval(baseline, candidate, exclude, "reward", samples, seed)
+    units = len(diffs)
+    # the discordance expected with no change is how often reruns flip (either run's seeds)
+    expected = max((b + c) / units if units else 0.0, pooled_flip_rate(baseline, candidate) or 0.0)
+    floor = mde(units, expected, deff)
+    return {
+        "units": units,
+        "tasks": len(groups),
+        "difference": solved["mean_diff"],
+        "interval": [solved["low"], solved["high"]],
+        "level": LEVEL,
+        "samples": samples,
+        "seed": seed,
+        "discordant": [b, c],
+        "mcnemar_p": two_sided,
+        "mcnemar_p_better": better,
+        "mde": floor,
+        "alpha": ALPHA,
+        "power": POWER,
+        "design_effect": deff,
+        "intra_task_correlation": rho,
+        "detectable": abs(solved["mean_diff"]) >= floor - 1e-12 and units > 0,
+        "reward": {"difference": reward["mean_diff"], "interval": [reward["low"], reward["high"]]},
     }
 
 

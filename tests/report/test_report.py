@@ -97,6 +97,7 @@ def test_training_report_is_self_contained_and_complete(
             f"margin {e['margin']:+.3f}"
         ) in html
         assert f"noise floor {e['noise_floor']:.3f}" in html
+    assert html.count('<li class="paired">paired over 16 instance(s) of 8 task(s)') == len(judged)
     labels = re.findall(r'<li class="flip (attributed|incidental)">', html)
     derived = [f["label"] for e in judged for f in e["attribution"]["flips"]]
     assert len(labels) == moved and sorted(labels) == sorted(derived)
@@ -128,6 +129,7 @@ def test_run_and_verdict_reports(quickstart_training: dict[str, Any], tmp_path: 
     assert "+            if obs.exit_code != 0:" in html  # the candidate's code change
     flips = re.findall(r'<li class="flip (attributed|incidental)">', html)
     assert len(flips) == len(verdict["verdict"]["new_solves"]) and "noise floor" in html
+    assert "exact McNemar p" in html  # issue 37: the verdict's paired comparison
 
 
 def test_compare_result_is_stored_and_reported(tmp_path: Path) -> None:

@@ -131,6 +131,28 @@ def test_audit_verdict_labels_every_flip_with_its_first_differing_event(trained:
     assert proc.returncode == 1 and proc.stderr.startswith("Error: --noise needs a training id")
 
 
+def test_audit_verdict_gives_every_verdict_its_paired_comparison(trained: dict[str, Any]) -> None:
+    """Done-when of issue 37: ``paired`` with difference, interval, mcnemar_p and mde for each
+    verdict of the quickstart training, following from the verdict's own movement."""
+    from replaykit.train.significance import mcnemar_exact
+
+    for vid in trained["doc"]["verdicts"]:
+        report = ok("audit", vid, "--json", "--store", trained["store"])
+        pair, verdict = report["paired"], report["recomputed"]
+        m = verdict["metrics"]
+        assert pair["units"] == m["units"] == 16 and pair["tasks"] == 8
+        assert pair["difference"] == (m["solved_candidate"] - m["solved_baseline"]) / 16
+        assert pair["discordant"] == [len(verdict["regressions"]), len(verdict["new_solves"])]
+        assert (pair["mcnemar_p"], pair["mcnemar_p_better"]) == mcnemar_exact(*pair["discordant"])
+        low, high = pair["interval"]
+        assert low <= pair["difference"] <= high and 6 / 16 <= pair["mde"] <= 1
+        assert pair["detectable"] == (abs(pair["difference"]) >= pair["mde"])
+        text = ok("audit", vid, "--store", trained["store"])
+        assert "exact McNemar p" in text
+        too_small = verdict["accept"] and not pair["detectable"]
+        assert ("this panel is too small for the change it accepted" in text) == too_small
+
+
 def test_runs_shows_each_measured_runs_replicates(trained: dict[str, Any]) -> None:
     rows = ok("runs", "--json", "--store", trained["store"])
     measured = [r for r in rows if r["kind"] == "measure"]

@@ -81,6 +81,10 @@ def test_the_verdict_page_says_signal_or_noise_and_labels_every_flip(
         noise = audit["noise"]
         assert status == 200 and f"noise floor {noise['noise_floor']:.3f}" in page
         assert ("within noise" if noise["within_noise"] else "outside the noise") in page
+        pair = audit["paired"]  # issue 37: the paired difference, McNemar and the panel's mde
+        assert f"exact McNemar p {pair['mcnemar_p']:.3f}" in page and f"detects ±{pair['mde']:.3f}" in page
+        too_small = 'id="panel-too-small"' in page
+        assert too_small == (e["verdict"]["accept"] and not pair["detectable"])
         k = audit["replicates"]["baseline"]["seeds"]
         assert f"baseline: pass@{k} {audit['replicates']['baseline']['pass_at_k'][str(k)]:.2f}" in page
         labels = re.findall(r'<li class="flip (attributed|incidental)">', page)
