@@ -22,7 +22,9 @@ by content on ``/v1``, in order per client on a session path ``/s/<session>/v1``
 Every exchange is kept (and handed to ``on_exchange``, which may persist it)
 before the client receives its last byte, so a completed exchange is never lost.
 ``GET /v1/models`` passes through while recording and is answered from the tape
-while replaying. Headers are never stored, so no API key reaches a cassette;
+while replaying. Only clients that address the proxy by its own name are served, and no
+web page but one the user allowed (``allow_origins``): the proxy holds the key, and a page
+the user visits could otherwise spend it (``core/hosts.py``). Headers are never stored, so no API key reaches a cassette;
 secrets are scrubbed from what is kept (request forms, the joined response stream),
 never from what is relayed: the client gets the upstream's bytes unchanged.
 
@@ -44,6 +46,7 @@ from replaykit.cassette.events import Event, LlmEvent
 from replaykit.cassette.scrub import Scrubber, credential_digest, restore
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError, DivergenceError
+from replaykit.core.hosts import HostCheck, OriginCheck, allowed_origins
 
 
 class ProxyOptions(TypedDict, total=False):
@@ -61,6 +64,9 @@ class ProxyOptions(TypedDict, total=False):
     #: name → digest of each credential the recorded client presented (``credential_digest``):
     #: only that very credential is restored into replayed answers
     credentials: dict[str, str]
+    #: browser origins besides the proxy's own that may call it (``--allow-origin``); a request
+    #: with any other ``Origin``, or a ``Host`` that is not the proxy's address, is refused (403)
+    allow_origins: tuple[str, ...]
 
 
 class ProxyServer(ProxyState):
@@ -102,7 +108,10 @@ class ProxyServer(ProxyState):
         )
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
+        allowed = allowed_origins(options.get("allow_origins", ()))  # checked before the port is bound
         super().__init__((options.get("host", "127.0.0.1"), options.get("port", 0)), ProxyHandler)
+        self.hosts = HostCheck(str(self.server_address[0]))
+        self.origins = OriginCheck(self.hosts, int(self.server_address[1]), allowed)
 
     @property
     def base_url(self) -> str:

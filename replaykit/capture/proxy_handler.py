@@ -31,6 +31,7 @@ from replaykit.cassette.events import KEPT_HEADERS, LlmEvent, RequestForm
 from replaykit.cassette.scrub import Scrubber, presented_credentials
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import DivergenceError
+from replaykit.core.hosts import HostCheck, OriginCheck
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/responses")
@@ -76,6 +77,8 @@ class ProxyState(LoopbackServer):
     player: ConversationPlayer | None  # concurrent replay: requests matched by content
     resume: Resume | None  # recording on top of a recording that stopped early
     errors: list[str]
+    hosts: HostCheck  # the names this proxy answers to (DNS rebinding)
+    origins: OriginCheck  # the browser origins it serves: its own and --allow-origin's
 
     def keep(self, event: LlmEvent, presented: dict[str, str] | None = None) -> None:
         """Append a completed exchange to the tape (``presented``: the client's credentials)."""
@@ -119,7 +122,55 @@ class ProxyHandler(LoopbackHandler):
             return False
         return super().parse_request()
 
+    cors_origin: str | None = None  # an allowed cross-site origin this answer names (CORS)
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch("OPTIONS")
+
+    def end_headers(self) -> None:
+        if self.cors_origin is not None:
+            self.send_header("Access-Control-Allow-Origin", self.cors_origin)
+            self.send_header("Vary", "Origin")
+        super().end_headers()
+
+    def _admitted(self) -> bool:
+        """Only a client that addresses the proxy by its own name, and no web page but its own or
+        one the user allowed, is served: anything else could spend the key the proxy holds (a
+        cross-site ``text/plain`` POST needs no preflight; DNS rebinding reads the answers).
+        A refused request is answered 403 before its body is read: never forwarded or recorded."""
+        host, origin = self.headers.get("Host"), self.headers.get("Origin")
+        self.cors_origin = None
+        if not self.server.hosts.allows(host):
+            why = f"Host {str(host)[:80]!r} is not this proxy's address ({self.server.hosts.expected()})"
+        elif not self.server.origins.allows(origin):
+            why = (
+                f"Origin {str(origin)[:80]!r} is not this proxy's own: a web page may not spend the key "
+                "(a browser client you mean to record: --allow-origin ORIGIN)"
+            )
+        else:
+            self.cors_origin = self.server.origins.cross_site(origin)
+            return True
+        self.close_connection = True  # its body is never read
+        self.server.note(f"refused {self.command} {self.path[:80]}: {why}")
+        message = f"replaykit proxy: refused: {why}"
+        self._send(403, [("content-type", "application/json"), *NO_RETRY], [error_body(message, "forbidden")])
+        return False
+
+    def _preflight(self) -> None:
+        """A CORS preflight from an allowed origin: the methods and headers it may send."""
+        self.close_connection = self.cors_origin is None
+        asked = self.headers.get("Access-Control-Request-Headers", "")
+        headers = [("access-control-allow-methods", "GET, POST, OPTIONS"), ("access-control-max-age", "600")]
+        if asked:
+            headers.append(("access-control-allow-headers", asked[:2048]))
+        self._send(204 if self.cors_origin else 403, headers, [])
+
     def _dispatch(self, method: str) -> None:
+        if not self._admitted():
+            return
+        if method == "OPTIONS":
+            self._preflight()
+            return
         route = self.ROUTES.get((method, split_session(self.path)[1].split("?", 1)[0].rstrip("/")))
         try:
             body = self._read_body()

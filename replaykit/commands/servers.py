@@ -12,7 +12,7 @@ import typer
 
 from replaykit import render
 from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
-from replaykit.core.errors import ReplaykitError
+from replaykit.core.errors import ConfigError, ReplaykitError
 from replaykit.core.modes import RecordMode, SessionMode
 
 
@@ -100,12 +100,26 @@ def proxy(
         "--api-key-env",
         help="Env var holding the upstream key (sent upstream, never stored).",
     ),
+    allow_origin: Optional[list[str]] = typer.Option(
+        None,
+        "--allow-origin",
+        help="A browser origin (scheme://host[:port]) whose pages may call the proxy, repeatable; any "
+        "other Origin, or a Host that is not the proxy's address, is refused (403).",
+    ),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the recording proxy for an external agent: record one session into the store, or replay it."""
+    from replaykit.core.hosts import allowed_origins
     from replaykit.episodes.proxy_keys import rules_for
     from replaykit.episodes.proxy_session import run_proxy_session
+
+    try:
+        origins = allowed_origins(allow_origin or ())  # a usage error, before the store is opened
+    except ConfigError as exc:
+        raise typer.BadParameter(
+            str(exc).removeprefix("--allow-origin "), param_hint="--allow-origin"
+        ) from None
 
     def ready(url: str, mode: str) -> None:
         render.err(f"replaykit proxy ({mode}) on {url}: point the client's base_url here; Ctrl-C to stop")
@@ -124,6 +138,7 @@ def proxy(
             rule_file=rule_file,
             on_ready=ready,
             on_line=lambda text: render.err(f"replaykit proxy: {text}"),
+            allow_origins=origins,
         )
     if as_json:
         emit_json(report)

@@ -34,6 +34,7 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, DivergenceReport
+from replaykit.core.hosts import allowed_origins
 from replaykit.core.meta import EpisodeMeta, ProxyMeta, RuleDef
 from replaykit.core.modes import SESSION_MODES, RecordMode
 from replaykit.episodes.proxy_keys import (
@@ -173,9 +174,13 @@ def run_proxy_session(
     on_ready: Ready | None = None,
     on_line: Line | None = None,
     stop: threading.Event | None = None,
+    allow_origins: tuple[str, ...] = (),
 ) -> SessionReport:
-    """Serve one proxy session until stopped; return a report (recorded, or replayed and compared)."""
+    """Serve one proxy session until stopped; return a report (recorded, or replayed and compared).
+    Only clients that address it by its own name are served, and no web page but its own and
+    ``allow_origins`` (browser clients the user means to record)."""
     record_mode = RecordMode.parse(record_mode, SESSION_MODES, " for the proxy")
+    allow_origins = allowed_origins(allow_origins)
     if not 0 < timeout <= 86400:
         raise ConfigError(
             f"--timeout {timeout:g}: give the seconds one upstream exchange may take (0 < S <= 86400)"
@@ -196,7 +201,18 @@ def run_proxy_session(
         raise CassetteNotFound(
             f"record mode none: no proxy session {name!r} in store {store.location}; record it with --record-mode once"
         )
-    session = _Session(store, name, rules, defs, lines, host=host, port=port, on_ready=on_ready, stop=stop)
+    session = _Session(
+        store,
+        name,
+        rules,
+        defs,
+        lines,
+        host=host,
+        port=port,
+        on_ready=on_ready,
+        stop=stop,
+        origins=allow_origins,
+    )
     if existing is not None:
         episode = store.get_episode(str(existing["id"]))
         recorded_with = recorded_rules(episode.meta)
@@ -230,6 +246,7 @@ class _Session:
         self.host, self.port = serving["host"], serving["port"]
         self.on_ready: Ready | None = serving["on_ready"]
         self.stop: threading.Event | None = serving["stop"]
+        self.origins: tuple[str, ...] = serving["origins"]
 
     def _serve(self, server: ProxyServer, mode: str) -> str:
         try:
@@ -290,6 +307,7 @@ class _Session:
                     api_key=api_key,
                     host=self.host,
                     port=self.port,
+                    allow_origins=self.origins,
                     timeout=timeout,
                     concurrent=True,
                     on_exchange=writer.write,
@@ -349,6 +367,7 @@ class _Session:
             self.rules or rules,
             host=self.host,
             port=self.port,
+            allow_origins=self.origins,
             concurrent=True,
             on_divergence=self.lines.diverged,
             on_note=self.lines.note,

@@ -21,8 +21,9 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
+from replaykit.core.hosts import HostCheck
 from replaykit.view import queries
-from replaykit.view.hosts import HostCheck, host_guard
+from replaykit.view.hosts import host_guard
 from replaykit.view.pages import HomePage, SearchHitRow, SearchPage
 from replaykit.view.search import Searcher
 from replaykit.view.tasks import task_rates

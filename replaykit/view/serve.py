@@ -52,8 +52,8 @@ def serve(
     """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C."""
     import uvicorn
 
+    from replaykit.core.hosts import HostCheck
     from replaykit.view.app import create_app
-    from replaykit.view.hosts import HostCheck
 
     store.change_token()  # a missing or foreign store fails here, before the URL is printed
     app = create_app(store, poll_seconds=poll_seconds, hosts=HostCheck(sock.getsockname()[0]))

@@ -22,7 +22,13 @@ from typing import Any
 
 class ProxyProcess:
     def __init__(
-        self, store: Path, *args: str, name: str = "s", cwd: Path | None = None, as_json: bool = True
+        self,
+        store: Path,
+        *args: str,
+        name: str = "s",
+        cwd: Path | None = None,
+        as_json: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
         argv = [sys.executable, "-m", "replaykit.cli", "proxy", "--name", name, "--store", str(store)]
         argv += ["--json"] if as_json else []
@@ -34,7 +40,12 @@ class ProxyProcess:
             stderr=subprocess.PIPE,
             text=True,
             cwd=cwd,
-            env={**os.environ, "COLUMNS": "400", "PWD": str(cwd) if cwd else os.environ.get("PWD", "")},
+            env={
+                **os.environ,
+                "COLUMNS": "400",
+                "PWD": str(cwd) if cwd else os.environ.get("PWD", ""),
+                **(env or {}),
+            },
         )
         self.lines: list[str] = []
         self._ready = threading.Event()

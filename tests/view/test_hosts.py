@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from replaykit.view.hosts import HostCheck
+from replaykit.core.hosts import HostCheck
 
 
 @pytest.mark.parametrize(
