@@ -119,6 +119,8 @@ def _in_process(
                 code = 1
     finally:
         clear_clients()
+        if "replaykit.render.console" in sys.modules:  # --wide lasts one command, as in a process
+            sys.modules["replaykit.render.console"].set_wide(False)
         gc.collect()  # what the command left unreferenced (a store's connection) closes, as at exit
         sys.stdin = saved_stdin
         os.chdir(saved_cwd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -362,3 +363,75 @@ def test_ctrl_c_promises_a_resume_only_where_a_rerun_resumes(capsys: pytest.Capt
     ):
         assert shell.run(app, argv) == 130
         assert capsys.readouterr().err.strip().splitlines()[-1] == said, argv
+
+
+@pytest.fixture(scope="module")
+def trained_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, object]]:
+    """(config, store, train --json) after a 2-epoch training and a compare of two models."""
+    tmp = tmp_path_factory.mktemp("listings")
+    config = write_config(
+        tmp,
+        {
+            "panel.tasks": [
+                str(Path(__file__).parent.parent / "envs" / t) for t in ("hello-file", "fix-config-port")
+            ],
+            "panel.seeds": [0, 1],
+        },
+    )
+    trained = cli("train", str(config), "--epochs", "2", "--json", cwd=tmp, check=True)
+    cli(
+        "compare", str(config), "--models", "reference-weak,reference-strong", "--harness",
+        f"{json.loads(trained.stdout)['initial_sha']},main", cwd=tmp, check=True,
+    )  # fmt: skip
+    return config, tmp / "store", json.loads(trained.stdout)
+
+
+LISTINGS = [
+    ("runs",),
+    ("runs", "--kind", "training"),
+    ("runs", "--kind", "measure"),
+    ("runs", "--kind", "verdict"),
+    ("runs", "--kind", "compare"),
+    ("cassettes", "ls"),
+    ("plugins",),
+    ("audit", "TRAINING", "--noise"),
+    ("tasks", "check", "ENVS/hello-file", "ENVS/fix-config-port", "--env", "local"),
+]
+
+
+@pytest.mark.parametrize("args", LISTINGS, ids=[" ".join(a) for a in LISTINGS])
+def test_every_listing_fits_80_columns_piped(
+    trained_store: tuple[Path, Path, dict[str, object]], args: tuple[str, ...]
+) -> None:
+    config, store, trained = trained_store
+    envs = str(Path(__file__).parent.parent / "envs")
+    argv = [a.replace("TRAINING", str(trained["training_id"])).replace("ENVS", envs) for a in args]
+    where = [] if args[0] in ("plugins", "tasks") else ["--store", str(store)]
+    proc = cli(*argv, *where, env={"COLUMNS": "80"}, cwd=config.parent)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80, "\n".join(x for x in lines if len(x) > 80)
+    assert not [x for x in lines if re.search(r"\S  · ", x)], proc.stdout  # no empty "header  · " field
+
+
+def test_wide_keeps_every_column(trained_store: tuple[Path, Path, dict[str, object]]) -> None:
+    _, store, _ = trained_store
+    narrow = cli("runs", "--store", str(store), env={"COLUMNS": "80"}, check=True).stdout
+    wide = cli("runs", "--store", str(store), "--wide", env={"COLUMNS": "80"}, check=True).stdout
+    assert "created (UTC)" not in narrow.splitlines()[1] and "--wide shows them" in narrow
+    assert "created (UTC)" in wide.splitlines()[1] and max(len(x) for x in wide.splitlines()) > 80
+
+
+def test_a_training_lists_its_calls_and_reused_events(
+    trained_store: tuple[Path, Path, dict[str, object]],
+) -> None:
+    """The training's row: the model calls its runs' episodes and its proposer paid, and the events
+    served from donors, derived from the store (what `train --json` paid when nothing was there)."""
+    _, store, trained = trained_store
+    (row,) = json.loads(cli("runs", "--kind", "training", "--store", str(store), "--json", check=True).stdout)
+    assert row["model_calls"] == trained["model_calls"] and row["reused_events"] == trained["reused_events"]
+    assert row["proposer_calls"] == trained["proposer_calls"] and row["reused_events"] > 0
+    table = cli("runs", "--kind", "training", "--store", str(store), env={"COLUMNS": "80"}, check=True).stdout
+    header, _, cells = table.splitlines()[1:4]
+    assert header.split()[-2:] == ["paid", "reused"], table
+    assert cells.split()[-2:] == [str(row["model_calls"]), str(row["reused_events"])], table

@@ -169,3 +169,22 @@ def test_piped_cassette_show_lines_parse(tmp_path: Path, docs: dict[str, Any]) -
         if line.strip().startswith("request: ")
     ]
     assert bodies and all(isinstance(json.loads(b), dict) for b in bodies)
+
+
+def test_a_record_leaves_empty_fields_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 80-column terminal too narrow for the table prints each row as a record: a cell empty in
+    that row is left out (never ``calls  · reused``), a column empty in every row is not shown."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(
+        render.console, "out", Console(file=buffer, width=80, force_terminal=True, color_system=None)
+    )
+    rows: list[list[str | Any]] = [
+        ["a611b0c9", "training", "x" * 50, "", "", "251"],
+        ["22b1db51", "measure", "y" * 50, "0.50", "", "52"],
+    ]
+    render.show_table("2 document(s)", ["id", "kind", "name", "pass@k", "never", "paid"], rows)
+    output = buffer.getvalue()
+    assert "a611b0c9 · kind training · name " in output and "pass@k" in output, output
+    assert "never" not in output and not re.search(r"\S  · ", output), output
+    first = output.split("a611b0c9", 1)[1].split("22b1db51", 1)[0]
+    assert "pass@k" not in first and "paid 251" in " ".join(first.split()), output

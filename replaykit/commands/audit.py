@@ -15,7 +15,15 @@ import typer
 from rich.text import Text
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import (
+    ConfigStoreOpt,
+    JsonOpt,
+    StoreOpt,
+    WideOpt,
+    emit_json,
+    open_store,
+    wide_layout,
+)
 from replaykit.core.errors import ConfigError
 from replaykit.core.glossary import epoch_names
 
@@ -169,9 +177,11 @@ def audit(
     ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
+    wide: bool = WideOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Audit offline: recompute a verdict, or replay a training counterfactually (another criterion/optimizer)."""
+    wide_layout(wide)
     writes = record or bool(noise and resample_seeds)  # the only audits that record
     st = open_store(store, readonly=not writes, config=config)  # reading never writes
     kind = st.doc_kind(target)

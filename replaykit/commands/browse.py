@@ -8,7 +8,16 @@ from typing import Any, Literal, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, JsonOpt, OutputCapOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import (
+    ConfigStoreOpt,
+    JsonOpt,
+    OutputCapOpt,
+    StoreOpt,
+    WideOpt,
+    emit_json,
+    open_store,
+    wide_layout,
+)
 
 
 def runs(
@@ -17,14 +26,18 @@ def runs(
     ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
+    wide: bool = WideOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List runs, trainings, verdicts, compare results, forks and probes in the store (newest
-    last); each measured run with its replicate statistics (pass@k, pass^k, flip rates), the model
-    calls recording its episodes paid and the events they were served from donors; each fork
-    with the same two counts of its cassette."""
+    last); each measured run with its replicate statistics (pass@k, pass^k, seed disagreement),
+    the model calls recording its episodes paid and the events they were served from donors; each
+    training and fork with the same two counts of its episodes (a training's proposer's too)."""
+    from replaykit.train.derived import verified_training
+    from replaykit.train.state import stored_paid
     from replaykit.train.stats import stored_run_stats
 
+    wide_layout(wide)
     st = open_store(store, readonly=True, config=config)
     everything = st.list_runs()
     rows: list[dict[str, Any]] = [
@@ -45,6 +58,8 @@ def runs(
             stats = stored_run_stats(st, run)
             row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
             row.update(model_calls=run.model_calls, reused_events=run.reused_events)
+        elif row["kind"] == "training":  # its runs' episodes and its proposals, each verified
+            row.update(stored_paid(st, verified_training(st, row["id"], bundle=False)))
         elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
             counts = st.verified_reuse(row["id"])
             row.update(
@@ -61,11 +76,13 @@ def cassettes_ls(
     ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
+    wide: bool = WideOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode), oldest first."""
     from replaykit.episodes.views import count_cassettes, list_cassettes
 
+    wide_layout(wide)
     st = open_store(store, readonly=True, config=config)
     if limit is None and not as_json:
         limit = 100

@@ -10,7 +10,15 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import (
+    ConfigStoreOpt,
+    JsonOpt,
+    StoreOpt,
+    WideOpt,
+    emit_json,
+    open_store,
+    wide_layout,
+)
 
 
 def doctor(
@@ -33,10 +41,11 @@ def doctor(
         raise typer.Exit(1)
 
 
-def plugins(as_json: bool = JsonOpt) -> None:
+def plugins(wide: bool = WideOpt, as_json: bool = JsonOpt) -> None:
     """List what every extension point has registered (env kinds, executors, estimators, backends, criteria, optimizers) and where each comes from: built-in, or which installed package's entry point."""
     from replaykit.workspace.plugins import plugins_report
 
+    wide_layout(wide)
     report = plugins_report()
     emit_json(report) if as_json else render.plugins_report(report)
 

@@ -27,6 +27,22 @@ StoreOpt = typer.Option(
     help="Store: a folder, sqlite:PATH or postgresql://… (default: $REPLAYKIT_STORE or ./cassettes).",
 )
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document for scripts.")
+WideOpt = typer.Option(
+    False,
+    "--wide",
+    help="Every column and one-line legends, however wide (default: fit the terminal or $COLUMNS, 80 piped).",
+)
+
+
+def wide_layout(wide: bool) -> None:
+    """``--wide``: tables keep every column, whatever the width (only the commands that take it
+    may leave a column out, and say so)."""
+    if wide:
+        from replaykit.render.console import set_wide
+
+        set_wide(True)
+
+
 #: the default of ``--output-cap`` (``replaykit.report.transcript.OUTPUT_CAP``; a test keeps them equal)
 OUTPUT_CAP = 256 * 1024
 OutputCapOpt = typer.Option(

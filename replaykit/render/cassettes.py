@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from replaykit.core.glossary import legend
-from replaykit.render.console import err, line, plain, short_ids, show_table
+from replaykit.render.console import err, line, plain, short_ids, show_table, wrapped
 from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
@@ -47,8 +47,13 @@ def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None
         ]
         for r in rows
     ]
-    show_table(shown, ["id", "task", "seed", "model", "harness", "llm", "env", "reward", "outcome"], cells)
-    line(legend("llm", "env", "reward", "outcome"))
+    show_table(
+        shown,
+        ["id", "task", "seed", "model", "harness", "calls", "actions", "reward", "outcome"],
+        cells,
+        optional=["harness", "actions", "calls", "model"],
+    )
+    wrapped(legend("calls", "actions", "reward", "outcome"))
 
 
 def cassette_doc(doc: CassetteView, full: bool = False) -> None:

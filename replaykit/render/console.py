@@ -3,10 +3,17 @@ consoles, one logical line, and a table that fits the width or becomes records.
 
 Everything printed to stdout goes through ``out`` looked up at call time, so a test
 can swap it (``monkeypatch.setattr(render.console, "out", …)``).
+
+Tables and legends fit ``layout_width()``: the terminal's width, or piped, ``$COLUMNS``
+(80 when unset); ``--wide`` (``set_wide``) lifts the bound. Other lines are never wrapped
+into a pipe (one record per line).
 """
 
 from __future__ import annotations
 
+import os
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -15,7 +22,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-PIPE_WIDTH = 1 << 20  # piped output is never wrapped: one record per line, whatever its length
+PIPE_WIDTH = 1 << 20  # piped lines are never wrapped: one record per line, whatever its length
+PIPE_COLUMNS = 80  # what piped tables and legends fit when $COLUMNS is not set
+_wide = False
 
 
 def make_console(**kwargs: Any) -> Console:
@@ -32,6 +41,45 @@ err_console = Console(stderr=True)
 
 def err(message: str) -> None:
     err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def set_wide(wide: bool) -> None:
+    """``--wide``: tables keep every column and legends one line, whatever the width."""
+    global _wide
+    _wide = wide
+
+
+def layout_width() -> int:
+    """The width tables and legends fit: the terminal's; piped, ``$COLUMNS`` (else 80);
+    unbounded under ``--wide``."""
+    if _wide:
+        return PIPE_WIDTH
+    if out.is_terminal:
+        return int(out.width)
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_COLUMNS
+
+
+def wrapped(text: str, indent: str = "  ") -> None:
+    """A prose line (a legend, a footnote) wrapped at words to ``layout_width()``, its
+    continuation lines indented; no word is ever split."""
+    if out.is_terminal and not _wide:
+        line(text)
+        return
+    width = layout_width()
+    for part in textwrap.wrap(
+        text,
+        width=width,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]:
+        plain_line(part)
+
+
+def plain_line(text: str) -> None:
+    """One line as is, never wrapped (no markup, no highlighting)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def line(text: str | Text) -> None:
@@ -54,23 +102,56 @@ def short_ids(ids: list[str], minimum: int = 8) -> int:
     return longest
 
 
-def show_table(
-    title: str, headers: list[str], rows: list[list[str | Text]], styles: dict[str, str] | None = None
-) -> None:
-    """A table of short cells when it fits the width; otherwise each row as one wrapped
-    record (``header value · …``), so no cell is ever cut or split mid-word."""
+def _fits(table: Table, width: int) -> bool:
+    return int(Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum) <= width
+
+
+def _table(headers: Sequence[str], rows: list[list[Text]], styles: dict[str, str] | None) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
     for h in headers:
         table.add_column(h, no_wrap=True, style=(styles or {}).get(h))
     for r in rows:
-        table.add_row(*(Text(c) if isinstance(c, str) else c for c in r))
+        table.add_row(*r)
+    return table
+
+
+def show_table(
+    title: str,
+    headers: list[str],
+    rows: list[list[str | Text]],
+    styles: dict[str, str] | None = None,
+    optional: Sequence[str] = (),
+) -> None:
+    """A table of short cells that fits ``layout_width()``: a column empty in every row is
+    left out; if it is still too wide, the ``optional`` columns are left out in that order
+    (a note names them: ``--wide`` shows them); if it is still too wide, each row is one
+    wrapped record (``first · header value · …``, empty cells left out), so no cell is ever
+    cut or split mid-word."""
+    cells = [[Text(c) if isinstance(c, str) else c for c in r] for r in rows]
+    keep = [i for i, _ in enumerate(headers) if not rows or any(r[i].plain.strip() for r in cells)]
+    width = layout_width()
     line(title)
-    if Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum <= out.width:
-        out.print(table)
-        return
-    for r in rows:
+    dropped: list[str] = []
+    for name in ["", *optional]:
+        if name:
+            if name not in headers or headers.index(name) not in keep:
+                continue
+            keep.remove(headers.index(name))
+            dropped.append(name)
+        table = _table([headers[i] for i in keep], [[r[i] for i in keep] for r in cells], styles)
+        if _fits(table, width):
+            out.print(table)
+            if dropped:
+                wrapped(f"(to fit {width} columns, left out: {', '.join(dropped)}; --wide shows them)")
+            return
+    for r in cells:
         record = Text()
         for i, (h, cell) in enumerate(zip(headers, r, strict=True)):
-            record.append(("" if i == 0 else " · ") + ("" if i == 0 else f"{h} "))
-            record.append(cell if isinstance(cell, Text) else Text(cell))
-        line(record)
+            if i and not cell.plain.strip():
+                continue  # an empty field is left out, never printed as "header "
+            record.append("" if i == 0 else f" · {h} ")
+            record.append(cell)
+        if out.is_terminal:
+            line(record)
+        else:
+            wrapped(record.plain)

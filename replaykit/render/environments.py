@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from replaykit.episodes.certify_records import CertifyReport
-from replaykit.render.console import line, plain, show_table
+from replaykit.render.console import line, plain, show_table, wrapped
 
 if TYPE_CHECKING:
     from replaykit.envs.check import TaskCheckReport
@@ -102,6 +102,6 @@ def plugins_report(report: Any) -> None:
             if e["shadows"]:
                 source += f"; hides entry point {e['shadows']}"
             rows.append([reg["what"], e["name"], source, e["ref"]])
-    show_table("registered extensions", ["extension point", "name", "from", "ref"], rows)
+    show_table("registered extensions", ["extension point", "name", "from", "ref"], rows, optional=["ref"])
     groups = ", ".join(sorted(r["group"] for r in report["registries"]))
-    line(f"{report['plugins']} from installed package(s); entry-point groups: {groups}")
+    wrapped(f"{report['plugins']} from installed package(s); entry-point groups: {groups}")

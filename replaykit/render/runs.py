@@ -13,8 +13,7 @@ from replaykit.core.errors import DivergenceReport
 from replaykit.core.glossary import legend
 from replaykit.core.records import EpisodeRow
 from replaykit.episodes.run_records import MeasureReport, ReplayReport
-from replaykit.render.console import line, short_ids, show_table
-from replaykit.train.evidence import replicates_text
+from replaykit.render.console import line, short_ids, show_table, wrapped
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
@@ -48,7 +47,7 @@ def run_table(doc: MeasureReport) -> None:
         ["task", "seed", "reward", "outcome", "steps", "cassette", "source"],
         rows,
     )
-    line(legend("reward", "outcome", "steps", "cassette", "source"))
+    wrapped(legend("reward", "outcome", "steps", "cassette", "source"))
     line(
         f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
         f"reused {doc['reused_count']} cassette(s)"
@@ -122,10 +121,10 @@ def compare_table(report: CompareDocument) -> None:
     rows: list[list[str | Text]] = []
     for h in report["harnesses"]:
         cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
-        sha = next(iter(cells.values()))["harness_sha"][:10] if cells else ""
+        sha = next(iter(cells.values()))["harness_sha"] if cells else ""
         rows.append(
             [
-                f"{h} ({sha})",
+                sha[:10] if sha.startswith(h) or not sha else f"{h} ({sha[:10]})",
                 *[
                     f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})"
                     for m in report["models"]
@@ -133,16 +132,34 @@ def compare_table(report: CompareDocument) -> None:
             ]
         )
     show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
-    line(legend("solve rate"))
+    wrapped(legend("solve rate"))
     if "model_calls" in report:
         line(paid_line(report))
     if report.get("compare_id"):
         line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
 
 
-def noise_cell(stats: Mapping[str, Any] | None) -> str:
-    """A run's replicate statistics in a few characters (``train.evidence.replicates_text``)."""
-    return replicates_text(stats)
+def _replicate_cells(stats: Mapping[str, Any] | None) -> list[str]:
+    """A measured run's ``k``, pass@k, pass^k, seed disagreement and forked cells (empty: none)."""
+    if not stats or not stats.get("pass_at_k"):
+        return ["", "", "", "", ""]
+    k = str(stats["seeds"])
+    disagree = stats.get("seed_flip_rate")
+    forked = (
+        f"{stats['reexec_forked']}/{stats['reexec_certified']}"
+        if stats.get("reexec_flip_rate") is not None
+        else ""
+    )
+    return [
+        k,
+        f"{stats['pass_at_k'][k]:.2f}",
+        f"{stats['pass_hat_k'][k]:.2f}",
+        "" if disagree is None else f"{disagree:.2f}",
+        forked,
+    ]
+
+
+RUN_COLUMNS = ["id", "kind", "name", "harness", "model", "k", "pass@k", "pass^k", "disagree", "forked"]
 
 
 def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None) -> None:
@@ -155,8 +172,8 @@ def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None
             r["kind"],
             r["name"] or "",
             (r["harness_sha"] or "")[:8],
-            r["model"] or "",
-            noise_cell(r.get("stats")),
+            _models(r["model"] or ""),
+            *_replicate_cells(r.get("stats")),
             str(r["model_calls"]) if "model_calls" in r else "",
             str(r["reused_events"]) if "reused_events" in r else "",
             _when(r["created_at"]),
@@ -165,11 +182,32 @@ def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None
     ]
     show_table(
         f"{len(rows)} document(s)",
-        ["id", "kind", "name", "harness", "model", "replicates", "calls", "reused", "created (UTC)"],
+        [*RUN_COLUMNS, "paid", "reused", "created (UTC)"],
         cells,
+        optional=["created (UTC)", "name", "harness", "forked"],
     )
-    if any(r.get("stats") for r in rows):
-        line(legend("replicates", "calls", "reused"))
+    said = {
+        "k": "stats",
+        "pass@k": "stats",
+        "pass^k": "stats",
+        "disagree": "stats",
+        "forked": "stats",
+        "paid": "model_calls",
+        "reused": "reused_events",
+    }
+    shown = [w for w, key in said.items() if any(r.get(key) is not None for r in rows)]
+    if "forked" in shown and not any(
+        (r.get("stats") or {}).get("reexec_flip_rate") is not None for r in rows
+    ):
+        shown.remove("forked")
+    if shown:
+        wrapped(legend(*shown))
+
+
+def _models(names: str) -> str:
+    """A row's model, or ``3 models`` for a compare's list (``--json`` names them)."""
+    many = [m for m in names.split(",") if m]
+    return f"{len(many)} models" if len(many) > 1 else names
 
 
 def _when(iso: str) -> str:

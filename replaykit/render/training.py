@@ -8,7 +8,7 @@ from rich.text import Text
 
 from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
-from replaykit.render.console import line, show_table
+from replaykit.render.console import line, show_table, wrapped
 from replaykit.render.runs import claims_line, divergence
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 from replaykit.train.evidence import evidence_of
@@ -51,7 +51,7 @@ def training_table(doc: TrainingTable) -> None:
     resumed = doc.get("resumed_epochs")
     if resumed:
         line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
-    line(legend("solved", "loss"))
+    wrapped(legend("solved", "loss"))
     for note in notes:
         line(note)
     line(
@@ -171,9 +171,10 @@ def noise_table(report: NoiseAudit) -> None:
             "attributed/incidental",
         ],
         rows,
+        optional=["95% interval"],
     )
-    line(legend("margin", "noise floor"))
+    wrapped(legend("margin", "noise floor"))
     for r in report["epochs"]:
         if r["excluded"]:
             line(f"epoch {r['epoch']}: excluded (forked): {', '.join(sorted(r['excluded']))}")
-    line(report["summary"])
+    wrapped(report["summary"])

@@ -293,7 +293,7 @@ class Report:
                 }
             )
         series = {
-            f"{r['harness']} ({r['harness_sha'][:7]})": [c["solve_rate"] if c else 0.0 for c in r["cells"]]
+            _series_name(r["harness"], r["harness_sha"]): [c["solve_rate"] if c else 0.0 for c in r["cells"]]
             for r in rows
         }
         intervals: dict[str, list[tuple[float, float] | None]] = {
@@ -304,6 +304,11 @@ class Report:
             doc["models"], series, "solve rate: harness × model", "solve rate", "compare-bars", intervals
         )
         return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
+
+
+def _series_name(harness: str, sha: str) -> str:
+    """A compare row as the chart's legend names it: the short SHA, after its role or ref if any."""
+    return sha[:7] if not harness or sha.startswith(harness) else f"{harness} ({sha[:7]})"
 
 
 # -- stored documents by kind: the store checks each against its row and kind on read (and

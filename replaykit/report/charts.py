@@ -128,6 +128,18 @@ def heatmap(
     return fig
 
 
+def _tick_label(text: str, width: int) -> str:
+    """``text`` broken after ``-``, ``/``, ``_`` or ``:`` into lines of at most ``width`` characters
+    where it can be (a tick label under one group of bars, never reaching the next)."""
+    parts = re.findall(r"[^-/_:]+[-/_:]?", text) or [text]
+    lines = [""]
+    for part in parts:
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
 def grouped_bars(
     groups: list[str],
     series: dict[str, list[float]],
@@ -137,11 +149,19 @@ def grouped_bars(
     intervals: dict[str, list[tuple[float, float] | None]] | None = None,
 ) -> Figure:
     """One group of bars per model, one bar per harness (the "trained vs untrained per model"
-    figure); ``intervals``: per series, each bar's [low, high] drawn as its error bar."""
+    figure); ``intervals``: per series, each bar's [low, high] drawn as its error bar. Tick labels
+    are broken into lines that fit their group; the legend sits inside the axes, above the bars
+    (the y axis reaches past 100% to make room for it), so nothing is drawn outside the figure."""
     import matplotlib
 
+    labels = [_tick_label(g, 18) for g in groups]
+    longest = max((len(part) for label in labels for part in label.split("\n")), default=1)
+    names = list(series)
+    columns = max(1, min(len(names), 2 if max((len(n) for n in names), default=0) > 24 else 3))
+    legend_rows = -(-len(names) // columns)
     with matplotlib.rc_context(RC):
-        fig = _figure(max(4.5, 1.5 + 1.2 * len(groups)) + 1.6, 3.2)
+        per_group = max(1.2, 0.075 * longest + 0.3)
+        fig = _figure(max(4.5, 1.2 + per_group * len(groups)), 3.2 + 0.15 * legend_rows)
         ax = fig.add_subplot()
         width = 0.8 / max(len(series), 1)
         for n, (name, values) in enumerate(series.items()):
@@ -161,9 +181,10 @@ def grouped_bars(
                     gid=f"{gid}-interval-{n}",
                 )
             ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7, padding=2)
-        ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylim(0, 1.1)
+        ax.set_xticks(range(len(groups)), labels)
+        ax.set_ylim(0, 1.14 + 0.11 * legend_rows)  # room above the 100% labels for the legend
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the axes: no label under it
+        ax.legend(loc="upper center", ncols=columns, fontsize=8, frameon=False, borderaxespad=0.2)
     return fig

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord
+from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.train.config import TrainConfig
@@ -50,6 +50,28 @@ class Paid:
             "proposer_calls": self.proposer_calls,
             "reused_events": self.reused_events,
         }
+
+
+def stored_paid(store: StoreBackend, doc: TrainingDocument) -> PaidDoc:
+    """What recording a stored training's episodes paid, derived from its runs (each verified)
+    and its proposals' cassettes: every distinct episode's live model calls and donor events
+    once (a run that was an earlier command's, its first baseline, counts: it is the training's)."""
+    runs = {
+        run_id
+        for e in doc.get("epochs") or []
+        for run_id in (e.get("baseline_run"), e.get("candidate_run"))
+        if run_id
+    }
+    episodes = {s.cassette_id: s for run_id in sorted(runs) for s in store.get_run(run_id).episodes}
+    paid = Paid(
+        task_model_calls=sum(s.paid_calls for s in episodes.values()),
+        reused_events=sum(s.reused_events for s in episodes.values()),
+    )
+    for cassette_id in dict.fromkeys(doc.get("cassettes") or []):
+        reused = store.verified_reuse(cassette_id)
+        paid.proposer_calls += store.verified_columns(cassette_id)["n_llm"] - reused.calls
+        paid.reused_events += reused.events
+    return paid.to_dict()
 
 
 @dataclass

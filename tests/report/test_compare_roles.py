@@ -4,6 +4,7 @@ README's real-model chart drawn from recorded compares (scripts/real_model_chart
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -81,3 +82,34 @@ def test_chart_value_labels_stay_clear_of_the_legend() -> None:
     bars = [p for ax in fig.axes for p in ax.patches]
     assert len(bars) == 6 and not [p for p in bars if p.get_window_extent(renderer).overlaps(box)]
     assert all(t.get_window_extent(renderer).y1 <= fig.bbox.y1 for t in labels)  # inside the picture
+
+
+def test_chart_tick_labels_never_overlap_and_the_legend_sits_inside() -> None:
+    """Long model names and SHA-named harnesses: each tick label stays clear of the next, the
+    legend is inside the axes (never beside the figure) and meets no bar or value label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    models = ["reference-weak", "reference-strong", "SmolLM2-135M-Instruct-Q4_1", "gpt-4o-mini-2024-07-18"]
+    series = {
+        "6ff33fa": [0.44, 0.62, 0.1, 1.0],
+        "main (28377cf)": [0.81, 1.0, 0.2, 1.0],
+        "trained (f16fa0f)": [1.0, 1.0, 0.3, 0.9],
+    }
+    fig = grouped_bars(models, series, "solve rate: harness × model", "solve rate", "bars")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    (ax,) = fig.axes
+    ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert len(ticks) == 4 and all(a.x1 < b.x0 for a, b in itertools.pairwise(ticks)), [
+        (t.x0, t.x1) for t in ticks
+    ]
+    legend = ax.get_legend()
+    assert not fig.legends and legend is not None
+    box = legend.get_window_extent(renderer)
+    frame = ax.get_window_extent(renderer)
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+    labels = [t for t in ax.texts if t.get_text().endswith("%")]
+    assert not [t.get_text() for t in labels if t.get_window_extent(renderer).overlaps(box)]
+    assert not [p for p in ax.patches if p.get_window_extent(renderer).overlaps(box)]
+    assert all(t.x1 <= fig.bbox.x1 and t.x0 >= 0 for t in ticks)
