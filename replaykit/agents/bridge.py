@@ -24,19 +24,26 @@ process has stopped, so the episode records it as it would for any harness.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from typing import Any, Protocol
 
+from replaykit.agents.wire import (
+    BadRequest,
+    ChatRequest,
+    ExecAnswer,
+    ExecRequest,
+    ModelCard,
+    ModelList,
+    answer,
+    error_answer,
+    parse,
+)
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
+from replaykit.envs.base import Observation
 
 #: request fields the run sets itself (besides the config's ``model.params``)
 OWNED = ("model", "temperature", "seed")
-
-
-class BadRequest(Exception):
-    """A request the bridge refuses (400): the agent's mistake, not the episode's."""
 
 
 class _Context(Protocol):
@@ -45,13 +52,19 @@ class _Context(Protocol):
 
     def model_of(self, call: int) -> str: ...
 
-    def llm_kwargs(self) -> dict[str, Any]: ...
+    def llm_kwargs(self) -> dict[str, object]: ...
+
+
+class Actuator(Protocol):
+    """What the bridge asks of the episode's environment: one recorded step."""
+
+    def run(self, command: str, timeout_sec: float | None = None) -> Observation: ...
 
 
 class Bridge:
     """``with Bridge(llm, env, ctx) as bridge:`` serves ``bridge.url`` until the block ends."""
 
-    def __init__(self, llm: Any, env: Any, ctx: _Context) -> None:
+    def __init__(self, llm: Any, env: Actuator, ctx: _Context) -> None:
         self.llm, self.env, self.ctx = llm, env, ctx
         self.token = secrets.token_urlsafe(24)
         self.failure: BaseException | None = None
@@ -80,42 +93,30 @@ class Bridge:
             self.failure = exc
         self.failed.set()
 
-    def chat(self, body: dict[str, Any]) -> tuple[int, bytes]:
+    def chat(self, raw: bytes) -> tuple[int, bytes]:
         """One chat completion through the recorded client: (status, the upstream's bytes)."""
-        if body.get("stream"):
-            return 400, _error("the replaykit bridge does not stream; send stream: false")
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            return 400, _error("'messages' must be an array")
-        passed = {k: v for k, v in body.items() if k not in (*OWNED, "messages", "stream")}
+        request = parse(ChatRequest, raw)
+        if request.stream:
+            return 400, error_answer("the replaykit bridge does not stream; send stream: false")
         owned = self.ctx.llm_kwargs()  # model, temperature, per-call seed, then model.params
-        for key in owned:
-            passed.pop(key, None)
+        passed = request.passed((*OWNED, *owned))
         self.model_calls += 1
-        raw = self.llm.chat.completions.with_raw_response.create(
-            messages=messages, **owned, extra_body=passed or None
+        raw_answer = self.llm.chat.completions.with_raw_response.create(
+            messages=request.messages, **owned, extra_body=passed or None
         )
-        return raw.http_response.status_code, raw.http_response.content
+        return raw_answer.http_response.status_code, raw_answer.http_response.content
 
     def models(self) -> bytes:
-        name = self.ctx.model_of(self.ctx.calls)
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "replaykit"}]
-        return json.dumps({"object": "list", "data": data}).encode()
+        return answer(ModelList(data=[ModelCard(id=self.ctx.model_of(self.ctx.calls))]))
 
-    def run(self, body: dict[str, Any]) -> bytes:
+    def run(self, raw: bytes) -> bytes:
         """One command in the task's environment (a recorded env step)."""
-        command = body.get("command")
-        if not isinstance(command, str):
-            raise BadRequest("'command' must be a string")
-        timeout = body.get("timeout")
+        request = parse(ExecRequest, raw)
         self.commands += 1
-        obs = self.env.run(command, float(timeout) if isinstance(timeout, (int, float)) else None)
-        doc = {"stdout": obs.stdout, "stderr": obs.stderr, "exit_code": obs.exit_code}
-        return json.dumps({**doc, "timed_out": bool(getattr(obs, "timed_out", False))}).encode()
-
-
-def _error(message: str, kind: str = "invalid_request_error") -> bytes:
-    return json.dumps({"error": {"message": message, "type": kind, "code": None}}).encode()
+        obs = self.env.run(request.command, request.timeout)
+        return answer(
+            ExecAnswer(stdout=obs.stdout, stderr=obs.stderr, exit_code=obs.exit_code, timed_out=obs.timed_out)
+        )
 
 
 class _Handler(LoopbackHandler):
@@ -126,27 +127,21 @@ class _Handler(LoopbackHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.headers.get("Authorization", "") != f"Bearer {self.bridge.token}":
-            return self._send(401, _error("missing or wrong bearer token", "authentication_error"))
+            return self._send(401, error_answer("missing or wrong bearer token", "authentication_error"))
         path = self.path.split("?", 1)[0].rstrip("/")
         route = (method, path.removeprefix("/v1") if path.startswith("/v1/") else path)
         if route == ("GET", "/models"):
             return self._send(200, self.bridge.models())
         if route not in (("POST", "/chat/completions"), ("POST", "/exec")):
-            return self._send(404, _error(f"no route {method} {self.path}", "not_found"))
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            return self._send(400, _error("the body is not JSON"))
-        if not isinstance(body, dict):
-            return self._send(400, _error("the body must be a JSON object"))
-        self._serve(route[1], body)
+            return self._send(404, error_answer(f"no route {method} {self.path}", "not_found"))
+        self._serve(route[1], raw)
 
-    def _serve(self, what: str, body: dict[str, Any]) -> None:
+    def _serve(self, what: str, body: bytes) -> None:
         bridge = self.bridge
         with bridge.lock:  # one at a time: the episode's events stay in the agent's order
             if bridge.failure is not None:
                 return self._send(
-                    502, _error(f"replaykit: the episode stopped: {bridge.failure}", "replaykit")
+                    502, error_answer(f"replaykit: the episode stopped: {bridge.failure}", "replaykit")
                 )
             try:
                 if what == "/exec":
@@ -154,10 +149,10 @@ class _Handler(LoopbackHandler):
                 else:
                     status, payload = bridge.chat(body)
             except BadRequest as exc:
-                return self._send(400, _error(str(exc)))
+                return self._send(400, error_answer(str(exc)))
             except BaseException as exc:  # the episode's to record: kept, re-raised by the harness
                 bridge.fail(exc)
-                return self._send(502, _error(f"replaykit: {type(exc).__name__}: {exc}", "replaykit"))
+                return self._send(502, error_answer(f"replaykit: {type(exc).__name__}: {exc}", "replaykit"))
         self._send(status, payload)
 
     def _send(self, status: int, payload: bytes) -> None:

@@ -22,14 +22,29 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
+
+from pydantic import JsonValue, ValidationError
+
+from replaykit.agents.wire import (
+    ExecAnswer,
+    ExecRequest,
+    RpcError,
+    RpcErrorBody,
+    RpcId,
+    RpcRequest,
+    RpcResult,
+    TextContent,
+    ToolResult,
+    answer,
+)
 
 SERVER_NAME = "replaykit"
 TOOL_NAME = "run"
 URL_VAR = "REPLAYKIT_EXEC_URL"
 TOKEN_VAR = "REPLAYKIT_EXEC_TOKEN"
 PROTOCOL_VERSION = "2025-06-18"  # what Codex 0.171 asks for; a client's own version is echoed back
-RUN_TOOL = {
+RUN_TOOL: dict[str, JsonValue] = {
     "name": TOOL_NAME,
     "description": (
         "Run a shell command (bash) in the task's environment, in its working directory, and return "
@@ -43,37 +58,36 @@ RUN_TOOL = {
     },
 }
 
-Exec = Callable[[str], dict[str, Any]]
+Exec = Callable[[str], ExecAnswer]
+Answer = RpcResult | RpcError
 
 
-def format_result(result: dict[str, Any]) -> str:
+def format_result(result: ExecAnswer) -> str:
     """An observation as the tool's text: exit code first, then stdout and stderr."""
-    return (
-        f"exit_code: {result.get('exit_code')}\n"
-        f"stdout:\n{result.get('stdout', '')}\nstderr:\n{result.get('stderr', '')}"
-    )
+    return f"exit_code: {result.exit_code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
 
 
 def bridge_exec(url: str, token: str, timeout_s: float = 3600.0) -> Exec:
-    """``run`` through the bridge: POST ``{"command": …}``, read ``{"stdout", "stderr", "exit_code"}``."""
+    """``run`` through the bridge: POST an ``ExecRequest``, read its ``ExecAnswer``."""
 
-    def run(command: str) -> dict[str, Any]:
+    def run(command: str) -> ExecAnswer:
         request = urllib.request.Request(
             url,
-            data=json.dumps({"command": command}).encode(),
+            data=answer(ExecRequest(command=command)),
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             method="POST",
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                answer = json.loads(response.read())
+                body = response.read()
         except urllib.error.HTTPError as exc:
             raise RuntimeError(
                 f"the episode refused the command: {exc.read().decode(errors='replace')}"
             ) from None
-        if not isinstance(answer, dict) or "exit_code" not in answer:
-            raise RuntimeError(f"the episode's exec endpoint answered no observation: {answer!r}")
-        return answer
+        try:
+            return ExecAnswer.model_validate_json(body)
+        except ValidationError:
+            raise RuntimeError(f"the episode's exec endpoint answered no observation: {body!r}") from None
 
     return run
 
@@ -84,19 +98,18 @@ class McpExecServer:
     def __init__(self, run: Exec) -> None:
         self.run = run
 
-    def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        if "id" not in message:  # a notification (``notifications/initialized``, cancellations)
+    def handle(self, message: RpcRequest) -> Answer | None:
+        if message.notification:  # ``notifications/initialized``, cancellations
             return None
-        method, params = message.get("method"), message.get("params") or {}
         try:
-            result = self._result(str(method), params)
+            result = self._result(message.method, message.params or {})
         except LookupError:
-            return _error(message["id"], -32601, f"method not found: {method}")
+            return _error(message.id, -32601, f"method not found: {message.method}")
         except ValueError as exc:
-            return _error(message["id"], -32602, str(exc))
-        return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+            return _error(message.id, -32602, str(exc))
+        return RpcResult(id=message.id, result=result)
 
-    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, method: str, params: dict[str, JsonValue]) -> dict[str, JsonValue]:
         if method == "initialize":
             version = params.get("protocolVersion") or PROTOCOL_VERSION
             return {
@@ -113,10 +126,10 @@ class McpExecServer:
         if method == "resources/templates/list":
             return {"resourceTemplates": []}
         if method == "tools/call":
-            return self._call(params)
+            return self._call(params).model_dump()
         raise LookupError(method)
 
-    def _call(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, params: dict[str, JsonValue]) -> ToolResult:
         arguments = params.get("arguments") or {}
         if params.get("name") != TOOL_NAME:
             raise ValueError(f"unknown tool {params.get('name')!r}; the only tool is {TOOL_NAME!r}")
@@ -130,12 +143,21 @@ class McpExecServer:
         return _text(format_result(observation), error=False)
 
 
-def _text(text: str, error: bool) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": error}
+def _text(text: str, error: bool) -> ToolResult:
+    return ToolResult(content=[TextContent(text=text)], isError=error)
 
 
-def _error(id_: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
+def _error(id_: RpcId, code: int, message: str) -> RpcError:
+    return RpcError(id=id_, error=RpcErrorBody(code=code, message=message))
+
+
+def read_message(line: str) -> RpcRequest | RpcError:
+    """One line as a request, or the error that answers it (unparsable, not a request)."""
+    try:
+        return RpcRequest.model_validate_json(line)
+    except ValidationError as exc:
+        parse_error = exc.errors()[0]["type"] == "json_invalid"
+        return _error(None, -32700, "parse error") if parse_error else _error(None, -32600, "invalid request")
 
 
 def serve(server: McpExecServer, stdin: IO[str], stdout: IO[str]) -> None:
@@ -143,18 +165,10 @@ def serve(server: McpExecServer, stdin: IO[str], stdout: IO[str]) -> None:
     for line in stdin:
         if not line.strip():
             continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            answer: dict[str, Any] | None = _error(None, -32700, "parse error")
-        else:
-            answer = (
-                server.handle(message)
-                if isinstance(message, dict)
-                else _error(None, -32600, "invalid request")
-            )
-        if answer is not None:
-            stdout.write(json.dumps(answer) + "\n")
+        message = read_message(line)
+        reply = server.handle(message) if isinstance(message, RpcRequest) else message
+        if reply is not None:
+            stdout.write(json.dumps(reply.model_dump(mode="json")) + "\n")  # ASCII: any locale
             stdout.flush()
 
 

@@ -113,3 +113,29 @@ def test_what_the_episode_raises_is_kept_and_every_later_request_refused() -> No
         urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
             f"{bridge.url}/v1/models", timeout=5
         )
+
+
+def test_a_request_of_another_shape_is_one_line_and_runs_nothing() -> None:
+    """Requests are parsed as their wire model (``agents/wire.py``): a wrong type is a 400 naming
+    the field, never a traceback, and nothing reaches the model or the environment."""
+    llm, env = FakeLlm(), FakeEnv()
+    with Bridge(llm, env, context()) as bridge:
+        chat, run = f"{bridge.url}/v1/chat/completions", f"{bridge.url}/exec"
+        cases = [
+            (chat, {"messages": "hi"}, "'messages'"),
+            (chat, [1, 2], "must be a JSON object"),
+            (run, {"cmd": "ls"}, "'command'"),
+            (run, {"command": 3}, "'command'"),
+            (run, {"command": "ls", "timeout": "soon"}, "'timeout"),
+        ]
+        for url, body, says in cases:
+            status, error = post(url, body, bridge.token)
+            message = error["error"]["message"]
+            assert status == 400 and says in message and "\n" not in message, (body, message)
+        request = urllib.request.Request(
+            run, data=b"{not json", headers={"Authorization": f"Bearer {bridge.token}"}, method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30)
+        assert refused.value.code == 400 and b"not JSON" in refused.value.read()
+    assert llm.sent == [] and env.ran == [] and bridge.failure is None

@@ -18,6 +18,7 @@ import pytest
 from replaykit.agents import mcp_exec
 from replaykit.agents.codex import driver
 from replaykit.agents.codex.bridge import CodexBridge, one_call_a_turn
+from replaykit.agents.wire import ExecAnswer, RpcRequest
 from replaykit.envs.base import Observation
 
 pytestmark = pytest.mark.unit
@@ -38,20 +39,23 @@ class FakeEnv:
 
 
 def rpc(server: mcp_exec.McpExecServer, method: str, params: dict[str, Any] | None = None) -> Any:
-    return server.handle({"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}})
+    message = RpcRequest.model_validate({"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}})
+    reply = server.handle(message)
+    assert reply is not None
+    return reply.model_dump(mode="json")
 
 
 def test_the_mcp_server_speaks_the_stdio_protocol() -> None:
     ran: list[str] = []
 
-    def run(command: str) -> dict[str, Any]:
+    def run(command: str) -> ExecAnswer:
         ran.append(command)
-        return {"stdout": "x\n", "stderr": "", "exit_code": 0}
+        return ExecAnswer(stdout="x\n", stderr="", exit_code=0)
 
     server = mcp_exec.McpExecServer(run)
     init = rpc(server, "initialize", {"protocolVersion": "2025-06-18"})["result"]
     assert init["protocolVersion"] == "2025-06-18" and "tools" in init["capabilities"]
-    assert server.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    assert server.handle(RpcRequest(method="notifications/initialized")) is None
     (tool,) = rpc(server, "tools/list")["result"]["tools"]
     assert tool["name"] == "run" and tool["inputSchema"]["required"] == ["command"]
     assert rpc(server, "resources/list")["result"] == {"resources": []}
@@ -71,9 +75,13 @@ def test_the_mcp_server_over_stdio_answers_only_json_rpc() -> None:
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     ]
     out = io.StringIO()
-    mcp_exec.serve(mcp_exec.McpExecServer(lambda c: {}), io.StringIO("\n".join(lines) + "\n"), out)
+    lines += [json.dumps([1, 2]), json.dumps({"jsonrpc": "2.0", "id": 2, "method": 3})]
+    never = ExecAnswer(stdout="", stderr="", exit_code=0)
+    mcp_exec.serve(mcp_exec.McpExecServer(lambda c: never), io.StringIO("\n".join(lines) + "\n"), out)
     answers = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [a.get("id") for a in answers] == [1, None] and answers[1]["error"]["code"] == -32700
+    assert [a.get("id") for a in answers] == [1, None, None, None]
+    assert answers[0]["result"]["tools"][0]["name"] == "run"
+    assert [a["error"]["code"] for a in answers[1:]] == [-32700, -32600, -32600]
 
 
 def test_the_mcp_server_without_its_bridge_is_one_line() -> None:
@@ -108,8 +116,9 @@ def test_the_bridge_runs_commands_in_the_env_only_with_its_token() -> None:
         assert post(bridge.exec_url, {"cmd": "ls"}, bridge.token)[0] == 400
         status, answer = post(bridge.exec_url, {"command": "fail now"}, bridge.token)
         run = mcp_exec.bridge_exec(bridge.exec_url, bridge.token)
-        assert run("echo hi") == {"stdout": "ran echo hi\n", "stderr": "", "exit_code": 0}
-    assert status == 200 and answer == {"stdout": "ran fail now\n", "stderr": "", "exit_code": 3}
+        assert run("echo hi") == ExecAnswer(stdout="ran echo hi\n", stderr="", exit_code=0)
+    assert status == 200
+    assert answer == {"stdout": "ran fail now\n", "stderr": "", "exit_code": 3, "timed_out": False}
     assert env.commands == ["fail now", "echo hi"]
 
 
@@ -145,9 +154,11 @@ def test_the_config_turns_codex_own_tools_off_and_routes_through_the_bridge() ->
 
 
 def test_a_failure_line_names_no_port() -> None:
-    events = [
+    lines = [
         {"type": "turn.failed", "error": {"message": "unexpected status 500: http://127.0.0.1:4711/v1\nmore"}}
     ]
+    events = driver.parse_events("\n".join([json.dumps(line) for line in lines] + ["not an event", "[]"]))
+    assert len(events) == 1
     assert driver.failure(events, 1, "http://127.0.0.1:4711") == (
         "codex exec failed (exit 1): unexpected status 500: <bridge>/v1"
     )

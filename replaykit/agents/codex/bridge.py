@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from replaykit.agents.bridge import Actuator
+from replaykit.agents.wire import BadRequest, ExecAnswer, ExecRefusal, ExecRequest, answer, parse
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 
 MAX_BODY = 64 * 1024 * 1024
@@ -63,8 +65,7 @@ class _Handler(LoopbackHandler):
             status, content_type, data = bridge.responses(body)
             return self._send(status, data, content_type)
         if path == "/exec":
-            status, answer = bridge.exec(body)
-            return self._send(status, json.dumps(answer).encode())
+            return self._send(*bridge.exec(body))
         self._send(404, b'{"error": {"message": "unknown path"}}')
 
     def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
@@ -78,7 +79,7 @@ class _Server(LoopbackServer):  # keep-alive, no Nagle, silent when a client han
 class CodexBridge:
     """``with CodexBridge(env, llm) as bridge:`` serves ``bridge.base_url`` and ``bridge.exec_url``."""
 
-    def __init__(self, env: Any, llm: Any, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(self, env: Actuator, llm: Any, on_stop: Callable[[], None] | None = None) -> None:
         self.env, self.llm, self.on_stop = env, llm, on_stop
         self.token = secrets.token_hex(16)
         self.stopped: BaseException | None = None  # the first limit or divergence raised in a route
@@ -146,19 +147,20 @@ class CodexBridge:
             content_type = answer.headers.get("content-type", "application/json")
             return answer.status_code, content_type, answer.content
 
-    def exec(self, body: bytes) -> tuple[int, dict[str, Any]]:
+    def exec(self, body: bytes) -> tuple[int, bytes]:
         try:
-            command = json.loads(body)["command"]
-            if not isinstance(command, str):
-                raise TypeError(command)
-        except (ValueError, KeyError, TypeError):
-            return 400, {"error": 'the body must be {"command": "<a bash command line>"}'}
+            command = parse(ExecRequest, body).command
+        except BadRequest:
+            return 400, answer(ExecRefusal(error='the body must be {"command": "<a bash command line>"}'))
         with self._lock:
             if self.stopped is not None:
-                return 409, {"error": "the episode has stopped"}
+                return 409, answer(ExecRefusal(error="the episode has stopped"))
             try:
                 obs = self.env.run(command)
             except BaseException as exc:  # a limit reached, a divergence: the episode stops here
                 self._stop(exc)
-                return 409, {"error": "the episode has stopped"}
-        return 200, {"stdout": obs.stdout, "stderr": obs.stderr, "exit_code": obs.exit_code}
+                return 409, answer(ExecRefusal(error="the episode has stopped"))
+        done = ExecAnswer(
+            stdout=obs.stdout, stderr=obs.stderr, exit_code=obs.exit_code, timed_out=obs.timed_out
+        )
+        return 200, answer(done)

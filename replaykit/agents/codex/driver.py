@@ -32,9 +32,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from replaykit.agents.base import AGENTS_PATH_VAR, Requirement
 from replaykit.agents.codex.bridge import CodexBridge
 from replaykit.agents.mcp_exec import SERVER_NAME, TOKEN_VAR, URL_VAR
+from replaykit.agents.wire import CodexError, CodexEvent
 from replaykit.core.determinism import derive_seed, pinned_environ
 from replaykit.core.errors import HarnessError
 
@@ -128,36 +131,29 @@ def stable_uuid(*parts: Any) -> str:
     return f"{hexa[:8]}-{hexa[8:12]}-4{hexa[13:16]}-a{hexa[17:20]}-{hexa[20:32]}"
 
 
-def parse_events(stdout: str) -> list[dict[str, Any]]:
+def parse_events(stdout: str) -> list[CodexEvent]:
     """``codex exec --json``'s events (JSON objects, one a line; anything else skipped)."""
     events = []
     for line in stdout.splitlines():
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if isinstance(event, dict):
-                events.append(event)
+        with contextlib.suppress(ValidationError):
+            events.append(CodexEvent.model_validate_json(line))
     return events
 
 
-def final_message(events: list[dict[str, Any]]) -> str:
+def final_message(events: list[CodexEvent]) -> str:
     for event in reversed(events):
-        item = event.get("item")
-        if (
-            event.get("type") == "item.completed"
-            and isinstance(item, dict)
-            and item.get("type") == "agent_message"
-        ):
-            return str(item.get("text", ""))
+        if event.type == "item.completed" and event.item is not None and event.item.type == "agent_message":
+            return event.item.text
     return ""
 
 
-def failure(events: list[dict[str, Any]], code: int, bridge: str) -> str:
+def failure(events: list[CodexEvent], code: int, bridge: str) -> str:
     """One line for a Codex run that failed (its last error event, else its exit code), the
     bridge's address (a port of this run) written ``<bridge>`` so a replay says the same."""
     for event in reversed(events):
-        if event.get("type") in ("turn.failed", "error"):
-            err = event.get("error")
-            message = str(err.get("message") if isinstance(err, dict) else event.get("message"))
+        if event.type in ("turn.failed", "error"):
+            err = event.error
+            message = str(err.message if isinstance(err, CodexError) else event.message)
             line = message.replace(bridge, "<bridge>").splitlines()[0][:300] if message else ""
             return f"codex exec failed (exit {code}): {line}"
     return f"codex exec failed (exit {code})"
