@@ -49,7 +49,13 @@ CASSETTE_DERIVED = (
     "tokens",
 )
 #: the field of a runs-table document that names its own row id, by kind
-DOC_ID_FIELD = {"measure": "run_id", "training": "training_id", "verdict": "verdict_id", "fork": "fork_id"}
+DOC_ID_FIELD = {
+    "measure": "run_id",
+    "training": "training_id",
+    "verdict": "verdict_id",
+    "fork": "fork_id",
+    "transfer": "transfer_id",
+}
 #: runs-table columns mirrored from a measure document
 RUN_MIRRORS = {
     "harness_sha": ("harness_sha",),

@@ -21,9 +21,9 @@ from replaykit.commands.options import (
 
 
 def runs(
-    kind: Optional[Literal["measure", "training", "verdict", "compare", "fork", "probe"]] = typer.Option(
-        None, "--kind", help="Only documents of this kind."
-    ),
+    kind: Optional[
+        Literal["measure", "training", "verdict", "compare", "fork", "probe", "transfer"]
+    ] = typer.Option(None, "--kind", help="Only documents of this kind."),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     wide: bool = WideOpt,

@@ -1,4 +1,5 @@
-"""``train``: the training loop of the ``replaykit`` command (measure, propose, judge, promote)."""
+"""``train``: the training loop of the ``replaykit`` command (measure, propose, judge, promote);
+``transfer``: its harness, trained vs untrained, on other panels and models."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from replaykit.commands.options import (
     KeepGoingOpt,
     Reuse,
     ReuseOpt,
+    StoreOpt,
     emit_json,
     executor_override,
     model_overrides,
+    open_store,
 )
 from replaykit.core.modes import RecordMode
 
@@ -76,3 +79,55 @@ def train(
     render.line(
         f"or as one offline HTML file: replaykit report {summary['training_id']} -o report.html{store_opt}"
     )
+
+
+def transfer(
+    training_id: str = typer.Argument(
+        ..., help="The training whose harness to measure (a unique prefix is enough)."
+    ),
+    configs: list[Path] = typer.Option(
+        ...,
+        "--config",
+        help="A run config whose panel, environment and model settings to measure on (repeatable).",
+    ),
+    models: str = typer.Option(
+        ..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"
+    ),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="Also measure this named agent (replaykit/agents/), e.g. mini-swe-agent."
+    ),
+    record_mode: RecordMode = typer.Option(
+        RecordMode.ONCE,
+        "--record-mode",
+        help="once: reuse stored episodes, record the missing; none: replay only; all: re-record.",
+    ),
+    reuse: Optional[Reuse] = ReuseOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The trained harness (the training's final baseline) vs the untrained one (its first
+    baseline), and optionally a named agent, on each config's panel × each model: one table with
+    paired intervals, stored as a transfer document that `replaykit report` draws."""
+    from replaykit.core.errors import ConfigError
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.run import check_record_mode
+    from replaykit.train.transfer import check_models
+    from replaykit.train.transfer import transfer as measure_transfer
+    from replaykit.train.transfer_doc import transfer_table
+
+    check_record_mode(record_mode)
+    try:  # before any config is read or store opened
+        names = check_models(models.split(","))
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--models") from None
+    loaded = [load_config(c, model_overrides(reuse)) for c in configs]
+    st = open_store(store or loaded[0].store_location, readonly=record_mode == RecordMode.NONE)
+    with render.progress(enabled=not as_json) as progress:
+        doc = measure_transfer(
+            st, training_id, loaded, [str(c) for c in configs], names, agent, record_mode, progress
+        )
+    rows = transfer_table(st, doc)
+    if as_json:
+        emit_json({**doc, "table": rows})
+        return
+    render.transfer_table(doc, rows)

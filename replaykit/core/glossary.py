@@ -48,6 +48,7 @@ TERMS: dict[str, str] = {
     "digest": "A hash of the episode's events (never of times): equal digests, equal episodes.",
     "first difference": "The first event where two episodes part: everything before it is identical.",
     "compare": "The same panel measured for several harnesses × models.",
+    "transfer": "A training's harness, untrained (its first baseline) and trained (its final baseline), measured on other panels and models: does the training carry over?",
     "trained vs untrained": "The solve-rate change from the first harness (untrained) to the last (trained), per model.",
     "recorded": "When this was written to the store (UTC).",
     "pass@k": "The chance that at least one of k attempts (seeds) at a task solves it, averaged over tasks.",
@@ -84,6 +85,8 @@ SHORT: dict[str, str] = {
     "pass^k": "share of tasks all k seeds solve",
     "disagree": "of every two seeds of a task, the share whose outcomes differ",
     "forked": "certified tasks whose re-execution differed / tasks certified",
+    "solved/total": "task instances solved, of the panel's",
+    "vs untrained": "the paired difference of solve rates against the untrained harness on the same task instances, with its 95% interval [low, high]",
 }
 
 

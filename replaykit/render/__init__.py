@@ -8,6 +8,7 @@ and friends; each module holds one concern:
 - ``runs``: runs, replays, divergences, compares, the document list
 - ``cassettes``: cassettes, bundles, store checks, vcr and Harbor job exports, proxy sessions, removals
 - ``training``: trainings, their replay, verdict audits
+- ``transfer``: a training's harness on other panels and models (trained vs untrained)
 - ``environments``: task oracle checks, certification, base images, doctor, plugins
 """
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         run_table,
     )
     from replaykit.render.training import audit_report, noise_table, training_replay, training_table
+    from replaykit.render.transfer import transfer_table
 
 #: name -> the module defining it, imported on first use (a listing command loads only its own renderers)
 _EXPORTS: dict[str, str] = {
@@ -84,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "tasks_check": "replaykit.render.environments",
     "training_replay": "replaykit.render.training",
     "training_table": "replaykit.render.training",
+    "transfer_table": "replaykit.render.transfer",
     "vcr_export": "replaykit.render.cassettes",
 }
 
@@ -120,6 +123,7 @@ __all__ = [
     "tasks_check",
     "training_replay",
     "training_table",
+    "transfer_table",
     "vcr_export",
 ]
 

@@ -33,17 +33,19 @@ from replaykit.report.documents import (
     VerdictSection,
 )
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
+from replaykit.report.transfer import transfer_section
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.evidence import verdict_evidence
 from replaykit.train.stats import rate_interval
 from replaykit.train.sweep import report_sweep
+from replaykit.train.transfer_doc import verified_transfer
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from replaykit.models.probe import ProbeResult
 
-KINDS = ("training", "measure", "verdict", "compare", "probe")
+KINDS = ("training", "measure", "verdict", "compare", "probe", "transfer")
 
 
 def anchor(*parts: object) -> str:
@@ -360,14 +362,15 @@ def _run_point(run: RunSection) -> RunPoint:
 def build(
     store: StoreBackend, report_id: str, cap: int | None = OUTPUT_CAP
 ) -> tuple[ReportContext, dict[str, Figure]]:
-    """The report context for ``report_id`` (training, run, verdict or compare) and its figures by name."""
+    """The report context for ``report_id`` (training, run, verdict, compare or transfer) and its
+    figures by name."""
     kind = store.doc_kind(report_id)
     if kind not in KINDS:
         raise ReplaykitError(
-            f"{report_id!r} is a {kind}; a report is made of a training, a run, a verdict or a compare result"
+            f"{report_id!r} is a {kind}; a report is made of a training, a run, a verdict, a compare or a transfer result"
         )
     report = Report(store, cap)
-    training = verdict = compare = run = None
+    training = verdict = compare = run = transferred = None
     shown: list[ProbeResult] | None = None
     if kind == "training":
         doc = stored_training(store, report_id)
@@ -384,6 +387,15 @@ def build(
         probe = stored_probe(store, report_id)
         shown = [probe]
         doc_id, title = probe["probe_id"], f"probe {probe['probe_id']} ({probe['model']})"
+    elif kind == "transfer":
+        tdoc = verified_transfer(store, report_id)  # every cell checked against its run
+        transferred, report.figures["transfer"] = transfer_section(
+            store, tdoc, lambda r: report.run(r)["anchor"]
+        )
+        doc_id, title = (
+            tdoc["transfer_id"],
+            f"transfer {tdoc['transfer_id']} (training {tdoc['training_id']})",
+        )
     else:
         cdoc = stored_compare(store, report_id)
         compare = report.compare(cdoc)
@@ -396,6 +408,7 @@ def build(
         "training": training,
         "verdict": verdict,
         "compare": compare,
+        "transfer": transferred,
         "run": run,
         "probes": shown,
         "id": doc_id,

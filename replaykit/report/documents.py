@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, Type
 from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, NamedParams
 from replaykit.envs.base import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
+from replaykit.train.intervals import Movement, Rate
+from replaykit.train.transfer_doc import TransferHarness
 
 Cell = TypeVar("Cell")
 
@@ -328,6 +330,25 @@ class CompareSection(TypedDict):
     rows: list[CompareRow[CompareSectionCell]]
 
 
+class TransferSectionCell(Rate):
+    role: str
+    run: str  # the anchor of its run's grid
+    against_untrained: Movement | None
+
+
+class TransferSectionRow(TypedDict):
+    config: str
+    model: str
+    cells: list[TransferSectionCell | None]  # one per harness role
+
+
+class TransferSection(TypedDict):
+    transfer_id: str
+    training_id: str
+    harnesses: list[TransferHarness]
+    rows: list[TransferSectionRow]
+
+
 class ReportContext(TypedDict):
     """The whole report: one of training/verdict/compare/run (by ``kind``), the probes of its
     models, and every run, diff and transcript its sections link to."""
@@ -338,6 +359,7 @@ class ReportContext(TypedDict):
     training: TrainingSection | None
     verdict: VerdictSection | None
     compare: CompareSection | None
+    transfer: TransferSection | None
     run: RunSection | None
     probes: list[ProbeResult]
     runs: list[RunSection]

@@ -32,6 +32,7 @@ from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
 from replaykit.train.loss import verdict_id_of
 from replaykit.train.scratch import Proposal
+from replaykit.train.transfer_doc import verified_transfer
 from replaykit.train.walk import Measurements, chosen, training_config, walk
 
 
@@ -219,15 +220,17 @@ def _recomputed_head(store: StoreBackend, doc: TrainingDocument, decided: list[A
 
 
 #: the document kinds whose content is derived (and so recomputed before it is trusted)
-DERIVED_KINDS = ("verdict", "training")
+DERIVED_KINDS = ("verdict", "training", "transfer")
 
 
 def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
-    """Recompute a stored verdict or training (other kinds: nothing to recompute)."""
+    """Recompute a stored verdict, training or transfer (other kinds: nothing to recompute)."""
     if kind == "verdict":
         verified_verdict(store, doc_id)
     elif kind == "training":
         verified_training(store, doc_id)
+    elif kind == "transfer":
+        verified_transfer(store, doc_id)
 
 
 # -- the one way a command reads a derived document: checked against its row and kind by the
