@@ -165,10 +165,16 @@ def audit(
     resample_seeds: Optional[int] = typer.Option(
         None,
         "--resample-seeds",
+        min=1,
+        max=10_000,
         help="Verdict: recompute on every subset of K seeds. Training with --noise: record N extra seeds first (once).",
     ),
     bootstrap: Optional[int] = typer.Option(
-        None, "--bootstrap", help="With --resample-seeds: N samples of K seeds drawn with replacement."
+        None,
+        "--bootstrap",
+        min=1,
+        max=1_000_000,
+        help="With --resample-seeds: N samples of K seeds drawn with replacement.",
     ),
     regraded: Optional[list[str]] = typer.Option(
         None,

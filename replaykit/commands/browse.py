@@ -72,7 +72,7 @@ def runs(
 def cassettes_ls(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only the cassettes of this run."),
     limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", help="Only the newest N (default: 100 in the table, all with --json)."
+        None, "--limit", "-n", min=0, help="Only the newest N (default: 100 in the table, all with --json)."
     ),
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,

@@ -132,7 +132,9 @@ def certify(
         None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."
     ),
     refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Re-execute tasks in N local processes."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, max=1024, help="Re-execute tasks in N local processes."
+    ),
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Re-execute tasks as Ray tasks: auto | ray://host:10001 | local."
     ),

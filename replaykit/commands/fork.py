@@ -16,6 +16,7 @@ def fork(
     at: int = typer.Option(
         ...,
         "--at",
+        min=0,
         help="The step (model call, from 0) where the fork goes live; the calls before it are served.",
     ),
     model: Optional[str] = typer.Option(

@@ -61,18 +61,24 @@ KeepGoingOpt = typer.Option(
 )
 # Harbor's multipliers and resource overrides (`harbor run` names them so); envs/limits.py
 TimeoutMultiplierOpt = typer.Option(
-    None, "--timeout-multiplier", min=0.01, help="Scale the agent, verifier and build timeouts of task.toml."
+    None,
+    "--timeout-multiplier",
+    min=0.01,
+    max=1000.0,
+    help="Scale the agent, verifier and build timeouts of task.toml.",
 )
 AgentTimeoutMultiplierOpt = typer.Option(
     None,
     "--agent-timeout-multiplier",
     min=0.01,
+    max=1000.0,
     help="Scale the agent timeout (wins over --timeout-multiplier).",
 )
 VerifierTimeoutMultiplierOpt = typer.Option(
     None,
     "--verifier-timeout-multiplier",
     min=0.01,
+    max=1000.0,
     help="Scale the verifier timeout (wins over --timeout-multiplier).",
 )
 BuildTimeoutMultiplierOpt = typer.Option(
@@ -80,10 +86,11 @@ BuildTimeoutMultiplierOpt = typer.Option(
     "--build-timeout-multiplier",
     "--environment-build-timeout-multiplier",
     min=0.01,
+    max=1000.0,
     help="Scale the image build timeout (wins over --timeout-multiplier).",
 )
 OverrideCpusOpt = typer.Option(
-    None, "--override-cpus", min=0.01, help="CPUs of the container, instead of task.toml's."
+    None, "--override-cpus", min=0.01, max=1000.0, help="CPUs of the container, instead of task.toml's."
 )
 OverrideMemoryOpt = typer.Option(
     None, "--override-memory-mb", min=16, help="Memory (MB) of the container, instead of task.toml's."

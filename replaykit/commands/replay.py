@@ -23,7 +23,9 @@ def replay(
         "--harness-repo",
         help="Harness repo to find --harness in (default: --config's harness.repo; never the path the run recorded).",
     ),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Replay episodes in N local processes."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, max=1024, help="Replay episodes in N local processes."
+    ),
     ray: Optional[str] = typer.Option(
         None, "--ray", help="Replay episodes as Ray tasks: auto | ray://host:10001 | local."
     ),

@@ -106,14 +106,22 @@ def probe(
         "--config",
         help="Take base URL, model, temperature, key variable and model.params from this run config.",
     ),
-    n: int = typer.Option(8, "-n", help="Requests per phase (serial, then concurrent)."),
+    n: int = typer.Option(8, "-n", min=1, max=10_000, help="Requests per phase (serial, then concurrent)."),
     concurrency: Optional[int] = typer.Option(
-        None, "--concurrency", help="Concurrent clients in the second phase (default: 4, or -n when smaller)."
+        None,
+        "--concurrency",
+        min=1,
+        max=1024,
+        help="Concurrent clients in the second phase (default: 4, or -n when smaller).",
     ),
     temperature: Optional[float] = typer.Option(
-        None, "--temperature", help="Temperature sent with every request (default: the config's, else 0)."
+        None,
+        "--temperature",
+        min=0.0,
+        max=2.0,
+        help="Temperature sent with every request (default: the config's, else 0).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed sent with every request."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seed sent with every request."),
     max_tokens: Optional[int] = typer.Option(
         None,
         "--max-tokens",

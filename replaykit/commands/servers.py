@@ -88,7 +88,11 @@ def proxy(
         help="YAML of named regex replacements (rules: {NAME: {pattern: RE, replace: TEXT}}), applied like --rule.",
     ),
     timeout: float = typer.Option(
-        600.0, "--timeout", help="Seconds one upstream exchange may take in all (connect to last byte)."
+        600.0,
+        "--timeout",
+        min=0.001,
+        max=7 * 86400.0,
+        help="Seconds one upstream exchange may take in all (connect to last byte).",
     ),
     agent: Optional[Literal["codex"]] = typer.Option(
         None,

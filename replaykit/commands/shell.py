@@ -101,9 +101,19 @@ def _hint(ctx: Any) -> str:
     return f" Try '{ctx.command_path} --help' for help."
 
 
+def _given(exc: Any) -> str:
+    """`` (got VALUE)`` for a value typer's pydantic coercion refused (its message names only the rule)."""
+    errors = getattr(exc.__cause__, "errors", None)
+    try:
+        value = errors()[0]["input"] if callable(errors) else None
+    except (IndexError, KeyError, TypeError):
+        return ""
+    return f" (got {value})" if isinstance(value, str) and len(value) <= 40 else ""
+
+
 def _usage_line(exc: Any) -> str:
     ctx = exc.ctx
-    message = " ".join(exc.format_message().split())
+    message = " ".join(exc.format_message().split()).rstrip(".") + _given(exc)
     names = sorted(getattr(ctx.command, "commands", {}) or {}) if ctx is not None else []
     if message.startswith("Missing command") and names:
         message = f"Missing command (one of: {', '.join(names)})"

@@ -28,7 +28,11 @@ def view(
     ),
     no_open: bool = typer.Option(False, "--no-open", help="Do not open the viewer in a web browser."),
     poll: float = typer.Option(
-        2.0, "--poll", help="Seconds between a page's checks for new recordings (0: never refresh)."
+        2.0,
+        "--poll",
+        min=0.0,
+        max=3600.0,
+        help="Seconds between a page's checks for new recordings (0: never refresh).",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -40,10 +44,6 @@ def view(
         raise typer.BadParameter(
             f"{host!r} is not a loopback address; the viewer has no login, so add --allow-remote to serve it there",
             param_hint="--host",
-        )
-    if poll < 0:
-        raise typer.BadParameter(
-            f"{poll} is negative; give seconds, e.g. --poll 2 (0: never)", param_hint="--poll"
         )
     location = choose_store(store, config)[0]
     st = open_store(store, readonly=True, config=config)

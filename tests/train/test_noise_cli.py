@@ -91,9 +91,9 @@ def test_resample_seeds_records_extra_seeds_once_then_replays(
             ["--noise", "--criterion", "mean_reward"],
             "Error: --noise audits the training as recorded; drop --criterion",
         ),
-        (
+        (  # a usage error (the option's range): exit 2
             ["--noise", "--resample-seeds", "0"],
-            "Error: --resample-seeds 0: give a number of extra seeds >= 1",
+            "Error: Invalid value for '--resample-seeds': Input should be greater than or equal to 1 (got 0)",
         ),
         (["--resample-seeds", "1"], "Error: --resample-seeds on a training goes with --noise"),
     ],
@@ -101,7 +101,7 @@ def test_resample_seeds_records_extra_seeds_once_then_replays(
 def test_bad_noise_flags_are_one_line(trained: dict[str, Any], args: list[str], message: str) -> None:
     proc = cli("audit", trained["doc"]["training_id"], *args, "--store", trained["store"])
     assert (
-        proc.returncode == 1
+        proc.returncode == (2 if "Invalid value" in message else 1)
         and proc.stderr.startswith(message)
         and len(proc.stderr.strip().splitlines()) == 1
     )
