@@ -147,7 +147,7 @@ class ProxyServer(ProxyState):
             for name, value in presented.items()
             if self.credentials.get(name) == credential_digest(value)
         }
-        return restore(chunks, same) if same else chunks
+        return restore(chunks, same)  # the upstream's own placeholder-like text un-escaped either way
 
     def keep(self, event: LlmEvent, presented: dict[str, str] | None = None) -> None:
         """Append a completed exchange to the tape and hand the tape to ``on_exchange``."""

@@ -67,9 +67,10 @@ class _Walk:
         return pieces
 
     def _key(self, container: Any, key: str, pieces: list[_Piece | None]) -> None:
-        if LITERAL in key or (self.pattern is not None and self.pattern.search(key)):
+        secret = self.pattern is not None and self.pattern.search(key)
+        if secret or LITERAL in key:  # kept as a piece: escaped if its payload is encoded afresh
             piece = _Piece(container, key, True)
-            piece.new = self.text(key).replace(LITERAL, ESCAPED)
+            piece.new = self.text(key.replace(LITERAL, ESCAPED)) if secret else None
             pieces.append(piece)
         else:
             pieces.append(None)
@@ -102,19 +103,23 @@ class _Walk:
 
 
 def _split(pieces: list[_Piece], pattern: re.Pattern[str] | None, names: dict[str, str]) -> None:
-    """Scrub one channel's joined text into its pieces (``piece.new`` where it changed): each
-    secret leaves every piece holding part of it, its placeholder goes where it starts."""
+    """Scrub one channel's joined text into its pieces (``piece.new`` where a secret was): each
+    secret leaves every piece holding part of it, its placeholder goes where it starts, and the
+    rest of such a piece has its placeholder-like text escaped. A piece no secret touches is
+    left to the byte pass (:func:`body_edits`), so its bytes stay exactly as received."""
     joined = "".join(p.text for p in pieces)
     matches = list(pattern.finditer(joined)) if pattern is not None else []
-    if not matches and LITERAL not in joined:
+    if not matches:
         return
     start = 0
     for piece in pieces:
         end = start + len(piece.text)
         out, pos = [], start
-        for m in matches:
-            if m.end() <= start or m.start() >= end:
-                continue
+        mine = [m for m in matches if m.end() > start and m.start() < end]
+        if not mine:
+            start = end
+            continue
+        for m in mine:
             if m.start() > pos:
                 out.append(joined[pos : m.start()].replace(LITERAL, ESCAPED))
             if m.start() >= start:
@@ -166,13 +171,23 @@ def _json_edits(
                 if piece is not None and piece.new is not None:
                     edits.append((a, b, _token(body[a:b], piece.new, byte_pattern, raw_names)))
             continue
-        for p in sorted(changed, key=lambda p: p.is_key):  # values first: a renamed key keeps its value
-            if p.is_key:
-                p.container[p.new] = p.container.pop(p.key)
-            else:
-                p.container[p.key] = p.new
-        edits.append((start, end, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()))
+        edits.append((start, end, _afresh(value, pieces)))
     return edits
+
+
+def _afresh(value: Any, pieces: list[_Piece | None]) -> bytes:
+    """A payload encoded afresh with its changed strings, the upstream's placeholder-like text
+    escaped in every string (none of its bytes are kept, so the byte pass cannot)."""
+    for p in pieces:
+        if p is not None and p.new is None and LITERAL in p.text:
+            p.new = p.text.replace(LITERAL, ESCAPED)
+    changed = [p for p in pieces if p is not None and p.new is not None]
+    for p in sorted(changed, key=lambda p: p.is_key):  # values first: a renamed key keeps its value
+        if p.is_key:
+            p.container[p.new] = p.container.pop(p.key)
+        else:
+            p.container[p.key] = p.new
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _decoded(body: bytes) -> list[tuple[int, int, Any]]:
@@ -220,6 +235,14 @@ def body_edits(
     for start, end in [*covered, (len(body), len(body))]:
         edits += _raw_edits(body, pos, start, byte_pattern, raw_names)
         pos = end
+    # inside JSON, what no edit re-wrote keeps its bytes: a secret still there (a key given twice
+    # hides the first value from the decoded payload) is scrubbed and placeholder-like text
+    # escaped byte for byte, so ``scrub.restore`` gives back exactly what was received
+    spans = [(a, b) for a, b, _ in edits]
+    for start, end in covered:
+        for edit in _raw_edits(body, start, end, byte_pattern, raw_names):
+            if not any(a < edit[1] and edit[0] < b for a, b in spans):
+                edits.append(edit)
     return sorted(edits)
 
 

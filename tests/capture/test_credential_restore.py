@@ -92,7 +92,7 @@ def echo() -> Iterator[Echo]:
 def post(base_url: str, body: dict[str, Any], key: str) -> bytes:
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     conn.request("POST", parts.path + "/chat/completions", json.dumps(body), headers)
     data = conn.getresponse().read()
     conn.close()
@@ -109,9 +109,9 @@ def reply_text(data: bytes, streamed: bool) -> str:
     return text
 
 
-def conversation(url: str, key: str, streamed: bool) -> list[bytes]:
-    """Two turns; the second quotes the first reply (which holds the key)."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": f"remember my key {key}"}]
+def conversation(url: str, key: str, streamed: bool, said: str | None = None) -> list[bytes]:
+    """Two turns; the second quotes the first reply (which holds the key, or ``said``)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": said or f"remember my key {key}"}]
     first = post(url, {"model": "m", "stream": streamed, "messages": messages}, key)
     messages += [
         {"role": "assistant", "content": reply_text(first, streamed)},
@@ -121,7 +121,9 @@ def conversation(url: str, key: str, streamed: bool) -> list[bytes]:
     return [first, second]
 
 
-def proxy_session(store: Path, key: str, streamed: bool, *args: str) -> tuple[dict[str, Any], list[bytes]]:
+def proxy_session(
+    store: Path, key: str, streamed: bool, *args: str, said: str | None = None
+) -> tuple[dict[str, Any], list[bytes]]:
     argv = [sys.executable, "-m", "replaykit.cli", "proxy", "--name", "echo", "--store", str(store), "--json"]
     proc = subprocess.Popen(
         [*argv, *args],
@@ -135,7 +137,7 @@ def proxy_session(store: Path, key: str, streamed: bool, *args: str) -> tuple[di
         line = proc.stderr.readline()
         found = re.search(r"(http://\S+/v1)", line)
         assert found, line + proc.stderr.read()
-        received = conversation(found.group(1), key, streamed)
+        received = conversation(found.group(1), key, streamed, said)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -171,3 +173,20 @@ def test_in_process_replay_restores_the_presented_key(echo: Echo) -> None:
             offline = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key=key, max_retries=0)
             reply = offline.chat.completions.create(model="m", messages=messages).choices[0].message.content
         assert reply == expected
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_proxy_replay_gives_back_placeholder_text_the_upstream_sent(
+    tmp_path: Path, echo: Echo, streamed: bool
+) -> None:
+    """The upstream's own literal ``<secret:client_authorization>`` reaches the client while
+    recording and comes back unchanged on replay, whatever key the replaying client presents
+    (issue 38 item 5: it came back as ``<secret:!client_authorization>``)."""
+    store = tmp_path / "store"
+    planted = "<secret:client_authorization>"
+    _, live = proxy_session(store, KEY, streamed, "--upstream", echo.base_url, said=planted)
+    assert planted in reply_text(live[0], streamed)
+    for key in (KEY, "sk-another-client-7c1d", ""):
+        replayed, again = proxy_session(store, key, streamed, "--record-mode", "none", said=planted)
+        assert replayed["identical"] is True, (key, replayed)
+        assert again == live, key

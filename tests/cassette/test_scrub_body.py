@@ -93,3 +93,65 @@ def test_placeholder_text_the_upstream_sent_is_never_filled_with_a_key() -> None
 def test_a_stream_without_secrets_is_kept_byte_for_byte() -> None:
     live = sse([chunk({"content": c}) for c in "hello"])
     assert SCRUB.chunks(live) == live and Scrubber().chunks(live) == live
+
+
+LITERALS = [
+    "<secret:client_authorization>",
+    "<secret:!client_authorization>",  # already looks escaped: kept apart from one that was
+    "<secret:!!x> and <secret:api_key>",
+    "\\u003csecret:client_authorization>",  # JSON-escaped in the raw bytes
+]
+
+
+def test_placeholder_text_the_upstream_sent_comes_back_byte_for_byte() -> None:
+    """Whatever a client presents (its key, another, none), a body without a secret of the
+    client's comes back as the upstream sent it: the escaping is undone exactly (issue 38
+    item 5: a proxy replay gave ``<secret:!client_authorization>``)."""
+    for text in LITERALS:
+        message = '{"role": "assistant", "content": "said ' + text + '"}'
+        bodies = [
+            [('{"choices": [{"index": 0, "message": ' + message + "}]}").encode()],  # JSON
+            [b'data: {"choices": [{"index": 0, "delta": {"content": "' + text.encode() + b'"}}]}\n\n'],
+            [b"event: note\ndata: " + text.encode() + b" plain\n\n"],  # not JSON
+            [
+                b"data: ",
+                b'{"choices": [{"delta": {"content": "' + text[:6].encode(),
+                text[6:].encode() + b'"}}]}',
+            ],
+        ]
+        for live in bodies:
+            for scrubber in (SCRUB, Scrubber()):
+                stored = scrubber.chunks(live)
+                for presented in (
+                    {},
+                    {"client_authorization": KEY},
+                    {"client_authorization": "other-key-123"},
+                ):
+                    served = b"".join(restore(stored, presented))
+                    assert served == b"".join(live), (text, live, stored, presented)
+
+
+def test_placeholder_text_beside_a_scrubbed_key_is_never_filled() -> None:
+    """A string holding both the client's key and the upstream's own placeholder text: the key
+    comes back to its own client, the placeholder text as text."""
+    planted = f"key {KEY} and <secret:client_authorization>"
+    for escaped in (False, True):
+        text = planted if not escaped else planted.replace("<", "\\u003c")
+        body = ('{"choices": [{"index": 0, "message": {"content": "' + text + '"}}]}').encode()
+        stored = SCRUB.chunks([body])
+        assert KEY.encode() not in b"".join(stored)
+        served = b"".join(restore(stored, {"client_authorization": KEY, "api_key": KEY}))
+        assert json.loads(served)["choices"][0]["message"]["content"] == planted
+        assert served.count(KEY.encode()) == 1  # the api_key placeholder only
+
+
+def test_a_key_given_twice_is_scrubbed_and_its_placeholder_text_kept() -> None:
+    """A key given twice: the secret in the value JSON drops is still scrubbed (as bytes), and the
+    upstream's placeholder-like text in any key or value never receives a key."""
+    body = ('{"a": "' + KEY + '", "a": "x", "<secret:client_authorization>": "<secret:api_key>"}').encode()
+    stored = SCRUB.chunks([body])
+    assert KEY.encode() not in b"".join(stored)  # the first "a" is not in the decoded payload: bytes
+    assert b"".join(restore(stored, {"client_authorization": KEY})) == body.replace(
+        KEY.encode(), b"<secret:api_key>"
+    )
+    assert b"".join(restore(stored, {"client_authorization": KEY, "api_key": KEY})) == body
