@@ -282,6 +282,9 @@ def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "StoreBackend
     rules = tuple(options.get("rules", ()))
     key = test_key(str(options.get("name") or default_name(request.node)), rules)
     mode = request.config.getoption("replaykit_record_mode", default="once") or "once"
+    if replaykit_store.exists() and not replaykit_store.has(key.id) and mode != "all":
+        legacy = key.in_format(1)  # recorded before key format 2: the same fields, nothing local
+        key = legacy if replaykit_store.has(legacy.id) else key
     exists = replaykit_store.exists() and replaykit_store.has(key.id)
     if exists and mode != "all":
         replay = LlmReplay(replaykit_store.get_episode(key.id))

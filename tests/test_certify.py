@@ -219,7 +219,7 @@ def test_quickstart_in_docker_certifies_deterministic(docker_quickstart: dict[st
     assert report["certified"] and report["forked"] == 0 and report["error"] == 0
     assert sorted(by_task(report)) == sorted(run["panel"]["tasks"])
     assert all(
-        r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("sha256:")
+        r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("recipe:")
         for r in report["tasks"]
     )
     assert not any(r["reused"] for r in report["tasks"])

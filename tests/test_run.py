@@ -73,8 +73,9 @@ def test_record_mode_none_refuses_missing_cassettes(quickstart: dict[str, Any]) 
     )
     assert proc.returncode == 1
     assert (
-        proc.stderr.startswith("Error: record mode none: no cassette for task")
+        proc.stderr.startswith("Error: record mode none replays only: no cassette for task")
         and "Traceback" not in proc.stderr
+        and "import the bundle that holds it, or record it with --record-mode once" in proc.stderr
     )
 
 

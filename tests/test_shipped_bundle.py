@@ -1,8 +1,9 @@
 """The shipped bundles (cassettes/quickstart-training.tar.gz, made by scripts/make-shipped-bundle.sh;
 cassettes/real-model-training.tar.gz, configs/real-model.yaml's live training on SmolLM2 in Docker)
 import into a fresh store and replay and audit with no model, no engine and no Docker at all
-(sockets blocked, DOCKER_HOST a socket nobody serves), on every run: a change of the cassette or bundle format must come with a
-version bump and a migration, or this fails."""
+(sockets blocked, DOCKER_HOST a socket nobody serves), and on a receiver with Docker up and the
+panel's task images built there, on every run: a change of the cassette or bundle format must
+come with a version bump and a migration, or this fails."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.envs.docker import images
+from replaykit.envs.docker.image_build import ensure_task_image
+from replaykit.envs.tasks import load_task
 from replaykit.train.audit import audit, replay_training
 from tests.cli_runner import cli
 
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.e2e  # drives the CLI or servers on loopback
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "cassettes" / "quickstart-training.tar.gz"
 REAL_MODEL = REPO / "cassettes" / "real-model-training.tar.gz"  # 4 runs × 16 episodes on SmolLM2
+FORMAT1_REAL_MODEL = REPO / "tests" / "data" / "format1" / "real-model-training.tar.gz"  # key format 1
 
 
 @pytest.mark.parametrize(
@@ -67,6 +71,29 @@ def test_shipped_training_imports_and_replays_offline(
     assert doc["verdicts"], "the shipped training holds no verdict"
     for verdict_id in doc["verdicts"]:
         assert audit(store, verdict_id)["reproduced"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "bundle", [pytest.param(REAL_MODEL, id="shipped"), pytest.param(FORMAT1_REAL_MODEL, id="format-1")]
+)
+def test_the_real_model_bundle_replays_on_a_receiver_with_docker_up(
+    tmp_path: Path, docker_base: str, bundle: Path
+) -> None:
+    """A receiver's machine: Docker running, the panel's task images built here (as `tasks check
+    'configs/real-model/tasks/*'` leaves them: other image IDs than the recorder's), and a folder
+    that is not a checkout: the imported training replays identical."""
+    for folder in sorted((REPO / "configs" / "real-model" / "tasks").iterdir()):
+        ensure_task_image(load_task(folder))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = str(tmp_path / "store")
+    imported = cli("cassettes", "import", str(bundle), "--store", store, "--json", cwd=elsewhere, check=True)
+    training = json.loads(imported.stdout)["root"]["id"]
+    replayed = cli("replay", training, "--store", store, "--json", cwd=elsewhere)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["identical"] and len(report["runs"]) == 4 and all(r["identical"] for r in report["runs"])
 
 
 def test_the_shipped_bundle_is_the_training_the_quickstart_makes_today(tmp_path: Path) -> None:

@@ -345,7 +345,7 @@ class EnvKind:
     reexecutable: bool = True
     #: a replay's extras, derived without preparing anything (docker: an image already built
     #: here, never a build); raises ``EnvError`` where it cannot, and the replay takes the
-    #: recording's (``episodes/offline_keys.py``). None: ``key_extra`` serves replays too
+    #: recording's (``episodes/panel_keys.py``). None: ``key_extra`` serves replays too
     replay_key_extra: KeyExtra | None = None
 
     def node_needs(self, env: EnvSection) -> NodeNeeds:

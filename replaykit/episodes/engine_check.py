@@ -1,12 +1,14 @@
-"""Reuse only under the same engine: the identity a real endpoint reports now, checked
-against the one each reused cassette was recorded under (``models.identity``).
+"""Reuse only under the same engine: the identity a real endpoint reports now, measured before
+any key is looked up (a self-hosted engine's names the model in its keys: ``models.endpoint``),
+and checked against the one each reused cassette was recorded under (``models.identity``).
 
 A changed identity (another context size, model file, chat template, engine version,
-deterministic flag) stops the run with one line naming what changed, unless
-``model.accept_engine_change`` (``--accept-engine-change``) says to reuse anyway.
+deterministic flag) stops the run with one line naming what changed (``panel_keys``: a cassette
+of the same episode under another engine; here: a reused one whose recorded identity differs),
+unless ``model.accept_engine_change`` (``--accept-engine-change``) says to reuse anyway.
 Cassettes recorded before identities were measured, and the built-in server, are not
 checked. An endpoint that does not answer its identity check (stopped, no key at hand) leaves
-the cassettes a run reuses unchecked: one line says so.
+the cassettes a run reuses unchecked (their keys taken from the recording): one line says so.
 
 The last saved probe (``replaykit probe --save``) of this endpoint, model and identity at
 the run's temperature is consulted too: when it was not deterministic the run warns, or
@@ -57,25 +59,6 @@ def live_engine(model: ModelConfig, record_mode: str, persist: bool) -> dict[str
         params=model.params.sent(),
         canary_timeout=model.timeout_s,  # the canary is a model call: bounded like one
     )
-
-
-def checked_engine(
-    store: StoreBackend,
-    model: ModelConfig,
-    record_mode: str,
-    persist: bool,
-    reusing: list[str],
-    warn: Callable[[str], None],
-) -> dict[str, JSON] | None:
-    """The identity the endpoint reports now, each cassette about to be reused checked against
-    it (``check_engine``); None when it cannot be measured, said in one line if any is reused."""
-    engine = live_engine(model, record_mode, persist)
-    if engine is None:
-        if note := unchecked_note(model, record_mode, persist, len(reusing)):
-            warn(note)
-    elif record_mode != "all":
-        check_engine(store, reusing, engine, model)
-    return engine
 
 
 def unchecked_note(model: ModelConfig, record_mode: str, persist: bool, reusing: int) -> str | None:

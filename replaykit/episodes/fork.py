@@ -34,6 +34,7 @@ from replaykit.cassette.lineage import (
 from replaykit.core.determinism import digest_of, sha256_hex
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, StoreError
 from replaykit.core.meta import ForkMeta, GivenMessage, ModelSpan
+from replaykit.core.records import JSON
 from replaykit.envs.base import EnvSection
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
@@ -50,7 +51,7 @@ from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run import reusable, secrets_for
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.models.config import ModelConfig, ModelParams
-from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.models.endpoint import is_engine, model_id, open_endpoint
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class _Plan:
     env: EnvSection
     cfg: RunConfig | None
     files: dict[str, tuple[int, bytes]] | None  # the harness tree's files, when it must be stored
+    engine: dict[str, JSON] | None  # the engine identity measured (a real endpoint)
 
 
 def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> ForkResult:
@@ -145,19 +147,20 @@ def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> 
         "models": _models(parent, at),
         "messages": _messages(parent, at, change.message),
     }
+    engine = live_engine(model, "once", True)  # it names a self-hosted engine in the key
     # the env kind's extras (docker: an image built now has its fetches recorded for it)
     with recording(store, get_env_kind(env.kind), env, [task]) as extras:
         key = CassetteKey(
             sha,
             task.id,
             task.digest,
-            model_id(model),
+            model_id(model, engine),
             parent.key.seed,
             cfg.digest() if cfg else parent.key.config_digest,
             extra=(*env_key_extra(env, task), *extra),
         )
         recorded = not reusable(store, key.id)
-        plan = _Plan(key, fork, model, task, env, cfg, files)
+        plan = _Plan(key, fork, model, task, env, cfg, files, engine)
         episode = _record(store, parent, plan, extras) if recorded else store.get_episode(key.id)
     doc = fork_doc(episode)
     if not store.has_doc(key.id, digest_of(doc)):  # asked again: the document stays as it was
@@ -168,8 +171,7 @@ def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> 
 
 
 def _record(store: StoreBackend, parent: Episode, plan: _Plan, extras: Extras) -> Episode:
-    meta, cfg, model, task = parent.meta, plan.cfg, plan.model, plan.task
-    engine = live_engine(model, "once", True)
+    meta, cfg, model, task, engine = parent.meta, plan.cfg, plan.model, plan.task, plan.engine
     tree = store.materialise_tree(plan.key.harness_sha, plan.files)
     clean_workspaces()
     with open_endpoint(model, task_dirs=[task.path]) as endpoint:
@@ -221,6 +223,11 @@ def _model(parent: Episode, cfg: RunConfig | None, name: str | None) -> ModelCon
         model = cfg.model
     else:
         recorded, mid = parent.meta["model"], parent.key.model
+        if is_engine(mid.endpoint):  # keys name an engine by what it is, never where it listens
+            raise ConfigError(
+                f"cassette {parent.id} was recorded on a self-hosted engine ({mid.endpoint}) and a fork "
+                "calls the model live: pass --config CFG whose model.base_url serves it"
+            )
         model = ModelConfig(
             name=mid.name,
             base_url=mid.endpoint,

@@ -19,22 +19,27 @@ from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import reused_counts
 from replaykit.cassette.stores import open_store
-from replaykit.core.determinism import digest_of
-from replaykit.core.errors import CassetteNotFound, EnvError, HarnessError
+from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.meta import AgentMeta
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, EpisodeRow, RunDocument
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
-from replaykit.envs.registry import env_key_extra, get_env_kind
+from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import Task, load_panel
 from replaykit.episodes.agents import agent_identity, reuse_note
 from replaykit.episodes.config import RunConfig
-from replaykit.episodes.engine_check import check_probe, check_unchanged, checked_engine
+from replaykit.episodes.engine_check import (
+    check_engine,
+    check_probe,
+    check_unchanged,
+    live_engine,
+    unchecked_note,
+)
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.network import recording, store_bodies
-from replaykit.episodes.offline_keys import OfflineKeys
+from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_document import put_run_once, run_document
@@ -42,14 +47,14 @@ from replaykit.episodes.run_records import MeasureReport
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
-from replaykit.models.endpoint import model_id, open_endpoint
+from replaykit.models.endpoint import BUILTIN, model_id, open_endpoint
 from replaykit.models.probe import ProbeResult
 
 __all__ = [
     "MeasureResult",
     "check_record_mode",
-    "episode_keys",
     "measure",
+    "measure_recorded",
     "open_harness",
     "reusable",
     "secrets_for",
@@ -111,43 +116,6 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
     return secrets
 
 
-def episode_keys(
-    config: RunConfig,
-    sha: str,
-    tasks: list[Task],
-    model_cfg: ModelConfig,
-    unprepared: dict[str, str] | None = None,
-    offline: OfflineKeys | None = None,
-) -> list[tuple[CassetteKey, Task]]:
-    """The panel's cassette keys. A task whose environment cannot be prepared (its image does
-    not build) raises, unless ``unprepared`` collects it (``--keep-going``): its message, by
-    task id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes.
-    Replaying (``offline``), a kind that cannot give its extras here (docker without a daemon)
-    takes them from the recorded cassettes of these keys."""
-    mid = model_id(model_cfg)
-    digest = config.digest()
-    env = config.env
-    keys: list[tuple[CassetteKey, Task]] = []
-    for task in tasks:
-        try:
-            extra = env_key_extra(env, task, replaying=offline is not None)  # a replay never builds
-        except EnvError as exc:
-            if offline is not None:
-                probe = CassetteKey(sha, task.id, task.digest, mid, config.panel.seeds[0], digest)
-                extra = offline.extra(probe, exc)
-            elif unprepared is None:
-                raise
-            else:
-                message = f"task {task.id}: {exc}"
-                unprepared[task.id] = message
-                extra = (("env", config.env.kind), ("unprepared", digest_of(message)[:16]))
-        keys.extend(
-            (CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra), task)
-            for seed in config.panel.seeds
-        )
-    return keys
-
-
 def reusable(store: StoreBackend, cassette_id: str) -> bool:
     """A stored cassette that may stand for its key: present, not an infra failure, and
     holding no endpoint error (older versions stored those as ordinary results)."""
@@ -198,11 +166,11 @@ def measure(
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel.
 
-    ``persist=False`` (replaying a training) writes nothing: no tree, no run document.
-    Persisting, what it writes or reuses is leased until the run document names it, so a
-    concurrent ``gc`` or ``cassettes rm`` cannot take it. Under prefix reuse an episode
-    recorded now is served what a donor of ``baseline_sha`` (default: the branch HEAD), or
-    else the newest, recorded for the same key under another SHA (``reuse.py``)."""
+    ``persist=False`` writes nothing: no tree, no run document. Persisting, what it writes or
+    reuses is leased until the run document names it, so a concurrent ``gc`` or ``cassettes
+    rm`` cannot take it. Under prefix reuse an episode recorded now is served what a donor of
+    ``baseline_sha`` (default: the branch HEAD), or else the newest, recorded for the same key
+    under another SHA (``reuse.py``). A training's replay measures nothing: ``measure_recorded``."""
     mode = check_record_mode(record_mode)
     store = store or run_store(config, mode)
     args = (config, mode, harness_ref, model, progress, store, sha, keep_going, persist, baseline_sha)
@@ -210,6 +178,29 @@ def measure(
         return _measure(*args)
     with store.leasing():
         return _measure(*args)
+
+
+def measure_recorded(
+    config: RunConfig, store: StoreBackend, sha: str, template: list[CassetteKey], repo_path: str
+) -> MeasureResult:
+    """A recorded training's run at ``sha``, from its cassettes alone: the keys of its first run
+    (``template``) at this SHA (``panel_keys.template_keys``). Nothing is derived, measured,
+    built or written, so a replay needs no task folder, engine or Docker."""
+    keys = at_sha(template, sha)
+    absent = [k for k in keys if not store.has(k.id)]
+    if absent:
+        k = absent[0]
+        raise CassetteNotFound(
+            f"replay: harness {sha[:10]} was never measured on task {k.task_id} seed {k.seed} (key {k.id}) "
+            f"in store {store.location}: the replay took another path than the recording, or the store "
+            "lacks part of it (import its bundle again)"
+        )
+    pairs: list[tuple[CassetteKey, Task | None]] = [
+        (k, None) for k in keys
+    ]  # run_document reads only the keys
+    return MeasureResult(
+        run_document(config, store, sha, config.model, pairs, repo_path), [], [k.id for k in keys]
+    )
 
 
 def _measure(
@@ -235,18 +226,31 @@ def _measure(
     # the env kind's extras (docker: a task image built now has its fetches recorded for it)
     with recording(recorder, get_env_kind(config.env.kind), env, tasks) as extras:
         unprepared: dict[str, str] = {}
-        offline = OfflineKeys(store) if record_mode == RecordMode.NONE else None
-        keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None, offline)
-        if offline is not None and (note := offline.note()):
+        engine = live_engine(model, record_mode, persist)  # before any key: it names the model
+        found = (  # record mode all records every key as derived now
+            None
+            if record_mode == RecordMode.ALL
+            else RecordedKeys(
+                store,
+                replaying=record_mode == RecordMode.NONE,
+                endpoint_known=model.base_url == BUILTIN or engine is not None,
+                live=engine,
+                base_url=model.base_url,
+                accept_engine_change=model.accept_engine_change,
+            )
+        )
+        mid = model_id(model, engine)
+        keys = episode_keys(config, sha, tasks, model, unprepared if keep_going else None, found, mid)
+        if found is not None and (note := found.note()):
             _warner(progress)(note)
         for message in unprepared.values():  # --keep-going: that task's episodes are infra, the rest runs
             _warner(progress)(f"infra: {message}")
         if persist:  # the cassettes the run document will list, reused ones included
             store.lease("cassettes", [k.id for k, _ in keys])
         missing = _missing(store, keys, record_mode)
-        skipped = {m.id for m, _ in missing}
-        reusing = [k.id for k, _ in keys if k.id not in skipped]
-        engine = checked_engine(store, model, record_mode, persist, reusing, _warner(progress))
+        missing_ids = {k.id for k, _ in missing}
+        reused = [k.id for k, _ in keys if k.id not in missing_ids]
+        _check_engine(store, model, engine, record_mode, persist, reused, _warner(progress))
         probed = None
         if engine is not None and missing:
             probed = check_probe(
@@ -254,9 +258,7 @@ def _measure(
             )
         policy = reuse_policy(store, model, engine, record_mode)
         if missing and (record_mode == "none" or not persist):
-            raise _not_recorded(missing[0], record_mode)
-        missing_ids = {k.id for k, _ in missing}
-        reused = [k.id for k, _ in keys if k.id not in missing_ids]
+            raise _not_recorded(missing[0], record_mode, store)
         reuse_note(store, reused, agent, _warner(progress))
         if progress:
             progress("plan", {"total": len(keys), "missing": len(missing)})
@@ -265,7 +267,7 @@ def _measure(
     if engine is not None and paid.recorded:
         check_unchanged(engine, model, record_mode, len(paid.recorded))
     result = MeasureResult(
-        run_document(config, store, sha, model, keys, str(repo.path)),
+        run_document(config, store, sha, model, list(keys), str(repo.path)),
         paid.recorded,
         reused,
         engine,
@@ -278,6 +280,24 @@ def _measure(
     if persist:
         put_run_once(store, result.run)
     return result
+
+
+def _check_engine(
+    store: StoreBackend,
+    model: ModelConfig,
+    engine: dict[str, JSON] | None,
+    record_mode: RecordMode,
+    persist: bool,
+    reused: list[str],
+    warn: Callable[[str], None],
+) -> None:
+    """Each cassette about to be reused checked against the engine measured now (a hosted API's
+    listed model, which keys do not name); one line when it could not be measured."""
+    if engine is None:
+        if note := unchecked_note(model, record_mode, persist, len(reused)):
+            warn(note)
+    elif record_mode != "all":
+        check_engine(store, reused, engine, model)
 
 
 def _harness_sha(
@@ -311,12 +331,16 @@ def _missing(
     return [(k, t) for k, t in keys if record_mode == "all" or not reusable(store, k.id)]
 
 
-def _not_recorded(first: tuple[CassetteKey, Task], record_mode: RecordMode) -> CassetteNotFound:
+def _not_recorded(
+    first: tuple[CassetteKey, Task], record_mode: RecordMode, store: StoreBackend
+) -> CassetteNotFound:
     """A run that may not record, missing an episode: which, and how to record it."""
     k, t = first
     if record_mode == "none":
         return CassetteNotFound(
-            f"record mode none: no cassette for task {t.id} seed {k.seed} (key {k.id}); rerun with --record-mode once"
+            f"record mode none replays only: no cassette for task {t.id} seed {k.seed} at harness "
+            f"{k.harness_sha[:10]} (key {k.id}) in store {store.location}; import the bundle that "
+            "holds it, or record it with --record-mode once"
         )
     return CassetteNotFound(f"replay: no cassette for task {t.id} seed {k.seed} (key {k.id})")
 

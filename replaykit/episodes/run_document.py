@@ -8,13 +8,14 @@ unless the store holds exactly this one, so ``created_at`` stays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
 from replaykit.core.determinism import digest_of
-from replaykit.core.records import EpisodeSummary, ModelDoc, RunDoc, RunDocument
+from replaykit.core.records import EpisodeSummary, RunDoc, RunDocument
 from replaykit.envs.tasks import Task
 from replaykit.episodes.config import RunConfig
 from replaykit.models.config import ModelConfig
@@ -55,10 +56,12 @@ def run_document(
     store: StoreBackend,
     sha: str,
     model: ModelConfig,
-    keys: list[tuple[CassetteKey, Task]],
+    keys: Sequence[tuple[CassetteKey, Task | None]],
     repo_path: str,
 ) -> RunDocument:
-    mid = model_id(model)
+    """The run of ``sha`` on these episodes; its model as its keys name it (a key's format
+    decides how: the run ids of a format-1 training derive again as they were recorded)."""
+    mid = keys[0][0].model if keys else model_id(model)
     episodes = []
     bases = set()
     for key, _ in keys:
@@ -74,7 +77,7 @@ def run_document(
         name=config.name,
         harness_sha=sha,
         harness_repo=repo_path,
-        model=ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
+        model=mid.to_doc(),
         config_digest=config.digest(),
         panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
         cassettes=ids,

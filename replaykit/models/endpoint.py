@@ -3,7 +3,8 @@
 ``base_url: builtin`` starts the reference model server in-process on a free
 loopback port for the duration; its identity in cassette keys is ``builtin``, never
 the port. Any OpenAI-compatible URL is used as it is; its API key comes from the
-environment variable the config names and never reaches a cassette.
+environment variable the config names and never reaches a cassette. What names a model in
+cassette keys is :func:`model_id`: what serves it, never where it listens.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from replaykit.cassette.keys import ModelId
 from replaykit.core.errors import ConfigError
+from replaykit.core.records import JSON
 from replaykit.models.config import ModelConfig
 
 BUILTIN = "builtin"
@@ -32,10 +34,31 @@ class Endpoint:
     api_key: str
 
 
-def model_id(cfg: ModelConfig) -> ModelId:
-    endpoint = BUILTIN if cfg.base_url == BUILTIN else cfg.base_url.rstrip("/")
+def model_id(cfg: ModelConfig, engine: Mapping[str, JSON] | None = None) -> ModelId:
+    """The model as cassette keys name it: its name, its declared revision and what serves it
+    (``served_by``), given the ``engine`` identity measured from the endpoint (None: not measured)."""
     revision = cfg.revision or ("sim-1" if cfg.base_url == BUILTIN else "")
-    return ModelId(name=cfg.name, endpoint=endpoint, revision=revision)
+    return ModelId(name=cfg.name, endpoint=served_by(cfg.base_url, engine), revision=revision)
+
+
+def served_by(base_url: str, engine: Mapping[str, JSON] | None = None) -> str:
+    """What serves a model, never where it listens: ``builtin``; a self-hosted engine measured
+    with the canary by its identity, ``engine:<digest>`` (the same engine on another port, host or
+    machine is the same); anything else by its URL as a service (``capture.upstream``: no port, every
+    loopback name ``localhost``), e.g. ``https://api.openai.com/v1``."""
+    from replaykit.capture.upstream import upstream_identity  # (imports kept off the CLI's start)
+    from replaykit.models.identity import identity_digest, measured_engine
+
+    if base_url == BUILTIN:
+        return BUILTIN
+    if measured_engine(engine):
+        return "engine:" + identity_digest(engine)
+    return upstream_identity(base_url)
+
+
+def is_engine(endpoint: str) -> bool:
+    """Does a key's model ``endpoint`` name a measured engine (format 2)?"""
+    return endpoint.startswith("engine:")
 
 
 def api_key(cfg: ModelConfig) -> str:

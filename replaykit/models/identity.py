@@ -10,7 +10,11 @@ its model file; its context size is measured from the error an over-long prompt 
 llama-cpp-python does not report) belongs in ``model.revision``.
 
 The fields that change answers are kept flat (``{"engine": "llama.cpp", "n_ctx": 2048,
-…}``); their digest is compared with the one each reused cassette was recorded under.
+…}``); their digest is compared with the one each reused cassette was recorded under, and a
+self-hosted engine's (one measured with the canary) names the model in cassette keys
+(``models.endpoint.model_id``: ``engine:<digest>``). Nothing in them says where the engine
+runs: a model file reported by its absolute path is kept by its file name, so the same engine
+on another machine, port or folder has the same identity.
 """
 
 from __future__ import annotations
@@ -100,6 +104,14 @@ def _get(client: httpx.Client, url: str) -> Any:
         return None
 
 
+def _file_name(value: Any) -> Any:
+    """A model reported by its absolute file path (llama.cpp's ``/props``, an unaliased
+    ``/v1/models`` entry) by its file name: where a machine keeps the file is not identity."""
+    if isinstance(value, str) and value.startswith("/"):
+        return value.rstrip("/").rsplit("/", 1)[-1]
+    return value
+
+
 def _short(text: Any) -> Any:
     """Long texts (chat templates) enter as a digest."""
     return "sha256:" + digest_of(text)[:16] if isinstance(text, str) and len(text) > 80 else text
@@ -163,7 +175,7 @@ def _server_facts(base_url: str, api_key: str, model: str, timeout: float) -> di
         # the served model's own entry (a hosted API lists hundreds, and adds more: never the list)
         chosen = [m for m in entries if m.get("id") == model] or (entries if len(entries) == 1 else [])
         if chosen:
-            fields["model"] = str(chosen[0].get("id"))
+            fields["model"] = _file_name(str(chosen[0].get("id")))
             fields["max_model_len"] = chosen[0].get("max_model_len")  # vLLM
         root = _root(base_url)
         props = _get(client, root + "/props")
@@ -171,7 +183,7 @@ def _server_facts(base_url: str, api_key: str, model: str, timeout: float) -> di
             settings = props.get("default_generation_settings") or {}
             fields["engine"] = "llama.cpp"
             fields["n_ctx"] = settings.get("n_ctx", props.get("n_ctx"))
-            fields["model_path"] = props.get("model_path")
+            fields["model_path"] = _file_name(props.get("model_path"))
             fields["chat_template"] = _short(props.get("chat_template"))
             fields["build_info"] = props.get("build_info")
             fields["total_slots"] = props.get("total_slots")
@@ -182,7 +194,7 @@ def _server_facts(base_url: str, api_key: str, model: str, timeout: float) -> di
         info = _get(client, root + "/get_server_info")
         if isinstance(info, dict) and ("model_path" in info or "context_length" in info):
             fields["engine"] = "sglang"
-            fields.update({f"sglang.{k}": _short(info[k]) for k in _SGLANG_KEYS if k in info})
+            fields.update({f"sglang.{k}": _short(_file_name(info[k])) for k in _SGLANG_KEYS if k in info})
         if "engine" not in fields and entries and all(m.get("owned_by") == "me" for m in entries):
             fields["engine"] = "llama-cpp-python"
             fields["n_ctx"] = _llama_cpp_python_ctx(client, base_url, str(entries[0].get("id")))
@@ -191,6 +203,12 @@ def _server_facts(base_url: str, api_key: str, model: str, timeout: float) -> di
 
 def identity_digest(fields: Mapping[str, JSON] | None) -> str:
     return digest_of(fields or {})[:16]
+
+
+def measured_engine(fields: Mapping[str, JSON] | None) -> bool:
+    """Was a self-hosted engine measured (its identity holds the canary's digest)? Such an engine
+    is named by its identity; a hosted API (no canary: its replies vary) by its URL."""
+    return bool(fields) and "canary" in (fields or {})
 
 
 def identity_changes(recorded: Mapping[str, JSON], live: Mapping[str, JSON]) -> list[str]:

@@ -158,6 +158,7 @@ def replay_training(
             persist=False,
             store=store,
             progress=progress,
+            replay_of=doc,  # its model and keys as recorded: no engine, task folder or Docker needed
         )
         for loss in trainer.epochs(len(doc["epochs"])):
             loss.backward()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from replaykit.cassette.backend import StoreBackend
-from replaykit.core.records import ModelDoc, TrainingDocument, VerdictDoc
+from replaykit.core.records import TrainingDocument, VerdictDoc
 from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
@@ -24,7 +24,7 @@ from replaykit.train.state import TrainingState
 def training_summary(trainer: TrainingState) -> TrainingDocument:
     """The training document's fields (epochs recorded by an earlier run included)."""
     epochs = [lo.to_dict() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
-    mid = model_id(trainer.config.model)
+    mid = trainer.model or model_id(trainer.config.model)
     config, estimator, criterion, optimizer = (
         trainer.config,
         trainer.estimator,
@@ -49,7 +49,7 @@ def training_summary(trainer: TrainingState) -> TrainingDocument:
         "estimator": estimator.identity(),
         "criterion": {"name": criterion.name, "params": criterion.params()},
         "optimizer": {"name": optimizer.name, "params": optimizer.params()},
-        "model": ModelDoc(name=mid.name, endpoint=mid.endpoint, revision=mid.revision),
+        "model": mid.to_doc(),
         "config": config.model_dump(mode="json"),
         "config_base_dir": str(config.base_dir),
     }
@@ -117,7 +117,7 @@ class TrainingDocuments:
             name=config.name,
             harness_sha=trainer.initial_sha,
             model=config.model.name,
-            endpoint=model_id(config.model).endpoint,
+            endpoint=(trainer.model or model_id(config.model)).endpoint,
             config_digest=trainer.spec_digest,
         )
 

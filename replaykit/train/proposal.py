@@ -15,10 +15,12 @@ from typing import Iterator
 from replaykit.capture.failures import EndpointFailure, describe, endpoint_failure
 from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode
-from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import CassetteNotFound
+from replaykit.episodes.engine_check import live_engine
+from replaykit.episodes.panel_keys import template_keys
 from replaykit.episodes.run import reusable, secrets_for
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
@@ -29,16 +31,43 @@ from replaykit.train.state import TrainingState
 def proposal_key(
     trainer: TrainingState, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
 ) -> CassetteKey:
+    """The key of an epoch's proposal: the one its training recorded when it stands for this
+    proposal (a resume, a replay: found through the training document, so no proposer engine is
+    measured again and a format-1 training keeps its keys), else derived, the proposer as it is
+    served now (``models.endpoint.model_id``)."""
+    recorded = _recorded(trainer, mcfg, epoch, baseline_sha, brief)
+    if recorded is not None:
+        return recorded
+    engine = live_engine(mcfg, trainer.record_mode, trainer.persist)
+    return _key(trainer, model_id(mcfg, engine), epoch, baseline_sha, brief)
+
+
+def _key(trainer: TrainingState, mid: ModelId, epoch: int, baseline_sha: str, brief: str) -> CassetteKey:
     return CassetteKey(
         baseline_sha,
         "proposal",
         sha256_hex(brief),
-        model_id(mcfg),
+        mid,
         trainer.train_cfg.seed,
         trainer.spec_digest[:16],
         kind="proposal",
         extra=(("epoch", str(epoch)), *trainer.estimator.key_extra()),
     )
+
+
+def _recorded(
+    trainer: TrainingState, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
+) -> CassetteKey | None:
+    """The proposal cassette the training recorded for ``epoch``, when its key is this
+    proposal's in all but what serves the proposer and the key format."""
+    rec = trainer.recorded[epoch] if epoch < len(trainer.recorded) else None
+    cassette = rec.get("proposal_cassette") if rec else None
+    if not cassette or not trainer.store.has(cassette):
+        return None
+    (key,) = template_keys(trainer.store, [cassette])  # its id derived again from its key
+    wanted = _key(trainer, key.model, epoch, baseline_sha, brief).in_format(key.format)
+    same_model = (key.model.name, key.model.revision) == (mcfg.name, model_id(mcfg).revision)
+    return key if key == wanted and same_model else None
 
 
 def _check_endpoint(tape: Tape, scrubber: Scrubber, endpoint: Endpoint, mcfg: ModelConfig) -> None:

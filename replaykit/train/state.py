@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import ModelId
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpochRecord, TrainingDocument
@@ -95,6 +96,7 @@ class TrainingState:
     recorded: list[EpochRecord] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
     paid: Paid = field(default_factory=lambda: Paid())  # what this invocation sent to endpoints
+    model: ModelId | None = None  # the task model as its keys name it (``models.endpoint.model_id``)
 
     def chain(self) -> list[str]:
         """The initial baseline, then every promoted candidate, in order."""

@@ -23,15 +23,18 @@ from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.keys import ModelId
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import ConfigError, HarnessError, TrainError
+from replaykit.core.errors import ConfigError, HarnessError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
+from replaykit.episodes.engine_check import live_engine
 from replaykit.episodes.harness import load_solve
-from replaykit.episodes.run import measure, open_harness, run_store
+from replaykit.episodes.panel_keys import template_keys
+from replaykit.episodes.run import measure, measure_recorded, open_harness, run_store
 from replaykit.models.endpoint import model_id
 from replaykit.train import exclusions, gitops
 from replaykit.train.brief import training_brief
@@ -63,7 +66,11 @@ class Trainer:
         persist: bool = True,
         store: StoreBackend | None = None,
         keep_going: bool = False,
+        replay_of: TrainingDocument | None = None,
     ) -> None:
+        """``replay_of``: the recorded training this one replays (record mode none, nothing
+        persisted): its model as recorded and its runs' keys stand for what a live training
+        measures, so the replay needs no engine, no task folder and no Docker."""
         if config is None:
             if config_path is None:
                 raise ConfigError("Trainer needs config_path (a YAML config) or config")
@@ -81,6 +88,19 @@ class Trainer:
         self.progress: Progress = progress or (lambda event, data: None)
         self.persist = persist
         self.store = store or run_store(config, self.record_mode)
+        self.replay_of = replay_of
+        #: the task model as keys name it: measured now (a self-hosted engine), or as recorded
+        self.model_identity = (
+            ModelId(**replay_of["model"])
+            if replay_of is not None
+            else model_id(config.model, live_engine(config.model, self.record_mode, persist))
+        )
+        #: a replay's keys: its first recorded run's, at each SHA (``episodes/panel_keys.py``)
+        self.template = (
+            template_keys(self.store, self.store.get_run(replay_of["runs"][0]).cassettes)
+            if replay_of is not None and replay_of["runs"]
+            else None
+        )
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)
@@ -96,6 +116,7 @@ class Trainer:
             self.record_mode,
             self.persist,
             self.progress,
+            model=self.model_identity,
         )
         self.state.spec_digest = self.spec_digest
         self.paid = self.state.paid  # what this invocation sent to endpoints
@@ -131,7 +152,7 @@ class Trainer:
             {
                 "config": self.config.digest(),
                 "name": self.config.name,
-                "model": model_id(self.config.model).__dict__,
+                "model": self.model_identity.__dict__,
                 "panel": self.config.panel.model_dump(),
                 "estimator": self.estimator.identity(),
                 "criterion": [self.criterion.name, self.criterion.params()],
@@ -155,7 +176,7 @@ class Trainer:
         self.harness.check_entry(head, self.config.harness.entry)
         state = self.state
         for doc in self.store.find_trainings(self.spec_digest):
-            if head in doc["chain"]:
+            if head in doc["chain"] and doc["training_id"] == (self.replay_of or doc)["training_id"]:
                 state.training_id, state.initial_sha, state.recorded = (
                     doc["training_id"],
                     doc["initial_sha"],
@@ -168,6 +189,12 @@ class Trainer:
                 )
                 self.progress("note", {"message": what})
                 return
+        if self.replay_of is not None:  # its spec (config, model, panel, ...) must give its id
+            raise StoreCorrupt(
+                f"training {self.replay_of['training_id']}: its spec and initial baseline do not give its id",
+                "",
+                str(self.store.location),
+            )
         state.initial_sha = head
         state.training_id = digest_of([self.spec_digest, head])[:16]
 
@@ -210,6 +237,8 @@ class Trainer:
             yield loss
 
     def _measure(self, sha: str, label: str, baseline_sha: str | None = None) -> RunDocument:
+        if self.template is not None:  # a replay: the recorded run at this SHA, from its cassettes
+            return measure_recorded(self.config, self.store, sha, self.template, str(self.harness.path)).run
         result = measure(
             self.config,
             record_mode=self.record_mode,

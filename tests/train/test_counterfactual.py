@@ -14,7 +14,7 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.envs.tasks import load_panel
 from replaykit.episodes.config import load_config
-from replaykit.episodes.run import episode_keys
+from replaykit.episodes.panel_keys import episode_keys
 from replaykit.testing import write_config
 from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual

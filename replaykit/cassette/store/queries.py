@@ -54,10 +54,12 @@ class QueriesMixin(DocumentsMixin):
         return [r for r in typed_rows(CassetteRow, rows) if r["harness_sha"] != key.harness_sha][:limit]
 
     def find_keyed(self, key: CassetteKey) -> list[CassetteRow]:
-        """Index rows of cassettes whose key is ``key`` but for its extras (the env kind's part),
-        oldest first: what a replay that cannot derive those extras here (docker: no daemon to
-        ask for the task image) may take them from (the caller derives each row's id again)."""
-        where: Where = {**_same_episode(key), "harness_sha": key.harness_sha}
+        """Index rows of cassettes whose key is ``key`` but for what serves the model, its extras
+        (the env kind's part) and its key format, oldest first: what a replay that cannot derive
+        those here (a measured engine, a docker image without a daemon to ask) may take them from
+        (the caller derives each row's id again from the key it claims)."""
+        same = {k: v for k, v in _same_episode(key).items() if k != "endpoint"}
+        where: Where = {**same, "harness_sha": key.harness_sha}
         rows = self.driver.select("cassettes", where=where, order=[("created_at", False), ("id", False)])
         return typed_rows(CassetteRow, rows)
 

@@ -32,7 +32,7 @@ import uuid
 from typing import Any
 
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker import containers, image_build, images
+from replaykit.envs.docker import containers, image_build, images, recipe
 from replaykit.envs.docker.compose_spec import (
     MAIN,
     Compose,
@@ -54,6 +54,7 @@ __all__ = [
     "compose_file",
     "load_compose",
     "service_images",
+    "service_keys",
 ]
 
 HEALTH_WAIT_SEC = 120.0
@@ -64,8 +65,23 @@ def service_images(
 ) -> dict[str, str]:
     """Build (cached; ``build=False``: only if built here already) or find each sidecar's
     image; service name -> image ID."""
+    return {name: image_id for name, (image_id, _) in _services(task, compose, aliases, build).items()}
+
+
+def service_keys(
+    task: Task, compose: Compose, aliases: dict[str, str] | None = None, build: bool = True
+) -> dict[str, str]:
+    """Each sidecar's image as a cassette key names it (``recipe.py``: a built one's recipe, a
+    named one's base recipe), never its local ID; service name -> that name."""
+    return {name: key for name, (_, key) in _services(task, compose, aliases, build).items()}
+
+
+def _services(
+    task: Task, compose: Compose, aliases: dict[str, str] | None, build: bool
+) -> dict[str, tuple[str, str]]:
+    """Service name -> (its image's local ID, its recipe)."""
     client = images.docker_client()
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for service in compose.sidecars:
         if service.build_context is not None:
             dockerfile = service.build_context / service.dockerfile
@@ -80,7 +96,7 @@ def service_images(
                 aliases,
                 build=build,
             )
-            found[service.name] = built.id
+            found[service.name] = (built.id, built.key)
         else:
             assert service.image is not None
             ref = images.alias_for(client, service.image, dict(aliases or {}))
@@ -90,7 +106,7 @@ def service_images(
                     f"{compose.path}: service {service.name!r}: image {service.image!r} is not present locally "
                     "and replaykit never pulls; build it, or map it in env.image_aliases"
                 )
-            found[service.name] = image_id
+            found[service.name] = (image_id, recipe.base_recipe(client, ref))
     return found
 
 

@@ -65,6 +65,7 @@ class DockerEnv(Sandbox):
         network_request: NetworkRequest | None = None,
         keep_network_spool: bool = True,
         network_allow: Sequence[str] = (),
+        image_key: str = "",
     ) -> None:
         if timeout_sec <= 0:
             raise EnvError(f"timeout_sec must be > 0, got {timeout_sec!r}")
@@ -72,6 +73,7 @@ class DockerEnv(Sandbox):
             raise EnvError(f"max_output_bytes must be > 0, got {max_output_bytes!r}")
         self.task = task
         self.image = image
+        self.image_key = image_key  # how the cassette key names the image (its recipe)
         self.timeout_sec = float(timeout_sec)
         self.max_output_bytes = int(max_output_bytes)
         self.snapshot_mode = snapshot_mode
@@ -421,7 +423,8 @@ class DockerEnv(Sandbox):
     def metadata(self) -> dict[str, JSON]:
         return {
             "kind": self.kind,
-            "image": self.image,
+            "image": self.image,  # where it ran (this engine's ID); what it is: the key's ``image``
+            **({"image_key": self.image_key} if self.image_key else {}),
             "pins": dict(ENV_PINS),
             "hostname": HOSTNAME,
             "task_id": self.task.id,

@@ -2,7 +2,8 @@
 which every ``FROM`` is aliased (``images.py``), or the cached image reused. Images are cached
 by a content digest of the environment folder, the rewritten Dockerfile, the IDs of the base
 images and how the build reached the network, and tagged ``replaykit-task/<task-id>:<digest12>``;
-the image ID is what enters cassette keys.
+what enters cassette keys is the image's recipe (``recipe.py``: what it is made of, never its
+local ID), written on it as a label and checked when a cached image is used.
 
 A task that may reach the internet builds through the frozen network (``network/build.py``):
 an internal network whose only way out is the recording proxy, every ``RUN`` trusting its CA
@@ -23,7 +24,7 @@ from typing import Any
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import EnvError
-from replaykit.envs.docker import images
+from replaykit.envs.docker import images, recipe
 from replaykit.envs.docker.heredoc import rewrite_heredocs
 from replaykit.envs.docker.images import (
     FROM_LINE,
@@ -46,7 +47,7 @@ from replaykit.envs.docker.network.image_digest import image_digest
 from replaykit.envs.tasks import Task, task_digest
 
 TASK_REPO = "replaykit-task"
-IMAGE_FORMAT = 1  # bump to rebuild every task image
+IMAGE_FORMAT = 2  # bump to rebuild every task image (2: the recipe label)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ class TaskImage:
     tag: str
     digest: str
     built: bool
+    recipe: str = ""  # what it is made of (``recipe.py``), the label it carries
+    fetches: str | None = None  # the digest of what its build fetched through the frozen network
+
+    @property
+    def key(self) -> str:
+        """How a cassette key names this image (``recipe:…``)."""
+        return recipe.image_key(self.recipe, self.fetches)
 
 
 def image_tag(task: Task | str, digest: str) -> str:
@@ -78,7 +86,7 @@ def ensure_task_image(
     the frozen network's proxy for a task that may reach the internet, ``serve`` replaying a
     build's recording) or reuse the cached image (``build=False``: only that, else ``EnvError``)."""
     image = _ensure_task_image(task, aliases, progress, serve, build)
-    note_image(image.id)  # a run recording on it keeps its build's recording
+    note_image(image.id, image.key)  # a run recording on it keeps its build's recording
     return image
 
 
@@ -124,7 +132,13 @@ def build_cached(
     (``build=False``: only reuse; a missing image is an ``EnvError``)."""
 
     aliases = dict(aliases or {})
-    text, bases = rewrite_dockerfile(original, lambda ref: alias_for(client, ref, aliases))
+    written: dict[str, str] = {}  # FROM as the task wrote it -> the local image it runs on
+
+    def resolve(ref: str) -> str:
+        written[ref] = alias_for(client, ref, aliases)
+        return written[ref]
+
+    text, bases = rewrite_dockerfile(original, resolve)
     if not any(FROM_LINE.match(line) for line in original.splitlines()):
         raise EnvError(f"{source}: field 'FROM' is missing; the Dockerfile names no base image")
     base_ids: dict[str, str] = {}
@@ -136,26 +150,43 @@ def build_cached(
                 + missing_base_hint(ref)
             )
         base_ids[ref] = found
+    # Harbor always builds with the network; here through the frozen network's proxy
+    network = "frozen" if task.allow_internet and proxy_available() else "default"
+    environment = task_digest(context_dir)
+    made_of = recipe.recipe_of(
+        environment, original, {ref: recipe.base_recipe(client, to) for ref, to in written.items()}, network
+    )
     digest = digest_of(
         {
             "format": IMAGE_FORMAT,
-            "environment": task_digest(context_dir),
+            "environment": environment,
             "dockerfile": text,
             "bases": base_ids,
-            # Harbor always builds with the network; here through the frozen network's proxy
-            "build_network": "frozen" if task.allow_internet and proxy_available() else "default",
+            "build_network": network,
         }
     )
     tag = image_tag(name, digest)
     existing = images.image_exists(client, tag)
     if existing is not None:
-        return TaskImage(existing, tag, digest, built=False)
+        _check_label(client, existing, tag, made_of, source)
+        return TaskImage(existing, tag, digest, False, made_of, recipe.fetches_digest(existing))
     if not build:
         raise EnvError(f"{source}: image {tag} is not built on this machine (a replay builds none)")
     if progress:
         progress(f"building image {tag} for task {task.id}")
-    image_id = build_image(client, task, context_dir, text, tag, digest, source, bases, serve)
-    return TaskImage(image_id, tag, digest, built=True)
+    image_id = build_image(client, task, context_dir, text, tag, digest, source, bases, serve, made_of)
+    return TaskImage(image_id, tag, digest, True, made_of, recipe.fetches_digest(image_id))
+
+
+def _check_label(client: Any, image_id: str, tag: str, made_of: str, source: str) -> None:
+    """A cached image is used only when its recipe label is the recipe it stands for."""
+    labels = images.image_config(client, image_id).get("Labels") or {}
+    found = labels.get(recipe.RECIPE_LABEL)
+    if found != made_of:
+        raise EnvError(
+            f"{source}: the local image {tag} carries recipe {found or 'none'}, not {made_of} (what the "
+            f"task's files and base images make); remove it (docker rmi {tag}) and it is built again"
+        )
 
 
 _STEP = re.compile(r"^Step (\d+/\d+) : (.*)$", re.DOTALL)
@@ -213,8 +244,9 @@ def build_image(
     source: str,
     bases: list[str],
     serve: Path | None = None,
+    made_of: str = "",
 ) -> str:
-    """Build ``text`` in a copy of ``context_dir`` as ``tag``; the image ID."""
+    """Build ``text`` in a copy of ``context_dir`` as ``tag``, labelled with its recipe; the image ID."""
     import docker.errors
 
     with (
@@ -234,7 +266,7 @@ def build_image(
             "timeout": max(60, int(task.build_timeout_sec)),
             # as Harbor, builds have the network whatever the task's policy: here the proxy's
             "network_mode": network.name if network is not None else "default",
-            "labels": {"replaykit.task": task.id, "replaykit.digest": digest},
+            "labels": {"replaykit.task": task.id, "replaykit.digest": digest, recipe.RECIPE_LABEL: made_of},
         }
         if network is not None:
             options["buildargs"] = network.buildargs

@@ -1,9 +1,9 @@
 """The ``docker`` environment kind: what the registry knows of it (``ENV``) — the
-cassette-key extras (the task image's ID, a live network, sidecar images), the factory
-that builds a ``DockerEnv`` for an episode (the recorded image, never a rebuild of
-another), the oracle check, its settings, its worker-node hook, its episode extras (the
-frozen network, ``network/extras.py``) and its bundle artefacts (task images,
-``bundled.py``). The environment itself is ``env.py``.
+cassette-key extras (the task image's recipe, a live network, sidecar images' recipes:
+``recipe.py``), the factory that builds a ``DockerEnv`` for an episode (an image of the
+recorded recipe, checked, never another), the oracle check, its settings, its worker-node
+hook, its episode extras (the frozen network, ``network/extras.py``) and its bundle
+artefacts (task images, ``bundled.py``). The environment itself is ``env.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import cast
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade
-from replaykit.envs.docker import compose, image_build, images, node_images
+from replaykit.envs.docker import compose, image_build, images, node_images, recipe
 from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
 from replaykit.envs.docker.flavours import substitutions
@@ -29,17 +29,17 @@ from replaykit.envs.verifier import oracle_grades
 
 
 def key_extra(env: EnvSection, task: Task, build: bool = True) -> tuple[tuple[str, str], ...]:
-    """Build or reuse the task image; its ID enters the cassette key (``build=False``: an image
-    already built here, else ``EnvError``)."""
+    """Build or reuse the task image; its recipe enters the cassette key, never its local ID
+    (``build=False``: an image already built here, else ``EnvError``)."""
     aliases = DockerSettings.of(env).image_aliases
     scaled = with_limits(task, env.limits())  # the build's timeout scaled
     image = image_build.ensure_task_image(scaled, aliases, build=build)
-    extra: tuple[tuple[str, str], ...] = (("image", image.id),)
+    extra: tuple[tuple[str, str], ...] = (("image", image.key),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
     spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
-        services = compose.service_images(task, spec, aliases, build=build)
+        services = compose.service_keys(task, spec, aliases, build=build)
         extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)
     return extra
 
@@ -55,14 +55,17 @@ def factory(spec: EnvRequest) -> DockerEnv:
     image = dict(spec.key.extra).get("image")
     extras = dict(spec.extras)
     rebuild = extras.pop("rebuild", None)  # the image's recorded build, when the engine lacks it
-    if image:
+    if image and not recipe.is_recipe(image):  # format 1: the recorder's local image ID
         if images.image_exists(images.docker_client(), image) is None:
             image = rebuilt_image(task, aliases, image, rebuild)
+    elif image:
+        image = recipe_image(task, aliases, image, rebuild)
     else:
         image = image_build.ensure_task_image(task, aliases).id
     return DockerEnv(
         task,
         image,
+        image_key=str(dict(spec.key.extra).get("image") or ""),
         warnings=substitutions(task, aliases),  # aliases applied, pins swapped: stored with the episode
         timeout_sec=spec.env.timeout_sec,
         max_output_bytes=spec.env.max_output_bytes,
@@ -84,7 +87,33 @@ def rebuilt_image(task: Task, aliases: dict[str, str], image: str, rebuild: obje
         )
     from replaykit.envs.docker.network.rebuild import rebuild_image
 
-    return rebuild_image(task, aliases, image, Path(str(rebuild["serve"])), rebuild.get("digest"))
+    return rebuild_image(task, aliases, image, Path(str(rebuild["serve"])), rebuild.get("digest")).id
+
+
+def recipe_image(task: Task, aliases: dict[str, str], wanted: str, rebuild: object) -> str:
+    """This engine's image of the recipe a key names: built here (from the image's recorded build
+    when the store has it and the engine lacks the image), and checked to be that recipe."""
+    found = recipe.find_image(images.docker_client(), wanted)
+    if found is not None:
+        return found
+    if isinstance(rebuild, dict):  # its recorded build, served back; its content digest compared
+        from replaykit.envs.docker.network.rebuild import rebuild_image
+
+        serve = Path(str(rebuild["serve"]))
+        built = rebuild_image(task, aliases, wanted, serve, rebuild.get("digest"))
+    else:
+        built = image_build.ensure_task_image(task, aliases)
+    if built.key != wanted:
+        made, fetched = recipe.parse_key(built.key)
+        recorded, fetches = recipe.parse_key(wanted)
+        what = (
+            f"recipe {made}, recorded {recorded}: its files, base images or aliases differ"
+            if made != recorded
+            else f"its build fetched other content (fetches {fetched}, recorded {fetches}); import the "
+            "run's bundle with its image's recorded build"
+        )
+        raise EnvError(f"the image of task {task.id!r} built here is not the one recorded ({what})")
+    return built.id
 
 
 def task_warnings(task: Task, env: EnvSection) -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store import Store
-from replaykit.envs.docker import images
+from replaykit.envs.docker import images, recipe
 from replaykit.envs.docker.containers import OWNER_LABEL
 from replaykit.episodes.config import load_config
 from replaykit.episodes.replay import replay_run
@@ -43,7 +43,7 @@ def test_quickstart_recorded_in_docker(docker_quickstart: dict[str, Any]) -> Non
     for cassette_id in run["cassettes"]:
         key = CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
         extra = dict(key.extra)
-        assert extra["env"] == "docker" and extra["image"].startswith("sha256:")
+        assert extra["env"] == "docker" and extra["image"].startswith("recipe:")  # what, never where
         assert images_by_task.setdefault(key.task_id, extra["image"]) == extra["image"]  # one image per task
         episode = store.get_episode(cassette_id)
         assert episode.meta["env"]["kind"] == "docker"
@@ -104,12 +104,14 @@ def test_a_replay_only_run_builds_no_missing_image(
     ]
     store.close()
     client = images.docker_client()
-    client.images.remove(image, force=True)
+    local = recipe.find_image(client, image)
+    assert local is not None
+    client.images.remove(local, force=True)
     replayed = cli("run", str(config), "--record-mode", "none", "--json")
     assert json.loads(replayed.stdout)["run_id"] == recorded["run_id"], replayed.stderr
     assert "replaying 1 task(s) with the env keys they were recorded with" in replayed.stderr, replayed.stderr
     assert "is not built on this machine" in replayed.stderr, replayed.stderr
-    assert images.image_exists(client, image) is None  # not rebuilt
+    assert recipe.find_image(client, image) is None  # not rebuilt
 
 
 def test_full_snapshots_are_stored_and_deterministic(

@@ -45,7 +45,8 @@ class BuildFacts(TypedDict):
     recorded: bool  # its exchanges are here (a build through the proxy)
 
 
-#: (image ID, its build's exchange records, the folder holding their bodies, its facts) → kept
+#: (the image as keys name it, its build's exchange records, the folder holding their bodies,
+#: its facts) → kept
 Recorder = Callable[[str, list[ExchangeRecord], Path, BuildFacts], None]
 _recorders: list[Recorder] = []
 _kept: set[tuple[int, str]] = set()
@@ -109,16 +110,16 @@ def recording(recorder: Recorder) -> Iterator[None]:
         _kept.difference_update({k for k in _kept if k[0] == id(recorder)})
 
 
-def note_image(image_id: str) -> None:
-    """A run's key names ``image_id``: hand its build recording (when this machine has one) to
-    the recorders installed, once each."""
+def note_image(image_id: str, key: str) -> None:
+    """A run's key names the image ``image_id`` (as ``key``: its recipe): hand its build
+    recording (when this machine has one) to the recorders installed, once each."""
     for recorder in list(_recorders):
         mark = (id(recorder), image_id)
         facts = read_facts(image_id)
         if mark in _kept or facts is None or not facts["recorded"]:
             continue
         _kept.add(mark)
-        recorder(image_id, read_recording(image_id), recording_folder(image_id), facts)
+        recorder(key, read_recording(image_id), recording_folder(image_id), facts)
 
 
 @dataclass

@@ -23,11 +23,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from replaykit.core.determinism import digest_of
 from replaykit.core.records import JSON
 from replaykit.envs.base import EnvSection
 from replaykit.envs.docker.network import build
 from replaykit.envs.docker.network.ca import ensure_ca
 from replaykit.envs.docker.network.matching import ExchangeRecord, ServedResponse, key_of
+from replaykit.envs.docker.recipe import find_image, is_recipe, parse_key
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.extras import ExchangeRecord as Reported
 from replaykit.envs.extras import Extras, KindStore, StoredExchange
@@ -47,8 +49,17 @@ def ca_home(location: str) -> Path:
     return Path.home() / ".cache" / "replaykit" / "network-ca" / digest
 
 
-def image_doc_id(image_id: str) -> str:
-    return "net-image-" + image_id.removeprefix("sha256:")[:32]
+def image_doc_id(image: str) -> str:
+    """The id of the document holding the recorded build of ``image`` as a key names it (a
+    recipe; format 1: a local image ID)."""
+    if is_recipe(image):
+        return "net-image-" + digest_of(image)[:32]
+    return "net-image-" + image.removeprefix("sha256:")[:32]
+
+
+def _recorded_build(image: str) -> bool:
+    """Can a key's ``image`` have a recorded build (a local ID, or a recipe whose build fetched)?"""
+    return image.startswith("sha256:") or (is_recipe(image) and parse_key(image)[1] is not None)
 
 
 def reported(record: ExchangeRecord, spool: Path) -> Reported:
@@ -111,26 +122,28 @@ def serve_folder(get_blob: Callable[[str], bytes], exchanges: list[StoredExchang
 
 
 def keep_build(
-    store: KindStore, image_id: str, records: list[ExchangeRecord], folder: Path, facts: build.BuildFacts
+    store: KindStore, image: str, records: list[ExchangeRecord], folder: Path, facts: build.BuildFacts
 ) -> None:
-    """A build's recording (its bodies in ``folder``, which stays) as the image's document."""
-    if store.get_exchanges(image_doc_id(image_id), IMAGE_KIND) or store.readonly:
+    """A build's recording (its bodies in ``folder``, which stays) as the document of the image
+    a key names (``image``: its recipe)."""
+    if store.get_exchanges(image_doc_id(image), IMAGE_KIND) or store.readonly:
         return  # kept already (the same image's build is one recording)
     kept = [{**reported(r, folder), "spool": ""} for r in records]
     fields: dict[str, JSON] = {
-        "image": image_id,
+        "image": image,
         "image_digest": facts["digest"],
         "task": facts["task"],
         "bases": list(facts["bases"]),
     }
-    store.put_exchanges(image_doc_id(image_id), IMAGE_KIND, kept, image_id, fields)  # type: ignore[arg-type]
+    store.put_exchanges(image_doc_id(image), IMAGE_KIND, kept, image, fields)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
 def build_serving(store: KindStore, image: str) -> Iterator[Extras]:
-    """For a re-execution on an engine without ``image``: its recorded build, served back
-    (``rebuild``: the folder, the recorded image and its digest), or nothing."""
-    if not image.startswith("sha256:") or image_present(image):
+    """For a re-execution on an engine without ``image`` (a key's: a recipe, or a local ID): its
+    recorded build, served back (``rebuild``: the folder, the recorded image and its digest), or
+    nothing."""
+    if not _recorded_build(image) or image_present(image):
         yield {}
         return
     doc = store.get_fields(image_doc_id(image), IMAGE_KIND)
@@ -149,7 +162,8 @@ def image_present(image: str) -> bool:
     from replaykit.envs.docker.images import docker_client, image_exists
 
     try:
-        return image_exists(docker_client(), image) is not None
+        client = docker_client()
+        return (find_image(client, image) if is_recipe(image) else image_exists(client, image)) is not None
     except Exception:  # no engine: nothing can be re-executed here anyway
         return True
 
@@ -176,7 +190,8 @@ class FrozenNetwork:
         self, store: KindStore, environment: Mapping[str, JSON], exchanges: list[StoredExchange]
     ) -> Iterator[Extras]:
         with contextlib.ExitStack() as stack:
-            rebuild = stack.enter_context(build_serving(store, str(environment.get("image") or "")))
+            image = environment.get("image_key") or environment.get("image")  # format 2: its recipe
+            rebuild = stack.enter_context(build_serving(store, str(image or "")))
             mode = network_mode(environment)
             if mode == "none":
                 yield rebuild
@@ -203,7 +218,7 @@ class FrozenNetwork:
     def documents(self, extra: Sequence[tuple[str, str]]) -> list[str]:
         """The build recording of the image a cassette ran in (its bundles carry it)."""
         image = dict(extra).get("image", "")
-        return [image_doc_id(image)] if image.startswith("sha256:") else []
+        return [image_doc_id(image)] if _recorded_build(image) else []
 
     def build_exchanges(
         self, store: KindStore, extra: Sequence[tuple[str, str]]

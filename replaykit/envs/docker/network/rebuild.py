@@ -15,8 +15,11 @@ from replaykit.envs.docker.network.build import read_facts
 from replaykit.envs.tasks import Task
 
 
-def rebuild_image(task: Task, aliases: dict[str, str], recorded: str, serve: Path, digest: object) -> str:
-    """The ID of ``recorded`` rebuilt here from its build's recording in ``serve``."""
+def rebuild_image(
+    task: Task, aliases: dict[str, str], recorded: str, serve: Path, digest: object
+) -> image_build.TaskImage:
+    """``recorded`` (a key's image: its recipe, or a format-1 ID) rebuilt here from its build's
+    recording in ``serve``, its content digest the recorded one."""
     built = image_build.ensure_task_image(task, aliases, serve=serve)
     facts = read_facts(built.id)
     got = facts["digest"] if facts else None
@@ -32,4 +35,4 @@ def rebuild_image(task: Task, aliases: dict[str, str], recorded: str, serve: Pat
             f"image {recorded[:19]} (image digest {got[:12]}, recorded {digest[:12]}): its build is not "
             "reproducible; import the run's bundle --with-images to certify it"
         )
-    return built.id
+    return built

@@ -18,8 +18,10 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
+from replaykit.envs.docker.images import docker_client
 from replaykit.envs.docker.network import server
 from replaykit.envs.docker.network.build import read_facts, read_recording
+from replaykit.envs.docker.recipe import find_image, is_recipe
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
 from tests.envs.docker.network.test_frozen_docker import commit, run_json
@@ -54,8 +56,16 @@ def task(root: Path, name: str, dockerfile: str, verify: str) -> Path:
 
 
 def image_of(store: Path, cassette: str) -> str:
+    """The image the cassette's key names: its recipe."""
     row = Store(store).cassette_row(cassette)
     return str(dict(json.loads(str(row["key_json"]))["extra"])["image"])
+
+
+def local(image: str) -> str:
+    """This engine's image of a key's recipe."""
+    found = find_image(docker_client(), image)
+    assert found is not None, image
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +109,8 @@ def test_the_build_fetches_pypi_over_tls_through_the_proxy_and_keeps_it_with_the
     images = {image_of(built["store"], c) for c in run["cassettes"]}
     assert {b["image"] for b in listing["image_builds"]} <= images
     for image in images:  # the machine keeps each build beside its image too, with its digest
-        facts = read_facts(image)
+        assert is_recipe(image) and "+" in image  # a recipe, and what its build fetched
+        facts = read_facts(local(image))
         assert facts is not None and facts["recorded"] and facts["digest"], facts
 
 
@@ -111,7 +122,7 @@ def test_a_bundle_without_images_rebuilds_offline_to_the_same_digest(built: Any)
         "cassettes", "export", run["run_id"], "-o", str(bundle), "--store", str(built["store"]), env={}
     )
     assert out.get("images", []) == []
-    recorded = {image_of(built["store"], c): c for c in run["cassettes"]}
+    recorded = {local(image_of(built["store"], c)): c for c in run["cassettes"]}
     digests = {image: read_facts(image)["digest"] for image in recorded}  # type: ignore[index]
     for image in recorded:
         subprocess.run(["docker", "rmi", "-f", image], check=True, capture_output=True, timeout=120)

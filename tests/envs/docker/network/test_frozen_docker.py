@@ -21,8 +21,10 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
+from replaykit.envs.docker.images import docker_client
 from replaykit.envs.docker.network import server
 from replaykit.envs.docker.network.ca import ensure_ca
+from replaykit.envs.docker.recipe import find_image
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
 from tests.envs.docker.network.https_server import FileServer
@@ -265,8 +267,10 @@ def test_bundle_with_images_certifies_on_a_clean_engine_and_never_carries_the_ca
     assert canary not in json.dumps(out).encode()
     assert canary not in (frozen["store"] / "index.db").read_bytes()
 
-    subprocess.run(["docker", "rmi", "-f", image], check=True, capture_output=True, timeout=120)
-    assert subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0
+    here = find_image(docker_client(), image)  # this engine's image of the key's recipe
+    assert here is not None
+    subprocess.run(["docker", "rmi", "-f", here], check=True, capture_output=True, timeout=120)
+    assert subprocess.run(["docker", "image", "inspect", here], capture_output=True).returncode != 0
     fresh = tmp / "fresh"
     imported = run_json("cassettes", "import", str(bundle), "--store", str(fresh), env=frozen["env"])
     assert imported["images_loaded"] == [image]
