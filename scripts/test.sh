@@ -9,7 +9,8 @@
 # pytest runs on REPLAYKIT_TEST_WORKERS xdist workers (default 2: CI's two cores; `auto`
 # for one per core, 0 to run serially), whole test modules (or xdist_group groups) per
 # worker, longest first (tests/parallel.py). Later pytest args win: `-n 0` debugs serially.
-# Then every scripts/setup-*.sh (Docker engine and base images, engines, Harbor, ...).
+# Then every scripts/setup-*.sh (Docker engine and base images, engines, Harbor, ...); the
+# set-up's wall and CPU time is said again at the very end, after the tests' own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONSTRAINTS="${REPLAYKIT_CONSTRAINTS-scripts/constraints.txt}"
@@ -37,6 +38,9 @@ for setup in scripts/setup-*.sh; do
   step "$setup"
   bash "$setup"
 done
+# said again at the end: a fresh machine compiles llama.cpp here once (scripts/build-llama-cpp.sh);
+# with its cache, the whole set-up takes a few minutes
+milestone "set-up (pip install and every scripts/setup-*.sh)"
 
 # the named agents scripts/setup-agents.sh installed (mini-swe-agent's `mini`), for tests/agents/
 export REPLAYKIT_AGENTS_PATH="${REPLAYKIT_AGENTS_PATH:-${REPLAYKIT_AGENTS_HOME:-$HOME/.cache/replaykit/agents}/bin}"

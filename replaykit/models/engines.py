@@ -4,7 +4,7 @@ Two engines serve a GGUF file (``models.model_files``):
 
 - ``llama-server``, llama.cpp's own server, built from the llama.cpp vendored in the
   llama-cpp-python sdist (``scripts/setup-llama-server.sh``, cached under
-  ``~/.cache/replaykit/bin/``). Started with ``--jinja`` (tools and tool results go
+  ``~/.cache/replaykit/llama.cpp/``, beside the libraries llama-cpp-python loads). Started with ``--jinja`` (tools and tool results go
   through the model's own chat template), one slot, no prompt cache, a fixed seed.
 - ``llama-cpp-python``'s server (``python -m llama_cpp.server``), whose
   ``chatml-function-calling`` format leaves tool results out of the prompt: a model
@@ -57,7 +57,7 @@ def llama_server_binary() -> Path | None:
     if explicit:
         return Path(explicit)
     root = Path(os.environ.get("REPLAYKIT_CACHE") or Path.home() / ".cache" / "replaykit")
-    cached = root / "bin" / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / "llama-server"
+    cached = root / "llama.cpp" / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}" / "bin" / "llama-server"
     if cached.is_file() and os.access(cached, os.X_OK):
         return cached
     found = shutil.which("llama-server")
