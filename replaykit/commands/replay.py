@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from replaykit import render
 from replaykit.commands.options import ConfigStoreOpt, ExecutorOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.exchange.bundle_format import COMPARISON_KINDS
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import StoreBackend
+    from replaykit.execution.executor import Executor
 
 
 def replay(
@@ -57,7 +62,9 @@ def replay(
         if not report["identical"]:
             raise typer.Exit(1)
         return
-    if kind == "training":
+    if kind in COMPARISON_KINDS:
+        identical = replay_comparison(st, run_id, kind, chosen, as_json)
+    elif kind == "training":
         from replaykit.train.audit import replay_training
 
         with render.progress(enabled=not as_json) as progress:
@@ -78,6 +85,34 @@ def replay(
         identical = report["identical"]
     if not identical:
         raise typer.Exit(1)
+
+
+def replay_comparison(
+    st: StoreBackend, doc_id: str, kind: str, chosen: Executor | None, as_json: bool
+) -> bool:
+    """``replay COMPARE_ID``: the document recomputed from its runs, then every run it reads
+    replayed; identical when every one is."""
+    from replaykit.episodes.replay import replay_runs
+    from replaykit.train.derived import verify_document
+
+    full = st.resolve_id("runs", doc_id, what=kind)
+    verify_document(st, full, kind)
+    listed = st.get_doc(full, kind=kind).get("runs")
+    runs = [str(r) for r in listed] if isinstance(listed, list) else []
+    with render.progress(enabled=not as_json) as progress:
+        reports = replay_runs(st, runs, progress=progress, executor=chosen)
+    identical = all(r["identical"] for r in reports)
+    if as_json:
+        emit_json({"id": full, "kind": kind, "identical": identical, "runs": reports})
+        return identical
+    for report in reports:
+        render.replay_report(report)
+    done = sum(r["identical"] for r in reports)
+    render.line(
+        f"{kind} {full}: "
+        + ("identical" if identical else f"DIVERGED ({done}/{len(reports)} runs identical)")
+    )
+    return identical
 
 
 def regrade(

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import ConfigError
+from replaykit.core.errors import CassetteNotFound, ConfigError, StoreCorrupt
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import CompareCell, CompareDocument
@@ -116,9 +116,7 @@ def store_compare(
         }
         for c in cells
     ]
-    compare_id = digest_of(
-        [models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in stable]]
-    )[:16]
+    compare_id = compare_id_of(models, harness_refs, stable)
     doc: CompareDocument = {
         "kind": "compare",
         "name": name,
@@ -130,4 +128,69 @@ def store_compare(
         "compare_id": compare_id,
     }
     store.put_doc(compare_id, "compare", dict(doc), name=name, model=",".join(models))
+    return doc
+
+
+def compare_id_of(models: list[str], harness_refs: list[str], cells: list[CompareCell]) -> str:
+    """A compare's id: its models, harnesses and cells' (SHA, model, run)."""
+    return digest_of([models, harness_refs, [[c["harness_sha"], c["model"], c["run_id"]] for c in cells]])[
+        :16
+    ]
+
+
+def _cell_problem(store: StoreBackend, doc: CompareDocument, cell: CompareCell) -> str | None:
+    """What is wrong with one cell against the run it names (None: it is what its run gives)."""
+    try:
+        run = store.get_run(str(cell["run_id"]))
+    except CassetteNotFound:
+        return f"its cell {cell.get('harness')} × {cell.get('model')} names run {cell['run_id']}, not in the store"
+    store.check_run(run)  # the run's episodes against their cassettes
+    if cell["harness"] not in doc["harnesses"] or cell["model"] not in doc["models"]:
+        return f"its cell {cell['harness']} × {cell['model']} is not one of its harnesses × models"
+    own = {
+        "harness_sha": run.harness_sha,
+        "model": run.model["name"],
+        "solved": run.solved,
+        "total": run.total,
+    }
+    wrong = [k for k, v in own.items() if cell.get(k) != v]
+    if cell.get("solve_rate") != run.solved / max(run.total, 1):
+        wrong.append("solve_rate")
+    return (
+        f"cell {cell['harness']} × {cell['model']} field(s) {', '.join(wrong)} do not follow from run {run.run_id}"
+        if wrong
+        else None
+    )
+
+
+def verify_compare(store: StoreBackend, doc: CompareDocument, compare_id: str) -> None:
+    """``store corrupt`` unless every cell of a stored compare is what its run gives (solved,
+    total, rate, harness SHA, model) and its id, runs and trees are its cells' (a compare is
+    derived from its runs: recomputed, never trusted)."""
+
+    def corrupt(what: str) -> StoreCorrupt:
+        return StoreCorrupt(f"compare {compare_id}: {what} (forged or corrupt)", "", str(store.location))
+
+    try:
+        cells, models, harnesses = list(doc["cells"]), list(doc["models"]), list(doc["harnesses"])
+        problem = next((p for c in cells if (p := _cell_problem(store, doc, c))), None)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise corrupt(
+            f"its document is not a compare result ({type(exc).__name__}: {str(exc)[:60]})"
+        ) from None
+    if problem:
+        raise corrupt(problem)
+    if doc.get("runs") != [c["run_id"] for c in cells] or doc.get("trees") != sorted(
+        {c["harness_sha"] for c in cells}
+    ):
+        raise corrupt("its runs or trees are not its cells'")
+    if compare_id_of(models, harnesses, cells) != compare_id or doc.get("compare_id") != compare_id:
+        raise corrupt("its models, harnesses and cells are not the ones its id names")
+
+
+def verified_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
+    """A stored compare result, every cell recomputed from its run first."""
+    full = store.resolve_id("runs", compare_id, what="compare")
+    doc = store.get_doc(full, kind="compare")
+    verify_compare(store, doc, full)
     return doc

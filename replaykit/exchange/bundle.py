@@ -39,6 +39,7 @@ from replaykit.core.records import RunDocument
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
     CERTIFICATES,
+    COMPARISON_KINDS,
     FORMAT_NAME,
     MANIFEST,
     TABLES,
@@ -99,6 +100,8 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
     kind = "cassette" if table == "cassettes" else str(_row(store, "runs", full, "root")["kind"] or "measure")
     sel = Selection(root={"table": table, "id": full, "kind": kind}, blobs=Blobs(store))
     pending: list[tuple[str, str, str]] = [(table, full, "root")]
+    if kind == "training":  # the comparisons made of it travel with it
+        pending += [("runs", doc_id, f"training {full}") for doc_id in comparisons_of(store, full)]
     while pending:
         table, key, referrer = pending.pop()
         if key in sel.rows[table]:
@@ -112,6 +115,24 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
         else:
             pending += _take_document(store, sel, table, key, where)
     return sel
+
+
+def comparisons_of(store: StoreBackend, training_id: str) -> list[str]:
+    """The comparison documents of ``store`` that name training ``training_id`` or measured one of
+    its harnesses (its initial baseline, a candidate): what a training's bundle carries besides it."""
+    doc = store.get_doc(training_id, kind="training")
+    shas = {doc.get("initial_sha"), *(e.get("candidate_sha") for e in doc.get("epochs") or [])} - {None, ""}
+    found = []
+    for kind in COMPARISON_KINDS:
+        for row in store.doc_rows(kind):
+            other = store.get_doc(row["id"], kind=kind)
+            if other.get("training") == training_id or shas & set(_listed(other.get("trees"))):
+                found.append(row["id"])
+    return sorted(found)
+
+
+def _listed(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _take_tree(store: StoreBackend, sel: Selection, row: dict[str, Cell], where: str) -> None:

@@ -30,6 +30,9 @@ PK = {"cassettes": "id", "runs": "id", "trees": "sha"}
 CONTENT = {"cassettes": "doc", "runs": "doc", "trees": "manifest"}
 COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MEMBER_RE = re.compile(r"(manifest\.json|index/(cassettes|runs|trees|certificates)\.json|blobs/[0-9a-f]{64})")
+#: the document kinds that compare harnesses (``compare``; ``transfer``: a training's harnesses on
+#: other panels and models): a training's bundle carries those that measured one of its harnesses
+COMPARISON_KINDS = ("compare", "transfer")
 #: the columns of a certificate row (``index/certificates.json``), with their types
 CERTIFICATE_COLUMNS: dict[str, type] = EXTRA_TABLES["certificates"]["columns"]
 

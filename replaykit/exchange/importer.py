@@ -39,7 +39,7 @@ from replaykit.exchange.reader import read_bundle
 #: recomputes one imported document by (id, kind); raises ``StoreError`` when it does not hold
 DerivedCheck = Callable[[StoreBackend, str, str], None]
 
-__all__ = ["DerivedCheck", "import_bundle", "verify_bundle"]
+__all__ = ["DerivedCheck", "import_bundle", "import_selection", "verify_bundle"]
 
 
 def _full_plan(sel: Selection) -> dict[str, list[Any]]:
@@ -148,21 +148,34 @@ def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck |
     Nothing is written (not even an empty index) unless the whole bundle
     verifies and none of its ids exists in ``store`` with other content. Rows and
     blobs already present are left alone: importing the same bundle twice is a no-op.
-    ``derived(store, id, kind)`` recomputes each imported document (verdicts and
-    trainings: ``replaykit.train.derived.verify_document``) inside the transaction,
+    ``derived(store, id, kind)`` recomputes each imported document (verdicts, trainings and
+    compare results: ``replaykit.train.derived.verify_document``) inside the transaction,
     before it commits; a ``store corrupt`` there refuses the import.
     """
-    path = Path(path)
-    sel = read_bundle(path)
+    sel = read_bundle(Path(path))
+    return import_selection(store, sel, str(path), derived)
+
+
+def import_selection(
+    store: StoreBackend, sel: Selection, source: str, derived: DerivedCheck | None = None
+) -> BundleReport:
+    """Write a verified selection (a bundle's, or a pulled OCI artefact's: ``source`` names it)
+    as :func:`import_bundle` does; its spool is removed after. A store that does not exist yet
+    is created only once the derived documents have been recomputed in a scratch store (a
+    refusal leaves no empty store behind)."""
+    path = Path(source)
     try:
         plan = _plan(store, sel, path)
         report: BundleReport = {
-            "path": str(path),
+            "path": source,
             "store": str(store.location),
             "root": sel.root,
             "counts": sel.counts(),
         }
         if any(plan.values()):
+            if not store.exists() and derived is not None and _has_derived(sel):
+                _in_scratch(sel, path, derived)  # refused here: the target was never created
+                derived = None
             plan = _write(store, sel, path, derived)
     finally:
         sel.blobs.close()  # the spool: everything is in the store now
@@ -170,6 +183,22 @@ def import_bundle(store: StoreBackend, path: Path | str, derived: DerivedCheck |
     report["images_loaded"] = images.load_images(store, sel)  # the engine may lack them even on a no-op
     report["noop"] = not any(plan.values()) and not report["images_loaded"]
     return report
+
+
+def _has_derived(sel: Selection) -> bool:
+    """Does the selection hold documents other than runs (what ``derived`` recomputes)?"""
+    return any((r.get("kind") or "measure") != "measure" for r in sel.rows["runs"].values())
+
+
+def _in_scratch(sel: Selection, path: Path, derived: DerivedCheck) -> None:
+    """Write ``sel`` into a scratch store of its own, recomputing its derived documents there."""
+    scratch_dir = Path(tempfile.mkdtemp(prefix="replaykit-verify-"))
+    scratch = open_store(str(scratch_dir / "store"))
+    try:
+        _write(scratch, sel, path, derived)
+    finally:
+        scratch.close()
+        shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
 def verify_bundle(
@@ -189,16 +218,8 @@ def verify_bundle(
 def _verified(
     path: Path, sel: Selection, store: StoreBackend | None, derived: DerivedCheck | None
 ) -> BundleReport:
-    if derived is not None and any(
-        (r.get("kind") or "measure") != "measure" for r in sel.rows["runs"].values()
-    ):
-        scratch_dir = Path(tempfile.mkdtemp(prefix="replaykit-verify-"))
-        scratch = open_store(str(scratch_dir / "store"))
-        try:
-            _write(scratch, sel, path, derived)
-        finally:
-            scratch.close()
-            shutil.rmtree(scratch_dir, ignore_errors=True)
+    if derived is not None and _has_derived(sel):
+        _in_scratch(sel, path, derived)
     report: BundleReport = {
         "path": str(path),
         "ok": True,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
+from replaykit.episodes.compare import verified_compare
 from replaykit.episodes.outcomes import outcome_of
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
@@ -326,7 +327,7 @@ def stored_verdict(store: StoreBackend, verdict_id: str) -> VerdictDocument:
 
 
 def stored_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
-    return store.get_doc(compare_id, kind="compare")
+    return verified_compare(store, compare_id)  # derived from its runs: recomputed before it is drawn
 
 
 def stored_probe(store: StoreBackend, probe_id: str) -> ProbeResult:

@@ -27,6 +27,7 @@ from typing import Any
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
+from replaykit.episodes.compare import verified_compare
 from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
@@ -220,17 +221,19 @@ def _recomputed_head(store: StoreBackend, doc: TrainingDocument, decided: list[A
 
 
 #: the document kinds whose content is derived (and so recomputed before it is trusted)
-DERIVED_KINDS = ("verdict", "training", "transfer")
+DERIVED_KINDS = ("verdict", "training", "transfer", "compare")
 
 
 def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
-    """Recompute a stored verdict, training or transfer (other kinds: nothing to recompute)."""
+    """Recompute a stored verdict, training, transfer or compare result (other kinds: nothing to recompute)."""
     if kind == "verdict":
         verified_verdict(store, doc_id)
     elif kind == "training":
         verified_training(store, doc_id)
     elif kind == "transfer":
         verified_transfer(store, doc_id)
+    elif kind == "compare":
+        verified_compare(store, doc_id)
 
 
 # -- the one way a command reads a derived document: checked against its row and kind by the

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from replaykit.cassette.backend import StoreBackend
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import CompareCell, EpochRecord
+from replaykit.episodes.compare import verified_compare
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.documents import CompareRow
@@ -318,7 +319,7 @@ def compares(store: StoreBackend) -> ComparesPage:
 
 
 def compare(store: StoreBackend, compare_id: str) -> ComparePage:
-    doc = store.get_doc(compare_id, kind="compare")
+    doc = verified_compare(store, compare_id)  # its cells recomputed from their runs
     models, harnesses = doc["models"], doc["harnesses"]
     rows: list[CompareRow[CompareCell]] = []
     for h in harnesses:
