@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from replaykit.testing import REPO_ROOT, write_config
 from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
+from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli as run_cli
 from tests.exchange.test_bundle import Members, members_of, remanifest, write_tar
 
@@ -45,7 +45,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config = write_config(
         root,
         {
-            "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file"), str(REPO_ROOT / "envs" / "organize-files")],
+            "panel.tasks": [
+                str(REPO_ROOT / "envs" / "hello-file"),
+                str(REPO_ROOT / "envs" / "organize-files"),
+            ],
             "panel.seeds": [0],
             "train.epochs": 1,
             "train.estimator": {"kind": "patch_queue", "diffs": ["patches/0001.diff"], "descriptions": ["p"]},
@@ -54,7 +57,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     trained = cli("train", str(config), cwd=root)
     harnesses = f"untrained={trained['initial_sha']},trained={trained['epochs'][0]['candidate_sha']}"
     compared = cli(
-        "compare", str(config), "--models", "reference-weak,reference-strong", "--harness", harnesses, cwd=root
+        "compare",
+        str(config),
+        "--models",
+        "reference-weak,reference-strong",
+        "--harness",
+        harnesses,
+        cwd=root,
     )
     return {"root": root, "store": str(root / "store"), "training": trained, "compare": compared}
 
@@ -79,7 +88,9 @@ def test_a_compare_travels_alone_and_draws_the_same_chart(recorded: dict[str, An
     assert sorted(r["run_id"] for r in replayed["runs"]) == sorted(recorded["compare"]["runs"])
 
 
-def test_a_training_carries_the_comparisons_of_its_harnesses(recorded: dict[str, Any], tmp_path: Path) -> None:
+def test_a_training_carries_the_comparisons_of_its_harnesses(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
     tid, cid = recorded["training"]["training_id"], recorded["compare"]["compare_id"]
     bundle = tmp_path / "training.tar.gz"
     cli("cassettes", "export", tid, "-o", str(bundle), "--store", recorded["store"], cwd=tmp_path)
@@ -119,7 +130,9 @@ def test_a_forged_compare_is_refused_and_nothing_is_written(recorded: dict[str, 
     cli("cassettes", "export", cid, "-o", str(bundle), "--store", recorded["store"], cwd=tmp_path)
     forged = write_tar(tmp_path / "forged.tar.gz", forge_compare(members_of(bundle)))
     for command in ("import", "verify"):
-        proc = cli("cassettes", command, str(forged), "--store", str(tmp_path / "other"), cwd=tmp_path, ok=False)
+        proc = cli(
+            "cassettes", command, str(forged), "--store", str(tmp_path / "other"), cwd=tmp_path, ok=False
+        )
         assert proc.returncode == 1, proc.stdout + proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and f"compare {cid}" in lines[0] and "field(s) solved" in lines[0], lines
