@@ -4,7 +4,7 @@ bundles (or vcrpy cassettes, or Inspect logs) and check a bundle or a whole stor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import typer
 
@@ -123,3 +123,67 @@ def cassettes_verify(
     against = open_store(store, readonly=True, config=config) if store or config else None
     report = verify_bundle(bundle_file, against, derived=verify_document)  # what import refuses
     emit_json(report) if as_json else render.bundle_report(report, "verify")
+
+
+InsecureOpt = typer.Option(
+    False,
+    "--insecure",
+    help="Speak plain HTTP to a registry that is not on loopback (a loopback one always gets HTTP).",
+)
+
+
+def _oci_ref(text: str, param: str) -> Any:
+    from replaykit.exchange.oci.reference import ReferenceError, parse_ref
+
+    try:
+        return parse_ref(text)
+    except ReferenceError as exc:
+        raise typer.BadParameter(str(exc), param_hint=param) from None
+
+
+def cassettes_push(
+    root_id: str = typer.Argument(
+        ..., help="A run, training, verdict, compare or cassette id (a unique prefix is enough)."
+    ),
+    target: str = typer.Argument(..., help="Where: oci://HOST[:PORT]/REPOSITORY:TAG."),
+    sign: Optional[Path] = typer.Option(
+        None, "--sign", help="Sign it with this ed25519 private key file (PEM or OpenSSH, unencrypted)."
+    ),
+    insecure: bool = InsecureOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Push a run, training or cassette (what its bundle holds) to an OCI registry; blobs it holds are not sent again."""
+    from replaykit.exchange.oci.push import push
+
+    ref = _oci_ref(target, "TARGET")
+    st = open_store(store, readonly=True, config=config)
+    with render.progress(enabled=not as_json) as progress:
+        report = push(st, root_id, ref, insecure=insecure, sign_key=sign, progress=progress)
+    emit_json(report) if as_json else render.push_report(report)
+
+
+def cassettes_pull(
+    source: str = typer.Argument(..., help="What: oci://HOST[:PORT]/REPOSITORY:TAG (or @sha256:DIGEST)."),
+    verify_key: Optional[Path] = typer.Option(
+        None,
+        "--verify-key",
+        help="Refuse it unless it is signed by this ed25519 public key (PEM, or an OpenSSH .pub line).",
+    ),
+    insecure: bool = InsecureOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigStoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Pull an artefact `cassettes push` made, verify everything, then import it (one transaction)."""
+    from replaykit.exchange.oci.pull import pull
+    from replaykit.train.derived import verify_document
+
+    ref = _oci_ref(source, "SOURCE")
+    st = open_store(store, config=config)
+    with render.progress(enabled=not as_json) as progress:
+        report = pull(
+            st, ref, insecure=insecure, verify_key=verify_key, progress=progress, derived=verify_document
+        )
+    emit_json(report) if as_json else render.pull_report(report)

@@ -126,7 +126,7 @@ def comparisons_of(store: StoreBackend, training_id: str) -> list[str]:
     for kind in COMPARISON_KINDS:
         for row in store.doc_rows(kind):
             other = store.get_doc(row["id"], kind=kind)
-            if other.get("training") == training_id or shas & set(_listed(other.get("trees"))):
+            if other.get("training_id") == training_id or shas & set(_listed(other.get("trees"))):
                 found.append(row["id"])
     return sorted(found)
 
@@ -204,7 +204,7 @@ def _certificate(store: StoreBackend, cert_id: str, referrer: str) -> dict[str, 
 
 
 # -- writing ----------------------------------------------------------------------
-def _index_members(sel: Selection) -> list[tuple[str, bytes]]:
+def index_members(sel: Selection) -> list[tuple[str, bytes]]:
     members = [
         (
             f"index/{t}.json",
@@ -227,7 +227,7 @@ def _index_members(sel: Selection) -> list[tuple[str, bytes]]:
     return members
 
 
-def _manifest(sel: Selection, index: list[tuple[str, bytes]]) -> bytes:
+def manifest_bytes(sel: Selection, index: list[tuple[str, bytes]]) -> bytes:
     from replaykit.core.versions import tool_versions
 
     digests: dict[str, MemberDigest] = {n: {"sha256": sha256_hex(d), "size": len(d)} for n, d in index}
@@ -268,7 +268,7 @@ class _Reader(io.RawIOBase):
 def write_bundle(sel: Selection, out: BinaryIO, compress: bool = True) -> None:
     """The archive, streamed to ``out`` (a blob at a time): deterministic for the same
     content and tool versions."""
-    index = _index_members(sel)
+    index = index_members(sel)
     gz = _Gzip(out) if compress else None
     with tarfile.open(
         fileobj=cast(BinaryIO, gz) if gz else out, mode="w", format=tarfile.USTAR_FORMAT
@@ -279,7 +279,7 @@ def write_bundle(sel: Selection, out: BinaryIO, compress: bool = True) -> None:
             info.size, info.mode = size, 0o644
             tar.addfile(normal_tarinfo(info), source)
 
-        for name, data in [(MANIFEST, _manifest(sel, index)), *index]:
+        for name, data in [(MANIFEST, manifest_bytes(sel, index)), *index]:
             add(name, len(data), io.BytesIO(data))
         for digest in sorted(sel.blobs):
             reader = io.BufferedReader(_Reader(sel.blobs.chunks(digest)), 1 << 20)

@@ -58,14 +58,14 @@ def _same(table: str, ours: Any, theirs: Any) -> bool:
     return bool(ours == theirs)
 
 
-def _refused(what: str, key: str, store: StoreBackend, path: Path) -> BundleError:
+def _refused(what: str, key: str, store: StoreBackend, path: Path | str) -> BundleError:
     return BundleError(
         f"{what} {key} already exists in store {store.location} with other content; refusing to import {path} "
         "(import into another store, or remove that id first)"
     )
 
 
-def _certificates_plan(store: StoreBackend, sel: Selection, path: Path) -> list[dict[str, Cell]]:
+def _certificates_plan(store: StoreBackend, sel: Selection, path: Path | str) -> list[dict[str, Cell]]:
     """The bundle's certificates the store lacks; one it holds with another verdict is refused."""
     out = []
     for key in sorted(sel.certificates):
@@ -82,7 +82,7 @@ def _certificates_plan(store: StoreBackend, sel: Selection, path: Path) -> list[
     return out
 
 
-def _plan(store: StoreBackend, sel: Selection, path: Path) -> dict[str, list[Any]]:
+def _plan(store: StoreBackend, sel: Selection, path: Path | str) -> dict[str, list[Any]]:
     """What importing ``sel`` would write; an id present with other content is refused."""
     if not store.exists():
         return _full_plan(sel)
@@ -121,7 +121,7 @@ def _batches(sel: Selection, digests: list[str]) -> Iterator[list[str]]:
 
 
 def _write(
-    store: StoreBackend, sel: Selection, path: Path, derived: DerivedCheck | None
+    store: StoreBackend, sel: Selection, path: Path | str, derived: DerivedCheck | None
 ) -> dict[str, list[Any]]:
     """Write what ``store`` lacks of ``sel`` in one transaction, recomputing each derived
     document it adds before the transaction commits (a failure rolls everything back)."""
@@ -163,7 +163,7 @@ def import_selection(
     as :func:`import_bundle` does; its spool is removed after. A store that does not exist yet
     is created only once the derived documents have been recomputed in a scratch store (a
     refusal leaves no empty store behind)."""
-    path = Path(source)
+    path = source
     try:
         plan = _plan(store, sel, path)
         report: BundleReport = {
@@ -190,7 +190,7 @@ def _has_derived(sel: Selection) -> bool:
     return any((r.get("kind") or "measure") != "measure" for r in sel.rows["runs"].values())
 
 
-def _in_scratch(sel: Selection, path: Path, derived: DerivedCheck) -> None:
+def _in_scratch(sel: Selection, path: Path | str, derived: DerivedCheck) -> None:
     """Write ``sel`` into a scratch store of its own, recomputing its derived documents there."""
     scratch_dir = Path(tempfile.mkdtemp(prefix="replaykit-verify-"))
     scratch = open_store(str(scratch_dir / "store"))

@@ -188,7 +188,12 @@ def read_bundle(path: Path | str) -> Selection:
     in the bundle), cassette ids against their keys and digests against events.
     """
     path = Path(path)
-    members = read_members(path)
+    return verified_selection(path, read_members(path))
+
+
+def verified_selection(path: Path | str, members: Members) -> Selection:
+    """The members of a bundle (read from its archive, or pulled from a registry: ``path`` names
+    where) verified completely into a :class:`Selection`; its spool is removed on a refusal."""
     try:
         manifest = check_manifest(path, members)
         sel = Selection(root=manifest["root"], manifest=manifest, blobs=members.blobs)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.store.schema import CassetteColumns
 
 
-def check_manifest(path: Path, members: Members) -> BundleManifest:
+def check_manifest(path: Path | str, members: Members) -> BundleManifest:
     """The manifest: format and version, every member listed with its size and sha256, a valid root."""
     if MANIFEST not in members:
         raise BundleError(f"bundle {path} has no {MANIFEST}; not a replaykit bundle (or truncated)")
@@ -77,7 +77,7 @@ def check_manifest(path: Path, members: Members) -> BundleManifest:
     }
 
 
-def _check_member(path: Path, name: str, entry: object, members: Members) -> None:
+def _check_member(path: Path | str, name: str, entry: object, members: Members) -> None:
     """One member the manifest lists: present, of its size and sha256."""
     if name not in members:
         raise BundleError(f"bundle {path} is truncated or incomplete: member {name!r} is missing")
@@ -92,7 +92,7 @@ def _check_member(path: Path, name: str, entry: object, members: Members) -> Non
         )
 
 
-def _root(path: Path, root: object) -> BundleRoot:
+def _root(path: Path | str, root: object) -> BundleRoot:
     """The manifest's root: a run or cassette id (and the run's kind)."""
     if (
         not isinstance(root, dict)
@@ -106,7 +106,7 @@ def _root(path: Path, root: object) -> BundleRoot:
     return named
 
 
-def check_blobs(path: Path, members: Members, sel: Selection) -> None:
+def check_blobs(path: Path | str, members: Members, sel: Selection) -> None:
     """Every ``blobs/<sha256>`` member hashes to its name (hashed as it was spooled: ``sel.blobs``)."""
     for name, (_, digest) in members.digests.items():
         if name.startswith("blobs/") and digest != name[len("blobs/") :]:
@@ -115,7 +115,7 @@ def check_blobs(path: Path, members: Members, sel: Selection) -> None:
             )
 
 
-def load_rows(path: Path, members: Members, sel: Selection) -> None:
+def load_rows(path: Path | str, members: Members, sel: Selection) -> None:
     """The index rows into ``sel.rows``: a key and a content column each, safe column names, no duplicates."""
     for table in TABLES:
         name = f"index/{table}.json"
@@ -146,7 +146,7 @@ def load_rows(path: Path, members: Members, sel: Selection) -> None:
             sel.rows[table][row[pk]] = row
 
 
-def load_certificates(path: Path, members: Members, sel: Selection) -> None:
+def load_certificates(path: Path | str, members: Members, sel: Selection) -> None:
     """The certificate rows (format 2) into ``sel.certificates``: every column, of its type, once."""
     if CERTIFICATES not in members:
         return
@@ -170,7 +170,7 @@ def load_certificates(path: Path, members: Members, sel: Selection) -> None:
         sel.certificates[row["id"]] = row
 
 
-def check_graph(path: Path, sel: Selection) -> None:
+def check_graph(path: Path | str, sel: Selection) -> None:
     """Every reference resolved inside the bundle; cassettes and run entries checked against their events."""
     graph = _Graph(path, sel)
     root = sel.root
@@ -189,7 +189,7 @@ class _Graph:
     """One bundle's references, resolved as they are checked: cassettes first (their columns
     recomputed from the events), then the documents that name them."""
 
-    def __init__(self, path: Path, sel: Selection) -> None:
+    def __init__(self, path: Path | str, sel: Selection) -> None:
         self.path = path
         self.sel = sel
         self.derived: dict[str, CassetteColumns] = {}  # recomputed from the events, never trusted

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.gc import RemovalReport
     from replaykit.exchange.harbor_jobs import HarborExport
+    from replaykit.exchange.oci.pull import PullReport
+    from replaykit.exchange.oci.push import PushReport
     from replaykit.exchange.vcr_export import VcrExport
 
 
@@ -214,6 +216,24 @@ def bundle_report(report: BundleReport, action: str) -> None:
     if report.get("images_loaded"):
         text += f" · docker-loaded {len(report['images_loaded'])} image(s)"
     line(text)
+
+
+def push_report(report: PushReport) -> None:
+    """One summary line for ``cassettes push``."""
+    root = report["root"]
+    signed = f" · signed by {report['signed_by']}" if "signed_by" in report else ""
+    line(
+        f"pushed {root.get('kind', root['table'])} {root['id']} to {report['reference']}"
+        f" ({report['digest'][:19]}): {report['blobs_uploaded']} blob(s) uploaded"
+        f" ({report['bytes_uploaded']} bytes), {report['blobs_present']} already there{signed}"
+    )
+
+
+def pull_report(report: PullReport) -> None:
+    """One summary line for ``cassettes pull`` (an import's, from a registry)."""
+    bundle_report(report, "import")
+    if "signed_by" in report:
+        line(f"signature verified: signed by {report['signed_by']}")
 
 
 def vcr_export(report: VcrExport) -> None:
