@@ -187,3 +187,31 @@ def cassettes_pull(
             st, ref, insecure=insecure, verify_key=verify_key, progress=progress, derived=verify_document
         )
     emit_json(report) if as_json else render.pull_report(report)
+
+
+def reproduce(
+    source: str = typer.Argument(..., help="A bundle file, or oci://HOST[:PORT]/REPOSITORY:TAG."),
+    charts: Optional[Path] = typer.Option(
+        None, "--charts", help="Also write each root's charts, drawn again, as SVG files into this folder."
+    ),
+    verify_key: Optional[Path] = typer.Option(
+        None, "--verify-key", help="oci://: refuse it unless signed by this ed25519 public key."
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="oci://: plain HTTP to a registry that is not on loopback."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Reproduce a shared bundle or artefact: import it into a scratch store, replay every root, redraw its charts."""
+    from replaykit.report.reproduce import from_bundle, from_registry
+    from replaykit.report.reproduce import reproduce as run_reproduction
+
+    if source.startswith("oci://"):
+        fetch = from_registry(_oci_ref(source, "SOURCE"), insecure, verify_key)
+    else:
+        fetch = from_bundle(Path(source))
+    with render.progress(enabled=not as_json) as progress:
+        done = run_reproduction(source, fetch, charts, progress)
+    emit_json(done) if as_json else render.reproduction(done)
+    if not done["identical"]:
+        raise typer.Exit(1)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         paid_line,
         regrade_report,
         replay_report,
+        reproduction,
         run_rows,
         run_table,
     )
@@ -82,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "removal_report": "replaykit.render.cassettes",
     "regrade_report": "replaykit.render.runs",
     "replay_report": "replaykit.render.runs",
+    "reproduction": "replaykit.render.runs",
     "run_rows": "replaykit.render.runs",
     "run_table": "replaykit.render.runs",
     "short_ids": "replaykit.render.console",
@@ -121,6 +123,7 @@ __all__ = [
     "regrade_report",
     "removal_report",
     "replay_report",
+    "reproduction",
     "run_rows",
     "run_table",
     "short_ids",

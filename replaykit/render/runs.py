@@ -4,6 +4,7 @@ the harness × model table, the list of stored documents."""
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from replaykit.render.console import line, short_ids, show_table, wrapped
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
     from replaykit.episodes.regrade import RegradeReport
+    from replaykit.report.reproduce import Reproduction
 
 
 def _outcome(e: EpisodeRow) -> str:
@@ -250,3 +252,17 @@ def claims_line(checked: int, unchecked: list[str]) -> None:
             f"reuse claims: {checked} episode(s) served a donor's events, each checked against its donor"
             + (f"; {len(unchecked)} unchecked (the donor is not in this store)" if unchecked else "")
         )
+
+
+def reproduction(done: Reproduction) -> None:
+    """``reproduce``: one line per root (identical, or DIVERGED with where, wrapped under it)."""
+    for root in done["roots"]:
+        head = f"{root['kind']} {root['id'][:16]}: "
+        unit = "cassette" if root["kind"] in ("cassette", "fork") else "run"
+        tail = f"({root['replayed']} {unit}(s) replayed, {len(root['charts'])} chart(s) redrawn)"
+        if root["identical"]:
+            line(f"{head}identical {tail}")
+            continue
+        line(f"{head}DIVERGED {tail}")
+        for piece in textwrap.wrap(root["divergence"] or "", 76):
+            line(f"    {piece}")

@@ -138,3 +138,16 @@ def test_a_forged_compare_is_refused_and_nothing_is_written(recorded: dict[str, 
         assert len(lines) == 1 and f"compare {cid}" in lines[0] and "field(s) solved" in lines[0], lines
         assert "do not follow from run" in lines[0]
     assert not (tmp_path / "other").exists()
+
+
+def test_reproduce_replays_the_training_and_the_comparison_it_carries(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    tid, cid = recorded["training"]["training_id"], recorded["compare"]["compare_id"]
+    bundle = tmp_path / "training.tar.gz"
+    cli("cassettes", "export", tid, "-o", str(bundle), "--store", recorded["store"], cwd=tmp_path)
+    done = cli("reproduce", str(bundle), cwd=tmp_path)
+    assert done["identical"] is True
+    assert [(r["id"], r["kind"]) for r in done["roots"]] == [(tid, "training"), (cid, "compare")]
+    compare = done["roots"][1]
+    assert compare["replayed"] == 4 and [c["name"] for c in compare["charts"]] == ["compare"]

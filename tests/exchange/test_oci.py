@@ -353,3 +353,11 @@ def test_an_interrupted_pull_writes_nothing(
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err, err
     assert not store.exists()
+
+
+def test_reproduce_from_the_registry(source: dict[str, Any], reg: Running, tmp_path: Path) -> None:
+    ref = reg.ref("rk/repro:1")
+    pushed = rk("cassettes", "push", source["training"], ref, "--store", source["store"], tmp=tmp_path)
+    done = rk("reproduce", ref, tmp=tmp_path, cwd=REPO_ROOT)  # the checkout: see the replay above
+    assert done["identical"] is True and done["digest"] == pushed["digest"]
+    assert done["roots"][0]["id"] == source["training"] and done["roots"][0]["charts"]

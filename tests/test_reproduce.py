@@ -1,0 +1,59 @@
+"""``replaykit reproduce SOURCE``: a shared bundle imported into a scratch store, every root
+replayed and its charts drawn again, one line per root; the charts are the bytes `report` draws."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from replaykit.testing import REPO_ROOT
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e  # drives the CLI
+
+SHIPPED = REPO_ROOT / "cassettes" / "quickstart-training.tar.gz"
+
+
+def test_the_shipped_training_reproduces_identical(tmp_path: Path) -> None:
+    charts = tmp_path / "charts"
+    # from the checkout: the training finds its tasks there until bundles carry them (issue 36 item 2)
+    proc = cli("reproduce", str(SHIPPED), "--charts", str(charts), "--json", cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    done = json.loads(proc.stdout)
+    assert done["identical"] is True and done["roots"][0]["kind"] == "training"
+    assert all(r["identical"] and r["divergence"] is None for r in done["roots"])
+    training = done["roots"][0]
+    assert training["replayed"] >= 2 and {c["name"] for c in training["charts"]} >= {"curve"}
+    # the same chart `report` draws from a store the bundle was imported into, byte for byte
+    store = tmp_path / "store"
+    cli("cassettes", "import", str(SHIPPED), "--store", str(store), check=True)
+    html = tmp_path / "report.html"
+    cli("report", done["root"], "--store", str(store), "-o", str(html), check=True, cwd=REPO_ROOT)
+    drawn = {
+        hashlib.sha256(s.encode()).hexdigest() for s in re.findall(r"<svg.*?</svg>", html.read_text(), re.S)
+    }
+    for chart in training["charts"]:
+        written = Path(chart["path"]).read_text()
+        assert hashlib.sha256(written.encode()).hexdigest() == chart["sha256"]
+        assert hashlib.sha256(written.rstrip("\n").encode()).hexdigest() in drawn
+    assert not list(tmp_path.glob("replaykit-reproduce-*"))
+
+
+def test_one_line_per_root_in_80_columns(tmp_path: Path) -> None:
+    proc = cli("reproduce", str(SHIPPED), cwd=REPO_ROOT, env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), lines
+    assert re.match(r"training [0-9a-f]{16}: identical", lines[0]), lines
+
+
+def test_a_bad_source_is_one_line(tmp_path: Path) -> None:
+    missing = cli("reproduce", str(tmp_path / "nope.tar.gz"))
+    assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
+    assert "cannot read bundle" in missing.stderr
+    bad = cli("reproduce", "oci://127.0.0.1/NOPE:1")
+    assert bad.returncode == 2 and "is not a repository name" in bad.stderr
