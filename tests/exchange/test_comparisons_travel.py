@@ -65,7 +65,22 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         harnesses,
         cwd=root,
     )
-    return {"root": root, "store": str(root / "store"), "training": trained, "compare": compared}
+    moved = cli(
+        "transfer",
+        trained["training_id"],
+        "--config",
+        str(config),
+        "--models",
+        "reference-weak,reference-strong",
+        cwd=root,
+    )
+    return {
+        "root": root,
+        "store": str(root / "store"),
+        "training": trained,
+        "compare": compared,
+        "transfer": moved,
+    }
 
 
 def svgs(html: Path) -> list[str]:
@@ -98,6 +113,9 @@ def test_a_training_carries_the_comparisons_of_its_harnesses(
     assert imported["root"]["id"] == tid
     listed = cli("runs", "--kind", "compare", "--store", str(tmp_path / "other"), cwd=tmp_path)
     assert [r["id"] for r in listed] == [cid]
+    tfid = recorded["transfer"]["transfer_id"]
+    listed = cli("runs", "--kind", "transfer", "--store", str(tmp_path / "other"), cwd=tmp_path)
+    assert [r["id"] for r in listed] == [tfid]  # transfer documents travel the same way
     here, there = tmp_path / "here.html", tmp_path / "there.html"
     cli("report", cid, "-o", str(here), "--store", recorded["store"], cwd=tmp_path)
     cli("report", cid, "-o", str(there), "--store", str(tmp_path / "other"), cwd=tmp_path)
@@ -148,6 +166,11 @@ def test_reproduce_replays_the_training_and_the_comparison_it_carries(
     cli("cassettes", "export", tid, "-o", str(bundle), "--store", recorded["store"], cwd=tmp_path)
     done = cli("reproduce", str(bundle), cwd=tmp_path)
     assert done["identical"] is True
-    assert [(r["id"], r["kind"]) for r in done["roots"]] == [(tid, "training"), (cid, "compare")]
-    compare = done["roots"][1]
+    tfid = recorded["transfer"]["transfer_id"]
+    assert [(r["id"], r["kind"]) for r in done["roots"]] == sorted(
+        [(tid, "training"), (cid, "compare"), (tfid, "transfer")], key=lambda r: (r[0] != tid, r[0])
+    )
+    compare = next(r for r in done["roots"] if r["kind"] == "compare")
+    transfer = next(r for r in done["roots"] if r["kind"] == "transfer")
+    assert transfer["identical"] and transfer["charts"]
     assert compare["replayed"] == 4 and [c["name"] for c in compare["charts"]] == ["compare"]
