@@ -43,6 +43,9 @@ SECONDS: dict[str, tuple[float, float]] = {
     "envs/docker/test_limits_docker.py": (0, 17),
     "envs/docker/network/test_own_service.py": (0, 40),
     "envs/docker/network/test_build_replay.py": (0, 165),  # wall seconds at load 15, not at 0fcf307
+    "exchange/test_oci.py": (170, 0),  # a docker-registry per module; wall seconds at load ~9
+    "test_reproduce.py": (80, 0),
+    "exchange/test_comparisons_travel.py": (30, 0),
     "test_endpoint_failures.py": (24, 0),
     "test_broken_answers.py": (22, 0),
     "test_certify.py": (0, 21),

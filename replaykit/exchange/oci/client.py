@@ -15,8 +15,9 @@ import json
 import re
 import socket
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx2
@@ -30,6 +31,10 @@ MAX_REDIRECTS = 5
 #: a manifest larger than this is refused before it is parsed
 MAX_MANIFEST_BYTES = 32 << 20
 CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
+#: requests in flight at once when many blobs are asked for or fetched
+WORKERS = 8
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 class RegistryError(ReplaykitError):
@@ -209,6 +214,15 @@ class Registry:
         self._check(response, f"looking up blob {digest[7:19]}", (200,))
         return True
 
+    def held(self, digests: list[str]) -> set[str]:
+        """Which of ``digests`` the registry holds: the first asked alone (it settles the
+        authentication), the rest ``WORKERS`` at a time (a far registry costs a round trip each)."""
+        if not digests:
+            return set()
+        found = {digests[0]} if self.has_blob(digests[0]) else set()
+        answers = in_parallel(self.has_blob, digests[1:])
+        return found | {d for d, held in zip(digests[1:], answers, strict=True) if held}
+
     def upload_blob(self, digest: str, size: int, chunks: Callable[[], Iterable[bytes]]) -> None:
         """A monolithic upload: ``POST`` a session, ``PUT`` the bytes with their digest."""
         started = self._check(
@@ -261,6 +275,16 @@ class Registry:
     def _chunks(self, response: httpx2.Response) -> Iterator[bytes]:
         with self._reaching():
             yield from response.iter_raw(1 << 20)
+
+
+def in_parallel(fn: Callable[[U], T], items: list[U]) -> list[T]:
+    """``fn`` over ``items`` on ``WORKERS`` threads, results in order; Ctrl-C cancels what has
+    not started (and waits for no more than what is in flight)."""
+    pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="replaykit-oci")
+    try:
+        return list(pool.map(fn, items))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _capped(response: httpx2.Response, cap: int, what: str) -> bytes:

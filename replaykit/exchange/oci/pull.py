@@ -13,6 +13,8 @@ recomputed). An interrupted pull (Ctrl-C, a dropped connection) has written noth
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
@@ -22,7 +24,7 @@ from replaykit.core.progress import Progress
 from replaykit.exchange.bundle_format import BundleReport, Members, Selection
 from replaykit.exchange.importer import DerivedCheck, import_selection
 from replaykit.exchange.oci import signing
-from replaykit.exchange.oci.client import Registry, RegistryError
+from replaykit.exchange.oci.client import Registry, RegistryError, in_parallel
 from replaykit.exchange.oci.credentials import find_credentials
 from replaykit.exchange.oci.layout import MANIFEST_TYPE, ROOT_ID, Artefact, Layer, parse_manifest
 from replaykit.exchange.oci.reference import OciRef
@@ -116,16 +118,37 @@ def _download(
             f"{source} holds {total} bytes, more than {cap} (the cap); refusing "
             "(raise it with REPLAYKIT_BUNDLE_MAX_BYTES if the artefact is trusted)"
         )
-    if progress:
-        progress("plan", {"total": len(layers), "label": "pull"})
     for layer in layers:
         if layer.size > MAX_MEMBER_BYTES:
             raise RegistryError(f"{source}: layer {layer.digest[7:19]} holds {layer.size} bytes; refusing")
-        with registry.blob(layer.digest) as chunks:
-            _take(layer, _bounded(chunks, layer.size), members, source)
-        if progress:
-            progress("task", {"task_id": layer.member[:18], "label": "pull"})
+    if progress:
+        progress("plan", {"total": len(layers), "label": "pull"})
+    folder = Path(tempfile.mkdtemp(prefix="replaykit-pull-"))
+    try:
+
+        def one(at: int) -> Path:  # a layer to a file of its own (several at a time)
+            layer, path = layers[at], folder / str(at)
+            with registry.blob(layer.digest) as chunks, open(path, "wb") as out:
+                for chunk in _bounded(chunks, layer.size):
+                    out.write(chunk)
+            return path
+
+        paths = [one(0)]  # the config alone first: it settles the authentication
+        paths += in_parallel(one, list(range(1, len(layers))))
+        for layer, path in zip(layers, paths, strict=True):
+            _take(layer, _file_chunks(path), members, source)
+            path.unlink()
+            if progress:
+                progress("task", {"task_id": layer.member[:18], "label": "pull"})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return total
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as source:
+        while block := source.read(1 << 20):
+            yield block
 
 
 def _bounded(chunks: Iterator[bytes], size: int) -> Iterator[bytes]:

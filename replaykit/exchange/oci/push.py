@@ -111,18 +111,20 @@ def push(
 
 
 def _upload(registry: Registry, parts: list[Part], progress: Progress | None) -> tuple[int, int, int]:
-    """Each part the registry lacks, uploaded: (uploaded, already present, bytes sent)."""
+    """Each part the registry lacks, uploaded: (uploaded, already present, bytes sent). Every
+    layer is asked for first, several at a time; the missing ones are sent one by one (their
+    bytes read from the store here, on the thread that opened it)."""
+    unique: dict[str, Part] = {}
+    for part in parts:
+        unique.setdefault(part[0].digest, part)
+    held = registry.held(list(unique))
+    missing = [part for digest, part in unique.items() if digest not in held]
     if progress:
-        progress("plan", {"total": len(parts), "label": "push"})
-    sent = held = size = 0
-    done: set[str] = set()
-    for layer, chunks in parts:
-        if layer.digest in done or registry.has_blob(layer.digest):
-            held += 1
-        else:
-            registry.upload_blob(layer.digest, layer.size, chunks)
-            sent, size = sent + 1, size + layer.size
-        done.add(layer.digest)
+        progress("plan", {"total": len(missing), "label": "upload"})
+    sent = size = 0
+    for layer, chunks in missing:
+        registry.upload_blob(layer.digest, layer.size, chunks)
+        sent, size = sent + 1, size + layer.size
         if progress:
-            progress("task", {"task_id": layer.member[:18], "label": "push"})
-    return sent, held, size
+            progress("task", {"task_id": layer.member[:18], "label": "upload"})
+    return sent, len(parts) - sent, size
