@@ -57,3 +57,14 @@ def test_a_bad_source_is_one_line(tmp_path: Path) -> None:
     assert "cannot read bundle" in missing.stderr
     bad = cli("reproduce", "oci://127.0.0.1/NOPE:1")
     assert bad.returncode == 2 and "is not a repository name" in bad.stderr
+
+
+@pytest.mark.parametrize("docker", ["as it is", "unserved"])
+def test_a_docker_training_reproduces_with_docker_running_or_not(tmp_path: Path, docker: str) -> None:
+    """The real-model training ran every command in Docker; reproducing it needs no daemon."""
+    env = {"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"} if docker == "unserved" else {}
+    bundle = REPO_ROOT / "cassettes" / "real-model-training.tar.gz"
+    proc = cli("reproduce", str(bundle), "--json", cwd=REPO_ROOT, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    done = json.loads(proc.stdout)
+    assert done["identical"] and done["roots"][0]["kind"] == "training" and done["roots"][0]["replayed"] >= 2

@@ -222,7 +222,7 @@ def push_report(report: PushReport) -> None:
     """One summary line for ``cassettes push``."""
     root = report["root"]
     signed = f" · signed by {report['signed_by']}" if "signed_by" in report else ""
-    line(
+    wrapped(
         f"pushed {root.get('kind', root['table'])} {root['id']} to {report['reference']}"
         f" ({report['digest'][:19]}): {report['blobs_uploaded']} blob(s) uploaded"
         f" ({report['bytes_uploaded']} bytes), {report['blobs_present']} already there{signed}"
@@ -230,10 +230,19 @@ def push_report(report: PushReport) -> None:
 
 
 def pull_report(report: PullReport) -> None:
-    """One summary line for ``cassettes pull`` (an import's, from a registry)."""
-    bundle_report(report, "import")
+    """What ``cassettes pull`` did (an import's summary, from a registry), wrapped to the width."""
+    root = report["root"]
+    what = f"{root.get('kind', root['table'])} {root['id']}"
+    if report["noop"]:
+        wrapped(f"{report['reference']}: {what} is already in store {report['store']}; nothing to do")
+    else:
+        new = ", ".join(f"{n} {k}" for k, n in report["imported"].items())
+        wrapped(
+            f"pulled {what} from {report['reference']} into {report['store']} (new: {new}); "
+            f"replay it with `replaykit replay {root['id']} --store {report['store']}`"
+        )
     if "signed_by" in report:
-        line(f"signature verified: signed by {report['signed_by']}")
+        wrapped(f"signature verified: signed by {report['signed_by']}")
 
 
 def vcr_export(report: VcrExport) -> None:
