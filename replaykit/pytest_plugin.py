@@ -51,7 +51,7 @@ import pytest
 from replaykit.core.modes import SESSION_MODES
 
 if TYPE_CHECKING:
-    from replaykit.cassette.backend import StoreBackend
+    from replaykit.cassette.backend import EpisodeStore, RunStore, StoreBackend
     from replaykit.cassette.events import Episode, LlmEvent
 
 ENV_VAR = "REPLAYKIT_STORE"
@@ -101,7 +101,7 @@ class LlmReplay:
 
 @contextlib.contextmanager
 def replay_cassette(
-    store: "StoreBackend",
+    store: "RunStore",
     cassette_id: str,
     require_all: bool = False,
     match_on: tuple[str, ...] | None = None,
@@ -209,7 +209,7 @@ def replaykit_store(pytestconfig: pytest.Config) -> Iterator["StoreBackend"]:
 
 
 @pytest.fixture
-def replaykit_cassette(replaykit_store: "StoreBackend") -> Callable[..., ContextManager[LlmReplay]]:
+def replaykit_cassette(replaykit_store: "RunStore") -> Callable[..., ContextManager[LlmReplay]]:
     """A factory: ``with replaykit_cassette(cassette_id) as replay: ...`` (see the module docstring)."""
     from replaykit.core.errors import DivergenceError, ReplaykitError
 
@@ -269,7 +269,7 @@ _TAPE = pytest.StashKey[Any]()
 
 
 @pytest.fixture
-def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "StoreBackend") -> Iterator[Any]:
+def replaykit_llm(request: pytest.FixtureRequest, replaykit_store: "EpisodeStore") -> Iterator[Any]:
     """Record this test's LLM calls on the first run (if it passes); replay them after."""
     from replaykit.capture.recorder import episode_cassette
     from replaykit.capture.tape import Tape

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.stores import is_url, open_store
 from replaykit.core.errors import StoreError
 from replaykit.exchange.gc import remove
@@ -53,7 +54,7 @@ class GcLoop:
                     self.errors.append(str(exc))
             time.sleep(0.02)
 
-    def try_rm(self, store: Any) -> None:
+    def try_rm(self, store: StoreBackend) -> None:
         """``cassettes rm`` of the newest cassette: a live writer's is refused (leased, or referenced)."""
         ids = [str(r[0]) for r in store.index_rows("cassettes", "id")]
         if not ids:

@@ -1,8 +1,13 @@
-"""What a store backend provides: the protocol the rest of replaykit is written against.
+"""What a store provides, by role: the protocols the rest of replaykit is written against.
 
-Every consumer is typed against :class:`StoreBackend`; a concrete store is built only by
-:func:`replaykit.cassette.stores.open_store` (by URL scheme). ``Store`` (the ``store``
-package) implements it once, over the narrow driver a backend provides
+A consumer asks for the role it uses: ``EpisodeStore`` (episodes and harness trees, found by
+key), ``DocumentStore`` (runs, trainings, verdicts, ... and certificates), ``BlobStore``
+(content-addressed bytes), ``ListingStore`` (browsing: listings, pages, filter values, a change
+token), ``MaintenanceStore`` (rows for bundles and ``gc``, leases, disk space); each is a
+``StoreHandle`` (where the store is, its errors). ``RunStore`` is what measuring, replaying and
+judging runs use (episodes, documents, blobs); ``StoreBackend`` is all of them, what
+:func:`replaykit.cassette.stores.open_store` returns (the one place a concrete store is built).
+``Store`` (the ``store`` package) implements it once, over the narrow driver a backend provides
 (:class:`~replaykit.cassette.store.driver.StoreDriver`: SQLite, PostgreSQL, a plugin's);
 ``mypy`` checks that it conforms. Every read is verified:
 a blob against its content address, a document against its row, a cassette row against
@@ -40,7 +45,30 @@ if TYPE_CHECKING:
     )
 
 
-class BlobStore(Protocol):
+class StoreHandle(Protocol):
+    """A store as a place: where it is, whether it can be written, its errors. Every role has it."""
+
+    readonly: bool
+
+    @property
+    def location(self) -> str:
+        """What ``open_store`` reopens the store from; what messages name (no password)."""
+        ...
+
+    def reopen(self, readonly: bool | None = None) -> StoreBackend:
+        """A new connection to the same store (another thread, another process's view)."""
+        ...
+
+    def exists(self) -> bool: ...
+
+    def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
+        """The ``store corrupt: …`` error naming this store (raise it on damage)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BlobStore(StoreHandle, Protocol):
     """Content-addressed bytes: the key is the sha256 of the data."""
 
     def put_blob(self, data: bytes) -> str: ...
@@ -62,29 +90,9 @@ class BlobStore(Protocol):
         ...
 
 
-class Index(Protocol):
-    """Episodes, documents and harness trees by id, and the named queries."""
+class EpisodeStore(StoreHandle, Protocol):
+    """Episodes (cassettes) and the harness trees they ran: written, read verified, found by key."""
 
-    readonly: bool
-
-    @property
-    def location(self) -> str:
-        """What ``open_store`` reopens the store from; what messages name (no password)."""
-        ...
-
-    def reopen(self, readonly: bool | None = None) -> StoreBackend:
-        """A new connection to the same store (another thread, another process's view)."""
-        ...
-
-    def exists(self) -> bool: ...
-
-    def corrupt(self, what: str, where: str = "") -> StoreCorrupt:
-        """The ``store corrupt: …`` error naming this store (raise it on damage)."""
-        ...
-
-    def close(self) -> None: ...
-
-    # episodes (cassettes)
     def put_episode(self, episode: Episode) -> None: ...
 
     def get_episode(self, cassette_id: str) -> Episode: ...
@@ -92,12 +100,6 @@ class Index(Protocol):
     def has(self, cassette_id: str) -> bool: ...
 
     def cassette_row(self, cassette_id: str) -> CassetteRow: ...
-
-    def cassette_summaries(self, limit: int | None = None) -> list[CassetteRow]:
-        """Index rows of the newest ``limit`` cassettes, oldest first (documents not read)."""
-        ...
-
-    def count_cassettes(self) -> int: ...
 
     def verified_columns(self, cassette_id: str) -> CassetteColumns:
         """A cassette's derived columns, checked against its events."""
@@ -107,11 +109,27 @@ class Index(Protocol):
         """What a cassette's reuse claim counts, checked against its own events."""
         ...
 
-    def check_run(self, run: RunDoc | RunDocument) -> None:
-        """Every episode entry of a run document against its cassette's events."""
-        ...
+    def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]: ...
 
-    # documents: runs, trainings, verdicts, ...
+    def find_donors(self, key: CassetteKey, limit: int = 32) -> list[CassetteRow]: ...
+
+    def find_keyed(self, key: CassetteKey) -> list[CassetteRow]: ...
+
+    def find_forks(self, parent: CassetteKey) -> list[CassetteRow]: ...
+
+    def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None: ...
+
+    def has_tree(self, sha: str) -> bool: ...
+
+    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]: ...
+
+    def materialise_tree(self, sha: str, files: dict[str, tuple[int, bytes]] | None = None) -> Path: ...
+
+
+class DocumentStore(StoreHandle, Protocol):
+    """Documents (runs, trainings, verdicts, compare results, ...) and certificates, read verified
+    against their rows."""
+
     def put_doc(self, doc_id: str, kind: str, doc: Mapping[str, object], **columns: str) -> None: ...
 
     def put_run(self, run: RunDoc | RunDocument) -> None: ...
@@ -145,26 +163,33 @@ class Index(Protocol):
 
     def doc_kind(self, doc_id: str) -> str: ...
 
-    def list_runs(self) -> list[RunsRow]: ...
-
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str: ...
 
-    # named queries
+    def check_run(self, run: RunDoc | RunDocument) -> None:
+        """Every episode entry of a run document against its cassette's events."""
+        ...
+
     def find_trainings(self, spec_digest: str) -> list[TrainingDocument]: ...
-
-    def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]: ...
-
-    def find_donors(self, key: CassetteKey, limit: int = 32) -> list[CassetteRow]: ...
-
-    def find_keyed(self, key: CassetteKey) -> list[CassetteRow]: ...
-
-    def find_forks(self, parent: CassetteKey) -> list[CassetteRow]: ...
 
     def get_certificate(self, cert_id: str) -> Certificate | None: ...
 
     def put_certificate(self, cert: Certificate) -> None: ...
 
-    # browsing (the viewer): pages, filter values, documents of a kind, a change token
+
+class ListingStore(StoreHandle, Protocol):
+    """Browsing: listings of episodes and documents (index rows, bodies not read), pages, filter
+    values, a change token."""
+
+    def cassette_summaries(self, limit: int | None = None) -> list[CassetteRow]:
+        """Index rows of the newest ``limit`` cassettes, oldest first (documents not read)."""
+        ...
+
+    def count_cassettes(self) -> int: ...
+
+    def list_runs(self) -> list[RunsRow]: ...
+
+    def doc_rows(self, kind: str) -> list[RunsRow]: ...
+
     def episode_page(
         self,
         filters: EpisodeFilters | None = None,
@@ -178,20 +203,12 @@ class Index(Protocol):
         """The first ``limit`` distinct values of each filter column, kept until the store changes."""
         ...
 
-    def doc_rows(self, kind: str) -> list[RunsRow]: ...
-
     def change_token(self) -> str: ...
 
-    # harness trees
-    def put_tree(self, sha: str, files: dict[str, tuple[int, bytes]]) -> None: ...
 
-    def has_tree(self, sha: str) -> bool: ...
+class MaintenanceStore(StoreHandle, Protocol):
+    """Rows as stored, for bundles and garbage collection; leases; disk space."""
 
-    def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]: ...
-
-    def materialise_tree(self, sha: str, files: dict[str, tuple[int, bytes]] | None = None) -> Path: ...
-
-    # rows, for bundles and garbage collection
     def get_row(self, table: str, key: str) -> dict[str, Cell] | None: ...
 
     def present(self, table: str, keys: list[str], column: str | None = None) -> dict[str, Cell]: ...
@@ -208,7 +225,6 @@ class Index(Protocol):
 
     def delete_rows(self, table: str, keys: Iterable[str]) -> int: ...
 
-    # leases: what a live writer is about to reference (gc and rm keep it, and refuse it)
     def leasing(self) -> contextlib.AbstractContextManager[None]:
         """Inside, every tree, cassette, document and blob written is leased in the same
         transaction as its write; the leases end when the outermost scope exits."""
@@ -224,14 +240,31 @@ class Index(Protocol):
 
     def release_leases(self) -> None: ...
 
-    # disk space: removal works on a full disk; compaction only with room
     def room_to_remove(self) -> contextlib.AbstractContextManager[None]: ...
 
     def compact(self) -> dict[str, object]: ...
 
 
-class StoreBackend(BlobStore, Index, Protocol):
-    """Everything replaykit asks of a store."""
+class RunStore(EpisodeStore, DocumentStore, BlobStore, Protocol):
+    """What measuring, replaying and judging runs use: their documents, episodes, trees and blobs."""
 
 
-__all__ = ["BlobStore", "Index", "StoreBackend"]
+class BrowseStore(RunStore, ListingStore, Protocol):
+    """What showing a store uses (the viewer, reports, listings): runs and their listings, no rows."""
+
+
+class StoreBackend(BrowseStore, MaintenanceStore, Protocol):
+    """Everything replaykit asks of a store (what ``open_store`` returns; ``Store`` implements it)."""
+
+
+__all__ = [
+    "BlobStore",
+    "BrowseStore",
+    "DocumentStore",
+    "EpisodeStore",
+    "ListingStore",
+    "MaintenanceStore",
+    "RunStore",
+    "StoreBackend",
+    "StoreHandle",
+]

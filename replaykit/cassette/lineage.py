@@ -29,7 +29,7 @@ from replaykit.core.records import JSON
 
 
 class Episodes(Protocol):
-    """What checking a claim reads of a store (``StoreBackend`` has it)."""
+    """What checking a claim reads of a store (``EpisodeStore`` has it)."""
 
     def get_episode(self, cassette_id: str) -> Episode: ...
 

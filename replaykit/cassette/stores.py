@@ -10,7 +10,8 @@ group::
     [project.entry-points."replaykit.stores"]
     dirstore = "my_pkg.store:DirDriver"    # DirDriver(location: str, readonly: bool) -> StoreDriver
 
-Everything else in replaykit is typed against :class:`~replaykit.cassette.backend.StoreBackend`.
+Everything else in replaykit is typed against the role it uses (``cassette/backend.py``:
+``EpisodeStore``, ``DocumentStore``, ... ``StoreBackend``, all of them).
 """
 
 from __future__ import annotations

@@ -32,10 +32,11 @@ from replaykit.commands.options import (
 from replaykit.core.modes import RecordMode
 
 if TYPE_CHECKING:
+    from replaykit.cassette.backend import RunStore
     from replaykit.episodes.run_records import MeasureReport
 
 
-def with_outcomes(store: Any, doc: MeasureReport) -> MeasureReport:
+def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
     """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
     ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``)."""
     from replaykit.episodes.outcomes import stored_outcome

@@ -12,7 +12,7 @@ from replaykit.commands.options import ConfigStoreOpt, ExecutorOpt, JsonOpt, Sto
 from replaykit.exchange.bundle_format import COMPARISON_KINDS
 
 if TYPE_CHECKING:
-    from replaykit.cassette.backend import StoreBackend
+    from replaykit.cassette.backend import RunStore
     from replaykit.execution.executor import Executor
 
 
@@ -87,9 +87,7 @@ def replay(
         raise typer.Exit(1)
 
 
-def replay_comparison(
-    st: StoreBackend, doc_id: str, kind: str, chosen: Executor | None, as_json: bool
-) -> bool:
+def replay_comparison(st: RunStore, doc_id: str, kind: str, chosen: Executor | None, as_json: bool) -> bool:
     """``replay COMPARE_ID``: the document recomputed from its runs, then every run it reads
     replayed; identical when every one is."""
     from replaykit.episodes.replay import replay_runs

@@ -7,14 +7,19 @@ Each parses its options, calls one library function, prints JSON or renders.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from replaykit.commands.options import ConfigStoreOpt, JsonOpt, OutputCapOpt, StoreOpt, emit_json, open_store
 
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import BrowseStore, RunStore, StoreBackend
 
-def existing_store(store: Optional[str], existing: bool = True, config: Optional[Path] = None) -> Any:
+
+def existing_store(
+    store: Optional[str], existing: bool = True, config: Optional[Path] = None
+) -> StoreBackend:
     """The store (see ``options.open_store``); a reading command never creates one and
     stops at once when it is missing."""
     from replaykit.core.errors import StoreError
@@ -25,7 +30,7 @@ def existing_store(store: Optional[str], existing: bool = True, config: Optional
     return st
 
 
-def show_transcript(store: Any, cassette_id: str, as_json: bool, cap: int | None = None) -> None:
+def show_transcript(store: RunStore, cassette_id: str, as_json: bool, cap: int | None = None) -> None:
     """``cassettes show ID --transcript`` (each output cut to ``cap`` bytes; None: in full)."""
     from replaykit.report import terminal
     from replaykit.report.transcript import show_transcript as build
@@ -186,7 +191,7 @@ def probe(
         raise typer.Exit(1)
 
 
-def export_inspect(store: Any, root_id: str, folder: Path, as_json: bool) -> None:
+def export_inspect(store: BrowseStore, root_id: str, folder: Path, as_json: bool) -> None:
     """``cassettes export ID --format inspect -o DIR``."""
     from replaykit.report import terminal
     from replaykit.report.inspect_log import export_inspect as write_logs

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from replaykit.agents.registry import get_agent
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.meta import AgentMeta, EpisodeMeta
 
@@ -69,7 +69,7 @@ def _installed(name: str) -> str:
 
 
 def reuse_note(
-    store: StoreBackend, reused: list[str], agent: AgentMeta | None, warn: Callable[[str], None]
+    store: EpisodeStore, reused: list[str], agent: AgentMeta | None, warn: Callable[[str], None]
 ) -> None:
     """``warn`` the ``version_note`` of the episodes a run of ``agent`` reuses, if any."""
     if agent is not None and reused:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore, EpisodeStore, RunStore
 from replaykit.cassette.certificates import Certificate, CertificateEvidence
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
@@ -76,11 +76,11 @@ def certificate_id(
     )[:24]
 
 
-def _key_of(store: StoreBackend, cassette_id: str) -> CassetteKey:
+def _key_of(store: EpisodeStore, cassette_id: str) -> CassetteKey:
     return CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
 
 
-def _cert_id_of(store: StoreBackend, cassette_ids: list[str]) -> str:
+def _cert_id_of(store: EpisodeStore, cassette_ids: list[str]) -> str:
     """A task's certificate in one run: keyed by the episodes (their digests cover every
     action, observation and the grade), never by the task alone."""
     key = _key_of(store, cassette_ids[0])
@@ -88,18 +88,18 @@ def _cert_id_of(store: StoreBackend, cassette_ids: list[str]) -> str:
     return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""), digests)
 
 
-def _by_task(store: StoreBackend, cassette_ids: list[str]) -> dict[str, list[str]]:
+def _by_task(store: EpisodeStore, cassette_ids: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for cassette_id in cassette_ids:
         out.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
     return out
 
 
-def get_certificate(store: StoreBackend, cert_id: str) -> Certificate | None:
+def get_certificate(store: DocumentStore, cert_id: str) -> Certificate | None:
     return store.get_certificate(cert_id)
 
 
-def forked_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+def forked_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
     """Task id → (certificate id, reason), for the run's tasks certified ``forked``.
 
     Pure look-up (runs nothing): tasks never certified are absent; certify them first with
@@ -116,12 +116,12 @@ def forked_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, 
     return out
 
 
-def forked_tasks(store: StoreBackend, run_doc: RunDocument) -> dict[str, str]:
+def forked_tasks(store: RunStore, run_doc: RunDocument) -> dict[str, str]:
     """Task id → reason, for the run's tasks whose certificate says ``forked``."""
     return {task: reason for task, (_, reason) in forked_certificates(store, run_doc).items()}
 
 
-def task_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+def task_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
     """Task id → (status, reason) of the certificate of the run's episodes of that task, for
     the tasks certified (a look-up by the certificate key; runs nothing)."""
     out: dict[str, tuple[str, str]] = {}
@@ -133,7 +133,7 @@ def task_certificates(store: StoreBackend, run_doc: RunDocument) -> dict[str, tu
     return out
 
 
-def task_certificate_id(store: StoreBackend, run_doc: RunDocument, task_id: str) -> str | None:
+def task_certificate_id(store: EpisodeStore, run_doc: RunDocument, task_id: str) -> str | None:
     """The id a certificate of ``task_id``'s episodes in this run has (None: no such task)."""
     cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
     found = _by_task(store, cassettes).get(task_id)
@@ -165,7 +165,7 @@ def find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] 
 
 
 def certify_task(
-    store: StoreBackend, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
+    store: RunStore, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
 ) -> Certificate:
     """Re-execute every episode of one task (unless ``check`` is its outcome); store and return its certificate."""
     key = episodes[0].key
@@ -194,7 +194,7 @@ def certify_task(
 
 
 def certify_run(
-    store: StoreBackend,
+    store: RunStore,
     run_id: str,
     tasks: list[str] | None = None,
     root: Path | None = None,
@@ -254,7 +254,7 @@ def certify_run(
 
 
 def _unfound(
-    store: StoreBackend, run_id: str, task_id: str, cassette_ids: list[str], key: CassetteKey, exc: TaskError
+    store: EpisodeStore, run_id: str, task_id: str, cassette_ids: list[str], key: CassetteKey, exc: TaskError
 ) -> Certificate:
     """The error certificate of a task whose folder is not found (or not the one recorded)."""
     return {

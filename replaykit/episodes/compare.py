@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, ConfigError, StoreCorrupt
 from replaykit.core.modes import RecordMode
@@ -101,7 +101,7 @@ def harness_role(given: str) -> tuple[str, str]:
 
 
 def store_compare(
-    store: StoreBackend, name: str, models: list[str], harness_refs: list[str], cells: list[CompareCell]
+    store: DocumentStore, name: str, models: list[str], harness_refs: list[str], cells: list[CompareCell]
 ) -> CompareDocument:
     """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
     stable: list[CompareCell] = [
@@ -138,7 +138,7 @@ def compare_id_of(models: list[str], harness_refs: list[str], cells: list[Compar
     ]
 
 
-def _cell_problem(store: StoreBackend, doc: CompareDocument, cell: CompareCell) -> str | None:
+def _cell_problem(store: DocumentStore, doc: CompareDocument, cell: CompareCell) -> str | None:
     """What is wrong with one cell against the run it names (None: it is what its run gives)."""
     try:
         run = store.get_run(str(cell["run_id"]))
@@ -163,7 +163,7 @@ def _cell_problem(store: StoreBackend, doc: CompareDocument, cell: CompareCell) 
     )
 
 
-def verify_compare(store: StoreBackend, doc: CompareDocument, compare_id: str) -> None:
+def verify_compare(store: DocumentStore, doc: CompareDocument, compare_id: str) -> None:
     """``store corrupt`` unless every cell of a stored compare is what its run gives (solved,
     total, rate, harness SHA, model) and its id, runs and trees are its cells' (a compare is
     derived from its runs: recomputed, never trusted)."""
@@ -188,7 +188,7 @@ def verify_compare(store: StoreBackend, doc: CompareDocument, compare_id: str) -
         raise corrupt("its models, harnesses and cells are not the ones its id names")
 
 
-def verified_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
+def verified_compare(store: DocumentStore, compare_id: str) -> CompareDocument:
     """A stored compare result, every cell recomputed from its run first."""
     full = store.resolve_id("runs", compare_id, what="compare")
     doc = store.get_doc(full, kind="compare")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, DocumentStore, EpisodeStore
 from replaykit.core.errors import ConfigError, EngineChanged, ModelError
 from replaykit.core.records import JSON
 from replaykit.models.config import ModelConfig
@@ -77,7 +77,7 @@ def unchecked_note(model: ModelConfig, record_mode: str, persist: bool, reusing:
     )
 
 
-def check_engine(store: StoreBackend, reused: list[str], live: dict[str, JSON], model: ModelConfig) -> None:
+def check_engine(store: EpisodeStore, reused: list[str], live: dict[str, JSON], model: ModelConfig) -> None:
     """Stop when a cassette about to be reused was recorded under another engine identity."""
     if model.accept_engine_change:
         return
@@ -109,7 +109,7 @@ def check_unchanged(before: dict[str, JSON], model: ModelConfig, record_mode: st
     )
 
 
-def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -> ProbeResult | None:
+def last_probe(store: BrowseStore, model: ModelConfig, live: dict[str, JSON]) -> ProbeResult | None:
     """The newest saved probe of this endpoint, model and engine identity at ``model.temperature``."""
     endpoint, digest = model.base_url.rstrip("/"), identity_digest(live)
     for row in store.doc_rows("probe"):
@@ -123,7 +123,7 @@ def last_probe(store: StoreBackend, model: ModelConfig, live: dict[str, JSON]) -
 
 
 def probe_at_concurrency(
-    store: StoreBackend, model: ModelConfig, live: dict[str, JSON], workers: int, note: Callable[[str], None]
+    store: DocumentStore, model: ModelConfig, live: dict[str, JSON], workers: int, note: Callable[[str], None]
 ) -> ProbeResult:
     """Probe the engine the way the run will load it: ``workers`` concurrent requests (at most 4),
     twice as many requests in all per phase, replies of at most 16 tokens, the run's temperature
@@ -150,7 +150,7 @@ def probe_at_concurrency(
 
 
 def check_probe(
-    store: StoreBackend,
+    store: BrowseStore,
     model: ModelConfig,
     live: dict[str, JSON],
     warn: Callable[[str], None],

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, RunStore, StoreBackend, StoreHandle
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import (
@@ -101,7 +101,7 @@ def fork_episode(store: StoreBackend, cassette: str, at: int, change: ForkChange
         return _fork(store, parent, at, change)
 
 
-def _parent(store: StoreBackend, cassette: str, at: int) -> Episode:
+def _parent(store: RunStore, cassette: str, at: int) -> Episode:
     cid = store.resolve_id("cassettes", cassette, what="cassette")
     parent = store.get_episode(cid)
     meta = parent.meta
@@ -132,7 +132,7 @@ class _Plan:
     engine: dict[str, JSON] | None  # the engine identity measured (a real endpoint)
 
 
-def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> ForkResult:
+def _fork(store: BrowseStore, parent: Episode, at: int, change: ForkChange) -> ForkResult:
     cfg, meta = change.config, parent.meta
     model = _model(parent, cfg, change.model)
     task = _task(parent, cfg)
@@ -170,7 +170,7 @@ def _fork(store: StoreBackend, parent: Episode, at: int, change: ForkChange) -> 
     return _result(store, episode, recorded)
 
 
-def _record(store: StoreBackend, parent: Episode, plan: _Plan, extras: Extras) -> Episode:
+def _record(store: BrowseStore, parent: Episode, plan: _Plan, extras: Extras) -> Episode:
     meta, cfg, model, task, engine = parent.meta, plan.cfg, plan.model, plan.task, plan.engine
     tree = store.materialise_tree(plan.key.harness_sha, plan.files)
     clean_workspaces()
@@ -264,7 +264,7 @@ def _task(parent: Episode, cfg: RunConfig | None) -> Task:
 
 
 def _harness(
-    store: StoreBackend, parent: Episode, cfg: RunConfig | None, ref: str | None
+    store: BrowseStore, parent: Episode, cfg: RunConfig | None, ref: str | None
 ) -> tuple[str, dict[str, tuple[int, bytes]] | None]:
     """(harness SHA, its files when they must be stored): ``ref``'s in the harness repo, else the parent's."""
     if ref is None:
@@ -280,7 +280,7 @@ def _harness(
     return sha, None if store.has_tree(sha) else repo.tree_files(sha)
 
 
-def _repo_of(store: StoreBackend, cassette_id: str) -> Path:
+def _repo_of(store: BrowseStore, cassette_id: str) -> Path:
     """The harness repo of a run that lists the cassette."""
     for row in store.list_runs():
         if row["kind"] == "measure":
@@ -320,7 +320,7 @@ def _secrets(parent: Episode, cfg: RunConfig | None, key: str) -> dict[str, str]
     return secrets
 
 
-def _result(store: StoreBackend, episode: Episode, recorded: bool) -> ForkResult:
+def _result(store: StoreHandle, episode: Episode, recorded: bool) -> ForkResult:
     counts = reused_counts(episode)
     grade = episode.grade
     fork = episode.meta["fork"]

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from replaykit.cassette.backend import BlobStore, StoreBackend
+from replaykit.cassette.backend import BlobStore, RunStore
 from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
@@ -30,7 +30,7 @@ from replaykit.envs.registry import get_env_kind
 class KindStoreView:
     """The part of a store an env kind's extras reach (``envs.extras.KindStore``)."""
 
-    def __init__(self, store: StoreBackend) -> None:
+    def __init__(self, store: RunStore) -> None:
         self._store = store
 
     @property
@@ -90,7 +90,7 @@ def extras_of(
 
 @contextlib.contextmanager
 def recording(
-    store: StoreBackend | None, kind: EnvKind, env: EnvSection, tasks: Sequence[Any]
+    store: RunStore | None, kind: EnvKind, env: EnvSection, tasks: Sequence[Any]
 ) -> Iterator[Extras]:
     """Around a run's keys and recordings: the kind's extras recorder (``{}``: none, or no
     store to keep what it records in)."""
@@ -102,7 +102,7 @@ def recording(
 
 
 @contextlib.contextmanager
-def serving(store: StoreBackend, episodes: list[Episode]) -> Iterator[dict[str, Extras]]:
+def serving(store: RunStore, episodes: list[Episode]) -> Iterator[dict[str, Extras]]:
     """Each episode's extras for a re-execution (its recorded exchanges only), removed after."""
     view = KindStoreView(store)
     with contextlib.ExitStack() as stack:
@@ -214,7 +214,7 @@ class NetListing(TypedDict):
     stored_bytes: int  # the distinct bodies' bytes
 
 
-def net_listing(store: Any, target: str) -> NetListing:
+def net_listing(store: RunStore, target: str) -> NetListing:
     """What the episodes of a run (or one cassette) fetched: one row per exchange, and totals."""
     try:
         ident = store.resolve_id("runs", target, what="run")
@@ -258,7 +258,7 @@ def net_listing(store: Any, target: str) -> NetListing:
 
 
 def _builds(
-    store: StoreBackend, keys: list[tuple[tuple[str, str], ...]]
+    store: RunStore, keys: list[tuple[tuple[str, str], ...]]
 ) -> list[tuple[str, list[StoredExchange]]]:
     """What the builds behind these cassette keys fetched, each build once, in key order."""
     view = KindStoreView(store)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.cassette.documents import EpisodeDoc
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent
 from replaykit.envs.base import Grade
@@ -88,7 +88,7 @@ def _classify(grade: Grade | None, errors: list[str], acted: bool) -> EpisodeOut
     return EpisodeOutcome(outcome, limit, error)
 
 
-def stored_outcome(store: StoreBackend, cassette_id: str) -> EpisodeOutcome:
+def stored_outcome(store: RunStore, cassette_id: str) -> EpisodeOutcome:
     """A stored episode's outcome, from its document (verified by its content address)."""
     try:
         return classify_doc(store.get_json(store.cassette_row(cassette_id)["doc"]))

@@ -24,7 +24,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.lineage import FORK_MESSAGE, FORK_STEP, FORKED_FROM
 from replaykit.core.determinism import digest_of
@@ -189,7 +189,7 @@ def episode_keys(
     return keys
 
 
-def template_keys(store: StoreBackend, cassettes: list[str]) -> list[CassetteKey]:
+def template_keys(store: EpisodeStore, cassettes: list[str]) -> list[CassetteKey]:
     """A recorded run's keys (its cassettes' rows, each id derived again): a training's panel as
     it was measured, which ``replace(key, harness_sha=…)`` turns into any other SHA's keys."""
     keys = []

@@ -13,7 +13,7 @@ from replaykit.capture import rule_files
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.capture.matchers import get_rule
 from replaykit.capture.upstream import upstream_identity
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BlobStore, EpisodeStore
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError
@@ -62,7 +62,7 @@ def proxy_key(
 
 
 def find_sessions(
-    store: StoreBackend, name: str, upstream: str | None, note: Line | None = None
+    store: EpisodeStore, name: str, upstream: str | None, note: Line | None = None
 ) -> list[Mapping[str, object]]:
     """The stored sessions called ``name``, oldest first (for this upstream, when given: compared
     as services, so ``localhost:8080`` finds one recorded against ``127.0.0.1:9090``)."""
@@ -86,7 +86,7 @@ def find_sessions(
     return groups.get(wanted, [])
 
 
-def reusable_session(store: StoreBackend, row: Mapping[str, object], upstream: str | None) -> bool:
+def reusable_session(store: BlobStore, row: Mapping[str, object], upstream: str | None) -> bool:
     """A stored session may be replayed as the answer unless it recorded no call (older
     versions stored empty sessions) or, when it could be re-recorded, an endpoint error."""
     doc = store.get_json(str(row["doc"]))

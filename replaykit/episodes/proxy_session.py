@@ -28,7 +28,7 @@ from replaykit.capture import rule_files
 from replaykit.capture.conversations import Resume
 from replaykit.capture.proxy import ProxyServer
 from replaykit.capture.tape import Tape
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore
 from replaykit.cassette.events import Episode, ErrorEvent, Event, LlmEvent
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.scrub import Scrubber
@@ -160,7 +160,7 @@ class SessionLines:
 
 
 def run_proxy_session(
-    store: StoreBackend,
+    store: RunStore,
     name: str,
     upstream: str | None,
     record_mode: RecordMode = RecordMode.ONCE,
@@ -235,7 +235,7 @@ class _Session:
 
     def __init__(
         self,
-        store: StoreBackend,
+        store: EpisodeStore,
         name: str,
         rules: tuple[str, ...],
         defs: dict[str, RuleDef],

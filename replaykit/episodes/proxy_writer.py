@@ -8,7 +8,7 @@ import queue
 import threading
 from typing import Callable
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import StoreHandle
 from replaykit.cassette.events import Episode, Event
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.meta import EpisodeMeta
@@ -21,7 +21,7 @@ class SessionWriter:
     store connection (SQLite connections belong to their thread). Writers waiting at
     the same time share one write of the newest tape."""
 
-    def __init__(self, source: StoreBackend, key_of: KeyOf, meta: Callable[[], EpisodeMeta]) -> None:
+    def __init__(self, source: StoreHandle, key_of: KeyOf, meta: Callable[[], EpisodeMeta]) -> None:
         """``key_of`` keys the tape (a session's key names the model of its first call);
         ``meta`` is the episode's metadata as it stands when written."""
         self.source, self.key_of, self.meta = source, key_of, meta

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BlobStore, RunStore
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.core.determinism import digest_of, sha256_hex
 from replaykit.core.errors import ConfigError, EnvError, ReplaykitError, StoreCorrupt, TaskError
@@ -95,13 +95,13 @@ class _Plan:
     snapshot: bytes | None  # the last full snapshot, when there is one
 
 
-def _last_snapshot(store: StoreBackend, episode: Episode) -> bytes | None:
+def _last_snapshot(store: BlobStore, episode: Episode) -> bytes | None:
     steps = episode.env_events
     digest = steps[-1].snapshot if steps else None
     return store.get_blob(digest) if digest else None
 
 
-def _plan(store: StoreBackend, run: RunDoc, episode: Episode, task: Task) -> _Plan:
+def _plan(store: BlobStore, run: RunDoc, episode: Episode, task: Task) -> _Plan:
     """The restoration plan, or one line saying why the episode's state cannot be rebuilt."""
     snapshot = _last_snapshot(store, episode)
     if snapshot is not None and not episode.meta.get("task", {}).get("step_actions"):
@@ -184,7 +184,7 @@ def _regraded(episode: Episode, grade: Grade, verifier: str, how: str) -> Episod
 
 
 def regrade_run(
-    store: StoreBackend,
+    store: RunStore,
     run_id: str,
     tests: Mapping[str, Path] | None = None,
     root: Path | None = None,
@@ -240,7 +240,7 @@ def _regrade_one(plan: _Plan, tests: Path | None, extras: Extras) -> tuple[Episo
 
 
 def _report(
-    store: StoreBackend, run: RunDoc, regraded: list[tuple[Episode, str]], tests: Mapping[str, Path]
+    store: RunStore, run: RunDoc, regraded: list[tuple[Episode, str]], tests: Mapping[str, Path]
 ) -> RegradeReport:
     rows: list[RegradedEpisode] = []
     summaries: list[EpisodeSummary] = []
@@ -293,7 +293,7 @@ def _report(
     }
 
 
-def regraded_original(store: StoreBackend, run: RunDoc) -> RunDoc:
+def regraded_original(store: RunStore, run: RunDoc) -> RunDoc:
     """The run ``run`` re-graded, its provenance derived: every cassette's key names the
     original run's cassette at the same place (``regraded_from``), never trusted from the
     run document alone."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore
 from replaykit.cassette.events import Episode
 from replaykit.cassette.lineage import ClaimStatus, check_claim
 from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
@@ -45,7 +45,7 @@ def replay_job(job: ReplayJob) -> ReplayResult:
 
 
 def replay_run(
-    store: StoreBackend,
+    store: RunStore,
     run_id: str,
     harness_ref: str | None = None,
     repo_path: str | None = None,
@@ -57,7 +57,7 @@ def replay_run(
 
 
 def replay_runs(
-    store: StoreBackend,
+    store: RunStore,
     run_ids: list[str],
     harness_ref: str | None = None,
     repo_path: str | None = None,
@@ -93,7 +93,7 @@ def replay_runs(
 
 
 def _replay_plan(
-    store: StoreBackend,
+    store: EpisodeStore,
     plan: list[tuple[str, str]],
     trees: dict[str, Path],
     progress: Progress | None,
@@ -132,7 +132,7 @@ def _replay_plan(
 
 
 def _replay_tree(
-    store: StoreBackend, sha: str, harness_ref: str | None, repo_path: str | None
+    store: EpisodeStore, sha: str, harness_ref: str | None, repo_path: str | None
 ) -> tuple[str, dict[str, tuple[int, bytes]] | None]:
     """The harness sha a run is replayed at (its own, or ``harness_ref`` in ``repo_path``) and
     that tree's files when the store lacks them."""
@@ -149,7 +149,7 @@ def _replay_tree(
 
 
 def replay_cassette(
-    store: StoreBackend, cassette_id: str, harness_ref: str | None = None, repo_path: str | None = None
+    store: RunStore, cassette_id: str, harness_ref: str | None = None, repo_path: str | None = None
 ) -> ReplayReport:
     """Replay one cassette (an episode of a run, a fork) offline at its harness SHA (or
     ``harness_ref``'s in ``repo_path``); its reuse claim checked against its donor."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from replaykit.capture.failures import stored_endpoint_failure
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, RunStore
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
@@ -58,7 +58,7 @@ class ReusePolicy:
         return {"policy": self.policy, "basis": self.basis, "reason": self.reason}
 
 
-def determinism(store: StoreBackend, model: ModelConfig, engine: dict[str, JSON] | None) -> tuple[bool, str]:
+def determinism(store: BrowseStore, model: ModelConfig, engine: dict[str, JSON] | None) -> tuple[bool, str]:
     """Is the engine deterministic, and why it is taken to be (or not)."""
     if model.base_url == BUILTIN:
         return True, "the built-in reference server is deterministic"
@@ -73,7 +73,7 @@ def determinism(store: StoreBackend, model: ModelConfig, engine: dict[str, JSON]
 
 
 def reuse_policy(
-    store: StoreBackend, model: ModelConfig, engine: dict[str, JSON] | None, record_mode: str
+    store: BrowseStore, model: ModelConfig, engine: dict[str, JSON] | None, record_mode: str
 ) -> ReusePolicy:
     """``model.reuse`` when set, else the default for this engine and record mode."""
     exact, why = determinism(store, model, engine)
@@ -97,7 +97,7 @@ def _engine_of(episode: Episode) -> str:
 
 
 def find_donors(
-    store: StoreBackend,
+    store: RunStore,
     key: CassetteKey,
     engine: dict[str, JSON] | None,
     baseline_sha: str | None = None,

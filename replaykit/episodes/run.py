@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from replaykit.capture.failures import stored_endpoint_failure
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore, StoreBackend, StoreHandle
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import reused_counts
 from replaykit.cassette.stores import open_store
@@ -116,7 +116,7 @@ def secrets_for(config: RunConfig, api_key: str) -> dict[str, str]:
     return secrets
 
 
-def reusable(store: StoreBackend, cassette_id: str) -> bool:
+def reusable(store: RunStore, cassette_id: str) -> bool:
     """A stored cassette that may stand for its key: present, not an infra failure, and
     holding no endpoint error (older versions stored those as ordinary results)."""
     if not store.has(cassette_id):
@@ -181,7 +181,7 @@ def measure(
 
 
 def measure_recorded(
-    config: RunConfig, store: StoreBackend, sha: str, template: list[CassetteKey], repo_path: str
+    config: RunConfig, store: EpisodeStore, sha: str, template: list[CassetteKey], repo_path: str
 ) -> MeasureResult:
     """A recorded training's run at ``sha``, from its cassettes alone: the keys of its first run
     (``template``) at this SHA (``panel_keys.template_keys``). Nothing is derived, measured,
@@ -283,7 +283,7 @@ def _measure(
 
 
 def _check_engine(
-    store: StoreBackend,
+    store: EpisodeStore,
     model: ModelConfig,
     engine: dict[str, JSON] | None,
     record_mode: RecordMode,
@@ -322,7 +322,7 @@ def _harness_sha(
 
 
 def _missing(
-    store: StoreBackend, keys: list[tuple[CassetteKey, Task]], record_mode: RecordMode
+    store: RunStore, keys: list[tuple[CassetteKey, Task]], record_mode: RecordMode
 ) -> list[tuple[CassetteKey, Task]]:
     """The episodes to record: all (``all``), those without a reusable cassette, or (``none``)
     those without any cassette."""
@@ -332,7 +332,7 @@ def _missing(
 
 
 def _not_recorded(
-    first: tuple[CassetteKey, Task], record_mode: RecordMode, store: StoreBackend
+    first: tuple[CassetteKey, Task], record_mode: RecordMode, store: StoreHandle
 ) -> CassetteNotFound:
     """A run that may not record, missing an episode: which, and how to record it."""
     k, t = first
@@ -370,7 +370,7 @@ class _Paid:
 
 def _record(
     config: RunConfig,
-    store: StoreBackend,
+    store: RunStore,
     sha: str,
     model: ModelConfig,
     tasks: list[Task],

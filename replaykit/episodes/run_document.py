@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore, EpisodeStore
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
 from replaykit.core.determinism import digest_of
@@ -22,14 +22,14 @@ from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id
 
 
-def put_run_once(store: StoreBackend, run: RunDocument) -> None:
+def put_run_once(store: DocumentStore, run: RunDocument) -> None:
     """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
     if store.has_doc(run["run_id"], digest_of(run)):
         return
     store.put_run(run)
 
 
-def episode_summary(store: StoreBackend, key: CassetteKey) -> tuple[EpisodeSummary, str | None]:
+def episode_summary(store: EpisodeStore, key: CassetteKey) -> tuple[EpisodeSummary, str | None]:
     """One episode's row of a run, from its cassette's verified columns and reuse claim (and
     the claim's basis, when it was served a donor's events)."""
     row = store.verified_columns(key.id)  # cached columns checked against the events
@@ -53,7 +53,7 @@ def episode_summary(store: StoreBackend, key: CassetteKey) -> tuple[EpisodeSumma
 
 def run_document(
     config: RunConfig,
-    store: StoreBackend,
+    store: EpisodeStore,
     sha: str,
     model: ModelConfig,
     keys: Sequence[tuple[CassetteKey, Task | None]],

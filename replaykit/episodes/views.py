@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Literal, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, EpisodeStore, RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LlmEvent, NetEvent
 from replaykit.cassette.keys import KeyDoc
 from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
@@ -43,7 +43,7 @@ LS_COLUMNS = (
 
 
 def list_cassettes(
-    store: StoreBackend, run_id: str | None = None, limit: int | None = None
+    store: BrowseStore, run_id: str | None = None, limit: int | None = None
 ) -> list[dict[str, object]]:
     """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last).
     Each row's ``outcome`` is derived from its episode's events (``episodes.outcomes``)."""
@@ -63,14 +63,14 @@ def list_cassettes(
     return listed
 
 
-def _outcome(store: StoreBackend, row: Mapping[str, object]) -> str:
+def _outcome(store: RunStore, row: Mapping[str, object]) -> str:
     """A listed cassette's outcome (a proxy session or a proposal has none: its kind)."""
     if row.get("kind") not in (None, "", "episode"):
         return "-"
     return stored_outcome(store, str(row["id"])).outcome
 
 
-def count_cassettes(store: StoreBackend, run_id: str | None = None) -> int:
+def count_cassettes(store: BrowseStore, run_id: str | None = None) -> int:
     return len(store.get_run(run_id).cassettes) if run_id else store.count_cassettes()
 
 
@@ -221,7 +221,7 @@ def _shown(position: int, event: Event, full: bool) -> ShownEvent:
     return {"position": position, "kind": "grade", "grade": event.grade.to_dict()}
 
 
-def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> CassetteView:
+def show_cassette(store: RunStore, cassette_id: str, full: bool = False) -> CassetteView:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     episode = store.get_episode(cid)
     events = [_shown(position, event, full) for position, event in enumerate(episode.events)]
@@ -235,7 +235,7 @@ def show_cassette(store: StoreBackend, cassette_id: str, full: bool = False) -> 
     }
 
 
-def lineage(store: StoreBackend, episode: Episode) -> Lineage:
+def lineage(store: EpisodeStore, episode: Episode) -> Lineage:
     """The episode's claim checked against its donor (a false claim is store corruption,
     raised), its parent and fork point, and its forks (each read verified)."""
     claim, fork = claim_of(episode), fork_of(episode.key)

@@ -31,7 +31,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import (
+    BlobStore,
+    BrowseStore,
+    DocumentStore,
+    MaintenanceStore,
+    RunStore,
+    StoreBackend,
+)
 from replaykit.core.determinism import canonical_json, normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.files import atomic_writer
@@ -81,7 +88,7 @@ def resolve_root(store: StoreBackend, root_id: str) -> tuple[str, str]:
         ) from None
 
 
-def _row(store: StoreBackend, table: str, key: str, referrer: str) -> dict[str, Cell]:
+def _row(store: MaintenanceStore, table: str, key: str, referrer: str) -> dict[str, Cell]:
     row = store.get_row(table, key)
     if row is not None:
         return row
@@ -117,7 +124,7 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
     return sel
 
 
-def comparisons_of(store: StoreBackend, training_id: str) -> list[str]:
+def comparisons_of(store: BrowseStore, training_id: str) -> list[str]:
     """The comparison documents of ``store`` that name training ``training_id`` or measured one of
     its harnesses (its initial baseline, a candidate): what a training's bundle carries besides it."""
     doc = store.get_doc(training_id, kind="training")
@@ -135,7 +142,7 @@ def _listed(value: object) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _take_tree(store: StoreBackend, sel: Selection, row: dict[str, Cell], where: str) -> None:
+def _take_tree(store: BlobStore, sel: Selection, row: dict[str, Cell], where: str) -> None:
     """A harness tree's blobs, named in the selection (verified now)."""
     for digest in tree_blobs(row["manifest"], where):
         try:
@@ -166,7 +173,7 @@ def _take_cassette(
 
 
 def _take_document(
-    store: StoreBackend, sel: Selection, table: str, key: str, where: str
+    store: RunStore, sel: Selection, table: str, key: str, where: str
 ) -> list[tuple[str, str, str]]:
     """A document (run, training, verdict, ...) verified against its row, its blobs named and the
     certificates it names taken into the selection; the rows it names to take next."""
@@ -185,13 +192,13 @@ def _take_document(
     return [(ref_table, i, where) for ref_table, ids in listed.items() for i in ids]
 
 
-def _name(sel: Selection, store: StoreBackend, digest: str) -> None:
+def _name(sel: Selection, store: BlobStore, digest: str) -> None:
     """A blob of the selection, verified now (read once), read again when it is written."""
     if digest not in sel.blobs:
         sel.blobs.name(digest, len(store.get_blob(digest)))
 
 
-def _certificate(store: StoreBackend, cert_id: str, referrer: str) -> dict[str, Cell]:
+def _certificate(store: DocumentStore, cert_id: str, referrer: str) -> dict[str, Cell]:
     """A certificate a document names, as a bundle row (``doc`` as canonical JSON)."""
     record = store.get_certificate(cert_id)
     if record is None:

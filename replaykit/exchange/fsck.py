@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, NotRequired, TypedDict, cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import MaintenanceStore, StoreBackend
 from replaykit.cassette.lineage import check_claim
 from replaykit.core.errors import StoreError
 from replaykit.core.progress import Progress
@@ -107,7 +107,7 @@ class _Fsck:
             self.derived(self.store, doc_id, kind)
 
 
-def check_references(store: StoreBackend, where: str, doc: Mapping[str, object]) -> None:
+def check_references(store: MaintenanceStore, where: str, doc: Mapping[str, object]) -> None:
     """Every row and blob ``doc`` names is in the store (``store corrupt`` naming the first missing)."""
     try:
         refs = doc_refs(doc, where)

@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.cassette.events import Episode
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeSummary, RunDoc
@@ -171,7 +171,7 @@ def check_jobs_dir(jobs_dir: Path | str) -> Path:
     return jobs
 
 
-def export_harbor_jobs(store: StoreBackend, run_id: str, jobs_dir: Path | str) -> HarborExport:
+def export_harbor_jobs(store: RunStore, run_id: str, jobs_dir: Path | str) -> HarborExport:
     """Write run ``run_id`` (a unique prefix is enough) as a Harbor job under ``jobs_dir``."""
     check_jobs_dir(jobs_dir)
     run = store.get_run(run_id)  # a unique prefix is enough; the document verified

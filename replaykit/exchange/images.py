@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
+from replaykit.cassette.backend import BlobStore
 from replaykit.cassette.events import NET_CHUNK
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import EnvError
@@ -96,7 +96,7 @@ def add_images(sel: Selection) -> list[str]:
     return added
 
 
-def load_images(store: Any, sel: Selection) -> list[str]:
+def load_images(store: BlobStore, sel: Selection) -> list[str]:
     """Each artefact document of ``sel`` whose artefact this machine lacks, loaded by its kind
     (from ``store``'s blobs, each verified against its address)."""
     kinds = {kind: hooks for kind, (hooks, _) in wanted(sel).items()}
@@ -105,7 +105,7 @@ def load_images(store: Any, sel: Selection) -> list[str]:
         hooks = kinds.get(str(row.get("kind")))
         if hooks is None:
             continue
-        doc = store.get_json(row["doc"])
+        doc = store.get_json(str(row["doc"]))
         ident = str(doc[hooks.kind])
         if hooks.exists(ident):
             continue

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore, StoreBackend, StoreHandle
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreError
 from replaykit.exchange import images
@@ -58,14 +58,14 @@ def _same(table: str, ours: Any, theirs: Any) -> bool:
     return bool(ours == theirs)
 
 
-def _refused(what: str, key: str, store: StoreBackend, path: Path | str) -> BundleError:
+def _refused(what: str, key: str, store: StoreHandle, path: Path | str) -> BundleError:
     return BundleError(
         f"{what} {key} already exists in store {store.location} with other content; refusing to import {path} "
         "(import into another store, or remove that id first)"
     )
 
 
-def _certificates_plan(store: StoreBackend, sel: Selection, path: Path | str) -> list[dict[str, Cell]]:
+def _certificates_plan(store: DocumentStore, sel: Selection, path: Path | str) -> list[dict[str, Cell]]:
     """The bundle's certificates the store lacks; one it holds with another verdict is refused."""
     out = []
     for key in sorted(sel.certificates):

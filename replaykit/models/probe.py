@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ModelError
@@ -30,6 +30,9 @@ from replaykit.core.records import JSON
 from replaykit.models.canary import probe_tool
 from replaykit.models.identity import identity_digest, measure_identity
 from replaykit.models.probe_advice import advice, classify
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import DocumentStore
 
 DEFAULT_PROMPT = "List three prime numbers and say in one sentence why each is prime."
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -285,7 +288,7 @@ def probe(
     return result
 
 
-def save_probe(store: Any, result: ProbeResult) -> str:
+def save_probe(store: DocumentStore, result: ProbeResult) -> str:
     """Keep a probe result in the store (kind ``probe``) so reports can show it."""
     store.put_doc(
         result["probe_id"],

@@ -10,7 +10,7 @@ import difflib
 import re
 from typing import TYPE_CHECKING, cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, DocumentStore, RunStore
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
 from replaykit.episodes.compare import verified_compare
@@ -56,7 +56,7 @@ def anchor(*parts: object) -> str:
 class Report:
     """Accumulates sections; each episode's transcript and each diff is collected once."""
 
-    def __init__(self, store: StoreBackend, cap: int | None = OUTPUT_CAP) -> None:
+    def __init__(self, store: RunStore, cap: int | None = OUTPUT_CAP) -> None:
         self.store, self.cap = store, cap  # each output in transcripts and diffs is cut to cap bytes
         self.figures: dict[str, Figure] = {}
         self.runs: dict[str, RunSection] = {}
@@ -318,23 +318,23 @@ def _series_name(harness: str, sha: str) -> str:
 #    ``get_doc`` names what it returns for that kind); reports recompute the derived ones
 
 
-def stored_training(store: StoreBackend, training_id: str) -> TrainingDocument:
+def stored_training(store: RunStore, training_id: str) -> TrainingDocument:
     return verified_training(store, training_id)  # derived: recomputed before a report shows it
 
 
-def stored_verdict(store: StoreBackend, verdict_id: str) -> VerdictDocument:
+def stored_verdict(store: RunStore, verdict_id: str) -> VerdictDocument:
     return verified_verdict(store, verdict_id)
 
 
-def stored_compare(store: StoreBackend, compare_id: str) -> CompareDocument:
+def stored_compare(store: DocumentStore, compare_id: str) -> CompareDocument:
     return verified_compare(store, compare_id)  # derived from its runs: recomputed before it is drawn
 
 
-def stored_probe(store: StoreBackend, probe_id: str) -> ProbeResult:
+def stored_probe(store: DocumentStore, probe_id: str) -> ProbeResult:
     return cast("ProbeResult", store.get_doc(probe_id, kind="probe"))
 
 
-def probes(store: StoreBackend, models: set[str] | None = None) -> list[ProbeResult]:
+def probes(store: BrowseStore, models: set[str] | None = None) -> list[ProbeResult]:
     """Stored determinism probes (``replaykit probe --save``), of these models or all."""
     rows = [r for r in store.list_runs() if r["kind"] == "probe" and (models is None or r["model"] in models)]
     return [stored_probe(store, r["id"]) for r in rows]
@@ -361,7 +361,7 @@ def _run_point(run: RunSection) -> RunPoint:
 
 
 def build(
-    store: StoreBackend, report_id: str, cap: int | None = OUTPUT_CAP
+    store: BrowseStore, report_id: str, cap: int | None = OUTPUT_CAP
 ) -> tuple[ReportContext, dict[str, Figure]]:
     """The report context for ``report_id`` (training, run, verdict, compare or transfer) and its
     figures by name."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
 from replaykit.cassette.lineage import fork_of
 from replaykit.report.documents import (
@@ -236,7 +236,7 @@ def fork_point(a: Episode, b: Episode) -> ForkPoint | None:
     return None
 
 
-def diff_cassettes(store: StoreBackend, a: str, b: str) -> EpisodeDiff:
+def diff_cassettes(store: RunStore, a: str, b: str) -> EpisodeDiff:
     """``cassettes diff A B`` (ids or unique prefixes); reads only. A fork and its parent: the fork point too."""
     a_id = store.resolve_id("cassettes", a, what="cassette")
     b_id = store.resolve_id("cassettes", b, what="cassette")
@@ -248,7 +248,7 @@ def diff_cassettes(store: StoreBackend, a: str, b: str) -> EpisodeDiff:
     return doc
 
 
-def diff_verdict(store: StoreBackend, verdict_id: str, unit: str | None = None) -> VerdictDiff:
+def diff_verdict(store: RunStore, verdict_id: str, unit: str | None = None) -> VerdictDiff:
     """``cassettes diff VERDICT [--unit TASK#SEED]``: the baseline vs candidate episode of each
     new solve and regression (or of one unit), each with its first difference."""
     from replaykit.core.errors import ReplaykitError

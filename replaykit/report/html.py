@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.files import write_atomic
 from replaykit.report import charts
@@ -58,7 +58,7 @@ def render(ctx: ReportContext, figures: Mapping[str, Figure]) -> str:
 
 
 def write_report(
-    store: StoreBackend,
+    store: BrowseStore,
     report_id: str,
     output: Path,
     png_dir: Path | None = None,

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, DocumentStore, EpisodeStore
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.report.documents import Turn
 from replaykit.report.transcript import episode_summary, transcript
@@ -104,7 +104,7 @@ def log_name(created: str, task: str, log_id: str) -> str:
 
 
 def _sample(
-    store: StoreBackend, cassette_id: str, epoch: int
+    store: EpisodeStore, cassette_id: str, epoch: int
 ) -> tuple[Any, float | None, bool, tuple[int, int, int]]:
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
@@ -160,7 +160,7 @@ def _sample(
 
 
 def _log(
-    store: StoreBackend,
+    store: EpisodeStore,
     name: str,
     run_id: str,
     model: str,
@@ -233,7 +233,7 @@ def _log(
     return EvalLog(eval=spec, status="success", results=results, stats=stats, samples=samples)
 
 
-def _run_ids(store: StoreBackend, root_id: str) -> list[str] | None:
+def _run_ids(store: DocumentStore, root_id: str) -> list[str] | None:
     """The runs under a stored document (None when the id is not a document)."""
     try:
         kind = store.doc_kind(root_id)
@@ -264,7 +264,7 @@ class InspectExport(TypedDict):
     files: list[InspectFile]
 
 
-def export_inspect(store: StoreBackend, root_id: str, folder: Path) -> InspectExport:
+def export_inspect(store: BrowseStore, root_id: str, folder: Path) -> InspectExport:
     """Write one Inspect eval log (JSON) per run under ``folder``; returns what was written."""
     log_api = _inspect()
     created_at = {r["id"]: r["created_at"] for r in store.list_runs()}

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, DocumentStore, StoreBackend
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import DivergenceReport
@@ -121,7 +121,7 @@ def replay_root(
     return bad is None, len(reports), None if bad is None else _parted(bad["run_id"], bad["divergence"])
 
 
-def _runs_of(store: StoreBackend, root_id: str, kind: str) -> list[str]:
+def _runs_of(store: DocumentStore, root_id: str, kind: str) -> list[str]:
     if kind == "measure":
         return [root_id]
     doc = store.get_doc(root_id)
@@ -131,7 +131,7 @@ def _runs_of(store: StoreBackend, root_id: str, kind: str) -> list[str]:
     return [str(r) for r in listed] if isinstance(listed, list) else []
 
 
-def redraw(store: StoreBackend, root_id: str, kind: str, folder: Path | None) -> list[Chart]:
+def redraw(store: BrowseStore, root_id: str, kind: str, folder: Path | None) -> list[Chart]:
     """The root's report figures drawn again, as SVG (written into ``folder`` when given)."""
     if kind not in KINDS:
         return []

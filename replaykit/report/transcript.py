@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar, cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
@@ -329,7 +329,7 @@ def message_lines(msg: Message) -> list[str]:
     return lines
 
 
-def show_transcript(store: StoreBackend, cassette_id: str, cap: int | None = OUTPUT_CAP) -> TranscriptDoc:
+def show_transcript(store: RunStore, cassette_id: str, cap: int | None = OUTPUT_CAP) -> TranscriptDoc:
     """``cassettes show ID --transcript``: the episode's summary and its turns (reads only;
     each output cut to ``cap`` bytes, None: in full)."""
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")

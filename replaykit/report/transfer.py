@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore
 from replaykit.report import charts
 from replaykit.report.documents import TransferSection, TransferSectionCell, TransferSectionRow
 from replaykit.train.transfer_doc import TransferDocument, transfer_table
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def transfer_section(
-    store: StoreBackend, doc: TransferDocument, run_anchor: Callable[[str], str]
+    store: DocumentStore, doc: TransferDocument, run_anchor: Callable[[str], str]
 ) -> tuple[TransferSection, Figure]:
     """The section and its chart, every number computed from the runs (``transfer_table``);
     ``run_anchor``: a run's grid in the report (collected by the caller)."""

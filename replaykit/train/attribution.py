@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any, ClassVar, TypedDict
 
 from replaykit.capture.tape import Tape
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
 from replaykit.core.records import RunDoc, VerdictRecord
 from replaykit.episodes.rollout import replay_episode
@@ -205,12 +205,12 @@ def _ran_before(cov: Coverage, changed: dict[str, set[int]], position: int, side
     )
 
 
-def _tree(store: StoreBackend, sha: str) -> dict[str, bytes]:
+def _tree(store: EpisodeStore, sha: str) -> dict[str, bytes]:
     return {path: data for path, (_, data) in store.get_tree(sha).items()}
 
 
 def attribute(
-    store: StoreBackend, baseline: RunDoc, candidate: RunDoc, verdict: VerdictRecord
+    store: EpisodeStore, baseline: RunDoc, candidate: RunDoc, verdict: VerdictRecord
 ) -> Attribution:
     """Label every new solve and regression of ``verdict`` (on these two runs) attributed or incidental."""
     gone, added = changed_lines(_tree(store, baseline.harness_sha), _tree(store, candidate.harness_sha))
@@ -230,7 +230,7 @@ def attribute(
 
 
 def _flip(
-    store: StoreBackend,
+    store: EpisodeStore,
     unit: str,
     movement: str,
     b_id: str,

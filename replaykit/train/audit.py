@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore, StoreBackend
 from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
@@ -31,7 +31,7 @@ from replaykit.train.stats import Score, noise, paired, stored_run_stats
 
 
 def audit(
-    store: StoreBackend, verdict_id: str, criterion: str | None = None, regraded: list[str] | None = None
+    store: RunStore, verdict_id: str, criterion: str | None = None, regraded: list[str] | None = None
 ) -> VerdictAudit:
     """Recompute a verdict from its two stored runs; with ``criterion``, say whether the decision
     would differ (``regraded``: runs of ``replaykit regrade``, the verdict recomputed on them too). The verdict is verified first (``derived.verified_verdict``: its runs against
@@ -78,7 +78,7 @@ def audit(
 
 
 def on_regraded(
-    store: StoreBackend, baseline: RunDoc, candidate: RunDoc, recorded: VerdictRecord, run_ids: list[str]
+    store: RunStore, baseline: RunDoc, candidate: RunDoc, recorded: VerdictRecord, run_ids: list[str]
 ) -> RegradedVerdict:
     """The verdict's criterion on its runs with each regraded run in place of the run it re-graded."""
     from replaykit.episodes.regrade import regraded_original

@@ -11,13 +11,13 @@ from __future__ import annotations
 import fnmatch
 from typing import Mapping, Sequence
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent
 from replaykit.core.records import RunDocument
 from replaykit.train.loss import Loss
 
 
-def failed_episode_lines(store: StoreBackend, baseline: RunDocument) -> list[str]:
+def failed_episode_lines(store: EpisodeStore, baseline: RunDocument) -> list[str]:
     """One line per failed episode of ``baseline``: its last command, exit code and output line."""
     failed = []
     for e in baseline["episodes"]:
@@ -43,7 +43,7 @@ def training_brief(
     baseline_sha: str,
     baseline: RunDocument,
     tried: Sequence[Loss],
-    store: StoreBackend,
+    store: EpisodeStore,
     files: Mapping[str, tuple[int, bytes]],
 ) -> str:
     """The brief of ``epoch``; ``files`` is the baseline's tree (path → (mode, bytes))."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import TrainError
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import RunDocument
@@ -30,7 +30,7 @@ EVERY_EPOCH = "every_epoch"
 
 
 def certify_baseline(
-    store: StoreBackend,
+    store: RunStore,
     run: RunDocument,
     *,
     replaying: bool,

@@ -16,7 +16,7 @@ first (``derived.verified_training``): a forged one is ``store corrupt``, never
 
 from __future__ import annotations
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON, TrainingDocument
 from replaykit.train.audit_records import CounterfactualReport, FinalRate, WalkResult
@@ -40,7 +40,7 @@ APPROXIMATION = (
 
 
 def counterfactual(
-    store: StoreBackend,
+    store: RunStore,
     training_id: str,
     criterion: str | None = None,
     optimizer: str | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 import git
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.modes import RecordMode
@@ -73,7 +73,7 @@ def _harness_repo(doc: TrainingDocument) -> git.Repo:
 
 
 def record_counterfactual(
-    store: StoreBackend,
+    store: RunStore,
     training_id: str,
     criterion: str | None = None,
     optimizer: str | None = None,

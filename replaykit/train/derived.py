@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BlobStore, RunStore, StoreHandle
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
 from replaykit.episodes.compare import verified_compare
@@ -37,11 +37,11 @@ from replaykit.train.transfer_doc import verified_transfer
 from replaykit.train.walk import Measurements, chosen, training_config, walk
 
 
-def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
+def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecord:
+def recompute_verdict(store: RunStore, doc: VerdictDocument) -> VerdictRecord:
     """The verdict ``doc``'s runs give under its recorded criterion (runs checked against their cassettes)."""
     recorded = doc.get("verdict")
     vid = doc.get("verdict_id")
@@ -80,7 +80,7 @@ def recompute_verdict(store: StoreBackend, doc: VerdictDocument) -> VerdictRecor
     return criterion(candidate, baseline, excluded).to_dict()
 
 
-def verify_verdict(store: StoreBackend, doc: VerdictDocument) -> None:
+def verify_verdict(store: RunStore, doc: VerdictDocument) -> None:
     """``store corrupt`` unless the recorded verdict is exactly what its runs and criterion give."""
     own, recorded = recompute_verdict(store, doc), doc["verdict"]
     if own != recorded:
@@ -92,7 +92,7 @@ def verify_verdict(store: StoreBackend, doc: VerdictDocument) -> None:
         )
 
 
-def verify_git_bundle(store: StoreBackend, doc: TrainingDocument) -> None:
+def verify_git_bundle(store: BlobStore, doc: TrainingDocument) -> None:
     """The training's initial-baseline blob is a git bundle (``git bundle verify``) holding its initial SHA."""
     tid = doc.get("training_id")
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-check-"))
@@ -117,7 +117,7 @@ class _NoReapply:
         return None, f"the recorded decisions led to baseline {parent[:10]}, which no epoch recorded"
 
 
-def verify_training(store: StoreBackend, doc: TrainingDocument, bundle: bool = True) -> None:
+def verify_training(store: RunStore, doc: TrainingDocument, bundle: bool = True) -> None:
     """``store corrupt`` unless the training's verdicts, decisions, candidate SHAs, chain and
     final baseline are what its runs, criterion and optimizer give (and, with ``bundle``,
     its git bundle verifies)."""
@@ -154,7 +154,7 @@ def _certifies(doc: TrainingDocument) -> bool:
     return isinstance(train, dict) and train.get("certify") == EVERY_EPOCH
 
 
-def _verify_epoch_verdict(store: StoreBackend, tid: object, e: Mapping[str, Any], certifies: bool) -> object:
+def _verify_epoch_verdict(store: RunStore, tid: object, e: Mapping[str, Any], certifies: bool) -> object:
     """An epoch's verdict document verified (naming its baseline's certificate when the training
     ``certifies`` every epoch), and the epoch agreeing with it; its id (None for an epoch without one)."""
     if not e.get("verdict_id"):
@@ -183,7 +183,7 @@ def _verify_epoch_verdict(store: StoreBackend, tid: object, e: Mapping[str, Any]
     return e["verdict_id"]
 
 
-def _recomputed_head(store: StoreBackend, doc: TrainingDocument, decided: list[Any]) -> str | None:
+def _recomputed_head(store: RunStore, doc: TrainingDocument, decided: list[Any]) -> str | None:
     """Where the decided epochs lead when the recorded runs go through the training's criterion
     and optimizer again; ``store corrupt`` where an epoch recorded another decision."""
     tid = doc.get("training_id")
@@ -224,7 +224,7 @@ def _recomputed_head(store: StoreBackend, doc: TrainingDocument, decided: list[A
 DERIVED_KINDS = ("verdict", "training", "transfer", "compare")
 
 
-def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
+def verify_document(store: RunStore, doc_id: str, kind: str) -> None:
     """Recompute a stored verdict, training, transfer or compare result (other kinds: nothing to recompute)."""
     if kind == "verdict":
         verified_verdict(store, doc_id)
@@ -241,14 +241,14 @@ def verify_document(store: StoreBackend, doc_id: str, kind: str) -> None:
 #    the viewer and replay all read verdicts and trainings through these)
 
 
-def verified_verdict(store: StoreBackend, verdict_id: str) -> VerdictDocument:
+def verified_verdict(store: RunStore, verdict_id: str) -> VerdictDocument:
     """A stored verdict, recomputed from its runs, criterion and certificates first."""
     doc = store.get_doc(verdict_id, kind="verdict")
     verify_verdict(store, doc)
     return doc
 
 
-def verified_training(store: StoreBackend, training_id: str, bundle: bool = True) -> TrainingDocument:
+def verified_training(store: RunStore, training_id: str, bundle: bool = True) -> TrainingDocument:
     """A stored training, its verdicts, decisions, chain and final baseline recomputed first
     (``bundle``: its git bundle too; a caller that clones the bundle verifies it by cloning)."""
     doc = store.get_doc(training_id, kind="training")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BlobStore
 from replaykit.core.records import TrainingDocument, VerdictDoc
 from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
@@ -122,7 +122,7 @@ class TrainingDocuments:
         )
 
 
-def stored_estimator(store: StoreBackend, doc: TrainingDocument) -> Estimator | None:
+def stored_estimator(store: BlobStore, doc: TrainingDocument) -> Estimator | None:
     """A recorded training's patch queue, read from the store (not from the diff files,
     which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
     queue = doc.get("patch_queue")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.train.attribution import Attribution, Flip
 from replaykit.train.audit import audit
 from replaykit.train.audit_records import VerdictAudit
@@ -111,6 +111,6 @@ def evidence_of(report: VerdictAudit) -> VerdictEvidence:
     }
 
 
-def verdict_evidence(store: StoreBackend, verdict_id: str) -> VerdictEvidence:
+def verdict_evidence(store: RunStore, verdict_id: str) -> VerdictEvidence:
     """The stored verdict audited offline (verified first), in words."""
     return evidence_of(audit(store, verdict_id))

@@ -19,7 +19,7 @@ stored, and each forked one to be among the exclusions.
 
 from __future__ import annotations
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore, StoreHandle
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import RunDocument
 from replaykit.episodes.certify import forked_certificates, get_certificate, task_certificate_id
@@ -28,7 +28,7 @@ from replaykit.episodes.certify import forked_certificates, get_certificate, tas
 Exclusions = dict[str, tuple[str, str]]
 
 
-def forked(store: StoreBackend, *runs: RunDocument) -> Exclusions:
+def forked(store: RunStore, *runs: RunDocument) -> Exclusions:
     """The forked certificates of the runs' tasks (what a verdict judged now excludes)."""
     out: Exclusions = {}
     for run in runs:
@@ -45,12 +45,12 @@ def certificate_ids(exclusions: Exclusions) -> list[str]:
     return sorted({cert for cert, _ in exclusions.values()})
 
 
-def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
+def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
 def derive(
-    store: StoreBackend, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
+    store: RunStore, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
 ) -> dict[str, str]:
     """The exclusions (task id → reason) of a stored verdict over ``runs`` (baseline, candidate),
     from the certificates it names (``named``: its ``certificates`` field; absent (None): the
@@ -62,7 +62,7 @@ def derive(
 
 
 def named_exclusions(
-    store: StoreBackend, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
+    store: RunStore, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
 ) -> Exclusions:
     """The exclusions of the certificates a verdict over ``runs`` names, each checked as
     :func:`derive` says (what a resumed or replayed epoch judges its very runs with again:
@@ -89,14 +89,14 @@ def named_exclusions(
     return dict(sorted(out.items()))
 
 
-def run_certificate_ids(store: StoreBackend, run: RunDocument) -> dict[str, str]:
+def run_certificate_ids(store: EpisodeStore, run: RunDocument) -> dict[str, str]:
     """Task id → the id the certificate of this run's episodes of that task has (stored or not)."""
     out = {t: task_certificate_id(store, run, t) for t in sorted({e["task_id"] for e in run["episodes"]})}
     return {t: c for t, c in out.items() if c is not None}
 
 
 def check_certified(
-    store: StoreBackend, verdict_id: object, baseline: RunDocument, named: object, excluded: object
+    store: RunStore, verdict_id: object, baseline: RunDocument, named: object, excluded: object
 ) -> None:
     """``store corrupt`` unless ``named`` (a verdict's ``certified``) is exactly the certificates
     of its baseline's tasks, each stored, and ``excluded`` (its ``certificates``) exactly the

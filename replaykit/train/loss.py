@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
 from replaykit.core.records import JSON, EpochRecord, RunDoc
@@ -60,7 +60,7 @@ class Loss:
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
     on_backward: Callable[[Loss], None] | None = field(default=None, repr=False, compare=False)
     #: where ``runs()`` reads the two runs
-    store: StoreBackend | None = field(default=None, repr=False, compare=False)
+    store: DocumentStore | None = field(default=None, repr=False, compare=False)
 
     @property
     def value(self) -> float:

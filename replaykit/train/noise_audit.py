@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.core.modes import RecordMode
@@ -71,7 +71,7 @@ class NoiseAudit(TypedDict):
     summary: str
 
 
-def _side(store: StoreBackend, run: RunDoc) -> SideStats:
+def _side(store: RunStore, run: RunDoc) -> SideStats:
     stats = stored_run_stats(store, run)
     return {
         "run_id": run.run_id,
@@ -85,7 +85,7 @@ def _side(store: StoreBackend, run: RunDoc) -> SideStats:
 
 
 def _attribution(
-    store: StoreBackend, doc: VerdictDocument, baseline: RunDoc, candidate: RunDoc
+    store: EpisodeStore, doc: VerdictDocument, baseline: RunDoc, candidate: RunDoc
 ) -> dict[str, Any]:
     """The epoch's flips (of its verified verdict), attributed or incidental."""
     found = attribute(store, baseline, candidate, doc["verdict"])
@@ -151,7 +151,7 @@ def _with(run: RunDoc, extra: RunDoc | None) -> RunDoc:
 
 
 def _epoch(
-    store: StoreBackend,
+    store: RunStore,
     e: EpochRecord,
     score: Score,
     extra: ExtraSeeds | None,

@@ -14,7 +14,7 @@ from dataclasses import replace
 from itertools import combinations
 from math import comb
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDocument
 from replaykit.train.audit_records import SeedRobustness, SeedSample
@@ -35,7 +35,7 @@ def _restrict(run: RunDoc, seeds: tuple[int, ...]) -> RunDoc:
 
 
 def resample_seeds(
-    store: StoreBackend,
+    store: RunStore,
     verdict_id: str,
     k: int,
     bootstrap: int | None = None,

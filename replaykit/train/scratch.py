@@ -19,7 +19,7 @@ from types import TracebackType
 
 import git
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import HarnessError, TrainError
 from replaykit.core.records import TrainingDocument
 from replaykit.episodes.harness import load_solve
@@ -43,7 +43,7 @@ def commit_message(epoch: int, description: str) -> str:
 class Scratch:
     """``with Scratch(store, training_doc) as s:`` a temporary clone, removed afterwards."""
 
-    def __init__(self, store: StoreBackend, doc: TrainingDocument, entry: str, surface: list[str]) -> None:
+    def __init__(self, store: RunStore, doc: TrainingDocument, entry: str, surface: list[str]) -> None:
         self.store, self.doc, self.entry, self.surface = store, doc, entry, surface
         self.tmp = Path(tempfile.mkdtemp(prefix="replaykit-audit-"))
         self.repo: git.Repo | None = None

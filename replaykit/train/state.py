@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore, StoreBackend
 from replaykit.cassette.keys import ModelId
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
@@ -53,7 +53,7 @@ class Paid:
         }
 
 
-def stored_paid(store: StoreBackend, doc: TrainingDocument) -> PaidDoc:
+def stored_paid(store: RunStore, doc: TrainingDocument) -> PaidDoc:
     """What recording a stored training's episodes paid, derived from its runs (each verified)
     and its proposals' cassettes: every distinct episode's live model calls and donor events
     once (a run that was an earlier command's, its first baseline, counts: it is the training's)."""

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from math import comb
 from typing import Literal, TypedDict
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.records import JSON, EpisodeSummary, RunDoc
 from replaykit.train.significance import ALPHA, POWER, design_effect, mcnemar_exact, mde
 
@@ -334,7 +334,7 @@ def rate_interval(run: RunDoc, samples: int = SAMPLES, seed: int = 0) -> tuple[f
     return _percentiles(_resampled_means(groups, samples, seed))
 
 
-def stored_run_stats(store: StoreBackend, run: RunDoc) -> RunStats:
+def stored_run_stats(store: RunStore, run: RunDoc) -> RunStats:
     """A stored run's statistics, its re-execution flip rate from the certificates stored for
     its very episodes (``episodes.certify``: a look-up, nothing runs)."""
     from replaykit.episodes.certify import task_certificates

@@ -9,7 +9,7 @@ all cells; nothing is written.
 
 from __future__ import annotations
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
 from replaykit.train.audit_records import SweepCell, SweepReport
@@ -69,7 +69,7 @@ def parse_sweep(options: list[str]) -> dict[str, list[str]]:
 
 
 def sweep(
-    store: StoreBackend,
+    store: RunStore,
     training_id: str,
     criteria: list[str] | None = None,
     optimizers: list[str] | None = None,
@@ -140,7 +140,7 @@ def sweep(
 REPORT_CRITERIA = ("strict_pareto", "mean_reward")
 
 
-def report_sweep(store: StoreBackend, training_id: str) -> SweepReport | None:
+def report_sweep(store: RunStore, training_id: str) -> SweepReport | None:
     """The sweep a training report shows: the recorded criterion and the built-in ones × every registered
     optimizer, all with their default parameters. None when the training cannot be swept (nothing is raised:
     a report never fails for its optional parts)."""

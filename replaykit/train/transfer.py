@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
@@ -53,7 +53,7 @@ def _labels(configs: list[RunConfig], paths: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _harness_repo(store: StoreBackend, doc: TrainingDocument) -> Iterator[Path]:
+def _harness_repo(store: BlobStore, doc: TrainingDocument) -> Iterator[Path]:
     """The training's harness repository: where it was recorded, else a scratch clone of its
     stored initial baseline (the trained commit's tree is in the store: measuring it needs no
     commit)."""

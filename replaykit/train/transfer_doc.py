@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TypedDict, cast
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import DocumentStore, StoreHandle
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import TrainingDocument
@@ -91,7 +91,7 @@ def transfer_id_of(
 
 
 def put_transfer(
-    store: StoreBackend,
+    store: DocumentStore,
     training: TrainingDocument,
     configs: list[TransferConfig],
     models: list[str],
@@ -114,11 +114,11 @@ def put_transfer(
     return doc
 
 
-def _corrupt(store: StoreBackend, what: str) -> StoreCorrupt:
+def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def verify_transfer(store: StoreBackend, doc: TransferDocument) -> None:
+def verify_transfer(store: DocumentStore, doc: TransferDocument) -> None:
     """``store corrupt`` unless every cell follows from its run and the id from the content."""
     tid = doc.get("transfer_id")
     try:
@@ -154,13 +154,13 @@ def verify_transfer(store: StoreBackend, doc: TransferDocument) -> None:
         raise _corrupt(store, f"transfer {tid}: its runs or trees are not its cells'")
 
 
-def verified_transfer(store: StoreBackend, transfer_id: str) -> TransferDocument:
+def verified_transfer(store: DocumentStore, transfer_id: str) -> TransferDocument:
     doc = cast(TransferDocument, store.get_doc(transfer_id, kind="transfer"))  # checked below
     verify_transfer(store, doc)
     return doc
 
 
-def transfer_table(store: StoreBackend, doc: TransferDocument) -> list[TransferRow]:
+def transfer_table(store: DocumentStore, doc: TransferDocument) -> list[TransferRow]:
     """Per config × model: each role's solve rate (with its interval) and each other role's
     paired difference against the untrained harness, from the runs."""
     rows: list[TransferRow] = []

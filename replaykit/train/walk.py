@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import RunStore, StoreHandle
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
@@ -89,7 +89,7 @@ def chosen(
     return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
 
 
-def training_config(doc: TrainingDocument, store: StoreBackend) -> RunConfig:
+def training_config(doc: TrainingDocument, store: StoreHandle) -> RunConfig:
     data = dict(doc["config"])
     data["store"] = str(store.location)
     config = RunConfig.recorded(data, f"training {doc['training_id']}")
@@ -100,7 +100,7 @@ def training_config(doc: TrainingDocument, store: StoreBackend) -> RunConfig:
 class Measurements:
     """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
 
-    def __init__(self, store: StoreBackend, doc: TrainingDocument, config: RunConfig) -> None:
+    def __init__(self, store: RunStore, doc: TrainingDocument, config: RunConfig) -> None:
         self.store, self.config = store, config
         first = store.get_run(doc["runs"][0]) if doc["runs"] else None
         if first is None:
@@ -139,7 +139,7 @@ class Measurements:
         }
 
 
-def _excluded(store: StoreBackend, rec: EpochRecord, base: RunDocument, cand: RunDocument) -> dict[str, str]:
+def _excluded(store: RunStore, rec: EpochRecord, base: RunDocument, cand: RunDocument) -> dict[str, str]:
     """What a verdict on these two runs leaves out: the recorded epoch's own exclusions when it
     judged these very runs (its verdict is verified, so they follow from the certificates it
     names), else the forked certificates the store holds for them now."""
@@ -174,7 +174,7 @@ def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpiso
 
 
 def walk(
-    store: StoreBackend,
+    store: RunStore,
     doc: TrainingDocument,
     scratch: Scratch,
     proposals: list[Proposal],

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
@@ -85,7 +85,7 @@ def _int(value: str | None, name: str, default: int | None = None) -> int | None
 
 
 def create_app(
-    store: StoreBackend,
+    store: BrowseStore,
     poll_seconds: float = 2.0,
     searcher: Searcher | None = None,
     hosts: HostCheck | None = None,
@@ -101,7 +101,7 @@ def create_app(
 class _Viewer:
     """The pages over one store: each a method from a request to a response."""
 
-    def __init__(self, store: StoreBackend, poll_seconds: float, searcher: Searcher | None) -> None:
+    def __init__(self, store: BrowseStore, poll_seconds: float, searcher: Searcher | None) -> None:
         self.store = store
         self.poll_seconds = poll_seconds
         self.searcher = searcher  # made on the first search unless given

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore, RunStore
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.compare import verified_compare
@@ -65,7 +65,7 @@ def _accepted(epochs: list[EpochRecord]) -> Decisions:
     return {"accepted": count("accepted"), "rejected": count("rejected"), "skipped": count("skipped")}
 
 
-def training_row(store: StoreBackend, row: RunsRow) -> TrainingRow:
+def training_row(store: RunStore, row: RunsRow) -> TrainingRow:
     """A training as listed, verified first (its git bundle is checked where it is used: replay
     clones it; ``cassettes verify`` and import verify it); a forged one is listed as store corrupt."""
     try:
@@ -112,11 +112,11 @@ def _blank_training(row: RunsRow) -> TrainingRow:
     }
 
 
-def trainings(store: StoreBackend) -> TrainingsPage:
+def trainings(store: BrowseStore) -> TrainingsPage:
     return {"trainings": [training_row(store, r) for r in store.doc_rows("training")]}
 
 
-def training(store: StoreBackend, training_id: str) -> TrainingPage:
+def training(store: BrowseStore, training_id: str) -> TrainingPage:
     full = store.resolve_id("runs", training_id, what="training")
     row = next((r for r in store.doc_rows("training") if r["id"] == full), None)
     if row is None:
@@ -126,7 +126,7 @@ def training(store: StoreBackend, training_id: str) -> TrainingPage:
     return {"training": training_row(store, row)}
 
 
-def run_row(store: StoreBackend, row: RunsRow) -> RunRow:
+def run_row(store: DocumentStore, row: RunsRow) -> RunRow:
     run = store.get_run(row["id"])
     doc = run.to_dict()
     episodes = doc.get("episodes") or []
@@ -148,7 +148,7 @@ def run_row(store: StoreBackend, row: RunsRow) -> RunRow:
     }
 
 
-def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1) -> RunsPage:
+def runs(store: BrowseStore, model: str = "", harness: str = "", page: int = 1) -> RunsPage:
     rows = [
         r
         for r in store.doc_rows("measure")
@@ -165,7 +165,7 @@ def runs(store: StoreBackend, model: str = "", harness: str = "", page: int = 1)
     }
 
 
-def runs_holding(store: StoreBackend, harness_of: dict[str, str]) -> dict[str, list[str]]:
+def runs_holding(store: BrowseStore, harness_of: dict[str, str]) -> dict[str, list[str]]:
     """For each cassette (id → its harness SHA), the runs that list it, newest first; only the
     runs of those harness commits are read."""
     wanted = set(harness_of.values())
@@ -178,7 +178,7 @@ def runs_holding(store: StoreBackend, harness_of: dict[str, str]) -> dict[str, l
     return out
 
 
-def run(store: StoreBackend, run_id: str) -> RunPage:
+def run(store: BrowseStore, run_id: str) -> RunPage:
     doc = store.get_run(run_id)
     episodes = [e.to_dict() for e in doc.episodes]
     tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
@@ -218,7 +218,7 @@ def run(store: StoreBackend, run_id: str) -> RunPage:
     }
 
 
-def verdict_row(store: StoreBackend, row: RunsRow) -> VerdictRow:
+def verdict_row(store: RunStore, row: RunsRow) -> VerdictRow:
     """A verdict as listed, recomputed first; a forged one is listed as store corrupt."""
     try:
         doc = verified_verdict(store, row["id"])
@@ -264,7 +264,7 @@ def _blank_verdict(row: RunsRow) -> VerdictRow:
     }
 
 
-def verdicts(store: StoreBackend, movement: str = "") -> VerdictsPage:
+def verdicts(store: BrowseStore, movement: str = "") -> VerdictsPage:
     rows = [verdict_row(store, r) for r in store.doc_rows("verdict")]
     if movement == "regression":
         rows = [r for r in rows if r["regressions"]]
@@ -273,14 +273,14 @@ def verdicts(store: StoreBackend, movement: str = "") -> VerdictsPage:
     return {"verdicts": rows, "movement": movement}
 
 
-def verdict(store: StoreBackend, verdict_id: str) -> VerdictPage:
+def verdict(store: BrowseStore, verdict_id: str) -> VerdictPage:
     full = store.resolve_id("runs", verdict_id, what="verdict")
     verified_verdict(store, full)  # a forged verdict's page is its one line
     row = next(r for r in store.doc_rows("verdict") if r["id"] == full)
     return {"verdict": verdict_row(store, row), "evidence": verdict_evidence(store, full)}
 
 
-def unit_diff(store: StoreBackend, verdict_id: str, unit: str, full: bool = False) -> UnitDiffPage:
+def unit_diff(store: RunStore, verdict_id: str, unit: str, full: bool = False) -> UnitDiffPage:
     """The two episodes of one unit of a verdict: their first difference, and both transcripts
     side by side, aligned there, every pair of turns that differs marked (texts cut at
     ``CAP`` unless ``full``)."""
@@ -302,7 +302,7 @@ def unit_diff(store: StoreBackend, verdict_id: str, unit: str, full: bool = Fals
     }
 
 
-def compares(store: StoreBackend) -> ComparesPage:
+def compares(store: BrowseStore) -> ComparesPage:
     out: list[CompareListRow] = []
     for row in store.doc_rows("compare"):
         doc = store.get_doc(row["id"], kind="compare")
@@ -318,7 +318,7 @@ def compares(store: StoreBackend) -> ComparesPage:
     return {"compares": out}
 
 
-def compare(store: StoreBackend, compare_id: str) -> ComparePage:
+def compare(store: DocumentStore, compare_id: str) -> ComparePage:
     doc = verified_compare(store, compare_id)  # its cells recomputed from their runs
     models, harnesses = doc["models"], doc["harnesses"]
     rows: list[CompareRow[CompareCell]] = []
@@ -360,7 +360,7 @@ def _with_chosen(facets: EpisodeFacets, filters: EpisodeFilters) -> EpisodeFacet
 
 
 def episodes(
-    store: StoreBackend, filters: EpisodeFilters, sort: str, descending: bool, page: int
+    store: ListingStore, filters: EpisodeFilters, sort: str, descending: bool, page: int
 ) -> EpisodesPage:
     page = max(page, 1)
     rows, total = store.episode_page(
@@ -378,7 +378,7 @@ def episodes(
     }
 
 
-def episode(store: StoreBackend, cassette_id: str, full: bool = False) -> EpisodePage:
+def episode(store: RunStore, cassette_id: str, full: bool = False) -> EpisodePage:
     cid = store.resolve_id("cassettes", cassette_id, what="cassette")
     ep = store.get_episode(cid)
     turns = transcript(ep)  # the view adds its cut flags

@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.events import Episode
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import is_url
@@ -58,7 +58,7 @@ class Searcher:
     are not searchable yet (the first search of a 10,000-episode store takes a while; the
     viewer stays responsive meanwhile)."""
 
-    def __init__(self, store: StoreBackend, path: Path | None = None) -> None:
+    def __init__(self, store: BrowseStore, path: Path | None = None) -> None:
         self.store = store
         self.path = path or index_path(store.location)
         self.index = SearchIndex(self.path)
@@ -70,7 +70,7 @@ class Searcher:
         """Index the episodes stored since the last refresh; how many were added."""
         return self._fill(self.store, self.index)
 
-    def _fill(self, store: StoreBackend, index: SearchIndex) -> int:
+    def _fill(self, store: BrowseStore, index: SearchIndex) -> int:
         rows = store.cassette_summaries()
         info = {r["id"]: r for r in rows}
         todo = index.sync({r["id"]: r["doc"] for r in rows})

@@ -6,7 +6,7 @@ import ipaddress
 import socket
 from typing import Callable
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore
 from replaykit.core.errors import ReplaykitError
 
 
@@ -47,7 +47,7 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(
-    store: StoreBackend, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
+    store: BrowseStore, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
 ) -> None:
     """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C."""
     import uvicorn

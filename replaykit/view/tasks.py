@@ -9,11 +9,11 @@ rate (solved / graded: infra failures are not the harness's). Filters as on ``/r
 
 from __future__ import annotations
 
-from replaykit.cassette.backend import StoreBackend
+from replaykit.cassette.backend import BrowseStore
 from replaykit.view.pages import TaskRate, TasksPage
 
 
-def task_rates(store: StoreBackend, model: str = "", harness: str = "") -> TasksPage:
+def task_rates(store: BrowseStore, model: str = "", harness: str = "") -> TasksPage:
     """Every task the runs (of ``model``, of harness commits starting ``harness``) measured,
     hardest first (the lowest pass rate; never graded last)."""
     rows = [

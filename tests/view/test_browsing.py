@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.stores import open_store
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
+from replaykit.view.pages import TrainingsPage
 from replaykit.view.search import Searcher
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +93,7 @@ def test_a_page_built_while_another_process_commits_carries_the_token_from_befor
     reader = open_store(recorded["store"], readonly=True)  # opened in the app's thread, on first use
     asked = queries.trainings
 
-    def trainings_then_a_commit(store: Any) -> Any:
+    def trainings_then_a_commit(store: BrowseStore) -> TrainingsPage:
         page = asked(store)
         writer = open_store(recorded["store"])
         writer.put_doc("view-test-race", "note", {"landed": "mid-page"})
