@@ -114,12 +114,18 @@ def sweep_table(rep: SweepReport) -> None:
                 final,
                 rate,
                 f"{c['offline_share']:.0%}",
+                "-" if c["p_value"] is None else f"{c['p_value']:.3f}",
+                "-" if c["p_bh"] is None else f"{c['p_bh']:.3f}",
             ]
         )
     render.show_table(
         f"sweep of training {rep['training_id']} (criterion × optimizer)",
-        ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline"],
+        ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline", "p", "BH q"],
         rows,
+    )
+    render.line(
+        "p = exact McNemar p (one-sided) that the final baseline solves more than the initial one · "
+        "BH q = p adjusted over the cells (Benjamini–Hochberg)"
     )
     rec = rep["recorded_final"]
     render.line(f"recorded final baseline {_sha(rec['sha'])} solves {_rate(rec)}")

@@ -58,6 +58,10 @@ TERMS: dict[str, str] = {
     "bootstrap interval": "The 95% range of the candidate-minus-baseline score over resamplings of the tasks (seeded, so it replays).",
     "noise floor": "The margin noise alone reaches here: the larger of the seed flip rate and the bootstrap interval's half-width toward 0.",
     "within noise": "The margin is no larger than the noise floor: reruns of the same agent move that much.",
+    "McNemar p": "The exact McNemar test of two runs over the same task instances: from the instances only one of them solved, how likely so lopsided a split is if the change did nothing.",
+    "minimum detectable effect": "The smallest solve-rate change this panel detects 80% of the time at α 0.05, given how often its outcomes flip and how much a task's seeds move together.",
+    "BH q": "A p-value adjusted for the other cells of the sweep (Benjamini–Hochberg): of the cells that look better, the share expected to be so by chance stays below q.",
+    "Holm p": "A p-value adjusted for the other epochs of the training (Holm): each accept is one more test.",
     "attributed": "A flip (new solve or regression) where the candidate's changed lines ran before its episode parted from the baseline's.",
     "incidental": "A flip where the episodes parted before any changed line ran: noise or a shared nondeterminism, not the change.",
 }
@@ -87,6 +91,11 @@ SHORT: dict[str, str] = {
     "forked": "certified tasks whose re-execution differed / tasks certified",
     "solved/total": "task instances solved, of the panel's",
     "vs untrained": "the paired difference of solve rates against the untrained harness on the same task instances, with its 95% interval [low, high]",
+    "floor": "the noise floor: the margin noise reaches, the larger of the seed flip rate and the 95% interval's half-width toward 0",
+    "within": "the margin is within the noise floor",
+    "p": "exact McNemar p (one-sided) that the candidate solves more task instances",
+    "Holm p": "p adjusted for every judged epoch of the training (Holm)",
+    "a/i": "flips attributed to the change / incidental",
 }
 
 

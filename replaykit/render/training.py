@@ -139,7 +139,7 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 
 def noise_table(report: NoiseAudit) -> None:
-    """``audit TRAINING --noise``: each epoch's margin, noise floor, interval and attribution."""
+    """``audit TRAINING --noise``: each epoch's margin, noise floor, interval, p-values and attribution."""
     rows: list[list[str | Text]] = []
     for r in report["epochs"]:
         interval = r["interval"]
@@ -154,6 +154,8 @@ def noise_table(report: NoiseAudit) -> None:
                 _num(r["noise_floor"]),
                 within,
                 shown,
+                _num(r["p_value"]),
+                _num(r["p_holm"]),
                 f"{flips.get('attributed', 0)}/{flips.get('incidental', 0)}" if flips else "-",
             ]
         )
@@ -161,19 +163,11 @@ def noise_table(report: NoiseAudit) -> None:
     extra = f" · extra seeds {', '.join(map(str, seeds))}" if seeds else ""
     show_table(
         f"noise of training {report['training_id']} ({report['criterion']}, score {report['score']}{extra})",
-        [
-            "epoch",
-            "decision",
-            "margin",
-            "noise floor",
-            "within noise",
-            "95% interval",
-            "attributed/incidental",
-        ],
+        ["epoch", "decision", "margin", "floor", "within", "95% interval", "p", "Holm p", "a/i"],
         rows,
         optional=["95% interval"],
     )
-    wrapped(legend("margin", "noise floor"))
+    wrapped(legend("margin", "floor", "within", "p", "Holm p", "a/i"))
     for r in report["epochs"]:
         if r["excluded"]:
             line(f"epoch {r['epoch']}: excluded (forked): {', '.join(sorted(r['excluded']))}")

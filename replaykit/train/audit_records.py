@@ -194,6 +194,8 @@ class SweepCell(TypedDict):
     final_solve_rate: float | None
     offline_share: float
     needs_recording: int  # episodes never recorded that the walk would need
+    p_value: float | None  # exact one-sided McNemar: the final baseline solves more than the initial
+    p_bh: float | None  # p_value adjusted over the sweep's cells (Benjamini-Hochberg)
 
 
 class SweepReport(TypedDict):

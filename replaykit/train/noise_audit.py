@@ -9,6 +9,10 @@ within noise, and those whose wins were all ``incidental`` (``train/attribution.
 the recorded ones (live, once, in the training's harness repository, through ``measure``:
 its cassettes and runs are stored); later audits find them in the store and stay offline.
 The noise is then computed over the recorded and the extra seeds together.
+
+Each judged epoch also gets its paired comparison (``stats.paired``) and ``p_value``, the exact
+one-sided McNemar p that its candidate solves more; ``p_holm`` adjusts them for every judged
+epoch of the training together (Holm): a training is many tests, and each accept is one more.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document
 from replaykit.train.attribution import attribute
 from replaykit.train.derived import verified_training, verified_verdict
-from replaykit.train.stats import Interval, Score, noise, stored_run_stats
+from replaykit.train.significance import holm
+from replaykit.train.stats import Interval, Paired, Score, noise, paired, stored_run_stats
 from replaykit.train.walk import training_config
 
 
@@ -55,6 +60,9 @@ class EpochNoise(TypedDict):
     excluded: dict[str, str]  # forked tasks, from the certificates
     baseline: SideStats | None
     candidate: SideStats | None
+    paired: Paired | None  # the paired comparison (difference, interval, McNemar, mde)
+    p_value: float | None  # exact one-sided McNemar: the candidate solves more
+    p_holm: float | None  # p_value adjusted over every judged epoch (Holm)
     attribution: NotRequired[dict[str, Any]]
 
 
@@ -68,6 +76,7 @@ class NoiseAudit(TypedDict):
     accepted: list[int]
     accepted_within_noise: list[int]
     accepted_all_incidental: NotRequired[list[int]]
+    accepted_significant: list[int]  # accepted epochs whose Holm-adjusted p is at most 0.05
     summary: str
 
 
@@ -169,6 +178,9 @@ def _epoch(
         "excluded": {},
         "baseline": None,
         "candidate": None,
+        "paired": None,
+        "p_value": None,
+        "p_holm": None,
     }
     if not (e.get("verdict") and e.get("baseline_run") and e.get("candidate_run")):
         return row
@@ -187,7 +199,18 @@ def _epoch(
     row["seed_flip_rate"], row["excluded"] = found["seed_flip_rate"], excluded
     row["seeds"] = sorted({int(x.seed) for x in baseline.episodes})
     row["baseline"], row["candidate"] = _side(store, baseline), _side(store, candidate)
+    pair = paired(baseline, candidate, excluded)
+    row["paired"], row["p_value"] = pair, pair["mcnemar_p_better"]
     return row
+
+
+def with_holm(epochs: list[EpochNoise]) -> list[int]:
+    """Each judged epoch's ``p_holm`` (Holm over the training's judged epochs); the accepted
+    epochs still significant at 0.05 once adjusted."""
+    judged = [r for r in epochs if r["p_value"] is not None]
+    for r, adjusted in zip(judged, holm([float(r["p_value"] or 0.0) for r in judged]), strict=True):
+        r["p_holm"] = adjusted
+    return [r["epoch"] for r in judged if r["decision"] == "accepted" and (r["p_holm"] or 1.0) <= 0.05]
 
 
 def noise_audit(
@@ -207,6 +230,7 @@ def noise_audit(
     score: Score = "reward" if criterion == "mean_reward" else "solved"
     extra = ExtraSeeds(store, doc, resample_seeds, live) if resample_seeds else None
     epochs = [_epoch(store, e, score, extra, progress) for e in doc["epochs"]]
+    significant = with_holm(epochs)
     accepted = [r["epoch"] for r in epochs if r["decision"] == "accepted"]
     within = [r["epoch"] for r in epochs if r["decision"] == "accepted" and r["within_noise"]]
     incidental = [
@@ -228,8 +252,10 @@ def noise_audit(
         "accepted": accepted,
         "accepted_within_noise": within,
         "accepted_all_incidental": incidental,
+        "accepted_significant": significant,
         "summary": (
             f"{len(within)} of {len(accepted)} accepted epoch(s) within noise, {len(incidental)} whose wins were all "
-            f"incidental ({judged} of {len(epochs)} epoch(s) judged)"
+            f"incidental, {len(significant)} significant after Holm (p ≤ 0.05 over {judged} judged of "
+            f"{len(epochs)} epoch(s))"
         ),
     }

@@ -2,8 +2,10 @@
 
 ``replaykit audit TRAINING_ID --sweep criteria=strict_pareto,mean_reward --sweep
 optimizers=greedy_monotonic,margin_greedy:margin=2`` → per cell: accepted epochs,
-final baseline, its solve rate, and the share of epochs computable offline. The
-scratch clone, the recorded proposals and the measurement look-ups are shared by
+final baseline, its solve rate, the share of epochs computable offline, and ``p_value``: the
+exact one-sided McNemar p that the final baseline solves more than the initial one (on the
+same panel), with ``p_bh``, the Benjamini–Hochberg adjustment over the sweep's cells (a sweep
+is many trainings; some look better by chance). The scratch clone, the recorded proposals and the measurement look-ups are shared by
 all cells; nothing is written.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
+from replaykit.core.records import RunDoc
 from replaykit.train.audit_records import SweepCell, SweepReport
 from replaykit.train.config import train_config
 from replaykit.train.counterfactual import report
@@ -19,6 +22,8 @@ from replaykit.train.criteria import make_criterion
 from replaykit.train.derived import verified_training
 from replaykit.train.optimizers import make_optimizer
 from replaykit.train.scratch import Scratch
+from replaykit.train.significance import benjamini_hochberg
+from replaykit.train.stats import paired
 from replaykit.train.walk import (
     Measurements,
     parse_spec,
@@ -66,6 +71,21 @@ def parse_sweep(options: list[str]) -> dict[str, list[str]]:
             parse_spec(spec)
         axes[AXES[axis.strip()]].extend(specs)
     return axes
+
+
+def final_p(measurements: Measurements, initial: str, final: str | None) -> float | None:
+    """The exact one-sided McNemar p that ``final`` solves more than ``initial`` (None: unknown)."""
+    base, cand = measurements.lookup(initial)[0], measurements.lookup(final)[0] if final else None
+    if base is None or cand is None:
+        return None
+    return paired(RunDoc.from_dict(base), RunDoc.from_dict(cand))["mcnemar_p_better"]
+
+
+def with_bh(cells: list[SweepCell]) -> None:
+    """Each cell's ``p_bh``: Benjamini–Hochberg over the cells whose p is known."""
+    known = [c for c in cells if c["p_value"] is not None]
+    for cell, q in zip(known, benjamini_hochberg([float(c["p_value"] or 0.0) for c in known]), strict=True):
+        cell["p_bh"] = q
 
 
 def sweep(
@@ -123,10 +143,13 @@ def sweep(
                         "final_solve_rate": final["solve_rate"],
                         "offline_share": rep["offline_share"],
                         "needs_recording": len(rep["needs_recording"]),
+                        "p_value": final_p(measurements, doc["initial_sha"], final["sha"]),
+                        "p_bh": None,
                     }
                 )
                 if progress:
                     progress("cell", {"epoch": len(cells)})
+    with_bh(cells)
     return {
         "training_id": doc["training_id"],
         "kind": "sweep",

@@ -19,6 +19,7 @@ from replaykit.testing import write_config
 from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual
 from replaykit.train.counterfactual_record import record_counterfactual
+from replaykit.train.significance import benjamini_hochberg
 from replaykit.train.trainer import Trainer
 from replaykit.train.walk import parse_spec
 from tests.cli_runner import cli as run_cli
@@ -211,6 +212,13 @@ def test_cli_counterfactual_sweep_and_seed_robustness_json(quickstart: dict[str,
     assert strict["accepted_epochs"] == [] and strict["complete"] and strict["offline_share"] == 1.0
     assert strict["final_baseline"] == s["initial_sha"] and strict["final_solved"] < recorded["final_solved"]
     verdict = s["epochs"][0]["verdict_id"]
+    # issue 37 item 2: each cell's p (final vs initial baseline), Benjamini-Hochberg over the cells
+    first = cli(verdict, "--store", store)[
+        "paired"
+    ]  # epoch 0: the initial baseline vs its accepted candidate
+    assert recorded["p_value"] == first["mcnemar_p_better"] and strict["p_value"] == 1.0
+    known = [c for c in sweep["cells"] if c["p_value"] is not None]
+    assert [c["p_bh"] for c in known] == benjamini_hochberg([c["p_value"] for c in known])
     rob = cli(verdict, "--store", store, "--resample-seeds", "1")
     assert (
         rob["total"] == 2
@@ -253,6 +261,7 @@ def test_training_report_shows_the_sweep(
     # accepted epochs are named (e0), never a bare 0 that reads as "none accepted"
     recorded_row = html.split('class="sweep-row recorded"', 1)[1].split("</tr>", 1)[0]
     assert "<td>e0</td>" in recorded_row and "<td>0</td>" not in recorded_row
+    assert recorded_row.count('<td class="p-bh">') == 1  # issue 37: BH q beside each cell's p
     assert store_state(store) == before
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from replaykit.cassette.store import Store
 from replaykit.testing import write_config
+from replaykit.train.significance import holm
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e
@@ -51,6 +52,13 @@ def test_audit_training_noise_gives_every_epoch_its_floor_offline(trained: dict[
         assert e["seeds"] == [0, 1] and e["baseline"]["pass_at_k"]
         flips = e["attribution"]["flips"]
         assert all(f["label"] in ("attributed", "incidental") for f in flips)
+    judged = [e for e in report["epochs"] if e["p_value"] is not None]  # issue 37: Holm over the epochs
+    assert judged and all(e["p_value"] == e["paired"]["mcnemar_p_better"] for e in judged)
+    assert [e["p_holm"] for e in judged] == holm([e["p_value"] for e in judged])
+    assert all(e["p_holm"] >= e["p_value"] for e in judged)
+    assert report["accepted_significant"] == [
+        e["epoch"] for e in judged if e["decision"] == "accepted" and e["p_holm"] <= 0.05
+    ]
     decisions = [e["decision"] for e in report["epochs"]]
     assert report["accepted"] == [i for i, d in enumerate(decisions) if d == "accepted"]
     assert report["accepted_within_noise"] == [
@@ -62,7 +70,7 @@ def test_audit_training_noise_gives_every_epoch_its_floor_offline(trained: dict[
     after = sorted((p.name, p.stat().st_size) for p in Path(trained["store"]).rglob("*") if p.is_file())
     assert after == before  # read-only
     table = ok("audit", trained["doc"]["training_id"], "--noise", "--store", trained["store"])
-    assert "noise floor" in table and "accepted epoch(s) within noise" in table
+    assert "floor" in table and "accepted epoch(s) within noise" in table and "Holm p" in table
 
 
 def test_resample_seeds_records_extra_seeds_once_then_replays(
