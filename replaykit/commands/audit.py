@@ -123,7 +123,7 @@ def sweep_table(rep: SweepReport) -> None:
         ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline", "p", "BH q"],
         rows,
     )
-    render.line(
+    render.wrapped(
         "p = exact McNemar p (one-sided) that the final baseline solves more than the initial one · "
         "BH q = p adjusted over the cells (Benjamini–Hochberg)"
     )
