@@ -43,7 +43,7 @@ class AcceptAll:
     def __call__(
         self, candidate: dict[str, Any], baseline: dict[str, Any], exclude: dict[str, str] | None = None
     ) -> Any:
-        from replaykit.train.criteria import Verdict
+        from replaykit.train.verdicts import Verdict
 
         return Verdict(self.name, {}, True, 0.0, "accepts everything (benchmark)")
 

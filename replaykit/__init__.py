@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     from replaykit.execution.registry import register_executor
     from replaykit.models.codex import CodexAgentBackend
     from replaykit.train.backends import register_backend
-    from replaykit.train.criteria import MeanReward, StrictPareto, Verdict, register_criterion
+    from replaykit.train.criteria import MeanReward, StrictPareto, register_criterion
     from replaykit.train.estimators import AgenticEstimator, PatchQueue, register_estimator
     from replaykit.train.loss import Loss
     from replaykit.train.openai_backend import OpenAIBackend
     from replaykit.train.optim.greedy import GreedyMonotonic
     from replaykit.train.optimizers import register_optimizer
     from replaykit.train.trainer import Trainer
+    from replaykit.train.verdicts import Verdict
 
 __version__ = "0.1.0"
 
@@ -76,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "CodexAgentBackend": "replaykit.models.codex",
     "StrictPareto": "replaykit.train.criteria",
     "MeanReward": "replaykit.train.criteria",
-    "Verdict": "replaykit.train.criteria",
+    "Verdict": "replaykit.train.verdicts",
     "GreedyMonotonic": "replaykit.train.optim.greedy",
     "RunConfig": "replaykit.episodes.config",
     "load_config": "replaykit.episodes.config",

@@ -134,7 +134,9 @@ def test_without_the_plugin_names_are_one_line_errors(plugin: dict[str, Any]) ->
     code, _, err = cli(["audit", plugin["summary"]["verdicts"][0], "--store", str(tmp / "store")], None, tmp)
     verdict = plugin["summary"]["verdicts"][0]
     assert code == 1 and err.strip().startswith(f"Error: verdict {verdict}: cannot recompute it: "), err
-    assert "unknown criterion 'no_worse'; known: mean_reward, strict_pareto" in err  # names what it can use
+    assert (
+        "unknown criterion 'no_worse'; known: mean_reward, paired_test, strict_pareto" in err
+    )  # names what it can use
     assert len(err.strip().splitlines()) == 1
 
 

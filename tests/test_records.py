@@ -8,7 +8,7 @@ from typing import Any
 from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
-from replaykit.train.criteria import outcomes
+from replaykit.train.verdicts import outcomes
 
 
 def test_a_measured_run_round_trips_through_rundoc(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from replaykit.commands.options import (
 )
 from replaykit.core.errors import ConfigError
 from replaykit.core.glossary import epoch_names
+from replaykit.render.console import wrapped
 
 if TYPE_CHECKING:
     from replaykit.train.audit_records import CounterfactualReport, SeedRobustness, SolveRate, SweepReport
@@ -123,7 +124,7 @@ def sweep_table(rep: SweepReport) -> None:
         ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline", "p", "BH q"],
         rows,
     )
-    render.wrapped(
+    wrapped(
         "p = exact McNemar p (one-sided) that the final baseline solves more than the initial one · "
         "BH q = p adjusted over the cells (Benjamini–Hochberg)"
     )

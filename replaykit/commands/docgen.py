@@ -76,8 +76,11 @@ NOTES: dict[str, str] = {
     "train.patch_surface": "Globs of the files a candidate may change; a proposal touching others is skipped.",
     "train.estimator": "Who proposes candidates: `{kind: agentic, backend: {kind: openai|codex, model, base_url}}` or "
     "`{kind: patch_queue, diffs: [file.diff, …], descriptions: […]}` (hand-written diffs, applied in order).",
-    "train.criterion": "How a candidate is judged: `{name: strict_pareto|mean_reward|…, …params}`.",
+    "train.criterion": "How a candidate is judged: `{name: strict_pareto|mean_reward|paired_test|…, …params}`.",
     "train.optimizer": "What a verdict does: `{name: greedy_monotonic|margin_greedy|pareto_frontier, …params}`.",
+    "train.error_budget": "One α spent across the planned `train.epochs` by a criterion that tests at a level (`paired_test`): "
+    "each epoch gets α / epochs, and an epoch that accepts (or is skipped) passes its level on; the chance that any accepted change "
+    "does nothing stays at most α (docs/training.md).",
     "train.certify": "`every_epoch`: each epoch re-executes the baseline's episodes in a fresh environment (a certificate "
     "already stored for those very episodes is reused) and its verdict leaves out the tasks certified forked; "
     "`never`: a verdict excludes only the forked tasks already certified (`replaykit certify RUN`).",

@@ -77,7 +77,7 @@ class RunDocument(TypedDict):
 
 
 class VerdictRecord(TypedDict):
-    """A criterion's verdict as stored (``train.criteria.Verdict.to_dict``)."""
+    """A criterion's verdict as stored (``train.verdicts.Verdict.to_dict``)."""
 
     criterion: str
     params: dict[str, JSON]

@@ -45,6 +45,15 @@ class TrainConfig(BaseModel):
     optimizer: dict[str, object] = Field(default_factory=_copy(DEFAULT_OPTIMIZER))
     #: ``every_epoch``: the baseline's episodes re-executed each epoch (``certification.py``)
     certify: Literal["never", "every_epoch"] = "never"
+    #: one α spent across the epochs by a criterion that tests at a level (``error_budget.py``)
+    error_budget: float | None = None
+
+    @field_validator("error_budget")
+    @classmethod
+    def _budget(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value < 1:
+            raise ValueError(f"error_budget {value}: give one alpha strictly between 0 and 1, e.g. 0.05")
+        return value
 
     @field_validator("estimator")
     @classmethod
@@ -66,6 +75,23 @@ class TrainConfig(BaseModel):
         from replaykit.train.optimizers import OPTIMIZERS
 
         return _validated(OPTIMIZERS, "optimizer", "name", "greedy_monotonic", spec)
+
+    @model_validator(mode="after")
+    def _budget_spender(self) -> TrainConfig:
+        """An error budget is spent by a criterion that tests at a level (``paired_test``)."""
+        if self.error_budget is None:
+            return self
+        from replaykit.train.criteria import CRITERIA
+        from replaykit.train.error_budget import Levelled
+
+        name = str(self.criterion.get("name", "strict_pareto"))
+        factory = CRITERIA.factory(name)
+        if not (isinstance(factory, type) and issubclass(factory, Levelled)):
+            raise ValueError(
+                f"train.error_budget is spent by a criterion that tests at a level; {name} does not: "
+                "use train.criterion: {name: paired_test}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _built(self, info: ValidationInfo) -> TrainConfig:

@@ -2,96 +2,24 @@
 
 A *unit* is one task instance: a (task, seed) pair, written ``task#seed``.
 Registered by name so configs (``train.criterion.name``) and ``replaykit audit
---criterion`` can select them. Add one with one file: a class with ``name``,
-``params()`` and ``__call__(candidate, baseline, exclude) -> Verdict`` (both runs are
-``RunDoc`` records: ``outcomes(run)`` pairs their episodes by unit), then
-``register_criterion(name, cls)`` or an entry point in the ``replaykit.criteria`` group.
+--criterion`` can select them: ``strict_pareto`` and ``mean_reward`` here, ``paired_test``
+in ``paired_test.py``. Add one with one file: a class with ``name``, ``params()`` and
+``__call__(candidate, baseline, exclude) -> Verdict`` (both runs are ``RunDoc`` records:
+``verdicts.outcomes(run)`` pairs their episodes by unit), then ``register_criterion(name,
+cls)`` or an entry point in the ``replaykit.criteria`` group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import comb
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import JSON, RunDoc, VerdictRecord
+from replaykit.core.records import JSON, RunDoc
 from replaykit.core.registry import FactoryRegistry
+from replaykit.train.paired_test import PairedTest
 from replaykit.train.stats import Score, noise, noise_json
-
-
-@dataclass(frozen=True)
-class Outcome:
-    unit: str
-    task_id: str
-    passed: bool
-    infra: bool
-    reward: float
-    steps: int
-    tokens: int
-
-
-def outcomes(run: RunDoc) -> dict[str, Outcome]:
-    """A run's episodes by unit (``task#seed``)."""
-    out = {}
-    for e in run.episodes:
-        out[e.unit] = Outcome(
-            e.unit, e.task_id, e.passed, e.infra_failure, e.reward or 0.0, e.steps, e.tokens
-        )
-    return out
-
-
-@dataclass
-class Verdict:
-    criterion: str
-    params: dict[str, JSON]
-    accept: bool
-    loss: float
-    reason: str
-    regressions: list[str] = field(default_factory=list)
-    new_solves: list[str] = field(default_factory=list)
-    excluded: dict[str, str] = field(default_factory=dict)
-    metrics: dict[str, JSON] = field(default_factory=dict)
-
-    def to_dict(self) -> VerdictRecord:
-        return VerdictRecord(
-            criterion=self.criterion,
-            params=self.params,
-            accept=self.accept,
-            loss=self.loss,
-            reason=self.reason,
-            regressions=self.regressions,
-            new_solves=self.new_solves,
-            excluded=self.excluded,
-            metrics=self.metrics,
-        )
-
-
-class Criterion(Protocol):
-    name: str
-
-    def params(self) -> dict[str, JSON]: ...
-
-    def __call__(
-        self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None
-    ) -> Verdict: ...
-
-
-def _paired(
-    candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None
-) -> tuple[dict[str, Outcome], dict[str, Outcome], list[str], dict[str, str]]:
-    b, c = outcomes(baseline), outcomes(candidate)
-    excluded = dict(exclude or {})
-    units = sorted(u for u in set(b) & set(c) if b[u].task_id not in excluded)
-    return b, c, units, excluded
-
-
-def _with_exclusions(reason: str, excluded: dict[str, str]) -> str:
-    if not excluded:
-        return reason
-    return f"{reason}; excluded (not counted): " + ", ".join(
-        f"{t} ({why})" for t, why in sorted(excluded.items())
-    )
+from replaykit.train.verdicts import Criterion, Outcome, Verdict, movement, pair_runs, with_exclusions
 
 
 def _min_margin(value: str | None) -> str | None:
@@ -119,12 +47,6 @@ def _noise_floor(verdict: Verdict, candidate: RunDoc, baseline: RunDoc, score: S
             f"{found['noise_floor']:.3f}"
         )
     return verdict
-
-
-def _movement(b: dict[str, Outcome], c: dict[str, Outcome], units: list[str]) -> tuple[list[str], list[str]]:
-    regressions = [u for u in units if b[u].passed and not c[u].passed]
-    new = [u for u in units if c[u].passed and not b[u].passed]
-    return regressions, new
 
 
 class StrictPareto:
@@ -175,8 +97,8 @@ class StrictPareto:
         return False, "exact tie: same solved set and secondary metrics; no improvement"
 
     def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
-        b, c, units, excluded = _paired(candidate, baseline, exclude)
-        regressions, new = _movement(b, c, units)
+        b, c, units, excluded = pair_runs(candidate, baseline, exclude)
+        regressions, new = movement(b, c, units)
         infra = [u for u in units if b[u].infra or c[u].infra]
         best = self._decide(b, c, units, "best")
         worst = self._decide(b, c, units, "worst")
@@ -194,7 +116,7 @@ class StrictPareto:
             self.params(),
             accept,
             (solved_b - solved_c) / max(len(units), 1),
-            _with_exclusions(reason, excluded),
+            with_exclusions(reason, excluded),
             regressions,
             new,
             excluded,
@@ -224,8 +146,8 @@ class MeanReward:
         return _with_margin({"alpha": self.alpha}, self.min_margin)
 
     def __call__(self, candidate: RunDoc, baseline: RunDoc, exclude: dict[str, str] | None = None) -> Verdict:
-        b, c, units, excluded = _paired(candidate, baseline, exclude)
-        regressions, new = _movement(b, c, units)
+        b, c, units, excluded = pair_runs(candidate, baseline, exclude)
+        regressions, new = movement(b, c, units)
         kept = [u for u in units if not (b[u].infra or c[u].infra)]
         diffs = [c[u].reward - b[u].reward for u in kept]
         mean = sum(diffs) / len(diffs) if diffs else 0.0
@@ -242,7 +164,7 @@ class MeanReward:
             self.params(),
             accept,
             -mean,
-            _with_exclusions(reason, excluded),
+            with_exclusions(reason, excluded),
             regressions,
             new,
             excluded,
@@ -260,6 +182,7 @@ def register_criterion(name: str, factory: Callable[..., Criterion]) -> None:
 
 register_criterion(StrictPareto.name, StrictPareto)
 register_criterion(MeanReward.name, MeanReward)
+register_criterion(PairedTest.name, PairedTest)
 
 
 def make_criterion(name: str, **params: Any) -> Criterion:

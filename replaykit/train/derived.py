@@ -206,7 +206,13 @@ def _recomputed_head(store: RunStore, doc: TrainingDocument, decided: list[Any])
         raise
     except (ReplaykitError, KeyError, TypeError, ValueError) as exc:
         raise _corrupt(store, f"training {tid}: its epochs cannot be recomputed ({str(exc)[:120]})") from None
-    for row in result["rows"]:
+    for row, rec in zip(result["rows"], decided, strict=False):
+        if row["verdict"] is not None and rec.get("verdict") is not None and row["verdict"] != rec["verdict"]:
+            raise _corrupt(  # e.g. a level its error budget does not give (error_budget.py)
+                store,
+                f"training {tid}: epoch {row['epoch']}'s verdict is not what its runs give under the "
+                "training's criterion (and error budget): forged or corrupt",
+            )
         if row["counterfactual_decision"] != row["recorded_decision"] or (
             row["counterfactual_candidate"] != row["recorded_candidate"]
         ):

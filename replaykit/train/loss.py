@@ -17,7 +17,7 @@ from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
 from replaykit.core.records import JSON, EpochRecord, RunDoc
-from replaykit.train.criteria import Verdict
+from replaykit.train.verdicts import Verdict
 
 
 def verdict_id_of(

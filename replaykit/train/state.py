@@ -19,8 +19,8 @@ from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.train.config import TrainConfig
-from replaykit.train.criteria import Criterion
 from replaykit.train.estimators import Estimator
+from replaykit.train.verdicts import Criterion
 
 if TYPE_CHECKING:
     from replaykit.train.loss import Loss

@@ -40,14 +40,16 @@ from replaykit.train import exclusions, gitops
 from replaykit.train.brief import training_brief
 from replaykit.train.certification import EVERY_EPOCH, certify_baseline
 from replaykit.train.config import train_config
-from replaykit.train.criteria import Criterion, make_criterion
+from replaykit.train.criteria import make_criterion
 from replaykit.train.documents import TrainingDocuments, training_summary
+from replaykit.train.error_budget import epoch_criterion, verdict_decision
 from replaykit.train.estimators import Estimator, make_estimator
 from replaykit.train.loss import Loss, verdict_id_of
 from replaykit.train.optimizers import Optimizer, make_optimizer
 from replaykit.train.parameter import Parameter
 from replaykit.train.proposal import proposal_session
 from replaykit.train.state import TrainingState
+from replaykit.train.verdicts import Criterion
 
 
 class Trainer:
@@ -162,6 +164,7 @@ class Trainer:
                 "seed": self.train_cfg.seed,
                 "surface": self.train_cfg.patch_surface,
                 **({"certify": EVERY_EPOCH} if self.certifies else {}),  # absent: recorded ids stay
+                **({"error_budget": b} if (b := self.train_cfg.error_budget) is not None else {}),
             }
         )
 
@@ -199,11 +202,12 @@ class Trainer:
         state.training_id = digest_of([self.spec_digest, head])[:16]
 
     def verdict_id(self, loss: Loss) -> str:
+        criterion = self.epoch_criterion(loss.epoch)
         return verdict_id_of(
             loss.baseline_run,
             loss.candidate_run,
-            self.criterion.name,
-            self.criterion.params(),
+            criterion.name,
+            criterion.params(),
             loss.certificates,
             loss.certified,
         )
@@ -334,10 +338,16 @@ class Trainer:
             epoch, baseline, candidate, certified
         )  # by certificate, named in the verdict
         loss.certificates = exclusions.certificate_ids(excluded)
-        loss.verdict = self.criterion(
+        loss.verdict = self.epoch_criterion(epoch)(
             RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), exclusions.reasons(excluded)
         )
         return loss
+
+    def epoch_criterion(self, epoch: int) -> Criterion:
+        """The criterion an epoch is judged by: at its share of ``train.error_budget`` when set
+        (``error_budget.py``: what the epochs before it decided), else the training's."""
+        earlier = [verdict_decision(lo.verdict, lo.skipped) for lo in self.losses[:epoch]]
+        return epoch_criterion(self.criterion, self.train_cfg.error_budget, self.train_cfg.epochs, earlier)
 
     def _exclusions(
         self, epoch: int, baseline: RunDocument, candidate: RunDocument, certified: list[str] | None

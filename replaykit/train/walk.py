@@ -28,10 +28,12 @@ from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run_document import run_document
 from replaykit.train import exclusions
 from replaykit.train.audit_records import CounterfactualRow, NeededEpisode, SolveRate, WalkResult
-from replaykit.train.criteria import Criterion, make_criterion
+from replaykit.train.criteria import make_criterion
+from replaykit.train.error_budget import epoch_criterion, training_budget, verdict_decision
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optimizers import Optimizer, make_optimizer
 from replaykit.train.scratch import Proposal, Scratch
+from replaykit.train.verdicts import Criterion
 
 
 def parse_spec(text: str) -> tuple[str, dict[str, JSON]]:
@@ -188,6 +190,8 @@ def walk(
     rows: list[CounterfactualRow] = []
     needs: list[NeededEpisode] = []
     blocked: int | None = None
+    budget, planned = training_budget(doc)  # its error budget's levels follow the walked decisions
+    decided: list[str] = []
     for rec, prop in zip(doc["epochs"], proposals, strict=True):
         epoch = rec["epoch"]
         row: CounterfactualRow = {
@@ -227,11 +231,12 @@ def walk(
             continue
         verdict = None
         if not skipped and base_run is not None and cand_run is not None:
-            verdict = criterion(
+            verdict = epoch_criterion(criterion, budget, planned, decided)(
                 RunDoc.from_dict(cand_run),
                 RunDoc.from_dict(base_run),
                 _excluded(store, rec, base_run, cand_run),
             )
+        decided.append(verdict_decision(verdict, skipped))
         step = StepInput(
             epoch,
             head,

@@ -22,8 +22,8 @@ from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import Sandbox, VerifierPaths
 from replaykit.execution.settings import ExecutorKind, ExecutorSettings
 from replaykit.models.session import ProposalSession
-from replaykit.train.criteria import Verdict, outcomes
 from replaykit.train.optim.base import ParameterBound, StepInput
+from replaykit.train.verdicts import Verdict, outcomes
 
 
 class ExampleSettings(EnvSettings):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from replaykit.core.errors import TrainError
 from replaykit.core.records import JSON, RunDoc
-from replaykit.train.criteria import Verdict
 from replaykit.train.parameter import Parameter
+from replaykit.train.verdicts import Verdict
 
 
 @dataclass(frozen=True)
