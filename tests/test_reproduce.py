@@ -20,8 +20,7 @@ SHIPPED = REPO_ROOT / "cassettes" / "quickstart-training.tar.gz"
 
 def test_the_shipped_training_reproduces_identical(tmp_path: Path) -> None:
     charts = tmp_path / "charts"
-    # from the checkout: the training finds its tasks there until bundles carry them (issue 36 item 2)
-    proc = cli("reproduce", str(SHIPPED), "--charts", str(charts), "--json", cwd=REPO_ROOT)
+    proc = cli("reproduce", str(SHIPPED), "--charts", str(charts), "--json", cwd=tmp_path)  # not a checkout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     done = json.loads(proc.stdout)
     assert done["identical"] is True and done["roots"][0]["kind"] == "training"
@@ -44,7 +43,7 @@ def test_the_shipped_training_reproduces_identical(tmp_path: Path) -> None:
 
 
 def test_one_line_per_root_in_80_columns(tmp_path: Path) -> None:
-    proc = cli("reproduce", str(SHIPPED), cwd=REPO_ROOT, env={"COLUMNS": "80"})
+    proc = cli("reproduce", str(SHIPPED), cwd=tmp_path, env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines and all(len(line) <= 80 for line in lines), lines
