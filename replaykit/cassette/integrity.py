@@ -86,7 +86,8 @@ def safe_path(name: str) -> bool:
 
 def tree_manifest(text: object) -> dict[str, tuple[int, str]]:
     """A harness tree's manifest (``{path: [mode, blob]}`` JSON) as ``{path: (mode, blob)}``,
-    checked: every path stays inside the tree (:func:`safe_path`), every blob is a sha256.
+    checked: every path stays inside the tree (:func:`safe_path`), none is a folder of another,
+    every blob is a sha256.
     Raises ``ValueError`` naming what is wrong (the store says store corrupt, a bundle refuses)."""
     try:
         parsed = json.loads(text)  # type: ignore[arg-type]
@@ -98,6 +99,12 @@ def tree_manifest(text: object) -> dict[str, tuple[int, str]]:
             raise ValueError(f"unsafe file path {path[:80]!r} (absolute or with '..'); refusing")
         if not HEX64.fullmatch(digest):
             raise ValueError(f"file {path[:80]!r} has no valid blob hash")
+    for path in items:  # a file cannot also be a folder of another (``a`` and ``a/b``)
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in items:
+                raise ValueError(f"file path {folder[:80]!r} is also a folder of {path[:80]!r}")
     return items
 
 

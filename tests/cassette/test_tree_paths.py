@@ -110,3 +110,17 @@ def test_replay_of_a_run_whose_tree_was_planted_writes_nothing_outside(tmp_path:
     for folder in (tmp_path, store_dir, store_dir / "cache", Path("/tmp"), Path("/")):
         assert not (folder / name).exists(), folder / name
     assert sorted(str(p) for p in tmp_path.rglob("*") if "cache" not in p.parts) == before
+
+
+def test_a_manifest_whose_paths_nest_is_store_corrupt(store_location: str) -> None:
+    """``a`` a file and ``a/b`` a file under it cannot both be: verify names the tree and a
+    replay says store corrupt (issue 38 item 4: verify passed and replay failed with a raw
+    ``File exists``)."""
+    store = open_store(store_location)
+    store.put_tree(SHA, {"harness.py": (0o644, b"def solve(*a): pass\n")})
+    plant(store, SHA, {"pkg": "", "pkg/mod.py": ""})
+    reader = open_store(store_location, readonly=True)
+    with pytest.raises(StoreCorrupt, match=r"file path 'pkg' is also a folder of 'pkg/mod.py'"):
+        reader.materialise_tree(SHA)
+    report = verify_store(reader)
+    assert not report["ok"] and [d["table"] for d in report["damaged"]] == ["trees"], report
