@@ -24,6 +24,7 @@ from replaykit.cassette.events import (
     ErrorEvent,
     Event,
     GradeEvent,
+    LimitEvent,
     LlmEvent,
     NetEvent,
     RequestForm,
@@ -185,6 +186,20 @@ class Tape:
         assert isinstance(expected, ErrorEvent)
         if expected.message != message:
             raise self.diverge("error", "the harness raised differently", expected.message, message, [])
+        self.cursor += 1
+        self.events.append(expected)
+
+    def play_limit(self, event: LimitEvent) -> None:
+        """The limit a replay reached where the recording did (``episodes/limits.py`` serves it)."""
+        expected = self._next("limit", event.message)
+        if expected.digest_form() != event.digest_form():
+            raise self.diverge(
+                "limit",
+                "the episode stopped at another limit",
+                expected.digest_form(),
+                event.digest_form(),
+                [],
+            )
         self.cursor += 1
         self.events.append(expected)
 

@@ -24,6 +24,7 @@ from replaykit.cassette.events import (
     ErrorEvent,
     Event,
     GradeEvent,
+    LimitEvent,
     LlmEvent,
     NetEvent,
 )
@@ -161,6 +162,8 @@ def encode_event(event: Event, blobs: Blobs, previous: Any = None) -> EventDoc:
         }
     if isinstance(event, ErrorEvent):
         return {"kind": "error", "message": event.message}
+    if isinstance(event, LimitEvent):
+        return {"kind": "limit", "limit": event.limit, "value": event.value, "message": event.message}
     if isinstance(event, GradeEvent):
         grade = event.grade
         return {
@@ -219,6 +222,8 @@ def decode_event(doc: EventDoc, get: Callable[[str], bytes], previous: Any = Non
         )
     if doc["kind"] == "error":
         return ErrorEvent(message=doc["message"])
+    if doc["kind"] == "limit":
+        return LimitEvent(limit=str(doc["limit"]), value=doc["value"], message=str(doc["message"]))
     if doc["kind"] == "grade":
         return GradeEvent(grade=Grade.from_dict(doc["grade"]))
     raise ValueError(f"unknown event kind {doc['kind']!r}")

@@ -82,12 +82,21 @@ class ErrorEventDoc(TypedDict):
     message: str
 
 
+class LimitEventDoc(TypedDict):
+    """A limit the framework enforced (``events.LimitEvent``)."""
+
+    kind: Literal["limit"]
+    limit: str
+    value: float
+    message: str
+
+
 class GradeEventDoc(TypedDict):
     kind: Literal["grade"]
     grade: GradeDoc
 
 
-EventDoc = LlmEventDoc | EnvEventDoc | NetEventDoc | ErrorEventDoc | GradeEventDoc
+EventDoc = LlmEventDoc | EnvEventDoc | NetEventDoc | ErrorEventDoc | LimitEventDoc | GradeEventDoc
 
 
 class EpisodeDoc(TypedDict):

@@ -2,8 +2,8 @@
 
 An episode is a list of events: ``llm`` (request → exact response bytes with their
 chunking), ``env`` (action → observation + state digest), ``net`` (what the
-environment fetched, as its env kind recorded it), ``error`` (the harness raised) and a
-final ``grade``. The digest is sha256 over the canonical stream of their digest forms —
+environment fetched, as its env kind recorded it), ``error`` (the harness raised), ``limit``
+(the framework refused a call past a limit) and a final ``grade``. The digest is sha256 over the canonical stream of their digest forms —
 never wall-clock times — and equal digests are what "bit-for-bit" means.
 """
 
@@ -64,12 +64,21 @@ class ErrorDigestForm(TypedDict):
     message: str
 
 
+class LimitDigestForm(TypedDict):
+    kind: Literal["limit"]
+    limit: str
+    value: float
+    message: str
+
+
 class GradeDigestForm(TypedDict):
     kind: Literal["grade"]
     grade: GradeDoc
 
 
-DigestForm = LlmDigestForm | EnvDigestForm | NetDigestForm | ErrorDigestForm | GradeDigestForm
+DigestForm = (
+    LlmDigestForm | EnvDigestForm | NetDigestForm | ErrorDigestForm | LimitDigestForm | GradeDigestForm
+)
 
 
 @dataclass
@@ -212,6 +221,26 @@ class ErrorEvent:
         return {"kind": "error", "message": self.message}
 
 
+#: the limits the framework enforces on an episode (``episodes/limits.py``), as a config names them
+LIMIT_NAMES = ("max_steps", "episode_timeout_s", "max_tokens")
+
+
+@dataclass
+class LimitEvent:
+    """The framework refused the harness's next call past one of the episode's limits: written
+    by the rollout, never by the harness (an exception's name or message is never read as one).
+    ``limit`` is one of :data:`LIMIT_NAMES`, ``value`` the limit in force (as the episode's
+    ``meta["limits"]`` records it), ``message`` what the harness was told."""
+
+    limit: str
+    value: float
+    message: str
+    kind: str = field(default="limit", init=False)
+
+    def digest_form(self) -> LimitDigestForm:
+        return {"kind": "limit", "limit": self.limit, "value": self.value, "message": self.message}
+
+
 @dataclass
 class GradeEvent:
     grade: Grade
@@ -221,7 +250,7 @@ class GradeEvent:
         return {"kind": "grade", "grade": self.grade.to_dict()}
 
 
-Event = LlmEvent | EnvEvent | NetEvent | ErrorEvent | GradeEvent
+Event = LlmEvent | EnvEvent | NetEvent | ErrorEvent | LimitEvent | GradeEvent
 
 
 def events_digest(events: list[Event]) -> str:

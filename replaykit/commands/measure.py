@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
     """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
     ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``)."""
-    from replaykit.episodes.outcomes import stored_outcome
+    from replaykit.cassette.outcomes import stored_outcome
 
     for episode in doc["episodes"]:
         facts = stored_outcome(store, episode["cassette_id"])

@@ -101,6 +101,21 @@ class ForkMeta(TypedDict):
     messages: list[GivenMessage]
 
 
+class OutcomeMeta(TypedDict):
+    """An episode's outcome class as its recording keeps it (``cassette/outcomes.py``)."""
+
+    outcome: str  # one of cassette.outcomes.OUTCOMES
+    limit: NotRequired[str]  # the framework limit it reached, when it reached one
+
+
+class LimitsMeta(TypedDict):
+    """The framework limits an episode ran under (``episodes/limits.py``; None: none)."""
+
+    max_steps: int | None
+    episode_timeout_s: float | None
+    max_tokens: int | None
+
+
 class EpisodeMeta(TypedDict, total=False):
     """An episode's ``meta`` (``cassette.events.Episode.meta``). A rollout writes task to
     environment (``episodes.rollout.EpisodeSpec.meta``), a proxy session ``proxy``, the
@@ -135,3 +150,7 @@ class EpisodeMeta(TypedDict, total=False):
     fork: ForkMeta  # a fork: its parent and step
     regraded_from: str  # ``replaykit regrade``: the cassette whose final state was graded again
     regrade: dict[str, JSON]  # its verifier's digest and how the state was rebuilt
+    #: its outcome class, written once where the verifier's result is known, and the limits it
+    #: ran under; every read holds both to its events (absent before outcomes were kept)
+    outcome: OutcomeMeta
+    limits: LimitsMeta

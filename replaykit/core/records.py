@@ -40,7 +40,7 @@ class EpisodeRow(TypedDict):
     error: NotRequired[str]  # in ``run``'s report: the exception type its harness raised
     outcome: NotRequired[
         str
-    ]  # in ``run``'s report: its class, derived from its events (episodes/outcomes.py)
+    ]  # in ``run``'s report: its class, derived from its events (cassette/outcomes.py)
     limit: NotRequired[str]  # in ``run``'s report: the framework limit it reached
 
 

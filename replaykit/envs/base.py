@@ -39,6 +39,7 @@ class GradeDoc(TypedDict):
     passed: bool
     infra_failure: NotRequired[bool]
     detail: NotRequired[str]
+    timed_out: NotRequired[bool]  # the verifier timed out (written only then: older grades lack it)
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,17 @@ class Grade:
     passed: bool
     infra_failure: bool = False
     detail: str = ""
+    #: the verifier itself ran out of time (an infrastructure failure of its own kind: the
+    #: outcome ``verify_timeout``), set where the verifier's result is known (``verifier.py``)
+    timed_out: bool = False
 
     def to_dict(self) -> GradeDoc:
-        return GradeDoc(
+        doc = GradeDoc(
             reward=self.reward, passed=self.passed, infra_failure=self.infra_failure, detail=self.detail
         )
+        if self.timed_out:  # absent otherwise: a grade recorded before it existed digests the same
+            doc["timed_out"] = True
+        return doc
 
     @classmethod
     def from_dict(cls, data: GradeDoc) -> "Grade":
@@ -86,6 +93,7 @@ class Grade:
             passed=bool(data["passed"]),
             infra_failure=bool(data.get("infra_failure", False)),
             detail=str(data.get("detail", "")),
+            timed_out=bool(data.get("timed_out", False)),
         )
 
 

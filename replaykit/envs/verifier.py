@@ -131,6 +131,7 @@ def verifier_grade(obs: Observation, reward_dir: Path, timeout_sec: float) -> Gr
             False,
             infra_failure=True,
             detail=f"verifier timed out after {timeout_sec:g} s" + (f"; output: {said}" if said else ""),
+            timed_out=True,
         )
     reward, source, problem = read_reward(reward_dir)
     if reward is None:

@@ -7,25 +7,32 @@ the endpoint reported, summed). The
 rollout gives each episode a :class:`Budget`, checked before every environment action
 and every model call: past a limit the call is refused with :class:`EpisodeLimit`
 (a ``BaseException``, so a harness's ``except Exception`` does not swallow it; every
-later call is refused too), an action never runs past the time left, and the episode
-records one ``error`` event, ``limit reached: limits.NAME=VALUE (…)``, before it is
-graded. A replay serves that event where it was recorded: a limit is part of the
-recording, like an observation, never re-measured against this machine's clock.
+later call is refused too), an action never runs past the time left, a harness busy between
+calls past its deadline is interrupted (``watchdog.py``), and the episode records one ``limit``
+event (``cassette/events.py``: the framework's own kind, never read from what the harness
+raised), ``limit reached: limits.NAME=VALUE (…)``, before it is graded. The actions and tokens
+are counted from the recorded events, so nothing a harness holds can reset them. A replay
+serves that event where it was recorded: a limit is part of the recording, like an
+observation, never re-measured against this machine's clock.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from replaykit.capture.tape import Tape
-from replaykit.cassette.events import ErrorEvent, LlmEvent, NetEvent, event_tokens
+from replaykit.cassette.events import EnvEvent, ErrorEvent, LimitEvent, LlmEvent, NetEvent, event_tokens
+from replaykit.cassette.outcomes import legacy_limit
+from replaykit.core.meta import LimitsMeta
 
-#: the ``error`` event message of a limit starts so (an exception's type never holds a space)
+#: what the harness is told when a limit refuses its call (``limit reached: limits.NAME=VALUE (…)``)
 LIMIT_PREFIX = "limit reached: limits."
-LIMIT_NAMES = ("max_steps", "episode_timeout_s", "max_tokens")
 
 
 def _shown(value: object) -> str:
@@ -78,7 +85,8 @@ class EpisodeLimits:
     timeout_s: float | None = None
     max_tokens: int | None = None
 
-    def to_meta(self) -> dict[str, float | int | None]:
+    def to_meta(self) -> LimitsMeta:
+        """What the episode records it ran under (``meta["limits"]``, checked on every read)."""
         return {
             "max_steps": self.max_steps,
             "episode_timeout_s": self.timeout_s,
@@ -87,41 +95,74 @@ class EpisodeLimits:
 
 
 class EpisodeLimit(BaseException):
-    """A call refused past a framework limit (its message is the recorded ``error`` event)."""
-
-
-def limit_of(message: str) -> str | None:
-    """The limit an ``error`` event's message records (``max_steps``, …), else None."""
-    if not message.startswith(LIMIT_PREFIX):
-        return None
-    name = message[len(LIMIT_PREFIX) :].split("=", 1)[0]
-    return name if name in LIMIT_NAMES else None
+    """A call refused past a framework limit (its message is the recorded ``limit`` event's)."""
 
 
 class Budget:
-    """What is left of one episode's limits, checked at each action and model call."""
+    """What is left of one episode's limits, checked at each action and model call. The actions
+    and tokens are counted from what the tape recorded (nothing the harness holds)."""
 
     def __init__(self, limits: EpisodeLimits, tape: Tape, action_timeout_s: float | None = None) -> None:
         self.limits = limits
         self.tape = tape
         self.action_timeout_s = action_timeout_s  # the env's own per-action timeout (env.timeout_sec)
-        self.hit: str | None = None  # the limit's message, once one is reached
-        self.actions = 0
+        self.hit: LimitEvent | ErrorEvent | None = None  # the limit's event, once one is reached
+        self.legacy = False  # replaying a recording whose limits are error events (see cassette/outcomes.py)
+        self.acting = 0  # actions running now, in any thread (the watchdog waits for them)
+        self._acting_lock = threading.Lock()
         self._deadline: float | None = None
-        self._tokens = 0
-        self._counted = 0  # tape events whose tokens are in _tokens
+        self._tokens = self._actions = 0
+        self._counted = 0  # tape events counted in _tokens and _actions
 
     def start(self) -> None:
-        """The harness starts now: the episode's clock runs from here (recording only)."""
-        if self.limits.timeout_s is not None and not self.tape.replaying:
+        """The harness starts now: the episode's clock runs from here (a replay's only tells its
+        watchdog when to look for the recorded limit: a limit is never re-measured)."""
+        if self.limits.timeout_s is not None:
             self._deadline = time.monotonic() + self.limits.timeout_s
+
+    @property
+    def deadline(self) -> float | None:
+        """When the episode's time runs out (``time.monotonic``; None: no clock, or replaying)."""
+        return self._deadline
+
+    @contextmanager
+    def action(self) -> Iterator[None]:
+        """An action runs (the watchdog never interrupts it: it ends within the time left)."""
+        with self._acting_lock:
+            self.acting += 1
+        try:
+            yield
+        finally:
+            with self._acting_lock:
+                self.acting -= 1
 
     def check(self, acting: bool) -> None:
         """Refuse the next action (``acting``) or model call past a limit."""
         if self.hit is None:
             self.hit = self._served() if self.tape.replaying else self._reached(acting)
         if self.hit is not None:
-            raise EpisodeLimit(self.hit)
+            raise EpisodeLimit(self.hit.message)
+
+    def expire(self) -> bool:
+        """The episode's time ran out while the harness was between calls (the watchdog asks):
+        whether it must stop now. A replay stops it only where the recording did (the next
+        recorded event is the limit)."""
+        if self.hit is None:
+            if self.tape.replaying:
+                self.hit = self._served()
+            elif self.limits.timeout_s is not None:
+                self.hit = self._limit("episode_timeout_s", "the harness was stopped")
+        return self.hit is not None
+
+    def settle(self) -> None:
+        """The harness stopped (returned or raised): a replay serves the limit the recording
+        reached here, where the harness was stopped between calls."""
+        if self.hit is None and self.tape.replaying:
+            self.hit = self._served()
+
+    def message(self) -> str:
+        """What the harness is told of the limit reached."""
+        return self.hit.message if self.hit is not None else f"{LIMIT_PREFIX}episode_timeout_s"
 
     def action_timeout(self, requested: float | None) -> float | None:
         """An action's timeout: never past the episode's deadline."""
@@ -131,30 +172,46 @@ class Budget:
         asked = requested if requested is not None else self.action_timeout_s
         return left if asked is None else min(asked, left)
 
-    def _served(self) -> str | None:
+    def _served(self) -> LimitEvent | ErrorEvent | None:
         """Replaying: the limit the recording reached here, if it did."""
         recorded, i = self.tape.recorded or [], self.tape.cursor
         while i < len(recorded) and isinstance(recorded[i], NetEvent):
             i += 1
         event = recorded[i] if i < len(recorded) else None
-        return event.message if isinstance(event, ErrorEvent) and limit_of(event.message) else None
-
-    def _reached(self, acting: bool) -> str | None:
-        lim = self.limits
-        if acting and lim.max_steps is not None and self.actions >= lim.max_steps:
-            return f"{LIMIT_PREFIX}max_steps={lim.max_steps} (action {self.actions + 1} refused)"
-        if lim.max_tokens is not None and self.tokens() > lim.max_tokens:
-            return f"{LIMIT_PREFIX}max_tokens={lim.max_tokens} ({self.tokens()} tokens used)"
-        if self._deadline is not None and time.monotonic() >= self._deadline:
-            what = "action" if acting else "model call"
-            return f"{LIMIT_PREFIX}episode_timeout_s={lim.timeout_s:g} (the next {what} refused)"
+        if isinstance(event, LimitEvent):
+            return event
+        if self.legacy and isinstance(event, ErrorEvent) and legacy_limit(event.message):
+            return event
         return None
 
-    def tokens(self) -> int:
-        """Tokens the endpoint reported so far in this episode."""
+    def _limit(self, name: str, what: str) -> LimitEvent:
+        value: float = getattr(self.limits, "timeout_s" if name == "episode_timeout_s" else name)
+        return LimitEvent(name, value, f"{LIMIT_PREFIX}{name}={value:g} ({what})")
+
+    def _reached(self, acting: bool) -> LimitEvent | None:
+        lim = self.limits
+        actions, tokens = self.counts()
+        if acting and lim.max_steps is not None and actions >= lim.max_steps:
+            return self._limit("max_steps", f"action {actions + 1} refused")
+        if lim.max_tokens is not None and tokens > lim.max_tokens:
+            return self._limit("max_tokens", f"{tokens} tokens used")
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            return self._limit(
+                "episode_timeout_s", f"the next {'action' if acting else 'model call'} refused"
+            )
+        return None
+
+    def counts(self) -> tuple[int, int]:
+        """Actions recorded and tokens the endpoint reported so far in this episode."""
         events = self.tape.events
         for event in events[self._counted :]:
             if isinstance(event, LlmEvent):
                 self._tokens += event_tokens(event)
+            elif isinstance(event, EnvEvent):
+                self._actions += 1
         self._counted = len(events)
-        return self._tokens
+        return self._actions, self._tokens
+
+    def tokens(self) -> int:
+        """Tokens the endpoint reported so far in this episode."""
+        return self.counts()[1]

@@ -29,8 +29,10 @@ from typing import TypedDict
 
 from replaykit.cassette.backend import BlobStore, RunStore
 from replaykit.cassette.events import Episode, GradeEvent
-from replaykit.core.determinism import digest_of, sha256_hex
+from replaykit.cassette.outcomes import classify, is_legacy, outcome_of
+from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, EnvError, ReplaykitError, StoreCorrupt, TaskError
+from replaykit.core.files import copy_tree, file_sha256
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeSummary, RunDoc
@@ -40,7 +42,6 @@ from replaykit.envs.registry import get_env_kind, make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
 from replaykit.episodes.certify import find_task
-from replaykit.episodes.outcomes import outcome_of
 from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason, recorded_spec
 from replaykit.episodes.rollout import replay_scrubber
 from replaykit.episodes.run_document import episode_summary, reuse_basis
@@ -180,6 +181,8 @@ def _regraded(episode: Episode, grade: Grade, verifier: str, how: str) -> Episod
         "regrade": {"verifier": verifier, "restored": how},
     }
     meta.pop("reused", None)
+    if not is_legacy(episode.meta):  # its class under the new grade (an old one's stays derived)
+        meta["outcome"] = classify(events).to_doc()
     return Episode(key, events, meta)
 
 
@@ -264,7 +267,7 @@ def _report(
                 "recorded_reward": before.reward or 0.0,
                 "reward": grade.reward,
                 "passed": grade.passed,
-                "outcome": outcome_of(new.events),
+                "outcome": outcome_of(new),
                 "same": same,
                 "detail": grade.detail[:300],
             }

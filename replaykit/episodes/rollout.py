@@ -20,18 +20,21 @@ from replaykit.capture.failures import DEFAULT_TIMEOUT_S, EndpointFailure, descr
 from replaykit.capture.inject import InjectMessages
 from replaykit.capture.recorder import episode_cassette
 from replaykit.capture.tape import Tape
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, NetEvent
+from replaykit.cassette.events import Episode, ErrorEvent, GradeEvent, LimitEvent
 from replaykit.cassette.keys import CassetteKey
+from replaykit.cassette.outcomes import classify, is_legacy
 from replaykit.cassette.scrub import Scrubber
-from replaykit.core.determinism import ENV_PINS, sha256_hex
+from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.meta import AgentMeta, EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
 from replaykit.core.records import JSON
-from replaykit.envs.base import Environment, EnvSection, Grade, Observation
-from replaykit.envs.extras import Extras, NetworkedEnvironment
+from replaykit.envs.base import Environment, EnvSection, Grade
+from replaykit.envs.extras import Extras
 from replaykit.envs.registry import make_env
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.episodes.limits import Budget, EpisodeLimit, EpisodeLimits
+from replaykit.episodes.taped_env import TapedEnv
+from replaykit.episodes.watchdog import Watchdog
 from replaykit.episodes.workspaces import episode_lock
 from replaykit.models.clients import openai_client
 from replaykit.models.endpoint import OFFLINE_BASE_URL
@@ -131,68 +134,6 @@ class EpisodeSpec:
         return names
 
 
-class TapedEnv:
-    """The environment a harness talks to: a real one behind a recording tape, or the tape alone."""
-
-    def __init__(self, tape: Tape, inner: Environment | None, budget: Budget | None = None) -> None:
-        self.tape = tape
-        self.inner = inner
-        self.budget = budget or Budget(EpisodeLimits(), tape)  # checked before every action
-        self.kind = inner.kind if inner else "replay"
-        self.env_error: str | None = (
-            None  # an environment failure during an action: the episode's infra failure
-        )
-        self.actions = 0  # actions recorded so far
-
-    def run(self, command: str, timeout_sec: float | None = None) -> Observation:
-        self.budget.check(acting=True)
-        self.budget.actions += 1
-        if self.tape.replaying:
-            return self.tape.play_env(command).observation
-        assert self.inner is not None
-        scrub = self.tape.scrubber
-        try:
-            obs = self.inner.run(command, self.budget.action_timeout(timeout_sec))
-            data = getattr(
-                self.inner, "snapshot_bytes", lambda: None
-            )()  # full snapshot, when the env was asked for one
-            state = self.inner.state_digest()
-        except EnvError as exc:  # recorded as the action's outcome, so a replay sees the same
-            self.env_error = self.env_error or str(exc)
-            obs, data, state = (
-                Observation("", f"[replaykit: environment error: {exc}]\n", 125),
-                None,
-                "env-error",
-            )
-        snapshot = sha256_hex(data) if data is not None else None
-        # stored scrubbed (``echo $KEY`` in an action); the harness gets the real output
-        stored = dataclasses.replace(obs, stdout=scrub.text(obs.stdout), stderr=scrub.text(obs.stderr))
-        event = EnvEvent(
-            action=scrub.text(command),
-            observation=stored,
-            state_digest=state,
-            snapshot=snapshot,
-            snapshot_data=data,
-        )
-        self.actions += 1
-        self.tape.record(event)
-        self.record_network()
-        return obs
-
-    def unusable(self, reason: str) -> None:
-        """The harness found this environment unfit to work in (a program it drives is missing):
-        the episode ends as an infrastructure failure with ``reason`` as its line, never graded.
-        A replay serves the recorded grade, so there it changes nothing."""
-        self.env_error = self.env_error or reason
-
-    def record_network(self) -> None:
-        """What the environment fetched since the last call (its kind records it), as events."""
-        if not isinstance(self.inner, NetworkedEnvironment):
-            return
-        for record in self.inner.network_exchanges():
-            self.tape.record(NetEvent.from_record(record))
-
-
 def _client(base_url: str, api_key: str, timeout_s: float, max_retries: int) -> Any:
     return openai_client(base_url, api_key, timeout=timeout_s, max_retries=max_retries)
 
@@ -236,7 +177,7 @@ def _drive(
     tape.on_call = lambda: budget.check(acting=False)  # before every model call
     with episode_cassette(key.id, tape, scrubber, run.rules, run.timeout_s, InjectMessages.of(run.fork)):
         try:
-            solve(run.task, env, client, ctx)
+            _harness(solve, run.task, env, client, ctx)
         except DivergenceError:
             raise
         except EpisodeLimit:
@@ -244,19 +185,37 @@ def _drive(
         except Exception as exc:  # endpoint failures among them: record_episode judges the tape afterwards
             if tape.divergence is not None:
                 raise tape.divergence from None
+            budget.settle()
             if budget.hit is None:  # past a limit, the limit is what the episode records
                 _error(tape, f"{type(exc).__name__}: {exc}")
         finally:
             tape.on_call = None
+    budget.settle()  # a replay: the limit the recording reached where the harness was stopped
     if budget.hit is not None and tape.divergence is None:
-        _error(tape, budget.hit)
+        _limit(tape, budget.hit)
     if tape.divergence is not None:
         raise tape.divergence
     return ctx.notes
 
 
+def _harness(solve: Callable[..., Any], task: TaskView, env: TapedEnv, client: Any, ctx: Context) -> None:
+    """The one frame right above the harness, under the episode's watchdog (``watchdog.py``)."""
+    with Watchdog(env.budget, _harness.__code__):
+        solve(task, env.view(), client, ctx)
+
+
+def _limit(tape: Tape, event: LimitEvent | ErrorEvent) -> None:
+    """A limit stopped the harness: its ``limit`` event (an old recording's ``error`` one, replayed)."""
+    if isinstance(event, ErrorEvent):
+        _error(tape, event.message)
+    elif tape.replaying:
+        tape.play_limit(event)
+    else:
+        tape.record(event)
+
+
 def _error(tape: Tape, message: str) -> None:
-    """The harness raised (or a limit stopped it): an ``error`` event, recorded or served."""
+    """The harness raised: an ``error`` event, recorded or served."""
     if tape.replaying:
         tape.play_error(message)
     else:
@@ -302,6 +261,8 @@ def record_episode(spec: EpisodeSpec) -> Episode:
         grade = Grade(reward=0.0, passed=False, infra_failure=True, detail=f"endpoint failure: {message}")
     assert grade is not None
     tape.record(GradeEvent(dataclasses.replace(grade, detail=tape.scrubber.text(grade.detail))))
+    meta["limits"] = spec.limits.to_meta()  # what every read holds its actions to (cassette/outcomes.py)
+    meta["outcome"] = classify(tape.events).to_doc()  # written once, here: the verifier's result is known
     claim = tape.donors.claim(tape.events, spec.reuse_basis) if tape.donors else None
     if claim is not None:  # checked by replay and `cassettes verify` (cassette/lineage.py)
         meta["reused"] = claim
@@ -314,6 +275,8 @@ def _unprepared(spec: EpisodeSpec, tape: Tape, meta: EpisodeMeta) -> Episode:
     detail = tape.scrubber.text(f"environment not prepared: {spec.unprepared}")
     tape.record(GradeEvent(Grade(0.0, False, infra_failure=True, detail=detail)))
     meta["unprepared"] = detail
+    meta["limits"] = spec.limits.to_meta()
+    meta["outcome"] = classify(tape.events).to_doc()
     return Episode(key=spec.key, events=tape.events, meta={**meta, "environment": {"kind": spec.env.kind}})
 
 
@@ -408,7 +371,11 @@ def replay_episode(
     ]
     try:
         solve = load_solve(tree_dir, meta["harness"]["entry"])
-        budget = Budget(EpisodeLimits(), tape)  # a replay serves the limits the recording reached
+        # a replay serves the limits the recording reached; the recorded timeout only tells its
+        # watchdog when to look for that limit (a harness stopped mid-sleep is not waited out)
+        stops = [e for e in episode.events if isinstance(e, LimitEvent) and e.limit == "episode_timeout_s"]
+        budget = Budget(EpisodeLimits(timeout_s=float(stops[0].value) if stops else None), tape)
+        budget.legacy = is_legacy(meta)  # recorded before limits had events of their own
         for step in [] if meta.get("unprepared") else steps or [None]:  # unprepared: the harness never ran
             view = recorded.task if step is None else recorded.task.for_step(*step)
             offline = TapedEnv(tape, None, budget)

@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from typing import Literal, TypedDict
 
 from replaykit.cassette.backend import BrowseStore, EpisodeStore, RunStore
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LlmEvent, NetEvent
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LimitEvent, LlmEvent, NetEvent
 from replaykit.cassette.keys import KeyDoc
 from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
+from replaykit.cassette.outcomes import stored_outcome
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import GradeDoc
 from replaykit.episodes.network import Exchange
-from replaykit.episodes.outcomes import stored_outcome
 
 TRUNCATE = 400
 
@@ -123,13 +123,21 @@ class ShownError(TypedDict):
     message: str
 
 
+class ShownLimit(TypedDict):
+    position: int
+    kind: Literal["limit"]
+    limit: str
+    value: float
+    message: str
+
+
 class ShownGrade(TypedDict):
     position: int
     kind: Literal["grade"]
     grade: GradeDoc
 
 
-ShownEvent = ShownLlm | ShownEnv | ShownNet | ShownError | ShownGrade
+ShownEvent = ShownLlm | ShownEnv | ShownNet | ShownError | ShownLimit | ShownGrade
 
 
 class ShownReuse(TypedDict):
@@ -218,6 +226,14 @@ def _shown(position: int, event: Event, full: bool) -> ShownEvent:
         }
     if isinstance(event, ErrorEvent):
         return {"position": position, "kind": "error", "message": event.message}
+    if isinstance(event, LimitEvent):
+        return {
+            "position": position,
+            "kind": "limit",
+            "limit": event.limit,
+            "value": event.value,
+            "message": event.message,
+        }
     return {"position": position, "kind": "grade", "grade": event.grade.to_dict()}
 
 

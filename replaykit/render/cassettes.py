@@ -116,7 +116,7 @@ def _event(head: str, e: ShownEvent) -> None:
     elif e["kind"] == "net":
         source = "fetched" if e["source"] == "upstream" else "served from the store"
         line(f"{head} {e['method']} {e['url']} → {e['status']} ({e['bytes']} bytes, {source})")
-    elif e["kind"] == "error":
+    elif e["kind"] == "error" or e["kind"] == "limit":
         line(f"{head} {e['message']}")
     else:
         line(f"{head} {grade_text(e['grade'])}")

@@ -11,10 +11,10 @@ import re
 from typing import TYPE_CHECKING, cast
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, RunStore
+from replaykit.cassette.outcomes import outcome_of
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
 from replaykit.episodes.compare import verified_compare
-from replaykit.episodes.outcomes import outcome_of
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
 from replaykit.report.documents import (
@@ -108,7 +108,7 @@ class Report:
                 "episode": episode_summary(cassette_id, episode),
                 "turns": transcript(episode, self.cap, cassette_id),
                 "meta_kind": episode.meta.get("kind", episode.key.kind),
-                "outcome": outcome_of(episode.events),
+                "outcome": outcome_of(episode),
             }
         return self.transcripts[cassette_id]["anchor"]
 

@@ -14,7 +14,16 @@ import difflib
 import json
 
 from replaykit.cassette.backend import RunStore
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
+from replaykit.cassette.events import (
+    EnvEvent,
+    Episode,
+    ErrorEvent,
+    Event,
+    GradeEvent,
+    LimitEvent,
+    LlmEvent,
+    NetEvent,
+)
 from replaykit.cassette.lineage import fork_of
 from replaykit.report.documents import (
     AlignedRow,
@@ -83,8 +92,8 @@ def _part(a: Event | None, b: Event | None) -> tuple[str | None, list[str], list
         return _llm_part(a, b)
     if isinstance(a, EnvEvent) and isinstance(b, EnvEvent):
         return _env_part(a, b)
-    if isinstance(a, ErrorEvent) and isinstance(b, ErrorEvent):
-        return ("error", [a.message], [b.message]) if a.message != b.message else (None, [], [])
+    if isinstance(a, (ErrorEvent, LimitEvent)) and isinstance(b, (ErrorEvent, LimitEvent)):
+        return (a.kind, [a.message], [b.message]) if a.message != b.message else (None, [], [])
     if isinstance(a, GradeEvent) and isinstance(b, GradeEvent):
         ga, gb = a.grade.to_dict(), b.grade.to_dict()
         return (
@@ -137,8 +146,8 @@ def _describe(event: Event | None) -> list[str]:
             "fetch",
             f"{event.method} {event.url} → {event.status} ({event.size} bytes, body {event.body[:12]})",
         ]
-    if isinstance(event, ErrorEvent):
-        return ["error", event.message]
+    if isinstance(event, (ErrorEvent, LimitEvent)):
+        return [event.kind, event.message]
     if isinstance(event, GradeEvent):
         return ["grade", json.dumps(event.grade.to_dict(), sort_keys=True)]
     return [repr(event)]

@@ -204,7 +204,7 @@ class VerdictDiff(TypedDict):
 class RunCell(EpisodeRow):
     """One (task, seed) cell of a run's grid: the run's episode row, linked to its transcript."""
 
-    anchor: str  # (its ``outcome``: the class derived from its events, episodes/outcomes.py)
+    anchor: str  # (its ``outcome``: the class derived from its events, cassette/outcomes.py)
 
 
 class GridRow(TypedDict):

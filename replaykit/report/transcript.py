@@ -17,7 +17,7 @@ import json
 from typing import Any, TypeVar, cast
 
 from replaykit.cassette.backend import RunStore
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LlmEvent
+from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LimitEvent, LlmEvent
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
     CallTurn,
@@ -293,7 +293,7 @@ def transcript(episode: Episode, cap: int | None = OUTPUT_CAP, cassette_id: str 
                     "state_digest": event.state_digest,
                 }
             )
-        elif isinstance(event, ErrorEvent):
+        elif isinstance(event, (ErrorEvent, LimitEvent)):  # a limit reads as what the harness was told
             turns.append({"kind": "error", "position": position, "message": event.message})
         elif isinstance(event, GradeEvent):
             turns.append({"kind": "grade", "position": position, **event.grade.to_dict()})

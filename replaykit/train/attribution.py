@@ -31,7 +31,16 @@ from typing import Any, ClassVar, TypedDict
 
 from replaykit.capture.tape import Tape
 from replaykit.cassette.backend import EpisodeStore
-from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, GradeEvent, LlmEvent, NetEvent
+from replaykit.cassette.events import (
+    EnvEvent,
+    Episode,
+    ErrorEvent,
+    Event,
+    GradeEvent,
+    LimitEvent,
+    LlmEvent,
+    NetEvent,
+)
 from replaykit.core.records import RunDoc, VerdictRecord
 from replaykit.episodes.rollout import replay_episode
 
@@ -76,8 +85,8 @@ def _event_line(event: Event | None) -> str:
         return f"env $ {event.action[:160]} → exit {event.observation.exit_code}"
     if isinstance(event, NetEvent):
         return f"net {event.method} {event.url[:160]} → {event.status}"
-    if isinstance(event, ErrorEvent):
-        return f"error {event.message[:160]}"
+    if isinstance(event, (ErrorEvent, LimitEvent)):
+        return f"{event.kind} {event.message[:160]}"
     if isinstance(event, GradeEvent):
         return f"grade reward {event.grade.reward:g} passed {event.grade.passed}"
     return event.kind
@@ -92,7 +101,7 @@ def _part(a: Event, b: Event) -> str:
         if a.action != b.action:
             return "action"
         return "observation" if a.observation != b.observation else "state"
-    return {"error": "message", "grade": "grade"}.get(a.kind, "kind")
+    return {"error": "message", "limit": "message", "grade": "grade"}.get(a.kind, "kind")
 
 
 def parting(baseline: Episode, candidate: Episode) -> Parting | None:

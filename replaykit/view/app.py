@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
 from replaykit.cassette.backend import BrowseStore
-from replaykit.cassette.store.browsing import EPISODE_SORTS, OUTCOMES, EpisodeFilters
+from replaykit.cassette.store.browsing import EPISODE_SORTS, GRADE_FILTERS, EpisodeFilters
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
 from replaykit.core.hosts import HostCheck
@@ -239,8 +239,8 @@ class _Viewer:
     def episode_filters(self, q: Mapping[str, str]) -> EpisodeFilters:
         """The episode list's filters from its query string (``run`` names its episodes)."""
         outcome = q.get("outcome", "")
-        if outcome and outcome not in OUTCOMES:
-            raise ValueError(f"outcome={outcome!r} is not one of {', '.join(OUTCOMES)}")
+        if outcome and outcome not in GRADE_FILTERS:
+            raise ValueError(f"outcome={outcome!r} is not one of {', '.join(GRADE_FILTERS)}")
         filters: EpisodeFilters = {
             "task_id": q.get("task", ""),
             "seed": _int(q.get("seed"), "seed"),

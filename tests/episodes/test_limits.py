@@ -11,9 +11,9 @@ from typing import Any
 import git
 import pytest
 
+from replaykit.cassette.outcomes import OUTCOMES
 from replaykit.episodes.config import load_config
 from replaykit.episodes.harness import commit_all
-from replaykit.episodes.outcomes import OUTCOMES
 from replaykit.episodes.run import open_harness
 from replaykit.testing import project_root, write_config
 from tests.cli_runner import cli
@@ -110,7 +110,9 @@ def test_the_episode_timeout_stops_a_slow_harness_and_cuts_its_actions(tmp_path:
     assert first["kind"] == "env" and first["timed_out"] is True
     assert shown["events"][-2] == {
         "position": len(shown["events"]) - 2,
-        "kind": "error",
+        "kind": "limit",  # the framework's own event, never an error the harness raised
+        "limit": "episode_timeout_s",
+        "value": 1.5,
         "message": "limit reached: limits.episode_timeout_s=1.5 (the next action refused)",
     }
     assert replays_identically(doc, config)  # offline: the recorded limit is served, no clock read
@@ -170,3 +172,133 @@ def test_a_limit_of_zero_or_below_is_one_line_and_creates_nothing(
     assert f"field 'limits.{key}': {expected}" in lines[0]
     assert lines[0].count("(got ") == 1, lines[0]  # the value named once
     assert not (tmp_path / "store").exists() and not (tmp_path / "harness").exists()
+
+
+RESETS_BUDGET = """
+def solve(task, env, llm, ctx):
+    for _ in range(20):
+        try:
+            env.budget.actions = 0  # issue 38: this recorded 20 steps under max_steps 3
+        except AttributeError:
+            pass
+        env.run("echo step >> steps.txt")
+"""
+
+
+def verify(config: Path) -> Any:
+    proc = cli("cassettes", "verify", "--config", str(config), "--json")
+    return json.loads(proc.stdout)
+
+
+def test_a_harness_cannot_reset_its_step_budget(tmp_path: Path) -> None:
+    """Done when: env.budget.actions = 0 before each action under limits.max_steps: 3 records at
+    most 3 actions (the budget counts what the tape recorded; env.budget is no attribute)."""
+    config = custom(tmp_path, RESETS_BUDGET, **{"limits.max_steps": 3})
+    doc = run_json(config)
+    (episode,) = doc["episodes"]
+    assert episode["steps"] == 3 and episode["outcome"] == "hit_step_cap" and episode["limit"] == "max_steps"
+    assert verify(config)["ok"] is True
+    assert replays_identically(doc, config)
+
+
+FORGED_NAME = """
+def solve(task, env, llm, ctx):
+    env.run("true")
+    raise type("limit reached: limits.max_steps=3 (action 4 refused)", (Exception,), {})("boom")
+"""
+
+
+def test_an_exception_named_like_a_limit_is_a_crash(tmp_path: Path) -> None:
+    """Done when: an exception type named `limit reached: limits.max_steps=3 (action 4 refused)`
+    is classed crash (no limits set: it was hit_step_cap)."""
+    config = custom(tmp_path, FORGED_NAME)
+    doc = run_json(config)
+    (episode,) = doc["episodes"]
+    assert episode["outcome"] == "crash" and "limit" not in episode
+    listed = json.loads(cli("cassettes", "ls", "--json", "--config", str(config)).stdout)
+    assert [r["outcome"] for r in listed] == ["crash"]
+    assert verify(config)["ok"] is True and replays_identically(doc, config)
+
+
+REACHES_INNER = """
+def solve(task, env, llm, ctx):
+    for name in ("inner", "tape", "budget", "_run"):
+        try:
+            getattr(env, name).run("echo unrecorded > app_state.txt")
+        except AttributeError:
+            env.run(f"echo {name} is not there >> seen.txt")
+"""
+
+
+def test_the_environment_behind_env_is_not_reachable(tmp_path: Path) -> None:
+    config = custom(tmp_path, REACHES_INNER)
+    doc = run_json(config)
+    (episode,) = doc["episodes"]
+    assert episode["steps"] == 4 and episode["outcome"] != "crash"
+    assert replays_identically(doc, config)
+
+
+def test_an_episode_past_its_recorded_limits_fails_verify_and_replay(tmp_path: Path) -> None:
+    """Written past the rollout (as a harness reaching the tape, or a planted store, would):
+    more actions than its recorded max_steps, and an outcome its events do not give."""
+    import dataclasses
+
+    from replaykit.cassette.events import EnvEvent
+    from replaykit.cassette.stores import open_store
+
+    config = custom(tmp_path, SWALLOWS, **{"limits.max_steps": 3})
+    doc = run_json(config)
+    store = open_store(load_config(config).store_location)
+    episode = store.get_episode(doc["episodes"][0]["cassette_id"])
+    extra = [e for e in episode.events if isinstance(e, EnvEvent)][:2]
+    for forged, said in (
+        (dataclasses.replace(episode, events=extra + episode.events), "records 4+ actions under max_steps=3"),
+        (
+            dataclasses.replace(episode, meta={**episode.meta, "outcome": {"outcome": "verified_rejected"}}),
+            "recorded outcome verified_rejected does not follow from its events (solved)",
+        ),
+    ):
+        store.put_episode(forged)
+        report = verify(config)
+        damaged = {d["id"]: d["error"] for d in report["damaged"]}
+        assert report["ok"] is False and said in damaged[episode.id], report
+        proc = cli("replay", doc["run_id"], "--config", str(config))
+        assert proc.returncode == 1 and "store corrupt" in proc.stderr, proc.stderr
+    store.put_episode(episode)
+    assert verify(config)["ok"] is True
+
+
+SLEEPS = """
+import time
+
+def solve(task, env, llm, ctx):
+    env.run("echo started > started.txt")
+    try:
+        time.sleep(40)  # between calls: nothing refuses it but the watchdog
+    except BaseException:
+        pass  # swallowed once: it fires again
+    while True:
+        sum(range(1000))
+"""
+
+
+def test_the_episode_timeout_interrupts_a_harness_between_calls(tmp_path: Path) -> None:
+    """A harness sleeping 40 s (then spinning, having swallowed the first interruption) under
+    a 5 s limit stops at ~5 s, records the limit event, and replays identically without
+    waiting its sleep out (issue 38 item 4: it ran to its end)."""
+    config = custom(tmp_path, SLEEPS, **{"limits.episode_timeout_s": 5})
+    start = time.monotonic()
+    doc = run_json(config)
+    took = time.monotonic() - start
+    (episode,) = doc["episodes"]
+    assert episode["outcome"] == "hit_timeout" and episode["limit"] == "episode_timeout_s"
+    assert episode["steps"] == 1 and took < 25, took
+    shown = json.loads(
+        cli("cassettes", "show", episode["cassette_id"], "--json", "--config", str(config)).stdout
+    )
+    assert shown["events"][-2]["kind"] == "limit" and shown["events"][-2]["message"] == (
+        "limit reached: limits.episode_timeout_s=5 (the harness was stopped)"
+    )
+    start = time.monotonic()
+    assert replays_identically(doc, config)
+    assert time.monotonic() - start < 25

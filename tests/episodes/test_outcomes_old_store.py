@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replaykit.episodes.outcomes import OUTCOMES
+from replaykit.cassette.outcomes import OUTCOMES
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e

@@ -115,11 +115,11 @@ def test_run_and_verdict_reports(quickstart_training: dict[str, Any], tmp_path: 
     assert summary["kind"] == "measure" and summary["transcripts"] == 16 and summary["diffs"] == 0
     assert html.count('class="episode"') == 16 and "infra failure" not in html.split('id="runs"')[0]
     # each episode's outcome class (issue 33 item 4), in its grid cell and its transcript
+    from replaykit.cassette.outcomes import outcome_of
     from replaykit.cassette.store import Store
-    from replaykit.episodes.outcomes import outcome_of
 
     s = Store(store, readonly=True)
-    outcomes = [outcome_of(s.get_episode(c).events) for c in s.get_run(run_id).cassettes]
+    outcomes = [outcome_of(s.get_episode(c)) for c in s.get_run(run_id).cassettes]
     s.close()
     shown = re.findall(r'<span class="outcome" title="[^"]*">(\w+)</span>', html)
     assert len(shown) == 2 * 16 and sorted(shown) == sorted(outcomes * 2), (shown, outcomes)

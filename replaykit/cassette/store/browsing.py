@@ -27,7 +27,8 @@ EPISODE_SORTS = (
 )
 #: What an episode row holds: its id and kind, the sortable columns, the time last.
 _COLUMNS = ("id", "kind", *EPISODE_SORTS[1:], EPISODE_SORTS[0])
-OUTCOMES = ("pass", "fail", "infra")
+#: what an episode page filters its grade by (the outcome classes themselves: ``cassette.outcomes.OUTCOMES``)
+GRADE_FILTERS = ("pass", "fail", "infra")
 #: the columns an episode page's filters offer values of, and how many values each offers at most
 #: (the first ones, ascending: a page stays the same size however many seeds or SHAs a store holds)
 FACETS = ("task_id", "seed", "model", "harness_sha")

@@ -10,6 +10,7 @@ from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, en
 from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
+from replaykit.cassette.outcomes import outcome_problems
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Where
 from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_rows
@@ -79,6 +80,9 @@ class EpisodesMixin(BlobsMixin):
         claim = own_problems(episode)  # what it says it was served, against its own events
         if claim:
             raise self.corrupt(f"cassette {cassette_id}: {claim[0]}")
+        outcome = outcome_problems(episode)  # its recorded outcome and limits, against its events
+        if outcome:
+            raise self.corrupt(f"cassette {cassette_id}: {outcome[0]}")
         self._checked[cassette_id] = (row["doc"], derived, reused_counts(episode))
         return episode
 
