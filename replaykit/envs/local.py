@@ -30,6 +30,7 @@ from types import TracebackType
 
 from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import EnvError
+from replaykit.core.files import copy_tree
 from replaykit.core.records import JSON
 from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade, Observation, episode_workspace
@@ -320,7 +321,7 @@ class LocalEnv(Sandbox):
 
     def upload_dir(self, source: Path, target: str) -> None:
         try:
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+            copy_tree(source, Path(target))  # in chunks, sparse files kept sparse
         except OSError as exc:
             raise EnvError(
                 f"cannot copy {source} into the workspace of task {self.task.id!r}: {exc}"

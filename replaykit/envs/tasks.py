@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.errors import TaskError
+from replaykit.core.files import CHUNK
 from replaykit.core.records import JSON
 from replaykit.envs import features, tb1
 from replaykit.envs.steps import Step, load_steps
@@ -174,10 +175,12 @@ def _task_digest(folder: Path) -> str:
         if full.is_symlink():
             h.update(b"L\0" + os.fsencode(os.readlink(full)) + b"\0")
             continue
-        data = full.read_bytes()
-        executable = os.stat(full).st_mode & 0o111
-        h.update(b"X\0" if executable else b"F\0")
-        h.update(str(len(data)).encode() + b"\0" + data)
+        st = os.stat(full)
+        h.update(b"X\0" if st.st_mode & 0o111 else b"F\0")
+        h.update(str(st.st_size).encode() + b"\0")
+        with open(full, "rb") as fh:  # in chunks: a file's size never becomes memory
+            while block := fh.read(CHUNK):
+                h.update(block)
     return h.hexdigest()
 
 

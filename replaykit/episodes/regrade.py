@@ -128,7 +128,7 @@ def _swapped(task: Task, tests: Path | None) -> Iterator[Task]:
     try:
         copy = tmp / task.path.name
         shutil.copytree(task.path, copy, symlinks=True, ignore=shutil.ignore_patterns("tests"))
-        shutil.copytree(tests, copy / "tests", symlinks=True)
+        copy_tree(tests, copy / "tests")  # in chunks, sparse files kept sparse (nothing grows with a size)
         yield load_task(copy)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -136,9 +136,7 @@ def _swapped(task: Task, tests: Path | None) -> Iterator[Task]:
 
 def _tests_digest(task: Task) -> str:
     files = sorted(p for p in task.tests_dir.rglob("*") if p.is_file())
-    return digest_of({p.relative_to(task.tests_dir).as_posix(): sha256_hex(p.read_bytes()) for p in files})[
-        :16
-    ]
+    return digest_of({p.relative_to(task.tests_dir).as_posix(): file_sha256(p) for p in files})[:16]
 
 
 def _rebuilt(plan: _Plan, task: Task, extras: Extras) -> tuple[Grade, str]:
