@@ -36,6 +36,11 @@ def engine_start(
     log: Optional[Path] = typer.Option(
         None, "--log", help="Where the engine's own output goes (default: ~/.cache/replaykit/engines/)."
     ),
+    stop_previous: bool = typer.Option(
+        False,
+        "--stop-previous",
+        help="Stop an engine an earlier `engine start` left running on --port (named by its pidfile) first.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a real engine serving a GGUF model until Ctrl-C; prints the base URL and model id for a config."""
@@ -44,6 +49,11 @@ def engine_start(
 
     # what is wrong with the command line first (a busy port, a file that is not a GGUF), then
     # a missing engine: all before a 98 MB download, and before anything is written
+    if port and stop_previous:
+        from replaykit.models.engines import stop_previous as stop_left
+
+        if said := stop_left("127.0.0.1", port):
+            render.err(said)
     if port:
         check_port("127.0.0.1", port)
     if model not in NAMES:  # a path: checked where it is (a name may mean a download)

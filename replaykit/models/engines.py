@@ -11,7 +11,10 @@ Two engines serve a GGUF file (``models.model_files``):
   served that way never sees what its commands did (docs/endpoints.md).
 
 ``EngineProcess(spec).start()`` runs one in its own process group, waits until it
-answers, and ``stop()`` ends the group. A missing engine, a busy port and an engine that
+answers, and ``stop()`` ends the group; started from the main thread, the engine is also sent
+SIGTERM by the kernel when this process dies, ``kill -9`` included (``core/procs.py``). ``serve``
+notes it in a pidfile per port (``pidfile``), so the next start on that port names the process
+that holds it and ``--stop-previous`` stops it. A missing engine, a busy port and an engine that
 exits before it answers are one line each (``EngineError``).
 """
 
@@ -19,12 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +40,8 @@ from types import TracebackType
 from typing import Self
 
 from replaykit.core.errors import ReplaykitError
+from replaykit.core.files import write_atomic
+from replaykit.core.procs import command_line, dies_with_parent, port_holders
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # scripts/setup-engine.sh and scripts/setup-llama-server.sh
 ENGINES = ("llama-server", "llama-cpp-python")
@@ -90,7 +97,8 @@ def free_port() -> int:
 
 
 def check_port(host: str, port: int) -> None:
-    """One line when ``host:port`` is taken (the engine would fail to bind, later and less clearly)."""
+    """One line when ``host:port`` is taken (the engine would fail to bind, later and less
+    clearly), naming the process that holds it (an engine ``engine start`` left: its pidfile)."""
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no owner
         try:
@@ -98,9 +106,59 @@ def check_port(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise EngineError(
-                    f"cannot listen on {host}:{port}: address already in use; choose another --port"
+                    f"cannot listen on {host}:{port}: address already in use{held_by(host, port)}"
                 ) from None
             raise EngineError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def pidfile(port: int) -> Path:
+    """Where ``engine start`` on ``port`` notes the engine it runs (removed when it stops it)."""
+    root = Path(os.environ.get("REPLAYKIT_CACHE") or Path.home() / ".cache" / "replaykit")
+    return root / "engines" / f"port-{port}.pid"
+
+
+def recorded_engine(port: int) -> tuple[int, str] | None:
+    """(pid, command) of the engine a pidfile names on ``port`` when that process still runs that
+    command (a pid reused by another program is not it)."""
+    try:
+        noted = json.loads(pidfile(port).read_text())
+        pid, command = int(noted["pid"]), str(noted["command"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (pid, command) if command_line(pid) == command else None
+
+
+def held_by(host: str, port: int) -> str:
+    """What a busy port's line adds: who holds it, and what to do."""
+    engine = recorded_engine(port)
+    if engine is not None:
+        return (
+            f" by an engine `replaykit engine start` left running (pid {engine[0]}: {engine[1][:80]}); "
+            f"stop it with --stop-previous, or choose another --port"
+        )
+    holders = port_holders(host, port)
+    if holders:
+        pid, command = holders[0]
+        return f" by pid {pid} ({command[:80]}); stop it, or choose another --port"
+    return "; choose another --port"
+
+
+def stop_previous(host: str, port: int) -> str | None:
+    """Stop the engine a pidfile names on ``port`` (only one replaykit started, still running its
+    command): what was stopped, or None when there was none."""
+    engine = recorded_engine(port)
+    if engine is None:
+        return None
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(engine[0], signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while command_line(engine[0]) == engine[1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if command_line(engine[0]) == engine[1]:
+            os.killpg(engine[0], signal.SIGKILL)
+    pidfile(port).unlink(missing_ok=True)
+    return f"stopped the engine left on {host}:{port} (pid {engine[0]})"
 
 
 @dataclass
@@ -167,6 +225,7 @@ class EngineProcess:
             self.spec.port = free_port()
         check_port(self.spec.host, self.spec.port)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}  # flags only
+        main = threading.current_thread() is threading.main_thread()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.spec.command(),
@@ -175,6 +234,9 @@ class EngineProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env=env,
+                # gone with this process, whatever kills it (kill -9 too); the kernel watches the
+                # starting thread, so only the main thread's engines are tied to it
+                preexec_fn=dies_with_parent() if main else None,
             )
         try:
             self._wait_ready()
@@ -216,8 +278,18 @@ class EngineProcess:
             return f"cannot listen on {self.spec.host}:{self.spec.port}: address already in use; choose another --port"
         return f"{self.spec.engine} exited with status {code}: {last} (its log: {self.log_path})"
 
+    def note_pid(self) -> None:
+        """Write the pidfile the next ``engine start`` on this port reads (``held_by``)."""
+        assert self.proc is not None
+        command = command_line(self.proc.pid)
+        if command:
+            noted = {"pid": self.proc.pid, "command": command, "started_by": os.getpid()}
+            write_atomic(pidfile(self.spec.port), json.dumps(noted).encode())
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
+        if proc is not None and recorded_engine(self.spec.port) == (proc.pid, command_line(proc.pid)):
+            pidfile(self.spec.port).unlink(missing_ok=True)
         if proc is None or proc.poll() is not None:
             return
         try:
@@ -235,6 +307,7 @@ class EngineProcess:
         with _sigterm_returns() as stopped:
             self.start()
             try:
+                self.note_pid()
                 on_ready(self)
                 while not stopped():
                     if self.proc is None or self.proc.poll() is not None:
