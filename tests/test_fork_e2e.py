@@ -135,7 +135,7 @@ def ambiguous_prefix(ids: list[str]) -> str:
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--at", "-1"], "--at -1: a step is a model call, counted from 0; give 0 or more"),
+        (["--at", "-1"], "Invalid value for '--at': Input should be greater than or equal to 0 (got -1)"),
         (["--at", "99"], "--at 99 is beyond the episode's end: cassette "),
         (["--at", "CALLS"], "is beyond the episode's end"),
         (["--at", "1", "--id", "ffffffffffffzz"], "no cassette 'ffffffffffffzz' in store"),
@@ -160,7 +160,9 @@ def test_bad_input_is_one_line_and_writes_nothing(
     args = [str(parent["llm_calls"]) if a == "CALLS" else a for a in args]
     before = snapshot(Path(store))
     proc = run_cli("fork", target, *args, "--store", store)
-    assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and expected in proc.stderr, proc.stderr
+    usage = "Invalid value" in expected  # the option's own range: a usage error
+    assert proc.returncode == (2 if usage else 1) and proc.stderr.startswith("Error: "), proc.stderr
+    assert expected in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
     assert snapshot(Path(store)) == before
 
