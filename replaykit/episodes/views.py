@@ -46,7 +46,7 @@ def list_cassettes(
     store: BrowseStore, run_id: str | None = None, limit: int | None = None
 ) -> list[dict[str, object]]:
     """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last).
-    Each row's ``outcome`` is derived from its episode's events (``episodes.outcomes``)."""
+    Each row's ``outcome`` is its episode's recorded class, held to its events (``cassette.outcomes``)."""
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
