@@ -1,8 +1,8 @@
 """The recording bridge: an outside agent's only way to its model and to the task's environment.
 
-Per episode, a loopback HTTP server (``127.0.0.1``, a free port, a random bearer token that is
-handed to the agent's process in its environment and never stored) speaks OpenAI chat completions
-and runs commands:
+Per episode, a loopback HTTP server (``127.0.0.1``, a free port) speaks OpenAI chat completions
+and runs commands, for the agent alone (``gate.py``: a random bearer token handed to the agent's
+process and stored nowhere, connections its process opened while it runs, a bounded body):
 
 - ``POST /v1/chat/completions`` is forwarded to the episode's recorded client (``llm``), so each
   call is recorded, reused and replayed exactly like a harness's (in a replay nothing reaches the
@@ -24,10 +24,10 @@ process has stopped, so the episode records it as it would for any harness.
 
 from __future__ import annotations
 
-import secrets
 import threading
 from typing import Any, Protocol
 
+from replaykit.agents.gate import AgentGate, Refused
 from replaykit.agents.wire import (
     BadRequest,
     ChatRequest,
@@ -66,13 +66,17 @@ class Bridge:
 
     def __init__(self, llm: Any, env: Actuator, ctx: _Context) -> None:
         self.llm, self.env, self.ctx = llm, env, ctx
-        self.token = secrets.token_urlsafe(24)
+        self.gate = AgentGate()  # the token, the agent's process, the requests counted (gate.py)
         self.failure: BaseException | None = None
         self.failed = threading.Event()  # set with ``failure``: the agent should be stopped
         self.lock = threading.Lock()
         self.model_calls = 0
         self.commands = 0
         self._server: LoopbackServer | None = None
+
+    @property
+    def token(self) -> str:
+        return self.gate.token
 
     @property
     def url(self) -> str:
@@ -86,7 +90,11 @@ class Bridge:
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
-        self._server.stop_serving()
+        try:
+            with self.lock:  # a request in flight ends first: its event lands before the episode's last
+                pass
+        finally:
+            self._server.stop_serving()
 
     def fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -95,7 +103,7 @@ class Bridge:
 
     def chat(self, raw: bytes) -> tuple[int, bytes]:
         """One chat completion through the recorded client: (status, the upstream's bytes)."""
-        request = parse(ChatRequest, raw)
+        request = parse(ChatRequest, self.gate.hide_bytes(raw))
         if request.stream:
             return 400, error_answer("the replaykit bridge does not stream; send stream: false")
         owned = self.ctx.llm_kwargs()  # model, temperature, per-call seed, then model.params
@@ -114,8 +122,14 @@ class Bridge:
         request = parse(ExecRequest, raw)
         self.commands += 1
         obs = self.env.run(request.command, request.timeout)
+        hide = self.gate.hide  # as the episode stores it: the agent never sends its token on
         return answer(
-            ExecAnswer(stdout=obs.stdout, stderr=obs.stderr, exit_code=obs.exit_code, timed_out=obs.timed_out)
+            ExecAnswer(
+                stdout=hide(obs.stdout),
+                stderr=hide(obs.stderr),
+                exit_code=obs.exit_code,
+                timed_out=obs.timed_out,
+            )
         )
 
 
@@ -124,10 +138,11 @@ class _Handler(LoopbackHandler):
     bridge: Bridge
 
     def _dispatch(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Authorization", "") != f"Bearer {self.bridge.token}":
-            return self._send(401, error_answer("missing or wrong bearer token", "authentication_error"))
+        try:  # token, the agent's own connection, a sane length: before a byte of the body
+            raw = self.bridge.gate.body(self)
+        except Refused as exc:
+            kind = "authentication_error" if exc.status == 401 else "invalid_request_error"
+            return self._send(exc.status, error_answer(str(exc), kind))
         path = self.path.split("?", 1)[0].rstrip("/")
         route = (method, path.removeprefix("/v1") if path.startswith("/v1/") else path)
         if route == ("GET", "/models"):

@@ -59,6 +59,7 @@ class Tape:
         self.scrubber = Scrubber()  # what is stored, compared and reported is scrubbed with it
         self.transport_errors: list[Any] = []  # endpoint failures that left no event (refused, timed out)
         self.on_call: Callable[[], None] | None = None  # called before each model call (an episode's limits)
+        self.sealed = False  # a limit was recorded: no model call or action is kept after it
         self.donors: Donors | None = (
             None  # recording: episodes whose answers it is served while it repeats them
         )
@@ -224,6 +225,8 @@ class Tape:
             raise self.divergence
 
     def record(self, event: Event) -> None:
+        if self.sealed and isinstance(event, (LlmEvent, EnvEvent)):
+            return  # past the episode's limit: a call still in flight in another thread is not kept
         if self.donors is not None:
             self.donors.observe(len(self.events), event)
             self._check_donors(event)

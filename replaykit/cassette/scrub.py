@@ -85,6 +85,16 @@ class Scrubber:
 
     def __init__(self, secrets: dict[str, str] | None = None) -> None:
         self.secrets = {n: v for n, v in (secrets or {}).items() if v and is_secret(v)}
+        self._compile()
+
+    def add(self, name: str, value: str) -> None:
+        """Scrub ``value`` as ``<secret:NAME>`` from now on, wherever this scrubber is held (the
+        tape and the recorder share one): a secret that appears mid-episode (a bridge's token)."""
+        if value and is_secret(value):
+            self.secrets[name] = value
+            self._compile()
+
+    def _compile(self) -> None:
         ordered = sorted(self.secrets.items(), key=lambda item: len(item[1]), reverse=True)
         self._names: dict[_Bytes, _Bytes] = {
             v.encode("utf-8"): f"<secret:{n}>".encode() for n, v in reversed(ordered)

@@ -16,6 +16,14 @@ from replaykit.cassette.backend import EpisodeStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.meta import AgentMeta, EpisodeMeta
 
+#: what recording a named agent in the local kind says, once per run: nothing on this machine
+#: separates the agent's process from the commands it runs (docker does)
+LOCAL_AGENT_NOTE = (
+    "local-kind agents are not isolated: the task's commands run as the same user beside the agent "
+    "and can read its process; its bridge still admits only the agent's own connections "
+    "(env.kind: docker keeps them apart)"
+)
+
 
 def agent_identity(name: str | None, needed: bool = True) -> AgentMeta | None:
     """``name``'s identity (its installed version). ``needed``: its program must be installed

@@ -28,6 +28,7 @@ from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.meta import AgentMeta, EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
 from replaykit.core.records import JSON
+from replaykit.core.secrets import secrets_kept_by
 from replaykit.envs.base import Environment, EnvSection, Grade
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import make_env
@@ -200,8 +201,8 @@ def _drive(
 
 def _harness(solve: Callable[..., Any], task: TaskView, env: TapedEnv, client: Any, ctx: Context) -> None:
     """The one frame right above the harness, under the episode's watchdog (``watchdog.py``)."""
-    with Watchdog(env.budget, _harness.__code__):
-        solve(task, env.view(), client, ctx)
+    with Watchdog(env.budget, _harness.__code__), secrets_kept_by(env.tape.scrubber.add):
+        solve(task, env.view(), client, ctx)  # a secret it makes (keep_secret) is never stored
 
 
 def _limit(tape: Tape, event: LimitEvent | ErrorEvent) -> None:
@@ -212,6 +213,7 @@ def _limit(tape: Tape, event: LimitEvent | ErrorEvent) -> None:
         tape.play_limit(event)
     else:
         tape.record(event)
+        tape.sealed = True
 
 
 def _error(tape: Tape, message: str) -> None:

@@ -28,7 +28,7 @@ from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.tasks import Task, load_panel
-from replaykit.episodes.agents import agent_identity, reuse_note
+from replaykit.episodes.agents import LOCAL_AGENT_NOTE, agent_identity, reuse_note
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import (
     check_engine,
@@ -260,6 +260,8 @@ def _measure(
         if missing and (record_mode == "none" or not persist):
             raise _not_recorded(missing[0], record_mode, store)
         reuse_note(store, reused, agent, _warner(progress))
+        if agent is not None and missing and config.env.kind == "local":
+            _warner(progress)(LOCAL_AGENT_NOTE)
         if progress:
             progress("plan", {"total": len(keys), "missing": len(missing)})
         how = _Recording(engine, keep_going, extras, unprepared, progress, policy, baseline_sha, agent)

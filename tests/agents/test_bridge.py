@@ -5,6 +5,7 @@ for the harness (the agent gets a 502)."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -64,6 +65,7 @@ def context() -> Context:
 def test_the_run_owns_model_temperature_seed_and_model_params_the_rest_passes_through() -> None:
     llm, env = FakeLlm(), FakeEnv()
     with Bridge(llm, env, context()) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         body = {
             "model": "openai/whatever",
             "temperature": 0.9,
@@ -92,6 +94,7 @@ def test_the_run_owns_model_temperature_seed_and_model_params_the_rest_passes_th
 def test_without_the_token_or_streaming_the_bridge_refuses() -> None:
     llm = FakeLlm()
     with Bridge(llm, FakeEnv(), context()) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         assert post(f"{bridge.url}/v1/chat/completions", {"messages": []}, None)[0] == 401
         assert post(f"{bridge.url}/v1/chat/completions", {"messages": []}, "wrong")[0] == 401
         status, error = post(
@@ -105,6 +108,7 @@ def test_without_the_token_or_streaming_the_bridge_refuses() -> None:
 def test_what_the_episode_raises_is_kept_and_every_later_request_refused() -> None:
     boom = RuntimeError("limit reached")
     with Bridge(FakeLlm(fail=boom), FakeEnv(), context()) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         status, error = post(f"{bridge.url}/v1/chat/completions", {"messages": []}, bridge.token)
         assert status == 502 and "limit reached" in error["error"]["message"]
         assert bridge.failure is boom and bridge.failed.is_set()
@@ -120,6 +124,7 @@ def test_a_request_of_another_shape_is_one_line_and_runs_nothing() -> None:
     the field, never a traceback, and nothing reaches the model or the environment."""
     llm, env = FakeLlm(), FakeEnv()
     with Bridge(llm, env, context()) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         chat, run = f"{bridge.url}/v1/chat/completions", f"{bridge.url}/exec"
         cases = [
             (chat, {"messages": "hi"}, "'messages'"),

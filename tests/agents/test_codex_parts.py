@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -111,6 +112,7 @@ def post(url: str, body: object, token: str | None) -> tuple[int, Any]:
 def test_the_bridge_runs_commands_in_the_env_only_with_its_token() -> None:
     env = FakeEnv()
     with CodexBridge(env, llm=None) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         assert post(bridge.exec_url, {"command": "ls"}, None)[0] == 401
         assert post(bridge.exec_url, {"command": "ls"}, "guess")[0] == 401
         assert post(bridge.exec_url, {"cmd": "ls"}, bridge.token)[0] == 400
@@ -126,6 +128,7 @@ def test_a_limit_met_in_a_route_stops_the_agent_and_is_raised_in_the_harness() -
     stopped: list[bool] = []
     env = FakeEnv(fail_at=1)
     with CodexBridge(env, llm=None, on_stop=lambda: stopped.append(True)) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         assert post(bridge.exec_url, {"command": "a"}, bridge.token)[0] == 200
         assert post(bridge.exec_url, {"command": "b"}, bridge.token)[0] == 409
         assert post(bridge.exec_url, {"command": "c"}, bridge.token)[0] == 409  # nothing runs after it
@@ -136,6 +139,7 @@ def test_a_limit_met_in_a_route_stops_the_agent_and_is_raised_in_the_harness() -
 
 def test_the_config_turns_codex_own_tools_off_and_routes_through_the_bridge() -> None:
     with CodexBridge(FakeEnv(), llm=None) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
         config = tomllib.loads(driver.config_toml("m", bridge, 90, {"model_reasoning_effort": "low"}))
     assert config["sandbox_mode"] == "read-only" and config["approval_policy"] == "never"
     assert config["features"] == dict.fromkeys(driver.FEATURES_OFF, False)

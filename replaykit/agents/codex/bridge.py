@@ -11,7 +11,8 @@ Two routes, one episode:
   as ``env.run``: a recorded environment step, in the task's container while recording and
   served from the cassette while replaying. Calls are run one at a time, in arrival order.
 
-Only loopback, only with the bridge's bearer token (a random per-episode value, never recorded).
+Only loopback, only its agent (``gate.py``: the bridge's bearer token, a random per-episode value
+stored nowhere; connections Codex or its MCP server opened while Codex runs; a bounded body).
 A framework limit or a divergence raised by ``llm`` or ``env`` stops the agent (``on_stop``) and
 is re-raised by :meth:`CodexBridge.raise_stop` in the harness's own thread, where the episode
 records it.
@@ -20,16 +21,22 @@ records it.
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from replaykit.agents.bridge import Actuator
-from replaykit.agents.wire import BadRequest, ExecAnswer, ExecRefusal, ExecRequest, answer, parse
+from replaykit.agents.gate import AgentGate, Refused
+from replaykit.agents.wire import (
+    BadRequest,
+    ExecAnswer,
+    ExecRefusal,
+    ExecRequest,
+    answer,
+    error_answer,
+    parse,
+)
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
-
-MAX_BODY = 64 * 1024 * 1024
 
 
 def one_call_a_turn(body: bytes) -> bytes:
@@ -52,14 +59,12 @@ class _Handler(LoopbackHandler):
 
     def _dispatch(self, method: str) -> None:
         bridge = self.server.bridge
+        try:  # token, the agent's own connection, a sane length: before a byte of the body
+            body = bridge.gate.body(self)
+        except Refused as exc:
+            return self._send(exc.status, error_answer(str(exc), "authentication_error"))
         if method != "POST":
             return self._send(404, b'{"error": {"message": "unknown path"}}')
-        if self.headers.get("Authorization") != f"Bearer {bridge.token}":
-            return self._send(401, b'{"error": {"message": "not this episode\'s bridge"}}')
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            return self._send(413, b'{"error": {"message": "request too large"}}')
-        body = self.rfile.read(length)
         path = self.path.split("?", 1)[0].rstrip("/")
         if path == "/v1/responses":
             status, content_type, data = bridge.responses(body)
@@ -81,7 +86,7 @@ class CodexBridge:
 
     def __init__(self, env: Actuator, llm: Any, on_stop: Callable[[], None] | None = None) -> None:
         self.env, self.llm, self.on_stop = env, llm, on_stop
-        self.token = secrets.token_hex(16)
+        self.gate = AgentGate()  # the token, the agent's process, the requests counted (gate.py)
         self.stopped: BaseException | None = None  # the first limit or divergence raised in a route
         self._lock = threading.Lock()  # one model call or command at a time: the tape is in order
         self._server: _Server | None = None
@@ -95,6 +100,10 @@ class CodexBridge:
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.stop_serving()
+
+    @property
+    def token(self) -> str:
+        return self.gate.token
 
     @property
     def address(self) -> str:
@@ -132,7 +141,7 @@ class CodexBridge:
                 response = self.llm.post(
                     "/responses",
                     cast_to=httpx2.Response,  # the raw answer: status, headers, bytes
-                    content=one_call_a_turn(body),
+                    content=one_call_a_turn(self.gate.hide_bytes(body)),
                     options={"headers": {"Content-Type": "application/json"}},
                 )
             except openai.APIStatusError as exc:  # relayed as is: the tape judges it (an infra failure)
@@ -160,7 +169,8 @@ class CodexBridge:
             except BaseException as exc:  # a limit reached, a divergence: the episode stops here
                 self._stop(exc)
                 return 409, answer(ExecRefusal(error="the episode has stopped"))
+        hide = self.gate.hide  # as the episode stores it: the agent never sends its token on
         done = ExecAnswer(
-            stdout=obs.stdout, stderr=obs.stderr, exit_code=obs.exit_code, timed_out=obs.timed_out
+            stdout=hide(obs.stdout), stderr=hide(obs.stderr), exit_code=obs.exit_code, timed_out=obs.timed_out
         )
         return 200, answer(done)

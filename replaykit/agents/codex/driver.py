@@ -27,7 +27,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,11 @@ from pydantic import ValidationError
 from replaykit.agents.base import AGENTS_PATH_VAR, Requirement
 from replaykit.agents.codex.bridge import CodexBridge
 from replaykit.agents.mcp_exec import SERVER_NAME, TOKEN_VAR, URL_VAR
+from replaykit.agents.process import agent_scratch
 from replaykit.agents.wire import CodexError, CodexEvent
 from replaykit.core.determinism import derive_seed, pinned_environ
 from replaykit.core.errors import HarnessError
+from replaykit.core.procs import dies_with_parent
 
 CODEX_VERSION = "0.171.0"  # scripts/setup-codex.sh installs it; the template pins the same
 INSTALL = f"bash scripts/setup-codex.sh (npm install -g @openai/codex@{CODEX_VERSION})"
@@ -198,7 +199,7 @@ def run_codex(
     check_version(binary, codex_version)
     process = _Process()
     with (
-        tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp,
+        agent_scratch(TEMP_PREFIX) as tmp,
         CodexBridge(env, llm, process.kill) as bridge,
     ):
         home, scratch = Path(tmp) / "codex-home", Path(tmp) / "work"
@@ -217,7 +218,9 @@ def run_codex(
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            preexec_fn=dies_with_parent(signal.SIGKILL),  # gone with replaykit, kill -9 included
         )
+        bridge.gate.admit(process.proc.pid)  # Codex and its MCP server, while Codex runs
         try:
             stdout, _ = process.proc.communicate(prompt, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -227,6 +230,7 @@ def run_codex(
             raise HarnessError(f"codex exec did not finish within {timeout_s:g} s") from None
         finally:
             process.kill()
+            bridge.gate.end()
         bridge.raise_stop()
         events = parse_events(stdout)
         if process.proc.returncode != 0:

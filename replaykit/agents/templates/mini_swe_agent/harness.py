@@ -16,12 +16,11 @@ config). Its stdout/stderr (bounded) and its trajectory's counts go into the epi
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from replaykit.agents.bridge import Bridge
-from replaykit.agents.process import run_process
+from replaykit.agents.process import agent_scratch, run_process
 from replaykit.agents.registry import get_agent
 from replaykit.core.determinism import ENV_PINS
 
@@ -90,12 +89,11 @@ def trajectory(path: Path) -> dict[str, Any]:
 def solve(task: Any, env: Any, llm: Any, ctx: Any) -> Any:
     program = get_agent("mini-swe-agent").program()
     timeout = float(ctx.params.get("agent_timeout_sec", 1800))
-    with tempfile.TemporaryDirectory(prefix="replaykit-mswea-") as tmp, Bridge(llm, env, ctx) as bridge:
-        work = Path(tmp)
+    with agent_scratch("replaykit-mswea-") as work, Bridge(llm, env, ctx) as bridge:
         (work / "replaykit.yaml").write_text(json.dumps(overrides(ctx, bridge)))
         argv = [str(program), "-y", "--exit-immediately", "-c", "mini_textbased.yaml", "-c", "replaykit.yaml"]
         argv += ["-t", task.instruction, "-o", str(work / "trajectory.json")]
-        done = run_process(argv, agent_env(work, bridge), work, timeout, bridge.failed)
+        done = run_process(argv, agent_env(work, bridge), work, timeout, bridge.failed, bridge.gate)
         ran = trajectory(work / "trajectory.json")
     ctx.notes.update(
         agent="mini-swe-agent",
@@ -104,6 +102,7 @@ def solve(task: Any, env: Any, llm: Any, ctx: Any) -> Any:
         stderr=done.stderr.replace(bridge.token, HIDDEN),
         bridge_model_calls=bridge.model_calls,
         bridge_commands=bridge.commands,
+        bridge_refused=bridge.gate.refused,
         **{f"trajectory_{k}": v for k, v in ran.items()},
     )
     if bridge.failure is not None:  # a divergence, a limit, an endpoint failure: the episode's own
