@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -43,6 +44,7 @@ SERVER_NAME = "replaykit"
 TOOL_NAME = "run"
 URL_VAR = "REPLAYKIT_EXEC_URL"
 TOKEN_VAR = "REPLAYKIT_EXEC_TOKEN"
+LATE_VAR = "REPLAYKIT_MCP_LATE_S"  # seconds the server waits before it answers (tests only)
 PROTOCOL_VERSION = "2025-06-18"  # what Codex 0.171 asks for; a client's own version is echoed back
 RUN_TOOL: dict[str, JsonValue] = {
     "name": TOOL_NAME,
@@ -95,8 +97,8 @@ def bridge_exec(url: str, token: str, timeout_s: float = 3600.0) -> Exec:
 class McpExecServer:
     """The JSON-RPC side: one message in, at most one message out."""
 
-    def __init__(self, run: Exec) -> None:
-        self.run = run
+    def __init__(self, run: Exec, on_listed: Callable[[], None] | None = None) -> None:
+        self.run, self.on_listed = run, on_listed
 
     def handle(self, message: RpcRequest) -> Answer | None:
         if message.notification:  # ``notifications/initialized``, cancellations
@@ -120,6 +122,8 @@ class McpExecServer:
         if method == "ping":
             return {}
         if method == "tools/list":
+            if self.on_listed is not None:  # the handshake is done: Codex offers the tool from now on
+                self.on_listed()
             return {"tools": [RUN_TOOL]}
         if method == "resources/list":
             return {"resources": []}
@@ -174,14 +178,30 @@ def serve(server: McpExecServer, stdin: IO[str], stdout: IO[str]) -> None:
 
 def main() -> int:
     url, token = os.environ.get(URL_VAR), os.environ.get(TOKEN_VAR, "")
+    late = os.environ.get(LATE_VAR)
+    if late:  # a test's: the server starting late, as it did under load
+        time.sleep(float(late))
     if not url:
         print(
             f"replaykit.agents.mcp_exec: ${URL_VAR} is not set (the episode bridge's exec URL)",
             file=sys.stderr,
         )
         return 2
-    serve(McpExecServer(bridge_exec(url, token)), sys.stdin, sys.stdout)
+    serve(McpExecServer(bridge_exec(url, token), lambda: ready(url, token)), sys.stdin, sys.stdout)
     return 0
+
+
+def ready(exec_url: str, token: str) -> None:
+    """Tell the bridge Codex listed the tool (``/ready`` beside ``/exec``); a bridge that is gone
+    is no reason to fail the handshake."""
+    url = exec_url.rsplit("/", 1)[0] + "/ready"
+    request = urllib.request.Request(
+        url, data=b"{}", headers={"Authorization": f"Bearer {token}"}, method="POST"
+    )
+    try:
+        urllib.request.urlopen(request, timeout=10).close()
+    except (urllib.error.URLError, OSError):
+        pass
 
 
 if __name__ == "__main__":

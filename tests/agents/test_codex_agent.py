@@ -198,7 +198,7 @@ def test_a_limit_stops_codex_and_replays(tmp_path: Path) -> None:
     config = write_config(tmp_path, "capped", ["organize-files"], "limits: {max_steps: 1}\n")
     report = run_json("run", str(config), "--agent", "codex", cwd=tmp_path)
     (episode,) = episodes(tmp_path, report["run_id"])
-    assert [type(e).__name__ for e in episode.events][-2:] == ["ErrorEvent", "GradeEvent"]
+    assert [type(e).__name__ for e in episode.events][-2:] == ["LimitEvent", "GradeEvent"]
     assert sum(isinstance(e, EnvEvent) for e in episode.events) == 1 and report["solved"] == 0
     replay = run_json("replay", report["run_id"], "--store", "store", cwd=tmp_path)
     assert replay["identical"], replay

@@ -15,7 +15,9 @@ Only loopback, only its agent (``gate.py``: the bridge's bearer token, a random 
 stored nowhere; connections Codex or its MCP server opened while Codex runs; a bounded body).
 A framework limit or a divergence raised by ``llm`` or ``env`` stops the agent (``on_stop``) and
 is re-raised by :meth:`CodexBridge.raise_stop` in the harness's own thread, where the episode
-records it.
+records it. The MCP server says when it answered Codex's ``tools/list`` (``POST /ready``); a first
+request that does not offer its ``run`` tool is not forwarded: the agent is stopped and the episode
+is an infrastructure failure (``infra``), never a result recorded without its only tool.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from replaykit.agents.bridge import Actuator
 from replaykit.agents.gate import AgentGate, Refused
+from replaykit.agents.mcp_exec import SERVER_NAME, TOOL_NAME
 from replaykit.agents.wire import (
     BadRequest,
     ExecAnswer,
@@ -36,6 +39,7 @@ from replaykit.agents.wire import (
     error_answer,
     parse,
 )
+from replaykit.core.errors import HarnessError
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
 
 
@@ -51,6 +55,25 @@ def one_call_a_turn(body: bytes) -> bytes:
     if not isinstance(request, dict) or request.get("parallel_tool_calls") is not True:
         return body
     return json.dumps({**request, "parallel_tool_calls": False}, ensure_ascii=False).encode()
+
+
+def offers_run_tool(body: bytes) -> bool:
+    """Whether a Responses request offers the model replaykit's MCP tool (``mcp__replaykit``'s
+    ``run``, as Codex namespaces an MCP server's tools)."""
+    try:
+        tools = json.loads(body).get("tools") or []
+    except (ValueError, AttributeError):
+        return False
+    namespace = f"mcp__{SERVER_NAME}"
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("name") == f"{namespace}__{TOOL_NAME}":
+            return True
+        inner = tool.get("tools") if tool.get("name") == namespace else None
+        if isinstance(inner, list) and any(isinstance(t, dict) and t.get("name") == TOOL_NAME for t in inner):
+            return True
+    return False
 
 
 class _Handler(LoopbackHandler):
@@ -69,6 +92,9 @@ class _Handler(LoopbackHandler):
         if path == "/v1/responses":
             status, content_type, data = bridge.responses(body)
             return self._send(status, data, content_type)
+        if path == "/ready":  # the MCP server answered Codex's tools/list: its tool is offered
+            bridge.tools_ready.set()
+            return self._send(200, b"{}")
         if path == "/exec":
             return self._send(*bridge.exec(body))
         self._send(404, b'{"error": {"message": "unknown path"}}')
@@ -88,6 +114,9 @@ class CodexBridge:
         self.env, self.llm, self.on_stop = env, llm, on_stop
         self.gate = AgentGate()  # the token, the agent's process, the requests counted (gate.py)
         self.stopped: BaseException | None = None  # the first limit or divergence raised in a route
+        self.tools_ready = threading.Event()  # replaykit's MCP server answered Codex's tools/list
+        self.infra: str | None = None  # why the episode cannot be a result (its tool was not offered)
+        self._first = True
         self._lock = threading.Lock()  # one model call or command at a time: the tape is in order
         self._server: _Server | None = None
 
@@ -135,6 +164,14 @@ class CodexBridge:
         import openai
 
         with self._lock:
+            if self.stopped is None and self._first:
+                self._first = False
+                if not offers_run_tool(body):  # Codex went on without its MCP server: infra, never a result
+                    self.infra = (
+                        f"codex sent its first request without replaykit's tool (mcp__{SERVER_NAME}): its MCP "
+                        "server had not answered; the episode is not a result"
+                    )
+                    self._stop(HarnessError(self.infra))
             if self.stopped is not None:
                 return 503, "application/json", b'{"error": {"message": "the episode has stopped"}}'
             try:

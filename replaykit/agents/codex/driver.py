@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from replaykit.agents.base import AGENTS_PATH_VAR, Requirement
 from replaykit.agents.codex.bridge import CodexBridge
-from replaykit.agents.mcp_exec import SERVER_NAME, TOKEN_VAR, URL_VAR
+from replaykit.agents.mcp_exec import LATE_VAR, SERVER_NAME, TOKEN_VAR, URL_VAR
 from replaykit.agents.process import agent_scratch
 from replaykit.agents.wire import CodexError, CodexEvent
 from replaykit.core.determinism import derive_seed, pinned_environ
@@ -49,6 +49,7 @@ REQUIREMENT = Requirement(program="codex", install=INSTALL, exact=CODEX_VERSION)
 CODEX_RULES = ("uuids", "timestamps", "codex-session")
 PROVIDER_ID = "replaykit"
 KEY_ENV = "REPLAYKIT_CODEX_KEY"  # holds the bridge's token: the real key stays with the episode's client
+MCP_STARTUP_VAR = "REPLAYKIT_CODEX_MCP_STARTUP_S"
 TEMP_PREFIX = "replaykit-codex-agent-"  # the throwaway CODEX_HOME and scratch folder
 FEATURES_OFF = ("shell_tool", "unified_exec", "view_image", "multi_agent", "goals", "shell_snapshot")
 
@@ -104,9 +105,13 @@ def config_toml(
     server = {
         "command": sys.executable,
         "args": ["-m", "replaykit.agents.mcp_exec"],
-        "env": {URL_VAR: bridge.exec_url, TOKEN_VAR: bridge.token},
+        # Codex hands an MCP server its own few variables and these (a test's late start too)
+        "env": {URL_VAR: bridge.exec_url, TOKEN_VAR: bridge.token, **late_start()},
         "default_tools_approval_mode": "approve",
-        "startup_timeout_sec": 60,
+        # Codex waits for it before its first turn (a server it did not wait for once left an
+        # episode without its only tool), and fails when it does not answer within the bound
+        "startup_timeout_sec": mcp_startup_s(),
+        "required": True,
         "tool_timeout_sec": int(tool_timeout_s),
     }
     lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
@@ -115,6 +120,18 @@ def config_toml(
     lines += _table(f"mcp_servers.{SERVER_NAME}", server)
     lines += _table("analytics", {"enabled": False})
     return "\n".join(lines) + "\n"
+
+
+def late_start() -> dict[str, str]:
+    """``$REPLAYKIT_MCP_LATE_S`` for the MCP server when set (tests start it late on purpose)."""
+    late = os.environ.get(LATE_VAR)
+    return {LATE_VAR: late} if late else {}
+
+
+def mcp_startup_s() -> int:
+    """Seconds Codex waits for replaykit's MCP server (``$REPLAYKIT_CODEX_MCP_STARTUP_S``, else 60)."""
+    raw = os.environ.get(MCP_STARTUP_VAR, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 60
 
 
 def codex_environment(home: Path, token: str) -> dict[str, str]:
@@ -231,6 +248,14 @@ def run_codex(
         finally:
             process.kill()
             bridge.gate.end()
+        missing = bridge.infra or (
+            None
+            if process.proc.returncode == 0 or bridge.tools_ready.is_set()
+            else f"replaykit's MCP tool server did not answer Codex within {mcp_startup_s()} s"
+        )
+        if missing is not None:  # an agent without its only tool: infra, never a result
+            env.unusable(f"codex: {missing}")
+            return ""
         bridge.raise_stop()
         events = parse_events(stdout)
         if process.proc.returncode != 0:
