@@ -18,6 +18,7 @@ from replaykit.commands.options import (
     open_store,
     wide_layout,
 )
+from replaykit.core.errors import StoreError
 
 
 def runs(
@@ -33,6 +34,7 @@ def runs(
     last); each measured run with its replicate statistics (pass@k, pass^k, seed disagreement),
     the model calls recording its episodes paid and the events they were served from donors; each
     training and fork with the same two counts of its episodes (a training's proposer's too)."""
+    from replaykit.episodes.views import damage_line
     from replaykit.train.derived import verified_training
     from replaykit.train.state import stored_paid
     from replaykit.train.stats import stored_run_stats
@@ -53,20 +55,31 @@ def runs(
         if kind is None or r["kind"] == kind
     ]
     for row in rows:
-        if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
-            run = st.get_run(row["id"])
-            stats = stored_run_stats(st, run)
-            row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
-            row.update(model_calls=run.model_calls, reused_events=run.reused_events)
-        elif row["kind"] == "training":  # its runs' episodes and its proposals, each verified
-            row.update(stored_paid(st, verified_training(st, row["id"], bundle=False)))
-        elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
-            counts = st.verified_reuse(row["id"])
-            row.update(
-                model_calls=st.verified_columns(row["id"])["n_llm"] - counts.calls,
-                reused_events=counts.events,
-            )
-    emit_json(rows) if as_json else render.run_rows(rows, [r["id"] for r in everything])
+        try:  # a row it cannot read is listed as damaged; the others stand (cassettes verify says more)
+            _derived(st, row, stored_run_stats, stored_paid, verified_training)
+        except StoreError as exc:
+            row["damaged"] = damage_line(exc)
+    if as_json:
+        return emit_json(rows)
+    render.run_rows(rows, [r["id"] for r in everything])
+    render.damaged(rows)
+
+
+def _derived(st: Any, row: dict[str, Any], run_stats: Any, paid: Any, training: Any) -> None:
+    """What ``runs`` shows of a document beside its row, derived from what it names (verified)."""
+    if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
+        run = st.get_run(row["id"])
+        stats = run_stats(st, run)
+        row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
+        row.update(model_calls=run.model_calls, reused_events=run.reused_events)
+    elif row["kind"] == "training":  # its runs' episodes and its proposals, each verified
+        row.update(paid(st, training(st, row["id"], bundle=False)))
+    elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
+        counts = st.verified_reuse(row["id"])
+        row.update(
+            model_calls=st.verified_columns(row["id"])["n_llm"] - counts.calls,
+            reused_events=counts.events,
+        )
 
 
 def cassettes_ls(

@@ -12,7 +12,7 @@ from replaykit.cassette.keys import KeyDoc
 from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
 from replaykit.cassette.outcomes import stored_outcome
 from replaykit.core.determinism import canonical_json
-from replaykit.core.errors import ConfigError
+from replaykit.core.errors import ConfigError, StoreError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.base import GradeDoc
 from replaykit.episodes.network import Exchange
@@ -46,21 +46,42 @@ def list_cassettes(
     store: BrowseStore, run_id: str | None = None, limit: int | None = None
 ) -> list[dict[str, object]]:
     """Cassette rows, oldest first; with ``limit``, only the newest ``limit`` (a run's: its last).
-    Each row's ``outcome`` is its episode's recorded class, held to its events (``cassette.outcomes``)."""
+    Each row's ``outcome`` is its episode's recorded class, held to its events (``cassette.outcomes``).
+    A row that cannot be read (a run naming a cassette the store lacks, a damaged episode) is
+    listed with ``outcome`` ``damaged`` and ``damaged``: what is wrong, as ``cassettes verify`` says."""
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
         ids = store.get_run(run_id).cassettes
         if limit is not None:
             ids = ids[len(ids) - limit :] if limit else []
-        rows: list[Mapping[str, object]] = [store.cassette_row(i) for i in ids]
-        listed = [{c: r[c] for c in LS_COLUMNS} for r in rows]
+        listed = [_row(store, i) for i in ids]
     else:
         summaries: list[Mapping[str, object]] = list(store.cassette_summaries(limit))
         listed = [{c: r[c] for c in LS_COLUMNS} for r in summaries]
     for row in listed:
-        row["outcome"] = _outcome(store, row)
+        if "damaged" in row:
+            continue
+        try:
+            row["outcome"] = _outcome(store, row)
+        except StoreError as exc:
+            row.update(outcome="damaged", damaged=damage_line(exc))
     return listed
+
+
+def damage_line(exc: StoreError) -> str:
+    """What a listing says of a row it cannot read (``cassettes verify``'s words, no store path):
+    ``no cassette '9c28…'``, or what is corrupt."""
+    return str(exc).split(" in store ")[0].removeprefix("store corrupt: ")
+
+
+def _row(store: RunStore, cassette_id: str) -> dict[str, object]:
+    try:
+        row: Mapping[str, object] = store.cassette_row(cassette_id)
+    except StoreError as exc:
+        blank: dict[str, object] = dict.fromkeys(LS_COLUMNS)
+        return {**blank, "id": cassette_id, "outcome": "damaged", "damaged": damage_line(exc)}
+    return {c: row[c] for c in LS_COLUMNS}
 
 
 def _outcome(store: RunStore, row: Mapping[str, object]) -> str:

@@ -38,12 +38,9 @@ def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None
     cells: list[list[str | Text]] = [
         [
             str(r["id"])[:n],
-            str(r["task_id"]),
-            str(r["seed"]),
-            str(r["model"]),
-            str(r["harness_sha"])[:8],
-            str(r["n_llm"]),
-            str(r["n_env"]),
+            *(("-" if r[c] is None else str(r[c])) for c in ("task_id", "seed", "model")),
+            "-" if r["harness_sha"] is None else str(r["harness_sha"])[:8],
+            *(("-" if r[c] is None else str(r[c])) for c in ("n_llm", "n_env")),
             "-" if r["reward"] is None else f"{r['reward']:.2f}",
             str(r.get("outcome", "-")),
         ]
@@ -56,6 +53,14 @@ def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None
         optional=["harness", "actions", "calls", "model"],
     )
     wrapped(legend("calls", "actions", "reward", "outcome"))
+    damaged(rows)
+
+
+def damaged(rows: Sequence[Mapping[str, object]]) -> None:
+    """One line per listed row that could not be read (the rest of the listing stands)."""
+    for r in rows:
+        if r.get("damaged"):
+            line(f"damaged: {r['id']}: {r['damaged']}")
 
 
 def cassette_doc(doc: CassetteView, full: bool = False) -> None:

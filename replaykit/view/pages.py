@@ -111,6 +111,7 @@ class RunRow(TypedDict):
     model_calls: int  # requests recording its episodes sent to the endpoint
     reused_events: int  # events its episodes were served from donor cassettes instead
     reuse_basis: str  # exact | shared sample, when some were
+    corrupt: str  # what is wrong with it, when it cannot be read (the rest of the list stands)
 
 
 class RunDetail(RunRow):

@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore, RunStore
-from replaykit.core.errors import StoreCorrupt
+from replaykit.core.errors import StoreCorrupt, StoreError
 from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.compare import verified_compare
 from replaykit.episodes.views import lineage
@@ -126,8 +126,16 @@ def training(store: BrowseStore, training_id: str) -> TrainingPage:
     return {"training": training_row(store, row)}
 
 
-def run_row(store: DocumentStore, row: RunsRow) -> RunRow:
-    run = store.get_run(row["id"])
+def run_row(store: RunStore, row: RunsRow) -> RunRow:
+    """A run as listed; one that names a cassette the store lacks, or whose document cannot be
+    read, is listed as damaged (``corrupt``: what is wrong), the others as they are."""
+    try:
+        run = store.get_run(row["id"])
+        absent = [c for c in run.cassettes if not store.has(c)]
+        if absent:
+            raise store.corrupt(f"run {row['id']} names cassette {absent[0]}, which is not in the store")
+    except StoreError as exc:
+        return {**_blank_run(row), "corrupt": str(exc).split(" in store ")[0].removeprefix("store corrupt: ")}
     doc = run.to_dict()
     episodes = doc.get("episodes") or []
     return {
@@ -145,6 +153,27 @@ def run_row(store: DocumentStore, row: RunsRow) -> RunRow:
         "model_calls": run.model_calls,
         "reused_events": run.reused_events,
         "reuse_basis": run.reuse_basis,
+        "corrupt": "",
+    }
+
+
+def _blank_run(row: RunsRow) -> RunRow:
+    return {
+        "id": row["id"],
+        "name": row.get("name", ""),
+        "model": row.get("model", ""),
+        "harness_sha": row.get("harness_sha", ""),
+        "created_at": row["created_at"],
+        "solved": None,
+        "total": None,
+        "episodes": 0,
+        "steps": 0,
+        "tokens": 0,
+        "infra": 0,
+        "model_calls": 0,
+        "reused_events": 0,
+        "reuse_basis": "",
+        "corrupt": "",
     }
 
 
