@@ -93,6 +93,8 @@ class DockerEnv(Sandbox):
         self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
         self._network_request = network_request  # the store's CA, and what to serve (network/extras.py)
         self._net: Any = None
+        self._local_env: dict[str, str] = {}  # NO_PROXY naming what /etc/hosts maps to loopback
+        self._hosts_read = 0
         self._keep_spool = keep_network_spool  # False: what the network fetched is dropped at close
         self.network_allow = tuple(network_allow)  # host:port the proxy may reach on the host's side
 
@@ -186,6 +188,7 @@ class DockerEnv(Sandbox):
             self._services = len(box.adopt_services())
             if box.dead is not None:
                 return
+        self._local_env, self._hosts_read = self._net.local_env(container) if self._net else {}, 1
         unhealthy = healthcheck.wait_healthy(self, self.task)
         if unhealthy:
             box.stop(unhealthy)
@@ -335,7 +338,10 @@ class DockerEnv(Sandbox):
         self._check_network(box)
         if box.dead is None:
             self._state = None
-        obs = box.exec(argv, timeout_sec, cwd or self.workdir, extra_env, self._secrets)
+        env = {**self._local_env, **(extra_env or {})}  # names its /etc/hosts keeps local (wiring.py)
+        obs = box.exec(argv, timeout_sec, cwd or self.workdir, env or None, self._secrets)
+        if self._net is not None and self._hosts_read == 1 and box.dead is None:  # and after the first
+            self._local_env, self._hosts_read = self._net.local_env(box.container) or self._local_env, 2
         if box.dead is None and self._check_network(box):  # the proxy died during this action
             return box.dead_obs(obs.stdout, obs.stderr)
         return obs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import ipaddress
 import re
 import shlex
 import shutil
@@ -62,6 +63,24 @@ def no_proxy(names: Sequence[str] = (), allow: Sequence[str] = ()) -> str:
     ``127.0.0.1:PORT``) is left to the proxy: it alone reaches the host, and only there."""
     proxied = {a.rsplit(":", 1)[0].strip("[]") for a in allow}
     return ",".join(n for n in dict.fromkeys((*LOCAL_NAMES, *names)) if n not in proxied)
+
+
+def loopback_names(hosts: str) -> list[str]:
+    """The names an ``/etc/hosts`` text maps to a loopback address (``127.0.0.0/8``, ``::1``), in
+    order: a task that blocks or serves names itself (its ENTRYPOINT writes them) reaches them in
+    its own container, as under Harbor, never through the proxy."""
+    found: list[str] = []
+    for line in hosts.splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) < 2:
+            continue
+        try:
+            loopback = ipaddress.ip_address(fields[0].split("%", 1)[0]).is_loopback
+        except ValueError:
+            continue
+        if loopback:
+            found += [name for name in fields[1:] if name not in found]
+    return found
 
 
 def container_env(proxy_url: str, names: Sequence[str] = (), allow: Sequence[str] = ()) -> dict[str, str]:
@@ -232,6 +251,16 @@ class EpisodeNetwork:
     @property
     def extra_hosts(self) -> dict[str, str]:
         return {PROXY_HOST: self.gateway}
+
+    def local_env(self, container: Any) -> dict[str, str]:
+        """``NO_PROXY`` (both spellings) with every name the container's ``/etc/hosts`` maps to a
+        loopback address now (what its ENTRYPOINT wrote included); empty when it adds none."""
+        result = container.exec_run(["cat", "/etc/hosts"], user="root")
+        names = [n for n in loopback_names(result.output.decode(errors="replace")) if n not in LOCAL_NAMES]
+        if result.exit_code != 0 or not names:
+            return {}
+        value = no_proxy(names, self.allow)
+        return {"NO_PROXY": value, "no_proxy": value}
 
     def inject(self, container: Any) -> None:
         """The CA and apt's proxy configuration into a started container."""

@@ -86,3 +86,41 @@ def test_tasks_check_runs_under_runs_network_policy(docker_base: str, tmp_path: 
     assert cut["tasks"][0]["solved"] == 0, cut  # env.network: none, as run would: no proxy, no route
     bad = cli("tasks", "check", str(task), "--network", "open")
     assert bad.returncode == 2 and "--network" in bad.stderr
+
+
+def test_names_the_task_maps_to_itself_stay_local_under_the_frozen_network(
+    docker_base: str, tmp_path: Path
+) -> None:
+    """The corpus's hosts-blocklist task (dns-blacklisting's shape, issue 38 item 8): its
+    ENTRYPOINT maps six names to 127.0.0.1/127.0.0.2 in /etc/hosts at run time, its own page
+    answers them, its solution fetches each with the proxy variables set. Harbor scores the oracle
+    1; each fetch went to the proxy (502) and it scored 0 until the container's /etc/hosts was
+    read at the episode's start (and after its first action) and those names put in NO_PROXY."""
+    if server.check():
+        pytest.fail(str(server.check()), pytrace=False)
+    proc = cli("tasks", "check", str(CORPUS / "hosts-blocklist"), "--json", cwd=tmp_path)
+    (task,) = json.loads(proc.stdout)["tasks"]
+    assert (task["untouched"], task["solved"]) == (0.0, 1.0), task
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(CORPUS / "hosts-blocklist")],
+            "panel.seeds": [0],
+            "model.name": "reference-oracle",
+        },
+        base="quickstart-docker.yaml",
+    )
+    run = json.loads(cli("run", str(config), "--json", cwd=tmp_path, check=True).stdout)
+    (episode,) = run["episodes"]
+    assert episode["passed"], episode
+    shown = json.loads(
+        cli("cassettes", "show", episode["cassette_id"], "--store", str(tmp_path / "store"), "--json").stdout
+    )
+    assert not [e for e in shown["events"] if e["kind"] == "net"]  # none of them reached the proxy
+
+
+def test_loopback_names_are_read_from_an_etc_hosts_text() -> None:
+    from replaykit.envs.docker.network.wiring import loopback_names
+
+    hosts = "127.0.0.1\tlocalhost\n::1 ip6-localhost\n10.0.0.5 db\n127.0.0.2 a.invalid b.invalid # two\n# 127.0.0.9 c\nbad line\n"
+    assert loopback_names(hosts) == ["localhost", "ip6-localhost", "a.invalid", "b.invalid"]
