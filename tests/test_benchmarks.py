@@ -94,3 +94,52 @@ def test_live_cost_runs_small() -> None:
         and "floor of any identical-request reuse:" in out
         and "decisions, candidate SHAs, verdicts and final baseline: identical" in out
     )
+
+
+def test_null_trainings_runs_small(tmp_path: Path) -> None:
+    """Issue 37 item 4 at its smallest: one null and one real training of one epoch per criterion."""
+    args = [
+        "--trainings",
+        "1",
+        "--real",
+        "1",
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+        "--cache",
+        str(tmp_path / "c"),
+    ]
+    report = json.loads(bench("null_trainings.py", *args, "--json"))
+    assert set(report["criteria"]) == {"strict_pareto", "mean_reward", "paired_test"}
+    for c in report["criteria"].values():
+        assert c["false_accept"]["of"] == 1 and c["power"]["of"] == 1
+        low, high = c["false_accept"]["interval"]
+        assert 0 <= low <= high <= 1
+    assert report["criteria"]["paired_test"]["error_budget"] == 0.05 and report["model_calls"] > 0
+    again = json.loads(bench("null_trainings.py", *args, "--json"))  # replayed from the cache
+    assert again["criteria"] == report["criteria"] and again["model_calls"] == 0
+    table = bench("null_trainings.py", *args)
+    assert "false accepts, per training" in table and "power on the real change" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--criteria", "strict_pareto,nope"],
+            "error: --criteria nope: the benchmark knows strict_pareto, mean_reward, paired_test",
+        ),
+        (["--alpha", "1.5"], "error: --alpha 1.5: give a level strictly between 0 and 1"),
+        (["--epochs", "0"], "error: --epochs 0: give a whole number from 1 to 16"),
+    ],
+)
+def test_null_trainings_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "null_trainings.py"), *args, "--cache", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith(message)
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()

@@ -141,3 +141,25 @@ def fallback_levels(budget: float, tests: int, rejected: Sequence[bool]) -> list
         own = share if i < tests else 0.0
         levels.append(own + (levels[-1] if i and rejected[i - 1] else 0.0))
     return levels
+
+
+def rate_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval of a rate seen ``k`` times in ``n``: the
+    probabilities under which ``k`` or more (``k`` or fewer) has a chance of at least
+    ``(1 - level) / 2``, found by bisection on the binomial tails."""
+    if n <= 0:
+        return 0.0, 1.0
+    tail = (1 - level) / 2
+
+    def solve(at_least: bool) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            chance = binom_sf(k, n, mid) if at_least else binom_cdf(k, n, mid)
+            if (chance < tail) == at_least:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    return (0.0 if k == 0 else solve(True)), (1.0 if k == n else solve(False))

@@ -22,6 +22,7 @@ from replaykit.train.significance import (
     mcnemar_exact,
     mde,
     min_discordant,
+    rate_interval,
 )
 from replaykit.train.stats import paired
 
@@ -109,6 +110,14 @@ def test_fallback_levels_pass_a_rejections_level_on() -> None:
     assert fallback_levels(0.06, 3, [False, True]) == pytest.approx([0.02, 0.02, 0.04])
     assert fallback_levels(0.06, 3, [True, True, False]) == pytest.approx([0.02, 0.04, 0.06, 0.0])
     assert sum(fallback_levels(0.05, 4, [False] * 3)) == pytest.approx(0.05)
+
+
+def test_the_exact_rate_interval_matches_r() -> None:
+    # R: binom.test(5, 10)$conf.int, binom.test(10, 200)$conf.int; 0 of n: 1 - 0.025 ** (1 / n)
+    assert rate_interval(5, 10) == pytest.approx((0.187086, 0.812914), abs=1e-6)
+    assert rate_interval(10, 200) == pytest.approx((0.024234, 0.090028), abs=1e-6)
+    assert rate_interval(0, 200) == pytest.approx((0.0, 1 - 0.025 ** (1 / 200)))
+    assert rate_interval(7, 7)[1] == 1.0 and rate_interval(0, 0) == (0.0, 1.0)
 
 
 def rows(solved: dict[str, list[bool]], rewards: dict[str, list[float]] | None = None) -> list[EpisodeRow]:

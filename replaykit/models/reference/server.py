@@ -28,6 +28,8 @@ from replaykit.core.errors import ModelError
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer, http_chunk
 from replaykit.core.records import JSON
 from replaykit.models.reference.noise import batch_noise
+from replaykit.models.reference.noisy import NAME as NOISY_MODEL
+from replaykit.models.reference.noisy import NoisyTaskModel
 from replaykit.models.reference.proposer import PROPOSER_MODEL, proposer_turn
 from replaykit.models.reference.protocol import (
     ApiError,
@@ -50,6 +52,7 @@ def build_models(tasks: Sequence[Task]) -> dict[str, ModelHandler]:
     """The model registry: name → handler. Add new roles (e.g. a proposer) here."""
     models: dict[str, ModelHandler] = {}
     models.update(task_models(tasks))
+    models[NOISY_MODEL] = NoisyTaskModel(tasks)  # per-task noise (noisy.py)
     models[PROPOSER_MODEL] = proposer_turn
     return models
 

@@ -321,7 +321,7 @@ class TaskModel:
         if progress.step >= n:
             done = DONE_TEXT.format(n=n)
             return terminus.done_turn(done) if shaped else AssistantTurn(content=done)
-        command, lead = self.propose(request.seed, task, progress)
+        command, lead = self.propose(request.seed, task, progress, self.salt(request))
         prose = f"{lead}`{command}` (step {progress.step + 1} of {n})."
         if shaped:
             return terminus.step_turn(command, prose)
@@ -335,17 +335,26 @@ class TaskModel:
         )
         return AssistantTurn(content=prose, tool_calls=(call,), finish_reason="tool_calls")
 
-    def propose(self, seed: int, task: Task, progress: Progress) -> tuple[str, str]:
-        """(command, prose lead) for a step; the RNG is seeded per (model, seed, task, step, attempt)."""
+    def propose(self, seed: int, task: Task, progress: Progress, salt: str = "") -> tuple[str, str]:
+        """(command, prose lead) for a step; the RNG is seeded per (model, seed, task, step, attempt)
+        and, for a model whose draws depend on the conversation (``salt``), that too."""
         k, attempt = progress.step, progress.attempt
-        rng = random.Random(derive_seed(self.name, seed, task.task_id, k, attempt))
+        rng = random.Random(derive_seed(self.name, seed, task.task_id, k, attempt, *([salt] if salt else [])))
         draw = rng.random()
-        wrong = draw < self.skill.mistake_rate if attempt == 0 else draw >= self.skill.recover_rate
+        wrong = draw < self.mistake_rate(task) if attempt == 0 else draw >= self.skill.recover_rate
         command = task.steps[k]
         if wrong:
             command = corrupt_command(command, rng)
         lead = _RETRY_LEAD if attempt > 0 else _LEADS[rng.randrange(len(_LEADS))]
         return command, lead
+
+    def mistake_rate(self, task: Task) -> float:
+        """The chance a first attempt at one of ``task``'s steps is wrong (the skill's)."""
+        return self.skill.mistake_rate
+
+    def salt(self, request: ChatRequest) -> str:
+        """What besides the seed its draws depend on: nothing (a model of the skill table)."""
+        return ""
 
 
 def task_models(
