@@ -71,3 +71,24 @@ def test_the_viewer_lists_runs_and_marks_the_damaged_one(damaged: dict[str, Any]
         assert page.status_code == 200 and damaged["good"] in page.text
         assert f"damaged: run {damaged['bad']} names cassette {GHOST}" in page.text, page.text[-2000:]
         assert client.get("/episodes").status_code == 200
+
+
+def test_the_viewer_lists_compares_and_marks_one_it_cannot_read(
+    damaged: dict[str, Any], tmp_path: Any
+) -> None:
+    import shutil
+
+    from starlette.testclient import TestClient
+
+    from replaykit.view.app import create_app
+    from tests.store_sql import rewrite
+
+    copy = tmp_path / "store"
+    shutil.copytree(damaged["store"], copy)
+    store = open_store(str(copy))
+    store.put_doc("cmp-damaged-0001", "compare", {"kind": "compare", "models": ["m"], "harnesses": []})
+    assert rewrite(store, "runs", {"id": "cmp-damaged-0001"}, lambda r: {**r, "doc": "0" * 64}) == 1
+    store.close()
+    with TestClient(create_app(open_store(str(copy), readonly=True)), base_url="http://127.0.0.1") as client:
+        page = client.get("/compares")
+    assert page.status_code == 200 and "damaged: " in page.text and "cmp-damaged-0001" in page.text

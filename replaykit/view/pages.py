@@ -182,6 +182,7 @@ class CompareListRow(TypedDict):
     models: list[str]
     harnesses: list[str]
     created_at: str
+    corrupt: str  # what is wrong with it, when it cannot be read
 
 
 class ComparesPage(TypedDict):

@@ -334,16 +334,21 @@ def unit_diff(store: RunStore, verdict_id: str, unit: str, full: bool = False) -
 def compares(store: BrowseStore) -> ComparesPage:
     out: list[CompareListRow] = []
     for row in store.doc_rows("compare"):
-        doc = store.get_doc(row["id"], kind="compare")
-        out.append(
-            {
-                "id": row["id"],
-                "name": row.get("name", ""),
-                "models": doc.get("models") or [],
-                "harnesses": doc.get("harnesses") or [],
-                "created_at": row["created_at"],
-            }
-        )
+        listed: CompareListRow = {
+            "id": row["id"],
+            "name": row.get("name", ""),
+            "models": [],
+            "harnesses": [],
+            "created_at": row["created_at"],
+            "corrupt": "",
+        }
+        try:  # one it cannot read is listed as damaged; the others stand
+            doc = store.get_doc(row["id"], kind="compare")
+        except StoreError as exc:
+            listed["corrupt"] = str(exc).split(" in store ")[0].removeprefix("store corrupt: ")
+        else:
+            listed["models"], listed["harnesses"] = doc.get("models") or [], doc.get("harnesses") or []
+        out.append(listed)
     return {"compares": out}
 
 
