@@ -91,6 +91,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         found = pairs
         break
 token, url = found.get("REPLAYKIT_BRIDGE_TOKEN", ""), found.get("REPLAYKIT_BRIDGE_URL", "")
+print("own environment holds it:", any(k.startswith("REPLAYKIT_BRIDGE") for k in os.environ))
 print("stolen:", token, "b64:", __import__("base64").b64encode(token.encode()).decode())
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 for path, body in (("/exec", {"command": "touch pwned"}), ("/v1/chat/completions", {"messages": []})):
@@ -137,6 +138,7 @@ def test_a_neighbour_holding_the_token_is_refused_and_the_token_is_stored_nowher
     ]  # the agent's one command: the neighbour's never ran
     assert "/exec 401" in attack["stdout"] and "/v1/chat/completions 401" in attack["stdout"], attack
     assert "stolen: <secret:bridge_token> b64: <secret:bridge_token_b64" in attack["stdout"], attack["stdout"]
+    assert "own environment holds it: False" in attack["stdout"]  # only the agent's process had it
     calls = [e for e in shown["events"] if e["kind"] == "llm"]
     assert len(calls) == 2 and "<secret:bridge_token>" in json.dumps(calls[1]["request"])
     assert shown["meta"]["notes"]["refused"] == 2
