@@ -16,6 +16,7 @@ import yaml
 
 from replaykit.cassette.store import Store
 from replaykit.core.records import RunDocument
+from replaykit.envs.tasks import load_task
 from replaykit.episodes.certify import certificate_id, certify_run, forked_tasks, get_certificate
 from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.config import load_config
@@ -190,15 +191,26 @@ def test_local_certification_noisy_forked_calm_deterministic(
 
 
 def test_missing_or_changed_task_is_an_error_not_a_certificate(
-    task_suite: Path, reference: str, tmp_path: Path
+    task_suite: Path, reference: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A run recorded before runs kept their task folders (no copy in the store): its task is
+    found by id and content under --tasks only, never at the path it was recorded at."""
     import shutil
+
+    import replaykit.episodes.run as run_module
 
     copy = tmp_path / "tasks" / "calm-ticket"
     shutil.copytree(task_suite / "calm-ticket", copy)
-    store, run = record(tmp_path / "rec", "local", [copy], reference)
+    with monkeypatch.context() as older:
+        older.setattr(run_module, "task_trees", lambda store, tasks: [])
+        store, run = record(tmp_path / "rec", "local", [copy], reference)
+    at_recorded_path = certify_run(
+        store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path
+    )
+    assert by_task(at_recorded_path)["calm-ticket"]["status"] == ERROR  # its recorded path is not looked at
+    assert "is not in the store, " in by_task(at_recorded_path)["calm-ticket"]["reason"]
     moved = tmp_path / "moved" / "calm-ticket"
-    shutil.move(str(copy), moved)  # neither at its recorded path nor under --tasks
+    shutil.move(str(copy), moved)
     missing = certify_run(store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path)
     assert by_task(missing)["calm-ticket"]["status"] == ERROR and not missing["certified"]
     shutil.move(str(moved), copy)
@@ -206,6 +218,23 @@ def test_missing_or_changed_task_is_an_error_not_a_certificate(
     changed = certify_run(store, run["run_id"], tasks=[str(tmp_path / "tasks" / "*")], root=tmp_path)
     assert "changed since it was recorded" in by_task(changed)["calm-ticket"]["reason"]
     assert forked_tasks(store, run) == {}
+    store.close()
+
+
+def test_a_run_keeps_its_task_folders_and_certifies_from_them_anywhere(
+    task_suite: Path, reference: str, tmp_path: Path
+) -> None:
+    """A run keeps its task folders in the store (trees named by the run document): certify finds
+    them there by content, with the folders gone and nothing passed."""
+    import shutil
+
+    copy = tmp_path / "tasks" / "calm-ticket"
+    shutil.copytree(task_suite / "calm-ticket", copy)
+    store, run = record(tmp_path / "rec", "local", [copy], reference)
+    assert run["trees"] == [f"task-{load_task(copy).digest}-calm-ticket"]
+    shutil.rmtree(copy)
+    report = certify_run(store, run["run_id"])
+    assert by_task(report)["calm-ticket"]["status"] == DETERMINISTIC, report
     store.close()
 
 

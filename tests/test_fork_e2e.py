@@ -295,14 +295,20 @@ def test_a_fork_under_another_harness_keeps_its_tree_and_a_harness_that_differs_
 ) -> None:
     parent, store, harness = recorded["parent"], recorded["store"], recorded["tmp"] / "harness"
     quiet = commit(harness, "def solve(", "# a comment only\ndef solve(", "a comment")
-    fork = run_json("fork", parent["cassette_id"], "--at", "1", "--harness", quiet, "--store", store)
+    before = contents(store)
+    unsaid = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", quiet, "--store", store)
+    assert unsaid.returncode == 2 and len(unsaid.stderr.strip().splitlines()) == 1, unsaid.stderr
+    assert "needs the harness repository to find it in: add --harness-repo PATH or --config" in unsaid.stderr
+    assert contents(store) == before  # never the repository the run recorded (another checkout's)
+    where = ("--harness-repo", str(harness))
+    fork = run_json("fork", parent["cassette_id"], "--at", "1", "--harness", quiet, *where, "--store", store)
     assert fork["harness_sha"] == quiet and fork["forked_from"] == parent["cassette_id"]
     gc = run_json("gc", "--dry-run", "--store", store)
     assert quiet not in gc["trees"]  # the fork document keeps its tree
     assert run_json("replay", fork["cassette_id"], "--store", store)["identical"]
     loud = commit(harness, "You are a shell agent.", "You are a careful shell agent.", "another prompt")
     before = contents(store)
-    proc = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", loud, "--store", store)
+    proc = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", loud, *where, "--store", store)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert f"cassette {parent['cassette_id']} cannot be forked at step 1 with this change" in proc.stderr

@@ -19,11 +19,13 @@ from replaykit.commands.options import (
     OverrideMemoryOpt,
     OverrideStorageOpt,
     StoreOpt,
+    TasksOpt,
     TimeoutMultiplierOpt,
     VerifierTimeoutMultiplierOpt,
     emit_json,
     limit_overrides,
     open_store,
+    task_sources,
 )
 
 
@@ -128,9 +130,7 @@ def tasks_check(
 
 def certify(
     run_id: str = typer.Argument(..., help="A run id from `replaykit run`."),
-    tasks: Optional[list[str]] = typer.Option(
-        None, "--tasks", help="Where the run's task folders are (default: ./envs/*)."
-    ),
+    tasks: Optional[list[str]] = TasksOpt,
     refresh: bool = typer.Option(False, "--refresh", help="Re-execute even where a certificate exists."),
     workers: Optional[int] = typer.Option(
         None, "--workers", min=1, max=1024, help="Re-execute tasks in N local processes."
@@ -147,12 +147,12 @@ def certify(
     from replaykit.episodes.certify import certify_run
     from replaykit.execution.select import cli_executor
 
+    st = open_store(store, config=config)
     with render.progress(enabled=not as_json) as progress:
         report = certify_run(
-            open_store(store, config=config),
+            st,
             run_id,
-            tasks=tasks,
-            root=Path.cwd(),
+            sources=task_sources(st, tasks, config),
             refresh=refresh,
             progress=progress,
             executor=cli_executor(workers, ray, executor),

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import JsonOpt, StoreOpt, TasksOpt, emit_json, open_store, task_sources
 
 
 def fork(
@@ -35,6 +35,12 @@ def fork(
         "--config",
         help="Continue under this run config (its store, endpoint, params, env, harness repo).",
     ),
+    harness_repo: Optional[Path] = typer.Option(
+        None,
+        "--harness-repo",
+        help="The harness repo to find --harness in (default: --config's harness.repo; never the one recorded).",
+    ),
+    tasks: Optional[list[str]] = TasksOpt,
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -43,6 +49,12 @@ def fork(
     from replaykit.episodes.config import load_config
     from replaykit.episodes.fork import ForkChange, fork_episode
 
+    if harness and harness_repo is None and config is None:  # never the repo a run recorded
+        raise typer.BadParameter(
+            f"--harness {harness} needs the harness repository to find it in: add --harness-repo PATH "
+            "or --config CFG (its harness.repo)",
+            param_hint="'--harness'",
+        )
     text = None
     if message is not None:
         try:
@@ -51,7 +63,9 @@ def fork(
             raise ConfigError(f"--message {message}: cannot read it as UTF-8 text ({exc})") from None
     cfg = load_config(config, {"model.name": model} if model else None) if config else None
     st = open_store(store, config=config)
-    result = fork_episode(st, cassette, at, ForkChange(model, harness, text, cfg))
+    sources = task_sources(st, tasks, config)
+    repo = harness_repo.expanduser().absolute() if harness_repo else None
+    result = fork_episode(st, cassette, at, ForkChange(model, harness, text, cfg, repo), sources)
     if as_json:
         emit_json(result)
         return

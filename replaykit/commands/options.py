@@ -19,6 +19,7 @@ import typer
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
+    from replaykit.episodes.task_source import TaskSources
 
 
 StoreOpt = typer.Option(
@@ -125,6 +126,12 @@ def limit_overrides(
 ConfigStoreOpt = typer.Option(
     None, "--config", help="Use this run config's store (its store: field), as run and train did."
 )
+TasksOpt = typer.Option(
+    None,
+    "--tasks",
+    help="Where to find the run's task folders by id and content (a task, a folder of tasks or a glob;"
+    " repeatable), after the store's own copy and --config's panel.",
+)
 
 
 class Reuse(StrEnum):
@@ -226,3 +233,14 @@ def looked_in() -> str:
 
 def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def task_sources(store: StoreBackend, tasks: Optional[list[str]], config: Optional[Path]) -> TaskSources:
+    """Where a command finds a run's task folders: the store's copy, ``--config``'s panel (resolved
+    against that config's folder), ``--tasks`` (``episodes/task_source.py``)."""
+    from replaykit.episodes.config import load_config
+    from replaykit.episodes.task_source import TaskSources
+
+    loaded = load_config(config) if config is not None else None
+    panel = (loaded.panel.tasks, loaded.base_dir) if loaded is not None else None
+    return TaskSources.of(store, tasks, panel)

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import ConfigStoreOpt, ExecutorOpt, JsonOpt, StoreOpt, emit_json, open_store
+from replaykit.commands.options import (
+    ConfigStoreOpt,
+    ExecutorOpt,
+    JsonOpt,
+    StoreOpt,
+    TasksOpt,
+    emit_json,
+    open_store,
+    task_sources,
+)
 from replaykit.exchange.bundle_format import COMPARISON_KINDS
 
 if TYPE_CHECKING:
@@ -118,6 +127,7 @@ def regrade(
     tests: Optional[list[str]] = typer.Option(
         None, "--tests", help="TASK=DIR: grade that task with DIR as its tests/ folder (repeatable)."
     ),
+    tasks: Optional[list[str]] = TasksOpt,
     store: Optional[str] = StoreOpt,
     config: Optional[Path] = ConfigStoreOpt,
     as_json: bool = JsonOpt,
@@ -126,8 +136,10 @@ def regrade(
     from replaykit.episodes.regrade import parse_tests, regrade_run
 
     swapped = parse_tests(tests)  # checked before the store is opened for writing
+    st = open_store(store, config=config)
+    sources = task_sources(st, tasks, config)
     with render.progress(enabled=not as_json) as progress:
-        report = regrade_run(open_store(store, config=config), run_id, swapped, Path.cwd(), progress)
+        report = regrade_run(st, run_id, swapped, sources, progress)
     emit_json(report) if as_json else render.regrade_report(report)
     if not swapped and not report["reproduced"]:
         raise typer.Exit(1)  # the recorded verifiers gave other grades: say so in the exit code

@@ -74,6 +74,8 @@ class RunDocument(TypedDict):
     total: NotRequired[int]
     reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
     regraded_from: NotRequired[str]  # the run whose episodes this one re-graded (``replaykit regrade``)
+    #: its task folders as store trees (``core.tree_digest``): bundles carry them
+    trees: NotRequired[list[str]]
 
 
 class VerdictRecord(TypedDict):
@@ -286,6 +288,7 @@ class RunDoc:
     kind: str = "measure"
     reuse_basis: str = ""  # exact | shared sample, when some episode was served a donor's events
     regraded_from: str = ""  # ``replaykit regrade``: the run re-graded (stored only when set)
+    trees: list[str] = field(default_factory=list)  # its task folders as store trees (stored when any)
 
     @property
     def solved(self) -> int:
@@ -310,6 +313,7 @@ class RunDoc:
             kind=data.get("kind", "measure"),
             reuse_basis=str(data.get("reuse_basis") or ""),
             regraded_from=str(data.get("regraded_from") or ""),
+            trees=list(data.get("trees") or []),
         )
 
     @property
@@ -341,6 +345,8 @@ class RunDoc:
             doc["reuse_basis"] = self.reuse_basis
         if self.regraded_from:
             doc["regraded_from"] = self.regraded_from
+        if self.trees:
+            doc["trees"] = list(self.trees)
         return doc
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from replaykit.core.errors import TaskError
 from replaykit.core.files import CHUNK
 from replaykit.core.records import JSON
+from replaykit.core.tree_digest import EXECUTABLE, PLAIN, entries_digest
 from replaykit.envs import features, tb1
 from replaykit.envs.steps import Step, load_steps
 from replaykit.envs.task_schema import size_mb, validate_config
@@ -163,6 +164,8 @@ def task_digest(folder: Path) -> str:
 
 
 def _task_digest(folder: Path) -> str:
+    """``core.tree_digest.entries_digest`` over the folder's files, read in chunks: a file's
+    size never becomes memory."""
     entries: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()
@@ -182,6 +185,25 @@ def _task_digest(folder: Path) -> str:
             while block := fh.read(CHUNK):
                 h.update(block)
     return h.hexdigest()
+
+
+def task_files(task: Task) -> dict[str, tuple[int, bytes]] | None:
+    """A task folder as a store tree's files, under ``<id>/`` (``core.tree_digest.task_tree_name``),
+    so a bundle carries it and any machine finds it by its content digest; None for a folder
+    holding a symbolic link (a tree keeps files only) or one that changed since it was loaded.
+    (Its digest is ``core.tree_digest.entries_digest`` over the same entries: checked here.)"""
+    entries: list[tuple[str, str, bytes]] = []
+    for dirpath, dirnames, filenames in os.walk(task.path):
+        dirnames.sort()
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                return None
+            kind = EXECUTABLE if os.stat(full).st_mode & 0o111 else PLAIN
+            entries.append((full.relative_to(task.path).as_posix(), kind, full.read_bytes()))
+    if entries_digest(entries) != task.digest:
+        return None
+    return {f"{task.id}/{rel}": (0o755 if kind == EXECUTABLE else 0o644, data) for rel, kind, data in entries}
 
 
 _TASKS: dict[tuple[str, tuple[tuple[Any, ...], ...]], Task] = {}

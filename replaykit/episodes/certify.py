@@ -10,8 +10,9 @@ when every episode matches, else ``forked`` with its first differing step. Re-ex
 one task is ``reexecute.py`` (``check_task``, ``CertifyJob``, the statuses); this module keys, stores and reuses certificates and fans a run's tasks out.
 
 Certificates live in the store's ``certificates`` table, keyed by what was executed:
-(task digest, environment kind, image ID, and the digests of the task's episodes in
-the run — their actions, observations and grade). A certificate is only reused for
+(task digest, environment kind, the image's recipe, and the digests of the task's episodes
+in the run — their actions, observations and grade). Each task folder is found by its id and
+content digest (``task_source.py``: the store's own copy, ``--config``'s panel, ``--tasks``). A certificate is only reused for
 the very episodes it re-executed: a run with other actions on the same task is
 certified on its own, and one run's verdict never flips another's.
 ``forked_certificates(store, run_doc)`` is what training verdicts call to exclude tasks
@@ -37,10 +38,9 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store.schema import now_iso
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TaskError
-from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import RunDocument
-from replaykit.envs.tasks import Task, load_panel, load_task
+from replaykit.envs.tasks import Task
 from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.network import serving
 from replaykit.episodes.reexecute import (
@@ -53,13 +53,13 @@ from replaykit.episodes.reexecute import (
     check_task,
     env_kind,
 )
+from replaykit.episodes.task_source import TaskSources
 from replaykit.execution.executor import Executor
 
 __all__ = [
     "certificate_id",
     "certify_run",
     "certify_task",
-    "find_task",
     "forked_certificates",
     "forked_tasks",
     "get_certificate",
@@ -140,30 +140,6 @@ def task_certificate_id(store: EpisodeStore, run_doc: RunDocument, task_id: str)
     return _cert_id_of(store, found) if found else None
 
 
-def find_task(task_id: str, digest: str, meta: EpisodeMeta, patterns: list[str] | None, root: Path) -> Task:
-    recorded = meta.get("task")
-    path = recorded.get("path") if recorded else None
-    candidates: list[Task] = []
-    if path and Path(path).is_dir():
-        candidates.append(load_task(path))
-    searches = [(patterns, root)] if patterns else [(["envs/*"], root)]
-    for pats, base in searches:
-        try:
-            candidates.extend(t for t in load_panel(pats, base) if t.id == task_id)
-        except TaskError:
-            continue
-    for task in candidates:
-        if task.digest == digest:
-            return task
-    if candidates:
-        raise TaskError(
-            f"task {task_id!r} changed since it was recorded (digest {candidates[0].digest[:12]}, recorded {digest[:12]}); re-record it"
-        )
-    raise TaskError(
-        f"task {task_id!r} not found under {', '.join(p for ps, _ in searches for p in ps)}; pass --tasks PATH"
-    )
-
-
 def certify_task(
     store: RunStore, run_id: str, episodes: list[Episode], task: Task, check: Check | None = None
 ) -> Certificate:
@@ -201,27 +177,19 @@ def certify_run(
     refresh: bool = False,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    sources: TaskSources | None = None,
 ) -> CertifyReport:
     """Certify every task of a run (reusing certificates unless ``refresh``); the
-    re-executions fan out on ``executor`` (default: inline), the driver writes."""
+    re-executions fan out on ``executor`` (default: inline), the driver writes. Each task is
+    found by its id and content digest (``task_source.py``: the store's copy, then ``sources``,
+    else the ``tasks`` patterns under ``root``)."""
     run = store.get_run(run_id)
-    root = Path(root or Path.cwd())
+    if sources is None:
+        sources = TaskSources(store, (tuple(tasks), Path(root or ".")) if tasks else None)
     by_task = _by_task(store, run.cassettes)
     if progress:
         progress("plan", {"total": len(by_task)})
-    certs: dict[str, tuple[Certificate, bool]] = {}
-    todo: dict[str, tuple[list[Episode], Task]] = {}
-    for task_id, cassette_ids in sorted(by_task.items()):
-        key = _key_of(store, cassette_ids[0])
-        cert = None if refresh else get_certificate(store, _cert_id_of(store, cassette_ids))
-        if cert is not None:
-            certs[task_id] = (cert, True)
-            continue
-        episodes = [store.get_episode(c) for c in cassette_ids]
-        try:
-            todo[task_id] = (episodes, find_task(task_id, key.task_digest, episodes[0].meta, tasks, root))
-        except TaskError as exc:  # an error certifies nothing: never stored
-            certs[task_id] = (_unfound(store, run.run_id, task_id, cassette_ids, key, exc), False)
+    certs, todo = _plan(store, run.run_id, by_task, refresh, sources)
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]
@@ -251,6 +219,27 @@ def certify_run(
         "error": counts[ERROR],
         "certified": counts[ERROR] == 0,
     }
+
+
+def _plan(
+    store: RunStore, run_id: str, by_task: dict[str, list[str]], refresh: bool, sources: TaskSources
+) -> tuple[dict[str, tuple[Certificate, bool]], dict[str, tuple[list[Episode], Task]]]:
+    """Each task's stored certificate (reused), else its episodes and folder to re-execute (a
+    folder not found: an error certificate, never stored)."""
+    certs: dict[str, tuple[Certificate, bool]] = {}
+    todo: dict[str, tuple[list[Episode], Task]] = {}
+    for task_id, cassette_ids in sorted(by_task.items()):
+        key = _key_of(store, cassette_ids[0])
+        cert = None if refresh else get_certificate(store, _cert_id_of(store, cassette_ids))
+        if cert is not None:
+            certs[task_id] = (cert, True)
+            continue
+        episodes = [store.get_episode(c) for c in cassette_ids]
+        try:
+            todo[task_id] = (episodes, sources.find(task_id, key.task_digest))
+        except TaskError as exc:  # an error certifies nothing: never stored
+            certs[task_id] = (_unfound(store, run_id, task_id, cassette_ids, key, exc), False)
+    return certs, todo
 
 
 def _unfound(

@@ -15,6 +15,7 @@ same id, and replays offline like any cassette. The same fork asked again is reu
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -32,7 +33,7 @@ from replaykit.cassette.lineage import (
     reused_counts,
 )
 from replaykit.core.determinism import digest_of, sha256_hex
-from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, StoreError
+from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, StoreError, TaskError
 from replaykit.core.meta import ForkMeta, GivenMessage, ModelSpan
 from replaykit.core.records import JSON
 from replaykit.envs.base import EnvSection
@@ -40,7 +41,7 @@ from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import env_key_extra, get_env_kind
 from replaykit.envs.section import recorded_env
-from replaykit.envs.tasks import Task, load_panel, load_task
+from replaykit.envs.tasks import Task
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.engine_check import live_engine
 from replaykit.episodes.harness import HarnessRepo
@@ -49,6 +50,7 @@ from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.reuse import determinism
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run import reusable, secrets_for
+from replaykit.episodes.task_source import TaskSources
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.models.config import ModelConfig, ModelParams
 from replaykit.models.endpoint import is_engine, model_id, open_endpoint
@@ -62,6 +64,7 @@ class ForkChange:
     harness_ref: str | None = None  # another harness commit (it must repeat the first N steps)
     message: str | None = None  # a user message given to the model at the step
     config: RunConfig | None = None  # another config (endpoint, params, env, ...)
+    harness_repo: Path | None = None  # where ``harness_ref`` is (default: the config's harness.repo)
 
 
 class ForkResult(TypedDict):
@@ -84,8 +87,11 @@ class ForkResult(TypedDict):
     store: str
 
 
-def fork_episode(store: StoreBackend, cassette: str, at: int, change: ForkChange) -> ForkResult:
-    """Fork ``cassette`` (an id or unique prefix) at model call ``at`` with ``change``."""
+def fork_episode(
+    store: StoreBackend, cassette: str, at: int, change: ForkChange, sources: TaskSources | None = None
+) -> ForkResult:
+    """Fork ``cassette`` (an id or unique prefix) at model call ``at`` with ``change``; its task
+    found by id and content digest (``task_source.py``: the store's copy, then ``sources``)."""
     if at < 0:
         raise ConfigError(f"--at {at}: a step is a model call, counted from 0; give 0 or more")
     if not store.exists():  # a mistyped --store: an error, never a new empty store
@@ -98,7 +104,7 @@ def fork_episode(store: StoreBackend, cassette: str, at: int, change: ForkChange
             raise StoreError(
                 f"store {store.location} cannot be written here, and fork writes a new cassette: {exc}"
             ) from None
-        return _fork(store, parent, at, change)
+        return _fork(store, parent, at, change, sources or TaskSources(store))
 
 
 def _parent(store: RunStore, cassette: str, at: int) -> Episode:
@@ -132,11 +138,13 @@ class _Plan:
     engine: dict[str, JSON] | None  # the engine identity measured (a real endpoint)
 
 
-def _fork(store: BrowseStore, parent: Episode, at: int, change: ForkChange) -> ForkResult:
+def _fork(
+    store: BrowseStore, parent: Episode, at: int, change: ForkChange, sources: TaskSources
+) -> ForkResult:
     cfg, meta = change.config, parent.meta
     model = _model(parent, cfg, change.model)
-    task = _task(parent, cfg)
-    sha, files = _harness(store, parent, cfg, change.harness_ref)
+    task = _task(parent, cfg, sources)
+    sha, files = _harness(store, parent, change)
     env = cfg.env if cfg else recorded_env(meta.get("env") or {})
     extra = [(FORKED_FROM, parent.id), (FORK_STEP, str(at))]
     if change.message is not None:
@@ -239,58 +247,39 @@ def _model(parent: Episode, cfg: RunConfig | None, name: str | None) -> ModelCon
     return model.model_copy(update={"name": name}) if name else model
 
 
-def _task(parent: Episode, cfg: RunConfig | None) -> Task:
-    """The parent's task folder, as recorded (its content unchanged), else the config panel's task of that id."""
-    recorded = Path(parent.meta["task"]["path"])
-    if recorded.is_dir():
-        task = load_task(recorded)
-    elif cfg is not None:
-        found = [t for t in load_panel(cfg.panel.tasks, cfg.base_dir) if t.id == parent.key.task_id]
-        if not found:
-            raise ConfigError(
-                f"task {parent.key.task_id} of cassette {parent.id} is neither at {recorded} nor in the panel of --config"
-            )
-        task = found[0]
-    else:
-        raise ConfigError(
-            f"task folder {recorded} of cassette {parent.id} is not here; pass --config CFG whose panel has task {parent.key.task_id}"
-        )
-    if task.digest != parent.key.task_digest:
-        raise ConfigError(
-            f"task {task.id} at {task.path} changed since cassette {parent.id} was recorded (its files differ); "
-            "a fork needs the same task"
-        )
-    return task
+def _task(parent: Episode, cfg: RunConfig | None, sources: TaskSources) -> Task:
+    """The parent's task, found by id and content digest: the store's copy, ``--config``'s panel,
+    ``--tasks`` (never the path it was recorded at)."""
+    if cfg is not None and sources.panel is None:
+        sources = dataclasses.replace(sources, panel=(tuple(cfg.panel.tasks), cfg.base_dir))
+    try:
+        return sources.find(parent.key.task_id, parent.key.task_digest)
+    except TaskError as exc:
+        raise ConfigError(f"cassette {parent.id}: {exc}") from None
 
 
 def _harness(
-    store: BrowseStore, parent: Episode, cfg: RunConfig | None, ref: str | None
+    store: BrowseStore, parent: Episode, change: ForkChange
 ) -> tuple[str, dict[str, tuple[int, bytes]] | None]:
-    """(harness SHA, its files when they must be stored): ``ref``'s in the harness repo, else the parent's."""
+    """(harness SHA, its files when they must be stored): ``--harness REF``'s in ``--harness-repo``
+    or ``--config``'s repo (never the one a run recorded: it may be another checkout's), else the
+    parent's."""
+    ref, cfg = change.harness_ref, change.config
     if ref is None:
         sha = parent.key.harness_sha
         if not store.has_tree(sha):
             raise StoreError(f"the harness tree {sha[:12]} of cassette {parent.id} is not in this store")
         return sha, None
-    repo = HarnessRepo(
-        cfg.repo_path if cfg else _repo_of(store, parent.id), cfg.harness.branch if cfg else "main"
-    )
+    path = change.harness_repo or (cfg.repo_path if cfg else None)
+    if path is None:
+        raise ConfigError(
+            f"--harness {ref} needs the harness repository to find it in: add --harness-repo PATH "
+            "or --config CFG (its harness.repo)"
+        )
+    repo = HarnessRepo(path, cfg.harness.branch if cfg else "main")
     repo.ensure_clean()
     sha = repo.resolve(ref)
     return sha, None if store.has_tree(sha) else repo.tree_files(sha)
-
-
-def _repo_of(store: BrowseStore, cassette_id: str) -> Path:
-    """The harness repo of a run that lists the cassette."""
-    for row in store.list_runs():
-        if row["kind"] == "measure":
-            run = store.get_run(row["id"])
-            if cassette_id in run.cassettes and run.harness_repo:
-                return Path(run.harness_repo)
-    raise ConfigError(
-        f"no run in this store lists cassette {cassette_id}, so its harness repo is unknown; "
-        "pass --config CFG (its harness.repo) with --harness"
-    )
 
 
 def _models(parent: Episode, at: int) -> list[ModelSpan]:

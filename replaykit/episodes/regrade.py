@@ -41,10 +41,10 @@ from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind, make_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
-from replaykit.episodes.certify import find_task
 from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason, recorded_spec
 from replaykit.episodes.rollout import replay_scrubber
 from replaykit.episodes.run_document import episode_summary, reuse_basis
+from replaykit.episodes.task_source import TaskSources
 from replaykit.episodes.workspaces import episode_lock
 
 
@@ -188,10 +188,11 @@ def regrade_run(
     store: RunStore,
     run_id: str,
     tests: Mapping[str, Path] | None = None,
-    root: Path | None = None,
+    sources: TaskSources | None = None,
     progress: Progress | None = None,
 ) -> RegradeReport:
-    """Re-grade every episode of a run offline into a new run (see the module doc)."""
+    """Re-grade every episode of a run offline into a new run (see the module doc). Each task is
+    found by its id and content digest (``task_source.py``: the store's copy, then ``sources``)."""
     run = store.get_run(run_id)
     store.check_run(run)
     tasks = sorted({e.task_id for e in run.episodes})
@@ -201,11 +202,9 @@ def regrade_run(
                 f"--tests {name}=…: run {run.run_id} has no task {name!r} (its tasks: {', '.join(tasks)})"
             )
     episodes = [store.get_episode(c) for c in run.cassettes]
-    root = Path(root or Path.cwd())
+    sources = sources or TaskSources(store)
     try:
-        found = {
-            e.key.task_id: find_task(e.key.task_id, e.key.task_digest, e.meta, None, root) for e in episodes
-        }
+        found = {e.key.task_id: sources.find(e.key.task_id, e.key.task_digest) for e in episodes}
     except TaskError as exc:
         raise ConfigError(f"regrade {run.run_id}: {exc}") from None
     plans = [_plan(store, run, e, found[e.key.task_id]) for e in episodes]  # every episode checked first

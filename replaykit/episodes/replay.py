@@ -83,6 +83,8 @@ def replay_runs(
     results = _replay_plan(store, list(dict.fromkeys(plan)), trees, progress, executor, claims, metas)
     for run in runs:  # what the run says of each episode, against the (verified) cassette read above
         store.check_run(run)
+        for name in run.trees:  # the task folders it names (a bundle's copy): verified, never served
+            store.get_tree(name)
     reports = []
     for run, sha in zip(runs, replayed, strict=True):
         report = _replay_report(run, sha, [results[(cid, sha)] for cid in run.cassettes], claims)

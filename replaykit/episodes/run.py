@@ -42,7 +42,7 @@ from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
-from replaykit.episodes.run_document import put_run_once, run_document
+from replaykit.episodes.run_document import put_run_once, run_document, task_trees
 from replaykit.episodes.run_records import MeasureReport
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
@@ -221,6 +221,7 @@ def _measure(
     sha = _harness_sha(config, repo, store, sha, harness_ref, persist)
     baseline_sha = baseline_sha or repo.resolve()
     tasks = load_panel(config.panel.tasks, config.base_dir)
+    trees = task_trees(store, tasks) if persist else []  # a bundle of the run carries its tasks
     env = config.env
     recorder = store if persist and record_mode != RecordMode.NONE else None
     # the env kind's extras (docker: a task image built now has its fetches recorded for it)
@@ -269,7 +270,7 @@ def _measure(
     if engine is not None and paid.recorded:
         check_unchanged(engine, model, record_mode, len(paid.recorded))
     result = MeasureResult(
-        run_document(config, store, sha, model, list(keys), str(repo.path)),
+        run_document(config, store, sha, model, list(keys), str(repo.path), trees),
         paid.recorded,
         reused,
         engine,

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from replaykit.cassette.backend import DocumentStore, EpisodeStore
+from replaykit.cassette.backend import DocumentStore, EpisodeStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
 from replaykit.core.determinism import digest_of
 from replaykit.core.records import EpisodeSummary, RunDoc, RunDocument
-from replaykit.envs.tasks import Task
+from replaykit.core.tree_digest import task_tree_name
+from replaykit.envs.tasks import Task, task_files
 from replaykit.episodes.config import RunConfig
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id
@@ -58,6 +59,7 @@ def run_document(
     model: ModelConfig,
     keys: Sequence[tuple[CassetteKey, Task | None]],
     repo_path: str,
+    trees: Sequence[str] = (),
 ) -> RunDocument:
     """The run of ``sha`` on these episodes; its model as its keys name it (a key's format
     decides how: the run ids of a format-1 training derive again as they were recorded)."""
@@ -83,7 +85,26 @@ def run_document(
         cassettes=ids,
         episodes=episodes,
         reuse_basis=reuse_basis(bases),
+        trees=list(trees),
     ).to_dict()
+
+
+def task_trees(store: StoreBackend, tasks: Sequence[Task]) -> list[str]:
+    """Each task folder of a panel kept in the store as a tree named by its id and content digest
+    (``core.tree_digest``; leased until the run document names it), so a bundle of the run carries
+    the tasks it ran and any machine finds them by content; the names kept (a folder holding a
+    symbolic link is not)."""
+    names = []
+    for task in tasks:
+        name = task_tree_name(task.id, task.digest)
+        store.lease("trees", [name])  # before it is looked at: gc cannot take it now
+        if not store.has_tree(name):
+            files = task_files(task)
+            if files is None:
+                continue
+            store.put_tree(name, files)
+        names.append(name)
+    return names
 
 
 def reuse_basis(bases: set[str]) -> str:

@@ -15,8 +15,10 @@ from replaykit.cassette.integrity import (
     cassette_mismatches,
     doc_mismatches,
     run_episode_mismatches,
+    tree_manifest,
 )
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
+from replaykit.core.tree_digest import task_tree_parts, task_tree_problem
 from replaykit.exchange.bundle_format import (
     CERTIFICATE_COLUMNS,
     CERTIFICATES,
@@ -179,6 +181,7 @@ def check_graph(path: Path | str, sel: Selection) -> None:
     for key, row in sel.rows["trees"].items():
         for digest in tree_blobs(row["manifest"], f"bundle {path}: tree {key}"):
             graph.need(digest)
+        graph.task_tree(key, row)
     for key, row in sel.rows["cassettes"].items():
         graph.cassette(key, row)
     for key, row in sel.rows["runs"].items():
@@ -207,6 +210,16 @@ class _Graph:
     def get(self, digest: str) -> bytes:
         self.need(digest)
         return self.sel.blobs[digest]
+
+    def task_tree(self, key: str, row: dict[str, Any]) -> None:
+        """A task folder carried as a tree (``core.tree_digest``) holds the content its name says."""
+        if task_tree_parts(key) is None:
+            return
+        manifest = tree_manifest(str(row["manifest"]))  # checked already (tree_blobs)
+        files = {p: (mode, self.get(digest)) for p, (mode, digest) in manifest.items()}
+        problem = task_tree_problem(key, files)
+        if problem is not None:
+            raise BundleError(f"bundle {self.path}: {problem}; refusing (nothing was written)")
 
     def cassette(self, key: str, row: dict[str, Any]) -> None:
         """A cassette's blobs present, its key, its columns and its reuse claim against its events."""

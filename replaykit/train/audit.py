@@ -12,7 +12,7 @@ from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDoc, TrainingDocument, VerdictRecord
+from replaykit.core.records import RunDoc, VerdictRecord
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
@@ -109,20 +109,6 @@ def on_regraded(
     }
 
 
-def recorded_base_dir(doc: TrainingDocument) -> Path:
-    """The folder a training's relative task paths resolve against: where it was recorded or,
-    for a bundle made on another machine, this project's ``configs/`` (task digests in the
-    cassette keys make sure the tasks found are the recorded ones)."""
-    base = Path(doc["config_base_dir"])
-    if base.is_dir():
-        return base
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "configs").is_dir() and (folder / "envs").is_dir():
-            return folder / "configs"
-    return base
-
-
 def replay_training(
     store: StoreBackend,
     training_id: str,
@@ -150,7 +136,7 @@ def replay_training(
         )
         harness = recorded.harness.model_copy(update={"repo": str(tmp / "harness"), "template": None})
         config = recorded.model_copy(update={"harness": harness})
-        config.base_dir = recorded_base_dir(doc)
+        config.base_dir = Path(doc["config_base_dir"])  # never read: a replay loads no panel
         trainer = Trainer(
             config=config,
             estimator=stored_estimator(store, doc),

@@ -151,18 +151,31 @@ def test_without_snapshots_a_kind_that_cannot_reexecute_is_one_line_then_full_sn
     assert all(e["reward"] == 0.0 for e in zero["episodes"] if e["task_id"] == "hello-file")
 
 
-def test_the_shipped_bundles_runs_regrade_as_recorded(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bundle", "tasks"),
+    [
+        pytest.param(REPO / "cassettes" / "quickstart-training.tar.gz", (), id="its-own-tasks"),
+        pytest.param(
+            REPO / "tests" / "data" / "format1" / "quickstart-training.tar.gz",
+            ("--tasks", str(REPO / "envs")),
+            id="format-1-with-tasks",
+        ),
+    ],
+)
+def test_the_shipped_bundles_runs_regrade_as_recorded_from_any_folder(
+    tmp_path: Path, bundle: Path, tasks: tuple[str, ...]
+) -> None:
+    """From a folder that is not a checkout: the shipped bundle's run regrades from the task
+    folders the bundle carries; an older bundle (none carried) from ``--tasks``, and without it
+    the line says what to pass."""
     store = str(tmp_path / "store")
-    ok(
-        "cassettes",
-        "import",
-        str(REPO / "cassettes" / "quickstart-training.tar.gz"),
-        "--store",
-        store,
-        cwd=REPO,
-    )
-    runs = [r["id"] for r in ok("runs", "--kind", "measure", "--json", "--store", store)]
-    report = ok("regrade", runs[0], "--json", "--store", store, cwd=REPO)  # its tasks: this checkout's envs/
+    ok("cassettes", "import", str(bundle), "--store", store, cwd=tmp_path)
+    runs = [r["id"] for r in ok("runs", "--kind", "measure", "--json", "--store", store, cwd=tmp_path)]
+    if tasks:
+        lacking = cli("regrade", runs[0], "--json", "--store", store, cwd=tmp_path)
+        assert lacking.returncode == 1 and len(lacking.stderr.strip().splitlines()) == 1, lacking.stderr
+        assert "is not in the store; pass --tasks DIR holding it" in lacking.stderr
+    report = ok("regrade", runs[0], *tasks, "--json", "--store", store, cwd=tmp_path)
     assert report["reproduced"] and len(report["episodes"]) == 16
 
 
@@ -187,3 +200,18 @@ def test_a_run_served_by_prefix_reuse_regrades_into_a_store_that_verifies(tmp_pa
     assert ok("replay", report["run_id"], "--json", "--store", store)["identical"]
     shown = {r["id"]: r for r in ok("runs", "--json", "--store", store)}
     assert report["run_id"] in shown
+
+
+def test_after_a_regrade_the_training_that_holds_its_run_replays_offline(tmp_path: Path) -> None:
+    """A regraded run is a new run of new keys (lineage kept): the training that holds the
+    original finds its cassettes as before, from any folder."""
+    store = str(tmp_path / "store")
+    bundle = str(REPO / "cassettes" / "quickstart-training.tar.gz")
+    training = ok("cassettes", "import", bundle, "--store", store, "--json", cwd=tmp_path)["root"]["id"]
+    doc = ok("runs", "--kind", "training", "--json", "--store", store, cwd=tmp_path)
+    assert [r["id"] for r in doc] == [training]
+    runs = [r["id"] for r in ok("runs", "--kind", "measure", "--json", "--store", store, cwd=tmp_path)]
+    regraded = ok("regrade", runs[0], "--json", "--store", store, cwd=tmp_path)
+    assert regraded["regraded_from"] == runs[0] and set(regraded["episodes"][0]) >= {"regraded_from"}
+    replayed = ok("replay", training, "--json", "--store", store, cwd=tmp_path)
+    assert replayed["identical"] and all(r["identical"] for r in replayed["runs"])

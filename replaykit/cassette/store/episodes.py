@@ -17,6 +17,7 @@ from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.records import RunDoc, RunDocument
+from replaykit.core.tree_digest import task_tree_parts
 
 
 class EpisodesMixin(BlobsMixin):
@@ -104,10 +105,13 @@ class EpisodesMixin(BlobsMixin):
         cassette's events (what verdicts are computed from)."""
         doc = run.to_dict() if isinstance(run, RunDoc) else run
         bases = set()
+        tasks = set()
         for entry in doc.get("episodes") or []:
             cid = str(entry.get("cassette_id"))
             reused = self.verified_reuse(cid)
-            bad = run_episode_mismatches(entry, self.verified_columns(cid), reused)
+            columns = self.verified_columns(cid)
+            tasks.add((columns["task_id"], columns["task_digest"]))
+            bad = run_episode_mismatches(entry, columns, reused)
             if bad:
                 raise self.corrupt(
                     f"run {doc.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
@@ -119,6 +123,9 @@ class EpisodesMixin(BlobsMixin):
             raise self.corrupt(
                 f"run {doc.get('run_id')}: its reuse_basis does not match its cassettes' claims"
             )
+        named = [task_tree_parts(str(t)) for t in doc.get("trees") or []]
+        if any(parts is not None and parts not in tasks for parts in named):
+            raise self.corrupt(f"run {doc.get('run_id')}: it names a task folder none of its episodes ran")
 
     def list_cassettes(self, where: Where | None = None, limit: int | None = None) -> list[CassetteRow]:
         """Index rows of the cassettes matching ``where``, oldest first (documents not read)."""

@@ -17,6 +17,7 @@ from replaykit.cassette.integrity import safe_path, tree_manifest
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import CassetteNotFound, HarnessError, StoreCorrupt
+from replaykit.core.tree_digest import task_tree_problem
 
 
 class TreesMixin(BlobsMixin):
@@ -53,12 +54,18 @@ class TreesMixin(BlobsMixin):
             raise self.corrupt(str(exc), f"harness tree {sha[:12]}") from None
 
     def get_tree(self, sha: str) -> dict[str, tuple[int, bytes]]:
+        """A tree's files, every blob verified; a task folder's tree (``core.tree_digest``) also
+        against the content digest its name says."""
         try:
             manifest = self._tree_manifest(sha)
             blobs = self.get_blobs(h for _, h in manifest.values())  # one query for the whole tree
-            return {p: (m, blobs[h]) for p, (m, h) in manifest.items()}
+            files = {p: (m, blobs[h]) for p, (m, h) in manifest.items()}
         except StoreCorrupt as exc:
             raise exc.within(f"harness tree {sha[:12]}", self.location) from None
+        problem = task_tree_problem(sha, files)
+        if problem is not None:
+            raise self.corrupt(problem)
+        return files
 
     def _cache_ok(self, target: Path, sha: str) -> bool:
         """A materialised tree is used only while every file still matches the stored manifest."""
