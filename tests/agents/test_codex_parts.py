@@ -18,7 +18,7 @@ import pytest
 
 from replaykit.agents import mcp_exec
 from replaykit.agents.codex import driver
-from replaykit.agents.codex.bridge import CodexBridge, one_call_a_turn
+from replaykit.agents.codex.bridge import CodexBridge, offers_run_tool, one_call_a_turn
 from replaykit.agents.wire import ExecAnswer, RpcRequest
 from replaykit.envs.base import Observation
 
@@ -180,3 +180,40 @@ def test_requests_ask_for_one_call_a_turn() -> None:
     assert json.loads(one_call_a_turn(body)) == {"model": "m", "parallel_tool_calls": False, "input": "é"}
     for untouched in (b"not json", b"[1]", json.dumps({"model": "m"}).encode()):
         assert one_call_a_turn(untouched) == untouched
+
+
+class CountingLlm:
+    """The episode's client as the Codex bridge calls it (``llm.post``): counts what reached it."""
+
+    def __init__(self) -> None:
+        self.posted: list[bytes] = []
+
+    def post(self, path: str, cast_to: Any, content: bytes, options: Any) -> Any:
+        self.posted.append(content)
+        return type("Answer", (), {"status_code": 200, "headers": {}, "content": b"{}"})()
+
+
+TOOL = {"type": "namespace", "name": "mcp__replaykit", "tools": [{"type": "function", "name": "run"}]}
+
+
+def test_a_first_request_without_replaykits_tool_is_infra_and_never_sent() -> None:
+    """issue 38 item 6: Codex went on without its MCP server; the episode recorded a result."""
+    assert offers_run_tool(json.dumps({"tools": [TOOL]}).encode())
+    assert offers_run_tool(
+        json.dumps({"tools": [{"type": "function", "name": "mcp__replaykit__run"}]}).encode()
+    )
+    assert not offers_run_tool(
+        json.dumps({"tools": [{"type": "function", "name": "list_mcp_resources"}]}).encode()
+    )
+    stopped: list[bool] = []
+    llm = CountingLlm()
+    with CodexBridge(FakeEnv(), llm, on_stop=lambda: stopped.append(True)) as bridge:
+        bridge.gate.admit(os.getpid())  # this test plays the agent
+        status, _ = post(f"{bridge.base_url}/responses", {"input": [], "tools": []}, bridge.token)
+        assert status == 503 and stopped == [True] and llm.posted == []
+        assert bridge.infra is not None and "without replaykit's tool (mcp__replaykit)" in bridge.infra
+        assert post(f"{bridge.base_url}/responses", {"input": [], "tools": [TOOL]}, bridge.token)[0] == 503
+    with CodexBridge(FakeEnv(), llm) as bridge:
+        bridge.gate.admit(os.getpid())
+        assert post(f"{bridge.base_url}/responses", {"input": [], "tools": [TOOL]}, bridge.token)[0] == 200
+        assert bridge.infra is None and len(llm.posted) == 1
