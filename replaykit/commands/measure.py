@@ -38,11 +38,18 @@ if TYPE_CHECKING:
 
 def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
     """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
-    ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``)."""
+    ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``);
+    its calls' facets (``call_facets``: counts) and, when a call that went wrong ended it, that
+    facet (``ended_by``): ``cassette/facets.py``, derived from the recorded bytes."""
+    from replaykit.cassette.facets import ended_by, facet_counts
     from replaykit.cassette.outcomes import stored_outcome
 
     for episode in doc["episodes"]:
         facts = stored_outcome(store, episode["cassette_id"])
+        events = store.get_episode(episode["cassette_id"]).events
+        episode["call_facets"] = facet_counts(events)
+        if facts.outcome not in ("solved", "infra") and (ended := ended_by(events)):
+            episode["ended_by"] = ended
         episode["outcome"] = facts.outcome
         if facts.limit:
             episode["limit"] = facts.limit

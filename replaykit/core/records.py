@@ -42,6 +42,8 @@ class EpisodeRow(TypedDict):
         str
     ]  # in ``run``'s report: its class, derived from its events (cassette/outcomes.py)
     limit: NotRequired[str]  # in ``run``'s report: the framework limit it reached
+    call_facets: NotRequired[dict[str, int]]  # in ``run``'s report: its calls by facet (cassette/facets.py)
+    ended_by: NotRequired[str]  # in ``run``'s report: the facet of the call gone wrong that ended it
 
 
 class ModelDoc(TypedDict):

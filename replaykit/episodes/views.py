@@ -8,6 +8,7 @@ from typing import Literal, TypedDict
 
 from replaykit.cassette.backend import BrowseStore, EpisodeStore, RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, Event, LimitEvent, LlmEvent, NetEvent
+from replaykit.cassette.facets import call_facet, ended_by, facet_counts
 from replaykit.cassette.keys import KeyDoc
 from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_of
 from replaykit.cassette.outcomes import stored_outcome
@@ -106,6 +107,7 @@ class ShownResponse(TypedDict):
     chunks: int
     bytes: int
     body: str
+    facet: str | None  # what the answer was (cassette/facets.py); None: no answer
 
 
 class ShownLlm(TypedDict):
@@ -203,6 +205,8 @@ class CassetteView(Lineage):
     digest: str
     meta: EpisodeMeta  # Episode.meta, as recorded
     events: list[ShownEvent]
+    call_facets: dict[str, int]  # its calls by facet (derived from their bytes)
+    ended_by: str | None  # the facet of the call gone wrong that ended it, if one did
 
 
 def _shown(position: int, event: Event, full: bool) -> ShownEvent:
@@ -220,6 +224,7 @@ def _shown(position: int, event: Event, full: bool) -> ShownEvent:
                 "chunks": len(event.chunks),
                 "bytes": len(event.content),
                 "body": _cut(event.content.decode("utf-8", "replace"), full),
+                "facet": call_facet(event),
             },
         }
     if isinstance(event, EnvEvent):
@@ -268,6 +273,8 @@ def show_cassette(store: RunStore, cassette_id: str, full: bool = False) -> Cass
         "digest": episode.digest,
         "meta": episode.meta,
         "events": events,
+        "call_facets": facet_counts(episode.events),
+        "ended_by": ended_by(episode.events),
         **lineage(store, episode),
     }
 

@@ -69,6 +69,13 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         f"cassette {doc['id']} · task {key['task_id']} · seed {key['seed']} · model {key['model']['name']} · harness {key['harness_sha'][:10]}"
     )
     line(f"digest {doc['digest']}")
+    facets = doc.get("call_facets") or {}
+    if facets:
+        line(
+            "calls: "
+            + " · ".join(f"{name} {n}" for name, n in facets.items())
+            + (f" · ended by {doc['ended_by']}" if doc.get("ended_by") else "")
+        )
     if doc.get("forked_from"):
         line(
             f"forked from cassette {doc['forked_from']} at step {doc['fork_step']} (live from its model call {doc['fork_step']} on)"
@@ -107,6 +114,7 @@ def _event(head: str, e: ShownEvent) -> None:
     if e["kind"] == "llm":
         line(
             f"{head} {e['request']['method']} {e['request']['path']} → {e['response']['status']} ({e['response']['chunks']} chunks, {e['response']['bytes']} bytes)"
+            + (f" · {e['response']['facet']}" if e["response"].get("facet") else "")
         )
         line(f"      request: {e['request']['body']}")
         line(f"      response: {e['response']['body']}")

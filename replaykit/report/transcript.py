@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 from replaykit.cassette.backend import RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LimitEvent, LlmEvent
+from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
     CallTurn,
@@ -28,7 +29,6 @@ from replaykit.report.documents import (
     TranscriptDoc,
     Turn,
 )
-from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
 
 _T = TypeVar("_T")
 

@@ -1,4 +1,4 @@
-"""A streamed reply joined into one body (report/streams.py): tool-call deltas concatenated
+"""A streamed reply joined into one body (cassette/streams.py): tool-call deltas concatenated
 per index, and payloads of an unexpected shape skipped instead of raised."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from replaykit.core.records import JSON
-from replaykit.report.streams import join_chat_stream, join_responses_stream, sse_payloads
+from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,110 @@
+"""Every model call classified from its bytes, through the real CLI (issue 37 item 6, done-when):
+a loopback endpoint cuts one task's answer at the token limit (``finish_reason: "length"``) and
+gives another an empty answer; ``run --json`` counts them as ``length`` and ``empty``, says the
+episode ended on them, and ``cassettes show`` says the same, recorded and replayed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replaykit.core.loopback import LoopbackHandler, LoopbackServer
+from replaykit.testing import REPO_ROOT, write_config
+from tests.cli_runner import cli
+
+pytestmark = pytest.mark.e2e
+
+TASKS = {"hello-file": "length", "fix-config-port": "empty"}
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    """A cut answer for hello-file, an empty one for fix-config-port, text for anything else."""
+    text = json.dumps(body.get("messages"))
+    message: dict[str, Any] = {"role": "assistant", "content": "All done."}
+    finish = "stop"
+    if "greeting/hello.txt" in text:
+        message, finish = {"role": "assistant", "content": "I will create the dir"}, "length"
+    elif "config" in text and "port" in text:
+        message = {"role": "assistant", "content": ""}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class Scripted(LoopbackServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _Handler(LoopbackHandler):
+    def _dispatch(self, method: str) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if method == "GET" and self.path.rstrip("/").endswith("/models"):
+            self.send_bytes(
+                200, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+            )
+        elif method == "POST" and self.path.endswith("/chat/completions"):
+            self.send_bytes(200, json.dumps(answer(json.loads(body))).encode())
+        else:
+            self.send_bytes(404, b'{"error": {"message": "not found"}}')
+
+
+@pytest.fixture()
+def endpoint() -> Iterator[Scripted]:
+    server = Scripted()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.close_connections()
+        server.server_close()
+
+
+def test_length_and_empty_answers_are_counted_and_end_their_episodes(
+    tmp_path: Path, endpoint: Scripted
+) -> None:
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(REPO_ROOT / "envs" / t) for t in TASKS],
+            "panel.seeds": [0],
+            "model.name": "m",
+            "model.base_url": endpoint.base_url,
+            "model.api_key_env": "",
+        },
+    )
+    run = json.loads(cli("run", str(config), "--json", check=True).stdout)
+    by_task = {e["task_id"]: e for e in run["episodes"]}
+    for task, facet in TASKS.items():
+        episode = by_task[task]
+        assert episode["call_facets"] == {facet: 1}, episode
+        assert episode["ended_by"] == facet and episode["outcome"] == "no_valid_action"
+        shown = cli(
+            "cassettes", "show", episode["cassette_id"], "--store", str(tmp_path / "store"), check=True
+        )
+        assert f"calls: {facet} 1 · ended by {facet}" in shown.stdout
+        doc = json.loads(
+            cli(
+                "cassettes", "show", episode["cassette_id"], "--json", "--store", str(tmp_path / "store")
+            ).stdout
+        )
+        assert doc["call_facets"] == {facet: 1} and doc["events"][0]["response"]["facet"] == facet
+    again = json.loads(cli("run", str(config), "--json", check=True).stdout)  # reused: derived again
+    assert [e["call_facets"] for e in again["episodes"]] == [e["call_facets"] for e in run["episodes"]]
+    assert all(e["reused"] for e in again["episodes"])
