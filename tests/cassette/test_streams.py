@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replaykit.core.records import JSON
 from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
+from replaykit.core.records import JSON
 
 pytestmark = pytest.mark.unit
 
