@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from replaykit.cassette.events import EnvEvent, LlmEvent
+from replaykit.cassette.events import EnvEvent, Event, LlmEvent
 from replaykit.cassette.facets import call_facet, ended_by, facet_counts, moved
 from replaykit.envs.base import Observation
 
@@ -157,7 +157,7 @@ def test_no_answer_has_no_facet() -> None:
 
 def test_counts_what_ended_an_episode_and_how_counts_moved() -> None:
     act = EnvEvent("ls", Observation("", "", 0), "d")
-    calls = [
+    calls: list[Event] = [
         event(chat({"role": "assistant", "content": "", "tool_calls": [call("bash", "{}")]}, "tool_calls")),
         act,
         event(chat({"role": "assistant", "content": "x"}, "length")),
