@@ -312,8 +312,8 @@ def test_an_episode_says_how_long_it_took(
     unit = epoch["verdict"]["new_solves"][0].replace("#", "%23")
     _, page, _ = get(f"{viewer.url}/verdicts/{epoch['verdict_id']}/diff?unit={unit}")
     assert len(re.findall(r'<span class="duration">.*?took</abbr> [\d.]+ s</span>', page)) == 2
-    old = tmp_path / "old-store"  # the shipped bundle was recorded before episodes were timed
-    bundle = Path(__file__).resolve().parents[2] / "cassettes" / "quickstart-training.tar.gz"
+    old = tmp_path / "old-store"  # the format-1 bundle was recorded before episodes were timed
+    bundle = Path(__file__).resolve().parents[2] / "tests" / "data" / "format1" / "quickstart-training.tar.gz"
     cli("cassettes", "import", str(bundle), "--store", str(old), "--json")
     first = json.loads(cli("cassettes", "ls", "--store", str(old), "--limit", "1", "--json").stdout)[0]["id"]
     older = Viewer(old, tmp_path / "cache")

@@ -17,6 +17,18 @@ from tests.cli_runner import cli
 pytestmark = pytest.mark.e2e
 
 
+def legend(stdout: str) -> str:
+    """The table's legend as one line: it wraps at the terminal's width (continuations indented)."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("legend: "))
+    cont = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        cont.append(line.strip())
+    return " ".join([lines[start].strip(), *cont])
+
+
 def test_train_names_its_epochs_and_points_at_the_viewer(quickstart_store: dict[str, Any]) -> None:
     proc = cli("train", str(quickstart_store["config"]), env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stderr
@@ -28,7 +40,7 @@ def test_train_names_its_epochs_and_points_at_the_viewer(quickstart_store: dict[
     }
     assert f"{len(which['accepted'])} accepted ({', '.join(which['accepted'])})" in proc.stdout
     assert f"{len(which['rejected'])} rejected ({', '.join(which['rejected'])})" in proc.stdout
-    assert f"loss = {SHORT['loss']}" in proc.stdout
+    assert f"loss = {SHORT['loss']}" in " ".join(proc.stdout.split())  # the legend wraps at 80
     store = str(quickstart_store["store"])
     assert lines[-2] == f"see it in your browser: replaykit view --store {store}"
     tid = quickstart_store["training"]["training_id"]
@@ -47,13 +59,14 @@ def test_cli_tables_and_the_report_explain_their_words(
 ) -> None:
     store = str(quickstart_store["store"])
     listing = cli("cassettes", "ls", "--store", store, "--limit", "2", env={"COLUMNS": "80"})
-    assert f"llm = {SHORT['llm']}" in listing.stdout and f"env = {SHORT['env']}" in listing.stdout
+    said = legend(listing.stdout)
+    assert f"calls = {SHORT['calls']}" in said and f"actions = {SHORT['actions']}" in said
     run = json.loads(cli("run", str(quickstart_store["config"]), "--json").stdout)
     shown = cli("run", str(quickstart_store["config"]))
     assert run["run_id"] in shown.stdout
     lines = shown.stdout.splitlines()
     header = lines[1].split()
-    (said,) = [ln for ln in lines if ln.startswith("legend: ")]
+    said = legend(shown.stdout)
     explained = dict(part.split(" = ", 1) for part in said.removeprefix("legend: ").split(" · "))
     assert set(header) - {"task", "seed"} == set(explained), said  # every column but the obvious
     assert explained == {w: SHORT[w] for w in explained}
