@@ -37,7 +37,9 @@ def test_llama_server_gguf_rewritten_in_place_stops_reuse(
     with serve("a") as server:
         config = asker(server)
         first = recorded(config)
-    assert first["engine"]["engine"] == "llama.cpp" and first["engine"]["model_path"] == model.name  # the file, never where it is
+    assert (
+        first["engine"]["engine"] == "llama.cpp" and first["engine"]["model_path"] == model.name
+    )  # the file, never where it is
     write_tiny_model(model, seed=1)  # the same path, the same size, other weights
     with serve("b"):
         refused(config, "canary")
