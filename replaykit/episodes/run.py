@@ -38,6 +38,7 @@ from replaykit.episodes.engine_check import (
     unchecked_note,
 )
 from replaykit.episodes.harness import HarnessRepo
+from replaykit.episodes.harness_at import harness_sha, stored_harness
 from replaykit.episodes.network import recording, store_bodies
 from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
@@ -217,9 +218,10 @@ def _measure(
 ) -> MeasureResult:
     model = model or config.model
     agent = agent_identity(config.harness.agent, needed=record_mode != "none")  # before anything is made
-    repo = open_harness(config, create=record_mode != "none")
-    sha = _harness_sha(config, repo, store, sha, harness_ref, persist)
-    baseline_sha = baseline_sha or repo.resolve()
+    sha = sha or stored_harness(store, harness_ref, record_mode)
+    repo = None if sha and record_mode == "none" else open_harness(config, create=record_mode != "none")
+    sha = harness_sha(config, repo, store, sha, harness_ref, persist)
+    baseline_sha = baseline_sha or (repo.resolve() if repo else sha)
     tasks = load_panel(config.panel.tasks, config.base_dir)
     trees = task_trees(store, tasks) if persist else []  # a bundle of the run carries its tasks
     env = config.env
@@ -270,7 +272,9 @@ def _measure(
     if engine is not None and paid.recorded:
         check_unchanged(engine, model, record_mode, len(paid.recorded))
     result = MeasureResult(
-        run_document(config, store, sha, model, list(keys), str(repo.path), trees),
+        run_document(
+            config, store, sha, model, list(keys), str(repo.path if repo else config.repo_path), trees
+        ),
         paid.recorded,
         reused,
         engine,
@@ -301,27 +305,6 @@ def _check_engine(
             warn(note)
     elif record_mode != "all":
         check_engine(store, reused, engine, model)
-
-
-def _harness_sha(
-    config: RunConfig,
-    repo: HarnessRepo,
-    store: StoreBackend,
-    sha: str | None,
-    harness_ref: str | None,
-    persist: bool,
-) -> str:
-    """The harness commit measured (``harness_ref``'s in a clean repo unless ``sha`` is given),
-    its tree leased and stored when the run persists."""
-    if sha is None:
-        repo.ensure_clean()
-        sha = repo.resolve(harness_ref)
-        repo.check_entry(sha, config.harness.entry)
-    if persist:
-        store.lease("trees", [sha])  # leased before it is looked at: gc cannot take it now
-        if not store.has_tree(sha):
-            store.put_tree(sha, repo.tree_files(sha))
-    return sha
 
 
 def _missing(
