@@ -22,12 +22,24 @@ pytestmark = pytest.mark.e2e
 TASKS = {"hello-file": "length", "fix-config-port": "empty"}
 
 
+SOLVE = "mkdir -p greeting && printf 'Hello, replaykit!\\n' > greeting/hello.txt"
+BASH_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "bash", "arguments": json.dumps({"command": SOLVE})},
+}
+
+
 def answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A cut answer for hello-file, an empty one for fix-config-port, text for anything else."""
+    """A cut answer for hello-file (unless the system prompt says "Be concise.": then its solution,
+    then "Done."), an empty one for fix-config-port, text for anything else."""
     text = json.dumps(body.get("messages"))
     message: dict[str, Any] = {"role": "assistant", "content": "All done."}
     finish = "stop"
-    if "greeting/hello.txt" in text:
+    if "greeting/hello.txt" in text and "Be concise." in text:
+        if '"role": "tool"' not in text:
+            message, finish = {"role": "assistant", "content": "", "tool_calls": [BASH_CALL]}, "tool_calls"
+    elif "greeting/hello.txt" in text:
         message, finish = {"role": "assistant", "content": "I will create the dir"}, "length"
     elif "config" in text and "port" in text:
         message = {"role": "assistant", "content": ""}
@@ -105,6 +117,72 @@ def test_length_and_empty_answers_are_counted_and_end_their_episodes(
             ).stdout
         )
         assert doc["call_facets"] == {facet: 1} and doc["events"][0]["response"]["facet"] == facet
+        conversation = cli(
+            "cassettes", "show", episode["cassette_id"], "--transcript", "--store", str(tmp_path / "store")
+        )
+        assert (
+            f"calls: {facet} 1 · ended by {facet}" in conversation.stdout
+            and f"15 tokens · {facet}\n" in conversation.stdout
+        )
+    report = tmp_path / "run.html"
+    cli("report", run["run_id"], "-o", str(report), "--store", str(tmp_path / "store"), check=True)
+    html = report.read_text()
+    for facet in TASKS.values():
+        assert f'<strong class="ended-by">ended by {facet}</strong>' in html and f"facet-{facet}" in html
+    pages = viewer(tmp_path / "store", [f"/episodes/{by_task[t]['cassette_id']}" for t in TASKS])
+    for (status, page), facet in zip(pages.values(), TASKS.values(), strict=True):
+        assert status == 200 and 'id="call-facets"' in page and f"ended by {facet}" in page
     again = json.loads(cli("run", str(config), "--json", check=True).stdout)  # reused: derived again
     assert [e["call_facets"] for e in again["episodes"]] == [e["call_facets"] for e in run["episodes"]]
     assert all(e["reused"] for e in again["episodes"])
+
+
+def test_a_verdict_says_how_the_calls_gone_wrong_moved(tmp_path: Path, endpoint: Scripted) -> None:
+    """A candidate whose prompt gets answers where the baseline's were cut: the verdict's audit
+    says length 1 → 0, and its new solve's failing (baseline) episode ended by length."""
+    import difflib
+
+    original = (REPO_ROOT / "replaykit" / "templates" / "quickstart" / "harness.py").read_text()
+    changed = original.replace('"You are a shell agent. ', '"You are a shell agent. Be concise. ', 1)
+    assert changed != original
+    diff = "diff --git a/harness.py b/harness.py\n" + "".join(
+        difflib.unified_diff(
+            original.splitlines(True), changed.splitlines(True), "a/harness.py", "b/harness.py"
+        )
+    )
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(REPO_ROOT / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "model.name": "m",
+            "model.base_url": endpoint.base_url,
+            "model.api_key_env": "",
+            "train.epochs": 1,
+            "train.estimator": {"kind": "patch_queue", "diffs": [diff]},
+        },
+    )
+    store = ["--store", str(tmp_path / "store")]
+    training = json.loads(cli("train", str(config), "--json", check=True).stdout)
+    verdict = training["epochs"][0]["verdict_id"]
+    assert training["epochs"][0]["verdict"]["new_solves"] == ["hello-file#0"]
+    audit = json.loads(cli("audit", verdict, "--json", *store, check=True).stdout)
+    assert audit["facets"]["baseline"] == {"length": 1} and audit["facets"]["moved"] == "length 1 → 0"
+    assert audit["facets"]["candidate"] == {"tool_calls": 1, "stop": 1}
+    assert [f.get("ended_by") for f in audit["attribution"]["flips"]] == ["length"]
+    text = cli("audit", verdict, *store, check=True).stdout
+    assert "calls gone wrong, baseline → candidate: length 1 → 0" in text
+    assert "hello-file#0 new solve (ended by length)" in text
+    noise = json.loads(cli("audit", training["training_id"], "--noise", "--json", *store, check=True).stdout)
+    assert noise["epochs"][0]["attribution"]["ended_by"] == {"length": 1}
+
+
+def viewer(store: Path, paths: list[str]) -> dict[str, tuple[int, str]]:
+    from starlette.testclient import TestClient
+
+    from replaykit.cassette.stores import open_store
+    from replaykit.view.app import create_app
+
+    app = create_app(open_store(str(store), readonly=True), poll_seconds=0)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        return {p: (r.status_code, r.text) for p in paths if (r := client.get(p))}

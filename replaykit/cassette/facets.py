@@ -28,6 +28,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent, Event, LlmEvent
 from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
 
@@ -190,3 +191,12 @@ def moved(before: Mapping[str, int], after: Mapping[str, int]) -> str:
     return " · ".join(
         f"{f} {before.get(f, 0)} → {after.get(f, 0)}" for f in WRONG if before.get(f, 0) != after.get(f, 0)
     )
+
+
+def run_facets(store: EpisodeStore, cassette_ids: Iterable[str]) -> dict[str, int]:
+    """The facet counts of these episodes' calls together (each episode decoded, verified)."""
+    total: dict[str, int] = {}
+    for cid in cassette_ids:
+        for facet, n in facet_counts(store.get_episode(cid).events).items():
+            total[facet] = total.get(facet, 0) + n
+    return {f: total[f] for f in FACETS if f in total}

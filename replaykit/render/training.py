@@ -107,7 +107,7 @@ def audit_report(report: VerdictAudit) -> None:
     evidence = evidence_of(report)  # worded once: the viewer's verdict page and the report say the same
     if evidence["noise"]:
         line(evidence["noise"])
-    for text in (evidence["paired"], evidence["panel"]):
+    for text in (evidence["paired"], evidence["panel"], evidence["facets"]):
         if text:
             line(text)
     for role, text in evidence["replicates"].items():
@@ -115,7 +115,8 @@ def audit_report(report: VerdictAudit) -> None:
     if evidence["flips"]:
         line(f"flips: {evidence['summary']}")
         for flip in evidence["flips"]:
-            line(f"  {flip['unit']} {flip['movement']}: {flip['label']} — {flip['reason']}")
+            ended = f" (ended by {flip['ended_by']})" if flip["ended_by"] else ""
+            line(f"  {flip['unit']} {flip['movement']}{ended}: {flip['label']} — {flip['reason']}")
     regraded = report.get("regraded")
     if regraded:
         line(
@@ -171,4 +172,8 @@ def noise_table(report: NoiseAudit) -> None:
     for r in report["epochs"]:
         if r["excluded"]:
             line(f"epoch {r['epoch']}: excluded (forked): {', '.join(sorted(r['excluded']))}")
+        ended = (r.get("attribution") or {}).get("ended_by") or {}
+        if ended:
+            shown = ", ".join(f"{facet} {n}" for facet, n in ended.items())
+            wrapped(f"epoch {r['epoch']}: flips whose failing episode ended on a call gone wrong: {shown}")
     wrapped(report["summary"])

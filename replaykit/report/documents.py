@@ -65,6 +65,8 @@ class EpisodeBrief(TypedDict):
     tokens: int
     llm_calls: int
     steps: int
+    call_facets: dict[str, int]  # its calls by facet (cassette/facets.py), derived from their bytes
+    ended_by: str | None  # the facet of the call gone wrong that ended it, if one did
 
 
 class CallTurn(TypedDict):
@@ -84,6 +86,7 @@ class CallTurn(TypedDict):
     usage: JSON
     system_fingerprint: JSON
     error: str | None
+    facet: str | None  # what the answer was (cassette/facets.py); None: no answer
 
 
 class EnvTurn(EnvStep):

@@ -44,6 +44,8 @@ def transcript(doc: TranscriptDoc) -> None:
     _print(
         f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}"
     )
+    if ep["call_facets"]:
+        _print(facets_line(ep["call_facets"], ep["ended_by"]))
     for turn in doc["turns"]:
         if turn["kind"] == "call":
             _call(turn)
@@ -66,13 +68,23 @@ def transcript(doc: TranscriptDoc) -> None:
             )
 
 
+def facets_line(counts: dict[str, int], ended: str | None) -> str:
+    """``calls: tool_calls 3 · length 1 · ended by length``."""
+    return (
+        "calls: "
+        + " · ".join(f"{f} {n}" for f, n in counts.items())
+        + (f" · ended by {ended}" if ended else "")
+    )
+
+
 def _call(turn: CallTurn) -> None:
     """A model call of the transcript: its request line, the messages new to it, its reply."""
     usage = turn["usage"] if isinstance(turn["usage"], dict) else {}
     extra = f" · {usage.get('total_tokens')} tokens" if usage.get("total_tokens") is not None else ""
     stream = f" · streamed ({turn['chunks']} chunks joined)" if turn["stream"] else ""
+    facet = f" · {turn['facet']}" if turn["facet"] else ""
     _print(
-        f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}",
+        f"── call {turn['call']} · {turn['method']} {turn['path']} → {turn['status']}{stream}{extra}{facet}",
         "bold blue",
     )
     if turn["folded"]:

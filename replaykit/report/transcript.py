@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 from replaykit.cassette.backend import RunStore
 from replaykit.cassette.events import EnvEvent, Episode, ErrorEvent, GradeEvent, LimitEvent, LlmEvent
+from replaykit.cassette.facets import call_facet, ended_by, facet_counts
 from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
 from replaykit.core.records import JSON
 from replaykit.report.documents import (
@@ -230,6 +231,7 @@ def call_turn(event: LlmEvent, history: list[Message], position: int, number: in
         "usage": reply["usage"],
         "system_fingerprint": reply["system_fingerprint"],
         "error": reply.get("error"),
+        "facet": call_facet(event),
     }
 
 
@@ -315,6 +317,8 @@ def episode_summary(cassette_id: str, episode: Episode) -> EpisodeBrief:
         "tokens": episode.usage_tokens(),
         "llm_calls": len(episode.llm_events),
         "steps": len(episode.env_events),
+        "call_facets": facet_counts(episode.events),
+        "ended_by": ended_by(episode.events),
     }
 
 

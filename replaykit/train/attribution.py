@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 from replaykit.capture.tape import Tape
 from replaykit.cassette.backend import EpisodeStore
@@ -41,6 +41,7 @@ from replaykit.cassette.events import (
     LlmEvent,
     NetEvent,
 )
+from replaykit.cassette.facets import ended_by
 from replaykit.core.records import RunDoc, VerdictRecord
 from replaykit.episodes.rollout import replay_episode
 
@@ -67,6 +68,7 @@ class Flip(TypedDict):
     changed_lines_before: list[str]  # side:file:line of changed lines that ran before the parting
     label: str  # attributed | incidental
     reason: str
+    ended_by: NotRequired[str]  # the failing side's episode ended on a call gone wrong (cassette/facets.py)
 
 
 class Attribution(TypedDict):
@@ -267,7 +269,7 @@ def _flip(
         if covered
         else f"the episodes parted at {where} before any changed line ran"
     )
-    return {
+    flip: Flip = {
         "unit": unit,
         "movement": movement,
         "baseline_cassette": b_id,
@@ -277,3 +279,7 @@ def _flip(
         "label": label,
         "reason": reason,
     }
+    ended = ended_by((ec if movement == "regression" else eb).events)  # the side that failed
+    if ended:
+        flip["ended_by"] = ended
+    return flip

@@ -7,7 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from replaykit.cassette.backend import RunStore, StoreBackend
+from replaykit.cassette.backend import EpisodeStore, RunStore, StoreBackend
+from replaykit.cassette.facets import moved, run_facets
 from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
@@ -19,6 +20,7 @@ from replaykit.execution.executor import Executor
 from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import (
     EpochReplay,
+    FacetsMoved,
     RegradedVerdict,
     RunReplay,
     TrainingClaims,
@@ -56,6 +58,7 @@ def audit(
     score: Score = "reward" if recorded["criterion"] == "mean_reward" else "solved"
     out["noise"] = noise(baseline, candidate, recorded.get("excluded"), score)
     out["paired"] = paired(baseline, candidate, recorded.get("excluded"))
+    out["facets"] = facets_moved(store, baseline, candidate)
     out["replicates"] = {
         "baseline": stored_run_stats(store, baseline),
         "candidate": stored_run_stats(store, candidate),
@@ -75,6 +78,12 @@ def audit(
             ),
         }
     return out
+
+
+def facets_moved(store: EpisodeStore, baseline: RunDoc, candidate: RunDoc) -> FacetsMoved:
+    """Both runs' calls by facet (``cassette/facets.py``) and how the counts of calls gone wrong moved."""
+    before, after = run_facets(store, baseline.cassettes), run_facets(store, candidate.cassettes)
+    return {"baseline": before, "candidate": after, "moved": moved(before, after)}
 
 
 def on_regraded(

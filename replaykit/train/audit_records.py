@@ -124,6 +124,14 @@ class RegradedVerdict(TypedDict):
     summary: str
 
 
+class FacetsMoved(TypedDict):
+    """Two runs' model calls by facet, and how the calls gone wrong moved (``length 14 → 2``)."""
+
+    baseline: dict[str, int]
+    candidate: dict[str, int]
+    moved: str  # "" when no count of a call gone wrong moved
+
+
 class VerdictAudit(TypedDict):
     """``replaykit audit VERDICT``: the verdict recomputed from its stored runs."""
 
@@ -139,6 +147,7 @@ class VerdictAudit(TypedDict):
     noise: NotRequired[Noise]  # the margin, its seeded bootstrap interval and noise floor (train/stats.py)
     replicates: NotRequired[dict[str, RunStats]]  # baseline and candidate
     paired: NotRequired[Paired]  # difference, interval, exact McNemar, mde (train/stats.py)
+    facets: NotRequired[FacetsMoved]  # both runs' calls by facet (cassette/facets.py)
     attribution: NotRequired[Attribution]  # every flip attributed or incidental (train/attribution.py)
     regraded: NotRequired[RegradedVerdict]  # recomputed on regraded runs (``--regraded RUN``)
 

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from replaykit.cassette.backend import RunStore
 from replaykit.train.attribution import Attribution, Flip
 from replaykit.train.audit import audit
-from replaykit.train.audit_records import VerdictAudit
+from replaykit.train.audit_records import FacetsMoved, VerdictAudit
 from replaykit.train.stats import Noise, Paired
 
 
@@ -23,6 +23,7 @@ class FlipLine(TypedDict):
     movement: str  # new solve | regression
     label: str  # attributed | incidental
     reason: str  # the changed lines that ran before the parting, and where the episodes part
+    ended_by: str  # the failing episode ended on a call gone wrong: its facet ("" otherwise)
 
 
 class VerdictEvidence(TypedDict):
@@ -33,6 +34,7 @@ class VerdictEvidence(TypedDict):
     summary: str  # "N attributed, M incidental"
     paired: str  # the paired difference, its interval, McNemar's p and the panel's mde ("" without)
     panel: str  # "" unless the panel is too small to detect the change the verdict accepted
+    facets: str  # how the calls gone wrong moved: "calls gone wrong: length 14 → 2" ("" when none moved)
 
 
 def replicates_text(stats: Mapping[str, Any] | None) -> str:
@@ -82,12 +84,18 @@ def panel_line(found: Paired, accepted: bool) -> str:
     )
 
 
+def facets_text(found: FacetsMoved | None) -> str:
+    """How the calls gone wrong moved: ``calls gone wrong, baseline → candidate: length 14 → 2``."""
+    return f"calls gone wrong, baseline → candidate: {found['moved']}" if found and found["moved"] else ""
+
+
 def flip_line(flip: Flip) -> FlipLine:
     return {
         "unit": flip["unit"],
         "movement": flip["movement"].replace("_", " "),
         "label": flip["label"],
         "reason": flip["reason"],
+        "ended_by": flip.get("ended_by", ""),
     }
 
 
@@ -108,6 +116,7 @@ def evidence_of(report: VerdictAudit) -> VerdictEvidence:
         "summary": flips_summary(attribution) if attribution else "",
         "paired": paired_text(pair) if pair else "",
         "panel": panel_line(pair, report["recorded"]["accept"]) if pair else "",
+        "facets": facets_text(report.get("facets")),
     }
 
 

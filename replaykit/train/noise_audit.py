@@ -31,7 +31,7 @@ from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument, Verdic
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document
-from replaykit.train.attribution import attribute
+from replaykit.train.attribution import Flip, attribute
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.significance import holm
 from replaykit.train.stats import Interval, Paired, Score, noise, paired, stored_run_stats
@@ -105,7 +105,14 @@ def _attribution(
         "wins": len(wins),
         "wins_incidental": sum(1 for f in wins if f["label"] == "incidental"),
         "flips": found["flips"],
+        "ended_by": _ended_by(found["flips"]),
     }
+
+
+def _ended_by(flips: list[Flip]) -> dict[str, int]:
+    """Flips whose failing episode ended on a call gone wrong, by its facet (cassette/facets.py)."""
+    seen = [f["ended_by"] for f in flips if f.get("ended_by")]
+    return {facet: seen.count(facet) for facet in sorted(set(seen))}
 
 
 class ExtraSeeds:
