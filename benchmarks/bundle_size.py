@@ -33,7 +33,7 @@ def build_store(root: Path, size_mb: int, blob_mb: int) -> str:
     from replaykit.cassette.keys import CassetteKey, ModelId
     from replaykit.cassette.store import Store
     from replaykit.core.records import EpisodeSummary, RunDoc
-    from replaykit.envs.base import Grade, Observation
+    from replaykit.envs.results import Grade, Observation
 
     store = Store(root)
     store.put_tree("a" * 40, {"harness.py": (0o644, b"def solve(task, env, llm, ctx):\n    pass\n")})

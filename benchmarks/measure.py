@@ -80,6 +80,13 @@ def ratio(a: list[Sample], b: list[Sample]) -> float:
     return statistics.median(x.cpu / y.cpu for x, y in zip(a, b, strict=True) if y.cpu > 0)
 
 
+def child_env() -> dict[str, str]:
+    """The environment for a measured child process: this one's, with bytecode caching on
+    (``PYTHONDONTWRITEBYTECODE`` dropped), as an installed program runs; a benchmark warms
+    each command once so its modules are compiled before the timed rounds."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def load_line() -> str:
     one, five, fifteen = os.getloadavg()
     return (

@@ -27,7 +27,7 @@ from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 from replaykit.models.reference.server import ReferenceServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

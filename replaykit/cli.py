@@ -30,17 +30,22 @@ from replaykit.commands import (
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(
-    no_args_is_help=True, context_settings=CONTEXT, help="Train agent harnesses; record and replay every run."
-)
-cassettes_app = typer.Typer(no_args_is_help=True, help="Inspect the cassette store.")
-serve_app = typer.Typer(no_args_is_help=True, help="Run servers.")
-images_app = typer.Typer(no_args_is_help=True, help="Docker images for tasks (no registry needed).")
-tasks_app = typer.Typer(no_args_is_help=True, help="Check and create task folders (Harbor format).")
-net_app = typer.Typer(no_args_is_help=True, help="The frozen network: what task containers fetched.")
-engine_app = typer.Typer(
-    no_args_is_help=True, help="Real engines on loopback (llama.cpp) with deterministic settings."
-)
+
+
+def _typer(help: str, **settings: object) -> typer.Typer:
+    """A command group. Help is click's plain text (``rich_markup_mode=None``): typer's rich
+    help would load rich's markdown, panels and tracebacks on every ``--help`` (about twice
+    the CPU of importing typer itself), and piped it drew boxes into the text."""
+    return typer.Typer(no_args_is_help=True, rich_markup_mode=None, help=help, **settings)  # type: ignore[arg-type]
+
+
+app = _typer("Train agent harnesses; record and replay every run.", context_settings=CONTEXT)
+cassettes_app = _typer("Inspect the cassette store.")
+serve_app = _typer("Run servers.")
+images_app = _typer("Docker images for tasks (no registry needed).")
+tasks_app = _typer("Check and create task folders (Harbor format).")
+net_app = _typer("The frozen network: what task containers fetched.")
+engine_app = _typer("Real engines on loopback (llama.cpp) with deterministic settings.")
 app.add_typer(cassettes_app, name="cassettes")
 app.add_typer(serve_app, name="serve")
 app.add_typer(images_app, name="images")

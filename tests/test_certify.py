@@ -17,11 +17,18 @@ import yaml
 from replaykit.cassette.store import Store
 from replaykit.core.records import RunDocument
 from replaykit.envs.tasks import load_task
-from replaykit.episodes.certify import certificate_id, certify_run, forked_tasks, get_certificate
+from replaykit.episodes.certificate_lookup import (
+    DETERMINISTIC,
+    ERROR,
+    FORKED,
+    certificate_id,
+    forked_tasks,
+    get_certificate,
+)
+from replaykit.episodes.certify import certify_run
 from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.config import load_config
 from replaykit.episodes.observation_scrub import scrub
-from replaykit.episodes.reexecute import DETERMINISTIC, ERROR, FORKED
 from replaykit.episodes.run import measure
 
 REPO = Path(__file__).resolve().parent.parent

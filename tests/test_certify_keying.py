@@ -9,9 +9,9 @@ import git
 
 from replaykit.cassette.store import Store
 from replaykit.core.records import RunDocument
-from replaykit.episodes.certify import certify_run, forked_tasks
+from replaykit.episodes.certificate_lookup import DETERMINISTIC, FORKED, forked_tasks
+from replaykit.episodes.certify import certify_run
 from replaykit.episodes.certify_records import CertifyReport
-from replaykit.episodes.reexecute import DETERMINISTIC, FORKED
 from replaykit.episodes.run import measure
 from replaykit.testing import REPO_ROOT, small_config
 

@@ -10,7 +10,7 @@ from typing import Any
 from replaykit.cassette.events import EnvEvent, Episode, Event, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 from replaykit.episodes.reuse import find_donors, reuse_policy
 from replaykit.models.config import ModelConfig
 from replaykit.models.identity import identity_digest

@@ -40,7 +40,7 @@ from replaykit.agents.wire import (
     parse,
 )
 from replaykit.core.loopback import LoopbackHandler, LoopbackServer
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 
 #: request fields the run sets itself (besides the config's ``model.params``)
 OWNED = ("model", "temperature", "seed")

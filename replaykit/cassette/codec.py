@@ -31,7 +31,7 @@ from replaykit.cassette.events import (
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.meta import EpisodeMeta
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 
 FORMAT = 2
 #: Document formats this codec reads: 1 kept ``meta`` inline in every document; 2 stores

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict, final
 
 from replaykit.cassette.keys import KeyDoc
-from replaykit.envs.base import GradeDoc
+from replaykit.envs.results import GradeDoc
 
 
 @final

@@ -17,8 +17,8 @@ from typing import Any, Literal, TypedDict
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.meta import EpisodeMeta
-from replaykit.envs.base import Grade, GradeDoc, Observation, ObservationDoc
 from replaykit.envs.extras import ExchangeRecord, StoredExchange
+from replaykit.envs.results import Grade, GradeDoc, Observation, ObservationDoc
 
 #: Response headers a cassette keeps (everything else is volatile or a secret).
 KEPT_HEADERS = ("content-type", "content-encoding")

@@ -42,7 +42,7 @@ from replaykit.cassette.events import (
     event_tokens,
 )
 from replaykit.core.meta import OutcomeMeta
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 
 #: every outcome class an episode can have
 OUTCOMES = (

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.text import Text
 
 from replaykit import render
 from replaykit.commands.options import (
@@ -29,6 +28,8 @@ from replaykit.core.glossary import epoch_names
 from replaykit.render.console import wrapped
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from replaykit.train.audit_records import CounterfactualReport, SeedRobustness, SolveRate, SweepReport
 
 

@@ -35,8 +35,6 @@ def runs(
     the model calls recording its episodes paid and the events they were served from donors; each
     training and fork with the same two counts of its episodes (a training's proposer's too)."""
     from replaykit.episodes.views import damage_line
-    from replaykit.train.derived import verified_training
-    from replaykit.train.state import stored_paid
     from replaykit.train.stats import stored_run_stats
 
     wide_layout(wide)
@@ -56,7 +54,7 @@ def runs(
     ]
     for row in rows:
         try:  # a row it cannot read is listed as damaged; the others stand (cassettes verify says more)
-            _derived(st, row, stored_run_stats, stored_paid, verified_training)
+            _derived(st, row, stored_run_stats)
         except StoreError as exc:
             row["damaged"] = damage_line(exc)
     if as_json:
@@ -65,7 +63,7 @@ def runs(
     render.damaged(rows)
 
 
-def _derived(st: Any, row: dict[str, Any], run_stats: Any, paid: Any, training: Any) -> None:
+def _derived(st: Any, row: dict[str, Any], run_stats: Any) -> None:
     """What ``runs`` shows of a document beside its row, derived from what it names (verified)."""
     if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
         run = st.get_run(row["id"])
@@ -73,7 +71,10 @@ def _derived(st: Any, row: dict[str, Any], run_stats: Any, paid: Any, training: 
         row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
         row.update(model_calls=run.model_calls, reused_events=run.reused_events)
     elif row["kind"] == "training":  # its runs' episodes and its proposals, each verified
-        row.update(paid(st, training(st, row["id"], bundle=False)))
+        from replaykit.train.derived import verified_training  # a training is recomputed: loaded for one
+        from replaykit.train.state import stored_paid
+
+        row.update(stored_paid(st, verified_training(st, row["id"], bundle=False)))
     elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
         counts = st.verified_reuse(row["id"])
         row.update(

@@ -10,10 +10,13 @@ typer (0.29) vendors its own click under ``typer._click``, so its exceptions are
 - a closed pipe (``replaykit runs | head``): silent, exit 1
 - help: click-style metavars (``TEXT``, ``PATH``, ``[a|b]``), no ``<bool>``; arguments
   show as ``CONFIG`` rather than ``{config}``
+- start-up: only the command named is built (``only_command``), and plain values are
+  converted without pydantic (``commands/coercion.py``)
 """
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 import sys
@@ -22,8 +25,10 @@ from typing import Any, Sequence
 
 import typer
 from typer import _click
+from typer._coercion import RuntimeParam
 from typer.core import TyperArgument, TyperOption
 
+from replaykit.commands.coercion import plain_runtime
 from replaykit.core.errors import CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
 
 INTERRUPTED = "interrupted — rerun the same command to resume"
@@ -54,6 +59,11 @@ def _type_label(param: Any, ctx: Any) -> str:
 
 
 class _Option(TyperOption):
+    def get_runtime_param(self) -> RuntimeParam:
+        if self._runtime_param is None:
+            self._runtime_param = plain_runtime(self)
+        return self._runtime_param
+
     def display_type(self, ctx: Any) -> str:
         if self.is_flag:
             return ""
@@ -61,6 +71,11 @@ class _Option(TyperOption):
 
 
 class _Argument(TyperArgument):
+    def get_runtime_param(self) -> RuntimeParam:
+        if self._runtime_param is None:
+            self._runtime_param = plain_runtime(self)
+        return self._runtime_param
+
     def display_type(self, ctx: Any) -> str:
         return ""
 
@@ -165,17 +180,48 @@ def _where(exc: ReplaykitError) -> str:
     return f" ({where})" if where else ""
 
 
+def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer | None:
+    """A copy of ``app`` holding only the command ``args`` name (``cassettes ls …``: the
+    ``cassettes`` group with ``ls`` alone), or None when they name no command (an option first,
+    a group alone, an unknown name: those need the whole app, its help and its suggestions).
+
+    Building the click command of every registered command (their parameters, their help)
+    costs more than most commands' own start-up; a command's usage, help and errors name the
+    same path either way."""
+    name = next(iter(args), "")
+    for info in app.registered_commands:
+        if info.name == name:
+            if not (app.registered_callback or app.info.callback):
+                return None  # typer would make a lone command of it, not a group naming it
+            pruned = copy.copy(app)
+            pruned.registered_commands, pruned.registered_groups = [info], []
+            return pruned
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        if group.name == name and sub is not None:
+            inner = only_command(sub, args[1:])
+            if inner is None:
+                return None
+            kept = copy.copy(group)
+            kept.typer_instance = inner
+            pruned = copy.copy(app)
+            pruned.registered_commands, pruned.registered_groups = [], [kept]
+            return pruned
+    return None
+
+
 def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "replaykit") -> int:
     """Run ``app`` and return the exit code; never lets a traceback out for user errors."""
     from replaykit.commands.options import forget_stores
 
     forget_stores()  # each invocation says where it looked (tests run several in one process)
-    command = polish(typer.main.get_command(app))
+    argv = list(sys.argv[1:] if args is None else args)
+    command = polish(typer.main.get_command(only_command(app, argv) or app))
     try:
         # click's ``main`` minus its own error handling (which turns Ctrl-C into a silent 130)
         command._main_shell_completion({}, prog_name, None)
         try:
-            with command.make_context(prog_name, list(sys.argv[1:] if args is None else args)) as ctx:
+            with command.make_context(prog_name, argv) as ctx:
                 command.invoke(ctx)
             sys.stdout.flush()
         except typer.Exit as exc:
@@ -192,7 +238,7 @@ def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "r
         err(f"Error: {' '.join(exc.format_message().split())}")
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        err(interrupted_line(list(sys.argv[1:] if args is None else args)))
+        err(interrupted_line(argv))
         return 130
     except BrokenPipeError:
         _quiet_stdout()

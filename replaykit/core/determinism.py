@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tarfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tarfile
 
 SOURCE_DATE_EPOCH = 1_700_000_000  # 2023-11-14T22:13:20Z, the frozen clock
 HOSTNAME = "replaykit"

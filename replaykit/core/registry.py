@@ -29,12 +29,14 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Generic, Literal, TypeVar
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from replaykit.core.errors import ConfigError, ReplaykitError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+    from pydantic import TypeAdapter
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -51,6 +53,14 @@ class RegistryEntry:
     ref: str  # ``module:attribute``
     distribution: str = ""  # the installed package declaring the entry point (``name version``)
     shadows: str = ""  # an entry point of the same name this one hides (it is never used)
+
+
+def entry_points(group: str) -> list[EntryPoint]:
+    """The installed entry points of ``group`` (importlib.metadata is loaded when first asked:
+    a built-in name never needs it)."""
+    from importlib.metadata import entry_points as installed
+
+    return list(installed(group=group))
 
 
 def load_ref(ref: str) -> object:
@@ -137,7 +147,10 @@ class Registry(Generic[T]):
         return rows
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self.names()
+        if not isinstance(name, str):
+            return False
+        # a built-in or registered name is known without scanning the installed packages
+        return name in self._items or name in self._builtins or name in self.names()
 
     def names(self) -> list[str]:
         """Every name this registry can resolve (built-in, registered, installed)."""
@@ -183,6 +196,8 @@ def check_params(
     """``params`` bound to ``factory``'s signature, each value validated strictly against its
     annotation (where pydantic can take the annotation): the validated values, by name;
     otherwise one line naming the parameter."""
+    from pydantic import TypeAdapter, ValidationError  # here, not at import: a look-up by name needs none
+
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):  # no introspectable signature: the call itself decides

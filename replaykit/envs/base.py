@@ -14,87 +14,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, Protocol, Self, TypedDict, runtime_checkable
+from typing import Any, Protocol, Self, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.records import JSON
 from replaykit.envs.extras import Extras, KindStore, StoredExchange
-
-
-class ObservationDoc(TypedDict):
-    """An observation as stored and shown (``Observation.to_dict``)."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: NotRequired[bool]
-
-
-class GradeDoc(TypedDict):
-    """A grade as stored and shown (``Grade.to_dict``)."""
-
-    reward: float
-    passed: bool
-    infra_failure: NotRequired[bool]
-    detail: NotRequired[str]
-    timed_out: NotRequired[bool]  # the verifier timed out (written only then: older grades lack it)
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one action returned."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: bool = False
-
-    def to_dict(self) -> ObservationDoc:
-        return ObservationDoc(
-            stdout=self.stdout, stderr=self.stderr, exit_code=self.exit_code, timed_out=self.timed_out
-        )
-
-    @classmethod
-    def from_dict(cls, data: ObservationDoc) -> "Observation":
-        return cls(
-            stdout=data["stdout"],
-            stderr=data["stderr"],
-            exit_code=int(data["exit_code"]),
-            timed_out=bool(data.get("timed_out", False)),
-        )
-
-
-@dataclass(frozen=True)
-class Grade:
-    """The verifier's outcome for one episode."""
-
-    reward: float
-    passed: bool
-    infra_failure: bool = False
-    detail: str = ""
-    #: the verifier itself ran out of time (an infrastructure failure of its own kind: the
-    #: outcome ``verify_timeout``), set where the verifier's result is known (``verifier.py``)
-    timed_out: bool = False
-
-    def to_dict(self) -> GradeDoc:
-        doc = GradeDoc(
-            reward=self.reward, passed=self.passed, infra_failure=self.infra_failure, detail=self.detail
-        )
-        if self.timed_out:  # absent otherwise: a grade recorded before it existed digests the same
-            doc["timed_out"] = True
-        return doc
-
-    @classmethod
-    def from_dict(cls, data: GradeDoc) -> "Grade":
-        return cls(
-            reward=float(data["reward"]),
-            passed=bool(data["passed"]),
-            infra_failure=bool(data.get("infra_failure", False)),
-            detail=str(data.get("detail", "")),
-            timed_out=bool(data.get("timed_out", False)),
-        )
+from replaykit.envs.results import Grade, Observation
 
 
 @runtime_checkable

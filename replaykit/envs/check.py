@@ -24,9 +24,10 @@ from typing import TypedDict
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
 from replaykit.envs import features
-from replaykit.envs.base import EnvKind, EnvSection, Grade, KeyPairs
+from replaykit.envs.base import EnvKind, EnvSection, KeyPairs
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind
+from replaykit.envs.results import Grade
 from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import Task, load_task, panel_folders
 from replaykit.envs.verifier import head_and_tail, oracle_grades

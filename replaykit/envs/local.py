@@ -33,10 +33,11 @@ from replaykit.core.errors import EnvError
 from replaykit.core.files import copy_tree
 from replaykit.core.records import JSON
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade, Observation, episode_workspace
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, episode_workspace
 from replaykit.envs.folder_snapshot import folder_tar, restore_folder
 from replaykit.envs.limits import with_limits
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
+from replaykit.envs.results import Grade, Observation
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import Sandbox, VerifierPaths, oracle_grades

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from replaykit.core.errors import TaskError
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 
 STRATEGIES = ("mean", "final")
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from replaykit.core.errors import TaskError
 from replaykit.envs import task_env
-from replaykit.envs.base import Grade, Observation
 from replaykit.envs.output import CappedOutput
+from replaykit.envs.results import Grade, Observation
 from replaykit.envs.rewards import read_reward
 from replaykit.envs.steps import Step, run_steps
 from replaykit.envs.tasks import Task

@@ -15,7 +15,7 @@ in the run — their actions, observations and grade). Each task folder is found
 content digest (``task_source.py``: the store's own copy, ``--config``'s panel, ``--tasks``). A certificate is only reused for
 the very episodes it re-executed: a run with other actions on the same task is
 certified on its own, and one run's verdict never flips another's.
-``forked_certificates(store, run_doc)`` is what training verdicts call to exclude tasks
+``certificate_lookup.forked_certificates(store, run_doc)`` is what training verdicts call to exclude tasks
 (and name the certificates they excluded them by); it reads certificates by the same key.
 
 An episode its env kind says can never be deterministic (the docker kind: it ran on a
@@ -28,116 +28,33 @@ naming the URL.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from replaykit.cassette.backend import DocumentStore, EpisodeStore, RunStore
+from replaykit.cassette.backend import EpisodeStore, RunStore
 from replaykit.cassette.certificates import Certificate, CertificateEvidence
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.store.schema import now_iso
-from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TaskError
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDocument
 from replaykit.envs.tasks import Task
-from replaykit.episodes.certify_records import CertifyReport, CertifyRow
-from replaykit.episodes.network import serving
-from replaykit.episodes.reexecute import (
+from replaykit.episodes.certificate_lookup import (
     DETERMINISTIC,
     ERROR,
     FORKED,
-    CertifyJob,
-    Check,
-    certify_job,
-    check_task,
+    by_task,
+    cert_id_of,
     env_kind,
+    get_certificate,
+    key_of,
 )
+from replaykit.episodes.certify_records import CertifyReport, CertifyRow
+from replaykit.episodes.network import serving
+from replaykit.episodes.reexecute import CertifyJob, Check, certify_job, check_task
 from replaykit.episodes.task_source import TaskSources
 from replaykit.execution.executor import Executor
 
-__all__ = [
-    "certificate_id",
-    "certify_run",
-    "certify_task",
-    "forked_certificates",
-    "forked_tasks",
-    "get_certificate",
-    "task_certificates",
-]
-
-
-def certificate_id(
-    task_digest: str, kind: str, image_id: str, executed: list[str] | tuple[str, ...] = ()
-) -> str:
-    """``executed``: the digests of the episodes re-executed (order does not matter)."""
-    return digest_of(
-        {"task_digest": task_digest, "env": kind, "image": image_id, "executed": sorted(executed)}
-    )[:24]
-
-
-def _key_of(store: EpisodeStore, cassette_id: str) -> CassetteKey:
-    return CassetteKey.from_canonical(json.loads(store.cassette_row(cassette_id)["key_json"]))
-
-
-def _cert_id_of(store: EpisodeStore, cassette_ids: list[str]) -> str:
-    """A task's certificate in one run: keyed by the episodes (their digests cover every
-    action, observation and the grade), never by the task alone."""
-    key = _key_of(store, cassette_ids[0])
-    digests = [str(store.cassette_row(c)["digest"]) for c in cassette_ids]
-    return certificate_id(key.task_digest, env_kind(key), dict(key.extra).get("image", ""), digests)
-
-
-def _by_task(store: EpisodeStore, cassette_ids: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for cassette_id in cassette_ids:
-        out.setdefault(_key_of(store, cassette_id).task_id, []).append(cassette_id)
-    return out
-
-
-def get_certificate(store: DocumentStore, cert_id: str) -> Certificate | None:
-    return store.get_certificate(cert_id)
-
-
-def forked_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
-    """Task id → (certificate id, reason), for the run's tasks certified ``forked``.
-
-    Pure look-up (runs nothing): tasks never certified are absent; certify them first with
-    :func:`certify_run`. A training verdict excludes these tasks and names the certificates
-    (their ids cover the task's episodes in this run, so a certificate of other episodes
-    never applies)."""
-    out: dict[str, tuple[str, str]] = {}
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
-    for task_id, cassette_ids in _by_task(store, cassettes).items():
-        cert_id = _cert_id_of(store, cassette_ids)
-        cert = get_certificate(store, cert_id)
-        if cert is not None and cert["status"] == FORKED:
-            out[task_id] = (cert_id, cert["reason"])
-    return out
-
-
-def forked_tasks(store: RunStore, run_doc: RunDocument) -> dict[str, str]:
-    """Task id → reason, for the run's tasks whose certificate says ``forked``."""
-    return {task: reason for task, (_, reason) in forked_certificates(store, run_doc).items()}
-
-
-def task_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
-    """Task id → (status, reason) of the certificate of the run's episodes of that task, for
-    the tasks certified (a look-up by the certificate key; runs nothing)."""
-    out: dict[str, tuple[str, str]] = {}
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
-    for task_id, cassette_ids in _by_task(store, cassettes).items():
-        cert = get_certificate(store, _cert_id_of(store, cassette_ids))
-        if cert is not None:
-            out[task_id] = (cert["status"], cert["reason"])
-    return out
-
-
-def task_certificate_id(store: EpisodeStore, run_doc: RunDocument, task_id: str) -> str | None:
-    """The id a certificate of ``task_id``'s episodes in this run has (None: no such task)."""
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
-    found = _by_task(store, cassettes).get(task_id)
-    return _cert_id_of(store, found) if found else None
+__all__ = ["certify_run", "certify_task"]
 
 
 def certify_task(
@@ -152,7 +69,7 @@ def certify_task(
     status, reason, first = check
     evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
     cert: Certificate = {
-        "id": _cert_id_of(store, [e.id for e in episodes]),
+        "id": cert_id_of(store, [e.id for e in episodes]),
         "task_id": task.id,
         "task_digest": key.task_digest,
         "env_kind": env_kind(key),
@@ -186,10 +103,10 @@ def certify_run(
     run = store.get_run(run_id)
     if sources is None:
         sources = TaskSources(store, (tuple(tasks), Path(root or ".")) if tasks else None)
-    by_task = _by_task(store, run.cassettes)
+    tasks_of = by_task(store, run.cassettes)
     if progress:
-        progress("plan", {"total": len(by_task)})
-    certs, todo = _plan(store, run.run_id, by_task, refresh, sources)
+        progress("plan", {"total": len(tasks_of)})
+    certs, todo = _plan(store, run.run_id, tasks_of, refresh, sources)
 
     def finished(task_id: str, check: Check | None) -> None:
         episodes, task = todo[task_id]
@@ -209,7 +126,7 @@ def certify_run(
             ]
             for job, check in executor.map(certify_job, jobs):
                 finished(job.episodes[0].key.task_id, check)
-    rows = [_row(task_id, *certs[task_id]) for task_id in sorted(by_task)]
+    rows = [_row(task_id, *certs[task_id]) for task_id in sorted(tasks_of)]
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in (DETERMINISTIC, FORKED, ERROR)}
     return {
         "run_id": run.run_id,
@@ -222,15 +139,15 @@ def certify_run(
 
 
 def _plan(
-    store: RunStore, run_id: str, by_task: dict[str, list[str]], refresh: bool, sources: TaskSources
+    store: RunStore, run_id: str, tasks_of: dict[str, list[str]], refresh: bool, sources: TaskSources
 ) -> tuple[dict[str, tuple[Certificate, bool]], dict[str, tuple[list[Episode], Task]]]:
     """Each task's stored certificate (reused), else its episodes and folder to re-execute (a
     folder not found: an error certificate, never stored)."""
     certs: dict[str, tuple[Certificate, bool]] = {}
     todo: dict[str, tuple[list[Episode], Task]] = {}
-    for task_id, cassette_ids in sorted(by_task.items()):
-        key = _key_of(store, cassette_ids[0])
-        cert = None if refresh else get_certificate(store, _cert_id_of(store, cassette_ids))
+    for task_id, cassette_ids in sorted(tasks_of.items()):
+        key = key_of(store, cassette_ids[0])
+        cert = None if refresh else get_certificate(store, cert_id_of(store, cassette_ids))
         if cert is not None:
             certs[task_id] = (cert, True)
             continue
@@ -247,7 +164,7 @@ def _unfound(
 ) -> Certificate:
     """The error certificate of a task whose folder is not found (or not the one recorded)."""
     return {
-        "id": _cert_id_of(store, cassette_ids),
+        "id": cert_id_of(store, cassette_ids),
         "task_id": task_id,
         "task_digest": key.task_digest,
         "env_kind": env_kind(key),

@@ -15,16 +15,17 @@ import contextlib
 import hashlib
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from replaykit.cassette.backend import BlobStore, RunStore
 from replaykit.cassette.codec import decode_event, encode_event
 from replaykit.cassette.events import NET_CHUNK, Episode, NetEvent
 from replaykit.core.errors import CassetteNotFound, EnvError
 from replaykit.core.records import JSON
-from replaykit.envs.base import EnvKind, EnvSection, EpisodeExtras
 from replaykit.envs.extras import ExchangeRecord, Extras, Miss, StoredExchange
-from replaykit.envs.registry import get_env_kind
+
+if TYPE_CHECKING:
+    from replaykit.envs.base import EnvKind, EnvSection, EpisodeExtras
 
 
 class KindStoreView:
@@ -81,6 +82,8 @@ def extras_of(
     """The extras hooks of the env kind a cassette key names (else its recorded environment
     metadata: keys made before the kind was in them); None: it has none, or that kind is not
     installed here (its environment cannot be built either)."""
+    from replaykit.envs.registry import get_env_kind  # the kinds (and pydantic) only when asked
+
     kind = dict(extra).get("env") or str((environment or {}).get("kind") or "local")
     try:
         return get_env_kind(kind).extras

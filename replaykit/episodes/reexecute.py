@@ -21,24 +21,19 @@ from typing import Any, ClassVar
 
 from replaykit.cassette.certificates import FirstDifference
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
-from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
 from replaykit.core.records import JSON
-from replaykit.envs.base import Environment, Grade
+from replaykit.envs.base import Environment
 from replaykit.envs.extras import Extras, NetworkedEnvironment
 from replaykit.envs.registry import make_env
+from replaykit.envs.results import Grade
 from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
+from replaykit.episodes.certificate_lookup import DETERMINISTIC, ERROR, FORKED, env_kind
 from replaykit.episodes.observation_scrub import scrub
 from replaykit.episodes.rollout import EpisodeSpec, TaskView
 from replaykit.episodes.workspaces import episode_lock
-
-DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
-
-
-def env_kind(key: CassetteKey) -> str:
-    return dict(key.extra).get("env", "local")
 
 
 @dataclass

@@ -36,12 +36,14 @@ from replaykit.core.files import copy_tree, file_sha256
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
 from replaykit.core.records import EpisodeSummary, RunDoc
-from replaykit.envs.base import Grade, RestorableEnvironment
+from replaykit.envs.base import RestorableEnvironment
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind, make_env
+from replaykit.envs.results import Grade
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes import network
-from replaykit.episodes.reexecute import StepPlan, env_kind, forked_reason, recorded_spec
+from replaykit.episodes.certificate_lookup import env_kind
+from replaykit.episodes.reexecute import StepPlan, forked_reason, recorded_spec
 from replaykit.episodes.rollout import replay_scrubber
 from replaykit.episodes.run_document import episode_summary, reuse_basis
 from replaykit.episodes.task_source import TaskSources

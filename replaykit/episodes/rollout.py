@@ -29,9 +29,10 @@ from replaykit.core.errors import DivergenceError, DivergenceReport, EnvError
 from replaykit.core.meta import AgentMeta, EpisodeMeta, ForkMeta, ModelMeta, TaskMeta
 from replaykit.core.records import JSON
 from replaykit.core.secrets import secrets_kept_by
-from replaykit.envs.base import Environment, EnvSection, Grade
+from replaykit.envs.base import Environment, EnvSection
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import make_env
+from replaykit.envs.results import Grade
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.episodes.limits import Budget, EpisodeLimit, EpisodeLimits
 from replaykit.episodes.taped_env import TapedEnv

@@ -19,8 +19,9 @@ from replaykit.capture.tape import Tape
 from replaykit.cassette.events import EnvEvent, NetEvent
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import EnvError
-from replaykit.envs.base import Environment, Observation
+from replaykit.envs.base import Environment
 from replaykit.envs.extras import NetworkedEnvironment
+from replaykit.envs.results import Observation
 from replaykit.episodes.limits import Budget, EpisodeLimits
 
 P = ParamSpec("P")

@@ -15,7 +15,7 @@ from replaykit.cassette.outcomes import stored_outcome
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError, StoreError
 from replaykit.core.meta import EpisodeMeta
-from replaykit.envs.base import GradeDoc
+from replaykit.envs.results import GradeDoc
 from replaykit.episodes.network import Exchange
 
 TRUNCATE = 400

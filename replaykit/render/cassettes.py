@@ -13,7 +13,7 @@ from replaykit.render.console import err, line, plain, short_ids, show_table, wr
 from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
-    from replaykit.envs.base import GradeDoc
+    from replaykit.envs.results import GradeDoc
     from replaykit.episodes.fork import ForkResult
     from replaykit.episodes.network import NetListing
     from replaykit.episodes.proxy_session import SessionReport

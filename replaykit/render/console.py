@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -106,6 +107,34 @@ def _fits(table: Table, width: int) -> bool:
     return int(Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum) <= width
 
 
+def _plain_widths(headers: Sequence[str], rows: list[list[Text]]) -> list[int] | None:
+    """Piped, a table of one-line, left-justified, printable cells is laid out here as rich lays
+    it out (each column as wide as its widest cell, two spaces between columns, a rule under the
+    headers, no colour): rich measures and renders each cell at ~1 ms a row, a listing's cost.
+    The columns' widths, or None where rich must do it (a terminal, colour, any other cell)."""
+    if out.is_terminal or out.color_system is not None or not out.encoding.lower().startswith("utf"):
+        return None
+    if not headers or any("[" in h or ":" in h or not h.isprintable() for h in headers):
+        return None  # rich reads markup and emoji codes in a header
+    widths = [cell_len(h) for h in headers]
+    for r in rows:
+        for i, cell in enumerate(r):
+            text = cell.plain
+            if cell.justify not in (None, "default", "left") or not text.isprintable():
+                return None
+            widths[i] = max(widths[i], cell_len(text))
+    return widths
+
+
+def _plain_table(headers: Sequence[str], rows: list[list[Text]], widths: list[int]) -> None:
+    def row(cells: Sequence[str]) -> str:
+        return "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(cells, widths, strict=True))
+
+    lines = [row(headers), "─" * (sum(widths) + 2 * (len(widths) - 1))]
+    lines += [row([c.plain for c in r]) for r in rows]
+    out.file.write("\n".join(lines) + "\n")
+
+
 def _table(headers: Sequence[str], rows: list[list[Text]], styles: dict[str, str] | None) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
     for h in headers:
@@ -113,6 +142,27 @@ def _table(headers: Sequence[str], rows: list[list[Text]], styles: dict[str, str
     for r in rows:
         table.add_row(*r)
     return table
+
+
+def _print_if_fits(
+    headers: list[str],
+    rows: list[list[Text]],
+    plain: list[int] | None,
+    styles: dict[str, str] | None,
+    width: int,
+) -> bool:
+    """Print the table when it fits ``width`` (laid out here when ``plain`` holds its columns'
+    widths, else by rich); whether it did."""
+    if plain:  # piped: laid out here, as rich would (no column left: rich says so)
+        if sum(plain) + 2 * (len(plain) - 1) > width:
+            return False
+        _plain_table(headers, rows, plain)
+        return True
+    table = _table(headers, rows, styles)
+    if not _fits(table, width):
+        return False
+    out.print(table)
+    return True
 
 
 def show_table(
@@ -132,15 +182,21 @@ def show_table(
     width = layout_width()
     line(title)
     dropped: list[str] = []
+    plain = _plain_widths(headers, cells)
     for name in ["", *optional]:
         if name:
             if name not in headers or headers.index(name) not in keep:
                 continue
             keep.remove(headers.index(name))
             dropped.append(name)
-        table = _table([headers[i] for i in keep], [[r[i] for i in keep] for r in cells], styles)
-        if _fits(table, width):
-            out.print(table)
+        fits = _print_if_fits(
+            [headers[i] for i in keep],
+            [[r[i] for i in keep] for r in cells],
+            None if plain is None else [plain[i] for i in keep],
+            styles,
+            width,
+        )
+        if fits:
             if dropped:
                 wrapped(f"(to fit {width} columns, left out: {', '.join(dropped)}; --wide shows them)")
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
 from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, NamedParams
-from replaykit.envs.base import GradeDoc
+from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
 from replaykit.train.intervals import Movement, Rate
 from replaykit.train.transfer_doc import TransferHarness

@@ -23,7 +23,7 @@ from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import TrainError
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import RunDocument
-from replaykit.episodes.certify import certify_run, get_certificate, task_certificates
+from replaykit.episodes.certificate_lookup import get_certificate, task_certificates
 from replaykit.train.exclusions import run_certificate_ids
 
 EVERY_EPOCH = "every_epoch"
@@ -51,6 +51,8 @@ def certify_baseline(
                 f" with train.certify: every_epoch replays from its certificates (`replaykit certify {run_id}`)"
             )
         return sorted(ids.values())
+    from replaykit.episodes.certify import certify_run  # re-executes: loaded only to certify
+
     before = set(task_certificates(store, run))
 
     def bar(event: ProgressEvent, data: ProgressData) -> None:  # the inner bar: one step per task

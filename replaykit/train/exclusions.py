@@ -22,7 +22,7 @@ from __future__ import annotations
 from replaykit.cassette.backend import EpisodeStore, RunStore, StoreHandle
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import RunDocument
-from replaykit.episodes.certify import forked_certificates, get_certificate, task_certificate_id
+from replaykit.episodes.certificate_lookup import forked_certificates, get_certificate, task_certificate_id
 
 #: task id → (certificate id, reason)
 Exclusions = dict[str, tuple[str, str]]

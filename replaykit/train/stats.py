@@ -31,11 +31,13 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from math import comb
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
-from replaykit.cassette.backend import RunStore
-from replaykit.core.records import JSON, EpisodeSummary, RunDoc
 from replaykit.train.significance import ALPHA, POWER, design_effect, mcnemar_exact, mde
+
+if TYPE_CHECKING:
+    from replaykit.cassette.backend import RunStore
+    from replaykit.core.records import JSON, EpisodeSummary, RunDoc
 
 SAMPLES = 1000
 LEVEL = 0.95
@@ -337,7 +339,7 @@ def rate_interval(run: RunDoc, samples: int = SAMPLES, seed: int = 0) -> tuple[f
 def stored_run_stats(store: RunStore, run: RunDoc) -> RunStats:
     """A stored run's statistics, its re-execution flip rate from the certificates stored for
     its very episodes (``episodes.certify``: a look-up, nothing runs)."""
-    from replaykit.episodes.certify import task_certificates
+    from replaykit.episodes.certificate_lookup import task_certificates
 
     certs = {t: status for t, (status, _) in task_certificates(store, run.to_dict()).items()}
     return run_stats(run, certs)

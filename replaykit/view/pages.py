@@ -17,7 +17,7 @@ from replaykit.train.evidence import VerdictEvidence
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
-    from replaykit.envs.base import GradeDoc
+    from replaykit.envs.results import GradeDoc
     from replaykit.report.documents import SidesDoc, Turn, UnitDiff, VerdictDiff
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from replaykit.agents.bridge import Bridge
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 from replaykit.episodes.harness import Context
 
 

@@ -20,7 +20,7 @@ from replaykit.agents import mcp_exec
 from replaykit.agents.codex import driver
 from replaykit.agents.codex.bridge import CodexBridge, offers_run_tool, one_call_a_turn
 from replaykit.agents.wire import ExecAnswer, RpcRequest
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from replaykit.cassette.events import EnvEvent, Event, LlmEvent
 from replaykit.cassette.lineage import EXACT
 from replaykit.cassette.scrub import Scrubber
 from replaykit.core.errors import DivergenceError
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 from replaykit.models.reference.server import ReferenceServer
 
 

@@ -148,7 +148,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     changing the set under the same id, is store corruption."""
     from replaykit.core.errors import StoreCorrupt
     from replaykit.core.records import VerdictDoc
-    from replaykit.episodes.certify import task_certificate_id
+    from replaykit.episodes.certificate_lookup import task_certificate_id
     from replaykit.train.derived import verify_verdict
     from replaykit.train.loss import verdict_id_of
 

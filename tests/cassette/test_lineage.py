@@ -23,7 +23,7 @@ from replaykit.cassette.lineage import (
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.records import EpisodeSummary, RunDoc
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 from replaykit.exchange.fsck import verify_store
 
 

@@ -20,7 +20,7 @@ from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import CassetteNotFound
 from replaykit.core.records import EpisodeSummary, RunDoc, TrainingDocument
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 
 
 def _types(hint: object) -> tuple[type, ...]:

@@ -13,7 +13,7 @@ from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import CassetteNotFound, StoreError
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 
 
 def make_key(seed: int = 0) -> CassetteKey:

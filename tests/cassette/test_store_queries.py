@@ -10,7 +10,7 @@ from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.stores import is_url, open_store
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 
 PACKAGE = Path(__file__).resolve().parents[2] / "replaykit"
 

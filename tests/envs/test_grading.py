@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 from replaykit.envs.verifier import head_and_tail, verifier_grade
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.errors import TaskError
-from replaykit.envs.base import Observation
 from replaykit.envs.check import check_tasks
 from replaykit.envs.local import LocalEnv, oracle
+from replaykit.envs.results import Observation
 from replaykit.envs.rewards import scalar_reward
 from replaykit.envs.section import EnvConfig
 from replaykit.envs.steps import combine, load_steps
@@ -189,7 +189,7 @@ def test_multi_step_task_loads_and_passes_the_oracle(tmp_path: Path) -> None:
 
 
 def test_multi_step_rewards_mean_final_and_min_reward(tmp_path: Path) -> None:
-    from replaykit.envs.base import Grade
+    from replaykit.envs.results import Grade
 
     steps = load_steps(
         steps_task(tmp_path / "t"), {"steps": [{"name": "write"}, {"name": "append", "min_reward": 1}]}

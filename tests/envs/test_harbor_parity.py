@@ -178,7 +178,8 @@ def test_tb1_task_loads_as_harbor_tasks_migrate_maps_it(
 def test_networked_episode_is_never_certified_deterministic() -> None:
     from replaykit.cassette.events import Episode
     from replaykit.cassette.keys import CassetteKey, ModelId
-    from replaykit.episodes.reexecute import FORKED, check_task
+    from replaykit.episodes.certificate_lookup import FORKED
+    from replaykit.episodes.reexecute import check_task
 
     key = CassetteKey("a" * 40, "t", "d" * 64, ModelId("m", "http://127.0.0.1:1"), 3, "c" * 64)
     episode = Episode(key, [], {"environment": {"kind": "docker", "network": "unfrozen"}})

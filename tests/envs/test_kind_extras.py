@@ -18,9 +18,9 @@ from replaykit.envs.extras import ExchangeRecord, Extras, KindStore, Miss, Store
 from replaykit.envs.local import LocalEnv
 from replaykit.envs.local import factory as local_factory
 from replaykit.envs.registry import ENVIRONMENTS
+from replaykit.episodes.certificate_lookup import DETERMINISTIC
 from replaykit.episodes.certify import certify_run
 from replaykit.episodes.network import net_listing
-from replaykit.episodes.reexecute import DETERMINISTIC
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 

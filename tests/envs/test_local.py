@@ -11,9 +11,10 @@ import pytest
 
 from replaykit.core.determinism import ENV_PINS
 from replaykit.core.errors import EnvError
-from replaykit.envs.base import Environment, Grade, Observation
+from replaykit.envs.base import Environment
 from replaykit.envs.local import LocalEnv, oracle
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, truncation_marker
+from replaykit.envs.results import Grade, Observation
 from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import Task, load_task
 

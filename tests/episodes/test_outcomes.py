@@ -20,7 +20,7 @@ from replaykit.cassette.outcomes import (
     limit_problems,
     outcome_problems,
 )
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 
 ACT = EnvEvent("ls", Observation("", "", 0), "s")
 FAIL = GradeEvent(Grade(0.0, False, detail="reward 0 from reward.txt"))

@@ -19,7 +19,7 @@ from replaykit.capture.tape import Tape
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.store import Store
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 from replaykit.episodes.config import load_config
 from replaykit.episodes.run import measure
 from replaykit.exchange.vcr_export import DEFAULT_BASE_URL, export_vcr, json_body

@@ -17,7 +17,8 @@ from typing import Any
 import replaykit
 from replaykit.agents.base import NamedAgent, Requirement
 from replaykit.core.records import RunDoc
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds, Observation
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds
+from replaykit.envs.results import Observation
 from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import Sandbox, VerifierPaths
 from replaykit.execution.settings import ExecutorKind, ExecutorSettings

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.events import Episode, GradeEvent
-from replaykit.envs.base import Grade
+from replaykit.envs.results import Grade
 from replaykit.report.diff import diff_episodes, side_by_side
 from tests.cli_runner import cli as run_cli
 

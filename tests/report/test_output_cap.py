@@ -12,7 +12,7 @@ import pytest
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 from replaykit.report.diff import diff_episodes
 from replaykit.report.transcript import OUTPUT_CAP, transcript
 from tests.cli_runner import cli

@@ -11,7 +11,7 @@ import pytest
 
 from replaykit.cassette.events import EnvEvent, Episode, GradeEvent, LlmEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
-from replaykit.envs.base import Grade, Observation
+from replaykit.envs.results import Grade, Observation
 from replaykit.models.reference.server import ReferenceServer
 from replaykit.report.documents import CallTurn, Message, Turn
 from replaykit.report.transcript import parse_response, transcript

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.episodes.certify import get_certificate, task_certificate_id
+from replaykit.episodes.certificate_lookup import get_certificate, task_certificate_id
 from replaykit.testing import QUICKSTART_TASKS, project_root, write_config
 from replaykit.train.criteria import make_criterion
 from replaykit.train.loss import verdict_id_of

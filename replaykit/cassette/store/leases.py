@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 
 from replaykit.cassette.store.base import StoreBase
 from replaykit.cassette.store.driver import AnyOf, Row
+
+
+def _host() -> str:
+    import socket  # here: opening a store to read it never needs the network module
+
+    return socket.gethostname()
+
 
 LEASE_TABLE = "leases"
 #: a lease taken on another host (a shared store folder) counts as live this long
@@ -28,7 +34,7 @@ LEASABLE = ("runs", "cassettes", "trees", "blobs")
 
 
 def _alive(host: str, pid: int, taken: float) -> bool:
-    if host != socket.gethostname():
+    if host != _host():
         return time.time() - taken < FOREIGN_LEASE_S
     try:
         os.kill(pid, 0)
@@ -51,7 +57,7 @@ class LeasesMixin(StoreBase):
         """Lease everything written inside (nested scopes share the outermost one)."""
         self.writable()
         if self._lease_owner is None:
-            self._lease_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+            self._lease_owner = f"{_host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._lease_depth += 1
         try:
             yield
@@ -68,7 +74,7 @@ class LeasesMixin(StoreBase):
         """Insert lease rows (call inside the write transaction of what they protect)."""
         if not self.is_leasing or self._lease_owner is None:
             return
-        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        host, pid, now = _host(), os.getpid(), time.time()
         rows: list[Row] = [
             {"owner": self._lease_owner, "tbl": table, "key": str(k), "host": host, "pid": pid, "taken": now}
             for k in keys
@@ -106,7 +112,7 @@ class LeasesMixin(StoreBase):
                 dead.add(owner)
                 continue
             if table in out:
-                out[table][key] = f"pid {pid}" + (f" on {host}" if host != socket.gethostname() else "")
+                out[table][key] = f"pid {pid}" + (f" on {host}" if host != _host() else "")
         if prune and dead and not self.readonly:
             self.driver.delete(LEASE_TABLE, {"owner": AnyOf(tuple(sorted(dead)))})
         return out

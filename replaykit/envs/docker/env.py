@@ -28,7 +28,6 @@ from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import healthcheck, task_env
-from replaykit.envs.base import Observation
 from replaykit.envs.docker import compose, containers, faults, images, network, snapshot
 from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
@@ -36,6 +35,7 @@ from replaykit.envs.docker.network import NetworkRequest
 from replaykit.envs.docker.network.extras import reported
 from replaykit.envs.docker.network.wiring import resolve_mode
 from replaykit.envs.extras import ExchangeRecord, Miss
+from replaykit.envs.results import Observation
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task
 from replaykit.envs.verifier import Sandbox, VerifierPaths

@@ -27,10 +27,10 @@ from typing import Any, NotRequired, TypedDict
 from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
-from replaykit.envs.base import Observation
 from replaykit.envs.docker import compose, containers, faults, services
 from replaykit.envs.docker.containers import remove_container
 from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
+from replaykit.envs.results import Observation
 
 # PID 1: bash blocked reading the container's open (never written) stdin: it has no
 # child of its own, reaps orphans, and `kill -KILL -1` spares it; so after every step the

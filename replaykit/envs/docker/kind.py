@@ -13,7 +13,7 @@ from typing import cast
 
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
-from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, Grade
+from replaykit.envs.base import EnvKind, EnvRequest, EnvSection
 from replaykit.envs.docker import compose, image_build, images, node_images, recipe
 from replaykit.envs.docker.bundled import IMAGES
 from replaykit.envs.docker.env import DockerEnv
@@ -24,6 +24,7 @@ from replaykit.envs.docker.network.extras import FROZEN_NETWORK
 from replaykit.envs.docker.network.wiring import resolve_mode
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.limits import with_limits
+from replaykit.envs.results import Grade
 from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import oracle_grades
 
