@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Cell,
         RunsRow,
     )
+    from replaykit.cassette.store.tasks import TaskRates
 
 
 class StoreHandle(Protocol):
@@ -184,6 +185,11 @@ class ListingStore(StoreHandle, Protocol):
         """Index rows of the newest ``limit`` cassettes, oldest first (documents not read)."""
         ...
 
+    def newest_cassettes(self, limit: int, offset: int = 0) -> list[CassetteRow]:
+        """Index rows newest first: ``limit`` of them after the newest ``offset`` (what changed
+        since a reader's last look is at the front)."""
+        ...
+
     def count_cassettes(self) -> int: ...
 
     def list_runs(self) -> list[RunsRow]: ...
@@ -201,6 +207,10 @@ class ListingStore(StoreHandle, Protocol):
 
     def episode_facets(self, kind: str = "episode", limit: int = 100) -> EpisodeFacets:
         """The first ``limit`` distinct values of each filter column, kept until the store changes."""
+        ...
+
+    def task_rates(self, model: str = "", harness: str = "") -> TaskRates:
+        """Per task across the measured runs (``store/tasks.py``), kept per change to the store."""
         ...
 
     def change_token(self) -> str: ...

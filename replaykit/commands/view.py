@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +11,24 @@ import typer
 
 from replaykit import render
 from replaykit.commands.options import ConfigStoreOpt, JsonOpt, StoreOpt, choose_store, emit_json, open_store
+
+
+def index_progress(every: float = 5.0) -> Callable[[int, int], None]:
+    """What the search index's catching up prints on stderr: how far, at most every ``every``
+    seconds, and when it is done (the first search of a large store reads every episode once)."""
+    import time
+
+    last = [0.0]
+
+    def told(indexed: int, total: int) -> None:
+        now = time.monotonic()
+        if indexed < total and now - last[0] < every:
+            return
+        last[0] = now
+        state = "searchable" if indexed >= total else "indexed so far (searches meanwhile find only those)"
+        render.err(f"search index: {indexed:,} of {total:,} episode(s) {state}")
+
+    return told
 
 
 def view(
@@ -74,7 +93,7 @@ def view(
                 render.err(f"no web browser found: open {url} yourself")
 
     try:
-        serve(st, sock, poll, ready)
+        serve(st, sock, poll, ready, index_progress())
     except KeyboardInterrupt:
         render.err("viewer stopped")
         raise typer.Exit(130) from None

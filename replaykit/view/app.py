@@ -89,22 +89,31 @@ def create_app(
     poll_seconds: float = 2.0,
     searcher: Searcher | None = None,
     hosts: HostCheck | None = None,
+    on_index: Callable[[int, int], None] | None = None,
 ) -> Any:
     """The Starlette app over ``store`` (open it read-only); pages poll every ``poll_seconds``;
-    only requests whose ``Host`` ``hosts`` allows are answered (default: loopback names)."""
+    only requests whose ``Host`` ``hosts`` allows are answered (default: loopback names);
+    ``on_index(indexed, total)`` hears the search index catch up (the command prints it)."""
     from starlette.applications import Starlette
 
-    routes = _Viewer(store, poll_seconds, searcher).routes()
+    routes = _Viewer(store, poll_seconds, searcher, on_index).routes()
     return _Headers(host_guard(Starlette(routes=routes), hosts or HostCheck("127.0.0.1")))
 
 
 class _Viewer:
     """The pages over one store: each a method from a request to a response."""
 
-    def __init__(self, store: BrowseStore, poll_seconds: float, searcher: Searcher | None) -> None:
+    def __init__(
+        self,
+        store: BrowseStore,
+        poll_seconds: float,
+        searcher: Searcher | None,
+        on_index: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.store = store
         self.poll_seconds = poll_seconds
         self.searcher = searcher  # made on the first search unless given
+        self.on_index = on_index
         self.env = _environment()
 
     def routes(self) -> list[Any]:
@@ -264,6 +273,8 @@ class _Viewer:
         searcher = self.searcher
         ctx: SearchPage = {
             "pending": searcher.pending if searcher is not None else 0,
+            "indexed": searcher.indexed if searcher is not None else 0,
+            "stored": searcher.total if searcher is not None else 0,
             "index_error": searcher.error if searcher is not None else "",
             "q": q,
             "hits": hits,
@@ -277,7 +288,7 @@ class _Viewer:
         """One page of hits for ``q`` and their total, each naming the harness commit that ran it
         and the runs that hold it."""
         if self.searcher is None:
-            self.searcher = Searcher(self.store)
+            self.searcher = Searcher(self.store, progress=self.on_index)
         found, total = self.searcher.search(
             q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
         )

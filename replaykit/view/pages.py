@@ -244,25 +244,6 @@ class HomePage(TrainingsPage, ComparesPage):
     episode_count: int
 
 
-class TaskRate(TypedDict):
-    """One task across the runs shown (``view/tasks.py``)."""
-
-    task_id: str
-    runs: int  # runs that measured it
-    harnesses: int  # distinct harness commits among them
-    instances: int  # its task instances (task#seed) over those runs
-    solved: int
-    failed: int
-    infra: int  # not graded (never counted as a harness's failure)
-    pass_rate: float | None  # solved / (solved + failed); None: nothing graded
-
-
-class TasksPage(TypedDict):
-    tasks: list[TaskRate]
-    runs: int  # runs the rates are over (after the filters)
-    models: list[str]  # every model a run measured (the filter's choices)
-
-
 class SearchHitRow(SearchHit):
     """A hit as the page shows it: which harness commit ran it and which runs hold it, so
     equal-looking hits differ."""
@@ -273,6 +254,8 @@ class SearchHitRow(SearchHit):
 
 class SearchPage(TypedDict):
     pending: int  # episodes not indexed yet
+    indexed: int  # episodes searchable so far, of
+    stored: int  # the episodes the store held when the index last looked
     index_error: str
     q: str
     hits: list[SearchHitRow]

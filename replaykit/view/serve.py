@@ -47,16 +47,23 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(
-    store: BrowseStore, sock: socket.socket, poll_seconds: float, on_ready: Callable[[str], None]
+    store: BrowseStore,
+    sock: socket.socket,
+    poll_seconds: float,
+    on_ready: Callable[[str], None],
+    on_index: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C."""
+    """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C; ``on_index(indexed, total)``
+    hears how far the search index is while it catches up."""
     import uvicorn
 
     from replaykit.core.hosts import HostCheck
     from replaykit.view.app import create_app
 
     store.change_token()  # a missing or foreign store fails here, before the URL is printed
-    app = create_app(store, poll_seconds=poll_seconds, hosts=HostCheck(sock.getsockname()[0]))
+    app = create_app(
+        store, poll_seconds=poll_seconds, hosts=HostCheck(sock.getsockname()[0]), on_index=on_index
+    )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     server = uvicorn.Server(config)
     on_ready(url_of(sock))

@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from replaykit.cassette.backend import BrowseStore
+from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
+from replaykit.core.records import RunDocument
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.view.pages import TrainingsPage
@@ -137,3 +139,167 @@ def test_the_viewer_builds_the_index_in_the_background(recorded: dict[str, Any],
     assert background.search("hello", wait=5)[1] == expected >= 1
     background.close()
     store.close()
+
+
+class _Counting:
+    """A store whose listings are counted (what a search reads before it searches)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.calls = store, {"cassette_summaries": 0, "newest_cassettes": 0}
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.store, name)
+        if name not in self.calls:
+            return found
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return found(*args, **kwargs)
+
+        return counted
+
+
+def _copy_of(recorded: dict[str, Any], tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(recorded["store"], tmp_path / "store")
+    return tmp_path / "store"
+
+
+def _more(path: Path, seeds: range) -> list[str]:
+    """Copies of the store's first episode under new seeds; their ids."""
+    import dataclasses
+
+    from replaykit.cassette.events import Episode
+
+    writer = open_store(path)
+    source = writer.get_episode(writer.cassette_summaries(1)[0]["id"])
+    made = []
+    with writer.write_lock():
+        for seed in seeds:
+            key = dataclasses.replace(source.key, seed=seed)
+            episode = Episode(key, source.events, {**source.meta, "seed": seed})
+            writer.put_episode(episode)
+            made.append(episode.id)
+    writer.close()
+    return made
+
+
+def test_a_search_of_an_unchanged_store_lists_nothing(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """The index keeps the store's change token: while it is the same, a search reads no
+    listing; after a commit, only what is newer than the index's mark."""
+    if str(recorded["store"]).startswith("postgresql"):
+        pytest.skip("copies the store's folder")
+    path = _copy_of(recorded, tmp_path)
+    store = _Counting(open_store(path, readonly=True))
+    searcher = Searcher(store, tmp_path / "search.db")
+    assert searcher.refresh() == 6 and store.calls["cassette_summaries"] == 1  # the first build
+    before = dict(store.calls)
+    for _ in range(3):
+        assert searcher.search("hello")[1] >= 1
+    assert store.calls == before  # unchanged: no listing at all
+    added = _more(path, range(500, 503))
+    assert searcher.refresh() == 3  # only the new ones
+    assert store.calls["cassette_summaries"] == before["cassette_summaries"]  # no full listing
+    assert store.calls["newest_cassettes"] == before["newest_cassettes"] + 1  # one page from the top
+    assert {h["cassette_id"] for h in searcher.search("hello", limit=50)[0]} >= set(added)
+    searcher.close()
+
+
+def test_a_new_searcher_resumes_from_the_index_s_mark(recorded: dict[str, Any], tmp_path: Path) -> None:
+    if str(recorded["store"]).startswith("postgresql"):
+        pytest.skip("copies the store's folder")
+    path = _copy_of(recorded, tmp_path)
+    first = Searcher(open_store(path, readonly=True), tmp_path / "search.db")
+    assert first.refresh() == 6
+    first.close()
+    _more(path, range(600, 602))
+    store = _Counting(open_store(path, readonly=True))
+    again = Searcher(store, tmp_path / "search.db")
+    seen: list[tuple[int, int]] = []
+    again.progress = lambda indexed, total: seen.append((indexed, total))
+    assert again.refresh() == 2 and store.calls["cassette_summaries"] == 0
+    assert seen[-1] == (8, 8) and again.pending == 0 and again.indexed == again.total == 8
+    again.close()
+
+
+def test_a_removed_episode_leaves_the_index(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """A cassette removed (or stored under an older time) is found by the count: the index
+    compares every id once and forgets what the store no longer holds."""
+    if str(recorded["store"]).startswith("postgresql"):
+        pytest.skip("copies the store's folder")
+    path = _copy_of(recorded, tmp_path)
+    reader = open_store(path, readonly=True)
+    searcher = Searcher(reader, tmp_path / "search.db")
+    searcher.refresh()
+    hits = searcher.search("hello", limit=50)[0]
+    gone = hits[0]["cassette_id"]
+    writer = Store(path)
+    with writer.write_lock():
+        writer.driver.delete("cassettes", {"id": gone})
+    writer.close()
+    assert gone not in {h["cassette_id"] for h in searcher.search("hello", limit=50)[0]}
+    assert searcher.index.count() == reader.count_cassettes() == 5
+    searcher.close()
+
+
+def test_the_first_search_of_a_large_store_says_how_far_the_index_is(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    """While the index catches up, the search page says how many episodes are searchable so
+    far, of how many, and refreshes itself; the command is told after each batch."""
+    from starlette.testclient import TestClient
+
+    from replaykit.view import app as view_app
+
+    store = open_store(recorded["store"], readonly=True)  # used in the app's thread only
+    told: list[tuple[int, int]] = []
+    searcher = Searcher(store, tmp_path / "search.db", progress=lambda i, t: told.append((i, t)))
+    searcher.total, searcher.pending = 6, 4  # as mid-way through the first build
+    searcher.search = lambda *a, **k: ([], 0)  # type: ignore[method-assign]  # the build is elsewhere
+    with TestClient(view_app.create_app(store, searcher=searcher), base_url="http://127.0.0.1") as client:
+        page = client.get("/search?q=hello").text
+    assert "still indexing: 2 of 6 episode(s) searchable so far (4 to go)" in page, page
+    assert 'http-equiv="refresh"' in page
+    searcher.close()
+    real = Searcher(
+        open_store(recorded["store"], readonly=True),
+        tmp_path / "real.db",
+        progress=lambda i, t: told.append((i, t)),
+    )
+    real.refresh()
+    assert told[-1] == (6, 6) and real.indexed == real.total == 6
+    real.close()
+
+
+def test_task_rates_are_computed_once_per_change(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """``/tasks`` is a named query of the store: each run's document is read once until someone
+    commits; a commit (here a new run) makes the next page count again."""
+    if str(recorded["store"]).startswith("postgresql"):
+        pytest.skip("copies the store's folder")
+    path = _copy_of(recorded, tmp_path)
+    store = Store(path, readonly=True)
+    reads: list[str] = []
+    get_run = store.get_run
+
+    def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return get_run(run_id)
+
+    store.get_run = counted  # type: ignore[method-assign]
+    first = store.task_rates()
+    assert first["runs"] == 1 and len(reads) == 1
+    assert {t["task_id"]: t["instances"] for t in first["tasks"]} == {"hello-file": 3, "fix-config-port": 3}
+    first["tasks"][0]["solved"] = -1  # a caller's copy: the store's stays as computed
+    again = store.task_rates()
+    assert len(reads) == 1 and again["tasks"][0]["solved"] >= 0
+    assert store.task_rates(model="nobody")["tasks"] == [] and len(reads) == 1  # no run of that model
+    writer = Store(path)
+    writer.put_run(cast(RunDocument, {**recorded["run"], "run_id": "another-run"}))
+    writer.close()
+    recounted = store.task_rates()
+    assert recounted["runs"] == 2 and len(reads) == 3
+    assert {t["task_id"]: t["instances"] for t in recounted["tasks"]} == {
+        "hello-file": 6,
+        "fix-config-port": 6,
+    }

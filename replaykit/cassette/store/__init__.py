@@ -21,7 +21,8 @@ temporary folder, so the store stays byte-identical.
 The store package is the only one that speaks SQL. ``Store`` is composed of one part per
 concern: ``base`` (its driver, transactions, disk space), ``blobs``, ``episodes``,
 ``documents``, ``queries`` (named look-ups other layers ask), ``browsing`` (pages of
-episodes and documents for the viewer; ``search`` is its full-text sidecar file), ``rows``
+episodes and documents for the viewer; ``search`` is its full-text sidecar file, ``tasks``
+its per-task rates, kept per change to the store), ``rows``
 (bundles and ``gc``), ``trees``, ``leases`` (what live writers are about to reference);
 ``schema`` holds the tables and row shapes, ``sql`` the SQL both SQL drivers share,
 ``guard`` turns every SQLite failure into one line.
@@ -37,13 +38,14 @@ from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.episodes import EpisodesMixin
 from replaykit.cassette.store.queries import QueriesMixin
 from replaykit.cassette.store.rows import RowsMixin
+from replaykit.cassette.store.tasks import TasksMixin
 from replaykit.cassette.store.trees import TreesMixin
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import StoreBackend
 
 
-class Store(EpisodesMixin, QueriesMixin, DocumentsMixin, BrowsingMixin, RowsMixin, TreesMixin):
+class Store(EpisodesMixin, QueriesMixin, TasksMixin, DocumentsMixin, BrowsingMixin, RowsMixin, TreesMixin):
     """The store over its driver: ``Store(folder)`` (SQLite) or ``Store(driver)``. Opened
     lazily; writers take turns (one write transaction at a time).
 

@@ -140,5 +140,13 @@ class EpisodesMixin(BlobsMixin):
         rows = self.driver.select("cassettes", order=[("created_at", True), ("id", True)], limit=limit)
         return typed_rows(CassetteRow, reversed(rows))
 
+    def newest_cassettes(self, limit: int, offset: int = 0) -> list[CassetteRow]:
+        """Index rows newest first (by time, then id): ``limit`` of them after the newest
+        ``offset`` (what changed since a reader's last look is at the front); documents not read."""
+        rows = self.driver.select(
+            "cassettes", order=[("created_at", True), ("id", True)], limit=limit, offset=offset
+        )
+        return typed_rows(CassetteRow, rows)
+
     def count_cassettes(self) -> int:
         return self.driver.count("cassettes")

@@ -3,7 +3,9 @@ inside ``index.db``), rebuilt incrementally from the episodes it is told about.
 
     index = SearchIndex(path)
     index.sync(current)            # cassette id -> doc hash now in the store; returns ids to (re)index
+    index.stale(changed)           # the same for some of them (what changed): forgets only those
     index.add([(cid, task, seed, model, text)])
+    index.set_mark(mark)           # how far the store has been read (``mark()`` reads it back)
     hits, total = index.search("needle", limit=20)
 
 Lives in the store package because the store is the only package that speaks SQL; what
@@ -18,6 +20,7 @@ from typing import TypedDict
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS indexed (id TEXT PRIMARY KEY, doc TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     (
         "CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5("
         "id UNINDEXED, task_id UNINDEXED, seed UNINDEXED, model UNINDEXED, body, tokenize='unicode61')"
@@ -60,6 +63,38 @@ class SearchIndex:
                 self.conn.execute("DELETE FROM indexed WHERE id = ?", (cid,))
         kept = {cid for cid in have if cid not in stale}
         return [cid for cid in current if cid not in kept]
+
+    def stale(self, changed: dict[str, str]) -> list[str]:
+        """Of ``changed`` (cassette id -> doc hash now in the store): forget those indexed from
+        another document; the ids still to index."""
+        ids = list(changed)
+        have: dict[str, str] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            have.update(
+                self.conn.execute(f"SELECT id, doc FROM indexed WHERE id IN ({marks})", part).fetchall()
+            )
+        gone = [cid for cid, doc in have.items() if changed[cid] != doc]
+        with self.conn:
+            self.conn.execute("BEGIN")
+            for cid in gone:
+                self.conn.execute("DELETE FROM texts WHERE id = ?", (cid,))
+                self.conn.execute("DELETE FROM indexed WHERE id = ?", (cid,))
+        return [cid for cid in ids if have.get(cid) != changed[cid]]
+
+    def count(self) -> int:
+        """How many episodes are indexed."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM indexed").fetchone()[0])
+
+    def mark(self) -> str:
+        """How far the store has been read (what :meth:`set_mark` last kept; "" at first)."""
+        row = self.conn.execute("SELECT value FROM state WHERE name = 'mark'").fetchone()
+        return str(row[0]) if row else ""
+
+    def set_mark(self, mark: str) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO state(name, value) VALUES ('mark', ?)", (mark,))
 
     def add(self, rows: list[tuple[str, str, str, int, str, str]]) -> None:
         """``(cassette id, doc hash, task id, seed, model, text)`` rows, in one transaction."""
