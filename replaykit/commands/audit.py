@@ -25,7 +25,6 @@ from replaykit.commands.options import (
 )
 from replaykit.core.errors import ConfigError
 from replaykit.core.glossary import epoch_names
-from replaykit.render.console import wrapped
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -125,6 +124,8 @@ def sweep_table(rep: SweepReport) -> None:
         ["criterion", "optimizer", "accepted epochs", "final baseline", "solve rate", "offline", "p", "BH q"],
         rows,
     )
+    from replaykit.render.console import wrapped  # here: every command's start-up imports this module
+
     wrapped(
         "p = exact McNemar p (one-sided) that the final baseline solves more than the initial one · "
         "BH q = p adjusted over the cells (Benjamini–Hochberg)"

@@ -18,7 +18,6 @@ from replaykit.commands.options import (
     open_store,
     task_sources,
 )
-from replaykit.exchange.bundle_format import COMPARISON_KINDS
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import RunStore
@@ -71,6 +70,8 @@ def replay(
         if not report["identical"]:
             raise typer.Exit(1)
         return
+    from replaykit.exchange.bundle_format import COMPARISON_KINDS  # the store package: not at start-up
+
     if kind in COMPARISON_KINDS:
         identical = replay_comparison(st, run_id, kind, chosen, as_json)
     elif kind == "training":
