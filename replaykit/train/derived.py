@@ -27,7 +27,6 @@ from typing import Any
 from replaykit.cassette.backend import BlobStore, RunStore, StoreHandle
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
-from replaykit.episodes.compare import verified_compare
 from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
@@ -238,7 +237,9 @@ def verify_document(store: RunStore, doc_id: str, kind: str) -> None:
         verified_training(store, doc_id)
     elif kind == "transfer":
         verified_transfer(store, doc_id)
-    elif kind == "compare":
+    elif kind == "compare":  # its module measures (the rollout, vcrpy): loaded for a compare only
+        from replaykit.episodes.compare import verified_compare
+
         verified_compare(store, doc_id)
 
 
