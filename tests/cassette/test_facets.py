@@ -10,7 +10,7 @@ import pytest
 
 from replaykit.cassette.events import EnvEvent, Event, LlmEvent
 from replaykit.cassette.facets import call_facet, ended_by, facet_counts, moved
-from replaykit.envs.base import Observation
+from replaykit.envs.results import Observation
 
 BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [BASH]}
