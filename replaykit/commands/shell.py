@@ -180,7 +180,7 @@ def _where(exc: ReplaykitError) -> str:
     return f" ({where})" if where else ""
 
 
-def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer | None:
+def only_command(app: typer.Typer, args: Sequence[str], top: bool = True) -> typer.Typer | None:
     """A copy of ``app`` holding only the command ``args`` name (``cassettes ls …``: the
     ``cassettes`` group with ``ls`` alone), or None when they name no command (an option first,
     a group alone, an unknown name: those need the whole app, its help and its suggestions).
@@ -191,15 +191,16 @@ def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer | None:
     name = next(iter(args), "")
     for info in app.registered_commands:
         if info.name == name:
-            if not (app.registered_callback or app.info.callback):
+            if top and not (app.registered_callback or app.info.callback):
                 return None  # typer would make a lone command of it, not a group naming it
+                # (a sub-app is a group whatever it holds)
             pruned = copy.copy(app)
             pruned.registered_commands, pruned.registered_groups = [info], []
             return pruned
     for group in app.registered_groups:
         sub = group.typer_instance
         if group.name == name and sub is not None:
-            inner = only_command(sub, args[1:])
+            inner = only_command(sub, args[1:], top=False)
             if inner is None:
                 return None
             kept = copy.copy(group)
