@@ -119,13 +119,16 @@ class Searcher:
         newer: list[CassetteRow] = []
         while True:
             page = store.newest_cassettes(PAGE, offset=len(newer))
-            fresh = [r for r in page if (r["created_at"], r["id"]) > mark]
+            # the mark's own second too: times are to the second, and a row stored in that
+            # second may sort before the mark by id (those already indexed are not stale)
+            fresh = [r for r in page if r["created_at"] >= mark[0]]
             newer += fresh
             if len(fresh) < PAGE:
                 break
         newer.reverse()
-        self.total = index.count() + len(newer)
-        return index.stale({r["id"]: r["doc"] for r in newer}), {r["id"]: r for r in newer}
+        todo = index.stale({r["id"]: r["doc"] for r in newer})
+        self.total = index.count() + len(todo)
+        return todo, {r["id"]: r for r in newer}
 
     def _index(
         self, store: BrowseStore, index: SearchIndex, todo: list[str], info: dict[str, CassetteRow]
@@ -141,7 +144,9 @@ class Searcher:
                 batch.append((cid, r["doc"], r["task_id"], r["seed"], r["model"], text))
             index.add(batch)
             last = info[todo[min(i + BATCH, len(todo)) - 1]]
-            index.set_mark(json.dumps([last["created_at"], last["id"]]))
+            mark = [last["created_at"], last["id"]]
+            if mark > json.loads(index.mark() or "[]"):  # never back (the full compare's rows)
+                index.set_mark(json.dumps(mark))
             self.pending -= len(batch)
             if self.progress is not None:
                 self.progress(self.indexed, self.total)
