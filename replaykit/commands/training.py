@@ -59,15 +59,22 @@ def train(
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()
+    from replaykit.train.panels import shown_epochs
+
     summary = trainer.summary()
+    shown = shown_epochs(trainer.store, summary["epochs"])  # solve rates per panel, from the runs
+    stopped = {"stopped": trainer.stopped} if trainer.stopped else {}
     if as_json:
-        emit_json({**summary, **trainer.paid.to_dict(), "store": cfg.store_location})
-        return
+        emit_json(
+            {**summary, "epochs": shown, **stopped, **trainer.paid.to_dict(), "store": cfg.store_location}
+        )
+        raise typer.Exit(1 if trainer.stopped else 0)
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
     later = len(summary["epochs"]) - ran
     render.training_table(
         {**summary, "epochs": summary["epochs"][:ran], "resumed_epochs": min(resumed_before, ran)}
     )
+    render.panels_table(shown[:ran])
     if later > 0:
         render.line(
             f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
@@ -79,6 +86,9 @@ def train(
     render.line(
         f"or as one offline HTML file: replaykit report {summary['training_id']} -o report.html{store_opt}"
     )
+    if trainer.stopped:
+        render.wrapped(trainer.stopped)
+        raise typer.Exit(1)
 
 
 def transfer(

@@ -94,6 +94,21 @@ class VerdictRecord(TypedDict):
     metrics: dict[str, JSON]
 
 
+class PanelRuns(TypedDict):
+    """One panel's runs in an epoch (``train.panels``; None: not measured)."""
+
+    baseline_run: str | None
+    candidate_run: str | None
+
+
+class TestsRecord(TypedDict):
+    """``train.candidate_tests`` run on a candidate (``train.gates``)."""
+
+    command: str
+    exit_code: int  # -1: timed out
+    output: str  # its output's tail
+
+
 class EpochRecord(TypedDict):
     """One epoch of a training document (``train.loss.Loss.to_dict``)."""
 
@@ -111,6 +126,9 @@ class EpochRecord(TypedDict):
     loss: float | None
     decision: str  # accepted | rejected | skipped
     promoted: NotRequired[bool | None]
+    panels: NotRequired[dict[str, PanelRuns]]  # format 2: train (and val, test) runs
+    smoke: NotRequired[list[str]]  # format 2: the candidate's smoke episodes (cassette ids)
+    candidate_tests: NotRequired[TestsRecord]  # format 2, with train.candidate_tests
 
 
 class NamedParams(TypedDict):
@@ -159,6 +177,7 @@ class TrainingDocument(TypedDict):
     blobs: NotRequired[list[str]]
     patch_queue: NotRequired[PatchQueueDoc]
     counterfactual_of: NotRequired[CounterfactualOf]
+    format: NotRequired[int]  # 2: panels, the smoke gate, the breaker (absent: format 1)
 
 
 class VerdictDocument(TypedDict):

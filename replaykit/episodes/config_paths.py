@@ -60,3 +60,18 @@ def check_paths(refs: Referenced, fail: Fail) -> None:
             )
     if refs.store is not None and refs.store.exists() and not refs.store.is_dir():
         raise fail(("store",), f"{refs.store} is not a folder; name the store's folder (or a backend URL)")
+
+
+def task_folders(patterns: list[str], base_dir: Path) -> list[Path]:
+    """The task folders panel ``patterns`` name (relative to ``base_dir``), not loaded; a pattern
+    matching none is a ``TaskError`` (for the layers above: ``train.panels``)."""
+    from replaykit.envs.tasks import panel_folders
+
+    return panel_folders(patterns, base_dir)
+
+
+def first_tasks(patterns: list[str], base_dir: Path, n: int) -> list[Path]:
+    """The folders of the first ``n`` tasks the patterns name, by task id (a panel's order)."""
+    from replaykit.envs.tasks import load_panel
+
+    return [task.path for task in load_panel(patterns, base_dir)[:n]]

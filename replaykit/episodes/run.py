@@ -164,6 +164,7 @@ def measure(
     keep_going: bool = False,
     persist: bool = True,
     baseline_sha: str | None = None,
+    document: bool = True,
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel.
 
@@ -171,10 +172,24 @@ def measure(
     reuses is leased until the run document names it, so a concurrent ``gc`` or ``cassettes
     rm`` cannot take it. Under prefix reuse an episode recorded now is served what a donor of
     ``baseline_sha`` (default: the branch HEAD), or else the newest, recorded for the same key
-    under another SHA (``reuse.py``). A training's replay measures nothing: ``measure_recorded``."""
+    under another SHA (``reuse.py``). A training's replay measures nothing: ``measure_recorded``.
+    ``document=False`` records (or reuses) the episodes but stores no run document: a part of a
+    panel another document names by its cassettes (a training's smoke run)."""
     mode = check_record_mode(record_mode)
     store = store or run_store(config, mode)
-    args = (config, mode, harness_ref, model, progress, store, sha, keep_going, persist, baseline_sha)
+    args = (
+        config,
+        mode,
+        harness_ref,
+        model,
+        progress,
+        store,
+        sha,
+        keep_going,
+        persist,
+        baseline_sha,
+        document,
+    )
     if not persist:
         return _measure(*args)
     with store.leasing():
@@ -215,6 +230,7 @@ def _measure(
     keep_going: bool,
     persist: bool,
     baseline_sha: str | None,
+    document: bool = True,
 ) -> MeasureResult:
     model = model or config.model
     agent = agent_identity(config.harness.agent, needed=record_mode != "none")  # before anything is made
@@ -284,7 +300,7 @@ def _measure(
         paid.reused_events,
         agent,
     )
-    if persist:
+    if persist and document:
         put_run_once(store, result.run)
     return result
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         store_check,
         vcr_export,
     )
-    from replaykit.render.console import err, line, make_console, short_ids, show_table
+    from replaykit.render.console import err, line, make_console, short_ids, show_table, wrapped
     from replaykit.render.environments import (
         base_image,
         certify_report,
@@ -53,7 +53,13 @@ if TYPE_CHECKING:
         run_rows,
         run_table,
     )
-    from replaykit.render.training import audit_report, noise_table, training_replay, training_table
+    from replaykit.render.training import (
+        audit_report,
+        noise_table,
+        panels_table,
+        training_replay,
+        training_table,
+    )
     from replaykit.render.transfer import transfer_table
 
 #: name -> the module defining it, imported on first use (a listing command loads only its own renderers)
@@ -77,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "net_rows": "replaykit.render.cassettes",
     "noise_table": "replaykit.render.training",
     "paid_line": "replaykit.render.runs",
+    "panels_table": "replaykit.render.training",
     "plugins_report": "replaykit.render.environments",
     "progress": "replaykit.render.progress_bar",
     "proxy_report": "replaykit.render.cassettes",
@@ -96,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "training_table": "replaykit.render.training",
     "transfer_table": "replaykit.render.transfer",
     "vcr_export": "replaykit.render.cassettes",
+    "wrapped": "replaykit.render.console",
 }
 
 __all__ = [
@@ -118,6 +126,7 @@ __all__ = [
     "net_rows",
     "noise_table",
     "paid_line",
+    "panels_table",
     "plugins_report",
     "progress",
     "proxy_report",
@@ -137,6 +146,7 @@ __all__ = [
     "training_table",
     "transfer_table",
     "vcr_export",
+    "wrapped",
 ]
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from rich.text import Text
 
@@ -12,6 +13,7 @@ from replaykit.render.console import line, show_table, wrapped
 from replaykit.render.runs import claims_line, divergence
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 from replaykit.train.evidence import evidence_of
+from replaykit.train.intervals import signed
 
 if TYPE_CHECKING:
     from replaykit.train.noise_audit import NoiseAudit
@@ -177,3 +179,34 @@ def noise_table(report: NoiseAudit) -> None:
             shown = ", ".join(f"{facet} {n}" for facet, n in ended.items())
             wrapped(f"epoch {r['epoch']}: flips whose failing episode ended on a call gone wrong: {shown}")
     wrapped(report["summary"])
+
+
+def _panel_cell(view: Mapping[str, Any] | None) -> str:
+    """``6/8 → 7/8`` (baseline → candidate), ``6/8`` when the candidate was not measured there."""
+    if not view or not view.get("baseline"):
+        return "-"
+    base, cand = view["baseline"], view.get("candidate")
+    return f"{base['solved']}/{base['total']}" + (f" → {cand['solved']}/{cand['total']}" if cand else "")
+
+
+def panels_table(epochs: Sequence[Mapping[str, Any]]) -> None:
+    """A training with held-out panels (``train.panels``): per epoch, each panel's solved
+    instances (baseline → candidate; test: the candidate only when accepted), then each
+    epoch's generalisation gaps with their 95% intervals."""
+    names = [p for p in ("train", "val", "test") if any(p in (e.get("panels") or {}) for e in epochs)]
+    if len(names) < 2:
+        return
+    rows: list[list[str | Text]] = [
+        [f"e{e['epoch']}", *[_panel_cell((e.get("panels") or {}).get(p)) for p in names]] for e in epochs
+    ]
+    show_table("solved per panel (baseline → candidate)", ["epoch", *names], rows)
+    for e in epochs:
+        gaps = e.get("gap") or {}
+        parts = [
+            f"{label} {signed(found)}"
+            for label, key in (("val − train", "val_train"), ("test − val", "test_val"))
+            if (found := gaps.get(key))
+        ]
+        if parts:
+            line(f"e{e['epoch']} baseline gap: " + " · ".join(parts))
+    wrapped(legend("gap"))

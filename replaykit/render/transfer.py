@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from replaykit.core.glossary import legend
-from replaykit.render.console import line, show_table
+from replaykit.render.console import line, show_table, wrapped
 from replaykit.train.intervals import signed
 from replaykit.train.transfer_doc import UNTRAINED, TransferDocument, TransferRow
 
@@ -32,5 +32,5 @@ def transfer_table(doc: TransferDocument, rows: list[TransferRow]) -> None:
         ["config", "model", *roles, *[f"{r} − untrained" for r in others]],
         cells,
     )
-    line(legend("solved/total", "vs untrained"))
+    wrapped(legend("solved/total", "vs untrained"))
     line(f"transfer {doc['transfer_id']} stored; `replaykit report {doc['transfer_id']}` draws it")

@@ -37,6 +37,7 @@ from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.report.transfer import transfer_section
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.evidence import verdict_evidence
+from replaykit.train.panels import PANELS, epoch_panels
 from replaykit.train.stats import rate_interval
 from replaykit.train.sweep import report_sweep
 from replaykit.train.transfer_doc import verified_transfer
@@ -229,6 +230,11 @@ class Report:
             verdict = self.verdict(stored_verdict(self.store, vid)) if (vid := e.get("verdict_id")) else None
             if verdict:
                 verdicts.append(verdict)
+            views, gaps = epoch_panels(self.store, e)  # train/val/test rates from the runs
+            for view in views.values():  # each panel's runs in the report (their grids, transcripts)
+                for run_id in (view["baseline_run"], view["candidate_run"]):
+                    if run_id:
+                        self.run(run_id)
             epoch: EpochSection = {
                 "epoch": e["epoch"],
                 "decision": e["decision"],
@@ -245,9 +251,14 @@ class Report:
                 if verdict
                 else self.code_diff(e["baseline_sha"], e.get("candidate_sha")),
                 "anchor": anchor("e", e["epoch"]),
+                "panels": views,
+                "gap": gaps,
             }
             epochs.append(epoch)
         self.figures["curve"] = charts.training_curve(epochs)
+        panels = [p for p in PANELS if any(p in e["panels"] for e in epochs)]
+        if len(panels) > 1:
+            self.figures["panels"] = charts.panel_curve(epochs, panels)
         tasks = list(dict.fromkeys(t for e in epochs for t in e["baseline"]["per_task"]))
         columns = ["initial"] + [f"e{e['epoch']}" for e in epochs]
         values = [
@@ -272,6 +283,7 @@ class Report:
             "rejected": sum(e["decision"] == "rejected" for e in epochs),
             "skipped": sum(e["decision"] == "skipped" for e in epochs),
             "sweep": report_sweep(self.store, doc["training_id"]),  # other criteria × optimizers, offline
+            "panels": panels if len(panels) > 1 else [],
         }
 
     def compare(self, doc: CompareDocument) -> CompareSection:

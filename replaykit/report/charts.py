@@ -102,6 +102,31 @@ def training_curve(epochs: list[EpochSection]) -> Figure:
     return fig
 
 
+def panel_curve(epochs: list[EpochSection], panels: list[str]) -> Figure:
+    """Each panel's baseline solve rate per epoch, one line per panel (train, val, test): does
+    what the training keeps hold on tasks it never showed the proposer?"""
+    import matplotlib
+
+    with matplotlib.rc_context(RC):
+        fig = _figure(7.5, 3.0)
+        ax = fig.add_subplot()
+        xs = [e["epoch"] for e in epochs]
+        for panel in panels:
+            rates = [
+                r["rate"] if (v := e["panels"].get(panel)) and (r := v["baseline"]) else math.nan
+                for e in epochs
+            ]
+            ax.plot(xs, rates, marker="o", label=f"{panel} panel", gid=f"panels-{panel}")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel("solve rate")
+        ax.set_xlabel("epoch")
+        ax.set_xticks(xs)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        ax.set_title("the baseline's solve rate per panel")
+    return fig
+
+
 def heatmap(
     rows: list[str], columns: list[str], values: list[list[float | None]], title: str, gid: str
 ) -> Figure:

@@ -13,6 +13,7 @@ from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, Name
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
 from replaykit.train.intervals import Movement, Rate
+from replaykit.train.panels import Gaps, PanelView
 from replaykit.train.transfer_doc import TransferHarness
 
 Cell = TypeVar("Cell")
@@ -296,6 +297,8 @@ class EpochSection(TypedDict):
     verdict: VerdictSection | None
     code_diff: list[str] | None
     anchor: str
+    panels: dict[str, PanelView]  # train (val, test): runs, rates, movement (``train.panels``)
+    gap: Gaps | None  # the baseline's val − train, test − val
 
 
 class TrainingSection(TypedDict):
@@ -312,6 +315,7 @@ class TrainingSection(TypedDict):
     rejected: int
     skipped: int
     sweep: SweepReport | None
+    panels: list[str]  # the panels it measured, when more than the training panel
 
 
 class CompareSectionCell(CompareCell):

@@ -149,6 +149,7 @@ def replay_training(
         trainer = Trainer(
             config=config,
             estimator=stored_estimator(store, doc),
+            format=doc.get("format", 1),
             record_mode=RecordMode.NONE,
             persist=False,
             store=store,
@@ -161,7 +162,16 @@ def replay_training(
         replayed = trainer.summary()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    fields = ("candidate_sha", "decision", "loss", "skipped", "verdict")
+    fields = (
+        "candidate_sha",
+        "decision",
+        "loss",
+        "skipped",
+        "verdict",
+        "panels",
+        "smoke",
+        "candidate_tests",
+    )
     epochs: list[EpochReplay] = []
     for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):
         diffs = [f for f in fields if rec.get(f) != rep.get(f)]

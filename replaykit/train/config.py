@@ -1,5 +1,7 @@
 """The ``train:`` section of a run config (epochs, seed, patch surface, estimator,
-criterion, optimizer, certify), validated as :class:`TrainConfig` by ``load_config`` itself.
+criterion, optimizer, certify, held-out panels, the smoke gate and candidate tests, the
+circuit breaker, what the proposer may read), validated as :class:`TrainConfig` by
+``load_config`` itself (a task in two panels is the trainer's first check: ``panels.py``).
 
 Each of ``estimator``, ``criterion`` and ``optimizer`` names a registered factory
 (``kind`` / ``name``); its other keys are the factory's parameters, validated strictly
@@ -31,8 +33,52 @@ DEFAULT_CRITERION: dict[str, object] = {"name": "strict_pareto"}
 DEFAULT_OPTIMIZER: dict[str, object] = {"name": "greedy_monotonic"}
 
 
+#: what of the harness repository and the training panel the proposer reads (``workspace.py``)
+DEFAULT_VISIBLE = ("harness/*", "tasks/*/instruction.md")
+#: the two roots of the proposer's view: the harness's files, and each training-panel task's
+VISIBLE_ROOTS = ("harness/", "tasks/")
+
+
 def _copy(spec: Mapping[str, object]) -> Callable[[], dict[str, object]]:
     return lambda: {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in spec.items()}
+
+
+class PanelsConfig(BaseModel):
+    """``train.panels``: held-out panels beside the training panel (``panel``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    val: list[str] | None = Field(
+        default=None,
+        description="Paths or globs of the validation tasks (as panel.tasks; the same seeds): the criterion "
+        "decides on them, the proposer never sees them.",
+    )
+    test: list[str] | None = Field(
+        default=None,
+        description="Paths or globs of the test tasks: measured for every baseline and accepted candidate, "
+        "never shown to the proposer, never deciding.",
+    )
+
+    @field_validator("val", "test")
+    @classmethod
+    def _not_empty(cls, tasks: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if tasks is not None and not tasks:
+            raise ValueError(
+                f"field 'train.panels.{info.field_name}': empty; list at least one task path or glob, "
+                f"or leave {info.field_name} out"
+            )
+        return tasks
+
+
+class SmokeConfig(BaseModel):
+    """``train.smoke``: the candidate's run on the training panel's first tasks × seeds first."""
+
+    model_config = ConfigDict(extra="forbid")
+    tasks: int = Field(
+        default=1,
+        ge=0,
+        description="How many of the training panel's tasks (its first, by id); 0: no smoke run.",
+    )
+    seeds: int = Field(default=1, ge=1, description="How many of the panel's seeds (its first).")
 
 
 class TrainConfig(BaseModel):
@@ -54,6 +100,46 @@ class TrainConfig(BaseModel):
         if value is not None and not 0 < value < 1:
             raise ValueError(f"error_budget {value}: give one alpha strictly between 0 and 1, e.g. 0.05")
         return value
+
+    panels: PanelsConfig = Field(
+        default_factory=PanelsConfig,
+        description="Held-out panels beside the training panel (panel): val decides, test is only measured; "
+        "a task belongs to one panel.",
+    )
+    smoke: SmokeConfig = Field(
+        default_factory=SmokeConfig,
+        description="The smoke run a candidate makes before its panel: an episode whose harness raises skips "
+        "the epoch.",
+    )
+    candidate_tests: str | None = Field(
+        default=None,
+        description="A shell command (the harness repository's own tests) run in a clean checkout of each "
+        "candidate before its panel; a non-zero exit skips the epoch.",
+    )
+    max_consecutive_skips: int = Field(
+        default=2,
+        ge=1,
+        description="The circuit breaker: after this many skipped epochs in a row the training stops (a rerun "
+        "with a higher limit resumes it).",
+    )
+    proposer_visible: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_VISIBLE),
+        description="Globs of what the proposer may read: harness/<glob> (the baseline's files) and "
+        "tasks/<task>/<glob> (training-panel tasks' files); a task's tests/ and solution/ never.",
+    )
+
+    @field_validator("proposer_visible")
+    @classmethod
+    def _inside(cls, globs: list[str]) -> list[str]:
+        for i, glob in enumerate(globs):
+            parts = glob.replace("\\", "/").split("/")
+            if glob.startswith(("/", "~")) or ".." in parts or not glob.startswith(VISIBLE_ROOTS):
+                raise ValueError(
+                    f"field 'train.proposer_visible.{i}': {glob!r} names a path outside the harness repository "
+                    "and the training panel; write harness/<glob> (the harness's files) or "
+                    "tasks/<task>/<glob> (a training-panel task's files)"
+                )
+        return globs
 
     @field_validator("estimator")
     @classmethod

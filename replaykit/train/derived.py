@@ -31,6 +31,7 @@ from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
 from replaykit.train.loss import verdict_id_of
+from replaykit.train.panels import TRAIN, VAL
 from replaykit.train.scratch import Proposal
 from replaykit.train.transfer_doc import verified_transfer
 from replaykit.train.walk import Measurements, chosen, training_config, walk
@@ -126,6 +127,8 @@ def verify_training(store: RunStore, doc: TrainingDocument, bundle: bool = True)
         raise _corrupt(store, f"training {tid}: its epochs are not a list of objects")
     certifies = _certifies(doc)
     verdict_ids = [_verify_epoch_verdict(store, tid, e, certifies) for e in epochs]
+    for e in epochs:
+        _verify_panels(store, tid, e)
     if doc.get("verdicts") != [v for v in verdict_ids if v]:
         raise _corrupt(store, f"training {tid}: its verdicts list is not its epochs' verdicts")
     decided = [e for e in epochs if e.get("skipped") or e.get("promoted") is not None]
@@ -180,6 +183,42 @@ def _verify_epoch_verdict(store: RunStore, tid: object, e: Mapping[str, Any], ce
     if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
         raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
     return e["verdict_id"]
+
+
+def _verify_panels(store: RunStore, tid: object, e: Mapping[str, Any]) -> None:
+    """A format-2 epoch's panel runs, each a run of the harness it names (baseline or candidate)
+    checked against its cassettes, the deciding panel's (val, else train) the verdict's own; its
+    smoke episodes the candidate's."""
+    panels = e.get("panels")
+    if panels is None:
+        return
+    where = f"training {tid}: epoch {e.get('epoch')}"
+    if not isinstance(panels, dict) or TRAIN not in panels:
+        raise _corrupt(store, f"{where}: its panels are not a mapping with the training panel")
+    runs = [
+        (f"{name} {role}", runs.get(f"{role}_run"), e.get(f"{role}_sha"))
+        for name, runs in panels.items()
+        for role in ("baseline", "candidate")
+    ]
+    for what, run_id, sha in runs:
+        if run_id is None:
+            continue
+        run = store.get_run(str(run_id))
+        if run.harness_sha != sha:
+            raise _corrupt(
+                store,
+                f"{where}: its {what} run {run_id} measured {run.harness_sha[:10]}, not {str(sha)[:10]}",
+            )
+        store.check_run(run)
+    for cassette in e.get("smoke") or []:  # the candidate's own episodes
+        if store.get_episode(str(cassette)).key.harness_sha != e.get("candidate_sha"):  # verified
+            raise _corrupt(store, f"{where}: its smoke episode {cassette} is not of its candidate")
+    decides = panels.get(VAL) or panels[TRAIN]
+    if (decides.get("baseline_run"), decides.get("candidate_run")) != (
+        e.get("baseline_run"),
+        e.get("candidate_run"),
+    ):
+        raise _corrupt(store, f"{where}: its verdict's runs are not its deciding panel's")
 
 
 def _recomputed_head(store: RunStore, doc: TrainingDocument, decided: list[Any]) -> str | None:

@@ -18,7 +18,7 @@ from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss
-from replaykit.train.state import TrainingState
+from replaykit.train.state import TrainingState, epoch_runs
 
 
 def training_summary(trainer: TrainingState) -> TrainingDocument:
@@ -31,7 +31,7 @@ def training_summary(trainer: TrainingState) -> TrainingDocument:
         trainer.criterion,
         trainer.optimizer,
     )
-    return {
+    doc: TrainingDocument = {
         "training_id": trainer.training_id,
         "kind": "training",
         "name": config.name,
@@ -42,9 +42,9 @@ def training_summary(trainer: TrainingState) -> TrainingDocument:
         "final_baseline": trainer.harness.resolve(),
         "chain": trainer.chain(),
         "epochs": epochs,
-        "runs": sorted({r for e in epochs for r in (e["baseline_run"], e["candidate_run"]) if r}),
+        "runs": sorted({r for e in epochs for r in epoch_runs(e) if r}),
         "verdicts": [v for e in epochs if (v := e["verdict_id"])],
-        "cassettes": [c for e in epochs if (c := e["proposal_cassette"])],
+        "cassettes": [c for e in epochs for c in (e["proposal_cassette"], *e.get("smoke", [])) if c],
         "trees": sorted({s for e in epochs for s in (e["baseline_sha"], e["candidate_sha"]) if s}),
         "estimator": estimator.identity(),
         "criterion": {"name": criterion.name, "params": criterion.params()},
@@ -53,6 +53,9 @@ def training_summary(trainer: TrainingState) -> TrainingDocument:
         "config": config.model_dump(mode="json"),
         "config_base_dir": str(config.base_dir),
     }
+    if trainer.format >= 2:  # absent from format 1's documents: they stay as recorded
+        doc["format"] = trainer.format
+    return doc
 
 
 class TrainingDocuments:

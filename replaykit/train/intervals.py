@@ -1,24 +1,25 @@
 """The intervals panels and transfer tables show, computed in one place.
 
 - :func:`paired` — a candidate against a baseline on the same task instances (the verdicts'
-  seeded paired bootstrap, ``stats.paired_interval``): "trained − untrained on this panel".
+  paired statistics, ``stats.paired``: a seeded task-clustered bootstrap interval and the exact
+  McNemar test): "trained − untrained on this panel".
 - :func:`gap` — two harness runs on *different* panels (train vs val, val vs test): their
   solve rates differ by ``upper − lower``; the interval draws each panel's tasks with
   replacement on its own (a task's seeds stay together), seeded, so it replays to the same
   numbers.
 - :func:`rate` — one run's solve rate and its interval (``stats.rate_interval``).
 
-Every caller goes through these three, so another statistic (the paired tests being added to
-``stats.py``) is swapped in here alone.
+Every caller goes through these three, so another statistic is swapped in here alone.
 """
 
 from __future__ import annotations
 
 import random
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from replaykit.core.records import RunDoc
-from replaykit.train.stats import LEVEL, SAMPLES, paired_interval, rate_interval
+from replaykit.train.stats import LEVEL, SAMPLES, rate_interval
+from replaykit.train.stats import paired as paired_stats
 
 
 class Movement(TypedDict):
@@ -28,6 +29,7 @@ class Movement(TypedDict):
     low: float
     high: float
     units: int  # paired task instances (``paired``) or both panels' instances (``gap``)
+    p: NotRequired[float]  # ``paired``: the exact McNemar test's two-sided p-value
 
 
 class Rate(TypedDict):
@@ -56,12 +58,14 @@ def rate(run: RunDoc) -> Rate:
 
 def paired(baseline: RunDoc, candidate: RunDoc) -> Movement:
     """Candidate minus baseline over the task instances both measured."""
-    found = paired_interval(baseline, candidate)
+    found = paired_stats(baseline, candidate)
+    low, high = found["interval"]
     return {
-        "diff": found["mean_diff"],
-        "low": found["low"],
-        "high": found["high"],
+        "diff": found["difference"],
+        "low": low,
+        "high": high,
         "units": found["units"],
+        "p": found["mcnemar_p"],
     }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
-from replaykit.core.records import JSON, EpochRecord, RunDoc
+from replaykit.core.records import JSON, EpochRecord, PanelRuns, RunDoc, TestsRecord
 from replaykit.train.verdicts import Verdict
 
 
@@ -55,6 +55,10 @@ class Loss:
     certificates: list[str] = field(default_factory=list)
     #: every certificate of the baseline's tasks, when the training certifies every epoch
     certified: list[str] | None = None
+    #: each panel's runs (format 2): ``{train: {baseline_run, candidate_run}, val: …, test: …}``
+    panels: dict[str, PanelRuns] | None = None
+    smoke: list[str] | None = None  # the candidate's smoke episodes (``gates.py``), when it ran them
+    candidate_tests: TestsRecord | None = None  # ``train.candidate_tests`` on the candidate, when run
     backward_done: bool = False
     _promoted: bool | None = None
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
@@ -115,6 +119,19 @@ class Loss:
         self.backward_done = True
 
     def to_dict(self) -> EpochRecord:
+        record = self._record()
+        if self.panels is not None:  # format 2 (absent from format 1's records: they stay as recorded)
+            record["panels"] = {
+                name: PanelRuns(baseline_run=r["baseline_run"], candidate_run=r["candidate_run"])
+                for name, r in self.panels.items()
+            }
+        if self.smoke is not None:
+            record["smoke"] = list(self.smoke)
+        if self.candidate_tests is not None:
+            record["candidate_tests"] = self.candidate_tests
+        return record
+
+    def _record(self) -> EpochRecord:
         return {
             "epoch": self.epoch,
             "baseline_sha": self.baseline_sha,

@@ -33,6 +33,7 @@ from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document
 from replaykit.train.attribution import Flip, attribute
 from replaykit.train.derived import verified_training, verified_verdict
+from replaykit.train.panels import first_baseline_run, panel_config, recorded_deciding
 from replaykit.train.significance import holm
 from replaykit.train.stats import Interval, Paired, Score, noise, paired, stored_run_stats
 from replaykit.train.walk import training_config
@@ -120,10 +121,10 @@ class ExtraSeeds:
 
     def __init__(self, store: StoreBackend, doc: TrainingDocument, n: int, live: bool) -> None:
         self.store, self.doc, self.live = store, doc, live
-        first = store.get_run(doc["runs"][0])
+        first = store.get_run(str(first_baseline_run(doc)))  # the deciding panel's (val, when given)
         recorded = sorted({int(e.seed) for e in first.episodes})
         self.seeds = [max(recorded, default=-1) + 1 + i for i in range(n)]
-        config = training_config(doc, store)
+        config = panel_config(training_config(doc, store), recorded_deciding(doc))
         panel = config.panel.model_copy(update={"seeds": self.seeds})
         self.config: RunConfig = config.model_copy(update={"panel": panel})
         self.config.base_dir = config.base_dir

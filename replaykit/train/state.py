@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from replaykit.train.optimizers import Optimizer
 
 
+#: the training format made now (``trainer.py``); format 1 trainings replay as they were recorded
+FORMAT = 2
+
+
 class PaidDoc(TypedDict):
     """What a training invocation paid (``train --json``): requests that reached an endpoint."""
 
@@ -57,22 +61,33 @@ def stored_paid(store: RunStore, doc: TrainingDocument) -> PaidDoc:
     """What recording a stored training's episodes paid, derived from its runs (each verified)
     and its proposals' cassettes: every distinct episode's live model calls and donor events
     once (a run that was an earlier command's, its first baseline, counts: it is the training's)."""
-    runs = {
-        run_id
-        for e in doc.get("epochs") or []
-        for run_id in (e.get("baseline_run"), e.get("candidate_run"))
-        if run_id
-    }
+    epochs = doc.get("epochs") or []
+    runs = {run_id for e in epochs for run_id in epoch_runs(e) if run_id}
     episodes = {s.cassette_id: s for run_id in sorted(runs) for s in store.get_run(run_id).episodes}
     paid = Paid(
         task_model_calls=sum(s.paid_calls for s in episodes.values()),
         reused_events=sum(s.reused_events for s in episodes.values()),
     )
-    for cassette_id in dict.fromkeys(doc.get("cassettes") or []):
+    smoke = [c for e in epochs for c in e.get("smoke") or [] if c not in episodes]  # a skipped candidate's
+    for cassette_id in dict.fromkeys([*(e.get("proposal_cassette") for e in epochs), *smoke]):
+        if not cassette_id:
+            continue
         reused = store.verified_reuse(cassette_id)
-        paid.proposer_calls += store.verified_columns(cassette_id)["n_llm"] - reused.calls
+        calls = store.verified_columns(cassette_id)["n_llm"] - reused.calls
+        if cassette_id in smoke:
+            paid.task_model_calls += calls
+        else:
+            paid.proposer_calls += calls
         paid.reused_events += reused.events
     return paid.to_dict()
+
+
+def epoch_runs(e: EpochRecord) -> list[str | None]:
+    """Every run an epoch names: its verdict's two and each panel's (``train.panels``)."""
+    panels = [
+        r for runs in (e.get("panels") or {}).values() for r in (runs["baseline_run"], runs["candidate_run"])
+    ]
+    return [e["baseline_run"], e["candidate_run"], *panels]
 
 
 @dataclass
@@ -90,6 +105,7 @@ class TrainingState:
     record_mode: RecordMode
     persist: bool
     progress: Progress
+    format: int = FORMAT
     spec_digest: str = ""
     training_id: str = ""
     initial_sha: str = ""

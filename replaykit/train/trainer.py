@@ -11,33 +11,36 @@ Everything is keyed, so running the same training again (after a crash, or from 
 fresh harness repository with the same store) recomputes each epoch from
 cassettes: no model call, no re-measurement, the same candidate SHAs.
 
-Beside the loop: ``config.py`` (the ``train:`` section), ``brief.py`` (what the
-proposer reads), ``proposal.py`` (the proposer's cassette), ``documents.py`` (the
-training document and verdicts).
+Beside the loop: ``config.py`` (the ``train:`` section), ``panels.py`` (the training,
+validation and test panels), ``candidates.py`` (an epoch's candidate: proposed, then gated),
+``gates.py`` (the smoke run, candidate tests, the circuit breaker), ``brief.py`` (what the
+proposer reads), ``proposal.py`` (the proposer's cassette), ``documents.py`` (the training
+document and verdicts).
+
+A training's *format* says which of these it was recorded with: 1 (before panels, the smoke
+gate and the breaker; its documents carry no ``format``) replays as it was recorded; 2 is every
+training made now (``format: 2`` in its document and its identity).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import ModelId
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import ConfigError, HarnessError, StoreCorrupt, TrainError
+from replaykit.core.errors import ConfigError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
-from replaykit.episodes.harness import load_solve
-from replaykit.episodes.panel_keys import template_keys
 from replaykit.episodes.run import measure, measure_recorded, open_harness, run_store
 from replaykit.models.endpoint import model_id
-from replaykit.train import exclusions, gitops
-from replaykit.train.brief import training_brief
+from replaykit.train import exclusions, gates, gitops
+from replaykit.train.candidates import Candidates
 from replaykit.train.certification import EVERY_EPOCH, certify_baseline
 from replaykit.train.config import train_config
 from replaykit.train.criteria import make_criterion
@@ -46,9 +49,19 @@ from replaykit.train.error_budget import epoch_criterion, verdict_decision
 from replaykit.train.estimators import Estimator, make_estimator
 from replaykit.train.loss import Loss, verdict_id_of
 from replaykit.train.optimizers import Optimizer, make_optimizer
+from replaykit.train.panels import (
+    TEST,
+    TRAIN,
+    check_panels,
+    configured,
+    deciding,
+    panel_config,
+    recorded_templates,
+    smoke_config,
+    smoke_keys,
+)
 from replaykit.train.parameter import Parameter
-from replaykit.train.proposal import proposal_session
-from replaykit.train.state import TrainingState
+from replaykit.train.state import FORMAT, TrainingState
 from replaykit.train.verdicts import Criterion
 
 
@@ -69,16 +82,20 @@ class Trainer:
         store: StoreBackend | None = None,
         keep_going: bool = False,
         replay_of: TrainingDocument | None = None,
+        format: int = FORMAT,
     ) -> None:
         """``replay_of``: the recorded training this one replays (record mode none, nothing
         persisted): its model as recorded and its runs' keys stand for what a live training
-        measures, so the replay needs no engine, no task folder and no Docker."""
+        measures, so the replay needs no engine, no task folder and no Docker. ``format``: what
+        the training is recorded with (``state.FORMAT``; a replay: its document's)."""
         if config is None:
             if config_path is None:
                 raise ConfigError("Trainer needs config_path (a YAML config) or config")
             config = load_config(config_path)
         self.config = config
         self.train_cfg = train_config(config)
+        if replay_of is None:
+            check_panels(config)  # a task in two panels: one line, before anything is made
         crit = dict(self.train_cfg.criterion)
         opt = dict(self.train_cfg.optimizer)
         self.estimator = estimator or make_estimator(self.train_cfg.estimator, base_dir=config.base_dir)
@@ -97,12 +114,8 @@ class Trainer:
             if replay_of is not None
             else model_id(config.model, live_engine(config.model, self.record_mode, persist))
         )
-        #: a replay's keys: its first recorded run's, at each SHA (``episodes/panel_keys.py``)
-        self.template = (
-            template_keys(self.store, self.store.get_run(replay_of["runs"][0]).cassettes)
-            if replay_of is not None and replay_of["runs"]
-            else None
-        )
+        #: a replay's keys per panel: its first recorded runs', at each SHA (``episodes/panel_keys.py``)
+        self.templates = recorded_templates(self.store, replay_of) if replay_of is not None else None
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)
@@ -120,12 +133,15 @@ class Trainer:
             self.progress,
             model=self.model_identity,
         )
+        self.state.format = format
         self.state.spec_digest = self.spec_digest
+        #: the circuit breaker's line when it stopped the training (``gates.tripped``), else None
+        self.stopped: str | None = None
         self.paid = self.state.paid  # what this invocation sent to endpoints
         self.documents = TrainingDocuments(self.state, self.summary)
         self._resolve_training()
         self.parameter = Parameter(self.harness, self.training_id, persist)
-        self.parameter.register_hook(lambda loss: self._save())
+        self.parameter.register_hook(self._settled)
         self.optimizer.attach(self.parameter)
 
     # -- identity and epochs (kept in the state) ---------------------------------------
@@ -150,23 +166,46 @@ class Trainer:
     # -- identity ------------------------------------------------------------------
     @property
     def spec_digest(self) -> str:
-        return digest_of(
-            {
-                "config": self.config.digest(),
-                "name": self.config.name,
-                "model": self.model_identity.__dict__,
-                "panel": self.config.panel.model_dump(),
-                "estimator": self.estimator.identity(),
-                "criterion": [self.criterion.name, self.criterion.params()],
-                "optimizer": [self.optimizer.name, self.optimizer.params()]
-                if self.optimizer.params()
-                else self.optimizer.name,
-                "seed": self.train_cfg.seed,
-                "surface": self.train_cfg.patch_surface,
-                **({"certify": EVERY_EPOCH} if self.certifies else {}),  # absent: recorded ids stay
-                **({"error_budget": b} if (b := self.train_cfg.error_budget) is not None else {}),
-            }
-        )
+        return digest_of({**self._spec(), **self._spec_format_2()})
+
+    def _spec_format_2(self) -> dict[str, object]:
+        """What a format-2 training adds to its identity (nothing for format 1: recorded ids stay)."""
+        if self.state.format < 2:
+            return {}
+        cfg = self.train_cfg
+        panels = {p: getattr(cfg.panels, p) for p in configured(self.config) if p != TRAIN}
+        return {
+            "format": self.state.format,
+            **({"panels": panels} if panels else {}),
+            "gates": {"smoke": [cfg.smoke.tasks, cfg.smoke.seeds], "tests": cfg.candidate_tests},
+            "visible": cfg.proposer_visible,
+        }
+
+    def _spec(self) -> dict[str, object]:
+        return {
+            "config": self.config.digest(),
+            "name": self.config.name,
+            "model": self.model_identity.__dict__,
+            "panel": self.config.panel.model_dump(),
+            "estimator": self.estimator.identity(),
+            "criterion": [self.criterion.name, self.criterion.params()],
+            "optimizer": [self.optimizer.name, self.optimizer.params()]
+            if self.optimizer.params()
+            else self.optimizer.name,
+            "seed": self.train_cfg.seed,
+            "surface": self.train_cfg.patch_surface,
+            **({"certify": EVERY_EPOCH} if self.certifies else {}),  # absent: recorded ids stay
+            **({"error_budget": b} if (b := self.train_cfg.error_budget) is not None else {}),
+        }
+
+    @property
+    def deciding(self) -> str:
+        """The panel the criterion decides on (``val`` when given; format 1: the training panel)."""
+        return deciding(self.config) if self.state.format >= 2 else TRAIN
+
+    @property
+    def panels(self) -> list[str]:
+        return configured(self.config) if self.state.format >= 2 else [TRAIN]
 
     @property
     def certifies(self) -> bool:
@@ -223,6 +262,7 @@ class Trainer:
             yield from self._epochs(n)
 
     def _epochs(self, n: int) -> Iterator[Loss]:
+        skips: list[tuple[int, str]] = []  # the trailing skipped epochs (the circuit breaker)
         for epoch in range(n):
             head = self.harness.resolve()
             parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate
@@ -233,18 +273,44 @@ class Trainer:
                 raise TrainError(
                     f"baseline {baseline_sha[:10]} of recorded epoch {epoch} is not on {self.harness.branch}; start a new training"
                 )
-            baseline = self._measure(baseline_sha, f"epoch {epoch}: baseline")
-            certified = self._certify(baseline, f"epoch {epoch}: baseline") if self.certifies else None
-            loss = self._propose_and_measure(epoch, baseline_sha, baseline, certified)
+            runs = {
+                p: self._measure(baseline_sha, f"epoch {epoch}: baseline" + self._on(p), panel=p)
+                for p in self.panels
+            }
+            certified = (
+                self._certify(runs[self.deciding], f"epoch {epoch}: baseline") if self.certifies else None
+            )
+            loss = self._propose_and_measure(epoch, baseline_sha, runs, certified)
             self.losses.append(loss)
             self.progress("epoch", {"epoch": epoch})
             yield loss
+            skips = [*skips, (epoch, loss.skipped)] if loss.skipped else []
+            if self.state.format >= 2 and epoch + 1 < n:
+                self.stopped = gates.tripped(skips, self.train_cfg.max_consecutive_skips, n)
+                if self.stopped:
+                    self.progress("note", {"message": self.stopped})
+                    return
 
-    def _measure(self, sha: str, label: str, baseline_sha: str | None = None) -> RunDocument:
-        if self.template is not None:  # a replay: the recorded run at this SHA, from its cassettes
-            return measure_recorded(self.config, self.store, sha, self.template, str(self.harness.path)).run
+    def _on(self, panel: str) -> str:
+        """`` (val panel)`` in a label, when the training measures more than one panel."""
+        return f" ({panel} panel)" if len(self.panels) > 1 else ""
+
+    def _measure(
+        self, sha: str, label: str, baseline_sha: str | None = None, panel: str = TRAIN, smoke: bool = False
+    ) -> RunDocument:
+        """``sha`` measured (or reused) on ``panel`` (``smoke``: on the smoke run's part of it,
+        storing no run document: the epoch names its cassettes)."""
+        config = panel_config(self.config, panel)
+        if self.templates is not None:  # a replay: the recorded run at this SHA, from its cassettes
+            template = self.templates[panel]
+            if smoke:
+                template = smoke_keys(template, self.train_cfg.smoke)
+            repo = str(self.harness.path)
+            return measure_recorded(config, self.store, sha, template, repo).run
+        if smoke:
+            config = smoke_config(self.config) or config
         result = measure(
-            self.config,
+            config,
             record_mode=self.record_mode,
             sha=sha,
             store=self.store,
@@ -252,6 +318,7 @@ class Trainer:
             progress=self._episode_progress(label),
             persist=self.persist,
             baseline_sha=baseline_sha,  # a candidate: served its baseline's answers first
+            document=not smoke,
         )
         self.paid.task_model_calls += result.model_calls
         self.paid.reused_events += result.reused_events
@@ -273,7 +340,7 @@ class Trainer:
             self.store,
             baseline,
             replaying=self.record_mode is RecordMode.NONE,
-            tasks=list(self.config.panel.tasks),
+            tasks=list(panel_config(self.config, self.deciding).panel.tasks),
             root=self.config.base_dir,
             progress=self.progress,
             label=label,
@@ -292,47 +359,22 @@ class Trainer:
         return forward
 
     def _propose_and_measure(
-        self, epoch: int, baseline_sha: str, baseline: RunDocument, certified: list[str] | None = None
+        self, epoch: int, baseline_sha: str, runs: dict[str, RunDocument], certified: list[str] | None = None
     ) -> Loss:
+        baseline = runs[self.deciding]
         loss = Loss(epoch, baseline_sha, baseline["run_id"], on_backward=self._backward, store=self.store)
         loss.certified = certified
-        brief = self.brief(epoch, baseline_sha, baseline)
-        repo = self.harness.repo
-        with gitops.worktree(repo, baseline_sha) as workdir:
-            with proposal_session(self.state, epoch, baseline_sha, brief) as (session, cassette_id):
-                try:
-                    loss.description = self.estimator.edit(workdir, brief, session, epoch)
-                except TrainError as exc:
-                    loss.skipped = str(exc)
-            loss.proposal_cassette = cassette_id
-            if loss.skipped:
-                return loss
-            loss.changed = gitops.changed_paths(workdir)
-            if not loss.changed:
-                said = loss.description.strip() if loss.description else ""
-                loss.skipped = "empty diff: the estimator changed nothing" + (f" ({said})" if said else "")
-                return loss
-            sha = gitops.commit_candidate(workdir, f"epoch {epoch}: {loss.description}"[:200], epoch)
-        loss.candidate_sha = sha
-        if self.persist:
-            gitops.set_ref(repo, gitops.candidate_ref(self.training_id, epoch), sha)
-        outside = [
-            p
-            for p in loss.changed
-            if not any(fnmatch.fnmatch(p, pat) for pat in self.train_cfg.patch_surface)
-        ]
-        if outside:
-            loss.skipped = f"edits outside the patch surface ({', '.join(self.train_cfg.patch_surface)}): {', '.join(outside)}"
+        if self.state.format >= 2:
+            loss.panels = {p: {"baseline_run": r["run_id"], "candidate_run": None} for p, r in runs.items()}
+        candidates = Candidates(self.state, self._measure)
+        sha = candidates.propose(loss, runs[TRAIN])  # the proposer sees the training panel only
+        if sha is None or candidates.gate(loss, sha):
             return loss
-        files = self.harness.tree_files(sha)
-        if self.persist:
-            self.store.put_tree(sha, files)
-        try:
-            load_solve(self.store.materialise_tree(sha, files), self.config.harness.entry)
-        except HarnessError as exc:
-            loss.skipped = f"harness no longer imports: {exc}"
-            return loss
-        candidate = self._measure(sha, f"epoch {epoch}: candidate", baseline_sha)
+        for panel in dict.fromkeys([TRAIN, self.deciding]) if self.state.format >= 2 else [TRAIN]:
+            run = self._measure(sha, f"epoch {epoch}: candidate" + self._on(panel), baseline_sha, panel)
+            if loss.panels:
+                loss.panels[panel]["candidate_run"] = run["run_id"]
+            candidate = run
         loss.candidate_run = candidate["run_id"]
         excluded = self._exclusions(
             epoch, baseline, candidate, certified
@@ -368,19 +410,6 @@ class Trainer:
                 )
         return exclusions.forked(self.store, baseline, candidate)
 
-    def brief(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> str:
-        """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""
-        return training_brief(
-            epoch=epoch,
-            training_id=self.training_id,
-            patch_surface=self.train_cfg.patch_surface,
-            baseline_sha=baseline_sha,
-            baseline=baseline,
-            tried=self.losses,
-            store=self.store,
-            files=self.harness.tree_files(baseline_sha),
-        )
-
     # -- backward ------------------------------------------------------------------
     def _backward(self, loss: Loss) -> None:
         """What ``loss.backward()`` calls: persist the verdict, then set the parameter's ``.grad``."""
@@ -397,6 +426,15 @@ class Trainer:
 
     def summary(self) -> TrainingDocument:
         return training_summary(self.state)
+
+    def _settled(self, loss: Loss) -> None:
+        """After ``optimizer.step()``: an accepted candidate is measured on the test panel (never
+        deciding; ``panels.py``), then the training document is saved."""
+        test = loss.panels.get(TEST) if loss.panels else None
+        if test is not None and loss.promoted_or_none and loss.candidate_sha:
+            label = f"epoch {loss.epoch}: accepted candidate (test panel)"
+            test["candidate_run"] = self._measure(loss.candidate_sha, label, panel=TEST)["run_id"]
+        self._save()
 
     def _save(self) -> None:
         self.documents.save()

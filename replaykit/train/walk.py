@@ -32,6 +32,7 @@ from replaykit.train.criteria import make_criterion
 from replaykit.train.error_budget import epoch_criterion, training_budget, verdict_decision
 from replaykit.train.optim.base import StepInput
 from replaykit.train.optimizers import Optimizer, make_optimizer
+from replaykit.train.panels import first_baseline_run
 from replaykit.train.scratch import Proposal, Scratch
 from replaykit.train.verdicts import Criterion
 
@@ -104,7 +105,8 @@ class Measurements:
 
     def __init__(self, store: RunStore, doc: TrainingDocument, config: RunConfig) -> None:
         self.store, self.config = store, config
-        first = store.get_run(doc["runs"][0]) if doc["runs"] else None
+        named = first_baseline_run(doc)  # the deciding panel's (val, when the training has one)
+        first = store.get_run(named) if named else None
         if first is None:
             raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
         self.template = [

@@ -14,6 +14,7 @@ from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
 from replaykit.episodes.views import Lineage
 from replaykit.report.documents import CompareRow, EpisodeBrief
 from replaykit.train.evidence import VerdictEvidence
+from replaykit.train.panels import Gaps, PanelView
 
 if TYPE_CHECKING:
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
@@ -92,8 +93,18 @@ class TrainingsPage(TypedDict):
     trainings: list[TrainingRow]
 
 
+class PanelRow(TypedDict):
+    """One epoch of a training with held-out panels: each panel's runs and rates, the gaps."""
+
+    epoch: int
+    panels: dict[str, PanelView]
+    gap: Gaps | None
+
+
 class TrainingPage(TypedDict):
     training: TrainingRow
+    panels: list[str]  # train, val, test: the panels it measured (empty: the training panel only)
+    panel_rows: list[PanelRow]
 
 
 class RunRow(TypedDict):

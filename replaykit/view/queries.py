@@ -23,6 +23,7 @@ from replaykit.report.sides import transcripts_side_by_side
 from replaykit.report.transcript import CUT_NOTE, episode_summary, transcript
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.evidence import replicates_text, verdict_evidence
+from replaykit.train.panels import PANELS, epoch_panels
 from replaykit.train.stats import stored_run_stats
 from replaykit.view.caps import CAP, capped
 from replaykit.view.curve import curve
@@ -34,6 +35,7 @@ from replaykit.view.pages import (
     Decisions,
     EpisodePage,
     EpisodesPage,
+    PanelRow,
     RawEvent,
     RunGridRow,
     RunPage,
@@ -122,8 +124,17 @@ def training(store: BrowseStore, training_id: str) -> TrainingPage:
     if row is None:
         store.get_doc(full, kind="training")  # raises the one-line "… is a run, not a training"
         raise AssertionError(full)
-    verified_training(store, full, bundle=False)  # a forged training's page is its one line
-    return {"training": training_row(store, row)}
+    doc = verified_training(store, full, bundle=False)  # a forged training's page is its one line
+    rows: list[PanelRow] = []
+    for e in doc["epochs"]:
+        views, gaps = epoch_panels(store, e)  # train/val/test rates, from the runs
+        rows.append({"epoch": e["epoch"], "panels": views, "gap": gaps})
+    panels = [p for p in PANELS if any(p in r["panels"] for r in rows)]
+    return {
+        "training": training_row(store, row),
+        "panels": panels if len(panels) > 1 else [],
+        "panel_rows": rows if len(panels) > 1 else [],
+    }
 
 
 def run_row(store: RunStore, row: RunsRow) -> RunRow:

@@ -165,7 +165,11 @@ def test_skipped_epochs_outside_surface_and_broken_import(tmp_path: Path) -> Non
     )
     cfg = config(
         tmp_path,
-        **{"panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")], "panel.seeds": [0]},
+        **{
+            "panel.tasks": [str(Path(__file__).parents[2] / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "train.max_consecutive_skips": 3,  # three skips in a row: the circuit breaker allows them
+        },
     )
     trainer = train(cfg, 3, estimator=PatchQueue([outside, broken]))
     reasons = [lo.skipped or "" for lo in trainer.losses]
