@@ -170,9 +170,10 @@ def test_a_verdict_says_how_the_calls_gone_wrong_moved(tmp_path: Path, endpoint:
     assert audit["facets"]["baseline"] == {"length": 1} and audit["facets"]["moved"] == "length 1 → 0"
     assert audit["facets"]["candidate"] == {"tool_calls": 1, "stop": 1}
     assert [f.get("ended_by") for f in audit["attribution"]["flips"]] == ["length"]
-    text = cli("audit", verdict, *store, check=True).stdout
+    text = cli("audit", verdict, *store, check=True, env={"COLUMNS": "80"}).stdout
     assert "calls gone wrong, baseline → candidate: length 1 → 0" in text
     assert "hello-file#0 new solve (ended by length)" in text
+    assert max(len(row) for row in text.splitlines()) <= 80, text  # its prose wrapped into a pipe
     noise = json.loads(cli("audit", training["training_id"], "--noise", "--json", *store, check=True).stdout)
     assert noise["epochs"][0]["attribution"]["ended_by"] == {"length": 1}
 

@@ -101,27 +101,26 @@ def audit_report(report: VerdictAudit) -> None:
     line(
         f"verdict {report['verdict_id']} (epoch {report['epoch']}): {rec['criterion']} → {'accept' if rec['accept'] else 'reject'}, loss {rec['loss']:+.3f}"
     )
-    line(f"  {rec['reason']}")
-    line(
-        f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}"
+    wrapped(f"  {rec['reason']}", "    ")
+    wrapped(
+        f"  regressions: {', '.join(rec['regressions']) or 'none'} · new solves: {', '.join(rec['new_solves']) or 'none'}",
+        "    ",
     )
     line("reproduced offline: " + ("yes" if report["reproduced"] else "NO"))
     evidence = evidence_of(report)  # worded once: the viewer's verdict page and the report say the same
-    if evidence["noise"]:
-        line(evidence["noise"])
-    for text in (evidence["paired"], evidence["panel"], evidence["facets"]):
+    for text in (evidence["noise"], evidence["paired"], evidence["panel"], evidence["facets"]):
         if text:
-            line(text)
+            wrapped(text)  # prose: at words into a pipe, so it fits 80 columns
     for role, text in evidence["replicates"].items():
         line(f"  {role}: {text}")
     if evidence["flips"]:
         line(f"flips: {evidence['summary']}")
         for flip in evidence["flips"]:
             ended = f" (ended by {flip['ended_by']})" if flip["ended_by"] else ""
-            line(f"  {flip['unit']} {flip['movement']}{ended}: {flip['label']} — {flip['reason']}")
+            wrapped(f"  {flip['unit']} {flip['movement']}{ended}: {flip['label']} — {flip['reason']}", "    ")
     regraded = report.get("regraded")
     if regraded:
-        line(
+        wrapped(
             ("decision WOULD DIFFER " if regraded["differs"] else "decision would be the same ")
             + f"— {regraded['summary']} (in place: "
             + ", ".join(f"{role} {run}" for role, run in sorted(regraded["replaced"].items()))
@@ -129,7 +128,7 @@ def audit_report(report: VerdictAudit) -> None:
         )
     cf = report.get("counterfactual")
     if cf:
-        line(
+        wrapped(
             ("decision WOULD DIFFER " if cf["differs"] else "decision would be the same ")
             + f"— {cf['summary']}"
         )

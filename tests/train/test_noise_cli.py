@@ -155,7 +155,9 @@ def test_audit_verdict_gives_every_verdict_its_paired_comparison(trained: dict[s
         low, high = pair["interval"]
         assert low <= pair["difference"] <= high and 6 / 16 <= pair["mde"] <= 1
         assert pair["detectable"] == (abs(pair["difference"]) >= pair["mde"])
-        text = ok("audit", vid, "--store", trained["store"])
+        shown = cli("audit", vid, "--store", trained["store"], env={"COLUMNS": "80"})
+        assert shown.returncode == 0 and max(len(r) for r in shown.stdout.splitlines()) <= 80, shown.stdout
+        text = " ".join(shown.stdout.split())  # its prose is wrapped at words into a pipe
         assert "exact McNemar p" in text
         too_small = verdict["accept"] and not pair["detectable"]
         assert ("this panel is too small for the change it accepted" in text) == too_small
