@@ -1,7 +1,7 @@
 """Benchmark: how episodes scale over workers (local fork pool and Ray).
 
 (1) A 64-episode run (the quickstart panel, 8 tasks x 8 seeds, re-recorded each
-time) inline, in the local pool and on a private Ray instance with 1, 2 and 4
+time; ``--tasks`` fewer) inline, in the local pool and on a private Ray instance with 1, 2 and 4
 workers, each round-robin with an inline run: the CPU time of the whole process
 tree against inline's (what distributing costs: the verdict, <= 1.5x, holds at any
 load) and the wall speed-up against the inline run beside it (information: it needs
@@ -16,7 +16,11 @@ cost per job is at most a quarter of a job's sleep, shared by min(N, cores) core
 load does not move. The wall speed-up against serial is printed beside it (information:
 on a loaded machine the scheduling work waits for a core).
 
-Usage: python benchmarks/executor_scaling.py [--workers 1,2,4 (empty: skip part 1)] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--repeats 3] [--no-ray]
+Each run's ``executor`` section is the kind's own (``kind: ray`` takes no ``workers``: typed
+settings refuse another kind's key). ``tests/test_benchmarks.py`` runs both parts, Ray
+included, at their smallest (``--tasks 1 --workers 1 --sleep-workers 1``).
+
+Usage: python benchmarks/executor_scaling.py [--workers 1,2,4 (empty: skip part 1)] [--tasks 8] [--sleep-workers 1,2,4,8,16] [--sleep 0.5] [--repeats 3] [--no-ray]
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import interleaved, load_line, median_cpu, median_wall, ratio, sample, verdict
 
 JOBS = 64
+#: the executor section of the inline runs (the quickstart's own: one worker, in this process)
+INLINE: dict[str, Any] = {"kind": "local", "workers": 1}
 
 
 class _Executor(Protocol):
@@ -62,16 +68,17 @@ def warm(executor: _Executor, n: int) -> float:
     return time.perf_counter() - start
 
 
-def record_64(executor: dict[str, Any]) -> None:
+def record_64(executor: dict[str, Any], tasks: list[str] | None = None) -> None:
+    """The panel (``tasks``: all eight) x 8 seeds recorded again under ``executor``: the whole
+    ``executor`` section (a kind's settings only: the quickstart's ``workers`` is the local
+    kind's, refused under ``kind: ray``)."""
     from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = small_config(
-            Path(tmp), seeds=list(range(8)), **{f"executor.{k}": v for k, v in executor.items()}
-        )
+        config = small_config(Path(tmp), tasks=tasks, seeds=list(range(8)), executor=executor)
         result = measure(config, record_mode="all")
-        assert len(result.recorded) == JOBS, len(result.recorded)
+        assert len(result.recorded) == 8 * len(config.panel.tasks), len(result.recorded)
 
 
 def sleep_round(executor: _Executor, seconds: float, repeats: int) -> tuple[float, float]:
@@ -106,30 +113,39 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--repeats", type=int, default=3, help="rounds per size; the median is printed")
+    parser.add_argument("--tasks", type=int, default=8, help="quickstart tasks in part 1's panel (x 8 seeds)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     sizes = [int(n) for n in args.workers.split(",") if n]
 
     print(load_line())
     if sizes:
-        run_scaling(sizes, cores, ray=not args.no_ray, repeats=args.repeats)
+        run_scaling(sizes, cores, ray=not args.no_ray, repeats=args.repeats, tasks=args.tasks)
     scheduling([int(x) for x in args.sleep_workers.split(",") if x], args, ray=not args.no_ray)
 
 
-def run_scaling(sizes: list[int], cores: int, ray: bool, repeats: int) -> None:
-    print(f"(1) a {JOBS}-episode run (quickstart panel x 8 seeds) on {cores} cores")
-    record_64({})  # warm: imports, the harness tree
+def run_scaling(sizes: list[int], cores: int, ray: bool, repeats: int, tasks: int = 8) -> None:
+    from replaykit.testing import QUICKSTART_TASKS
+
+    panel = list(QUICKSTART_TASKS[:tasks])
+    print(f"(1) a {8 * len(panel)}-episode run ({len(panel)} quickstart tasks x 8 seeds) on {cores} cores")
+
+    def record(executor: dict[str, Any]) -> None:
+        record_64(executor, panel)
+
+    record(INLINE)  # warm: imports, the harness tree
     variants: list[tuple[str, dict[str, Any], Any]] = [
-        (f"local pool  {n:>2} workers", {"workers": n, "oversubscribe": True}, None) for n in sizes
+        (f"local pool  {n:>2} workers", {"kind": "local", "workers": n, "oversubscribe": True}, None)
+        for n in sizes
     ]
     if ray:
         variants += [(f"ray         {n:>2} workers", {"kind": "ray", "address": "local"}, n) for n in sizes]
     for label, executor, ray_cpus in variants:
         if ray_cpus is not None:
             _ray_restart(ray_cpus)
-            record_64(executor)  # warm the workers
+            record(executor)  # warm the workers
         samples = interleaved(
-            {"inline": lambda: record_64({}), "n": lambda executor=executor: record_64(executor)}, repeats
+            {"inline": lambda: record(INLINE), "n": lambda executor=executor: record(executor)}, repeats
         )
         n = ray_cpus or executor["workers"]
         cpu_ratio = ratio(samples["n"], samples["inline"])

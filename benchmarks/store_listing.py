@@ -3,10 +3,12 @@
 (d) ``replaykit cassettes ls``, ``runs`` and ``cassettes show`` (the real CLI, a
 fresh process each, so Python start-up is included; CPU time of the child process beside
 its wall time, the median of ``--repeats`` rounds run round-robin) on stores of 100 and
-100,000 episodes, and a *floor* beside them: a minimal typer + rich command with no
-replaykit (typer 0.29 loads pydantic for its parameters), the least any command of this
-CLI can cost. Budgets (issue 30 item 10): each command within 0.15 s of CPU and within
-1.5x its cost on the smallest store (independent of the store's size).
+100,000 episodes, and a *floor* beside them, measured in the same rounds: a minimal typer +
+rich command with no replaykit printing a one-row table (typer 0.29 converts its option
+through pydantic), what a small CLI built the usual way costs. Verdicts are CPU ratios of
+the same rounds, never an absolute budget (issue 39 item 9; the load moves those): each
+command within 1x the floor and within 1.5x its cost on the smallest store (independent of
+the store's size). ``benchmarks/cli_start.py`` holds the start-up goals against ``import typer``.
 (e) Stored bytes per episode, with each episode's ``meta`` (pins, versions, task,
 environment) deduplicated, and what it would be with ``meta`` inline in every
 document (cassette format 1).
@@ -32,7 +34,7 @@ from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import Sample, load_line, median_cpu, median_wall, ratio, sample, verdict
+from measure import Sample, child_env, load_line, median_cpu, median_wall, ratio, sample, verdict
 
 
 def fill(store: Store, episodes: list[Episode], total: int) -> None:
@@ -59,7 +61,7 @@ FLOOR = (
 
 def run_process(argv: list[str]) -> Sample:
     """One child process: its CPU time (user + system) and wall time; a failure ends the benchmark."""
-    took, proc = sample(lambda: subprocess.run(argv, capture_output=True, text=True))
+    took, proc = sample(lambda: subprocess.run(argv, capture_output=True, text=True, env=child_env()))
     if proc.returncode != 0:
         error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
         raise SystemExit(f"Error: {' '.join(argv[2:])} exited {proc.returncode}: {error}")
@@ -115,6 +117,8 @@ def main() -> None:
             }
             for name, argv in commands.items():
                 cases[f"{name}@{size}"] = [sys.executable, "-m", "replaykit.cli", *argv]
+        for argv in cases.values():  # warm-up: bytecode written, the stores' pages read once
+            run_process(argv)
         samples: dict[str, list[Sample]] = {n: [] for n in cases}
         names = list(cases)
         for r in range(args.repeats):
@@ -128,12 +132,12 @@ def main() -> None:
         for name in commands:
             for size in sizes:
                 got = samples[f"{name}@{size}"]
-                grows = ratio(got, samples[f"{name}@{sizes[0]}"])
-                ok = median_cpu(got) <= 0.15 and grows <= 1.5
+                grows, over = ratio(got, samples[f"{name}@{sizes[0]}"]), ratio(got, floor)
+                ok = over <= 1.0 and grows <= 1.5
                 print(
                     f"    {name:<15} {size:>7} episodes: {median_cpu(got):5.3f} s ({median_wall(got):4.2f})  "
-                    f"{grows:4.2f}x the {sizes[0]}-episode store's, {ratio(got, floor):4.2f}x the floor  "
-                    f"[<= 0.15 s CPU and <= 1.5x the first size: {verdict(ok)}]"
+                    f"{grows:4.2f}x the {sizes[0]}-episode store's, {over:4.2f}x the floor  "
+                    f"[<= 1x the floor and <= 1.5x the first size: {verdict(ok)}]"
                 )
 
 

@@ -2,19 +2,24 @@
 first page, a filtered and sorted page, and a full-text search, over HTTP on loopback.
 
 Each store gets its own ``replaykit view`` process; the CPU time of a request is the
-viewer process's CPU (and this client's) while it is answered. Sizes are measured
+viewer process's CPU (and this client's) while it is answered. Every case is measured
 round-robin in the same run, each sample a batch of ``--batch`` requests (CPU clocks tick
-in 10 ms), and printed per request with the CPU ratio against the smallest store (the
-baseline: how much a page grows with the store). Every seed in the stores is distinct
-(the worst case for the seed filter's values). The search index (an FTS5 sidecar built
-lazily from the first search on, in a background thread) is built and timed only for stores
-of at most ``--search-max`` episodes (it reads every episode once).
+in 10 ms), and printed per request beside two ratios of the same rounds: against the
+smallest store (how much a page grows with the store) and against a *baseline request*,
+``/api/token`` on the same viewer (the HTTP round trip, the host check and one store
+query: the least a request costs). Every seed in the stores is distinct (the worst case for
+the seed filter's values). The search index (an FTS5 sidecar built lazily from the first
+search on, in a background thread) is built and timed for stores of at most
+``--search-max`` episodes (it reads every episode once); then a search of the unchanged
+store lists nothing (the index keeps the store's change token).
 
-Budgets (issue 30 item 10): the first page at the largest store within 0.1 s of CPU per
-request and within 1.5x the smallest store's CPU (independent of store size); every page
-and every indexed search under 1 s of CPU and 1 s of wall.
+Verdicts are CPU ratios (issue 39 item 9: no absolute CPU or wall budget; the load moves
+those): the first page at the largest store within 1.5x the smallest store's; every page
+within ``PAGE_LIMIT`` baseline requests; an indexed search at the largest store within
+``SEARCH_LIMIT`` baseline requests (issue 39 item 7's 0.05 s of CPU per query, in this
+machine's baseline requests of ~1 ms).
 
-Usage: python benchmarks/view.py [--sizes 1000,100000] [--repeats 5] [--search-max 10000]
+Usage: python benchmarks/view.py [--sizes 1000,100000] [--repeats 5] [--search-max 100000]
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ from measure import Sample, load_line, median_cpu, median_wall, ratio, verdict
 from store_listing import fill
 
 WORD = "edsger"  # in a tool output of csv-active-emails (the quickstart panel)
+BASELINE = "/api/token"
+#: the most baseline requests a page may cost (the first page, a filtered one, a search): issue
+#: 30's 0.1 s of CPU in this machine's baseline requests (~1 ms)
+PAGE_LIMIT = 100
+#: the most baseline requests a search of the largest indexed store may cost: issue 39's
+#: 0.05 s of CPU per query in this machine's baseline requests (~1 ms)
+SEARCH_LIMIT = 50
 
 
 class Viewer:
@@ -121,34 +133,48 @@ def serve_store(tmp: Path, size: int, run: Any, source: Any, episodes: list[Any]
 def report(
     pages: dict[str, str], sized: dict[str, list[int]], samples: dict[str, list[Sample]], sizes: list[int]
 ) -> None:
-    """Each page's CPU per request by store size, against the smallest store's, and the verdicts."""
+    """Each page's CPU per request by store size, against the smallest store's and against the
+    baseline request on the same viewer, and the verdicts (ratios only)."""
     ok_all = True
+    for size in sizes:
+        base = samples[f"baseline@{size}"]
+        print(
+            f"    {'baseline ' + BASELINE:<19} {size:>6} episodes: {median_cpu(base):5.3f} s ({median_wall(base):5.3f})"
+        )
     for name in pages:
         for size in sized[name]:
-            base = sized[name][0]
+            first = sized[name][0]
             got = samples[f"{name}@{size}"]
-            r = ratio(got, samples[f"{name}@{base}"])
-            ok = median_cpu(got) < 1 and median_wall(got) < 1
+            grows, over = ratio(got, samples[f"{name}@{first}"]), ratio(got, samples[f"baseline@{size}"])
+            ok = over <= PAGE_LIMIT
             ok_all &= ok
             print(
-                f"    {name:<17} {size:>6} episodes: {median_cpu(got):5.3f} s ({median_wall(got):5.3f})"
-                f"  {r:5.2f}x the {base}-episode store's CPU  [< 1 s: {verdict(ok)}]"
+                f"    {name:<19} {size:>6} episodes: {median_cpu(got):5.3f} s ({median_wall(got):5.3f})"
+                f"  {grows:5.2f}x the {first}-episode store's, {over:5.1f}x the baseline"
+                f"  [<= {PAGE_LIMIT}x: {verdict(ok)}]"
             )
     top = samples[f"first page@{sizes[-1]}"]
     flat = ratio(top, samples[f"first page@{sizes[0]}"])
-    ok = median_cpu(top) <= 0.1 and flat <= 1.5
-    ok_all &= ok
+    ok_all &= flat <= 1.5
     print(
-        f"first page at {sizes[-1]} episodes: {median_cpu(top):5.3f} s CPU per request, {flat:4.2f}x the "
-        f"{sizes[0]}-episode store's  [within 0.1 s and 1.5x: {verdict(ok)}]"
+        f"first page at {sizes[-1]} episodes: {flat:4.2f}x the {sizes[0]}-episode store's CPU"
+        f"  [<= 1.5x: {verdict(flat <= 1.5)}]"
     )
-    print(f"all budgets: {verdict(ok_all)}")
+    if sized["search"]:
+        largest = sized["search"][-1]
+        over = ratio(samples[f"search@{largest}"], samples[f"baseline@{largest}"])
+        ok_all &= over <= SEARCH_LIMIT
+        print(
+            f"search at {largest} episodes, indexed, store unchanged: {median_cpu(samples[f'search@{largest}']):5.3f} s"
+            f" CPU per query, {over:4.1f}x the baseline request  [<= {SEARCH_LIMIT}x: {verdict(over <= SEARCH_LIMIT)}]"
+        )
+    print(f"all verdicts: {verdict(ok_all)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,100000")
-    parser.add_argument("--search-max", type=int, default=10000)
+    parser.add_argument("--search-max", type=int, default=100000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch", type=int, default=20)
     args = parser.parse_args()
@@ -186,8 +212,8 @@ def main() -> None:
             sized = {name: [s for s in sizes if name != "search" or s in builds] for name in pages}
             cases = {
                 f"{name}@{size}": (lambda v=viewers[size], p=path: v.get(p, args.batch))
-                for name, path in pages.items()
-                for size in sized[name]
+                for name, path in {"baseline": BASELINE, **pages}.items()
+                for size in (sizes if name == "baseline" else sized[name])
             }
             names = list(cases)
             samples: dict[str, list[Sample]] = {n: [] for n in names}

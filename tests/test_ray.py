@@ -70,6 +70,26 @@ def cluster() -> Iterator[Cluster]:
         c.shutdown()  # type: ignore[no-untyped-call]  # ray.cluster_utils is untyped
 
 
+def test_the_executor_benchmark_runs_both_halves_small() -> None:
+    """benchmarks/executor_scaling.py at its smallest, Ray included (its Ray half wrote
+    ``executor.workers`` under ``kind: ray``, refused since the kinds' settings are typed, and
+    stopped there: part 2 never ran). Its own private Ray instance (``address: local``)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "executor_scaling.py"
+    args = ["--tasks", "1", "--workers", "1", "--sleep-workers", "1", "--sleep", "0.05", "--repeats", "1"]
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in (
+        "local pool   1 workers  CPU",  # part 1: a recorded run on the local pool, then on Ray
+        "ray          1 workers  CPU",
+        "local pool  1 workers  CPU",  # part 2: sleep-bound jobs on each
+        "ray         1 workers  CPU",
+    ):
+        assert line in proc.stdout, proc.stdout
+
+
 def _ray(address: str, **extra: Any) -> dict[str, Any]:
     # the whole section: the quickstart's executor.workers is a setting of the local kind, refused under ray
     return {"executor": {"kind": "ray", "address": address, "memory_mb": 256}, **extra}
