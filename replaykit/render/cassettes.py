@@ -41,18 +41,18 @@ def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None
             *(("-" if r[c] is None else str(r[c])) for c in ("task_id", "seed", "model")),
             "-" if r["harness_sha"] is None else str(r["harness_sha"])[:8],
             *(("-" if r[c] is None else str(r[c])) for c in ("n_llm", "n_env")),
-            "-" if r["reward"] is None else f"{r['reward']:.2f}",
+            "-" if r["reward"] is None or r.get("outcome") == "infra" else f"{r['reward']:.2f}",
             str(r.get("outcome", "-")),
         ]
         for r in rows
     ]
-    show_table(
+    columns = show_table(
         shown,
         ["id", "task", "seed", "model", "harness", "calls", "actions", "reward", "outcome"],
         cells,
         optional=["harness", "actions", "calls", "model"],
     )
-    wrapped(legend("calls", "actions", "reward", "outcome"))
+    wrapped(legend(*[w for w in ("calls", "actions", "reward", "outcome") if w in columns]))
     damaged(rows)
 
 

@@ -171,8 +171,9 @@ def show_table(
     rows: list[list[str | Text]],
     styles: dict[str, str] | None = None,
     optional: Sequence[str] = (),
-) -> None:
-    """A table of short cells that fits ``layout_width()``: a column empty in every row is
+) -> list[str]:
+    """A table of short cells that fits ``layout_width()`` (returns the headers shown, for the
+    legend to explain only those): a column empty in every row is
     left out; if it is still too wide, the ``optional`` columns are left out in that order
     (a note names them: ``--wide`` shows them); if it is still too wide, each row is one
     wrapped record (``first · header value · …``, empty cells left out), so no cell is ever
@@ -199,7 +200,7 @@ def show_table(
         if fits:
             if dropped:
                 wrapped(f"(to fit {width} columns, left out: {', '.join(dropped)}; --wide shows them)")
-            return
+            return [headers[i] for i in keep]
     for r in cells:
         record = Text()
         for i, (h, cell) in enumerate(zip(headers, r, strict=True)):
@@ -211,3 +212,4 @@ def show_table(
             line(record)
         else:
             wrapped(record.plain)
+    return [headers[i] for i in keep]

@@ -182,26 +182,13 @@ def run_rows(rows: Sequence[Mapping[str, Any]], all_ids: list[str] | None = None
         ]
         for r in rows
     ]
-    show_table(
+    columns = show_table(
         f"{len(rows)} document(s)",
         [*RUN_COLUMNS, "paid", "reused", "created (UTC)"],
         cells,
         optional=["created (UTC)", "name", "harness", "forked"],
     )
-    said = {
-        "k": "stats",
-        "pass@k": "stats",
-        "pass^k": "stats",
-        "disagree": "stats",
-        "forked": "stats",
-        "paid": "model_calls",
-        "reused": "reused_events",
-    }
-    shown = [w for w, key in said.items() if any(r.get(key) is not None for r in rows)]
-    if "forked" in shown and not any(
-        (r.get("stats") or {}).get("reexec_flip_rate") is not None for r in rows
-    ):
-        shown.remove("forked")
+    shown = [w for w in ("k", "pass@k", "pass^k", "disagree", "forked", "paid", "reused") if w in columns]
     if shown:
         wrapped(legend(*shown))
 

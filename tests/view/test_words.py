@@ -58,7 +58,7 @@ def test_cli_tables_and_the_report_explain_their_words(
     quickstart_store: dict[str, Any], tmp_path: Any
 ) -> None:
     store = str(quickstart_store["store"])
-    listing = cli("cassettes", "ls", "--store", store, "--limit", "2", env={"COLUMNS": "80"})
+    listing = cli("cassettes", "ls", "--store", store, "--limit", "2", "--wide", env={"COLUMNS": "80"})
     said = legend(listing.stdout)
     assert f"calls = {SHORT['calls']}" in said and f"actions = {SHORT['actions']}" in said
     run = json.loads(cli("run", str(quickstart_store["config"]), "--json").stdout)
