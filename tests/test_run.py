@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
-from replaykit.testing import write_config
+from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli as run_cli
 from tests.store_sql import raw_sql
 
@@ -150,3 +150,31 @@ def test_kill_during_recording_leaves_store_readable(tmp_path: Path) -> None:
     # and the interrupted run completes, reusing what was recorded
     resumed = run_json("run", str(config))
     assert resumed["reused_count"] == len(rows) and resumed["recorded_count"] == 16 - len(rows)
+
+
+def test_a_task_refused_at_load_is_one_infra_episode_under_keep_going(tmp_path: Path) -> None:
+    """A panel task whose task.toml does not load: without --keep-going the run stops with one
+    line and records nothing; with it, that task is one infra episode per seed whose reason
+    `run --json` and the table carry, and the rest of the panel is measured."""
+    import shutil
+
+    broken = tmp_path / "tasks" / "broken"
+    shutil.copytree(REPO_ROOT / "envs" / "hello-file", broken)
+    (broken / "task.toml").write_text((broken / "task.toml").read_text() + "\nbogus = [\n")
+    config = write_config(
+        tmp_path,
+        {"panel.tasks": [str(broken), str(REPO_ROOT / "envs" / "hello-file")], "panel.seeds": [0, 1]},
+    )
+    stopped = run_cli("run", str(config), cwd=tmp_path)
+    assert stopped.returncode != 0 and "invalid TOML" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert not (tmp_path / "store").exists()
+    run = json.loads(cli("run", str(config), "--keep-going", "--json", cwd=tmp_path, check=True).stdout)
+    infra = [e for e in run["episodes"] if e["task_id"] == "broken"]
+    assert len(infra) == 2 and all(
+        e["outcome"] == "infra" and "invalid TOML" in e["reason"] for e in infra
+    ), run
+    assert all(
+        not e["infra_failure"] and "reason" not in e for e in run["episodes"] if e["task_id"] == "hello-file"
+    )
+    table = cli("run", str(config), "--keep-going", cwd=tmp_path, check=True).stdout
+    assert "broken#0, broken#1: environment not prepared: task broken refused at load:" in table, table

@@ -38,15 +38,17 @@ if TYPE_CHECKING:
 
 def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
     """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
-    ``limit`` it reached, if any, and, if its harness raised, the exception type (``error``);
-    its calls' facets (``call_facets``: counts) and, when a call that went wrong ended it, that
-    facet (``ended_by``): ``cassette/facets.py``, derived from the recorded bytes."""
+    ``limit`` it reached, if any, if its harness raised, the exception type (``error``); its
+    calls' facets (``call_facets``: counts) and, when a call that went wrong ended it, that facet
+    (``ended_by``): ``cassette/facets.py``, derived from the recorded bytes; an infra episode why
+    it was not graded (``reason``: its grade's detail, or the error)."""
     from replaykit.cassette.facets import ended_by, facet_counts
     from replaykit.cassette.outcomes import stored_outcome
 
     for episode in doc["episodes"]:
         facts = stored_outcome(store, episode["cassette_id"])
-        events = store.get_episode(episode["cassette_id"]).events
+        recorded = store.get_episode(episode["cassette_id"])
+        events = recorded.events
         episode["call_facets"] = facet_counts(events)
         if facts.outcome not in ("solved", "infra") and (ended := ended_by(events)):
             episode["ended_by"] = ended
@@ -55,6 +57,9 @@ def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
             episode["limit"] = facts.limit
         if facts.error and not episode["passed"] and not episode["infra_failure"]:
             episode["error"] = facts.error.split(":", 1)[0]
+        if episode["infra_failure"]:
+            grade = recorded.grade
+            episode["reason"] = (grade.detail if grade is not None else "") or facts.error or "not graded"
     return doc
 
 

@@ -44,6 +44,7 @@ class EpisodeRow(TypedDict):
     limit: NotRequired[str]  # in ``run``'s report: the framework limit it reached
     call_facets: NotRequired[dict[str, int]]  # in ``run``'s report: its calls by facet (cassette/facets.py)
     ended_by: NotRequired[str]  # in ``run``'s report: the facet of the call gone wrong that ended it
+    reason: NotRequired[str]  # in ``run``'s report: why an infra episode was not graded
 
 
 class ModelDoc(TypedDict):

@@ -9,8 +9,11 @@ Layout of a workspace (the caller picks its path, so paths in outputs repeat)::
     <workspace>/solution/  SOLUTION_DIR: only for the oracle (``run_solution``)
 
 Every action is ``bash -c`` in its own process group, with a minimal environment
-(PATH, HOME, the determinism pins, the three dirs). When the action ends, or its
-timeout fires, the whole group is killed, so no background process outlives it.
+(PATH, HOME, the determinism pins, the three dirs). What an action (or the solution)
+starts in the background keeps running until the verifier has run, as in Harbor (a
+server the verifier queries); the action itself ends when its own process does, never
+waiting on them (``output.settle_output``). When its timeout fires, its whole group is
+killed; after the verifier (``end_processes``) and at close, every group an action left is.
 This is isolation for reproducibility, not a security sandbox.
 """
 
@@ -36,7 +39,7 @@ from replaykit.envs import task_env
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, episode_workspace
 from replaykit.envs.folder_snapshot import folder_tar, restore_folder
 from replaykit.envs.limits import with_limits
-from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedReader, settle_output
 from replaykit.envs.results import Grade, Observation
 from replaykit.envs.steps import Step
 from replaykit.envs.tasks import Task, load_task
@@ -51,6 +54,14 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def tree_digest(root: Path) -> str:
@@ -111,6 +122,7 @@ class LocalEnv(Sandbox):
         self._started = False
         self.step: Step | None = None
         self._env = task_env.ResolvedEnv()
+        self._left: list[int] = []  # process groups of actions whose background processes live on
 
     # -- layout ---------------------------------------------------------------
     @property
@@ -170,6 +182,7 @@ class LocalEnv(Sandbox):
                 )
         self._env = task_env.task_env(self.task.path, self.task.config, "environment")
         self.step = None
+        self.end_processes()  # a restart (the oracle's second episode) starts with none
         self._remove_workspace()
         try:
             self.workspace.mkdir(parents=True)
@@ -190,8 +203,9 @@ class LocalEnv(Sandbox):
             raise EnvError(f"task {self.task.id!r}: {unhealthy}")
 
     def close(self) -> None:
-        """Remove the workspace (idempotent)."""
+        """End what the actions left running; remove the workspace (idempotent)."""
         self._started = False
+        self.end_processes()
         if (self.workspace / _MARKER).exists():
             # rename first (atomic), so an interrupted removal never leaves a marker-less workspace behind
             doomed = self.workspace.with_name(f".{self.workspace.name}.removing-{os.getpid()}")
@@ -253,14 +267,7 @@ class LocalEnv(Sandbox):
             timed_out = True
             _kill_group(proc.pid)
             returncode = proc.wait()
-        # Background children must not outlive the action (nor hold its pipes open).
-        _kill_group(proc.pid)
-        deadline = time.monotonic() + 5
-        for reader in readers:
-            reader.join(timeout=max(0.0, deadline - time.monotonic()))
-        for reader in readers:
-            if not reader.is_alive():  # a reader still blocked keeps its fd (no reuse race)
-                reader.pipe.close()
+        self._collect(proc.pid, readers, left=not timed_out and _group_alive(proc.pid))
         if timed_out:
             exit_code = TIMEOUT_EXIT_CODE
         elif returncode < 0:
@@ -273,6 +280,28 @@ class LocalEnv(Sandbox):
             exit_code=exit_code,
             timed_out=timed_out,
         )
+
+    def _collect(self, pgid: int, readers: list[CappedReader], left: bool) -> None:
+        """The action's output: to the streams' end when nothing of it is left; else what came
+        until they went quiet, its group kept (ended after the verifier: ``end_processes``)."""
+        if left:
+            self._left.append(pgid)
+            if not settle_output([r.output for r in readers], lambda: not any(r.is_alive() for r in readers)):
+                for reader in readers:
+                    reader.detach()
+                return
+        deadline = time.monotonic() + 5
+        for reader in readers:
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        for reader in readers:
+            if not reader.is_alive():  # a reader still blocked keeps its fd (no reuse race)
+                reader.pipe.close()
+
+    def end_processes(self) -> None:
+        """Kill what the actions and the solution left running (after the verifier has run)."""
+        for pgid in self._left:
+            _kill_group(pgid)
+        self._left.clear()
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """Run ``bash -c command`` in app/; exit code 124 and ``timed_out`` on timeout."""

@@ -313,16 +313,24 @@ def panel_folders(patterns: list[str], root: Path) -> list[Path]:
     return found
 
 
-def load_panel(patterns: list[str], root: Path) -> list[Task]:
+def load_panel(patterns: list[str], root: Path, refused: dict[str, str] | None = None) -> list[Task]:
     """Load the tasks named by paths or globs (relative to ``root``), sorted by id.
 
     A glob keeps only the folders that hold a task.toml; a pattern that matches no task
     folder is an error, and so are two different folders with the same id. The same
-    folder matched by several patterns is loaded once.
+    folder matched by several patterns is loaded once. A folder that does not load raises,
+    unless ``refused`` collects it (``--keep-going``): its reason, by task id, and a stand-in
+    task (its folder's name and digest, no configuration) whose episodes are infra.
     """
     by_id: dict[str, Task] = {}
     for folder in panel_folders(patterns, root):
-        task = load_task(folder)
+        try:
+            task = load_task(folder)
+        except TaskError as exc:
+            if refused is None or not folder.is_dir():
+                raise
+            task = Task(folder.name, folder.resolve(), "", {}, task_digest(folder))
+            refused[task.id] = f"task {task.id} refused at load: {exc}"
         seen = by_id.get(task.id)
         if seen is not None and seen.path != task.path:
             raise TaskError(f"duplicate task id {task.id!r}: {seen.path} and {task.path}; rename one folder")

@@ -9,13 +9,15 @@ oracle of its own):
 
 - ``grade``: clear ``tests/`` and ``logs/verifier/`` (a stale reward is never read), copy
   the task's tests (a step's on top of the task's shared ones), run ``bash tests/test.sh``
-  with ``[verifier.env]`` and the verifier's timeout, its stdout and stderr written to
+  with ``[verifier.env]`` and the verifier's timeout (what the actions and the solution left
+  running in the background runs until then, as in Harbor; ``end_processes`` ends it after), its stdout and stderr written to
   ``logs/verifier/test-stdout.txt`` / ``test-stderr.txt`` by the process itself and read
   back whole once it ended (never the tail of a stream cut short), then the reward it
   wrote (``rewards.py``). A timeout, no reward or a broken environment is an
   infrastructure failure, never a task failure.
 - ``run_solution``: copy ``solution/`` (or the step's) in, run ``bash solve.sh`` with
-  ``[solution.env]`` and ``SOLUTION_DIR``.
+  ``[solution.env]`` and ``SOLUTION_DIR``, its output written to ``logs/agent/oracle-stdout.txt``
+  and ``oracle-stderr.txt`` (Harbor: ``oracle.txt``) and read back.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _HEAD_CHARS = 300
 _PREP_TIMEOUT_SEC = 60
 REWARD_FILES = ("reward.txt", "reward.json")
 OUTPUT_FILES = ("test-stdout.txt", "test-stderr.txt")  # in logs/verifier/, as Harbor names its one
+SOLUTION_FILES = ("oracle-stdout.txt", "oracle-stderr.txt")  # in logs/agent/ (Harbor: oracle.txt)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,12 @@ class Sandbox(Protocol):
     def broken(self) -> str | None:
         """Why the environment cannot run anything any more (an infrastructure failure), or None."""
         ...
+
+    def end_processes(self) -> None:
+        """Kill what the actions and the solution left running (the image's services aside):
+        called once the verifier has run, as Harbor keeps them until then. A kind whose actions
+        leave nothing running keeps this default."""
+        return None
 
     # -- what a kind gets by subclassing this protocol -------------------------------
     def grade(self) -> Grade:
@@ -190,7 +199,9 @@ class Verifier:
         env.add_secrets(variables.secrets)
         out, err = (shlex.quote(f"{logs}/{name}") for name in OUTPUT_FILES)
         script = f"bash {shlex.quote(paths.tests + '/test.sh')} >{out} 2>{err}"
-        obs = self._captured(env.exec(["bash", "-c", script], timeout, variables.values), logs)
+        ran = env.exec(["bash", "-c", script], timeout, variables.values)
+        env.end_processes()  # kept for the verifier (a server it queries), not beyond it
+        obs = self._captured(ran, logs)
         with tempfile.TemporaryDirectory(prefix="replaykit-reward-") as tmp:
             for name in REWARD_FILES:
                 data = env.download_file(f"{logs}/{name}", 1 << 20)
@@ -200,13 +211,12 @@ class Verifier:
                 return _infra(why, "infrastructure failure while verifying")
             return verifier_grade(obs, Path(tmp), timeout)
 
-    def _captured(self, run: Observation, logs: str) -> Observation:
-        """The verifier's observation with its output as the process wrote it to its files
-        (whole, capped as every output is); what reached the stream beside them follows."""
+    def _captured(self, run: Observation, logs: str, files: tuple[str, str] = OUTPUT_FILES) -> Observation:
+        """The verifier's (or the solution's) observation with its output as the process wrote
+        it to its files (whole, capped as every output is); what reached the stream beside
+        them follows."""
         texts = []
-        for name, stream, extra in zip(
-            OUTPUT_FILES, ("stdout", "stderr"), (run.stdout, run.stderr), strict=True
-        ):
+        for name, stream, extra in zip(files, ("stdout", "stderr"), (run.stdout, run.stderr), strict=True):
             kept = CappedOutput(self.env.max_output_bytes)
             kept.add(self.env.download_file(f"{logs}/{name}", self.env.max_output_bytes + 1))
             texts.append(task_env.scrub(kept.text(stream), self.env.secrets) + extra)
@@ -227,11 +237,16 @@ class Verifier:
             )
         elif not (source / "solve.sh").is_file():
             raise TaskError(f"{task.solution_dir / 'solve.sh'}: missing; the task has no oracle")
-        target = env.verifier_paths.solution
-        self._fresh(target)
+        target, logs = env.verifier_paths.solution, f"{env.verifier_paths.logs}/agent"
+        self._fresh(target, logs)
         env.upload_dir(source, target)
         env.add_secrets(variables.secrets)
-        return env.exec(["bash", f"{target}/solve.sh"], timeout, {**variables.values, "SOLUTION_DIR": target})
+        # its output goes to files, as Harbor's oracle writes logs/agent/oracle.txt: what it
+        # leaves running in the background (a server) writes on there, never to a closed stream
+        out, err = (shlex.quote(f"{logs}/{name}") for name in SOLUTION_FILES)
+        script = f"bash {shlex.quote(target + '/solve.sh')} >{out} 2>{err}"
+        ran = env.exec(["bash", "-c", script], timeout, {**variables.values, "SOLUTION_DIR": target})
+        return self._captured(ran, logs, SOLUTION_FILES)
 
 
 def oracle_grades(env: Any) -> tuple[Grade, Grade]:

@@ -28,7 +28,7 @@ from replaykit.cassette.backend import EpisodeStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.lineage import FORK_MESSAGE, FORK_STEP, FORKED_FROM
 from replaykit.core.determinism import digest_of
-from replaykit.core.errors import CassetteNotFound, EngineChanged, EnvError, StoreCorrupt
+from replaykit.core.errors import CassetteNotFound, EngineChanged, EnvError, StoreCorrupt, TaskError
 from replaykit.core.records import JSON
 from replaykit.envs.registry import env_key_extra
 from replaykit.envs.tasks import Task
@@ -159,8 +159,9 @@ def episode_keys(
 ) -> list[tuple[CassetteKey, Task]]:
     """The panel's cassette keys (``mid``: the model as it is served; default: as the config
     names it, no engine measured). A task whose environment cannot be prepared (its image does
-    not build) raises, unless ``unprepared`` collects it (``--keep-going``): its message, by task
-    id, and keys marked ``unprepared`` (with the message's digest) for its infra episodes. With
+    not build, its compose file is refused) raises, unless ``unprepared`` collects it
+    (``--keep-going``; a task refused at load is in it already): its message, by task id, and
+    keys marked ``unprepared`` (with the message's digest) for its infra episodes. With
     ``recorded``, what cannot be derived here is taken from the store (see the module doc)."""
     mid = mid or model_id(model_cfg)
     digest = config.digest()
@@ -170,15 +171,16 @@ def episode_keys(
     for task in tasks:
         cause = ""
         try:
+            if unprepared is not None and task.id in unprepared:  # refused at load: nothing to build
+                raise TaskError(unprepared[task.id])
             extra = env_key_extra(env, task, replaying=replaying)  # a replay never builds
-        except EnvError as exc:
-            if replaying:
+        except (EnvError, TaskError) as exc:
+            if replaying and isinstance(exc, EnvError):
                 cause, extra = str(exc), (("env", env.kind),)
             elif unprepared is None:
                 raise
             else:
-                message = f"task {task.id}: {exc}"
-                unprepared[task.id] = message
+                message = unprepared.setdefault(task.id, f"task {task.id}: {exc}")
                 named = message.replace(str(task.path), "<task>")  # what failed, not where the task is
                 extra = (("env", config.env.kind), ("unprepared", digest_of(named)[:16]))
         for seed in config.panel.seeds:

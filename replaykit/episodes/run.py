@@ -176,6 +176,8 @@ def measure(
     ``document=False`` records (or reuses) the episodes but stores no run document: a part of a
     panel another document names by its cassettes (a training's smoke run)."""
     mode = check_record_mode(record_mode)
+    if not keep_going:  # a task that does not load is one line before the store is made
+        load_panel(config.panel.tasks, config.base_dir)
     store = store or run_store(config, mode)
     args = (
         config,
@@ -238,13 +240,13 @@ def _measure(
     repo = None if sha and record_mode == "none" else open_harness(config, create=record_mode != "none")
     sha = harness_sha(config, repo, store, sha, harness_ref, persist)
     baseline_sha = baseline_sha or (repo.resolve() if repo else sha)
-    tasks = load_panel(config.panel.tasks, config.base_dir)
+    unprepared: dict[str, str] = {}  # --keep-going: task id -> why its episodes are infra
+    tasks = load_panel(config.panel.tasks, config.base_dir, unprepared if keep_going else None)
     trees = task_trees(store, tasks) if persist else []  # a bundle of the run carries its tasks
     env = config.env
     recorder = store if persist and record_mode != RecordMode.NONE else None
     # the env kind's extras (docker: a task image built now has its fetches recorded for it)
     with recording(recorder, get_env_kind(config.env.kind), env, tasks) as extras:
-        unprepared: dict[str, str] = {}
         engine = live_engine(model, record_mode, persist)  # before any key: it names the model
         found = (  # record mode all records every key as derived now
             None

@@ -61,6 +61,11 @@ def run_table(doc: MeasureReport) -> None:
     infra = [e for e in doc["episodes"] if e["infra_failure"]]
     if infra:
         line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
+        reasons: dict[str, list[str]] = {}
+        for e in infra:  # one line per distinct reason (a task refused at load is said once)
+            reasons.setdefault(e.get("reason") or "not graded", []).append(f"{e['task_id']}#{e['seed']}")
+        for reason, units in reasons.items():
+            line(f"  {', '.join(units)}: {reason}")
 
 
 def paid_line(paid: Mapping[str, object]) -> str:

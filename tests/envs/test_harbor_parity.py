@@ -171,7 +171,7 @@ def test_tb1_task_loads_as_harbor_tasks_migrate_maps_it(
     )
     from replaykit.envs.docker.compose_spec import load_compose  # what the docker kind reads, no engine
 
-    with pytest.raises(TaskError, match=r"service 'db': field 'volumes' is not supported"):
+    with pytest.raises(TaskError, match=r"service 'db': field 'volumes': '/x:/y' mounts a host folder"):
         load_compose(load_task(tmp_path / "tasks" / "tb1-vol"), {})
 
 
@@ -185,3 +185,19 @@ def test_networked_episode_is_never_certified_deterministic() -> None:
     episode = Episode(key, [], {"environment": {"kind": "docker", "network": "unfrozen"}})
     status, reason, first = check_task([episode], None)  # type: ignore[arg-type]  # nothing re-executes
     assert status == FORKED and "network unfrozen" in reason and first and first["field"] == "network"
+
+
+BACKGROUND_SERVER = Path(__file__).resolve().parents[1] / "harbor" / "corpus" / "background-server"
+
+
+@pytest.mark.e2e
+def test_tasks_check_scores_a_server_left_running_for_the_verifier(tmp_path: Path) -> None:
+    """`tasks check` on a task whose solution starts a server in the background and whose
+    verifier queries it: 1, as Harbor scores it (0 before: the server was killed when solve.sh
+    ended); the differential tier runs the same task in Docker beside Harbor."""
+    import json
+
+    done = cli("tasks", "check", str(BACKGROUND_SERVER), "--env", "local", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["tasks"]
+    assert (row["untouched"], row["solved"], row["ok"]) == (0, 1, True), row

@@ -184,14 +184,52 @@ def test_timeout_kills_sleep_and_children(env: LocalEnv) -> None:
     assert not alive(child)
 
 
-def test_background_child_does_not_hang_or_survive(env: LocalEnv) -> None:
+def test_background_child_is_not_waited_for_and_runs_until_the_verifier(env: LocalEnv) -> None:
+    """As in Harbor: what an action starts in the background runs on (the action does not wait
+    for it, nor records what it prints later) until the verifier has run; then it is ended."""
     started = time.monotonic()
-    obs = env.run("(sleep 30; echo late) & echo $! > child.pid; echo done", timeout_sec=10)
-    assert time.monotonic() - started < 5
+    obs = env.run("(sleep 1; echo late; sleep 30) & echo $! > child.pid; echo done", timeout_sec=10)
+    assert time.monotonic() - started < 1
     assert obs == Observation(stdout="done\n", stderr="", exit_code=0)
     child = int((env.app_dir / "child.pid").read_text())
-    time.sleep(0.05)
+    time.sleep(1.2)
+    assert alive(child) and env.run("echo next").stdout == "next\n"  # its "late" is nobody's output
+    assert env.grade().reward == 0.0
+    deadline = time.monotonic() + 2
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert not alive(child)
+
+
+SERVER_SOLUTION = """cd "$APP_DIR"
+python3 - <<'PY' &
+import http.server, pathlib
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"pong")
+server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+pathlib.Path("port.tmp").write_text(str(server.server_port)); pathlib.Path("port.tmp").rename("port")
+server.serve_forever()
+PY
+for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+echo "serving on $(cat port)"
+"""
+SERVER_TEST = """mkdir -p "$LOGS_DIR/verifier"
+got=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen("http://127.0.0.1:" + open(sys.argv[1]).read() + "/", timeout=5).read().decode())' "$APP_DIR/port" 2>&1)
+echo "got: $got"
+[ "$got" = pong ] && echo 1 > "$LOGS_DIR/verifier/reward.txt" || echo 0 > "$LOGS_DIR/verifier/reward.txt"
+"""
+
+
+def test_a_server_the_solution_starts_in_the_background_answers_the_verifier(tmp_path: Path) -> None:
+    """tasks check (the oracle): the solution starts a server and returns; the verifier queries
+    it: solved, as in Harbor (0 before: the server was killed when solve.sh ended)."""
+    task = make_task(tmp_path / "server", SERVER_TEST)
+    (task.path / "solution").mkdir()
+    (task.path / "solution" / "solve.sh").write_text(SERVER_SOLUTION)
+    untouched, solved = oracle(load_task(task.path), EnvConfig(kind="local"))
+    assert untouched.reward == 0.0 and not untouched.infra_failure, untouched.detail
+    assert solved.passed and solved.reward == 1.0, solved.detail
 
 
 def test_default_timeout_applies(tmp_path: Path) -> None:

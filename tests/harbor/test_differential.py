@@ -5,7 +5,9 @@ service, env tables, compose sidecar, partial credit, multi-key reward, heredoc
 Dockerfile, network at build and test time, TB1 layout, TB1 with several compose services,
 docker_image with no Dockerfile, a build that pip-installs over TLS (through the frozen
 network's proxy in replaykit, its exchanges kept with the image), a python base from AWS's public mirror of Docker Hub, a
-solution serving itself on localhost, an image that never builds) must reach the same verdict
+solution serving itself on localhost, a solution that leaves a server running in the background
+for the verifier to query, a compose task whose services share a named volume, an image that
+never builds) must reach the same verdict
 (solved or not) and the same reward on every task but those in :data:`ALLOWED`, each with its
 reason (a known Harbor-side or replaykit-documented difference); ``MIN_AGREEMENT`` is a second
 guard against the allowed list growing unnoticed.
@@ -58,7 +60,7 @@ ALLOWED["tls-build"] = (
     "replaykit's build goes through its recording proxy, which trusts the host's store, and the build's "
     "containers trust the proxy's CA (issue 31 item 1). Where the network is not intercepted both solve it"
 )
-MIN_AGREEMENT = 0.89  # 25 of 28: the three ALLOWED above
+MIN_AGREEMENT = 0.89  # 27 of 30: the three ALLOWED above
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -118,7 +120,8 @@ def test_replaykit_agrees_with_harbor(docker_base: str, tmp_path: Path) -> None:
     for harbor_side in migrated:
         _assert_mapped_as_harbor_maps(harbor_side)
     ids = [t.name for t in tasks] + list(TB1S)
-    assert len(set(ids)) == len(ids) and len(ids) >= 28, ids
+    assert len(set(ids)) == len(ids) and len(ids) >= 30, ids
+    assert {"background-server", "compose-volume"} <= set(ids)
 
     dataset = tmp_path / "harbor-tasks"
     dataset.mkdir()

@@ -18,11 +18,16 @@ the sidecars' images and runs them.
   ``image`` must be present locally (or aliased). ``environment``, ``command``,
   ``entrypoint``, ``working_dir``, ``hostname`` are honoured; ``${VAR}`` /
   ``${VAR:-default}`` in values take ``[environment.env]``, else the default.
-* **Cleanup.** Sidecars and the network carry the same labels as episode containers
-  and are removed on close, at exit, on signals, and as stale leftovers.
-* **Refused** (one line, ``TaskError``): ``volumes``, ``privileged``, ``cap_add``,
-  ``network_mode``, ``networks``, ``devices``, ``pid``, ``ipc``, ``extends``, ``secrets``,
-  ``configs``; ``ports`` are ignored (services talk over the private network).
+* **Volumes, networks, secrets, configs** (``compose_top.py``): each named or anonymous
+  volume is a fresh Docker volume of the episode (``<network>-<name>``), mounted where the
+  services (``main`` included) ask; declared networks are the one private network, aliases
+  honoured on the sidecars; secrets and configs are files under ``environment/`` written into
+  each container that lists them before it starts.
+* **Cleanup.** Sidecars, the network and the volumes carry the same labels as episode
+  containers and are removed on close, at exit, on signals, and as stale leftovers.
+* **Refused** (one line, ``TaskError``): bind mounts of host folders, ``privileged``,
+  ``cap_add``, ``network_mode``, ``devices``, ``pid``, ``ipc``, ``extends``; ``ports`` are
+  ignored (services talk over the private network).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import time
 import uuid
 from typing import Any
 
+from replaykit.core.determinism import SOURCE_DATE_EPOCH
 from replaykit.core.errors import EnvError
 from replaykit.envs.docker import containers, image_build, images, recipe
 from replaykit.envs.docker.compose_spec import (
@@ -41,6 +47,7 @@ from replaykit.envs.docker.compose_spec import (
     compose_file,
     load_compose,
 )
+from replaykit.envs.docker.compose_top import FileMount, Mount
 from replaykit.envs.docker.heredoc import rewrite_heredocs
 from replaykit.envs.tasks import Task
 
@@ -129,14 +136,18 @@ class Sidecars:
         self.labels = labels
         self.network = f"replaykit-{(episode or 'ep')[:12]}-{uuid.uuid4().hex[:8]}"
         self.names: list[str] = []
+        self.volumes: dict[str, str] = {}  # a mount's key (its name, or service/target) -> the Docker volume
 
     def start(self) -> str | None:
-        """Create the network and start every sidecar; None when all are up (and healthy), else why not."""
+        """Create the network and the volumes, start every sidecar; None when all are up (and
+        healthy), else why not."""
         with containers.live_lock:
             containers.live_networks.add(self.network)
         self.client.api.create_network(
             self.network, driver="bridge", internal=not self.task.allow_internet, labels=self.labels
         )
+        for name in self.compose.volumes:
+            self._volume(name)
         for service in self.compose.sidecars:
             name = f"{self.network}-{service.name}"
             with containers.live_lock:
@@ -146,11 +157,16 @@ class Sidecars:
                 mem_limit=f"{self.task.memory_mb}m",
                 pids_limit=1024,
                 nano_cpus=int(min(self.task.cpus, containers.host_cpus(self.client)) * 1e9),
+                mounts=self.mounts(service.name, service.mounts),
             )
             networking = self.client.api.create_networking_config(
                 {
                     self.network: self.client.api.create_endpoint_config(
-                        aliases=[service.name] + ([service.hostname] if service.hostname else [])
+                        aliases=[
+                            service.name,
+                            *([service.hostname] if service.hostname else []),
+                            *service.aliases,
+                        ]
                     )
                 }
             )
@@ -169,6 +185,7 @@ class Sidecars:
                 detach=True,
             )
             self.names.append(name)
+            put_files(self.client.api, created["Id"], service.files)
             self.client.api.start(created["Id"])
             problem = self._wait(name, service)
             if problem:
@@ -203,8 +220,51 @@ class Sidecars:
                 return f"service {service.name!r} exited (code {state.get('ExitCode')}) during the episode"
         return None
 
+    def _volume(self, key: str) -> str:
+        """The episode's Docker volume for ``key`` (made once, labelled, removed on close)."""
+        if key not in self.volumes:
+            name = f"{self.network}-{key.strip('/').replace('/', '-')}"
+            with containers.live_lock:
+                containers.live_volumes.add(name)
+            self.client.api.create_volume(name, driver="local", labels=self.labels)
+            self.volumes[key] = name
+        return self.volumes[key]
+
+    def mounts(self, service: str, wanted: tuple[Mount, ...]) -> list[Any]:
+        """Docker mounts of ``service``'s volumes: the episode's named volumes, a fresh one per
+        anonymous volume, tmpfs."""
+        from docker.types import Mount as DockerMount
+
+        found = []
+        for m in wanted:
+            if m.tmpfs:
+                found.append(DockerMount(m.target, None, type="tmpfs"))
+                continue
+            volume = self._volume(m.source if m.source is not None else f"{service}{m.target}")
+            found.append(DockerMount(m.target, volume, type="volume", read_only=m.read_only))
+        return found
+
     def close(self) -> None:
         for name in self.names:
             containers.remove_container(name)
         self.names = []
+        for volume in self.volumes.values():
+            containers.remove_volume(volume)
+        self.volumes = {}
         containers.remove_network(self.network)
+
+
+def put_files(api: Any, container: str, files: tuple[FileMount, ...]) -> None:
+    """Write each secret's or config's bytes at its target in a created (not yet started) container."""
+    if not files:
+        return
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in files:
+            info = tarfile.TarInfo(f.target.lstrip("/"))
+            info.size, info.mode, info.mtime = len(f.data), f.mode, SOURCE_DATE_EPOCH
+            tar.addfile(info, io.BytesIO(f.data))
+    api.put_archive(container, "/", buf.getvalue())

@@ -2,9 +2,10 @@
 
 ``load_compose`` reads the file (``compose_file``: the names compose accepts) into a
 ``Compose``: the service ``main`` (the agent's container: only its ``environment`` and
-``depends_on`` are read) and each sidecar's ``Service`` (``build`` or ``image``,
-``command``, ``entrypoint``, ``environment``, ``working_dir``, ``hostname``, a compose
-``healthcheck`` as Docker's API takes it), with ``${VAR}`` / ``${VAR:-default}``
+``depends_on``, ``volumes``, ``networks``, ``secrets`` and ``configs`` are read) and each
+sidecar's ``Service`` (``build`` or ``image``, ``command``, ``entrypoint``, ``environment``,
+``working_dir``, ``hostname``, a compose ``healthcheck`` as Docker's API takes it, its mounts,
+aliases and files: ``compose_top.py``), with ``${VAR}`` / ``${VAR:-default}``
 interpolated from ``[environment.env]``. Refused fields and unknown ones are a
 ``TaskError`` naming the file, the service and the field; ``Compose.sidecars`` orders
 the sidecars by ``depends_on`` (a cycle is a ``TaskError``). Running them is ``compose.py``.
@@ -18,22 +19,19 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from replaykit.core.errors import TaskError
+from replaykit.envs.docker.compose_top import FileMount, Mount, aliases, file_mounts, mounts, top_level
 from replaykit.envs.tasks import Task
 
 MAIN = "main"
 FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 _REFUSED = (
-    "volumes",
     "privileged",
     "cap_add",
     "network_mode",
-    "networks",
     "devices",
     "pid",
     "ipc",
     "extends",
-    "secrets",
-    "configs",
     "volumes_from",
     "runtime",
 )
@@ -62,6 +60,10 @@ _KNOWN = {
     "deploy",
     "env_file",
     "user",
+    "volumes",
+    "networks",
+    "secrets",
+    "configs",
 }
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)")
@@ -80,6 +82,9 @@ class Service:
     depends_on: tuple[str, ...]
     working_dir: str | None
     hostname: str | None
+    mounts: tuple[Mount, ...] = ()
+    aliases: tuple[str, ...] = ()
+    files: tuple[FileMount, ...] = ()
 
 
 @dataclass
@@ -88,6 +93,10 @@ class Compose:
     services: dict[str, Service]
     main_env: dict[str, str] = field(default_factory=dict)
     main_depends: tuple[str, ...] = ()
+    main_mounts: tuple[Mount, ...] = ()
+    main_aliases: tuple[str, ...] = ()
+    main_files: tuple[FileMount, ...] = ()
+    volumes: tuple[str, ...] = ()  # the named volumes declared (each episode gets its own)
 
     @property
     def sidecars(self) -> list[Service]:
@@ -187,11 +196,13 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
     path = compose_file(task)
     if path is None:
         return None
-    raw = _services(path)
-    compose = Compose(path, {})
+    data = _interpolate(_document(path), env)
+    raw = data["services"]
+    top = top_level(data, path, task.environment_dir)
+    compose = Compose(path, {}, volumes=top.volumes)
     for name, spec in raw.items():
         where = f"{path}: service {name!r}"
-        spec = _interpolate(spec or {}, env)
+        spec = spec or {}
         _check_keys(spec, where)
         depends = spec.get("depends_on") or []
         depends = tuple(sorted(depends)) if isinstance(depends, (list, dict)) else ()
@@ -199,8 +210,15 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
             if dep not in raw:
                 raise TaskError(f"{where}: depends_on names {dep!r}, which is not a service")
         environment = _env_map(spec.get("environment"), where)
+        used = (
+            mounts(spec.get("volumes"), where, top),
+            aliases(spec.get("networks"), where, top),
+            file_mounts(spec.get("secrets"), where, top.secrets, "secrets")
+            + file_mounts(spec.get("configs"), where, top.configs, "configs"),
+        )
         if name == MAIN:
             compose.main_env, compose.main_depends = environment, depends
+            compose.main_mounts, compose.main_aliases, compose.main_files = used
             continue
         context, dockerfile = _build(task, spec.get("build"), where)
         image = spec.get("image") if context is None else None
@@ -218,27 +236,27 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
             depends_on=tuple(d for d in depends if d != MAIN),
             working_dir=spec.get("working_dir"),
             hostname=spec.get("hostname"),
+            mounts=used[0],
+            aliases=used[1],
+            files=used[2],
         )
     compose.sidecars  # noqa: B018  (validates the dependency graph)
     return compose
 
 
-def _services(path: Path) -> dict[str, Any]:
-    """The compose file's ``services`` (the only top-level field taken, beside version and name)."""
+def _document(path: Path) -> dict[str, Any]:
+    """The compose file as a mapping with a non-empty ``services`` (its other top-level
+    fields: ``compose_top.top_level``)."""
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise TaskError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
     raw = data.get("services") if isinstance(data, dict) else None
     if not isinstance(raw, dict) or not raw:
         raise TaskError(f"{path}: field 'services' must map service names to their definitions")
-    for top in set(data) - {"services", "version", "name", "x-replaykit"}:
-        raise TaskError(
-            f"{path}: top-level field {top!r} is not supported (services only, on a private network)"
-        )
-    return raw
+    return {str(k): v for k, v in data.items()}
 
 
 def _check_keys(spec: object, where: str) -> None:

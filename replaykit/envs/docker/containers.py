@@ -28,6 +28,7 @@ EPISODE_LABEL = "replaykit.episode"
 
 live: dict[str, Any] = {}  # container name -> container (or None before create returns)
 live_networks: set[str] = set()  # per-episode networks of multi-container tasks (compose.py)
+live_volumes: set[str] = set()  # per-episode volumes of compose tasks (compose.py)
 live_lock = threading.Lock()
 _installed = False
 _swept: set[int] = set()
@@ -77,15 +78,28 @@ def remove_network(name: str) -> None:
         live_networks.discard(name)
 
 
+def remove_volume(name: str) -> None:
+    """Remove one volume by name (gone already is fine)."""
+    try:
+        images.docker_client().api.remove_volume(name, force=True)
+    except Exception:
+        pass
+    with live_lock:
+        live_volumes.discard(name)
+
+
 def cleanup_all() -> None:
-    """Remove every container (then network) this process started (atexit and signal handler)."""
+    """Remove every container (then network and volume) this process started (atexit and signal handler)."""
     with live_lock:
         names = list(live)
         networks = list(live_networks)
+        volumes = list(live_volumes)
     for name in names:
         remove_container(name)
     for network in networks:
         remove_network(network)
+    for volume in volumes:
+        remove_volume(volume)
 
 
 def remove_stale_containers() -> list[str]:
@@ -110,6 +124,15 @@ def remove_stale_containers() -> list[str]:
         if owner and not _owner_alive(owner):
             remove_network(net["Id"])
             removed.append(net["Id"][:12])
+    try:
+        volumes = client.api.volumes(filters={"label": f"{LABEL}=1"}).get("Volumes") or []
+    except Exception:
+        volumes = []
+    for vol in volumes:
+        owner = (vol.get("Labels") or {}).get(OWNER_LABEL, "")
+        if owner and not _owner_alive(owner):
+            remove_volume(vol["Name"])
+            removed.append(vol["Name"])
     return removed
 
 

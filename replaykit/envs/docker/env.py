@@ -29,6 +29,7 @@ from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import healthcheck, task_env
 from replaykit.envs.docker import compose, containers, faults, images, network, snapshot
+from replaykit.envs.docker.compose_top import FileMount
 from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
 from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
 from replaykit.envs.docker.network import NetworkRequest
@@ -168,7 +169,9 @@ class DockerEnv(Sandbox):
             containers.live[name] = None
         net_env = self._attach_network(client, labels) if spec is None else {}  # compose: its own network
         options = self._options(client, name, labels, spec.main_env if spec else {}, net_env)
-        container, by_driver = self._start_container(client, options)
+        if spec is not None and self._sidecars is not None and spec.main_mounts:
+            options["mounts"] = self._sidecars.mounts(compose.MAIN, spec.main_mounts)
+        container, by_driver = self._start_container(client, options, spec.main_files if spec else ())
         self._box = box = EpisodeContainer(
             client,
             container,
@@ -267,11 +270,13 @@ class DockerEnv(Sandbox):
             return str(self._net.name)
         return "default" if self.task.allow_internet and self.network_mode != "none" else "none"
 
-    def _start_container(self, client: Any, options: ContainerOptions) -> tuple[Any, bool]:
+    def _start_container(
+        self, client: Any, options: ContainerOptions, files: tuple[FileMount, ...] = ()
+    ) -> tuple[Any, bool]:
         """The main container, started (and joined to the frozen network); closed on failure."""
         try:
             container, by_driver = start_container(
-                client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR)
+                client, self.image, self.task.storage_mb, options, (TESTS_DIR, LOGS_DIR), files
             )
         except EnvError:
             self.close()
@@ -425,6 +430,11 @@ class DockerEnv(Sandbox):
         box = self._require_started()
         self._check_network(box)
         return box.dead
+
+    def end_processes(self) -> None:
+        box = self._require_started()
+        if box.dead is None:
+            box.kill_all()
 
     def metadata(self) -> dict[str, JSON]:
         return {

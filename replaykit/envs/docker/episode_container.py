@@ -6,9 +6,11 @@
   folders and starts it; PID 1 is :data:`INIT`. It is registered for cleanup
   (``containers.live``) and removed again when starting fails.
 * :meth:`EpisodeContainer.exec` runs one process with ``docker exec``: output capped
-  as every environment caps it (``output.py``), a timeout (exit 124), then every other
-  process killed, so nothing outlives a step; then the fault checks of ``faults.py``
-  (OOM kill, storage, dead PID 1) and of the task's sidecars (``compose.py``).
+  as every environment caps it (``output.py``), a timeout (exit 124: that process and its
+  descendants killed); what it started in the background keeps running, as in Harbor, until
+  :meth:`EpisodeContainer.kill_all` (after the verifier has run) and is never waited for;
+  then the fault checks of ``faults.py`` (OOM kill, storage, dead PID 1) and of the task's
+  sidecars (``compose.py``).
 * A fault *stops* the episode (:meth:`EpisodeContainer.stop`): the container is
   killed, the first reason is kept (``dead``), and every later action returns exit 137
   with that reason without running.
@@ -28,8 +30,9 @@ from replaykit.core.determinism import SOURCE_DATE_EPOCH, normal_tarinfo
 from replaykit.core.errors import EnvError
 from replaykit.envs import task_env
 from replaykit.envs.docker import compose, containers, faults, services
+from replaykit.envs.docker.compose_top import FileMount
 from replaykit.envs.docker.containers import remove_container
-from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput
+from replaykit.envs.output import TIMEOUT_EXIT_CODE, CappedOutput, settle_output
 from replaykit.envs.results import Observation
 
 # PID 1: bash blocked reading the container's open (never written) stdin: it has no
@@ -39,6 +42,7 @@ INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do read -r _ || sleep 1; don
 _POLL_SEC = 0.02
 _UNANSWERED_POLLS = 150  # the engine did not answer about a process for ~3 s: the episode stops
 _IDLE_PROCS = 1  # PID 1 alone
+_SETTLE_QUIET_SEC = 0.25  # what the engine still forwards after a process ended arrives within it
 _storage_opt_supported: dict[int, bool] = {}  # per client: does the daemon take --storage-opt size?
 
 
@@ -77,6 +81,7 @@ class ContainerOptions(TypedDict):
     mem_limit: str
     memswap_limit: str
     pids_limit: int
+    mounts: NotRequired[list[Any]]  # a compose task's volumes of the service main
 
 
 def _create(client: Any, image: str, storage_mb: int, options: ContainerOptions) -> tuple[Any, bool]:
@@ -96,16 +101,23 @@ def _create(client: Any, image: str, storage_mb: int, options: ContainerOptions)
 
 
 def start_container(
-    client: Any, image: str, storage_mb: int, options: ContainerOptions, folders: tuple[str, ...]
+    client: Any,
+    image: str,
+    storage_mb: int,
+    options: ContainerOptions,
+    folders: tuple[str, ...],
+    files: tuple[FileMount, ...] = (),
 ) -> tuple[Any, bool]:
-    """Create (``options["name"]``) and start a container of ``image`` with ``folders`` made;
-    returns it and whether the storage driver enforces ``storage_mb``. Removed on failure."""
+    """Create (``options["name"]``) and start a container of ``image`` with ``folders`` made (and a
+    compose task's secrets and configs written); returns it and whether the storage driver enforces
+    ``storage_mb``. Removed on failure."""
     name = options["name"]
     try:
         container, by_driver = _create(client, image, storage_mb, options)
         with containers.live_lock:
             containers.live[name] = container
         container.put_archive("/", _dirs_tar(*folders))
+        compose.put_files(client.api, container.id, files)
         container.start()
     except Exception:
         remove_container(name)
@@ -144,7 +156,7 @@ class EpisodeContainer:
         services: kept across steps (``services.py``). Returns their container PIDs."""
 
         def listing() -> set[int] | None:
-            obs = self.exec(["bash", "-c", services.LIST_SCRIPT], 10, "/", None, {}, kill=False)
+            obs = self.exec(["bash", "-c", services.LIST_SCRIPT], 10, "/", None, {})
             return None if self.dead is not None or obs.exit_code != 0 else services.parse_listing(obs.stdout)
 
         self.services = services.settle(listing)
@@ -180,10 +192,10 @@ class EpisodeContainer:
         workdir: str,
         extra_env: dict[str, str] | None,
         secrets: Mapping[str, str],
-        kill: bool = True,
     ) -> Observation:
-        """Run ``argv`` in ``workdir`` (outputs scrubbed of ``secrets``); exit 124 on timeout;
-        then (unless not ``kill``) every process it left is killed."""
+        """Run ``argv`` in ``workdir`` (outputs scrubbed of ``secrets``); exit 124 on timeout,
+        the process and its descendants killed. What it leaves in the background runs on
+        (:meth:`kill_all` ends it) and is not waited for (``output.settle_output``)."""
         started = None if self.dead is not None else self._start(argv, workdir, extra_env)
         if started is None:
             return self.dead_obs()
@@ -192,13 +204,11 @@ class EpisodeContainer:
         reader = threading.Thread(target=_drain, args=(sock, out, err), daemon=True)
         reader.start()
         timed_out = self._wait(exec_id, argv[0], time.monotonic() + timeout_sec, reader)
-        if self.dead is None and kill:
-            self.kill_all()
-        reader.join(5)
-        try:
-            sock.close()
-        except Exception:
-            pass
+        if self.dead is None and timed_out:
+            self.kill_tree(exec_id)
+        if not settle_output([out, err], lambda: not reader.is_alive(), quiet_sec=_SETTLE_QUIET_SEC):
+            out.freeze()  # a background process holds the stream: read on, dropping, until it ends
+            err.freeze()
         self._check_after()
         stdout, stderr = (
             task_env.scrub(out.text("stdout"), secrets),
@@ -289,10 +299,28 @@ class EpisodeContainer:
             time.sleep(_POLL_SEC)
         return None
 
+    def kill_tree(self, exec_id: str) -> None:
+        """Kill a timed-out process and its descendants (what it daemonised, reparented to PID 1,
+        runs on like any background process); everything but PID 1 when its tree is unknown."""
+        try:
+            root = int(self.client.api.exec_inspect(exec_id).get("Pid") or 0)
+        except Exception:
+            root = 0
+        if not root or self.procs is None:
+            self.kill_all()
+            return
+
+        def spare(pids: list[int]) -> set[int]:
+            return set(pids) - services.descendants(pids, root)
+
+        if faults.kill_leftovers(self.client, self.container, self.procs, spare=spare):
+            self.stop(f"a timed-out process could not be stopped (pids limit {self.pids_limit} reached?)")
+
     def kill_all(self) -> None:
         """Kill every process of the container but PID 1, the services and what an action started
-        with ``REPLAYKIT_KEEP=1`` (nothing else outlives a step: ``services.py``); when that is
-        impossible (no room for a new process: a fork bomb at the pids limit), stop the episode."""
+        with ``REPLAYKIT_KEEP=1`` (``services.py``): once the verifier has run, as Harbor keeps them
+        until then; when that is impossible (no room for a new process: a fork bomb at the pids
+        limit), stop the episode."""
         if self.procs is not None and not self.services:
             try:
                 if len(self.procs.read_text().split()) <= _IDLE_PROCS:
@@ -323,11 +351,15 @@ class EpisodeContainer:
 
 
 def _drain(sock: Any, out: CappedOutput, err: CappedOutput) -> None:
-    """Read an exec's multiplexed stream into ``out`` and ``err`` until it closes."""
+    """Read an exec's multiplexed stream into ``out`` and ``err`` until it closes, then close it."""
     from docker.utils.socket import frames_iter
 
     try:
         for stream_id, data in frames_iter(sock, tty=False):
             (err if stream_id == 2 else out).add(data)
+    except Exception:
+        pass
+    try:
+        sock.close()
     except Exception:
         pass

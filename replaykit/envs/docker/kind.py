@@ -33,12 +33,13 @@ def key_extra(env: EnvSection, task: Task, build: bool = True) -> tuple[tuple[st
     """Build or reuse the task image; its recipe enters the cassette key, never its local ID
     (``build=False``: an image already built here, else ``EnvError``)."""
     aliases = DockerSettings.of(env).image_aliases
+    # a compose file replaykit refuses is said before any image is built
+    spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     scaled = with_limits(task, env.limits())  # the build's timeout scaled
     image = image_build.ensure_task_image(scaled, aliases, build=build)
     extra: tuple[tuple[str, str], ...] = (("image", image.key),)
     if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
-    spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
         services = compose.service_keys(task, spec, aliases, build=build)
         extra += (("services", ",".join(f"{k}={v}" for k, v in sorted(services.items()))),)

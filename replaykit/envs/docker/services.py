@@ -5,13 +5,15 @@ Harbor starts a task container with the image's ``ENTRYPOINT`` and replaces only
 the agent and the verifier act. replaykit does the same: the episode's PID 1 command
 (``episode_container.INIT``) is handed to the entrypoint as its arguments. After the
 container starts and its process list has settled (:func:`settle`), the processes then
-running are the **services**; after every action everything else is killed, as
-always, but the services and their descendants are spared (:data:`KILL_SCRIPT`,
+running are the **services**. What the actions and the solution start in the background
+runs on, as in Harbor, until the verifier has run; then everything else is killed, but
+the services and their descendants are spared (:data:`KILL_SCRIPT`,
 :func:`spared_host_pids`). A process the agent daemonised is reparented to PID 1, not
-to a service, so it is still killed: nothing of an action outlives it — unless the action
-asked for it: a process started with :data:`KEEP_MARK` (``REPLAYKIT_KEEP=1``) in its
-environment is kept like a service, with its descendants (the ``terminus`` harness
-template's tmux server, whose shell runs the agent's keystrokes across actions).
+to a service, so it is killed then too — unless it asked to stay: a process started with
+:data:`KEEP_MARK` (``REPLAYKIT_KEEP=1``) in its environment is kept like a service, with
+its descendants, across the steps of a multi-step task (the ``terminus`` harness template's
+tmux server, whose shell runs the agent's keystrokes). A timed-out action's own process
+and its descendants are killed at once (:func:`descendants`).
 """
 
 from __future__ import annotations
@@ -99,6 +101,20 @@ def kept(pid: int) -> bool:
         return KEEP_MARK.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
+
+
+def descendants(host_pids: list[int], root: int) -> set[int]:
+    """Of the container's processes (host PIDs), ``root`` and those descending from it."""
+    parent = {p: int((_status_field(p, "PPid") or ["0"])[0]) for p in host_pids}
+    found = {root} & set(host_pids)
+    for pid in host_pids:
+        chain, hops = pid, 0
+        while chain in parent and hops < 64:
+            if chain == root:
+                found.add(pid)
+                break
+            chain, hops = parent[chain], hops + 1
+    return found
 
 
 def spared_host_pids(host_pids: list[int], keep: set[int]) -> set[int]:

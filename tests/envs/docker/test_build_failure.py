@@ -93,3 +93,43 @@ def test_a_failed_build_is_one_infra_episode_and_the_panel_runs(docker_base: str
     rows = {r["task_id"]: r for r in json.loads(checked.stdout)["tasks"]}
     assert rows["hello-file"]["ok"] and not rows["broken-build"]["ok"], rows
     assert f"image build failed at step `{BROKEN_STEP}`" in rows["broken-build"]["problem"], rows
+
+
+def test_a_task_refused_at_load_is_one_infra_episode_with_its_reason(
+    docker_base: str, tmp_path: Path
+) -> None:
+    """--keep-going: a task whose task.toml does not load and a compose task replaykit refuses
+    are each one infra episode whose reason `run --json` carries, said before any image of theirs
+    is built (the refused compose task's Dockerfile would fail its build); the rest is graded."""
+    refused = _broken_task(tmp_path / "tasks")
+    refused = refused.rename(refused.parent / "refused-compose")
+    (refused / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {}\n  svc:\n    build: .\n    privileged: true\n"
+    )
+    unloadable = _broken_task(tmp_path / "tasks").rename(tmp_path / "tasks" / "bad-toml")
+    (unloadable / "task.toml").write_text('version = "2.0"\n[verifier]\ntimeout_sec = "soon"\n')
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(refused), str(unloadable), str(REPO / "envs" / "hello-file")],
+            "panel.seeds": [0],
+            "model.name": "reference-oracle",
+        },
+        base="quickstart-docker.yaml",
+    )
+    run = json.loads(cli("run", str(config), "--keep-going", "--json", cwd=tmp_path, check=True).stdout)
+    by_task = {e["task_id"]: e for e in run["episodes"]}
+    assert by_task["hello-file"]["passed"], run
+    compose_reason = by_task["refused-compose"]["reason"]
+    assert (
+        by_task["refused-compose"]["outcome"] == "infra"
+        and "field 'privileged' is not supported" in compose_reason
+    )
+    assert BROKEN_STEP not in compose_reason  # refused before its image was built
+    toml_reason = by_task["bad-toml"]["reason"]
+    assert (
+        by_task["bad-toml"]["outcome"] == "infra"
+        and "refused at load" in toml_reason
+        and "timeout_sec" in toml_reason
+    )
+    assert "reason" not in by_task["hello-file"]

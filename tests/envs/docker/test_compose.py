@@ -64,14 +64,34 @@ def test_parse_order_env_and_durations(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text,match",
     [
-        ("services:\n  a:\n    image: x\n    volumes: ['/:/host']\n", "field 'volumes' is not supported"),
+        (
+            "services:\n  a:\n    image: x\n    volumes: ['/:/host']\n",
+            "field 'volumes': '/:/host' mounts a host folder",
+        ),
+        ("services:\n  a:\n    image: x\n    volumes: ['./d:/d']\n", "mounts a host folder"),
+        (
+            "services:\n  a:\n    image: x\n    volumes: [{type: bind, source: ., target: /d}]\n",
+            "mounts a host folder",
+        ),
+        ("services:\n  a:\n    image: x\n    volumes: ['data:/d']\n", "top-level 'volumes' does not declare"),
+        ("services:\n  a:\n    image: x\nvolumes:\n  data: {external: true}\n", "external"),
+        ("services:\n  a:\n    image: x\nvolumes:\n  data: {driver: nfs}\n", "driver 'nfs'"),
+        ("services:\n  a:\n    image: x\n    networks: [back]\n", "top-level 'networks' does not declare"),
+        (
+            "services:\n  a:\n    image: x\nsecrets:\n  key: {environment: KEY}\n",
+            "not the host's environment",
+        ),
+        (
+            "services:\n  a:\n    image: x\nsecrets:\n  key: {file: ../../etc/passwd}\n",
+            "a file under environment/",
+        ),
+        ("services:\n  a:\n    image: x\ninclude: [other.yaml]\n", "top-level field 'include'"),
         ("services:\n  a:\n    image: x\n    depends_on: [nope]\n", "depends_on names 'nope'"),
         (
             "services:\n  a:\n    image: x\n    depends_on: [b]\n  b:\n    image: x\n    depends_on: [a]\n",
             "cycle",
         ),
         ("services:\n  a:\n    build: ../../etc\n", "field 'build' must name a folder under environment/"),
-        ("services:\n  a:\n    image: x\nvolumes: {}\n", "top-level field 'volumes'"),
         (
             "services:\n  a:\n    image: x\n    healthcheck: {test: 'true', interval: soon}\n",
             "not a duration",
@@ -83,6 +103,53 @@ def test_refusals_are_one_line(tmp_path: Path, text: str, match: str) -> None:
         compose.load_compose(load_task(task_with(tmp_path, text)), {})
 
 
+def test_volumes_networks_secrets_and_configs_are_read(tmp_path: Path) -> None:
+    """The top-level fields Harbor's compose-go takes: named and anonymous volumes, tmpfs,
+    declared networks with aliases, file secrets and configs (read from environment/)."""
+    folder = task_with(
+        tmp_path,
+        """name: mine
+x-common: &common {environment: {A: "1"}}
+services:
+  main:
+    volumes: [shared:/shared, /scratch]
+    networks: [back]
+    secrets: [token]
+  svc:
+    <<: *common
+    image: debian:bookworm-slim
+    volumes:
+      - {type: volume, source: shared, target: /data, read_only: true}
+      - {type: tmpfs, target: /run/cache}
+    networks: {back: {aliases: [api, api.internal]}}
+    configs: [{source: settings, target: /etc/svc.conf}]
+volumes:
+  shared: {}
+networks:
+  back: {driver: bridge}
+secrets:
+  token: {file: ./token.txt}
+configs:
+  settings: {content: "port = 1\\n"}
+""",
+        {"environment/token.txt": "s3cret\n"},
+    )
+    spec = compose.load_compose(load_task(folder), {})
+    assert spec is not None and spec.volumes == ("shared",)
+    assert [(m.source, m.target, m.read_only) for m in spec.main_mounts] == [
+        ("shared", "/shared", False),
+        (None, "/scratch", False),
+    ]
+    svc = spec.services["svc"]
+    assert [(m.source, m.target, m.read_only, m.tmpfs) for m in svc.mounts] == [
+        ("shared", "/data", True, False),
+        (None, "/run/cache", False, True),
+    ]
+    assert svc.aliases == ("api", "api.internal") and svc.environment == {"A": "1"}
+    assert [(f.target, f.data) for f in spec.main_files] == [("/run/secrets/token", b"s3cret\n")]
+    assert [(f.target, f.data) for f in svc.files] == [("/etc/svc.conf", b"port = 1\n")]
+
+
 def leftovers(episode_prefix: str) -> tuple[list[str], list[str]]:
     api = images.docker_client().api
     names = [
@@ -91,7 +158,8 @@ def leftovers(episode_prefix: str) -> tuple[list[str], list[str]]:
         if episode_prefix in c["Names"][0]
     ]
     nets = [n["Name"] for n in api.networks(filters={"label": "replaykit=1"}) if episode_prefix in n["Name"]]
-    return names, nets
+    volumes = api.volumes(filters={"label": "replaykit=1"}).get("Volumes") or []
+    return names, nets + [v["Name"] for v in volumes if episode_prefix in v["Name"]]
 
 
 @pytest.mark.docker
@@ -155,3 +223,48 @@ def test_sidecar_that_dies_is_an_infra_failure(docker_base: str, tmp_path: Path)
         grade = env.grade()
     assert grade.infra_failure and "service 'svc' exited" in grade.detail
     assert leftovers("composedead") == ([], [])
+
+
+@pytest.mark.docker
+def test_a_named_volume_is_shared_per_episode_and_removed(docker_base: str, tmp_path: Path) -> None:
+    """main and a sidecar share a fresh named volume (the sidecar reaches it read-only, by an
+    alias on the declared network); a secret file is where compose puts it; the next episode
+    starts with an empty volume; nothing is left after close."""
+    from replaykit.envs.docker.env import DockerEnv
+
+    folder = task_with(
+        tmp_path,
+        """services:
+  main:
+    volumes: [shared:/shared]
+    secrets: [token]
+  svc:
+    image: debian:bookworm-slim
+    volumes: ['shared:/data:ro']
+    networks: {back: {aliases: [reader]}}
+    command: ["bash", "-c", "while :; do sleep 0.2; done"]
+volumes:
+  shared:
+networks:
+  back:
+secrets:
+  token: {file: token.txt}
+""",
+        {"environment/token.txt": "s3cret\n"},
+    )
+    task = load_task(folder)
+    image = image_build.ensure_task_image(task).id
+    aliases = {"debian:bookworm-slim": images.BASE_IMAGE}
+    for episode in ("composevol1", "composevol2"):
+        with DockerEnv(task, image, timeout_sec=20, episode=episode, aliases=aliases) as env:
+            first = env.run(
+                "ls /shared; cat /run/secrets/token; echo hi > /shared/note; getent hosts reader | wc -l"
+            )
+            assert first.stdout == "s3cret\n1\n", first  # empty volume, the secret, the alias resolves
+            svc = images.docker_client().containers.list(
+                filters={"label": [f"replaykit.episode={episode}", "replaykit.service=svc"]}
+            )[0]
+            assert svc.exec_run(["cat", "/data/note"]).output == b"hi\n"
+            assert svc.exec_run(["touch", "/data/x"]).exit_code != 0  # read-only there
+            assert leftovers(episode)[1]
+        assert leftovers(episode) == ([], [])

@@ -97,14 +97,22 @@ def test_exit_codes_stderr_and_output_caps(env: DockerEnv) -> None:
     assert big.stderr == "b" * 1000 + truncation_marker("stderr", 1000)
 
 
-def test_timeout_kills_and_nothing_outlives_a_step(env: DockerEnv) -> None:
+def test_timeout_kills_the_action_and_the_background_runs_until_the_verifier(env: DockerEnv) -> None:
+    """A timed-out action is killed with what descends from it; what an action leaves in the
+    background runs on, as in Harbor (never waited for, its later output nobody's), until the
+    verifier has run; then only PID 1 is left."""
     start = time.monotonic()
     obs = env.run("echo started; sleep 30", timeout_sec=1)
     assert time.monotonic() - start < 6
     assert obs.exit_code == TIMEOUT_EXIT_CODE and obs.timed_out and obs.stdout == "started\n"
-    pid = env.run("sleep 300 >/dev/null 2>&1 & echo $!").stdout.strip()
-    assert pid.isdigit()
-    assert env.run(f"kill -0 {pid}").exit_code != 0  # the background sleep was killed
+    start = time.monotonic()
+    left = env.run("(sleep 1; echo late; exec sleep 300) & echo $!")
+    pid = left.stdout.strip()
+    assert pid.isdigit() and time.monotonic() - start < 3, left  # not waited for
+    time.sleep(1.5)
+    assert env.run(f"kill -0 {pid} && echo alive").stdout == "alive\n"  # "late" went to no observation
+    assert len(env.run("echo /proc/[0-9]*").stdout.split()) == 3  # PID 1, the sleep, this bash
+    env.grade()
     for _ in range(3):  # the glob runs in this bash: PID 1 and itself, every time
         assert len(env.run("echo /proc/[0-9]*").stdout.split()) == 2
 

@@ -65,11 +65,15 @@ def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tm
             'kill -0 "$(cat /run/service.pid)" && echo up; (setsid sleep 300 &) ; sleep 301 & echo $! > /tmp/agent.pid'
         )
         assert first.stdout.strip() == "up", first
-        second = env.run(
-            'kill -0 "$(cat /run/service.pid)" && echo up; kill -0 "$(cat /tmp/agent.pid)" || echo gone; grep -l "^sleep$" /proc/[0-9]*/comm | wc -l'
+        alive = (
+            'kill -0 "$(cat /run/service.pid)" && echo up; kill -0 "$(cat /tmp/agent.pid)" && echo agent || echo gone; '
+            "for p in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $p 2>/dev/null; echo; done | grep -c '^sleep 300 $'"
         )
-        # the service is up; the agent's background and daemonised processes are not
-        assert second.stdout.split() == ["up", "gone", "1"], second  # the one sleep left: the service's
+        second = env.run(alive)
+        # the service is up; so are the agent's background and daemonised processes (as in Harbor)
+        assert second.stdout.split() == ["up", "agent", "1"], second
+        env.grade()  # after the verifier only the service is left
+        assert env.run(alive).stdout.split() == ["up", "gone", "0"]
         assert int(str(env.metadata()["services"])) >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
     untouched, solved = oracle(t, EnvConfig(kind="docker"))
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
@@ -183,3 +187,12 @@ def test_fresh_engine_without_the_python_flavour_says_what_to_build(
     problem = rows["py-word-stats"]["problem"]
     assert "run `replaykit images build-base --flavor python`" in problem and "pip: not found" not in problem
     assert len(problem.splitlines()) == 1 and rows["hello-file"]["ok"]
+
+
+def test_a_server_the_solution_leaves_running_answers_the_verifier(docker_base: str) -> None:
+    """The solution starts a server with a plain `&` (its request log on the stream it inherited)
+    and returns; the verifier queries it: solved, as in Harbor."""
+    task = load_task(Path(__file__).resolve().parents[2] / "harbor" / "corpus" / "background-server")
+    untouched, solved = oracle(task, EnvConfig(kind="docker"))
+    assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
+    assert solved.passed and solved.reward == 1, solved.detail

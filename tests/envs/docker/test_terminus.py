@@ -2,7 +2,7 @@
 session in its container, recorded and replayed offline (no Docker daemon, no sockets) identical;
 a malformed model answer gets Terminus-2's parse-error turn; task_complete is asked to be
 confirmed; an image without tmux is one infra line; a process started with REPLAYKIT_KEEP=1
-outlives its action while any other is killed."""
+outlives the verifier while any other is killed then."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def test_a_malformed_answer_gets_the_parse_error_turn(
     assert report["identical"] is True and attempts == []
 
 
-# -- an image without tmux; what outlives an action ---------------------------------------------
+# -- an image without tmux; what outlives the verifier ------------------------------------------
 
 
 def test_an_image_without_tmux_is_one_infra_line(docker_base: str, tmp_path: Path) -> None:
@@ -227,11 +227,17 @@ def test_an_image_without_tmux_is_one_infra_line(docker_base: str, tmp_path: Pat
     assert "\n" not in detail and not [e for e in shown["events"] if e["kind"] == "llm"]  # no model call
 
 
-def test_a_process_started_with_the_keep_mark_outlives_its_action(docker_base: str) -> None:
+def test_a_process_started_with_the_keep_mark_outlives_the_verifier(docker_base: str) -> None:
     task = load_task(REPO / "envs" / "hello-file")
     with DockerEnv(task, ensure_task_image(task, {}).id) as env:
         env.run("sleep 300 >/dev/null 2>&1 &\nREPLAYKIT_KEEP=1 setsid sleep 301 >/dev/null 2>&1 &\nsleep 0.2")
         listing = "for p in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $p; echo; done | grep '^sleep 30'"
+        left = env.run(listing).stdout.split("\n")
+        assert sorted(line.strip() for line in left if line) == [
+            "sleep 300",
+            "sleep 301",
+        ]  # until the verifier
+        env.grade()
         left = env.run(listing).stdout.split("\n")
         assert [line.strip() for line in left if line] == ["sleep 301"]
 
