@@ -46,10 +46,12 @@ def cassettes_export(
     if fmt not in ("bundle", "vcr", "inspect", "harbor"):
         raise BundleError(f"unknown export format {fmt!r}; use bundle, vcr, inspect or harbor")
     if fmt == "harbor":
-        from replaykit.exchange.harbor_jobs import export_harbor_jobs
+        from replaykit.episodes.config import load_config
+        from replaykit.report.harbor_jobs import export_harbor_jobs
 
+        pricing = load_config(config).model.pricing if config is not None else None  # cost_usd
         jobs = export_harbor_jobs(
-            open_store(store, readonly=True, config=config), root_id, output or Path("jobs")
+            open_store(store, readonly=True, config=config), root_id, output or Path("jobs"), pricing
         )
         emit_json(jobs) if as_json else render.harbor_jobs(jobs)
         return

@@ -121,7 +121,7 @@ def run(
     overrides.update(executor_override(executor))
     cfg = load_config(config, overrides)
     if jobs_dir is not None:  # refused before anything is recorded
-        from replaykit.exchange.harbor_jobs import check_jobs_dir
+        from replaykit.report.harbor_jobs import check_jobs_dir
 
         check_jobs_dir(jobs_dir)
     with render.progress(enabled=not as_json) as progress:
@@ -132,9 +132,11 @@ def run(
     doc["store"] = cfg.store_location
     jobs = None
     if jobs_dir is not None:
-        from replaykit.exchange.harbor_jobs import export_harbor_jobs
+        from replaykit.report.harbor_jobs import export_harbor_jobs
 
-        jobs = export_harbor_jobs(open_store(cfg.store_location, readonly=True), doc["run_id"], jobs_dir)
+        jobs = export_harbor_jobs(
+            open_store(cfg.store_location, readonly=True), doc["run_id"], jobs_dir, cfg.model.pricing
+        )
     if as_json:
         emit_json({**doc, "harbor_job": jobs} if jobs else doc)
     else:

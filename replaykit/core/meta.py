@@ -116,6 +116,29 @@ class LimitsMeta(TypedDict):
     max_tokens: int | None
 
 
+class StepVerifierMeta(TypedDict):
+    """One step of a multi-step task as its verifier graded it (Harbor's ``step_results``)."""
+
+    name: str
+    reward: float
+    passed: bool
+    infra_failure: bool
+    detail: str
+    rewards: dict[str, float]
+    stdout: str
+    stderr: str
+
+
+class VerifierMeta(TypedDict):
+    """What the verifier wrote beside the grade (``envs.base.VerifierOutput``), scrubbed: never in
+    the key or the digest; absent in episodes recorded before replaykit kept it."""
+
+    stdout: str
+    stderr: str
+    rewards: dict[str, float]  # every named reward of the reward file ({"reward": x} for a number)
+    steps: NotRequired[list[StepVerifierMeta]]  # a multi-step task: each step graded, in order
+
+
 class EpisodeMeta(TypedDict, total=False):
     """An episode's ``meta`` (``cassette.events.Episode.meta``). A rollout writes task to
     environment (``episodes.rollout.EpisodeSpec.meta``), a proxy session ``proxy``, the
@@ -137,6 +160,7 @@ class EpisodeMeta(TypedDict, total=False):
     secret_env: dict[str, str]  # secret label -> the variable holding it (never a value)
     environment: dict[str, JSON]  # the environment's facts (envs.base.Environment.metadata)
     unprepared: str  # set when the environment could not be prepared: the harness never ran
+    verifier: VerifierMeta  # the verifier's output and named rewards (Harbor's verifier/ folder)
     proxy: ProxyMeta
     pytest: PytestMeta
     kind: str  # proposal (a training's proposer session); unset otherwise

@@ -6,7 +6,7 @@ environment protocol (``base.py``, which names them too, for kinds written again
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
 
@@ -54,8 +54,20 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class VerifierOutput:
+    """What the verifier wrote beside its grade: its stdout and stderr (capped as every output
+    is) and every named reward of its reward file (``{"reward": x}`` for a number). Kept in the
+    episode's meta (``verifier``), never in its digest: Harbor's job layout shows it."""
+
+    stdout: str
+    stderr: str
+    rewards: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Grade:
-    """The verifier's outcome for one episode."""
+    """The verifier's outcome for one episode (``output``: what the verifier wrote, when it ran;
+    never part of the grade's document or digest)."""
 
     reward: float
     passed: bool
@@ -64,6 +76,7 @@ class Grade:
     #: the verifier itself ran out of time (an infrastructure failure of its own kind: the
     #: outcome ``verify_timeout``), set where the verifier's result is known (``verifier.py``)
     timed_out: bool = False
+    output: VerifierOutput | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> GradeDoc:
         doc = GradeDoc(

@@ -22,6 +22,23 @@ from pathlib import Path
 from typing import Any
 
 
+def reward_values(folder: Path) -> dict[str, float]:
+    """Every named reward of ``folder``'s reward file, as Harbor keeps them (reward.json's numeric
+    keys, or ``{"reward": x}`` for a number); {} when there is none or it is unusable."""
+    try:
+        js, txt = folder / "reward.json", folder / "reward.txt"
+        data: Any = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else None
+        if data is None and txt.is_file():
+            data = float(txt.read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        data = {"reward": data}
+    if not isinstance(data, dict) or scalar_reward(data)[0] is None:
+        return {}
+    return {str(k): float(v) for k, v in data.items()}
+
+
 def scalar_reward(data: Any) -> tuple[float | None, str]:
     """(scalar, explanation) from a parsed reward.json; (None, problem) when unusable."""
     if isinstance(data, (int, float)) and not isinstance(data, bool):

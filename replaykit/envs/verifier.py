@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import shlex
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from replaykit.core.errors import TaskError
+from replaykit.core.meta import VerifierMeta
 from replaykit.envs import task_env
 from replaykit.envs.output import CappedOutput
-from replaykit.envs.results import Grade, Observation
-from replaykit.envs.rewards import read_reward
+from replaykit.envs.results import Grade, Observation, VerifierOutput
+from replaykit.envs.rewards import read_reward, reward_values
 from replaykit.envs.steps import Step, run_steps
 from replaykit.envs.tasks import Task
 
@@ -209,7 +210,8 @@ class Verifier:
                     (Path(tmp) / name).write_bytes(data)
             if (why := env.broken()) is not None:
                 return _infra(why, "infrastructure failure while verifying")
-            return verifier_grade(obs, Path(tmp), timeout)
+            grade = verifier_grade(obs, Path(tmp), timeout)
+            return replace(grade, output=VerifierOutput(obs.stdout, obs.stderr, reward_values(Path(tmp))))
 
     def _captured(self, run: Observation, logs: str, files: tuple[str, str] = OUTPUT_FILES) -> Observation:
         """The verifier's (or the solution's) observation with its output as the process wrote
@@ -279,3 +281,33 @@ def oracle_grades(env: Any) -> tuple[Grade, Grade]:
     if stopped:
         solved = replace(solved, detail="; ".join([*stopped, solved.detail]).rstrip("; "))
     return untouched, solved
+
+
+def verifier_meta(
+    grade: Grade, steps: list[tuple[str, Grade]], scrub: Callable[[str], str]
+) -> VerifierMeta | None:
+    """What the verifier wrote beside the grade, scrubbed (each step's for a multi-step task); None
+    when it never ran (an infra failure before it)."""
+    if not steps:
+        out = grade.output
+        if out is None:
+            return None
+        return {"stdout": scrub(out.stdout), "stderr": scrub(out.stderr), "rewards": dict(out.rewards)}
+    return {
+        "stdout": "",
+        "stderr": "",
+        "rewards": {} if grade.infra_failure else {"reward": grade.reward},
+        "steps": [
+            {
+                "name": name,
+                "reward": g.reward,
+                "passed": g.passed,
+                "infra_failure": g.infra_failure,
+                "detail": scrub(g.detail),
+                "rewards": dict(g.output.rewards) if g.output else {},
+                "stdout": scrub(g.output.stdout) if g.output else "",
+                "stderr": scrub(g.output.stderr) if g.output else "",
+            }
+            for name, g in steps
+        ],
+    }

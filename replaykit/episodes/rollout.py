@@ -33,6 +33,7 @@ from replaykit.envs.base import Environment, EnvSection
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import make_env
 from replaykit.envs.results import Grade
+from replaykit.envs.verifier import verifier_meta
 from replaykit.episodes.harness import Context, load_solve
 from replaykit.episodes.limits import Budget, EpisodeLimit, EpisodeLimits
 from replaykit.episodes.taped_env import TapedEnv
@@ -241,8 +242,9 @@ def record_episode(spec: EpisodeSpec) -> Episode:
             inner.start()
             taped = TapedEnv(tape, inner, Budget(spec.limits, tape, spec.env.timeout_sec))
             grade: Grade | None = None
+            steps: list[tuple[str, Grade]] = []
             if spec.task.steps:
-                grade, meta["task"]["step_actions"] = _record_steps(solve, tape, spec, taped, inner)
+                grade, meta["task"]["step_actions"], steps = _record_steps(solve, tape, spec, taped, inner)
                 meta["task"]["steps_run"] = len(meta["task"]["step_actions"])
             else:
                 if notes := _drive(solve, tape, Drive.of(spec), taped, spec.base_url, spec.api_key):
@@ -266,6 +268,8 @@ def record_episode(spec: EpisodeSpec) -> Episode:
     tape.record(GradeEvent(dataclasses.replace(grade, detail=tape.scrubber.text(grade.detail))))
     meta["limits"] = spec.limits.to_meta()  # what every read holds its actions to (cassette/outcomes.py)
     meta["outcome"] = classify(tape.events).to_doc()  # written once, here: the verifier's result is known
+    if (verifier := verifier_meta(grade, steps, tape.scrubber.text)) is not None:
+        meta["verifier"] = verifier
     claim = tape.donors.claim(tape.events, spec.reuse_basis) if tape.donors else None
     if claim is not None:  # checked by replay and `cassettes verify` (cassette/lineage.py)
         meta["reused"] = claim
@@ -297,20 +301,23 @@ def _grade(inner: Environment, taped: TapedEnv) -> Grade:
 
 def _record_steps(
     solve: Callable[..., Any], tape: Tape, spec: EpisodeSpec, taped: TapedEnv, inner: Environment
-) -> tuple[Grade, list[int]]:
-    """A multi-step task: each step staged, driven with its own instruction, graded (envs/steps.py)."""
+) -> tuple[Grade, list[int], list[tuple[str, Grade]]]:
+    """A multi-step task: each step staged, driven with its own instruction, graded (envs/steps.py);
+    the combined grade, each step's action count and each graded step's own grade."""
     from replaykit.envs.steps import run_steps
 
     stepped: Any = inner  # environments that run multi-step tasks have .task and .begin_step (local, docker)
     task = stepped.task
     actions: list[int] = []  # how many actions each step took (certify re-runs them step by step)
+    graded: list[tuple[str, Grade]] = []
 
     class _Graded:  # the env as run_steps sees it: grading goes through the infra-failure guard
         def begin_step(self, step: Any) -> None:
             stepped.begin_step(step)
 
         def grade(self) -> Grade:
-            return _grade(inner, taped)
+            graded.append((stepped.step.name, _grade(inner, taped)))
+            return graded[-1][1]
 
     def act(step: Any) -> None:
         before = taped.actions
@@ -319,7 +326,7 @@ def _record_steps(
         actions.append(taped.actions - before)
 
     grade = run_steps(_Graded(), task.steps, task.reward_strategy, act)
-    return grade, actions
+    return grade, actions, graded
 
 
 @dataclass

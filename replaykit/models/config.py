@@ -62,6 +62,21 @@ class ModelParams(_Strict):
         return self.model_dump(exclude_none=True, exclude_defaults=True)
 
 
+class ModelPrice(_Strict):
+    """What a model's tokens cost, in US dollars per million (Harbor's ``cost_usd``)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+
+    def cost(self, n_input: int, n_output: int, n_cached: int = 0) -> float:
+        """US dollars for these tokens (cached input at its own price when given)."""
+        cached = self.cached_input_per_mtok if self.cached_input_per_mtok is not None else self.input_per_mtok
+        return (
+            (n_input - n_cached) * self.input_per_mtok + n_cached * cached + n_output * self.output_per_mtok
+        ) / 1e6
+
+
 class ModelConfig(_Strict):
     name: str = Field(default="reference-strong", min_length=1)
     base_url: str = Field(default="builtin", min_length=1)
@@ -81,3 +96,13 @@ class ModelConfig(_Strict):
     #: and observations repeat it (prefix), or record every call (none); unset: prefix on a
     #: deterministic engine (the built-in server, or a saved probe says so), none elsewhere
     reuse: Literal["prefix", "none"] | None = None
+    #: prices by model identity (a model's name, or ``name@revision``), for the cost a Harbor job
+    #: reports; never in a key or a digest (left out of a dump when unset)
+    pricing: dict[str, ModelPrice] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def price_of(self, name: str, revision: str = "") -> ModelPrice | None:
+        """The price ``pricing`` gives the model ``name`` (at ``revision``), else None."""
+        table = self.pricing or {}
+        return (
+            table.get(f"{name}@{revision}") if revision and f"{name}@{revision}" in table else table.get(name)
+        )

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from replaykit.exchange.bundle_format import BundleReport
     from replaykit.exchange.fsck import StoreCheck
     from replaykit.exchange.gc import RemovalReport
-    from replaykit.exchange.harbor_jobs import HarborExport
     from replaykit.exchange.oci.pull import PullReport
     from replaykit.exchange.oci.push import PushReport
     from replaykit.exchange.vcr_export import VcrExport
+    from replaykit.report.harbor_jobs import HarborExport
 
 
 def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None) -> None:
@@ -270,8 +270,10 @@ def vcr_export(report: VcrExport) -> None:
 def harbor_jobs(report: HarborExport) -> None:
     """Where ``--jobs-dir`` / ``--format harbor`` wrote the run as Harbor's job folder."""
     k = ", ".join(f"pass@{k} {v:.2f}" for k, v in report["pass_at_k"].items())
+    means = ", ".join(f"{name} {v:.2f}" for m in report.get("metrics") or [] for name, v in m.items())
     line(
         f"wrote Harbor job {report['job_dir']}: {report['trials']} trial(s), {report['errors']} error(s)"
+        + (f", {means}" if means else "")
         + (f", {k}" if k else "")
         + f"; harbor view {report['job_dir'].rsplit('/', 1)[0] or '.'}"
     )

@@ -70,6 +70,9 @@ def test_a_failed_build_is_one_infra_episode_and_the_panel_runs(docker_base: str
     )
     assert BROKEN_STEP in failed["exception_info"]["exception_message"]
     assert run["harbor_job"]["errors"] == 1 and run["harbor_job"]["trials"] == 2
+    job = json.loads((Path(run["harbor_job"]["job_dir"]) / "config.json").read_text())
+    assert job["environment"] == {"type": "docker"} and job["agents"][0]["model_name"] == "reference-oracle"
+    assert (trial.parent / "agent" / "trajectory.json").is_file()  # an infra episode too: one system step
     store = str(tmp_path / "store")
     shown = json.loads(
         cli(

@@ -1,0 +1,217 @@
+"""One episode as one Harbor trial folder (``report/harbor_jobs.py`` writes the job around it).
+
+What a trial holds, as ``harbor run`` writes it:
+
+* ``config.json`` (Harbor's ``TrialConfig``) and ``result.json`` (``TrialResult``): the task,
+  the agent (the harness, named by its repo's folder with its SHA as version, or the named
+  agent and its version), the model, the environment kind, token usage from the endpoint's
+  ``usage``, ``cost_usd`` from the config's ``model.pricing`` (absent without a price), every
+  named reward of the verifier (``verifier_result.rewards``), an infra episode's failure as
+  ``exception_info`` (``ReplaykitInfraFailure``), and a multi-step task's ``step_results``;
+* ``verifier/``: ``reward.txt`` (``reward.json`` for several named rewards), ``test-stdout.txt``
+  and ``test-stderr.txt`` as the verifier wrote them (episodes recorded before replaykit kept
+  them say so in ``test-stdout.txt`` and give the grade's detail); ``steps/NAME/verifier/`` for
+  each step of a multi-step task;
+* ``agent/``: ``trajectory.json`` (ATIF, ``atif.py``) and ``transcript.json`` (the episode as
+  ``cassettes show ID --transcript --json`` gives it).
+
+Everything is derived from the stored episode: ids from cassette ids, the one time its
+first-record time.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, TypedDict
+
+from replaykit.cassette.events import Episode
+from replaykit.core.meta import StepVerifierMeta
+from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.models.config import ModelPrice
+from replaykit.report.atif import trajectory
+from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
+
+INFRA = "ReplaykitInfraFailure"
+DATASET = "replaykit"
+HARNESS = "replaykit-harness"  # the agent's name when the harness repo's folder says nothing
+_UNKEPT = "[replaykit: this episode was recorded before its verifier's output was kept; the grade says:]\n"
+
+
+class Trial(TypedDict):
+    """One trial: its folder's name, its two documents and the files beside them."""
+
+    name: str
+    config: dict[str, Any]
+    result: dict[str, Any]
+    files: dict[str, str]  # path under the trial folder -> text
+
+
+def uuid_of(text: str) -> str:
+    return str(uuid.UUID(text[:32].ljust(32, "0")))
+
+
+def agent_of(run: RunDoc, episode: Episode) -> tuple[str, str]:
+    """(name, version) Harbor shows as the agent: a named agent's, else the harness's."""
+    named = episode.meta.get("agent")
+    if named:
+        return str(named["name"]), str(named["version"])
+    return Path(run.harness_repo).name or HARNESS, run.harness_sha
+
+
+def environment_of(episode: Episode) -> dict[str, Any]:
+    """Harbor's ``EnvironmentConfig`` for the episode's kind: ``docker`` is Harbor's own type;
+    any other kind (``local``) has none in Harbor 0.25's enum, so it is named by import path
+    (and the kind in ``kwargs``) with no type, never as ``docker``."""
+    kind = str((episode.meta.get("environment") or {}).get("kind") or "local")
+    if kind == "docker":
+        return {"type": "docker"}
+    path = "replaykit.envs.local:LocalEnv" if kind == "local" else f"replaykit env kind {kind}"
+    return {"type": None, "import_path": path, "kwargs": {"replaykit_kind": kind}}
+
+
+def token_usage(episode: Episode) -> tuple[int | None, int | None, int | None]:
+    """(input, cached input, output) tokens the endpoint reported (None: it reported none)."""
+    found, n_in, n_cache, n_out = False, 0, 0, 0
+    for event in episode.llm_events:
+        for line in event.content.decode("utf-8", "replace").splitlines():
+            text = line[5:].strip() if line.startswith("data:") else line
+            if '"usage"' not in text:
+                continue
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                continue
+            usage = (
+                (doc.get("usage") or (doc.get("response") or {}).get("usage"))
+                if isinstance(doc, dict)
+                else None
+            )
+            if isinstance(usage, dict):
+                found = True
+                n_in += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+                n_out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+                details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+                n_cache += int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return (n_in, n_cache, n_out) if found else (None, None, None)
+
+
+def _verifier_files(rewards: dict[str, float], stdout: str, stderr: str, prefix: str) -> dict[str, str]:
+    reward = (
+        {f"{prefix}verifier/reward.json": json.dumps(rewards, indent=2) + "\n"}
+        if len(rewards) > 1 or set(rewards) - {"reward"}
+        else {f"{prefix}verifier/reward.txt": f"{rewards['reward']:g}\n"}
+        if rewards
+        else {}
+    )
+    return {
+        **reward,
+        f"{prefix}verifier/test-stdout.txt": stdout,
+        f"{prefix}verifier/test-stderr.txt": stderr,
+    }
+
+
+def _exception(detail: str, when: str) -> dict[str, Any]:
+    return {
+        "exception_type": INFRA,
+        "exception_message": detail,
+        "exception_traceback": "",
+        "occurred_at": when,
+    }
+
+
+def _step_result(step: StepVerifierMeta, when: str) -> dict[str, Any]:
+    return {
+        "step_name": step["name"],
+        "verifier_result": None
+        if step["infra_failure"]
+        else {"rewards": step["rewards"] or {"reward": step["reward"]}},
+        "exception_info": _exception(step["detail"], when) if step["infra_failure"] else None,
+    }
+
+
+def _agent_result(episode: Episode, price: ModelPrice | None) -> dict[str, Any]:
+    n_in, n_cache, n_out = token_usage(episode)
+    result: dict[str, Any] = {
+        "n_input_tokens": n_in,
+        "n_cache_tokens": n_cache or None,
+        "n_output_tokens": n_out,
+    }
+    if price is not None and n_in is not None and n_out is not None:
+        result["cost_usd"] = round(price.cost(n_in, n_out, n_cache or 0), 10)
+    return result
+
+
+def trial(
+    run: RunDoc, summary: EpisodeSummary, episode: Episode, when: str, job: Path, price: ModelPrice | None
+) -> Trial:
+    """The trial of one episode of ``run`` (``when``: its first-record time, Harbor's format)."""
+    name = f"{summary.task_id}__{summary.cassette_id[:8]}"
+    task_path = str(episode.meta.get("task", {}).get("path") or summary.task_id)
+    agent, version = agent_of(run, episode)
+    model = run.model["name"]
+    grade = episode.grade
+    detail = grade.detail if grade is not None else "no grade recorded"
+    config = {
+        "task": {"path": task_path, "source": DATASET},
+        "trial_name": name,
+        "trials_dir": str(job),
+        "agent": {"name": agent, "model_name": model},
+        "environment": environment_of(episode),
+        "job_id": uuid_of(run.run_id * 2),
+    }
+    kept = episode.meta.get("verifier")
+    rewards = (kept["rewards"] if kept else None) or {"reward": summary.reward or 0.0}
+    result: dict[str, Any] = {
+        "id": uuid_of(summary.cassette_id),
+        "task_name": summary.task_id,
+        "trial_name": name,
+        "trial_uri": (job / name).resolve().as_uri(),
+        "task_id": {"path": task_path},
+        "source": DATASET,
+        "task_checksum": str(episode.key.task_digest),
+        "config": config,
+        "agent_info": {"name": agent, "version": version, "model_info": {"name": model, "provider": None}},
+        "agent_result": _agent_result(episode, price),
+        "verifier_result": None if summary.infra_failure else {"rewards": rewards},
+        "exception_info": _exception(detail, when) if summary.infra_failure else None,
+        "started_at": when,
+        "finished_at": when,
+        "step_results": [_step_result(s, when) for s in kept["steps"]]
+        if kept and kept.get("steps")
+        else None,
+    }
+    files = _trial_files(run, episode, summary, kept, detail, (agent, version, model))
+    return {"name": name, "config": config, "result": result, "files": files}
+
+
+def _trial_files(
+    run: RunDoc,
+    episode: Episode,
+    summary: EpisodeSummary,
+    kept: Any,
+    detail: str,
+    who: tuple[str, str, str],
+) -> dict[str, str]:
+    agent, version, model = who
+    why = str(episode.meta.get("unprepared") or detail)
+    doc = {"episode": episode_summary(summary.cassette_id, episode), "turns": transcript(episode, OUTPUT_CAP)}
+    files = {
+        "agent/trajectory.json": json.dumps(trajectory(episode, agent, version, model, why), indent=2) + "\n",
+        "agent/transcript.json": json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n",
+    }
+    if summary.infra_failure and not kept:
+        return files
+    rewards = (kept["rewards"] if kept else None) or {"reward": summary.reward or 0.0}
+    if kept and not kept.get("steps"):
+        files.update(_verifier_files(rewards, kept["stdout"], kept["stderr"], ""))
+    elif kept:
+        for step in kept["steps"]:
+            step_rewards = step["rewards"] or ({} if step["infra_failure"] else {"reward": step["reward"]})
+            files.update(
+                _verifier_files(step_rewards, step["stdout"], step["stderr"], f"steps/{step['name']}/")
+            )
+    else:
+        files.update(_verifier_files(rewards, _UNKEPT + detail + "\n", "", ""))
+    return files
