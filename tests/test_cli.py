@@ -435,3 +435,80 @@ def test_a_training_lists_its_calls_and_reused_events(
     header, _, cells = table.splitlines()[1:4]
     assert header.split()[-2:] == ["paid", "reused"], table
     assert cells.split()[-2:] == [str(row["model_calls"]), str(row["reused_events"])], table
+
+
+# -- messages: each states its fix once, names only what the command has (issue 40 item 7) ----
+
+
+def test_an_id_not_in_the_store_gives_its_fix_once(small_store: tuple[Path, str], tmp_path: Path) -> None:
+    store, _ = small_store
+    for args in (
+        ("replay", "deadbeef"),
+        ("cassettes", "show", "deadbeef"),
+        ("cassettes", "export", "deadbeef"),
+    ):
+        line = assert_one_line_error(cli(*args, "--store", str(store), cwd=tmp_path), 1)
+        assert line.count("choose another") == 1 and "pass --store" not in line, (
+            line
+        )  # one way to another store
+        assert line.count("check the id") == 1, line
+
+
+def test_a_training_id_given_for_a_cassette_says_what_it_is(
+    trained_store: tuple[Path, Path, dict[str, object]],
+) -> None:
+    _, store, trained = trained_store
+    training = str(trained["training_id"])
+    line = assert_one_line_error(cli("cassettes", "show", training[:10], "--store", str(store)), 1)
+    assert f"is a training, not a cassette: `replaykit report {training}`" in line, line
+
+
+def test_a_read_only_store_names_only_the_options_the_command_has() -> None:
+    """The library says "or write to another store"; the CLI names the ways this command has:
+    `run` takes no --store (its config's store: field), `replay` does."""
+    import typer
+
+    from replaykit.cli import app
+    from replaykit.commands.shell import _invoked, _message, polish
+    from replaykit.core.errors import ANOTHER_STORE, StoreError
+
+    root = polish(typer.main.get_command(app))
+    error = StoreError(
+        f"store /s/index.db is read-only for this process (x): check the permissions; {ANOTHER_STORE}"
+    )
+    for_run = _message(error, _invoked(root, ["run", "c.yaml"]))
+    for_replay = _message(error, _invoked(root, ["replay", "ID", "--store", "/s"]))
+    assert "--store" not in for_run and "the config's store: field" in for_run, for_run
+    assert "--store, --config CFG or $REPLAYKIT_STORE" in for_replay, for_replay
+
+
+def test_a_flag_error_names_the_flag_not_the_config(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    line = assert_one_line_error(cli("run", str(config), "--agent", "nope", cwd=tmp_path), 1)
+    assert line.startswith("Error: --agent nope: unknown agent 'nope'") and "config file" not in line, line
+
+
+def test_fork_message_that_does_not_exist_is_no_such_file(
+    small_store: tuple[Path, str], tmp_path: Path
+) -> None:
+    store, _ = small_store
+    cassette = json.loads(cli("cassettes", "ls", "--store", str(store), "--json").stdout)[0]["id"]
+    proc = cli("fork", cassette, "--at", "1", "--message", "missing.txt", "--store", str(store), cwd=tmp_path)
+    line = assert_one_line_error(proc, 1)
+    assert "missing.txt: no such file" in line and "UTF-8" not in line, line
+
+
+@pytest.mark.parametrize("models", ["", " , "])
+def test_an_empty_models_list_is_its_own_error(tmp_path: Path, models: str) -> None:
+    config = write_config(tmp_path)
+    line = assert_one_line_error(cli("compare", str(config), "--models", models, cwd=tmp_path), 2)
+    assert "'--models': names no model" in line and "--harness" not in line.split("Try")[0], line
+    both = cli("compare", str(config), "--models", models, "--harness", "main", cwd=tmp_path)
+    assert "names no model" in assert_one_line_error(both, 2)
+    assert not (tmp_path / "store").exists()  # nothing measured, nothing stored
+
+
+def test_doctor_gives_the_proxy_fix_once(tmp_path: Path) -> None:
+    proc = cli("doctor", env={"REPLAYKIT_MITMDUMP": str(tmp_path / "no-mitmdump")}, cwd=tmp_path)
+    (line,) = [x for x in proc.stdout.splitlines() if "frozen network proxy" in x]
+    assert line.count("setup-network.sh") == 1, line

@@ -142,7 +142,7 @@ def ambiguous_prefix(ids: list[str]) -> str:
         (["--at", "1", "--id", "AMBIGUOUS"], "is ambiguous in store"),
         (
             ["--at", "1", "--message", "/nonexistent/message.txt"],
-            "--message /nonexistent/message.txt: cannot read it",
+            "--message /nonexistent/message.txt: no such file",
         ),
     ],
 )

@@ -8,7 +8,15 @@ from typing import Optional
 import typer
 
 from replaykit import render
-from replaykit.commands.options import JsonOpt, StoreOpt, TasksOpt, emit_json, open_store, task_sources
+from replaykit.commands.options import (
+    OVERRIDE_FLAGS,
+    JsonOpt,
+    StoreOpt,
+    TasksOpt,
+    emit_json,
+    open_store,
+    task_sources,
+)
 
 
 def fork(
@@ -57,11 +65,18 @@ def fork(
         )
     text = None
     if message is not None:
+        if not message.is_file():
+            what = "is a folder" if message.is_dir() else "no such file"
+            raise ConfigError(f"--message {message}: {what}; give a text file holding the message")
         try:
             text = message.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--message {message}: cannot read it as UTF-8 text ({exc})") from None
-    cfg = load_config(config, {"model.name": model} if model else None) if config else None
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"--message {message}: not UTF-8 text; give a text file holding the message"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"--message {message}: cannot read it ({exc.strerror})") from None
+    cfg = load_config(config, {"model.name": model} if model else None, OVERRIDE_FLAGS) if config else None
     st = open_store(store, config=config)
     sources = task_sources(st, tasks, config)
     repo = harness_repo.expanduser().absolute() if harness_repo else None

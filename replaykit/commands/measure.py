@@ -10,6 +10,7 @@ import typer
 
 from replaykit import render
 from replaykit.commands.options import (
+    OVERRIDE_FLAGS,
     AcceptEngineOpt,
     AgentTimeoutMultiplierOpt,
     BuildTimeoutMultiplierOpt,
@@ -119,7 +120,7 @@ def run(
     )
     overrides.update(model_overrides(reuse, accept_engine_change))
     overrides.update(executor_override(executor))
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, overrides, OVERRIDE_FLAGS)
     if jobs_dir is not None:  # refused before anything is recorded
         from replaykit.report.harbor_jobs import check_jobs_dir
 
@@ -146,14 +147,29 @@ def run(
             render.harbor_jobs(jobs)
 
 
+def _listed(what: str, example: str) -> Any:
+    """A callback refusing a comma-separated option that names nothing (before any other check)."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not [v for v in value.split(",") if v.strip()]:
+            raise typer.BadParameter(f"names no {what}; give at least one, e.g. {example}")
+        return value
+
+    return check
+
+
 def compare(
     config: Path = typer.Argument(..., help="YAML run config."),
     models: str = typer.Option(
-        ..., "--models", help="Comma-separated model names, e.g. reference-weak,reference-strong"
+        ...,
+        "--models",
+        help="Comma-separated model names, e.g. reference-weak,reference-strong",
+        callback=_listed("model", "--models reference-weak,reference-strong"),
     ),
     harness: str = typer.Option(
         ...,
         "--harness",
+        callback=_listed("harness", "--harness untrained=INITIAL_SHA,trained=main"),
         help="Comma-separated harness refs, each optionally named by its role: untrained=<initial-sha>,trained=main; agent:NAME is a named agent (mini=agent:mini-swe-agent)",
     ),
     record_mode: RecordMode = typer.Option(
@@ -173,7 +189,7 @@ def compare(
     check_record_mode(record_mode)
     with render.progress(enabled=not as_json) as progress:
         report = compare_cells(
-            load_config(config, {**model_overrides(reuse), **executor_override(executor)}),
+            load_config(config, {**model_overrides(reuse), **executor_override(executor)}, OVERRIDE_FLAGS),
             [m.strip() for m in models.split(",") if m.strip()],
             [h.strip() for h in harness.split(",") if h.strip()],
             record_mode,

@@ -101,6 +101,23 @@ OverrideStorageOpt = typer.Option(
 )
 
 
+#: the config key each command-line flag sets (an error in one names the flag, not the config file)
+OVERRIDE_FLAGS: dict[str, str] = {
+    "harness.agent": "--agent",
+    "model.name": "--model",
+    "model.reuse": "--reuse",
+    "model.accept_engine_change": "--accept-engine-change",
+    "executor": "--executor",
+    "env.timeout_multiplier": "--timeout-multiplier",
+    "env.agent_timeout_multiplier": "--agent-timeout-multiplier",
+    "env.verifier_timeout_multiplier": "--verifier-timeout-multiplier",
+    "env.build_timeout_multiplier": "--build-timeout-multiplier",
+    "env.cpus": "--override-cpus",
+    "env.memory_mb": "--override-memory-mb",
+    "env.storage_mb": "--override-storage-mb",
+}
+
+
 def limit_overrides(
     timeout: float | None,
     agent: float | None,
@@ -223,12 +240,13 @@ def forget_stores() -> None:
     _looked_in.clear()
 
 
-def looked_in() -> str:
-    """Where this command looked for ids, and how to look elsewhere ("" before any store opened)."""
+def looked_in(choices: str | None = "--store, --config CFG or $REPLAYKIT_STORE") -> str:
+    """Where this command looked for ids, and how to look elsewhere (``choices``: the command's
+    own ways; None: not said, the message says it; "" before any store opened)."""
     if not _looked_in:
         return ""
     where = "; ".join(dict.fromkeys(_looked_in))
-    return f"looked in {where}; choose another with --store, --config CFG or $REPLAYKIT_STORE"
+    return f"looked in {where}" + (f"; choose another with {choices}" if choices else "")
 
 
 def emit_json(value: Any) -> None:

@@ -29,7 +29,7 @@ from typer._coercion import RuntimeParam
 from typer.core import TyperArgument, TyperOption
 
 from replaykit.commands.coercion import plain_runtime
-from replaykit.core.errors import CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
+from replaykit.core.errors import ANOTHER_STORE, CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
 
 INTERRUPTED = "interrupted — rerun the same command to resume"
 #: the commands whose rerun takes up where Ctrl-C stopped them (what they stored is reused);
@@ -169,14 +169,45 @@ def err(line: str) -> None:
         pass
 
 
-def _where(exc: ReplaykitError) -> str:
+def _invoked(command: Any, args: Sequence[str]) -> Any:
+    """The (sub)command ``args`` invoke (the group itself when none)."""
+    for word in args:
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            if not word.startswith("-"):
+                break
+            continue
+        command = sub
+    return command
+
+
+def _store_choices(command: Any) -> str:
+    """How this command is pointed at another store: only the options it has."""
+    if any("--store" in getattr(p, "opts", ()) for p in getattr(command, "params", ())):
+        return "--store, --config CFG or $REPLAYKIT_STORE"
+    return "the config's store: field"
+
+
+def _message(exc: ReplaykitError, command: Any) -> str:
+    """The error's one line, its store advice naming only options ``command`` has."""
+    text = " ".join(str(exc).split())
+    if text.endswith(ANOTHER_STORE):
+        text += f" ({_store_choices(command)})"
+    return text + _where(exc, command)
+
+
+def _where(exc: ReplaykitError, command: Any = None) -> str:
     """For an id or store that was not found: which stores were looked in."""
     from replaykit.commands.options import looked_in
 
     missing = isinstance(exc, CassetteNotFound) or (
         isinstance(exc, StoreError) and not isinstance(exc, StoreCorrupt) and str(exc).startswith("no ")
     )
-    where = looked_in() if missing else ""
+    said = str(exc)
+    if " is a " in said:  # the id is there, as another kind: nothing to look elsewhere for
+        return ""
+    # where it looked; how to look elsewhere unless the message says so already (said once)
+    where = looked_in(None if "--store" in said else _store_choices(command)) if missing else ""
     return f" ({where})" if where else ""
 
 
@@ -230,7 +261,7 @@ def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "r
             return exc.exit_code
         return 0
     except ReplaykitError as exc:
-        err(f"Error: {' '.join(str(exc).split())}{_where(exc)}")
+        err(f"Error: {_message(exc, _invoked(command, list(sys.argv[1:] if args is None else args)))}")
         return 1
     except _click.exceptions.UsageError as exc:
         err(_usage_line(exc))

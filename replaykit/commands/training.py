@@ -11,6 +11,7 @@ import typer
 
 from replaykit import render
 from replaykit.commands.options import (
+    OVERRIDE_FLAGS,
     AcceptEngineOpt,
     ExecutorOpt,
     JsonOpt,
@@ -52,7 +53,7 @@ def train(
     check_record_mode(record_mode)
     overrides = model_overrides(reuse, accept_engine_change)
     overrides.update(executor_override(executor))
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, overrides, OVERRIDE_FLAGS)
     with render.progress(enabled=not as_json) as progress:
         trainer = Trainer(config=cfg, record_mode=record_mode, progress=progress, keep_going=keep_going)
         resumed_before = len(trainer.recorded)

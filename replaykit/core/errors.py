@@ -53,6 +53,11 @@ class StoreCorrupt(StoreError):
         return StoreCorrupt(self.what, self.where or where, self.store or store)
 
 
+#: what a store error ends with when writing to another store is its fix: the CLI names how, with
+#: the options the command has (``commands.shell``); a library caller reads it as it is
+ANOTHER_STORE = "or write to another store"
+
+
 class CassetteNotFound(StoreError):
     """No cassette (or run, training, verdict) with that id or key."""
 

@@ -290,6 +290,28 @@ def _known_keys(model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> st
     return f"; known: {', '.join(fields)}"
 
 
+def _override_error(
+    overrides: Mapping[str, object] | None,
+    flags: Mapping[str, str] | None,
+    loc: tuple[str | int, ...],
+    line: str,
+) -> ConfigError | None:
+    """An error in a key an override set names the override (its flag when known), never the
+    config file, which does not hold it; None for any other key."""
+    for dotted, value in (overrides or {}).items():
+        parts = tuple(dotted.split("."))
+        if tuple(str(p) for p in loc[: len(parts)]) == parts:
+            said = line.split(": ", 1)[1] if line.startswith("field '") and ": " in line else line
+            flag = (flags or {}).get(dotted)
+            named = (
+                f"{flag} {value}"
+                if flag and not isinstance(value, (dict, bool))
+                else flag or f"override {dotted}"
+            )
+            return ConfigError(f"{named}: {said}")
+    return None
+
+
 def config_error(source: Path | None, lines: Lines, loc: tuple[str | int, ...], line: str) -> ConfigError:
     """One line: the file, the line the field was written on (when it was), what is wrong."""
     if source is None:
@@ -320,10 +342,13 @@ def apply_overrides(data: dict[str, object], overrides: Mapping[str, object] | N
     return data
 
 
-def load_config(path: str | Path, overrides: Mapping[str, object] | None = None) -> RunConfig:
+def load_config(
+    path: str | Path, overrides: Mapping[str, object] | None = None, flags: Mapping[str, str] | None = None
+) -> RunConfig:
     """The config in ``path`` (``overrides``: dotted keys set on top, e.g. from the command line),
     validated whole (the module docstring); any error is one line naming the file, the line
-    and the key. Nothing is created."""
+    and the key, or, for a key an override set, the override (``flags``: the command-line flag
+    that set each key, named instead of it). Nothing is created."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(
@@ -348,7 +373,7 @@ def load_config(path: str | Path, overrides: Mapping[str, object] | None = None)
         config = RunConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
         loc, line = _validation(exc, model=RunConfig)
-        raise config_error(path, lines, loc, line) from None
+        raise _override_error(overrides, flags, loc, line) or config_error(path, lines, loc, line) from None
     config.base_dir = base_dir
     config._source, config._lines = path, lines
     store = None if is_url(config.store) else config.path(split_location(config.store)[1])

@@ -95,7 +95,7 @@ def fork_episode(
     if at < 0:
         raise ConfigError(f"--at {at}: a step is a model call, counted from 0; give 0 or more")
     if not store.exists():  # a mistyped --store: an error, never a new empty store
-        raise CassetteNotFound(f"no store at {store.location}; check --store or $REPLAYKIT_STORE")
+        raise CassetteNotFound(f"no store at {store.location}")
     parent = _parent(store, cassette, at)
     with store.leasing():
         try:  # the first write (the parent kept while the fork is made): before any model call

@@ -76,6 +76,7 @@ class SessionReport(TypedDict):
     llm_calls: NotRequired[int]
     resumed: NotRequired[int]  # calls kept from the recording this one took up (0: a new one)
     stored: NotRequired[bool]
+    untouched: NotRequired[bool]  # a session taken up that received no request: kept as it was
     digest: NotRequired[str]
     models: NotRequired[list[str]]
     upstream_errors: NotRequired[list[str]]
@@ -324,7 +325,7 @@ class _Session:
             events.append(ErrorEvent(f"EndpointFailure: upstream {tape.transport_errors[0].what()}"))
         new_calls = len(tape.llm_events) - len([e for e in kept if isinstance(e, LlmEvent)])
         if taken_up is not None and new_calls == 0 and not tape.transport_errors:
-            return self._replayed(taken_up, server, ended)  # nothing continued it: it was a replay
+            return self._nothing_new(taken_up, server, ended)
         episode = Episode(key=key_of(events), events=events, meta=meta())
         calls = len(episode.llm_events)
         if calls:  # a session with no call (the client never connected, or timed out) is not kept
@@ -375,6 +376,34 @@ class _Session:
         )
         ended = self._serve(server, "replay")
         return self._replayed(episode, server, ended)
+
+    def _nothing_new(self, episode: Episode, server: ProxyServer, ended: str) -> SessionReport:
+        """A session taken up that recorded nothing new: a replay of what it was asked, or, asked
+        nothing at all, its recording kept as it was (never a replay judged "NOT identical")."""
+        if server.resume is not None and server.resume.player.cursor == 0 and not self.lines.divergences:
+            return self._untouched(episode, ended)
+        return self._replayed(episode, server, ended)
+
+    def _untouched(self, episode: Episode, ended: str) -> SessionReport:
+        """A ``once`` session taken up that received no request: its recording, kept as it was."""
+        calls = len(episode.llm_events)
+        return {
+            "mode": "record",
+            "cassette_id": episode.id,
+            "name": episode.key.task_id,
+            "llm_calls": calls,
+            "resumed": calls,
+            "stored": True,
+            "untouched": True,
+            "stopped_by": ended,
+            "digest": episode.digest,
+            "models": _models(list(episode.events)),
+            "notes": self.lines.notes,
+            "upstream_errors": [],
+            "store_errors": [],
+            "divergences": 0,
+            "divergence_lines": [],
+        }
 
     def _replayed(self, episode: Episode, server: ProxyServer | None, ended: str) -> SessionReport:
         player = server.player if server is not None and server.resume is None else None

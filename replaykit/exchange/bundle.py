@@ -69,7 +69,7 @@ __all__ = [
 # -- collecting from a store ----------------------------------------------------
 def _open_existing(store: StoreBackend) -> StoreBackend:
     if not store.exists():
-        raise CassetteNotFound(f"no store at {store.location}; pass --store")
+        raise CassetteNotFound(f"no store at {store.location}")
     return store
 
 
@@ -84,7 +84,7 @@ def resolve_root(store: StoreBackend, root_id: str) -> tuple[str, str]:
         return "cassettes", store.resolve_id("cassettes", root_id, what="cassette")
     except CassetteNotFound:
         raise CassetteNotFound(
-            f"no run, training or cassette {root_id!r} in store {store.location}; check the id or pass --store"
+            f"no run, training or cassette {root_id!r} in store {store.location}; check the id"
         ) from None
 
 

@@ -192,7 +192,7 @@ def remove(
 ) -> RemovalReport:
     """Remove ``ids`` (none: only unreferenced blobs and trees) in one transaction."""
     if not store.exists():
-        raise StoreError(f"no store at {store.location}; pass --store")
+        raise StoreError(f"no store at {store.location}")
     if dry_run:
         return plan(store, ids, recursive).to_json(dry_run=True)
     with store.room_to_remove(), store.write_lock():  # plan and delete under one write transaction

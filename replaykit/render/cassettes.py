@@ -290,6 +290,11 @@ def proxy_report(report: SessionReport) -> None:
         text = f"proxy session {report['name']!r} recorded no call: nothing stored ({hint})"
         for error in report.get("upstream_errors", []):
             err(error)
+    elif report["mode"] == "record" and report.get("untouched"):
+        text = (
+            f"proxy session {report['name']!r} received no request: its recording ({report['llm_calls']} call(s), "
+            f"cassette {report['cassette_id']}) is kept as it was"
+        )
     elif report["mode"] == "record":
         taken_up = f" ({report['resumed']} kept from its earlier recording)" if report.get("resumed") else ""
         text = f"recorded proxy session {report['name']!r}: {report['llm_calls']} call(s){taken_up} → cassette {report['cassette_id']} (digest {report['digest'][:12]})"

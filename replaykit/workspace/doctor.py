@@ -65,8 +65,8 @@ def check_network(needed: bool) -> Check:
     why = "" if needed else " (only Docker tasks that reach the internet need it)"
     fix = "bash scripts/setup-network.sh (or set REPLAYKIT_MITMDUMP to a mitmdump 11.0)"
     problem = server.check()
-    if problem:
-        return Check("frozen network proxy", missing, problem + why, fix)
+    if problem:  # its own "; run …" is the fix column's: said once
+        return Check("frozen network proxy", missing, problem.split("; run ", 1)[0] + why, fix)
     if not needed:
         return Check("frozen network proxy", OK, f"mitmdump installed at {server.mitmdump_path()}")
     scratch = Path(tempfile.mkdtemp(prefix="replaykit-doctor-net-"))

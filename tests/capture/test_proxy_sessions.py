@@ -306,3 +306,25 @@ def test_a_replaying_client_gets_its_key_back_only_where_that_very_key_was(tmp_p
             assert (
                 key not in json.dumps(replayed) and "<secret:client_authorization>" in replayed[1]["content"]
             )
+
+
+def test_a_session_taken_up_that_receives_no_request_is_kept_not_judged(
+    tmp_path: Path, reference: str
+) -> None:
+    """`once` restarted on a stored session and stopped before any request: its recording is kept
+    as it was, never "mode replay, served 0 of 1 ... NOT identical" with a client-cache hint."""
+    store = tmp_path / "store"
+    with ProxyProcess(store, "--upstream", reference) as proxy:
+        turns(proxy.url, ["one"])
+    (before,) = sessions(store)
+    with ProxyProcess(store, "--upstream", reference, as_json=False) as proxy:
+        pass
+    code, _, stderr = proxy.result
+    said = proxy.stdout + stderr
+    assert code == 130 and "NOT identical" not in said and "cache" not in said, said
+    assert "received no request: its recording (1 call(s)" in proxy.stdout, said
+    with ProxyProcess(store, "--upstream", reference) as proxy:
+        pass
+    code, report, _ = proxy.result
+    assert report and report["mode"] == "record" and report["untouched"] and report["llm_calls"] == 1, report
+    assert sessions(store) == [before]

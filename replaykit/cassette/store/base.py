@@ -101,14 +101,30 @@ class StoreBase:
             else []
         )
         if not rows:
-            raise CassetteNotFound(
-                f"no {what} {prefix!r} in store {self.location}; check the id or pass --store"
-            )
+            raise self._not_found(table, prefix, what)
         if len(rows) > 1:
             raise CassetteNotFound(
                 f"{what} id {prefix!r} is ambiguous in store {self.location}; give more characters"
             )
         return str(rows[0][column])
+
+    def _not_found(self, table: str, prefix: str, what: str) -> CassetteNotFound:
+        """Nothing in ``table`` has this id: say what it is when it names a stored document of
+        another table (a training's id given for a cassette), else that it is not there."""
+        if table == "cassettes" and prefix:
+            other = self.driver.select(
+                "runs", ["id", "kind"], {"id": Prefix(prefix)}, [("id", False)], limit=2
+            )
+            if len(other) == 1:
+                full, kind = str(other[0]["id"]), str(other[0]["kind"])
+                see = (
+                    f"`replaykit cassettes ls --run {full}` lists its cassettes"
+                    if kind in ("measure", "fork")
+                    else f"`replaykit report {full}` shows it"
+                )
+                named = {"measure": "run", "compare": "compare result"}.get(kind, kind)
+                return CassetteNotFound(f"{prefix!r} is a {named}, not a cassette: {see}")
+        return CassetteNotFound(f"no {what} {prefix!r} in store {self.location}; check the id")
 
     # -- disk space: removal works on a full disk; compaction only with room ------------
     def room_to_remove(self) -> contextlib.AbstractContextManager[None]:

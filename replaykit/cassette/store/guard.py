@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from replaykit.core.errors import StoreCorrupt, StoreError
+from replaykit.core.errors import ANOTHER_STORE, StoreCorrupt, StoreError
 
 #: what the library raises when a write needs more room than the disk has
 DISK_FULL = ("database or disk is full", "disk is full")
@@ -78,8 +78,7 @@ def translate(exc: sqlite3.Error, root: Path) -> StoreError:
     ):
         return StoreError(
             f"store {index} is read-only for this process ({text[:80]}): check the permissions and owner "
-            f"of {root} and its files (ls -l), or that its filesystem is not mounted read-only; or write to another store "
-            "(--store, the config's store: or $REPLAYKIT_STORE)"
+            f"of {root} and its files (ls -l), or that its filesystem is not mounted read-only; {ANOTHER_STORE}"
         )
     if "disk i/o error" in low or "unable to open" in low:
         return StoreError(

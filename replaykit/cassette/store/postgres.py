@@ -133,9 +133,7 @@ class PgDriver:
             try:
                 if not self._tables_exist(conn):
                     if self.readonly:
-                        raise StoreError(
-                            f"no store at {self.location} (no replaykit tables); check --store or $REPLAYKIT_STORE"
-                        )
+                        raise StoreError(f"no store at {self.location} (no replaykit tables)")
                     self._create_schema(conn)
             except BaseException:
                 conn.close()

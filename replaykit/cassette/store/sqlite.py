@@ -166,7 +166,7 @@ class SqliteDriver:
     def _open_readonly(self) -> GuardedConnection:
         path = self.root / INDEX
         if not path.is_file():
-            raise StoreError(f"no store at {self.root} (no index.db); check --store or $REPLAYKIT_STORE")
+            raise StoreError(f"no store at {self.root} (no index.db)")
         try:
             conn = connect(
                 f"file:{quote(str(path.resolve()))}?{_read_mode(self.root)}",
