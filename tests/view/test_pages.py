@@ -151,6 +151,17 @@ def test_bad_input_is_one_line_and_nothing_writes(viewer: Viewer) -> None:
     assert status == 400 and "seed=&#39;x&#39; is not a whole number" in page
     status, page, _ = get(viewer.url + "/episodes?sort=drop")
     assert status == 400 and "is not a column" in page
+    for query, said in (
+        ("/episodes?page=" + "9" * 30, "page=999999999999999999999999… is out of range; use 1 to 1000000"),
+        ("/episodes?page=0", "page=0 is out of range; use 1 to 1000000"),
+        ("/runs?page=-3", "page=-3 is out of range"),
+        ("/search?q=x&page=" + "1" * 25, "is out of range"),
+        ("/episodes?seed=" + "1" * 21, "seed=" + "1" * 20),
+    ):
+        status, page, _ = get(viewer.url + query)
+        assert status == 400 and said in page, (query, status)  # one line, never a 500
+    status, home, _ = get(viewer.url + "/")
+    assert status == 200 and "<title>replaykit view</title>" in home  # one title, not said twice
     status, page, _ = get(viewer.url + "/episodes/ffffffff")
     assert status == 404 and "no cassette" in page
     status, page, _ = get(viewer.url + "/trainings/" + "0" * 16)
