@@ -92,7 +92,7 @@ SHORT: dict[str, str] = {
     "forked": "certified tasks whose re-execution differed / tasks certified",
     "solved/total": "task instances solved, of the panel's",
     "gap": "the baseline's solve rate on one panel minus another's (val − train: does it generalise; test − val: did choosing on val overfit it), with a 95% interval [low, high] over both panels' tasks",
-    "vs untrained": "the paired difference of solve rates against the untrained harness on the same task instances, with its 95% interval [low, high]",
+    "− untrained": "a harness's solve rate minus the untrained harness's, paired on the same task instances, with its 95% interval [low, high]",
     "floor": "the noise floor: the margin noise reaches, the larger of the seed flip rate and the 95% interval's half-width toward 0",
     "within": "the margin is within the noise floor",
     "p": "exact McNemar p (one-sided) that the candidate solves more task instances",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from replaykit.core.glossary import legend
+from replaykit.core.glossary import SHORT, legend
 from replaykit.render.console import line, show_table, wrapped
 from replaykit.train.intervals import signed
 from replaykit.train.transfer_doc import UNTRAINED, TransferDocument, TransferRow
@@ -32,5 +32,6 @@ def transfer_table(doc: TransferDocument, rows: list[TransferRow]) -> None:
         ["config", "model", *roles, *[f"{r} − untrained" for r in others]],
         cells,
     )
-    wrapped(legend("solved/total", "vs untrained"))
+    differences = ", ".join(f"{r} − untrained" for r in others)
+    wrapped(legend("solved/total") + (f" · {differences} = {SHORT['− untrained']}" if others else ""))
     line(f"transfer {doc['transfer_id']} stored; `replaykit report {doc['transfer_id']}` draws it")

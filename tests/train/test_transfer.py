@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.store import Store
+from replaykit.core.glossary import SHORT
 from replaykit.episodes.config_paths import TEMPLATES
 from replaykit.models.reference.proposer import CURRICULUM, ENTRY, unified_diff
 from replaykit.testing import REPO_ROOT, write_config
@@ -93,6 +94,8 @@ def test_transfer_table_reuses_the_training_and_stores_a_document_report_draws(
     assert again.returncode == 0, again.stderr
     assert f"transfer {doc['transfer_id']}" in again.stdout and "trained − untrained" in again.stdout
     assert "recorded 0" not in again.stdout  # no episode recorded: nothing said about recording
+    said = " ".join(again.stdout.split())  # the legend names the column it explains (it wraps at 80)
+    assert f"trained − untrained = {SHORT['− untrained']}" in said and "vs untrained" not in said
     report = ok(
         "report", doc["transfer_id"], "-o", str(trained["tmp"] / "t.html"), "--config", str(trained["config"])
     )
