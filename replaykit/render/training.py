@@ -25,6 +25,13 @@ class TrainingTable(TrainingDocument):
     resumed_epochs: NotRequired[int]
 
 
+def _without_said(skipped: str | None, description: str | None) -> str | None:
+    """An empty diff's reason without the proposer's words in parentheses when they are the
+    epoch's description already (the line would say them twice)."""
+    said = f" ({(description or '').strip()})"
+    return skipped[: -len(said)] if skipped and said != " ()" and skipped.endswith(said) else skipped
+
+
 def training_table(doc: TrainingTable) -> None:
     """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full."""
     rows: list[list[str | Text]] = []
@@ -43,7 +50,7 @@ def training_table(doc: TrainingTable) -> None:
                 solved,
             ]
         )
-        why = e["skipped"] or (v["reason"] if v else "")
+        why = _without_said(e["skipped"], e["description"]) or (v["reason"] if v else "")
         notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
     show_table(
         f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",

@@ -86,6 +86,6 @@ def tripped(skips: Sequence[tuple[int, str]], limit: int, total: int) -> str | N
     last = skips[-limit:]
     return (
         f"circuit breaker: {limit} consecutive skipped epochs ({epoch_names(e for e, _ in last)}), the"
-        f" last: {last[-1][1][:160]}; stopped after epoch {last[-1][0]} of {total}"
+        f" last: {last[-1][1][:200]}; stopped after epoch {last[-1][0]} of {total}"
         f" (train.max_consecutive_skips: {limit}; fix the proposer or raise the limit, then run again: it resumes)"
     )

@@ -61,5 +61,6 @@ def test_a_harness_not_of_the_quickstart_shape_gets_no_diff_but_one_line_saying_
     request = ChatRequest(body={}, digest="", model="reference-proposer", messages=messages)
     turn = proposer_turn(request)
     assert turn.content == FOREIGN and "```diff" not in (turn.content or "")
-    assert "patch_queue" in FOREIGN and "kind: codex" in FOREIGN and "\n" not in FOREIGN
+    assert "knows only the quickstart harness's edits" in FOREIGN and "docs/training.md" in FOREIGN
+    assert "\n" not in FOREIGN
     assert propose_edit(foreign, brief(foreign)) is None

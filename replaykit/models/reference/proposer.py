@@ -46,11 +46,10 @@ class Change:
 
 
 #: the reply when the harness is not the quickstart's shape: no diff, and what to use instead
+#: (docs/training.md: a real model, Codex or a patch queue); the epoch's line in `train` says it
 FOREIGN = (
-    "No proposal: the reference proposer is a simulator that knows only the quickstart harness's "
-    "changes, and none of them fits this harness.py. To train your own harness, give "
-    "train.estimator.backend a real model (base_url, model, api_key_env) or kind: codex, or list "
-    "your own diffs with train.estimator.kind: patch_queue (docs/training.md)."
+    "No proposal: the built-in proposer knows only the quickstart harness's edits; "
+    "configure a model proposer: docs/training.md"
 )
 
 
