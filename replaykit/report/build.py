@@ -35,6 +35,7 @@ from replaykit.report.documents import (
 )
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript
 from replaykit.report.transfer import transfer_section
+from replaykit.train.calibration import false_accept_line
 from replaykit.train.derived import verified_training, verified_verdict
 from replaykit.train.evidence import verdict_evidence
 from replaykit.train.panels import PANELS, epoch_panels
@@ -278,6 +279,7 @@ class Report:
             "epochs": epochs,
             "verdicts": verdicts,
             "criterion": doc.get("criterion", {}),
+            "false_accept": false_accept_line(doc.get("criterion", {})),  # measured, on its benchmark's panel
             "model": doc.get("model", {}),
             "accepted": sum(e["decision"] == "accepted" for e in epochs),
             "rejected": sum(e["decision"] == "rejected" for e in epochs),

@@ -310,6 +310,7 @@ class TrainingSection(TypedDict):
     epochs: list[EpochSection]
     verdicts: list[VerdictSection]
     criterion: NamedParams
+    false_accept: str  # the criterion's false-accept rate as benchmarks/null_trainings.py measured it
     model: ModelDoc
     accepted: int
     rejected: int

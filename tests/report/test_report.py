@@ -98,6 +98,7 @@ def test_training_report_is_self_contained_and_complete(
         ) in html
         assert f"noise floor {e['noise_floor']:.3f}" in html
     assert html.count('<li class="paired">paired over 16 instance(s) of 8 task(s)') == len(judged)
+    assert '<p class="false-accept">strict_pareto&#39;s measured false-accept rate: 10/200 null' in html
     labels = re.findall(r'<li class="flip (attributed|incidental)">', html)
     derived = [f["label"] for e in judged for f in e["attribution"]["flips"]]
     assert len(labels) == moved and sorted(labels) == sorted(derived)
