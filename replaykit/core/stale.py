@@ -1,8 +1,10 @@
 """What a killed process leaves behind, and how the next run clears it.
 
 Scratch paths that a process owns carry its pid (``<name>.tmp-<pid>-…``,
-``.<name>.removing-<pid>``, ``replaykit-wt-<pid>-…``), so a later process can tell
-a dead owner's leftovers from a live neighbour's work. Lock files are taken with
+``.<name>.removing-<pid>``, ``replaykit-wt-<pid>-…``, and in ``$TMPDIR``
+``replaykit-<kind>-<pid>-…``: :func:`owned_temp_dir`), so a later process can tell
+a dead owner's leftovers from a live neighbour's work (:func:`clean_dead_temp` sweeps
+``$TMPDIR``: a ``kill -9`` during an import or a pull leaves its spool there). Lock files are taken with
 :func:`locked_file`, which unlinks them when done and checks, after locking, that
 the path still names the locked file — so a cleaner may remove any lock file it
 can lock itself, without two processes ever holding "the" lock at once.
@@ -23,6 +25,9 @@ import git
 
 WORKTREE_PREFIX = "replaykit-wt-"
 _PID_RE = re.compile(r"(?:\.tmp-|\.removing-|^" + re.escape(WORKTREE_PREFIX) + r")(\d+)")
+#: ``$TMPDIR/replaykit-<kind>-<pid>-<random>`` (:func:`owned_temp_dir`); a name without a pid
+#: (made by ``mkdtemp`` alone: its random part holds no hyphen) never matches
+_TEMP_RE = re.compile(r"^replaykit-([a-z][a-z-]*?)-(\d+)-[a-z0-9_]+$")
 
 
 def pid_alive(pid: int) -> bool:
@@ -41,6 +46,29 @@ def owner_dead(name: str) -> bool:
     """Whether a scratch path's name carries the pid of a process that is gone."""
     match = _PID_RE.search(name)
     return match is not None and not pid_alive(int(match.group(1)))
+
+
+def owned_temp_dir(kind: str) -> Path:
+    """A fresh folder in ``$TMPDIR`` named ``replaykit-<kind>-<pid>-…``: removed by its owner
+    when done, and by :func:`clean_dead_temp` at a later start when the owner was killed first."""
+    return Path(tempfile.mkdtemp(prefix=f"replaykit-{kind}-{os.getpid()}-"))
+
+
+def clean_dead_temp(kinds: tuple[str, ...]) -> list[Path]:
+    """Remove the :func:`owned_temp_dir` folders of ``kinds`` whose process is gone."""
+    removed: list[Path] = []
+    try:
+        children = list(Path(tempfile.gettempdir()).iterdir())
+    except OSError:
+        return removed
+    for child in children:
+        match = _TEMP_RE.match(child.name)
+        if match is None or match.group(1) not in kinds:
+            continue
+        if not pid_alive(int(match.group(2))) and child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+    return removed
 
 
 def scratch_dir(parent: Path, name: str) -> Path:

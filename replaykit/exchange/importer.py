@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +23,7 @@ from typing import Any, Callable
 from replaykit.cassette.backend import DocumentStore, StoreBackend, StoreHandle
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreError
+from replaykit.core.stale import owned_temp_dir
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
     CONTENT,
@@ -192,7 +192,7 @@ def _has_derived(sel: Selection) -> bool:
 
 def _in_scratch(sel: Selection, path: Path | str, derived: DerivedCheck) -> None:
     """Write ``sel`` into a scratch store of its own, recomputing its derived documents there."""
-    scratch_dir = Path(tempfile.mkdtemp(prefix="replaykit-verify-"))
+    scratch_dir = owned_temp_dir("verify")
     scratch = open_store(str(scratch_dir / "store"))
     try:
         _write(scratch, sel, path, derived)

@@ -19,6 +19,7 @@ from typing import IO, Any
 from replaykit.cassette.integrity import safe_path
 from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleError, Members, Selection, parse_json
+from replaykit.exchange.spool import sweep
 from replaykit.exchange.verifier import (
     check_blobs,
     check_graph,
@@ -188,6 +189,7 @@ def read_bundle(path: Path | str) -> Selection:
     in the bundle), cassette ids against their keys and digests against events.
     """
     path = Path(path)
+    sweep()  # what a killed import left in $TMPDIR
     return verified_selection(path, read_members(path))
 
 

@@ -19,7 +19,18 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Protocol
 
+from replaykit.core.stale import clean_dead_temp, owned_temp_dir
+
 CHUNK = 1 << 20
+#: the ``$TMPDIR`` folders moving a bundle makes (``core.stale.owned_temp_dir``): this spool, a
+#: pull's layers, an import's scratch checks, a reproduction's store. A ``kill -9`` leaves them;
+#: the next import, pull or reproduce removes those whose process is gone (:func:`sweep`)
+TEMP_KINDS = ("blobs", "pull", "verify", "bundle-check", "reproduce")
+
+
+def sweep() -> list[Path]:
+    """Remove what killed imports, pulls and reproductions left in ``$TMPDIR``."""
+    return clean_dead_temp(TEMP_KINDS)
 
 
 class BlobSource(Protocol):
@@ -38,7 +49,7 @@ class Blobs(MutableMapping[str, bytes]):
 
     def _folder(self) -> Path:
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="replaykit-blobs-"))
+            self._dir = owned_temp_dir("blobs")
             self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         return self._dir
 

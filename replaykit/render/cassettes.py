@@ -206,7 +206,7 @@ def net_rows(doc: NetListing) -> None:
 
 
 def bundle_report(report: BundleReport, action: str) -> None:
-    """One summary line for ``cassettes export``/``import``/``verify``."""
+    """The summary of ``cassettes export``/``import``/``verify``, wrapped to the width piped."""
     root = report["root"]
     what = f"{root.get('kind', root['table'])} {root['id']}"
     counts = report["counts"]
@@ -228,7 +228,7 @@ def bundle_report(report: BundleReport, action: str) -> None:
         text += f" · with {len(report['images'])} Docker image(s)"
     if report.get("images_loaded"):
         text += f" · docker-loaded {len(report['images_loaded'])} image(s)"
-    line(text)
+    wrapped(text)
 
 
 def push_report(report: PushReport) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -24,6 +23,7 @@ from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.progress import Progress
+from replaykit.core.stale import owned_temp_dir
 from replaykit.episodes.replay import replay_cassette, replay_runs
 from replaykit.exchange.bundle_format import Selection
 from replaykit.exchange.importer import import_selection
@@ -157,7 +157,7 @@ def reproduce(
 ) -> Reproduction:
     """Import ``fetch()``'s selection into a scratch store, replay and redraw every root."""
     sel, known = fetched()
-    scratch = Path(tempfile.mkdtemp(prefix="replaykit-reproduce-"))
+    scratch = owned_temp_dir("reproduce")
     try:
         roots = roots_of(sel)
         store = open_store(str(scratch / "store"))

@@ -19,14 +19,13 @@ untrusted: a field of the wrong shape is corruption too, so the checks narrow be
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from replaykit.cassette.backend import BlobStore, RunStore, StoreHandle
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
 from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
+from replaykit.core.stale import owned_temp_dir
 from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
@@ -95,7 +94,7 @@ def verify_verdict(store: RunStore, doc: VerdictDocument) -> None:
 def verify_git_bundle(store: BlobStore, doc: TrainingDocument) -> None:
     """The training's initial-baseline blob is a git bundle (``git bundle verify``) holding its initial SHA."""
     tid = doc.get("training_id")
-    tmp = Path(tempfile.mkdtemp(prefix="replaykit-bundle-check-"))
+    tmp = owned_temp_dir("bundle-check")
     try:
         gitops.clone_bundle(
             store.get_blob(str(doc.get("initial_bundle"))),

@@ -119,6 +119,31 @@ def test_a_run_after_its_training_uploads_nothing_new(
     assert run["blobs_uploaded"] <= 5 and run["blobs_present"] >= run["counts"]["blobs"]
 
 
+def test_a_pull_downloads_only_the_blobs_the_store_lacks(
+    source: dict[str, Any], reg: Running, tmp_path: Path
+) -> None:
+    """A store that holds the training's baseline run already fetches only the other layers; what
+    it fetched and the manifest are verified as before, what it held is read back from it."""
+    ref = reg.ref("rk/skip:1")
+    rk("cassettes", "push", source["training"], ref, "--store", source["store"], tmp=tmp_path)
+    fresh = rk("cassettes", "pull", ref, "--store", str(tmp_path / "fresh"), tmp=tmp_path)
+    assert fresh["blobs_skipped"] == 0
+    bundle = tmp_path / "run.tar.gz"
+    run = rk(
+        "cassettes", "export", source["run"], "-o", str(bundle), "--store", source["store"], tmp=tmp_path
+    )
+    partial = tmp_path / "partial"
+    rk("cassettes", "import", str(bundle), "--store", str(partial), tmp=tmp_path)
+    pulled = rk("cassettes", "pull", ref, "--store", str(partial), tmp=tmp_path)
+    assert pulled["noop"] is False and pulled["blobs_skipped"] == run["counts"]["blobs"] > 0
+    assert pulled["bytes_downloaded"] < fresh["bytes_downloaded"]
+    assert pulled["imported"]["blobs"] == fresh["imported"]["blobs"] - run["counts"]["blobs"]
+    replayed = rk("replay", source["training"], "--store", str(partial), tmp=tmp_path)
+    assert replayed["identical"] is True
+    again = rk("cassettes", "pull", ref, "--store", str(partial), tmp=tmp_path)
+    assert again["noop"] is True and again["blobs_skipped"] == fresh["counts"]["blobs"]
+
+
 def test_token_auth(source: dict[str, Any], tmp_path: Path) -> None:
     token = TokenServer(tmp_path / "token")
     try:
@@ -327,6 +352,8 @@ def test_an_interrupted_pull_writes_nothing(
     )
     relay = SlowRelay(reg.host)
     store = tmp_path / "target"
+    tmpdir = tmp_path / "tmp"  # where it spools
+    tmpdir.mkdir()
     try:
         proc = subprocess.Popen(
             [
@@ -339,12 +366,16 @@ def test_an_interrupted_pull_writes_nothing(
                 "--store",
                 str(store),
             ],
-            env={**os.environ, **env(tmp_path)},
+            env={**os.environ, **env(tmp_path), "TMPDIR": str(tmpdir)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(4)  # the manifest and some layers are in
+        deadline = time.monotonic() + 120  # until it is fetching layers (its folder in $TMPDIR)
+        while not list(tmpdir.glob(f"replaykit-pull-{proc.pid}-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(1)  # some layers are in
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
@@ -353,6 +384,14 @@ def test_an_interrupted_pull_writes_nothing(
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err, err
     assert not store.exists()
+    left = list(tmpdir.glob(f"replaykit-*-{proc.pid}-*"))
+    assert bool(left) == (sig == signal.SIGKILL), left  # Ctrl-C cleans up; kill -9 cannot
+    again = cli(
+        "cassettes", "pull", reg.ref("rk/slow:1"), "--store", str(store), "--json",
+        env={**env(tmp_path), "TMPDIR": str(tmpdir)}, process=True,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert not list(tmpdir.iterdir())  # the next pull swept what the killed one left
 
 
 def test_reproduce_from_the_registry(source: dict[str, Any], reg: Running, tmp_path: Path) -> None:
