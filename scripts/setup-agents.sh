@@ -5,8 +5,8 @@
 #   bin/mini                                 a link to it: the folder to put on $REPLAYKIT_AGENTS_PATH
 # Every dependency of a venv is pinned by scripts/constraints-agents.txt (refreshed by
 # scripts/lock.sh). Idempotent: a warm run (that very set already there) takes well under a second.
-# Run by scripts/test.sh, which exports REPLAYKIT_AGENTS_PATH; outside it:
-#   export REPLAYKIT_AGENTS_PATH=~/.cache/replaykit/agents/bin
+# Run by scripts/test.sh, which exports REPLAYKIT_AGENTS_PATH; outside it replaykit looks in
+# $REPLAYKIT_AGENTS_HOME/bin (~/.cache/replaykit/agents/bin) when REPLAYKIT_AGENTS_PATH is unset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.errors import ConfigError, ReplaykitError
+from replaykit.report.reproduce import RootResult, chart_file, check_chart_files
 from replaykit.testing import REPO_ROOT
 from tests.cli_runner import cli
 
@@ -20,7 +22,10 @@ SHIPPED = REPO_ROOT / "cassettes" / "quickstart-training.tar.gz"
 
 def test_the_shipped_training_reproduces_identical(tmp_path: Path) -> None:
     charts = tmp_path / "charts"
-    proc = cli("reproduce", str(SHIPPED), "--charts", str(charts), "--json", cwd=tmp_path)  # not a checkout
+    named = ("--chart", "curve=docs/curve.svg", "--chart", "curve=docs/curve.png")  # where a README shows it
+    proc = cli(
+        "reproduce", str(SHIPPED), "--charts", str(charts), *named, "--json", cwd=tmp_path
+    )  # not a checkout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     done = json.loads(proc.stdout)
     assert done["identical"] is True and done["roots"][0]["kind"] == "training"
@@ -39,15 +44,42 @@ def test_the_shipped_training_reproduces_identical(tmp_path: Path) -> None:
         written = Path(chart["path"]).read_text()
         assert hashlib.sha256(written.encode()).hexdigest() == chart["sha256"]
         assert hashlib.sha256(written.rstrip("\n").encode()).hexdigest() in drawn
+    curve = next(c for c in training["charts"] if c["name"] == "curve")
+    assert curve["files"] == ["docs/curve.svg", "docs/curve.png"]
+    assert (tmp_path / "docs" / "curve.svg").read_bytes() == Path(curve["path"]).read_bytes()
+    assert (tmp_path / "docs" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["curve.png", "curve.svg"]
     assert not list(tmp_path.glob("replaykit-reproduce-*"))
 
 
 def test_one_line_per_root_in_80_columns(tmp_path: Path) -> None:
-    proc = cli("reproduce", str(SHIPPED), cwd=tmp_path, env={"COLUMNS": "80"})
+    deep = "docs/figures/the-training-curve-as-the-readme-shows-it.svg"  # one line would be 89 long
+    proc = cli("reproduce", str(SHIPPED), "--chart", f"curve={deep}", cwd=tmp_path, env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines and all(len(line) <= 80 for line in lines), lines
     assert re.match(r"training [0-9a-f]{16}: identical", lines[0]), lines
+    assert " ".join(x.strip() for x in lines[1:]) == f"its chart curve written to {deep}"
+
+
+def test_chart_names_that_name_nothing_or_several_are_one_line() -> None:
+    roots: list[RootResult] = [
+        {"id": i, "kind": "compare", "identical": True, "replayed": 1, "divergence": None,
+         "charts": [{"name": "bars", "sha256": "0" * 64}]}
+        for i in ("aaaa1111", "bbbb2222")
+    ]  # fmt: skip
+    check_chart_files([("aaaa:bars", Path("x.svg"))], roots)  # one root named: fine
+    with pytest.raises(
+        ReplaykitError, match=r"no chart of that name was drawn; drawn: aaaa1111:bars, bbbb2222:bars"
+    ):
+        check_chart_files([("curve", Path("x.svg"))], roots)
+    with pytest.raises(
+        ReplaykitError, match=r"drawn by 2 roots \(aaaa1111:bars, bbbb2222:bars\); name one as ROOT:NAME"
+    ):
+        check_chart_files([("bars", Path("x.svg"))], roots)
+    with pytest.raises(ConfigError, match=r"expected NAME=FILE with FILE ending \.svg or \.png"):
+        chart_file("bars=chart.pdf")
+    assert chart_file(" bars = docs/b.png ") == ("bars", Path("docs/b.png"))
 
 
 def test_a_bad_source_is_one_line(tmp_path: Path) -> None:

@@ -19,10 +19,18 @@ from pathlib import Path
 from replaykit.core.errors import HarnessError
 
 #: folders searched for an agent's program before ``PATH`` (``os.pathsep``-separated);
-#: ``scripts/setup-agents.sh`` installs each shipped agent in its own venv and prints this
+#: ``scripts/setup-agents.sh`` installs each shipped agent in its own venv and prints this.
+#: Unset, it is the folder that script links them into (:func:`default_agents_path`)
 AGENTS_PATH_VAR = "REPLAYKIT_AGENTS_PATH"
 _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.+-]*")
 _TRAMPOLINE = re.compile(r"^'''exec' \"?([^\"\n]+?)\"? \"\$0\"", re.M)
+
+
+def default_agents_path() -> Path:
+    """Where ``scripts/setup-agents.sh`` links each agent's program: ``$REPLAYKIT_AGENTS_HOME/bin``,
+    by default ``~/.cache/replaykit/agents/bin`` (so a machine that ran it needs no export)."""
+    home = os.environ.get("REPLAYKIT_AGENTS_HOME") or Path.home() / ".cache" / "replaykit" / "agents"
+    return Path(home) / "bin"
 
 
 @dataclass(frozen=True)
@@ -40,8 +48,9 @@ class Requirement:
     exact: str | None = None
 
     def find(self) -> Path | None:
-        extra = os.environ.get(AGENTS_PATH_VAR, "")
-        for folder in [p for p in extra.split(os.pathsep) if p]:
+        extra = os.environ.get(AGENTS_PATH_VAR)
+        folders = [str(default_agents_path())] if extra is None else extra.split(os.pathsep)
+        for folder in [p for p in folders if p]:
             candidate = Path(folder) / self.program
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 return candidate

@@ -196,6 +196,12 @@ def reproduce(
     charts: Optional[Path] = typer.Option(
         None, "--charts", help="Also write each root's charts, drawn again, as SVG files into this folder."
     ),
+    chart: list[str] = typer.Option(
+        [],
+        "--chart",
+        metavar="NAME=FILE",
+        help="Also write the chart NAME (as --json lists it; ROOT:NAME when several roots draw one) to FILE, .svg or .png (repeatable).",
+    ),
     verify_key: Optional[Path] = typer.Option(
         None, "--verify-key", help="oci://: refuse it unless signed by this ed25519 public key."
     ),
@@ -205,15 +211,20 @@ def reproduce(
     as_json: bool = JsonOpt,
 ) -> None:
     """Reproduce a shared bundle or artefact: import it into a scratch store, replay every root, redraw its charts."""
-    from replaykit.report.reproduce import from_bundle, from_registry
+    from replaykit.core.errors import ConfigError
+    from replaykit.report.reproduce import chart_file, from_bundle, from_registry
     from replaykit.report.reproduce import reproduce as run_reproduction
 
+    try:  # before anything is read
+        chart_files = [chart_file(c) for c in chart]
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--chart") from None
     if source.startswith("oci://"):
         fetch = from_registry(_oci_ref(source, "SOURCE"), insecure, verify_key)
     else:
         fetch = from_bundle(Path(source))
     with render.progress(enabled=not as_json) as progress:
-        done = run_reproduction(source, fetch, charts, progress)
+        done = run_reproduction(source, fetch, charts, progress, chart_files)
     emit_json(done) if as_json else render.reproduction(done)
     if not done["identical"]:
         raise typer.Exit(1)

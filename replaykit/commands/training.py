@@ -107,6 +107,12 @@ def transfer(
     agent: Optional[str] = typer.Option(
         None, "--agent", help="Also measure this named agent (replaykit/agents/), e.g. mini-swe-agent."
     ),
+    endpoint: list[str] = typer.Option(
+        [],
+        "--endpoint",
+        metavar="MODEL=URL",
+        help="Where a model is served when not at the config's base_url, e.g. tiny=http://127.0.0.1:8081/v1 (repeatable).",
+    ),
     record_mode: RecordMode = typer.Option(
         RecordMode.ONCE,
         "--record-mode",
@@ -122,7 +128,7 @@ def transfer(
     from replaykit.core.errors import ConfigError
     from replaykit.episodes.config import load_config
     from replaykit.episodes.run import check_record_mode
-    from replaykit.train.transfer import check_models
+    from replaykit.train.transfer import check_endpoints, check_models
     from replaykit.train.transfer import transfer as measure_transfer
     from replaykit.train.transfer_doc import transfer_table
 
@@ -131,11 +137,15 @@ def transfer(
         names = check_models(models.split(","))
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--models") from None
+    try:
+        endpoints = check_endpoints(endpoint, names)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--endpoint") from None
     loaded = [load_config(c, model_overrides(reuse)) for c in configs]
     st = open_store(store or loaded[0].store_location, readonly=record_mode == RecordMode.NONE)
     with render.progress(enabled=not as_json) as progress:
         doc = measure_transfer(
-            st, training_id, loaded, [str(c) for c in configs], names, agent, record_mode, progress
+            st, training_id, loaded, [str(c) for c in configs], names, agent, record_mode, progress, endpoints
         )
     rows = transfer_table(st, doc)
     if as_json:

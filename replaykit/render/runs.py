@@ -254,7 +254,10 @@ def reproduction(done: Reproduction) -> None:
         tail = f"({root['replayed']} {unit}(s) replayed, {len(root['charts'])} chart(s) redrawn)"
         if root["identical"]:
             line(f"{head}identical {tail}")
-            continue
-        line(f"{head}DIVERGED {tail}")
-        for piece in textwrap.wrap(root["divergence"] or "", 76):
-            line(f"    {piece}")
+        else:
+            line(f"{head}DIVERGED {tail}")
+            for piece in textwrap.wrap(root["divergence"] or "", 76):
+                line(f"    {piece}")
+        for chart in root["charts"]:
+            for file in chart.get("files", []):
+                wrapped(f"    its chart {chart['name']} written to {file}", indent="      ")

@@ -8,20 +8,24 @@ verdict run by run, a run or a cassette episode by episode) and its charts are d
 report's figures, as SVG; their sha256 in ``--json``, the files with ``--charts DIR``). One line
 per root: ``identical``, or where it first parted. No engine, no network (an ``oci://`` source is
 fetched first, from its registry), Docker running or not; the scratch store is removed after.
+
+``--chart NAME=FILE`` writes one chart where a README shows it: NAME as ``--json`` lists it
+(``transfer``, ``curve``, …; ``ROOT:NAME`` with a root id prefix when several roots draw one of
+that name), FILE a ``.svg`` (the bytes ``--charts`` writes and ``report`` inlines) or a ``.png``.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, StoreBackend
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
-from replaykit.core.errors import DivergenceReport
+from replaykit.core.errors import ConfigError, DivergenceReport, ReplaykitError
 from replaykit.core.progress import Progress
 from replaykit.core.stale import owned_temp_dir
 from replaykit.episodes.replay import replay_cassette, replay_runs
@@ -36,6 +40,9 @@ from replaykit.report.build import KINDS, build
 from replaykit.train.audit import replay_training
 from replaykit.train.derived import verify_document
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 #: how a reproduction gets its selection (verified, nothing written) and what is known of its source
 Fetch = Callable[[], tuple[Selection, Mapping[str, object]]]
 
@@ -44,6 +51,22 @@ class Chart(TypedDict):
     name: str
     sha256: str  # of the SVG drawn
     path: NotRequired[str]  # where ``--charts DIR`` wrote it
+    files: NotRequired[list[str]]  # where ``--chart NAME=FILE`` wrote it
+
+
+#: ``--chart NAME=FILE``: (NAME or ROOT:NAME, FILE ending .svg or .png)
+ChartFile = tuple[str, Path]
+CHART_SUFFIXES = (".svg", ".png")
+
+
+def chart_file(given: str) -> ChartFile:
+    """``NAME=FILE`` checked before anything is read: one line when it is not one."""
+    name, sep, file = (part.strip() for part in given.partition("="))
+    if not sep or not name or not file or Path(file).suffix not in CHART_SUFFIXES:
+        raise ConfigError(
+            f"{given!r}: expected NAME=FILE with FILE ending .svg or .png, e.g. transfer=docs/chart.svg"
+        )
+    return name, Path(file)
 
 
 class RootResult(TypedDict):
@@ -131,8 +154,11 @@ def _runs_of(store: DocumentStore, root_id: str, kind: str) -> list[str]:
     return [str(r) for r in listed] if isinstance(listed, list) else []
 
 
-def redraw(store: BrowseStore, root_id: str, kind: str, folder: Path | None) -> list[Chart]:
-    """The root's report figures drawn again, as SVG (written into ``folder`` when given)."""
+def redraw(
+    store: BrowseStore, root_id: str, kind: str, folder: Path | None, wanted: Sequence[ChartFile] = ()
+) -> list[Chart]:
+    """The root's report figures drawn again, as SVG (written into ``folder`` when given, and
+    each one ``wanted`` names into its file)."""
     if kind not in KINDS:
         return []
     _, figures = build(store, root_id)
@@ -145,8 +171,49 @@ def redraw(store: BrowseStore, root_id: str, kind: str, folder: Path | None) -> 
             path = folder / f"{root_id[:16]}-{name}.svg"
             path.write_text(text, encoding="utf-8")
             chart["path"] = str(path)
+        files = [file for asked, file in wanted if _names(asked, root_id, name)]
+        for file in files:
+            _write_chart(file, text, figure)
+        if files:
+            chart["files"] = [str(f) for f in files]
         out.append(chart)
     return out
+
+
+def _names(asked: str, root_id: str, name: str) -> bool:
+    """Whether ``--chart``'s NAME (or ROOT:NAME) names the chart ``name`` of ``root_id``."""
+    root, sep, chart = asked.rpartition(":")
+    return chart == name and (not sep or root_id.startswith(root))
+
+
+def _write_chart(file: Path, text: str, figure: Figure) -> None:
+    """One chart into ``file`` (its suffix says SVG or PNG), atomically."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_name(f".{file.name}.tmp")
+    if file.suffix == ".svg":
+        tmp.write_text(text, encoding="utf-8")
+    else:
+        charts.save_png(figure, tmp)
+    tmp.replace(file)
+
+
+def check_chart_files(wanted: Sequence[ChartFile], results: list[RootResult]) -> None:
+    """One line when a ``--chart`` NAME named no chart drawn, or several (of other roots)."""
+    for asked, _ in wanted:
+        drawn = [
+            (r["id"], c["name"]) for r in results for c in r["charts"] if _names(asked, r["id"], c["name"])
+        ]
+        if len(drawn) == 1:
+            continue
+        if not drawn:
+            every = ", ".join(f"{r['id'][:8]}:{c['name']}" for r in results for c in r["charts"])
+            raise ReplaykitError(
+                f"--chart {asked!r}: no chart of that name was drawn; drawn: {every or 'none'}"
+            )
+        both = ", ".join(f"{root[:8]}:{name}" for root, name in drawn)
+        raise ReplaykitError(
+            f"--chart {asked!r}: drawn by {len(drawn)} roots ({both}); name one as ROOT:NAME"
+        )
 
 
 def reproduce(
@@ -154,8 +221,10 @@ def reproduce(
     fetched: Fetch,
     charts_dir: Path | None = None,
     progress: Progress | None = None,
+    chart_files: Sequence[ChartFile] = (),
 ) -> Reproduction:
-    """Import ``fetch()``'s selection into a scratch store, replay and redraw every root."""
+    """Import ``fetch()``'s selection into a scratch store, replay and redraw every root
+    (``chart_files``: ``--chart NAME=FILE``, checked once every root is drawn)."""
     sel, known = fetched()
     scratch = owned_temp_dir("reproduce")
     try:
@@ -172,13 +241,14 @@ def reproduce(
                     "identical": identical,
                     "replayed": replayed,
                     "divergence": where,
-                    "charts": redraw(store, root_id, kind, charts_dir),
+                    "charts": redraw(store, root_id, kind, charts_dir, chart_files),
                 }
             )
         store.close()
     finally:
         sel.blobs.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    check_chart_files(chart_files, results)
     done: Reproduction = {
         "source": source,
         "root": sel.root["id"],

@@ -84,6 +84,23 @@ def with_training_harness(config: RunConfig, trained: RunConfig, repo: Path, sto
     return out
 
 
+def check_endpoints(given: list[str], models: list[str]) -> dict[str, str]:
+    """``--endpoint MODEL=URL`` → {model: base URL}: where a model is served when it is not at
+    each config's ``model.base_url`` (one engine serves one model). Where, never what: no key
+    and no document holds it."""
+    out: dict[str, str] = {}
+    for one in given:
+        name, sep, url = (part.strip() for part in one.partition("="))
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{one!r}: expected MODEL=URL, e.g. tiny=http://127.0.0.1:8081/v1")
+        if name not in models:
+            raise ConfigError(f"{one!r}: {name!r} is not one of --models ({', '.join(models)})")
+        if name in out:
+            raise ConfigError(f"{name!r} is given twice; give each model one endpoint")
+        out[name] = url
+    return out
+
+
 def check_models(models: list[str]) -> list[str]:
     names = [m.strip() for m in models if m.strip()]
     if not names:
@@ -103,9 +120,12 @@ def transfer(
     agent: str | None = None,
     record_mode: RecordMode = RecordMode.ONCE,
     progress: Progress | None = None,
+    endpoints: dict[str, str] | None = None,
 ) -> TransferDocument:
-    """Measure (or reuse) every config × model × harness cell and store the transfer document."""
+    """Measure (or reuse) every config × model × harness cell and store the transfer document
+    (``endpoints``: a model's base URL where it is not at the config's, ``check_endpoints``)."""
     models = check_models(models)
+    where = endpoints or {}
     if not configs:
         raise ConfigError("no --config given; name at least one config whose panel to measure on")
     doc = verified_training(store, training_id, bundle=False)
@@ -125,7 +145,8 @@ def transfer(
             agent_cfg = agent_config(cfg, f"agent:{agent}", record_mode)[0] if agent else None
             rows.append({"label": label, "name": config.name, "digest": cfg.digest(), "env": config.env.kind})
             for model_name in models:
-                model = config.model.model_copy(update={"name": model_name})
+                served = {"base_url": where[model_name]} if model_name in where else {}
+                model = config.model.model_copy(update={"name": model_name, **served})
                 for harness in harnesses:
                     result = measure(
                         cfg,

@@ -4,6 +4,9 @@ through the real CLI: the table, the stored document (checked on read), its repo
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,12 +132,63 @@ def test_transfer_travels_in_a_bundle_and_is_checked_on_read(trained: dict[str, 
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.fixture
+def reference_server() -> Iterator[str]:
+    """The reference model served on loopback (another endpoint than the config's ``builtin``)."""
+    argv = [sys.executable, "-m", "replaykit.cli", "serve", "reference", "--port", "0", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while not text.rstrip().endswith("}"):
+            line = proc.stdout.readline()
+            assert line, "the server exited before listening"
+            text += line
+        yield str(json.loads(text)["base_url"])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_model_served_elsewhere_is_measured_at_its_endpoint(
+    trained: dict[str, Any], reference_server: str
+) -> None:
+    """One engine serves one model: ``--endpoint MODEL=URL`` says where a model is that is not
+    at the config's base_url. Where, never what: the document and every key name the model as
+    it is served, never its URL or port."""
+    t = trained["training"]
+    proc = cli(
+        "transfer", t["training_id"], "--config", str(trained["config"]), "--json",
+        "--models", "reference-weak,reference-strong", "--endpoint", f"reference-strong={reference_server}",
+        env={"OPENAI_API_KEY": "no-key"},  # the config's key variable: the reference server takes any
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    store = Store(trained["tmp"] / "store", readonly=True)
+    served = {c["model"]: store.get_run(c["run_id"]).model["endpoint"] for c in doc["cells"]}
+    assert served["reference-weak"] == "builtin"  # the config's base_url
+    assert served["reference-strong"] != "builtin"  # measured where --endpoint said
+    port = reference_server.rsplit(":", 1)[1].split("/")[0]
+    assert port not in json.dumps(doc) and port not in json.dumps(served)
+
+
 def test_transfer_bad_input_is_one_line(trained: dict[str, Any]) -> None:
     config = str(trained["config"])
     empty = cli("transfer", trained["training"]["training_id"], "--config", config, "--models", " , ")
     assert (
         empty.returncode == 2 and "--models" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
     )
+    for given, says in (
+        ("reference-weak", "expected MODEL=URL"),
+        ("reference-weak=ftp://127.0.0.1/v1", "expected MODEL=URL"),
+        ("tiny=http://127.0.0.1:8081/v1", "'tiny' is not one of --models"),
+    ):
+        bad = cli(
+            "transfer", trained["training"]["training_id"], "--config", config,
+            "--models", "reference-weak", "--endpoint", given,
+        )  # fmt: skip
+        assert bad.returncode == 2 and "--endpoint" in bad.stderr and says in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr
     unknown = cli("transfer", "0123456789abcdef", "--config", config, "--models", "reference-weak")
     assert unknown.returncode == 1 and "0123456789abcdef" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1 and "Traceback" not in unknown.stderr
