@@ -191,7 +191,7 @@ def refused_on_import(store: Store, tmp_path: Path, i: int, t: dict[str, Any], w
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (target / "index.db").exists() or not Store(target, readonly=True).list_runs(), what
     checked = cli("cassettes", "verify", str(bundle), "--json")  # refuses what import refuses
-    tmpname = re.compile(r"replaykit-bundle-check-\w+")  # git names its own temporary clone
+    tmpname = re.compile(r"replaykit-bundle-check-[\w-]+")  # its own temporary clone (pid, random)
     assert checked.returncode == 1 and tmpname.sub("", checked.stderr) == tmpname.sub("", proc.stderr), (
         what,
         checked.stdout[-300:],
