@@ -108,6 +108,12 @@ def test_only_the_named_command_is_built() -> None:
     command = typer.main.get_command(pruned)
     assert list(command.commands) == ["cassettes"]  # type: ignore[attr-defined]
     assert list(command.commands["cassettes"].commands) == ["ls"]  # type: ignore[attr-defined]
+    listed = only_command(app, ["--help"])  # the root's help lists names and first lines only
+    assert listed is not None
+    command = typer.main.get_command(listed)
+    every = typer.main.get_command(app)
+    assert list(command.commands) == list(every.commands)  # type: ignore[attr-defined]
+    assert not command.commands["run"].params  # type: ignore[attr-defined]  # no parameter built
     for args in (["cassettes"], ["--version"], ["cassettes", "nope"], ["nope"], []):
         assert only_command(app, args) is None, args  # the whole app: its help, its suggestions
 
@@ -115,6 +121,8 @@ def test_only_the_named_command_is_built() -> None:
 @pytest.mark.parametrize(
     "args",
     [
+        ("--help",),
+        ("-h",),
         ("cassettes", "ls", "--help"),
         ("runs", "-h"),
         ("run", "--help"),

@@ -27,6 +27,7 @@ import typer
 from typer import _click
 from typer._coercion import RuntimeParam
 from typer.core import TyperArgument, TyperOption
+from typer.models import CommandInfo
 
 from replaykit.commands.coercion import plain_runtime
 from replaykit.core.errors import ANOTHER_STORE, CassetteNotFound, ReplaykitError, StoreCorrupt, StoreError
@@ -219,6 +220,8 @@ def only_command(app: typer.Typer, args: Sequence[str], top: bool = True) -> typ
     Building the click command of every registered command (their parameters, their help)
     costs more than most commands' own start-up; a command's usage, help and errors name the
     same path either way."""
+    if top and list(args) in (["--help"], ["-h"]):
+        return _listed_only(app)
     name = next(iter(args), "")
     for info in app.registered_commands:
         if info.name == name:
@@ -240,6 +243,31 @@ def only_command(app: typer.Typer, args: Sequence[str], top: bool = True) -> typ
             pruned.registered_commands, pruned.registered_groups = [], [kept]
             return pruned
     return None
+
+
+def _listed_only(app: typer.Typer) -> typer.Typer:
+    """A copy of ``app`` for its own ``--help``, which lists each command by name and first
+    line: every command's callback is a stand-in with its docstring and no parameters (the
+    root's own callback, its ``--version``, is kept), so no command's parameters are built."""
+
+    def stand_in(info: CommandInfo) -> CommandInfo:
+        def command() -> None:
+            raise AssertionError("a stand-in for --help is never run")
+
+        command.__doc__ = info.callback.__doc__ if info.callback else None
+        kept = copy.copy(info)
+        kept.callback = command
+        return kept
+
+    pruned = copy.copy(app)
+    pruned.registered_commands = [stand_in(info) for info in app.registered_commands]
+    pruned.registered_groups = []
+    for group in app.registered_groups:
+        kept = copy.copy(group)
+        if group.typer_instance is not None:
+            kept.typer_instance = _listed_only(group.typer_instance)
+        pruned.registered_groups.append(kept)
+    return pruned
 
 
 def run(app: typer.Typer, args: Sequence[str] | None = None, prog_name: str = "replaykit") -> int:
