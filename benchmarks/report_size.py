@@ -23,7 +23,6 @@ from pathlib import Path
 
 from replaykit.cassette.events import EnvEvent, Episode
 from replaykit.cassette.store import Store
-from replaykit.core.records import RunDoc
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 
@@ -36,8 +35,8 @@ RSS_LIMIT_MB = 200.0
 
 def inflate(store: Store, run_id: str, mb: int) -> int:
     """Give the first step of the run's first episode a stdout of ``mb`` MB; return its size."""
-    run = store.get_run(run_id).to_dict()
-    cid = run["cassettes"][0]
+    run = store.get_run(run_id)
+    cid = run.cassettes[0]
     episode = store.get_episode(cid)
     line = "0123456789abcdef" * 6 + "\n"  # 97 bytes a line
     big = line * (mb * 1024 * 1024 // len(line))
@@ -48,10 +47,8 @@ def inflate(store: Store, run_id: str, mb: int) -> int:
     events[i] = dataclasses.replace(step, observation=dataclasses.replace(step.observation, stdout=big))
     grown = Episode(key=episode.key, events=events, meta=episode.meta)
     store.put_episode(grown)
-    for entry in run["episodes"]:
-        if entry["cassette_id"] == cid:
-            entry["digest"] = grown.digest
-    store.put_run(RunDoc.from_dict(run))
+    rows = [e.replaced(digest=grown.digest) if e.cassette_id == cid else e for e in run.episodes]
+    store.put_run(run.replaced(episodes=rows))
     return len(big)
 
 
@@ -95,7 +92,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = small_config(root, tasks=["hello-file"], seeds=[0])
-        run_id = measure(config).run["run_id"]
+        run_id = measure(config).run.run_id
         base, big = root / "base", root / "big"
         shutil.copytree(config.store_path, base)
         shutil.copytree(config.store_path, big)

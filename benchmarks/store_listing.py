@@ -79,7 +79,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "source").mkdir()
         config = small_config(Path(tmp) / "source")
-        run = measure(config).run
+        run = measure(config).run.to_json()
         source = Store(config.store_path)
         episodes = [source.get_episode(c) for c in run["cassettes"]]
 

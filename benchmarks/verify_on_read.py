@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = small_config(Path(tmp), **{"env.timeout_sec": 31})
-        run = measure(config).run
+        run = measure(config).run.to_json()
         run_id = run["run_id"]
         replayed(Store(config.store_path, readonly=True), run_id)  # warm both (imports, trees)
         replayed(UncheckedStore(config.store_path, readonly=True), run_id)

@@ -32,7 +32,7 @@ def chart_cells(store_location: str, compare_ids: list[str]) -> list[dict[str, o
     rows: list[dict[str, object]] = []
     for compare_id in compare_ids:
         for cell in stored_compare(store, compare_id)["cells"]:
-            run = store.get_run(cell["run_id"]).to_dict()
+            run = store.get_run(cell["run_id"]).to_json()
             if run["harness_sha"] != cell["harness_sha"]:
                 raise ReplaykitError(
                     f"compare {compare_id}: cell {cell['harness']} names another harness than its run"

@@ -284,7 +284,7 @@ def docker_quickstart(
         "tmp": tmp,
         "config": config_path,
         "store": store,
-        "run": result.run,
+        "run": result.run.to_json(),  # the stored form
         "recorded": result.recorded,
         "seconds": time.monotonic() - start,
     }

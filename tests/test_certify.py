@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.envs.tasks import load_task
 from replaykit.episodes.certificate_lookup import (
     DETERMINISTIC,
@@ -154,7 +154,7 @@ def reference(task_suite: Path) -> Iterator[str]:
 
 def record(
     tmp: Path, kind: str, tasks: list[Path], base_url: str, seeds: list[int] | None = None
-) -> tuple[Store, RunDocument]:
+) -> tuple[Store, RunDoc]:
     tmp.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
     data.update(store=str(tmp / "store"), train=None)
@@ -183,7 +183,7 @@ def test_local_certification_noisy_forked_calm_deterministic(
     store, run = record(
         tmp_path, "local", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference, seeds=[0, 1]
     )
-    report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    report = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path)
     rows = by_task(report)
     assert rows["calm-ticket"]["status"] == DETERMINISTIC
     noisy = rows["noisy-ticket"]
@@ -212,17 +212,17 @@ def test_missing_or_changed_task_is_an_error_not_a_certificate(
         older.setattr(run_module, "task_trees", lambda store, tasks: [])
         store, run = record(tmp_path / "rec", "local", [copy], reference)
     at_recorded_path = certify_run(
-        store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path
+        store, run.run_id, tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path
     )
     assert by_task(at_recorded_path)["calm-ticket"]["status"] == ERROR  # its recorded path is not looked at
     assert "is not in the store, " in by_task(at_recorded_path)["calm-ticket"]["reason"]
     moved = tmp_path / "moved" / "calm-ticket"
     shutil.move(str(copy), moved)
-    missing = certify_run(store, run["run_id"], tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path)
+    missing = certify_run(store, run.run_id, tasks=[str(tmp_path / "elsewhere" / "*")], root=tmp_path)
     assert by_task(missing)["calm-ticket"]["status"] == ERROR and not missing["certified"]
     shutil.move(str(moved), copy)
     (copy / "instruction.md").write_text("Write the fixed ticket number 42 to ticket.txt, please.\n")
-    changed = certify_run(store, run["run_id"], tasks=[str(tmp_path / "tasks" / "*")], root=tmp_path)
+    changed = certify_run(store, run.run_id, tasks=[str(tmp_path / "tasks" / "*")], root=tmp_path)
     assert "changed since it was recorded" in by_task(changed)["calm-ticket"]["reason"]
     assert forked_tasks(store, run) == {}
     store.close()
@@ -238,9 +238,9 @@ def test_a_run_keeps_its_task_folders_and_certifies_from_them_anywhere(
     copy = tmp_path / "tasks" / "calm-ticket"
     shutil.copytree(task_suite / "calm-ticket", copy)
     store, run = record(tmp_path / "rec", "local", [copy], reference)
-    assert run["trees"] == [f"task-{load_task(copy).digest}-calm-ticket"]
+    assert run.trees == [f"task-{load_task(copy).digest}-calm-ticket"]
     shutil.rmtree(copy)
-    report = certify_run(store, run["run_id"])
+    report = certify_run(store, run.run_id)
     assert by_task(report)["calm-ticket"]["status"] == DETERMINISTIC, report
     store.close()
 
@@ -250,16 +250,16 @@ def test_a_run_keeps_its_task_folders_and_certifies_from_them_anywhere(
 
 @pytest.mark.docker
 def test_quickstart_in_docker_certifies_deterministic(docker_quickstart: dict[str, Any]) -> None:
-    store, run = docker_quickstart["store"], docker_quickstart["run"]
-    report = certify_run(store, run["run_id"], root=REPO)
+    store, run = docker_quickstart["store"], RunDoc.read(docker_quickstart["run"])
+    report = certify_run(store, run.run_id, root=REPO)
     assert report["certified"] and report["forked"] == 0 and report["error"] == 0
-    assert sorted(by_task(report)) == sorted(run["panel"]["tasks"])
+    assert sorted(by_task(report)) == sorted(run.panel.tasks)
     assert all(
         r["status"] == DETERMINISTIC and r["env"] == "docker" and r["image"].startswith("recipe:")
         for r in report["tasks"]
     )
     assert not any(r["reused"] for r in report["tasks"])
-    again = certify_run(store, run["run_id"], root=REPO)  # certificates reused: nothing re-executed
+    again = certify_run(store, run.run_id, root=REPO)  # certificates reused: nothing re-executed
     assert all(r["reused"] for r in again["tasks"]) and again["deterministic"] == report["deterministic"]
     assert forked_tasks(store, run) == {}
 
@@ -291,7 +291,7 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
     store, run = record(
         tmp_path, "docker", [task_suite / "noisy-ticket", task_suite / "calm-ticket"], reference
     )
-    report = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    report = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path)
     rows = by_task(report)
     assert rows["calm-ticket"]["status"] == DETERMINISTIC
     noisy = rows["noisy-ticket"]
@@ -302,26 +302,25 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
     assert list(forked) == ["noisy-ticket"] and "date +%s%N" in forked["noisy-ticket"]
     digest, episodes = noisy_digest(store, run)
     cert = get_certificate(store, certificate_id(digest, "docker", noisy["image"], episodes))
-    assert cert is not None and cert["status"] == FORKED and cert["run_id"] == run["run_id"]
-    again = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path)
+    assert cert is not None and cert["status"] == FORKED and cert["run_id"] == run.run_id
+    again = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path)
     assert all(r["reused"] for r in again["tasks"])
-    refreshed = certify_run(store, run["run_id"], tasks=[str(task_suite / "*")], root=tmp_path, refresh=True)
+    refreshed = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path, refresh=True)
     assert (
         not any(r["reused"] for r in refreshed["tasks"])
         and by_task(refreshed)["noisy-ticket"]["status"] == FORKED
     )
 
-    from replaykit.core.records import RunDoc
     from replaykit.train.criteria import StrictPareto
 
-    verdict = StrictPareto()(RunDoc.from_dict(run), RunDoc.from_dict(run), forked)
+    verdict = StrictPareto()(run, run, forked)
     assert "noisy-ticket" in verdict.excluded
     store.close()
 
 
-def noisy_digest(store: Store, run: RunDocument) -> tuple[str, list[str]]:
+def noisy_digest(store: Store, run: RunDoc) -> tuple[str, list[str]]:
     """The noisy task's digest and the digests of its episodes in the run."""
-    rows = [store.cassette_row(cid) for cid in run["cassettes"]]
+    rows = [store.cassette_row(cid) for cid in run.cassettes]
     rows = [r for r in rows if r["task_id"] == "noisy-ticket"]
     assert rows, "no noisy-ticket cassette"
     return str(rows[0]["task_digest"]), [str(r["digest"]) for r in rows]

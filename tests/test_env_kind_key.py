@@ -20,11 +20,11 @@ def test_a_new_env_kind_never_reuses_local_cassettes(tmp_path: Path) -> None:
         local = measure(local_cfg, store=store)
         twin = measure(twin_cfg, store=store)
         assert local.recorded and twin.recorded and not twin.reused  # recorded afresh, not reused
-        assert set(local.run["cassettes"]).isdisjoint(twin.run["cassettes"])
-        assert local.run["run_id"] != twin.run["run_id"]
+        assert set(local.run.cassettes).isdisjoint(twin.run.cassettes)
+        assert local.run.run_id != twin.run.run_id
         again = measure(twin_cfg, store=store)  # the new kind's own cassettes are reused
-        assert again.reused == twin.run["cassettes"] and again.run["run_id"] == twin.run["run_id"]
-        key = store.get_episode(twin.run["cassettes"][0]).key
+        assert again.reused == twin.run.cassettes and again.run.run_id == twin.run.run_id
+        key = store.get_episode(twin.run.cassettes[0]).key
         assert dict(key.extra)["env"] == "local-twin"
     finally:
         ENVIRONMENTS.unregister("local-twin")

@@ -16,8 +16,8 @@ def test_pool_records_the_same_episodes_as_inline(tmp_path: Path) -> None:
     pooled = measure(small_config(tmp_path / "pool", TASKS, None, **{"executor.workers": 2}))
     inline = measure(small_config(tmp_path / "inline", TASKS, None, **{"executor.workers": 1}))
     assert len(pooled.recorded) == len(inline.recorded) == 6
-    assert pooled.run["run_id"] == inline.run["run_id"]
-    assert [e["digest"] for e in pooled.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+    assert pooled.run.run_id == inline.run.run_id
+    assert [e.digest for e in pooled.run.episodes] == [e.digest for e in inline.run.episodes]
 
 
 def _pid_of(job: int) -> tuple[int, int]:

@@ -99,13 +99,13 @@ def test_meta_is_stored_once_and_old_documents_still_read(tmp_path: Path) -> Non
     config = small_config(tmp_path, tasks=["hello-file"], seeds=[0, 1])
     result = measure(config)
     store = Store(config.store_path)
-    docs = [store.get_json(store.cassette_row(i)["doc"]) for i in result.run["cassettes"]]
+    docs = [store.get_json(store.cassette_row(i)["doc"]) for i in result.run.cassettes]
     assert all(d["format"] == 2 for d in docs)
     shared = [name for name in ("pins", "versions", "task", "env") if "b" in docs[0]["meta"][name]]
     assert shared and all(
         docs[0]["meta"][n] == docs[1]["meta"][n] for n in shared
     )  # one blob, referenced twice
-    episode = store.get_episode(result.run["cassettes"][0])
+    episode = store.get_episode(result.run.cassettes[0])
     assert episode.meta["seed"] == 0 and episode.meta["task"]["id"] == "hello-file"
     # a format-1 document (meta inline) decodes to the same episode
     blobs: dict[str, bytes] = {}
@@ -113,7 +113,7 @@ def test_meta_is_stored_once_and_old_documents_still_read(tmp_path: Path) -> Non
     old.update(format=1, meta=episode.meta)
     again = decode_episode(json.loads(canonical_json(old)), lambda h: blobs[h])
     assert again.meta == episode.meta and again.digest == episode.digest
-    assert replay_run(store, result.run["run_id"])["identical"]
+    assert replay_run(store, result.run.run_id)["identical"]
 
 
 def test_cassettes_ls_limit(tmp_path: Path) -> None:
@@ -125,9 +125,9 @@ def test_cassettes_ls_limit(tmp_path: Path) -> None:
     newest = json.loads(cli("cassettes", "ls", "--store", store, "--json", "--limit", "2").stdout)
     assert newest == every[-2:]
     of_run = json.loads(
-        cli("cassettes", "ls", "--store", store, "--run", run["run_id"], "--json", "-n", "1").stdout
+        cli("cassettes", "ls", "--store", store, "--run", run.run_id, "--json", "-n", "1").stdout
     )
-    assert [r["id"] for r in of_run] == run["cassettes"][-1:]
+    assert [r["id"] for r in of_run] == run.cassettes[-1:]
     table = cli("cassettes", "ls", "--store", store, "--limit", "3").stdout
     assert "newest 3 of 4" in table
     bad = cli("cassettes", "ls", "--store", store, "--limit", "-1", check=False)

@@ -90,8 +90,8 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_plugin_env_kind_runs_and_keys_its_cassettes(plugin: dict[str, Any]) -> None:
     summary = plugin["summary"]
     store = Store(plugin["tmp"] / "store")
-    run = store.get_run(summary["runs"][0]).to_dict()
-    episode = store.get_episode(run["cassettes"][0])
+    run = store.get_run(summary["runs"][0])
+    episode = store.get_episode(run.cassettes[0])
     assert dict(episode.key.extra) == {"env": "example", "sandbox": "example-v1"}
     assert episode.meta["environment"]["kind"] == "example"
 

@@ -100,16 +100,16 @@ def test_quickstart_panel_on_ray_equals_inline(cluster: Cluster, tmp_path: Path)
     (tmp_path / "inline").mkdir()
     on_ray = measure(load_config(write_config(tmp_path / "ray", _ray(cluster.address))))
     inline = measure(load_config(write_config(tmp_path / "inline")))
-    assert len(on_ray.recorded) == len(inline.recorded) == inline.run["total"] >= 16
-    assert on_ray.run["run_id"] == inline.run["run_id"]
-    assert on_ray.run["cassettes"] == inline.run["cassettes"]
-    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
+    assert len(on_ray.recorded) == len(inline.recorded) == inline.run.total >= 16
+    assert on_ray.run.run_id == inline.run.run_id
+    assert on_ray.run.cassettes == inline.run.cassettes
+    assert [e.digest for e in on_ray.run.episodes] == [e.digest for e in inline.run.episodes]
     store = Store(tmp_path / "ray" / "store")
-    episode = store.get_episode(on_ray.run["cassettes"][0])
+    episode = store.get_episode(on_ray.run.cassettes[0])
     assert episode.meta["task"]["path"].startswith(
         str(Path(__file__).resolve().parent.parent / "envs")
     )  # the driver's path
-    assert replay_run(store, on_ray.run["run_id"])["identical"]
+    assert replay_run(store, on_ray.run.run_id)["identical"]
 
 
 def test_a_training_replays_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
@@ -151,9 +151,9 @@ def test_docker_episodes_run_on_a_worker_node(
     (tmp_path / "inline").mkdir()
     on_ray = measure(load_config(docker_config(tmp_path / "ray", {**tasks, **_ray(cluster.address)})))
     inline = measure(load_config(docker_config(tmp_path / "inline", tasks)))
-    assert on_ray.run["run_id"] == inline.run["run_id"] and len(on_ray.recorded) == 1
-    assert [e["digest"] for e in on_ray.run["episodes"]] == [e["digest"] for e in inline.run["episodes"]]
-    episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run["cassettes"][0])
+    assert on_ray.run.run_id == inline.run.run_id and len(on_ray.recorded) == 1
+    assert [e.digest for e in on_ray.run.episodes] == [e.digest for e in inline.run.episodes]
+    episode = Store(tmp_path / "ray" / "store").get_episode(on_ray.run.cassettes[0])
     assert episode.meta["environment"]["kind"] == "docker" and episode.env_events
 
 
@@ -166,12 +166,12 @@ def test_certify_fans_out_on_the_cluster(cluster: Cluster, tmp_path: Path) -> No
     )
     run = measure(config).run
     store = Store(config.store_path)
-    on_ray = certify_run(store, run["run_id"], refresh=True, executor=RayExecutor(cluster.address))
-    inline = certify_run(store, run["run_id"], refresh=True)
+    on_ray = certify_run(store, run.run_id, refresh=True, executor=RayExecutor(cluster.address))
+    inline = certify_run(store, run.run_id, refresh=True)
     assert on_ray["certified"] and len(on_ray["tasks"]) == 3
     strip = [{k: v for k, v in row.items() if k != "reused"} for row in on_ray["tasks"]]
     assert strip == [{k: v for k, v in row.items() if k != "reused"} for row in inline["tasks"]]
-    reused = certify_run(store, run["run_id"], executor=RayExecutor(cluster.address))
+    reused = certify_run(store, run.run_id, executor=RayExecutor(cluster.address))
     assert all(row["reused"] for row in reused["tasks"])  # the driver stored the certificates
 
 
@@ -307,5 +307,5 @@ def test_a_worker_node_killed_mid_episode_is_retried_elsewhere(cluster: Cluster,
     )  # started on the victim, finished elsewhere
     store = Store(config.store_path)
     rows = store.list_cassettes()
-    assert sorted(r["id"] for r in rows) == sorted(result.run["cassettes"])  # stored once each, none half
+    assert sorted(r["id"] for r in rows) == sorted(result.run.cassettes)  # stored once each, none half
     assert all(r["n_llm"] >= 1 and r["reward"] is not None for r in rows)

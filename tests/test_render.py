@@ -136,7 +136,14 @@ def test_certify(docs: dict[str, Any], capture: Callable[[], str], request: pyte
 
 
 def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
-    render.run_table(docs["strong"])
+    from replaykit.core.records import RunDoc
+    from replaykit.episodes.run import MeasureResult
+    from replaykit.episodes.run_records import ReportedEpisode
+
+    strong = docs["strong"]  # ``run --json`` of a run whose cassettes were all recorded
+    recorded = [e["cassette_id"] for e in strong["episodes"] if not e["reused"]]
+    result = MeasureResult(run=RunDoc.read(strong), recorded=recorded, model_calls=strong["model_calls"])
+    render.run_table(result, [ReportedEpisode.read(e) for e in strong["episodes"]])
     check(
         capture(),
         {e["task_id"] for e in docs["strong"]["episodes"]},

@@ -29,7 +29,7 @@ TASKS = ["hello-file", "fix-config-port"]
 def recorded(tmp_path: Path) -> dict[str, Any]:
     config = small_config(tmp_path, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak"})
     result = measure(config)
-    return {"config": config, "run": result.run, "store": Store(config.store_path), "tmp": tmp_path}
+    return {"config": config, "run": result.run.to_json(), "store": Store(config.store_path), "tmp": tmp_path}
 
 
 def test_replay_with_server_down_and_sockets_blocked(

@@ -28,7 +28,6 @@ from replaykit.core.records import (
     JSON,
     CompareDocument,
     RunDoc,
-    RunDocument,
     TrainingDocument,
     VerdictDocument,
 )
@@ -133,7 +132,7 @@ class DocumentStore(StoreHandle, Protocol):
 
     def put_doc(self, doc_id: str, kind: str, doc: Mapping[str, object], **columns: str) -> None: ...
 
-    def put_run(self, run: RunDoc | RunDocument) -> None: ...
+    def put_run(self, run: RunDoc) -> None: ...
 
     def has_doc(self, doc_id: str, doc_digest: str) -> bool:
         """Is ``doc_id`` stored with exactly the document hashing to ``doc_digest``?"""
@@ -166,7 +165,7 @@ class DocumentStore(StoreHandle, Protocol):
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str: ...
 
-    def check_run(self, run: RunDoc | RunDocument) -> None:
+    def check_run(self, run: RunDoc) -> None:
         """Every episode entry of a run document against its cassette's events."""
         ...
 

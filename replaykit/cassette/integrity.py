@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
-from replaykit.core.records import EpisodeRow
+from replaykit.core.records import EpisodeSummary
 
 if TYPE_CHECKING:
     from replaykit.cassette.lineage import ReuseCounts
@@ -172,7 +172,7 @@ def cassette_mismatches(
 
 
 def run_episode_mismatches(
-    entry: EpisodeRow, derived: CassetteColumns, reused: ReuseCounts | None = None
+    entry: EpisodeSummary, derived: CassetteColumns, reused: ReuseCounts | None = None
 ) -> list[str]:
     """Fields of a run document's episode entry that disagree with its cassette's events (and,
     given ``reused``, with what its claim counts: served events, and the calls that were paid)."""
@@ -188,7 +188,7 @@ def run_episode_mismatches(
         "tokens": "tokens",
         "digest": "digest",
     }
-    row: dict[str, object] = dict(entry)
+    row: dict[str, object] = entry.to_json()  # the fields it was stored with
     columns: Mapping[str, object] = derived
     bad = [name for name, column in pairs.items() if name in row and not _same(row[name], columns[column])]
     if reused is not None:  # absent fields: nothing was served (rows of runs from before reuse)

@@ -34,11 +34,11 @@ from replaykit.core.modes import RecordMode
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import RunStore
-    from replaykit.episodes.run_records import MeasureReport
+    from replaykit.episodes.run_records import ReportedEpisode
 
 
-def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
-    """Each episode gets its ``outcome`` (derived from its cassette's events), the framework
+def with_outcomes(store: RunStore, episodes: list[ReportedEpisode]) -> list[ReportedEpisode]:
+    """Each episode with its ``outcome`` (derived from its cassette's events), the framework
     ``limit`` it reached, if any, if its harness raised, the exception type (``error``); its
     calls' facets (``call_facets``: counts) and, when a call that went wrong ended it, that facet
     (``ended_by``): ``cassette/facets.py``, derived from the recorded bytes; an infra episode why
@@ -46,22 +46,30 @@ def with_outcomes(store: RunStore, doc: MeasureReport) -> MeasureReport:
     from replaykit.cassette.facets import ended_by, facet_counts
     from replaykit.cassette.outcomes import stored_outcome
 
-    for episode in doc["episodes"]:
-        facts = stored_outcome(store, episode["cassette_id"])
-        recorded = store.get_episode(episode["cassette_id"])
+    out = []
+    for episode in episodes:
+        facts = stored_outcome(store, episode.cassette_id)
+        recorded = store.get_episode(episode.cassette_id)
         events = recorded.events
-        episode["call_facets"] = facet_counts(events)
-        if facts.outcome not in ("solved", "infra") and (ended := ended_by(events)):
-            episode["ended_by"] = ended
-        episode["outcome"] = facts.outcome
-        if facts.limit:
-            episode["limit"] = facts.limit
-        if facts.error and not episode["passed"] and not episode["infra_failure"]:
-            episode["error"] = facts.error.split(":", 1)[0]
-        if episode["infra_failure"]:
-            grade = recorded.grade
-            episode["reason"] = (grade.detail if grade is not None else "") or facts.error or "not graded"
-    return doc
+        ended = ended_by(events) if facts.outcome not in ("solved", "infra") else None
+        raised = facts.error if not episode.passed and not episode.infra_failure else None
+        grade = recorded.grade
+        why = (
+            ((grade.detail if grade is not None else "") or facts.error or "not graded")
+            if episode.infra_failure
+            else ""
+        )
+        row = {
+            **episode.to_json(),
+            "call_facets": facet_counts(events),
+            "ended_by": ended or "",
+            "outcome": facts.outcome,
+            "limit": facts.limit or "",
+            "error": raised.split(":", 1)[0] if raised else "",
+            "reason": why,
+        }
+        out.append(type(episode).model_validate(row))
+    return out
 
 
 def run(
@@ -129,20 +137,21 @@ def run(
         result = measure(
             cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
         )
-    doc = with_outcomes(open_store(cfg.store_location), result.to_json())
-    doc["store"] = cfg.store_location
+    rows = with_outcomes(open_store(cfg.store_location), result.rows())
+    run_id = result.run.run_id
     jobs = None
     if jobs_dir is not None:
         from replaykit.report.harbor_jobs import export_harbor_jobs
 
         jobs = export_harbor_jobs(
-            open_store(cfg.store_location, readonly=True), doc["run_id"], jobs_dir, cfg.model.pricing
+            open_store(cfg.store_location, readonly=True), run_id, jobs_dir, cfg.model.pricing
         )
     if as_json:
+        doc = {**result.to_json(rows), "store": cfg.store_location}
         emit_json({**doc, "harbor_job": jobs} if jobs else doc)
     else:
-        render.run_table(doc)
-        render.line(f"stored in {cfg.store_location} · replaykit replay {doc['run_id']} --config {config}")
+        render.run_table(result, rows)
+        render.line(f"stored in {cfg.store_location} · replaykit replay {run_id} --config {config}")
         if jobs:
             render.harbor_jobs(jobs)
 

@@ -1,11 +1,11 @@
-"""Typed records: the documents several modules read, as dataclasses.
+"""Typed records: the documents several modules read.
 
-The store keeps documents as canonical JSON; these give them a shape on the way in
-(``to_dict``) and on the way out (``from_dict``): a run (``RunDoc``, kind
-``measure``; what ``Store.get_run`` returns) and its per-episode rows
-(``EpisodeSummary``), a verdict (``VerdictDoc``, what ``loss.backward()`` records);
-the TypedDicts name the stored JSON itself (a run, a training, a verdict, a compare result;
-an episode's ``meta`` is ``core/meta.py``'s ``EpisodeMeta``).
+The store keeps documents as canonical JSON. A run (``RunDoc``, kind ``measure``; what
+``Store.get_run`` returns) and its per-episode rows (``EpisodeSummary``) are one pydantic model
+each (``core/document.py``: ``RunDoc.read`` a stored one, ``to_json`` what the store writes);
+a verdict (``VerdictDoc``, what ``loss.backward()`` records) is still a dataclass with
+``to_dict``/``from_dict``, and the TypedDicts name the other stored JSON (a training, a verdict,
+a compare result; an episode's ``meta`` is ``core/meta.py``'s ``EpisodeMeta``).
 Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
 
@@ -13,38 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import Annotated, NotRequired, TypedDict
+
+from pydantic import ConfigDict, Field
+
+from replaykit.core.document import Document, Real, Stored, WhenSet
 
 #: a JSON value as stored (canonical JSON): what parameters and metrics may hold
 #: (read-only containers, so a ``list[str]`` is one)
 JSON = str | int | float | bool | None | Sequence["JSON"] | Mapping[str, "JSON"]
-
-
-class EpisodeRow(TypedDict):
-    """One (task, seed) row of a run document; only ``task_id`` and ``seed`` are required
-    of rows criteria are handed by tests and older documents."""
-
-    task_id: str
-    seed: int | str
-    cassette_id: NotRequired[str]
-    reward: NotRequired[float | None]
-    passed: NotRequired[bool]
-    infra_failure: NotRequired[bool]
-    steps: NotRequired[int]
-    llm_calls: NotRequired[int]
-    tokens: NotRequired[int]
-    digest: NotRequired[str]
-    reused_events: NotRequired[int]  # events 0..n-1 served from a donor (absent: none)
-    model_calls: NotRequired[int]  # calls that reached the endpoint (absent: all of llm_calls)
-    reused: NotRequired[bool]  # in ``replaykit run``'s report: its cassette was reused, not recorded
-    error: NotRequired[str]  # in ``run``'s report: the exception type its harness raised
-    outcome: NotRequired[
-        str
-    ]  # in ``run``'s report: its class, derived from its events (cassette/outcomes.py)
-    limit: NotRequired[str]  # in ``run``'s report: the framework limit it reached
-    call_facets: NotRequired[dict[str, int]]  # in ``run``'s report: its calls by facet (cassette/facets.py)
-    ended_by: NotRequired[str]  # in ``run``'s report: the facet of the call gone wrong that ended it
-    reason: NotRequired[str]  # in ``run``'s report: why an infra episode was not graded
 
 
 class ModelDoc(TypedDict):
@@ -53,32 +30,6 @@ class ModelDoc(TypedDict):
     name: str
     endpoint: str
     revision: NotRequired[str]
-
-
-class PanelDoc(TypedDict, total=False):
-    tasks: list[str]
-    seeds: list[int | str]  # ints as measured; the row labels of a resampled audit otherwise
-
-
-class RunDocument(TypedDict):
-    """A run as stored (``RunDoc.to_dict``)."""
-
-    run_id: str
-    kind: NotRequired[str]
-    name: NotRequired[str]
-    harness_sha: str
-    harness_repo: NotRequired[str]
-    model: ModelDoc
-    config_digest: str
-    panel: NotRequired[PanelDoc]
-    cassettes: list[str]
-    episodes: list[EpisodeRow]
-    solved: NotRequired[int]
-    total: NotRequired[int]
-    reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
-    regraded_from: NotRequired[str]  # the run whose episodes this one re-graded (``replaykit regrade``)
-    #: its task folders as store trees (``core.tree_digest``): bundles carry them
-    trees: NotRequired[list[str]]
 
 
 class VerdictRecord(TypedDict):
@@ -231,112 +182,119 @@ class CompareDocument(TypedDict):
     reused_events: NotRequired[int]
 
 
-@dataclass(frozen=True)
-class EpisodeSummary:
-    """One (task, seed) row of a run."""
+class EpisodeSummary(Stored):
+    """One (task, seed) row of a run: what its episode gave, as its cassette's columns hold it
+    (checked against them on every read: ``cassette/integrity.py``)."""
 
-    task_id: str
-    seed: int | str  # an int in stored runs; audits label resampled instances (e.g. "1~0")
-    cassette_id: str = ""
-    reward: float | None = None
-    passed: bool = False
-    infra_failure: bool = False
-    steps: int = 0
-    llm_calls: int = 0
-    tokens: int = 0
-    digest: str = ""
-    reused_events: int = 0  # events served from a donor cassette (prefix reuse, a fork's parent)
-    model_calls: int | None = None  # calls that reached the endpoint (None: every one of llm_calls)
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str = Field(description="The task, by its folder name.")
+    seed: int | str = Field(
+        description='The seed: an int in stored runs; audits label resampled instances (e.g. "1~0").'
+    )
+    cassette_id: str = Field(default="", description="The episode's cassette (the hash of its key).")
+    reward: Real | None = Field(default=None, description="The verifier's reward (none: not graded).")
+    passed: bool = Field(default=False, description="The verifier passed it.")
+    infra_failure: bool = Field(
+        default=False, description="An infrastructure failure: never graded, never counted."
+    )
+    steps: int = Field(default=0, description="Environment steps (actions) taken.")
+    llm_calls: int = Field(default=0, description="Model calls made (served from a donor included).")
+    tokens: int = Field(default=0, description="Tokens the model calls used, as the endpoint counted them.")
+    digest: str = Field(default="", description="The episode's digest (sha256 over its canonical events).")
+    reused_events: Annotated[int, WhenSet] = Field(
+        default=0, description="Events 0..n-1 served from a donor cassette (prefix reuse, a fork's parent)."
+    )
+    model_calls: Annotated[int | None, WhenSet] = Field(
+        default=None,
+        description="Calls that reached the endpoint (stored with reused_events; absent: every one of llm_calls).",
+    )
+
+    def _built(self) -> None:
+        """A row of a reusing episode holds what it paid, and only then (the rows of runs
+        recorded without reuse stay as they were)."""
+        self._set(
+            "model_calls", self.paid_calls if self.reused_events else None, held=bool(self.reused_events)
+        )
 
     @property
     def unit(self) -> str:
         """A task instance, written ``task#seed``."""
         return f"{self.task_id}#{self.seed}"
 
-    @classmethod
-    def from_dict(cls, data: EpisodeRow) -> EpisodeSummary:
-        return cls(
-            task_id=str(data["task_id"]),
-            seed=data["seed"],
-            cassette_id=str(data.get("cassette_id", "")),
-            reward=None if (reward := data.get("reward")) is None else float(reward),
-            passed=bool(data.get("passed")),
-            infra_failure=bool(data.get("infra_failure")),
-            steps=int(data.get("steps") or 0),
-            llm_calls=int(data.get("llm_calls") or 0),
-            tokens=int(data.get("tokens") or 0),
-            digest=str(data.get("digest", "")),
-            reused_events=int(data.get("reused_events") or 0),
-            model_calls=None if (calls := data.get("model_calls")) is None else int(calls),
-        )
-
     @property
     def paid_calls(self) -> int:
         """The model calls recording this episode sent to the endpoint."""
         return self.llm_calls if self.model_calls is None else self.model_calls
 
-    def to_dict(self) -> EpisodeRow:
-        row = EpisodeRow(
-            task_id=self.task_id,
-            seed=self.seed,
-            cassette_id=self.cassette_id,
-            reward=self.reward,
-            passed=self.passed,
-            infra_failure=self.infra_failure,
-            steps=self.steps,
-            llm_calls=self.llm_calls,
-            tokens=self.tokens,
-            digest=self.digest,
-        )
-        if self.reused_events:  # only then: the rows of runs recorded without reuse stay as they were
-            row["reused_events"] = self.reused_events
-            row["model_calls"] = self.paid_calls
-        return row
+
+class ModelRef(Stored):
+    """A model as documents name it (``keys.ModelId.to_doc()``: what its cassette keys hold)."""
+
+    name: str = Field(description="The model's name, as the endpoint knows it.")
+    endpoint: str = Field(
+        description="What serves it: builtin, engine:<digest> (a measured engine identity) or a hosted API's URL."
+    )
+    revision: str = Field(default="", description="A declared revision (empty: none).")
 
 
-@dataclass(frozen=True)
-class RunDoc:
-    """A measured panel: one harness SHA × one model × tasks × seeds."""
+class Panel(Stored):
+    """The tasks and seeds a run measured (as the config named them)."""
 
-    run_id: str
-    name: str
-    harness_sha: str
-    harness_repo: str
-    model: ModelDoc
-    config_digest: str
-    panel: PanelDoc
-    cassettes: list[str]
-    episodes: list[EpisodeSummary] = field(default_factory=list)
-    kind: str = "measure"
-    reuse_basis: str = ""  # exact | shared sample, when some episode was served a donor's events
-    regraded_from: str = ""  # ``replaykit regrade``: the run re-graded (stored only when set)
-    trees: list[str] = field(default_factory=list)  # its task folders as store trees (stored when any)
+    tasks: list[str] = Field(default_factory=list, description="The tasks, by folder name.")
+    seeds: list[int | str] = Field(
+        default_factory=list,
+        description="The seeds (ints as measured; a resampled audit's row labels otherwise).",
+    )
 
-    @property
-    def solved(self) -> int:
-        return sum(1 for e in self.episodes if e.passed)
 
-    @property
-    def total(self) -> int:
-        return len(self.episodes)
+class RunDoc(Document):
+    """A run (kind ``measure``): one harness SHA × one model × a panel, measured; it lists its
+    cassettes and one row per (task, seed). What ``Store.get_run`` returns."""
 
-    @classmethod
-    def from_dict(cls, data: RunDocument) -> RunDoc:
-        return cls(
-            run_id=data["run_id"],
-            name=data.get("name", ""),
-            harness_sha=data["harness_sha"],
-            harness_repo=data.get("harness_repo", ""),
-            model=data["model"],
-            config_digest=data["config_digest"],
-            panel=data.get("panel") or {},
-            cassettes=list(data["cassettes"]),
-            episodes=[EpisodeSummary.from_dict(e) for e in data["episodes"]],
-            kind=data.get("kind", "measure"),
-            reuse_basis=str(data.get("reuse_basis") or ""),
-            regraded_from=str(data.get("regraded_from") or ""),
-            trees=list(data.get("trees") or []),
-        )
+    run_id: str = Field(
+        description="The run's id: a hash of its harness SHA, model, panel and config digest."
+    )
+    kind: str = Field(default="measure", description="The document kind (always measure).")
+    name: str = Field(default="", description="The config's name.")
+    harness_sha: str = Field(description="The harness commit measured.")
+    harness_repo: str = Field(default="", description="Where the harness repo was when it was measured.")
+    model: ModelRef = Field(
+        description="The model's identity (name, endpoint, revision), as cassette keys name it."
+    )
+    config_digest: str = Field(description="The digest of what in the config changes an episode's behaviour.")
+    panel: Panel = Field(default_factory=Panel, description="The tasks and seeds measured.")
+    cassettes: list[str] = Field(description="Its episodes' cassettes, in panel order.")
+    episodes: list[EpisodeSummary] = Field(default_factory=list, description="One row per (task, seed).")
+    solved: int = Field(default=0, description="Episodes the verifier passed (derived from the rows).")
+    total: int = Field(default=0, description="Episodes measured (derived from the rows).")
+    reuse_basis: Annotated[str, WhenSet] = Field(
+        default="",
+        description="Some episode was served a donor's events: exact (a deterministic engine) or shared sample.",
+    )
+    regraded_from: Annotated[str, WhenSet] = Field(
+        default="", description="The run whose episodes this one re-graded (replaykit regrade)."
+    )
+    trees: Annotated[list[str], WhenSet] = Field(
+        default_factory=list,
+        description="Its task folders as store trees (core.tree_digest): bundles carry them.",
+    )
+
+    def _built(self) -> None:
+        """``solved`` and ``total`` are derived from the rows."""
+        self._set("solved", sum(1 for e in self.episodes if e.passed))
+        self._set("total", len(self.episodes))
+
+    def _read(self) -> None:
+        """Stored ``solved``/``total`` must be what the rows give (absent in old runs: derived)."""
+        solved, total = sum(1 for e in self.episodes if e.passed), len(self.episodes)
+        held = self.model_fields_set
+        if ("solved" in held and self.solved != solved) or ("total" in held and self.total != total):
+            raise ValueError(
+                f"its solved/total ({self.solved}/{self.total}) are not its rows' ({solved}/{total})"
+            )
+        self._set("solved", solved, held="solved" in held)
+        self._set("total", total, held="total" in held)
 
     @property
     def model_calls(self) -> int:
@@ -347,29 +305,6 @@ class RunDoc:
     def reused_events(self) -> int:
         """The events its episodes were served from donor cassettes instead."""
         return sum(e.reused_events for e in self.episodes)
-
-    def to_dict(self) -> RunDocument:
-        doc: RunDocument = {
-            "run_id": self.run_id,
-            "kind": self.kind,
-            "name": self.name,
-            "harness_sha": self.harness_sha,
-            "harness_repo": self.harness_repo,
-            "model": self.model,
-            "config_digest": self.config_digest,
-            "panel": self.panel,
-            "cassettes": self.cassettes,
-            "episodes": [e.to_dict() for e in self.episodes],
-            "solved": self.solved,
-            "total": self.total,
-        }
-        if self.reuse_basis:
-            doc["reuse_basis"] = self.reuse_basis
-        if self.regraded_from:
-            doc["regraded_from"] = self.regraded_from
-        if self.trees:
-            doc["trees"] = list(self.trees)
-        return doc
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from replaykit.core.determinism import digest_of
 if TYPE_CHECKING:
     from replaykit.cassette.backend import DocumentStore, EpisodeStore, RunStore
     from replaykit.cassette.certificates import Certificate
-    from replaykit.core.records import RunDocument
+    from replaykit.core.records import RunDoc
 
 #: a task's certification status
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
@@ -60,7 +60,7 @@ def get_certificate(store: DocumentStore, cert_id: str) -> Certificate | None:
     return store.get_certificate(cert_id)
 
 
-def forked_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+def forked_certificates(store: RunStore, run_doc: RunDoc) -> dict[str, tuple[str, str]]:
     """Task id → (certificate id, reason), for the run's tasks certified ``forked``.
 
     Pure look-up (runs nothing): tasks never certified are absent; certify them first with
@@ -68,7 +68,7 @@ def forked_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tupl
     (their ids cover the task's episodes in this run, so a certificate of other episodes
     never applies)."""
     out: dict[str, tuple[str, str]] = {}
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    cassettes = run_doc.cassettes or [e.cassette_id for e in run_doc.episodes]
     for task_id, cassette_ids in by_task(store, cassettes).items():
         cert_id = cert_id_of(store, cassette_ids)
         cert = get_certificate(store, cert_id)
@@ -77,16 +77,16 @@ def forked_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tupl
     return out
 
 
-def forked_tasks(store: RunStore, run_doc: RunDocument) -> dict[str, str]:
+def forked_tasks(store: RunStore, run_doc: RunDoc) -> dict[str, str]:
     """Task id → reason, for the run's tasks whose certificate says ``forked``."""
     return {task: reason for task, (_, reason) in forked_certificates(store, run_doc).items()}
 
 
-def task_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[str, str]]:
+def task_certificates(store: RunStore, run_doc: RunDoc) -> dict[str, tuple[str, str]]:
     """Task id → (status, reason) of the certificate of the run's episodes of that task, for
     the tasks certified (a look-up by the certificate key; runs nothing)."""
     out: dict[str, tuple[str, str]] = {}
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    cassettes = run_doc.cassettes or [e.cassette_id for e in run_doc.episodes]
     for task_id, cassette_ids in by_task(store, cassettes).items():
         cert = get_certificate(store, cert_id_of(store, cassette_ids))
         if cert is not None:
@@ -94,8 +94,8 @@ def task_certificates(store: RunStore, run_doc: RunDocument) -> dict[str, tuple[
     return out
 
 
-def task_certificate_id(store: EpisodeStore, run_doc: RunDocument, task_id: str) -> str | None:
+def task_certificate_id(store: EpisodeStore, run_doc: RunDoc, task_id: str) -> str | None:
     """The id a certificate of ``task_id``'s episodes in this run has (None: no such task)."""
-    cassettes = run_doc.get("cassettes") or [e["cassette_id"] for e in run_doc.get("episodes", [])]
+    cassettes = run_doc.cassettes or [e.cassette_id for e in run_doc.episodes]
     found = by_task(store, cassettes).get(task_id)
     return cert_id_of(store, found) if found else None

@@ -47,16 +47,16 @@ def compare(
             if progress:
                 progress("outer_step", {"label": f"{label} × {name}"})
             run = result.run
-            repo = repo or run["harness_repo"]
+            repo = repo or run.harness_repo
             cells.append(
                 {
                     "harness": label,
-                    "harness_sha": run["harness_sha"],
+                    "harness_sha": run.harness_sha,
                     "model": name,
-                    "run_id": run["run_id"],
-                    "solved": run["solved"],
-                    "total": run["total"],
-                    "solve_rate": run["solved"] / max(run["total"], 1),
+                    "run_id": run.run_id,
+                    "solved": run.solved,
+                    "total": run.total,
+                    "solve_rate": run.solved / max(run.total, 1),
                     "recorded": len(result.recorded),
                     "reused": len(result.reused),
                     "model_calls": result.model_calls,
@@ -149,7 +149,7 @@ def _cell_problem(store: DocumentStore, doc: CompareDocument, cell: CompareCell)
         return f"its cell {cell['harness']} × {cell['model']} is not one of its harnesses × models"
     own = {
         "harness_sha": run.harness_sha,
-        "model": run.model["name"],
+        "model": run.model.name,
         "solved": run.solved,
         "total": run.total,
     }

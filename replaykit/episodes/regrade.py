@@ -276,8 +276,7 @@ def _report(
         bases |= {basis} if basis else set()
     ids = [s.cassette_id for s in summaries]
     new_id = digest_of({"regraded_from": run.run_id, "cassettes": ids})[:16]
-    doc = dataclasses.replace(
-        run,
+    doc = run.replaced(
         run_id=new_id,
         cassettes=ids,
         episodes=summaries,

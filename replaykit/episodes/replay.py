@@ -22,7 +22,7 @@ from replaykit.cassette.lineage import ClaimStatus, check_claim
 from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDoc
+from replaykit.core.records import ModelRef, RunDoc
 from replaykit.episodes.agents import require_program, version_note
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.rollout import ReplayResult, replay_episode
@@ -175,7 +175,11 @@ def replay_cassette(
     result = replay_episode(episode, store.materialise_tree(sha, files))
     note = version_note([episode.meta], "replayed")
     run = RunDoc(
-        cid, "", episode.key.harness_sha, "", {"name": episode.key.model.name, "endpoint": ""}, "", {}, [cid]
+        run_id=cid,
+        harness_sha=episode.key.harness_sha,
+        model=ModelRef(name=episode.key.model.name, endpoint=""),
+        config_digest="",
+        cassettes=[cid],
     )
     report: ReplayReport = {**_replay_report(run, sha, [result], claims), "of": "cassette"}
     if note:

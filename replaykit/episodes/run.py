@@ -12,7 +12,6 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
 
 from replaykit.capture.failures import stored_endpoint_failure
 from replaykit.cassette.backend import EpisodeStore, RunStore, StoreBackend, StoreHandle
@@ -23,7 +22,7 @@ from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.meta import AgentMeta
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpisodeRow, RunDocument
+from replaykit.core.records import JSON, RunDoc
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import get_env_kind
@@ -44,7 +43,7 @@ from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_document import put_run_once, run_document, task_trees
-from replaykit.episodes.run_records import MeasureReport
+from replaykit.episodes.run_records import ReportedEpisode
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
@@ -64,7 +63,7 @@ __all__ = [
 
 @dataclass
 class MeasureResult:
-    run: RunDocument
+    run: RunDoc
     recorded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
@@ -74,22 +73,24 @@ class MeasureResult:
     reused_events: int = 0  # events the episodes it recorded were served from donors instead
     agent: AgentMeta | None = None  # the named agent run as the harness, with its installed version
 
-    def to_json(self) -> MeasureReport:
+    def rows(self) -> list[ReportedEpisode]:
+        """The run's rows, each marked reused or recorded by this measure."""
         reused = set(self.reused)
-        episodes: list[EpisodeRow] = [
-            {**e, "reused": e["cassette_id"] in reused} for e in self.run["episodes"]
+        return [
+            ReportedEpisode.model_validate({**e.to_json(), "reused": e.cassette_id in reused})
+            for e in self.run.episodes
         ]
-        out = cast(
-            MeasureReport,
-            {
-                **self.run,
-                "episodes": episodes,
-                "recorded_count": len(self.recorded),
-                "reused_count": len(self.reused),
-                "model_calls": self.model_calls,
-                "reused_events": self.reused_events,
-            },
-        )
+
+    def to_json(self, rows: list[ReportedEpisode] | None = None) -> dict[str, object]:
+        """``replaykit run --json``: the run document, its ``rows`` (default: ``rows()``) and the counts."""
+        out: dict[str, object] = {
+            **self.run.to_json(),
+            "episodes": [r.to_json() for r in (self.rows() if rows is None else rows)],
+            "recorded_count": len(self.recorded),
+            "reused_count": len(self.reused),
+            "model_calls": self.model_calls,
+            "reused_events": self.reused_events,
+        }
         if self.reuse is not None:
             out["reuse"] = self.reuse.to_dict()
         if self.engine is not None:

@@ -15,7 +15,7 @@ from replaykit.cassette.backend import DocumentStore, EpisodeStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
 from replaykit.core.determinism import digest_of
-from replaykit.core.records import EpisodeSummary, RunDoc, RunDocument
+from replaykit.core.records import EpisodeSummary, ModelRef, Panel, RunDoc
 from replaykit.core.tree_digest import task_tree_name
 from replaykit.envs.tasks import Task, task_files
 from replaykit.episodes.config import RunConfig
@@ -23,9 +23,9 @@ from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import model_id
 
 
-def put_run_once(store: DocumentStore, run: RunDocument) -> None:
+def put_run_once(store: DocumentStore, run: RunDoc) -> None:
     """Write a run document unless the store already holds exactly this one (``created_at`` stays)."""
-    if store.has_doc(run["run_id"], digest_of(run)):
+    if store.has_doc(run.run_id, digest_of(run.to_json())):
         return
     store.put_run(run)
 
@@ -60,7 +60,7 @@ def run_document(
     keys: Sequence[tuple[CassetteKey, Task | None]],
     repo_path: str,
     trees: Sequence[str] = (),
-) -> RunDocument:
+) -> RunDoc:
     """The run of ``sha`` on these episodes; its model as its keys name it (a key's format
     decides how: the run ids of a format-1 training derive again as they were recorded)."""
     mid = keys[0][0].model if keys else model_id(model)
@@ -79,14 +79,14 @@ def run_document(
         name=config.name,
         harness_sha=sha,
         harness_repo=repo_path,
-        model=mid.to_doc(),
+        model=ModelRef.model_validate(mid.to_doc()),
         config_digest=config.digest(),
-        panel={"tasks": sorted({k.task_id for k, _ in keys}), "seeds": list(config.panel.seeds)},
+        panel=Panel(tasks=sorted({k.task_id for k, _ in keys}), seeds=list(config.panel.seeds)),
         cassettes=ids,
         episodes=episodes,
         reuse_basis=reuse_basis(bases),
         trees=list(trees),
-    ).to_dict()
+    )
 
 
 def task_trees(store: StoreBackend, tasks: Sequence[Task]) -> list[str]:

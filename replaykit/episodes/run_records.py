@@ -1,15 +1,15 @@
-"""What replaying a run hands out, typed: each episode's digests and the first divergence."""
+"""What measuring and replaying a run hand out, typed: a run's rows as ``replaykit run`` reports
+them, each replayed episode's digests and the first divergence."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
+from pydantic import Field
+
+from replaykit.core.document import WhenSet
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.meta import AgentMeta
-from replaykit.core.records import JSON, RunDocument
-
-if TYPE_CHECKING:
-    from replaykit.episodes.reuse import ReuseDoc
+from replaykit.core.records import EpisodeSummary
 
 
 class ReplayedEpisode(TypedDict):
@@ -37,18 +37,22 @@ class ReplayReport(TypedDict):
     agent_note: NotRequired[str]  # episodes recorded under another version of their named agent
 
 
-class MeasureReport(RunDocument):
-    """``replaykit run``: the run document (each episode marked ``reused`` or not) and the counts."""
+class ReportedEpisode(EpisodeSummary):
+    """A run's row as ``replaykit run`` reports it: the stored row, and what this invocation did
+    with it (never stored)."""
 
-    engine: NotRequired[dict[str, JSON]]  # the engine identity measured for this run
-    agent: NotRequired[AgentMeta]  # the named agent run as the harness (``harness.agent``)
-    probe: NotRequired[
-        dict[str, JSON]
-    ]  # the probe of that engine it consulted: probe_id, verdict, concurrency
-    reuse_basis: NotRequired[str]  # some episode was served a donor's events: exact | shared sample
-    recorded_count: int
-    reused_count: int
-    model_calls: int  # requests this measure sent to the endpoint
-    reused_events: int  # events the episodes it recorded were served from donors instead
-    reuse: NotRequired[ReuseDoc]  # this measure's reuse policy and why
-    store: NotRequired[str]  # where it was stored (``run`` adds it)
+    reused: bool = Field(default=False, description="Its cassette was reused, not recorded.")
+    outcome: Annotated[str, WhenSet] = Field(
+        default="", description="Its class, derived from its events (episodes/outcomes.py)."
+    )
+    limit: Annotated[str, WhenSet] = Field(default="", description="The framework limit it reached.")
+    error: Annotated[str, WhenSet] = Field(default="", description="The exception type its harness raised.")
+    call_facets: dict[str, int] = Field(
+        default_factory=dict, description="Its calls by facet (cassette/facets.py)."
+    )
+    reason: Annotated[str, WhenSet] = Field(
+        default="", description="Why an infra episode was not graded (its grade's detail, or the error)."
+    )
+    ended_by: Annotated[str, WhenSet] = Field(
+        default="", description="The facet of the call gone wrong that ended it."
+    )

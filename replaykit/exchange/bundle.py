@@ -42,7 +42,6 @@ from replaykit.cassette.backend import (
 from replaykit.core.determinism import canonical_json, normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.files import atomic_writer
-from replaykit.core.records import RunDocument
 from replaykit.exchange import images
 from replaykit.exchange.bundle_format import (
     CERTIFICATES,
@@ -57,7 +56,7 @@ from replaykit.exchange.bundle_format import (
     MemberDigest,
     Selection,
 )
-from replaykit.exchange.refs import doc_certificates, doc_refs, episode_blobs, tree_blobs
+from replaykit.exchange.refs import doc_certificates, doc_refs, episode_blobs, stored_run, tree_blobs
 from replaykit.exchange.spool import Blobs
 
 __all__ = [
@@ -181,7 +180,7 @@ def _take_document(
     row = sel.rows[table][key] = cast(dict[str, Cell], dict(version))
     verified = store.verified_doc(row, data)
     if row.get("kind") == "measure":
-        store.check_run(cast(RunDocument, verified))  # checking it is the point: bad shapes raise
+        store.check_run(stored_run(store, verified, f"run {key}"))  # checking it is the point
     sel.blobs.name(str(row["doc"]), len(data))
     doc = json.loads(data)
     listed = doc_refs(doc, where)

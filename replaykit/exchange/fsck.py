@@ -12,16 +12,15 @@ document names exists (and, being checked itself, verifies). Reads only: the sto
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable, NotRequired, TypedDict, cast
+from typing import Any, Callable, NotRequired, TypedDict
 
 from replaykit.cassette.backend import MaintenanceStore, StoreBackend
 from replaykit.cassette.lineage import check_claim
 from replaykit.core.errors import StoreError
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDocument
 from replaykit.exchange.bundle_format import BundleError
 from replaykit.exchange.importer import DerivedCheck
-from replaykit.exchange.refs import doc_refs
+from replaykit.exchange.refs import doc_refs, stored_run
 
 
 class DamagedItem(TypedDict):
@@ -101,7 +100,7 @@ class _Fsck:
         kinds) its content recomputed."""
         doc = self.store.get_doc(doc_id)
         if kind == "measure":
-            self.store.check_run(cast(RunDocument, doc))  # checking it is the point: bad shapes raise
+            self.store.check_run(stored_run(self.store, doc, f"run {doc_id}"))  # checking it is the point
         check_references(self.store, f"{kind} {doc_id}", doc)
         if self.derived is not None:
             self.derived(self.store, doc_id, kind)

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, cast
 
+from replaykit.cassette.backend import StoreHandle
 from replaykit.cassette.codec import decode_episode
 from replaykit.cassette.documents import EpisodeDoc
 from replaykit.cassette.integrity import HEX64, tree_manifest
+from replaykit.core.records import RunDoc
 from replaykit.exchange.bundle_format import BundleError
 
 
@@ -78,3 +80,11 @@ def tree_blobs(manifest_text: Any, where: str) -> list[str]:
         return [digest for _, digest in tree_manifest(manifest_text).values()]
     except ValueError as exc:
         raise BundleError(f"{where}: {str(exc).removeprefix('its ')}") from None
+
+
+def stored_run(store: StoreHandle, doc: object, where: str) -> RunDoc:
+    """A run document read from ``store`` as a ``RunDoc``; another shape is ``store corrupt``."""
+    try:
+        return RunDoc.read(doc)
+    except ValueError as exc:
+        raise store.corrupt(f"its document is not a run ({str(exc)[:80]})", where) from None

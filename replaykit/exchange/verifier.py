@@ -18,6 +18,7 @@ from replaykit.cassette.integrity import (
     tree_manifest,
 )
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
+from replaykit.core.records import EpisodeSummary, RunDoc
 from replaykit.core.tree_digest import task_tree_parts, task_tree_problem
 from replaykit.exchange.bundle_format import (
     CERTIFICATE_COLUMNS,
@@ -249,7 +250,7 @@ class _Graph:
         if bad:
             raise BundleError(f"{where}: {'; '.join(bad)} (row and document disagree); refusing")
         if row.get("kind", "measure") == "measure":
-            for entry in doc.get("episodes") or []:
+            for entry in self.run_of(where, doc).episodes:
                 self.episode_entry(where, entry)
         for cert_id in doc_certificates(doc, where):
             if cert_id not in self.sel.certificates:
@@ -264,9 +265,16 @@ class _Graph:
                         f"{where} references {ref_table[:-1]} {ref} which is not in the bundle; refusing"
                     )
 
-    def episode_entry(self, where: str, entry: Any) -> None:
+    @staticmethod
+    def run_of(where: str, doc: object) -> RunDoc:
+        try:
+            return RunDoc.read(doc)
+        except ValueError as exc:
+            raise BundleError(f"{where}: its document is not a run ({str(exc)[:80]}); refusing") from None
+
+    def episode_entry(self, where: str, entry: EpisodeSummary) -> None:
         """A run's episode entry names a cassette of the bundle and agrees with its events."""
-        cid = entry.get("cassette_id") if isinstance(entry, dict) else None
+        cid = entry.cassette_id
         if cid not in self.derived and cid not in self.sel.rows["cassettes"]:
             raise BundleError(f"{where} references cassette {cid} which is not in the bundle; refusing")
         if cid not in self.derived:

@@ -12,58 +12,59 @@ from rich.text import Text
 
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.glossary import legend
-from replaykit.core.records import EpisodeRow
-from replaykit.episodes.run_records import MeasureReport, ReplayReport
+from replaykit.episodes.run_records import ReplayReport, ReportedEpisode
 from replaykit.render.console import line, short_ids, show_table, wrapped
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
     from replaykit.episodes.regrade import RegradeReport
+    from replaykit.episodes.run import MeasureResult
     from replaykit.report.reproduce import Reproduction
 
 
-def _outcome(e: EpisodeRow) -> str:
+def _outcome(e: ReportedEpisode) -> str:
     """The episode's outcome class (with its exception when the harness raised)."""
-    outcome = e.get("outcome") or (
-        "solved" if e["passed"] else "infra" if e.get("infra_failure") else "failed"
-    )
-    return f"{outcome} ({e['error']})" if e.get("error") else outcome
+    outcome = e.outcome or ("solved" if e.passed else "infra" if e.infra_failure else "failed")
+    return f"{outcome} ({e.error})" if e.error else outcome
 
 
-def run_table(doc: MeasureReport) -> None:
-    n = short_ids([e["cassette_id"] for e in doc["episodes"]])
+def run_table(result: MeasureResult, episodes: list[ReportedEpisode]) -> None:
+    """``replaykit run``: one row per episode (``episodes``: the run's rows as reported), the counts."""
+    run = result.run
+    n = short_ids([e.cassette_id for e in episodes])
     rows: list[list[str | Text]] = [
         [
-            e["task_id"],
-            str(e["seed"]),
-            f"{e['reward']:.2f}" if e["reward"] is not None else "-",
+            e.task_id,
+            str(e.seed),
+            f"{e.reward:.2f}" if e.reward is not None else "-",
             _outcome(e),
-            str(e["steps"]),
-            e["cassette_id"][:n],
-            "reused" if e.get("reused") else "recorded",
+            str(e.steps),
+            e.cassette_id[:n],
+            "reused" if e.reused else "recorded",
         ]
-        for e in doc["episodes"]
+        for e in episodes
     ]
     show_table(
-        f"run {doc['run_id']} · harness {doc['harness_sha'][:10]} · model {doc['model']['name']}",
+        f"run {run.run_id} · harness {run.harness_sha[:10]} · model {run.model.name}",
         ["task", "seed", "reward", "outcome", "steps", "cassette", "source"],
         rows,
     )
     wrapped(legend("reward", "outcome", "steps", "cassette", "source"))
+    recorded = len(result.recorded)
+    paid = {"model_calls": result.model_calls, "reused_events": result.reused_events}
     line(
-        f"solved {doc['solved']}/{doc['total']} · recorded {doc['recorded_count']} · "
-        f"reused {doc['reused_count']} cassette(s)"
-        + (" (no model calls)" if doc["recorded_count"] == 0 else f" · {paid_line(doc)}")
+        f"solved {run.solved}/{run.total} · recorded {recorded} · "
+        f"reused {len(result.reused)} cassette(s)"
+        + (" (no model calls)" if recorded == 0 else f" · {paid_line(paid)}")
     )
-    reuse = doc.get("reuse")
-    if reuse and doc["recorded_count"]:
-        line(f"reuse {reuse['policy']} ({reuse['reason']})")
-    infra = [e for e in doc["episodes"] if e["infra_failure"]]
+    if result.reuse is not None and recorded:
+        line(f"reuse {result.reuse.policy} ({result.reuse.reason})")
+    infra = [e for e in episodes if e.infra_failure]
     if infra:
         line(f"infra failures: {len(infra)} episode(s) not graded (they are re-recorded on the next run)")
         reasons: dict[str, list[str]] = {}
         for e in infra:  # one line per distinct reason (a task refused at load is said once)
-            reasons.setdefault(e.get("reason") or "not graded", []).append(f"{e['task_id']}#{e['seed']}")
+            reasons.setdefault(e.reason or "not graded", []).append(e.unit)
         for reason, units in reasons.items():
             line(f"  {', '.join(units)}: {reason}")
 

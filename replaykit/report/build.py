@@ -71,28 +71,28 @@ class Report:
         if run_id in self.runs:
             return self.runs[run_id]
         doc = self.store.get_run(run_id)
-        episodes = [e.to_dict() for e in doc.episodes]
-        tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
-        seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
+        episodes = doc.episodes
+        tasks = list(dict.fromkeys(doc.panel.tasks or [e.task_id for e in episodes]))
+        seeds = list(dict.fromkeys(doc.panel.seeds or [e.seed for e in episodes]))
         cells: dict[tuple[str, int | str], RunCell] = {}
         for e in episodes:
-            found = self.transcript(e["cassette_id"])
-            outcome = self.transcripts[e["cassette_id"]]["outcome"]  # derived from its events
-            cells[(e["task_id"], e["seed"])] = {**e, "anchor": found, "outcome": outcome}
+            found = self.transcript(e.cassette_id)
+            outcome = self.transcripts[e.cassette_id]["outcome"]  # derived from its events
+            cells[(e.task_id, e.seed)] = RunCell(episode=e, anchor=found, outcome=outcome)
         grid: list[GridRow] = [{"task_id": t, "cells": [cells.get((t, s)) for s in seeds]} for t in tasks]
         out: RunSection = {
             "run_id": doc.run_id,
             "anchor": anchor("r", doc.run_id),
             "harness_sha": doc.harness_sha,
-            "model": doc.model["name"],
-            "endpoint": doc.model.get("endpoint", ""),
+            "model": doc.model.name,
+            "endpoint": doc.model.endpoint,
             "seeds": seeds,
             "grid": grid,
             "solved": doc.solved,
             "total": doc.total,
-            "tokens": sum(e.get("tokens") or 0 for e in episodes),
-            "steps": sum(e.get("steps") or 0 for e in episodes),
-            "infra": sum(bool(e.get("infra_failure")) for e in episodes),
+            "tokens": sum(e.tokens for e in episodes),
+            "steps": sum(e.steps for e in episodes),
+            "infra": sum(e.infra_failure for e in episodes),
             "per_task": {t: _fraction([cells[(t, s)] for s in seeds if (t, s) in cells]) for t in tasks},
             "model_calls": doc.model_calls,
             "reused_events": doc.reused_events,
@@ -169,13 +169,13 @@ class Report:
                     for row in run["grid"]
                     if row["task_id"] == task
                     for c in row["cells"]
-                    if c and str(c["seed"]) == seed
+                    if c and str(c["episode"].seed) == seed
                 ),
                 None,
             )
             if cell is None:
                 return None
-            ids.append(cell["cassette_id"])
+            ids.append(cell["episode"].cassette_id)
         key = anchor("d", verdict_id[:10], task, seed)
         if key not in self.diffs:
             doc = diff_episodes(
@@ -355,7 +355,7 @@ def probes(store: BrowseStore, models: set[str] | None = None) -> list[ProbeResu
 
 
 def _fraction(episodes: list[RunCell]) -> float | None:
-    return sum(bool(e["passed"]) for e in episodes) / len(episodes) if episodes else None
+    return sum(e["episode"].passed for e in episodes) / len(episodes) if episodes else None
 
 
 def _run_point(run: RunSection) -> RunPoint:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
-from replaykit.core.records import JSON, CompareCell, EpisodeRow, ModelDoc, NamedParams
+from replaykit.core.records import JSON, CompareCell, EpisodeSummary, ModelDoc, NamedParams
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
 from replaykit.train.intervals import Movement, Rate
@@ -205,10 +205,12 @@ class VerdictDiff(TypedDict):
 #    its summary, ``html.ReportSummary``) --------------------------------------------------
 
 
-class RunCell(EpisodeRow):
+class RunCell(TypedDict):
     """One (task, seed) cell of a run's grid: the run's episode row, linked to its transcript."""
 
-    anchor: str  # (its ``outcome``: the class derived from its events, cassette/outcomes.py)
+    episode: EpisodeSummary
+    anchor: str
+    outcome: str  # the class derived from its events (cassette/outcomes.py)
 
 
 class GridRow(TypedDict):

@@ -111,7 +111,7 @@ def export_harbor_jobs(
     job_name = f"replaykit-{run.run_id}"
     model = run.model
     table = pricing or {}
-    price = table.get(f"{model['name']}@{model.get('revision')}") or table.get(model["name"])
+    price = (table.get(f"{model.name}@{model.revision}") if model.revision else None) or table.get(model.name)
     trials: list[Trial] = []
     for summary in run.episodes:
         episode = store.get_episode(summary.cassette_id)

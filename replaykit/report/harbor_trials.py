@@ -150,7 +150,7 @@ def trial(
     name = f"{summary.task_id}__{summary.cassette_id[:8]}"
     task_path = str(episode.meta.get("task", {}).get("path") or summary.task_id)
     agent, version = agent_of(run, episode)
-    model = run.model["name"]
+    model = run.model.name
     grade = episode.grade
     detail = grade.detail if grade is not None else "no grade recorded"
     config = {

@@ -291,9 +291,9 @@ def export_inspect(store: BrowseStore, root_id: str, folder: Path) -> InspectExp
     else:
         for run_id in run_ids:
             run = store.get_run(run_id)
-            seeds = list(dict.fromkeys(run.panel.get("seeds") or [e.seed for e in run.episodes]))
+            seeds = list(dict.fromkeys(run.panel.seeds or [e.seed for e in run.episodes]))
             episodes = [(e.cassette_id, seeds.index(e.seed) + 1) for e in run.episodes]
-            extra = {"endpoint": run.model.get("endpoint", ""), "config_digest": run.config_digest}
+            extra = {"endpoint": run.model.endpoint, "config_digest": run.config_digest}
             logs.append(
                 (
                     run_id,
@@ -301,7 +301,7 @@ def export_inspect(store: BrowseStore, root_id: str, folder: Path) -> InspectExp
                         store,
                         run.name or "run",
                         run_id,
-                        run.model["name"],
+                        run.model.name,
                         run.harness_sha,
                         created_at.get(run_id, ""),
                         episodes,

@@ -9,14 +9,14 @@ directory. Nothing here reads the installed package's location.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeRow, EpisodeSummary, ModelDoc, RunDoc
+from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
 from replaykit.episodes.config import RunConfig, apply_overrides, load_config
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.
@@ -88,7 +88,7 @@ def small_config(
     return load_config(write_config(tmp, values))
 
 
-def run_doc(episodes: list[EpisodeRow], run_id: str = "run") -> RunDoc:
+def run_doc(episodes: Sequence[Mapping[str, object]], run_id: str = "run") -> RunDoc:
     """A run record holding only ``episodes`` (rows as stored: task_id, seed, passed, …),
     for criteria and optimizers under test."""
     return RunDoc(
@@ -96,9 +96,8 @@ def run_doc(episodes: list[EpisodeRow], run_id: str = "run") -> RunDoc:
         name="",
         harness_sha=run_id,
         harness_repo="",
-        model=ModelDoc(name="", endpoint=""),
+        model=ModelRef(name="", endpoint=""),
         config_digest="",
-        panel={},
         cassettes=[],
-        episodes=[EpisodeSummary.from_dict(e) for e in episodes],
+        episodes=[EpisodeSummary.model_validate(e) for e in episodes],
     )

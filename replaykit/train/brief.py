@@ -13,25 +13,25 @@ from typing import Mapping, Sequence
 
 from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.train.loss import Loss
 
 
-def failed_episode_lines(store: EpisodeStore, baseline: RunDocument) -> list[str]:
+def failed_episode_lines(store: EpisodeStore, baseline: RunDoc) -> list[str]:
     """One line per failed episode of ``baseline``: its last command, exit code and output line."""
     failed = []
-    for e in baseline["episodes"]:
-        if e["passed"]:
+    for e in baseline.episodes:
+        if e.passed:
             continue
-        envs = [ev for ev in store.get_episode(e["cassette_id"]).events if isinstance(ev, EnvEvent)]
+        envs = [ev for ev in store.get_episode(e.cassette_id).events if isinstance(ev, EnvEvent)]
         if envs:
             last = envs[-1]
             tail = (last.observation.stderr or last.observation.stdout).strip().splitlines()[-1:] or [""]
             failed.append(
-                f"- {e['task_id']}#{e['seed']}: last command `{last.action}` exit {last.observation.exit_code}: {tail[0][:160]}"
+                f"- {e.task_id}#{e.seed}: last command `{last.action}` exit {last.observation.exit_code}: {tail[0][:160]}"
             )
         else:
-            failed.append(f"- {e['task_id']}#{e['seed']}: no command was run")
+            failed.append(f"- {e.task_id}#{e.seed}: no command was run")
     return failed
 
 
@@ -41,7 +41,7 @@ def training_brief(
     training_id: str,
     patch_surface: Sequence[str],
     baseline_sha: str,
-    baseline: RunDocument,
+    baseline: RunDoc,
     tried: Sequence[Loss],
     store: EpisodeStore,
     files: Mapping[str, tuple[int, bytes]],
@@ -58,7 +58,7 @@ def training_brief(
         [
             f"Epoch {epoch} of training {training_id}.",
             f"Patch surface: {', '.join(patch_surface)}",
-            f"Baseline {baseline_sha[:10]} solved {baseline['solved']}/{baseline['total']} task instances.",
+            f"Baseline {baseline_sha[:10]} solved {baseline.solved}/{baseline.total} task instances.",
             "",
             "Previously tried proposals:",
             *(tried_lines or ["- (none)"]),

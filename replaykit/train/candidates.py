@@ -14,7 +14,7 @@ from typing import Protocol
 
 from replaykit.core.errors import HarnessError, TrainError
 from replaykit.core.modes import RecordMode
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.episodes.harness import load_solve
 from replaykit.train import gates, gitops
 from replaykit.train.brief import training_brief
@@ -28,7 +28,7 @@ class Measure(Protocol):
 
     def __call__(
         self, sha: str, label: str, baseline_sha: str | None = None, panel: str = ..., smoke: bool = ...
-    ) -> RunDocument: ...
+    ) -> RunDoc: ...
 
 
 class Candidates:
@@ -39,7 +39,7 @@ class Candidates:
         self.harness, self.store, self.config = state.harness, state.store, state.config
         self.train_cfg, self.persist, self.progress = state.train_cfg, state.persist, state.progress
 
-    def propose(self, loss: Loss, train_run: RunDocument) -> str | None:
+    def propose(self, loss: Loss, train_run: RunDoc) -> str | None:
         """The estimator's edit of the baseline as one candidate commit (its SHA), or None with
         ``loss.skipped`` saying why there is none."""
         epoch, baseline_sha = loss.epoch, loss.baseline_sha
@@ -84,7 +84,7 @@ class Candidates:
             return False
         if self.train_cfg.smoke.tasks > 0:
             smoke = self.measure(sha, f"epoch {loss.epoch}: smoke", loss.baseline_sha, smoke=True)
-            loss.smoke = list(smoke["cassettes"])
+            loss.smoke = list(smoke.cassettes)
             loss.skipped = gates.smoke_failure(self.store, smoke)
         if not loss.skipped and self.train_cfg.candidate_tests:
             loss.candidate_tests = self._tests(loss.epoch, sha, self.train_cfg.candidate_tests)
@@ -108,7 +108,7 @@ class Candidates:
         )
         return result
 
-    def brief(self, epoch: int, baseline_sha: str, baseline: RunDocument) -> str:
+    def brief(self, epoch: int, baseline_sha: str, baseline: RunDoc) -> str:
         """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""
         return training_brief(
             epoch=epoch,

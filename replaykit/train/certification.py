@@ -22,7 +22,7 @@ from pathlib import Path
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import TrainError
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.episodes.certificate_lookup import get_certificate, task_certificates
 from replaykit.train.exclusions import run_certificate_ids
 
@@ -31,7 +31,7 @@ EVERY_EPOCH = "every_epoch"
 
 def certify_baseline(
     store: RunStore,
-    run: RunDocument,
+    run: RunDoc,
     *,
     replaying: bool,
     tasks: list[str],
@@ -41,7 +41,7 @@ def certify_baseline(
 ) -> list[str]:
     """The sorted ids of the certificates of every task of the baseline ``run`` (re-executed
     where none is stored for its episodes; ``replaying``: read only)."""
-    run_id = run["run_id"]
+    run_id = run.run_id
     if replaying:
         ids = run_certificate_ids(store, run)
         missing = sorted(t for t, c in ids.items() if get_certificate(store, c) is None)
@@ -71,7 +71,7 @@ def certify_baseline(
     progress(
         "note",
         {
-            "message": f"{label} {run['harness_sha'][:10]}: certified {len(report['tasks'])} task(s)"
+            "message": f"{label} {run.harness_sha[:10]}: certified {len(report['tasks'])} task(s)"
             f" ({fresh} re-executed, {len(report['tasks']) - fresh} by stored certificates):"
             f" {report['deterministic']} deterministic, {len(forked)} forked"
             + (f" ({', '.join(forked)}: left out of this epoch's verdict)" if forked else "")

@@ -61,11 +61,11 @@ def recompute_verdict(store: RunStore, doc: VerdictDocument) -> VerdictRecord:
         store.check_run(run)
     params = dict(recorded.get("params") or {})
     named = doc.get("certificates")  # absent: recorded before verdicts named their certificates
-    excluded = exclusions.derive(store, vid, (baseline.to_dict(), candidate.to_dict()), named)
+    excluded = exclusions.derive(store, vid, (baseline, candidate), named)
     certs = sorted(named) if isinstance(named, list) else None
     certified = doc.get("certified")  # present: its training certified the baseline every epoch
     if certified is not None:
-        exclusions.check_certified(store, vid, baseline.to_dict(), certified, named)
+        exclusions.check_certified(store, vid, baseline, certified, named)
     if vid != verdict_id_of(
         doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params, certs, certified
     ):

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import EpisodeStore, RunStore, StoreHandle
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.episodes.certificate_lookup import forked_certificates, get_certificate, task_certificate_id
 
 #: task id → (certificate id, reason)
 Exclusions = dict[str, tuple[str, str]]
 
 
-def forked(store: RunStore, *runs: RunDocument) -> Exclusions:
+def forked(store: RunStore, *runs: RunDoc) -> Exclusions:
     """The forked certificates of the runs' tasks (what a verdict judged now excludes)."""
     out: Exclusions = {}
     for run in runs:
@@ -49,9 +49,7 @@ def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def derive(
-    store: RunStore, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
-) -> dict[str, str]:
+def derive(store: RunStore, verdict_id: object, runs: tuple[RunDoc, RunDoc], named: object) -> dict[str, str]:
     """The exclusions (task id → reason) of a stored verdict over ``runs`` (baseline, candidate),
     from the certificates it names (``named``: its ``certificates`` field; absent (None): the
     store's certificates of those runs now). ``store corrupt`` unless each is in the store,
@@ -62,7 +60,7 @@ def derive(
 
 
 def named_exclusions(
-    store: RunStore, verdict_id: object, runs: tuple[RunDocument, RunDocument], named: object
+    store: RunStore, verdict_id: object, runs: tuple[RunDoc, RunDoc], named: object
 ) -> Exclusions:
     """The exclusions of the certificates a verdict over ``runs`` names, each checked as
     :func:`derive` says (what a resumed or replayed epoch judges its very runs with again:
@@ -89,14 +87,14 @@ def named_exclusions(
     return dict(sorted(out.items()))
 
 
-def run_certificate_ids(store: EpisodeStore, run: RunDocument) -> dict[str, str]:
+def run_certificate_ids(store: EpisodeStore, run: RunDoc) -> dict[str, str]:
     """Task id → the id the certificate of this run's episodes of that task has (stored or not)."""
-    out = {t: task_certificate_id(store, run, t) for t in sorted({e["task_id"] for e in run["episodes"]})}
+    out = {t: task_certificate_id(store, run, t) for t in sorted({e.task_id for e in run.episodes})}
     return {t: c for t, c in out.items() if c is not None}
 
 
 def check_certified(
-    store: RunStore, verdict_id: object, baseline: RunDocument, named: object, excluded: object
+    store: RunStore, verdict_id: object, baseline: RunDoc, named: object, excluded: object
 ) -> None:
     """``store corrupt`` unless ``named`` (a verdict's ``certified``) is exactly the certificates
     of its baseline's tasks, each stored, and ``excluded`` (its ``certificates``) exactly the
@@ -105,7 +103,7 @@ def check_certified(
     if named != derived:
         raise _corrupt(
             store,
-            f"verdict {verdict_id}: its certified list is not the certificates of baseline run {baseline['run_id']}'s tasks",
+            f"verdict {verdict_id}: its certified list is not the certificates of baseline run {baseline.run_id}'s tasks",
         )
     forked = []
     for cert_id in derived:

@@ -26,7 +26,7 @@ from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.outcomes import classify_episode
 from replaykit.core.determinism import pinned_environ
 from replaykit.core.glossary import epoch_names
-from replaykit.core.records import RunDocument, TestsRecord
+from replaykit.core.records import RunDoc, TestsRecord
 from replaykit.train import gitops
 
 TESTS_TIMEOUT = 600.0
@@ -36,13 +36,13 @@ TAIL = 2000  # characters of the tests' output kept
 TestsResult = TestsRecord  # what an epoch records of its candidate's tests
 
 
-def smoke_failure(store: EpisodeStore, run: RunDocument) -> str | None:
+def smoke_failure(store: EpisodeStore, run: RunDoc) -> str | None:
     """Why the smoke run fails the candidate (an episode whose harness raised), or None."""
-    for e in run["episodes"]:
-        found = classify_episode(store.get_episode(e["cassette_id"]))
+    for e in run.episodes:
+        found = classify_episode(store.get_episode(e.cassette_id))
         if found.outcome == "crash":
             why = (found.error or "the harness raised").splitlines()[0][:300]
-            return f"smoke: crashed on {e['task_id']}#{e['seed']}: {why}"
+            return f"smoke: crashed on {e.task_id}#{e.seed}: {why}"
     return None
 
 

@@ -144,7 +144,7 @@ class ExtraSeeds:
             pairs: list[Any] = [(k, None) for k in keys]  # run_document reads only the keys
             run = run_document(self.config, self.store, sha, self.config.model, pairs, self.repo)
             self.store.check_run(run)
-            self.cache[sha] = RunDoc.from_dict(run)
+            self.cache[sha] = run
         return self.cache[sha]
 
     def _record(self, sha: str, progress: Progress | None) -> None:
@@ -164,7 +164,7 @@ class ExtraSeeds:
 
 def _with(run: RunDoc, extra: RunDoc | None) -> RunDoc:
     """The run's episodes and the extra seeds' together."""
-    return run if extra is None else replace(run, episodes=[*run.episodes, *extra.episodes])
+    return run if extra is None else run.replaced(episodes=[*run.episodes, *extra.episodes])
 
 
 def _epoch(

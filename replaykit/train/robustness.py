@@ -10,7 +10,6 @@ often the recorded decision holds: "this acceptance survives 9 of 10 seed subset
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from itertools import combinations
 from math import comb
 
@@ -30,8 +29,8 @@ def _restrict(run: RunDoc, seeds: tuple[int, ...]) -> RunDoc:
     episodes: list[EpisodeSummary] = []
     for i, seed in enumerate(seeds):
         label: int | str = seed if len(set(seeds)) == len(seeds) else f"{seed}~{i}"
-        episodes.extend(replace(e, seed=label) for e in run.episodes if e.seed == seed)
-    return replace(run, episodes=episodes)
+        episodes.extend(e.model_copy(update={"seed": label}) for e in run.episodes if e.seed == seed)
+    return run.replaced(episodes=episodes)
 
 
 def resample_seeds(

@@ -341,5 +341,5 @@ def stored_run_stats(store: RunStore, run: RunDoc) -> RunStats:
     its very episodes (``episodes.certify``: a look-up, nothing runs)."""
     from replaykit.episodes.certificate_lookup import task_certificates
 
-    certs = {t: status for t, (status, _) in task_certificates(store, run.to_dict()).items()}
+    certs = {t: status for t, (status, _) in task_certificates(store, run).items()}
     return run_stats(run, certs)

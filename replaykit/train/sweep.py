@@ -14,7 +14,6 @@ from __future__ import annotations
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDoc
 from replaykit.train.audit_records import SweepCell, SweepReport
 from replaykit.train.config import train_config
 from replaykit.train.counterfactual import report
@@ -78,7 +77,7 @@ def final_p(measurements: Measurements, initial: str, final: str | None) -> floa
     base, cand = measurements.lookup(initial)[0], measurements.lookup(final)[0] if final else None
     if base is None or cand is None:
         return None
-    return paired(RunDoc.from_dict(base), RunDoc.from_dict(cand))["mcnemar_p_better"]
+    return paired(base, cand)["mcnemar_p_better"]
 
 
 def with_bh(cells: list[SweepCell]) -> None:

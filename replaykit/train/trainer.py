@@ -33,7 +33,7 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.records import EpochRecord, RunDoc, RunDocument, TrainingDocument
+from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
@@ -297,7 +297,7 @@ class Trainer:
 
     def _measure(
         self, sha: str, label: str, baseline_sha: str | None = None, panel: str = TRAIN, smoke: bool = False
-    ) -> RunDocument:
+    ) -> RunDoc:
         """``sha`` measured (or reused) on ``panel`` (``smoke``: on the smoke run's part of it,
         storing no run document: the epoch names its cassettes)."""
         config = panel_config(self.config, panel)
@@ -333,7 +333,7 @@ class Trainer:
         self.progress("note", {"message": message})
         return result.run
 
-    def _certify(self, baseline: RunDocument, label: str) -> list[str]:
+    def _certify(self, baseline: RunDoc, label: str) -> list[str]:
         """Every certificate of the baseline's tasks (``certification.py``): re-executed where
         none is stored for its episodes; a replay re-executes nothing."""
         return certify_baseline(
@@ -359,13 +359,13 @@ class Trainer:
         return forward
 
     def _propose_and_measure(
-        self, epoch: int, baseline_sha: str, runs: dict[str, RunDocument], certified: list[str] | None = None
+        self, epoch: int, baseline_sha: str, runs: dict[str, RunDoc], certified: list[str] | None = None
     ) -> Loss:
         baseline = runs[self.deciding]
-        loss = Loss(epoch, baseline_sha, baseline["run_id"], on_backward=self._backward, store=self.store)
+        loss = Loss(epoch, baseline_sha, baseline.run_id, on_backward=self._backward, store=self.store)
         loss.certified = certified
         if self.state.format >= 2:
-            loss.panels = {p: {"baseline_run": r["run_id"], "candidate_run": None} for p, r in runs.items()}
+            loss.panels = {p: {"baseline_run": r.run_id, "candidate_run": None} for p, r in runs.items()}
         candidates = Candidates(self.state, self._measure)
         sha = candidates.propose(loss, runs[TRAIN])  # the proposer sees the training panel only
         if sha is None or candidates.gate(loss, sha):
@@ -373,16 +373,14 @@ class Trainer:
         for panel in dict.fromkeys([TRAIN, self.deciding]) if self.state.format >= 2 else [TRAIN]:
             run = self._measure(sha, f"epoch {epoch}: candidate" + self._on(panel), baseline_sha, panel)
             if loss.panels:
-                loss.panels[panel]["candidate_run"] = run["run_id"]
+                loss.panels[panel]["candidate_run"] = run.run_id
             candidate = run
-        loss.candidate_run = candidate["run_id"]
+        loss.candidate_run = candidate.run_id
         excluded = self._exclusions(
             epoch, baseline, candidate, certified
         )  # by certificate, named in the verdict
         loss.certificates = exclusions.certificate_ids(excluded)
-        loss.verdict = self.epoch_criterion(epoch)(
-            RunDoc.from_dict(candidate), RunDoc.from_dict(baseline), exclusions.reasons(excluded)
-        )
+        loss.verdict = self.epoch_criterion(epoch)(candidate, baseline, exclusions.reasons(excluded))
         return loss
 
     def epoch_criterion(self, epoch: int) -> Criterion:
@@ -392,7 +390,7 @@ class Trainer:
         return epoch_criterion(self.criterion, self.train_cfg.error_budget, self.train_cfg.epochs, earlier)
 
     def _exclusions(
-        self, epoch: int, baseline: RunDocument, candidate: RunDocument, certified: list[str] | None
+        self, epoch: int, baseline: RunDoc, candidate: RunDoc, certified: list[str] | None
     ) -> exclusions.Exclusions:
         """The forked certificates an epoch's verdict leaves tasks out by: certifying every epoch,
         its baseline's (made this epoch); else those the store holds for both runs, except that a
@@ -401,7 +399,7 @@ class Trainer:
         if certified is not None:
             return exclusions.forked(self.store, baseline)
         rec = self.recorded[epoch] if epoch < len(self.recorded) else None
-        runs = (baseline["run_id"], candidate["run_id"])
+        runs = (baseline.run_id, candidate.run_id)
         if rec and rec.get("verdict_id") and (rec.get("baseline_run"), rec.get("candidate_run")) == runs:
             doc = self.store.get_doc(str(rec["verdict_id"]), kind="verdict")
             if doc.get("certificates") is not None:  # absent: recorded before verdicts named them
@@ -433,7 +431,7 @@ class Trainer:
         test = loss.panels.get(TEST) if loss.panels else None
         if test is not None and loss.promoted_or_none and loss.candidate_sha:
             label = f"epoch {loss.epoch}: accepted candidate (test panel)"
-            test["candidate_run"] = self._measure(loss.candidate_sha, label, panel=TEST)["run_id"]
+            test["candidate_run"] = self._measure(loss.candidate_sha, label, panel=TEST).run_id
         self._save()
 
     def _save(self) -> None:

@@ -23,7 +23,7 @@ from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDocument, TrainingDocument
+from replaykit.core.records import RunDoc, TrainingDocument
 from replaykit.episodes.compare import agent_config
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
@@ -175,13 +175,13 @@ def _step(progress: Progress | None, label: str, model: str, role: str) -> None:
         progress("outer_step", {"label": f"{label} × {model} × {role}"})
 
 
-def _cell(config: str, model: str, role: str, r: RunDocument) -> TransferCell:
+def _cell(config: str, model: str, role: str, r: RunDoc) -> TransferCell:
     return {
         "config": config,
         "model": model,
         "harness": role,
-        "harness_sha": r["harness_sha"],
-        "run_id": r["run_id"],
-        "solved": r.get("solved", 0),
-        "total": r.get("total", 0),
+        "harness_sha": r.harness_sha,
+        "run_id": r.run_id,
+        "solved": r.solved,
+        "total": r.total,
     }

@@ -144,7 +144,7 @@ def verify_transfer(store: DocumentStore, doc: TransferDocument) -> None:
             or cell.get("model") not in models
         ):
             raise _corrupt(store, f"{where} names a config, model or harness the document does not list")
-        if cell.get("harness_sha") != run.harness_sha or cell.get("model") != run.model["name"]:
+        if cell.get("harness_sha") != run.harness_sha or cell.get("model") != run.model.name:
             raise _corrupt(store, f"{where}: its harness or model is not its run {run.run_id}'s")
         if (cell.get("solved"), cell.get("total")) != (run.solved, run.total):
             raise _corrupt(store, f"{where}: solved/total do not follow from its run {run.run_id}")

@@ -23,7 +23,7 @@ from replaykit.cassette.backend import RunStore, StoreHandle
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpochRecord, RunDoc, RunDocument, TrainingDocument
+from replaykit.core.records import JSON, EpochRecord, RunDoc, TrainingDocument
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run_document import run_document
 from replaykit.train import exclusions
@@ -113,9 +113,9 @@ class Measurements:
             CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first.cassettes
         ]
         self.repo = first.harness_repo
-        self.cache: dict[str, tuple[RunDocument | None, list[CassetteKey]]] = {}
+        self.cache: dict[str, tuple[RunDoc | None, list[CassetteKey]]] = {}
 
-    def lookup(self, sha: str) -> tuple[RunDocument | None, list[CassetteKey]]:
+    def lookup(self, sha: str) -> tuple[RunDoc | None, list[CassetteKey]]:
         """(run, []) when every episode of ``sha`` on the panel is stored, else (None, missing keys)."""
         if sha not in self.cache:
             keys = [replace(k, harness_sha=sha) for k in self.template]
@@ -137,18 +137,18 @@ class Measurements:
             return {"sha": sha, "solved": None, "total": len(self.template), "solve_rate": None}
         return {
             "sha": sha,
-            "solved": (solved := sum(1 for e in run["episodes"] if e.get("passed"))),
-            "total": len(run["episodes"]),
-            "solve_rate": solved / max(len(run["episodes"]), 1),
+            "solved": run.solved,
+            "total": run.total,
+            "solve_rate": run.solved / max(run.total, 1),
         }
 
 
-def _excluded(store: RunStore, rec: EpochRecord, base: RunDocument, cand: RunDocument) -> dict[str, str]:
+def _excluded(store: RunStore, rec: EpochRecord, base: RunDoc, cand: RunDoc) -> dict[str, str]:
     """What a verdict on these two runs leaves out: the recorded epoch's own exclusions when it
     judged these very runs (its verdict is verified, so they follow from the certificates it
     names), else the forked certificates the store holds for them now."""
     verdict = rec.get("verdict")
-    same = (rec.get("baseline_run"), rec.get("candidate_run")) == (base.get("run_id"), cand.get("run_id"))
+    same = (rec.get("baseline_run"), rec.get("candidate_run")) == (base.run_id, cand.run_id)
     if same and verdict is not None:
         return dict(verdict.get("excluded") or {})
     return exclusions.reasons(exclusions.forked(store, base, cand))
@@ -234,8 +234,8 @@ def walk(
         verdict = None
         if not skipped and base_run is not None and cand_run is not None:
             verdict = epoch_criterion(criterion, budget, planned, decided)(
-                RunDoc.from_dict(cand_run),
-                RunDoc.from_dict(base_run),
+                cand_run,
+                base_run,
                 _excluded(store, rec, base_run, cand_run),
             )
         decided.append(verdict_decision(verdict, skipped))
@@ -246,8 +246,8 @@ def walk(
             cand,
             verdict,
             skipped,
-            None if base_run is None else RunDoc.from_dict(base_run),
-            None if cand_run is None else RunDoc.from_dict(cand_run),
+            base_run,
+            cand_run,
         )
         promote = bool(optimizer.decide(step) and step.measurable)
         if promote and cand:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.store.search import SearchHit
-from replaykit.core.records import CompareCell, EpisodeRow, EpochRecord
+from replaykit.core.records import CompareCell, EpisodeSummary, EpochRecord
 from replaykit.episodes.views import Lineage
 from replaykit.report.documents import CompareRow, EpisodeBrief
 from replaykit.train.evidence import VerdictEvidence
@@ -139,7 +139,7 @@ class RunsPage(TypedDict):
 
 class RunGridRow(TypedDict):
     task_id: str
-    cells: list[EpisodeRow | None]  # one per seed
+    cells: list[EpisodeSummary | None]  # one per seed
 
 
 class RunPage(TypedDict):

@@ -147,20 +147,19 @@ def run_row(store: RunStore, row: RunsRow) -> RunRow:
             raise store.corrupt(f"run {row['id']} names cassette {absent[0]}, which is not in the store")
     except StoreError as exc:
         return {**_blank_run(row), "corrupt": str(exc).split(" in store ")[0].removeprefix("store corrupt: ")}
-    doc = run.to_dict()
-    episodes = doc.get("episodes") or []
+    episodes = run.episodes
     return {
         "id": row["id"],
         "name": row.get("name", ""),
         "model": row.get("model", ""),
         "harness_sha": row.get("harness_sha", ""),
         "created_at": row["created_at"],
-        "solved": doc.get("solved"),
-        "total": doc.get("total"),
+        "solved": run.solved,
+        "total": run.total,
         "episodes": len(episodes),
-        "steps": sum(e.get("steps") or 0 for e in episodes),
-        "tokens": sum(e.get("tokens") or 0 for e in episodes),
-        "infra": sum(bool(e.get("infra_failure")) for e in episodes),
+        "steps": sum(e.steps for e in episodes),
+        "tokens": sum(e.tokens for e in episodes),
+        "infra": sum(e.infra_failure for e in episodes),
         "model_calls": run.model_calls,
         "reused_events": run.reused_events,
         "reuse_basis": run.reuse_basis,
@@ -220,14 +219,14 @@ def runs_holding(store: BrowseStore, harness_of: dict[str, str]) -> dict[str, li
 
 def run(store: BrowseStore, run_id: str) -> RunPage:
     doc = store.get_run(run_id)
-    episodes = [e.to_dict() for e in doc.episodes]
-    tasks = list(dict.fromkeys(doc.panel.get("tasks") or [e["task_id"] for e in episodes]))
+    episodes = doc.episodes
+    tasks = list(dict.fromkeys(doc.panel.tasks or [e.task_id for e in episodes]))
     tasks = [t.rstrip("/").rsplit("/", 1)[-1] for t in tasks]
-    seeds = list(dict.fromkeys(doc.panel.get("seeds") or [e["seed"] for e in episodes]))
-    cells = {(e["task_id"], e["seed"]): e for e in episodes}
+    seeds = list(dict.fromkeys(doc.panel.seeds or [e.seed for e in episodes]))
+    cells = {(e.task_id, e.seed): e for e in episodes}
     for e in episodes:
-        if e["task_id"] not in tasks:
-            tasks.append(e["task_id"])
+        if e.task_id not in tasks:
+            tasks.append(e.task_id)
     grid: list[RunGridRow] = [
         {"task_id": t, "cells": [cells.get((t, s)) for s in seeds]}
         for t in tasks
@@ -237,8 +236,8 @@ def run(store: BrowseStore, run_id: str) -> RunPage:
         "id": doc.run_id,
         "kind": doc.kind,
         "name": "",
-        "model": doc.model["name"],
-        "endpoint": doc.model.get("endpoint", ""),
+        "model": doc.model.name,
+        "endpoint": doc.model.endpoint,
         "harness_sha": doc.harness_sha,
         "config_digest": doc.config_digest,
         "doc": "",
@@ -250,7 +249,7 @@ def run(store: BrowseStore, run_id: str) -> RunPage:
         if doc.run_id in store.get_doc(t["id"], kind="training")["runs"]
     ]
     return {
-        "run": {**run_row(store, row), "endpoint": doc.model.get("endpoint", "")},
+        "run": {**run_row(store, row), "endpoint": doc.model.endpoint},
         "seeds": seeds,
         "grid": grid,
         "trainings": trainings,

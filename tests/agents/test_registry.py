@@ -91,9 +91,9 @@ def test_the_agent_template_is_its_harness_repo_with_the_same_sha_everywhere(
         config = load_config(config_of(folder, **{"harness.agent": "test-agent"}))
         assert config.repo_path == folder / ".replaykit" / "agents" / get_agent("test-agent").repo_name()
         result = measure(config)
-        shas.append(result.run["harness_sha"])
+        shas.append(result.run.harness_sha)
         assert result.to_json()["agent"] == {"name": "test-agent", "version": "1.2.3"}
-        episode = Store(folder / "store").get_episode(result.run["cassettes"][0])
+        episode = Store(folder / "store").get_episode(result.run.cassettes[0])
         assert episode.meta["agent"] == {"name": "test-agent", "version": "1.2.3"}
     assert shas[0] == shas[1]
 
@@ -110,9 +110,9 @@ def test_a_changed_template_is_a_new_repo_never_the_old_one_under_its_name(
     register_agent(replace(get_agent("test-agent"), template=template))
     config = load_config(config_of(tmp_path, **{"harness.agent": "test-agent"}))
     second = measure(config).run
-    assert config.repo_path.name.startswith("test-agent-") and second["harness_repo"] != first["harness_repo"]
-    assert second["harness_sha"] != first["harness_sha"]
-    assert (Path(second["harness_repo"]) / "harness.py").read_text().endswith("# upgraded\n")
+    assert config.repo_path.name.startswith("test-agent-") and second.harness_repo != first.harness_repo
+    assert second.harness_sha != first.harness_sha
+    assert (Path(second.harness_repo) / "harness.py").read_text().endswith("# upgraded\n")
 
 
 def test_reuse_and_replay_under_another_version_say_so(
@@ -125,17 +125,17 @@ def test_reuse_and_replay_under_another_version_say_so(
     install(tool, "1.3.0")
     notes: list[str] = []
     again = measure(config, progress=lambda event, data: notes.append(str(data.get("message", ""))))
-    assert again.reused == first.run["cassettes"]
+    assert again.reused == first.run.cassettes
     assert [n for n in notes if "agent" in n] == [
         "reused 1 episode(s) of agent 'test-agent' recorded under version 1.2.3 (1); installed here: 1.3.0"
     ]
-    report = replay_run(Store(tmp_path / "store"), first.run["run_id"])
+    report = replay_run(Store(tmp_path / "store"), first.run.run_id)
     assert report["identical"]
     assert report.get("agent_note") == (
         "replayed 1 episode(s) of agent 'test-agent' recorded under version 1.2.3 (1); installed here: 1.3.0"
     )
     install(tool, "1.2.3")
-    assert "agent_note" not in replay_run(Store(tmp_path / "store"), first.run["run_id"])
+    assert "agent_note" not in replay_run(Store(tmp_path / "store"), first.run.run_id)
 
 
 def test_register_and_look_up(tool: Path) -> None:

@@ -59,7 +59,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         seeds=[0, 1],
         **{"model.name": "reference-weak", "env.timeout_sec": 21},
     )
-    run = measure(config).run
+    run = measure(config).run.to_json()  # the stored form
     store = Store(config.store_path, readonly=True)
     truth = fingerprint(store, run["run_id"])
     store.close()
@@ -68,9 +68,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def fingerprint(store: Store, run_id: str) -> dict[str, Any]:
     """What the data says once verified: each cassette's derived columns and meta, the run document."""
-    run = store.get_run(run_id).to_dict()
-    out: dict[str, Any] = {"run": run}
-    for cid in run["cassettes"]:
+    run = store.get_run(run_id)
+    out: dict[str, Any] = {"run": run.to_json()}
+    for cid in run.cassettes:
         episode = store.get_episode(cid)
         out[cid] = {"columns": store.verified_columns(cid), "meta": episode.meta}
     return out

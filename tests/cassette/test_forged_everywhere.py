@@ -160,7 +160,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     tasks = sorted({unit.split("#")[0] for unit in old["verdict"]["regressions"]})
     certs = []
     for task in tasks:
-        cert_id = task_certificate_id(store, cand.to_dict(), task)
+        cert_id = task_certificate_id(store, cand, task)
         assert cert_id is not None
         certs.append(cert_id)
         row = {"id": cert_id, "task_id": task, "task_digest": "d", "env_kind": "local", "image_id": "",
@@ -189,7 +189,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     other_task = next(t for t in TASKS if t not in tasks)
     forgeries = {
         "same id, one certificate fewer": dict(doc.to_dict(), certificates=certs[:2]),
-        "a certificate of another task": dict(doc.to_dict(), certificates=[*certs[:2], str(task_certificate_id(store, cand.to_dict(), other_task))]),
+        "a certificate of another task": dict(doc.to_dict(), certificates=[*certs[:2], str(task_certificate_id(store, cand, other_task))]),
         "a certificate that is not there": dict(doc.to_dict(), certificates=[*certs[:2], "0" * 24]),
     }  # fmt: skip
     for what, forged in forgeries.items():

@@ -24,6 +24,7 @@ from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.modes import RecordMode
+from replaykit.core.records import RunDoc
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
 from replaykit.exchange.bundle import export_bundle
@@ -46,7 +47,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config = small_config(
         tmp, tasks=TASKS, seeds=[0, 1], **{"model.name": "reference-weak", "env.timeout_sec": 23}
     )
-    run = measure(config).run
+    run = measure(config).run.to_json()  # the stored form, damaged below
     Store(config.store_path).close()
     return {"tmp": tmp, "config": config, "run": run, "store": Path(config.store_path)}
 
@@ -183,7 +184,7 @@ def test_run_document_claiming_a_pass_is_caught(damaged: dict[str, Any]) -> None
     entry = next(e for e in run["episodes"] if not e["passed"])
     entry["passed"], run["solved"] = True, run["solved"] + 1
     store = open_store(damaged["path"])
-    store.put_run(run)
+    store.put_run(RunDoc.read(run))
     store.close()
     message = replay_error(damaged["path"], run["run_id"])
     assert f"episode {entry['cassette_id']} field(s) passed do not match its cassette" in message

@@ -22,7 +22,7 @@ from replaykit.cassette.lineage import (
 )
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
 from replaykit.envs.results import Grade, Observation
 from replaykit.exchange.fsck import verify_store
 
@@ -119,18 +119,24 @@ def test_a_run_document_must_count_what_its_cassettes_claim(store_location: str)
 
     def run(reused: int, calls: int | None, basis: str) -> Any:
         entry = EpisodeSummary(
-            "task", 0, new.id, 1.0, True, False, 2, cols["n_llm"], 0, cols["digest"], reused, calls
+            task_id="task",
+            seed=0,
+            cassette_id=new.id,
+            reward=1.0,
+            passed=True,
+            steps=2,
+            llm_calls=cols["n_llm"],
+            digest=cols["digest"],
+            reused_events=reused,
+            model_calls=calls,
         )
         return RunDoc(
-            "r",
-            "",
-            "b" * 40,
-            "",
-            {"name": "m", "endpoint": "builtin"},
-            "cfg",
-            {},
-            [new.id],
-            [entry],
+            run_id="r",
+            harness_sha="b" * 40,
+            model=ModelRef(name="m", endpoint="builtin"),
+            config_digest="cfg",
+            cassettes=[new.id],
+            episodes=[entry],
             reuse_basis=basis,
         )
 

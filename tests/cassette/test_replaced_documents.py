@@ -17,6 +17,7 @@ from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import StoreCorrupt
+from replaykit.core.records import RunDoc
 from replaykit.exchange.gc import plan
 from replaykit.testing import write_config
 from tests.cli_runner import cli
@@ -90,7 +91,7 @@ def test_a_reader_between_the_row_and_its_blob_reads_the_new_version(store_locat
     # the run reader and the training look-up take the same care
     writer.put_run(_run("r" * 16, "first"))
     racing = Racing(base.driver, lambda: writer.put_run(_run("r" * 16, "second")))
-    assert Store(racing).get_run("r" * 16).to_dict()["name"] == "second" and racing.armed is False
+    assert Store(racing).get_run("r" * 16).name == "second" and racing.armed is False
     # a blob missing under a row that did not change is damage, said so
     writer.put_doc("t" * 16, "training", training_doc(3))
     assert isinstance(writer, Store)
@@ -101,20 +102,22 @@ def test_a_reader_between_the_row_and_its_blob_reads_the_new_version(store_locat
     writer.close()
 
 
-def _run(run_id: str, name: str) -> Any:
-    return {
-        "run_id": run_id,
-        "name": name,
-        "kind": "measure",
-        "harness_sha": "0" * 40,
-        "model": {"name": "m", "endpoint": "builtin"},
-        "config_digest": "c",
-        "panel": {"tasks": [], "seeds": []},
-        "episodes": [],
-        "cassettes": [],
-        "solved": 0,
-        "total": 0,
-    }
+def _run(run_id: str, name: str) -> RunDoc:
+    return RunDoc.read(
+        {
+            "run_id": run_id,
+            "name": name,
+            "kind": "measure",
+            "harness_sha": "0" * 40,
+            "model": {"name": "m", "endpoint": "builtin"},
+            "config_digest": "c",
+            "panel": {"tasks": [], "seeds": []},
+            "episodes": [],
+            "cassettes": [],
+            "solved": 0,
+            "total": 0,
+        }
+    )
 
 
 def test_a_concurrent_reader_never_sees_corruption_while_documents_are_replaced(

@@ -19,7 +19,7 @@ from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA, CassetteColumn
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import CassetteNotFound
-from replaykit.core.records import EpisodeSummary, RunDoc, TrainingDocument
+from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc, TrainingDocument
 from replaykit.envs.results import Grade, Observation
 
 
@@ -78,10 +78,19 @@ def test_rows_read_back_have_their_shape(store_location: str) -> None:
     for episode in (graded, ungraded, proxy):
         store.put_episode(episode)
         assert mismatches(cassette_columns(episode), CassetteColumns) == []
-    summary = EpisodeSummary("task", 1, graded.id, 0.5, False, False, 1, 0, 0, graded.digest)
+    summary = EpisodeSummary(
+        task_id="task", seed=1, cassette_id=graded.id, reward=0.5, steps=1, digest=graded.digest
+    )
+    model = ModelRef(name="m", endpoint="http://e")
     store.put_run(
         RunDoc(
-            "r1", "n", "a" * 40, "", {"name": "m", "endpoint": "http://e"}, "cfg", {}, [graded.id], [summary]
+            run_id="r1",
+            name="n",
+            harness_sha="a" * 40,
+            model=model,
+            config_digest="cfg",
+            cassettes=[graded.id],
+            episodes=[summary],
         )
     )
     store.put_certificate(

@@ -29,7 +29,7 @@ def test_canary_key_appears_nowhere_under_the_store(tmp_path: Path, monkeypatch:
             },
         )
         result = measure(config)
-    assert result.recorded and result.run["total"] == 2
+    assert result.recorded and result.run.total == 2
     found = []
     for path in tmp_path.rglob("*"):
         if path.is_file():

@@ -30,7 +30,7 @@ TEXT_COLUMNS = {
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("sqlite-errors")
     config = small_config(tmp, tasks=["hello-file"], seeds=[0])
-    run = measure(config).run
+    run = measure(config).run.to_json()  # the stored form
     return {"path": Path(config.store_path), "run": run}
 
 

@@ -38,7 +38,7 @@ def test_views_show_runs_episodes_verdicts_and_trainings(tmp_path: Path) -> None
     store = Store(cfg.store_path)
     epoch = summary["epochs"][0]
     assert epoch["baseline_run"] is not None
-    base = store.get_run(epoch["baseline_run"]).to_dict()
+    base = store.get_run(epoch["baseline_run"]).to_json()
     runs = {r["run_id"]: r for r in query(db, "SELECT * FROM run_summaries")}
     assert (
         runs[base["run_id"]]["solved"] == base["solved"]

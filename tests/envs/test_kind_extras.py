@@ -119,18 +119,18 @@ def test_a_kind_records_serves_and_lists_its_exchanges_through_its_hooks(tmp_pat
         store = Store(cfg.store_path)
         result = measure(cfg, store=store)
         assert SEEN["extras"] == [{"recording": True}]  # what the recording hook yielded
-        episode = store.get_episode(result.run["cassettes"][0])
+        episode = store.get_episode(result.run.cassettes[0])
         nets = episode.net_events
         assert nets and all(e.chunks and e.body_path is None for e in nets)  # bodies into blobs
         assert b"".join(store.get_blob(c) for c in nets[0].chunks) == BODY
         assert not list(Path(tempfile.gettempdir()).glob("fetching-spool-*"))  # spools removed
-        listing = net_listing(store, result.run["run_id"])
+        listing = net_listing(store, result.run.run_id)
         assert listing["total"] == len(nets) and listing["bytes"] == len(nets) * len(BODY)
         assert [(b["image"], b["url"]) for b in listing["image_builds"]] == [
             ("b1", "http://example.test/build")
         ]
 
-        report = certify_run(store, result.run["run_id"])
+        report = certify_run(store, result.run.run_id)
         assert report["tasks"][0]["status"] == DETERMINISTIC, report
         assert SEEN["served"] == [(["http://example.test/data"] * len(nets), [BODY] * len(nets))]
         assert SEEN["extras"][-1] == {"serve": True}  # the re-execution got what serving yielded

@@ -14,6 +14,7 @@ import pytest
 
 from replaykit.cassette.events import GradeEvent
 from replaykit.cassette.store import Store
+from replaykit.core.records import RunDoc
 from replaykit.envs.results import Grade
 from replaykit.episodes.config import load_config
 from replaykit.episodes.replay import replay_run
@@ -45,7 +46,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "env.timeout_sec": 29,  # a key of this module's own: workspaces are per key, other tests record the quickstart's
         },
     )
-    run = measure(cfg).run
+    run = measure(cfg).run.to_json()  # the stored form
     store = Store(cfg.store_path)
     bundle = root / "run.tar.gz"
     export_bundle(store, run["run_id"], bundle)
@@ -221,7 +222,7 @@ def test_import_replays_identically_in_another_directory(recorded: dict[str, Any
     assert [e["replayed_digest"] for e in replayed["episodes"]] == [
         e["recorded_digest"] for e in original["episodes"]
     ]
-    assert target.get_run(run_id).to_dict() == recorded["run"]
+    assert target.get_run(run_id).to_json() == recorded["run"]
 
 
 def test_import_twice_is_a_noop(recorded: dict[str, Any], tmp_path: Path) -> None:
@@ -270,8 +271,7 @@ def _conflict_cassette(recorded: dict[str, Any], store: Store) -> None:
 
 
 def _conflict_run(recorded: dict[str, Any], store: Store) -> None:
-    forged: Any = dict(recorded["run"], name="someone else's")
-    store.put_run(forged)
+    store.put_run(RunDoc.read(dict(recorded["run"], name="someone else's")))
 
 
 @pytest.mark.parametrize("make", [_conflict_cassette, _conflict_run], ids=["cassette", "run"])

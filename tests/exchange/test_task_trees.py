@@ -39,13 +39,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     run = measure(cfg).run
     bundle = root / "run.tar.gz"
-    export_bundle(Store(cfg.store_path), run["run_id"], bundle)
+    export_bundle(Store(cfg.store_path), run.run_id, bundle)
     return {"root": root, "run": run, "bundle": bundle}
 
 
 def test_a_run_names_its_task_folders_and_its_bundle_carries_them(recorded: dict[str, Any]) -> None:
     names = sorted(f"task-{load_task(t).digest}-{t.name}" for t in TASKS)
-    assert sorted(recorded["run"]["trees"]) == names
+    assert sorted(recorded["run"].trees) == names
     members = {m.name: data for m, data in members_of(recorded["bundle"])}
     trees = {row["sha"]: json.loads(row["manifest"]) for row in json.loads(members["index/trees.json"])}
     assert set(names) <= set(trees)

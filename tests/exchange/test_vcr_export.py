@@ -73,8 +73,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     run = measure(cfg).run
     store = Store(cfg.store_path)
-    episode = store.get_episode(run["cassettes"][0])
-    stream_id = record_stream(store, dict(episode.llm_events[0].body), run["harness_sha"])
+    episode = store.get_episode(run.cassettes[0])
+    stream_id = record_stream(store, dict(episode.llm_events[0].body), run.harness_sha)
     return {"root": root, "store": store, "run": run, "episode": episode, "stream_id": stream_id}
 
 

@@ -28,5 +28,5 @@ def episodes_by_unit(store: Path | str, run_id: str) -> dict[str, str]:
     """``task#seed`` → cassette id of a stored run."""
     from replaykit.cassette.store import Store
 
-    run = Store(store).get_run(run_id).to_dict()
-    return {f"{e['task_id']}#{e['seed']}": e["cassette_id"] for e in run["episodes"]}
+    run = Store(store).get_run(run_id)
+    return {e.unit: e.cassette_id for e in run.episodes}

@@ -56,7 +56,7 @@ def test_cassettes_show_transcript_caps_and_full_shows_all(tmp_path: Path) -> No
     from replaykit.episodes.run import measure
     from replaykit.testing import small_config
 
-    run_id = measure(small_config(tmp_path, tasks=["hello-file"], seeds=[0])).run["run_id"]
+    run_id = measure(small_config(tmp_path, tasks=["hello-file"], seeds=[0])).run.run_id
     store = Store(tmp_path / "store")
     size = inflate(store, run_id, 2)
     cid = store.get_run(run_id).cassettes[0]

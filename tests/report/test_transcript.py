@@ -165,7 +165,7 @@ def test_cli_transcript_of_a_recorded_episode(tmp_path: Path) -> None:
     from replaykit.testing import small_config
 
     result = measure(small_config(tmp_path, tasks=["fix-config-port"], seeds=[0]))
-    cid = result.run["episodes"][0]["cassette_id"]
+    cid = result.run.episodes[0].cassette_id
     cmd = ["cassettes", "show", cid[:10], "--transcript", "--store", str(tmp_path / "store")]
     doc = json.loads(cli(*cmd, "--json", check=True).stdout)
     kinds = [t["kind"] for t in doc["turns"]]

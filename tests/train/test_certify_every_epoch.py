@@ -103,8 +103,8 @@ def test_every_epoch_certifies_the_baseline_and_leaves_its_forked_task_out(train
             list(e["verdict"]["excluded"]) == [NOISY]
             and "stdout differs at step 1" in e["verdict"]["excluded"][NOISY]
         )
-        baseline = s.get_run(doc["baseline_run"]).to_dict()
-        tasks = sorted({x["task_id"] for x in baseline["episodes"]})
+        baseline = s.get_run(doc["baseline_run"])
+        tasks = sorted({x.task_id for x in baseline.episodes})
         assert doc["certified"] == sorted(str(task_certificate_id(s, baseline, t)) for t in tasks)
         certs = [get_certificate(s, c) for c in doc["certified"]]
         statuses = {c["task_id"]: c["status"] for c in certs if c is not None}  # every one stored

@@ -141,7 +141,7 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
     assert needed <= recorded_now  # the named episodes were recorded ...
     first_cf_id = training["epochs"][1]["candidate_run"]
     assert first_cf_id is not None
-    first_cf_run = store.get_run(first_cf_id).to_dict()
+    first_cf_run = store.get_run(first_cf_id).to_json()
     assert set(first_cf_run["cassettes"]) == needed  # ... and they are exactly epoch 1's candidate run
     assert repo.commit("main").hexsha == main_before  # the user's baseline branch never moves
     shared = training["epochs"][0]["verdict_id"]  # epoch 0: the same runs and criterion, so the same verdict

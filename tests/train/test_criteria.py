@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeRow, RunDoc
+from replaykit.core.records import RunDoc
 from replaykit.testing import run_doc
 from replaykit.train.criteria import MeanReward, StrictPareto, make_criterion
 
 
 def run(results: dict[str, Any], steps: int = 2, tokens: int = 100) -> RunDoc:
     """results: unit -> True/False/"infra"."""
-    episodes: list[EpisodeRow] = []
+    episodes: list[dict[str, object]] = []
     for unit, r in results.items():
         task, seed = unit.split("#")
         episodes.append(

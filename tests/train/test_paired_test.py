@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeRow, RunDoc
+from replaykit.core.records import RunDoc
 from replaykit.episodes.config import load_config
 from replaykit.testing import REPO_ROOT, run_doc
 from replaykit.train.config import train_config
@@ -21,7 +21,7 @@ from replaykit.train.paired_test import PairedTest
 
 def run(results: dict[str, bool | str], steps: int = 2) -> RunDoc:
     """unit -> True / False / "infra"."""
-    episodes: list[EpisodeRow] = []
+    episodes: list[dict[str, object]] = []
     for unit, r in results.items():
         task, seed = unit.split("#")
         episodes.append(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeRow, RunDoc, RunDocument, VerdictDoc, VerdictDocument
+from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc, VerdictDoc, VerdictDocument
 from replaykit.train.audit_records import SeedRobustness
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.robustness import resample
@@ -17,30 +17,28 @@ from replaykit.train.robustness import resample
 SEEDS = list(range(16))
 
 
-def run(run_id: str, passed: Any) -> RunDocument:
-    episodes: list[EpisodeRow] = [
-        {
-            "task_id": t,
-            "seed": s,
-            "cassette_id": f"{run_id}-{t}-{s}",
-            "passed": passed(t, s),
-            "infra_failure": False,
-            "reward": float(passed(t, s)),
-            "steps": 1,
-            "tokens": 1,
-        }
+def run(run_id: str, passed: Any) -> RunDoc:
+    episodes = [
+        EpisodeSummary(
+            task_id=t,
+            seed=s,
+            cassette_id=f"{run_id}-{t}-{s}",
+            passed=passed(t, s),
+            reward=float(passed(t, s)),
+            steps=1,
+            tokens=1,
+        )
         for t in ("a", "b")
         for s in SEEDS
     ]
-    return {
-        "run_id": run_id,
-        "kind": "measure",
-        "harness_sha": run_id,
-        "model": {"name": "m", "endpoint": "e"},
-        "config_digest": "c",
-        "episodes": episodes,
-        "cassettes": [e["cassette_id"] for e in episodes],
-    }
+    return RunDoc(
+        run_id=run_id,
+        harness_sha=run_id,
+        model=ModelRef(name="m", endpoint="e"),
+        config_digest="c",
+        episodes=episodes,
+        cassettes=[e.cassette_id for e in episodes],
+    )
 
 
 Case = tuple[VerdictDocument, RunDoc, RunDoc]
@@ -49,8 +47,8 @@ Case = tuple[VerdictDocument, RunDoc, RunDoc]
 @pytest.fixture
 def case() -> Case:
     """Candidate: solves task b on seeds 0-11 (new), and loses task a on seeds 12-15 (regressions)."""
-    base = RunDoc.from_dict(run("base", lambda t, s: t == "a"))
-    cand = RunDoc.from_dict(run("cand", lambda t, s: (t == "b" and s < 12) or (t == "a" and s < 12)))
+    base = run("base", lambda t, s: t == "a")
+    cand = run("cand", lambda t, s: (t == "b" and s < 12) or (t == "a" and s < 12))
     verdict = StrictPareto()(cand, base)
     assert not verdict.accept  # regressions on a#12..a#15
     doc = VerdictDoc("v1", "t", 0, "base", "cand", "base", "cand", verdict.to_dict()).to_dict()

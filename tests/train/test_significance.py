@@ -9,7 +9,6 @@ import random
 
 import pytest
 
-from replaykit.core.records import EpisodeRow
 from replaykit.testing import run_doc
 from replaykit.train.significance import (
     benjamini_hochberg,
@@ -120,7 +119,9 @@ def test_the_exact_rate_interval_matches_r() -> None:
     assert rate_interval(7, 7)[1] == 1.0 and rate_interval(0, 0) == (0.0, 1.0)
 
 
-def rows(solved: dict[str, list[bool]], rewards: dict[str, list[float]] | None = None) -> list[EpisodeRow]:
+def rows(
+    solved: dict[str, list[bool]], rewards: dict[str, list[float]] | None = None
+) -> list[dict[str, object]]:
     return [
         {
             "task_id": t,

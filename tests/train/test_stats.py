@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeRow
 from replaykit.testing import run_doc
 from replaykit.train.criteria import make_criterion
 from replaykit.train.stats import noise, paired_interval, run_stats, task_stats
 
 
-def rows(solved: dict[str, list[bool]], reward: float | None = None) -> list[EpisodeRow]:
+def rows(solved: dict[str, list[bool]], reward: float | None = None) -> list[dict[str, object]]:
     return [
         {"task_id": t, "seed": s, "passed": p, "reward": float(p) if reward is None else reward}
         for t, seeds in solved.items()

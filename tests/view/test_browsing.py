@@ -7,14 +7,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
-from replaykit.core.records import RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.view.pages import TrainingsPage
@@ -37,7 +37,7 @@ def recorded(
         else:
             where = {}
         config = small_config(tmp, tasks=["hello-file", "fix-config-port"], seeds=[0, 1, 2], **where)
-        run = measure(config).run
+        run = measure(config).run.to_json()  # the stored form
         yield {"tmp": tmp, "config": config, "run": run, "store": config.store_location}
 
 
@@ -325,7 +325,7 @@ def test_task_rates_are_computed_once_per_change(recorded: dict[str, Any], tmp_p
     assert len(reads) == 1 and again["tasks"][0]["solved"] >= 0
     assert store.task_rates(model="nobody")["tasks"] == [] and len(reads) == 1  # no run of that model
     writer = Store(path)
-    writer.put_run(cast(RunDocument, {**recorded["run"], "run_id": "another-run"}))
+    writer.put_run(RunDoc.read({**recorded["run"], "run_id": "another-run"}))
     writer.close()
     recounted = store.task_rates()
     assert recounted["runs"] == 2 and len(reads) == 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Literal, cast, overload
+from typing import Literal, overload
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
@@ -24,7 +24,6 @@ from replaykit.core.records import (
     JSON,
     CompareDocument,
     RunDoc,
-    RunDocument,
     TrainingDocument,
     VerdictDocument,
 )
@@ -36,19 +35,17 @@ REREADS = 8
 class DocumentsMixin(BlobsMixin):
     """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
 
-    def put_run(self, run: RunDoc | RunDocument) -> None:
-        """Store a run document (a :class:`~replaykit.core.records.RunDoc` or its ``to_dict()`` form)."""
-        if isinstance(run, RunDoc):
-            run = run.to_dict()
+    def put_run(self, run: RunDoc) -> None:
+        """Store a run document (:class:`~replaykit.core.records.RunDoc`)."""
         self.put_doc(
-            run["run_id"],
-            run.get("kind", "measure"),
-            run,
-            name=run.get("name", ""),
-            harness_sha=run["harness_sha"],
-            model=run["model"]["name"],
-            endpoint=run["model"]["endpoint"],
-            config_digest=run["config_digest"],
+            run.run_id,
+            run.kind,
+            run.to_json(),
+            name=run.name,
+            harness_sha=run.harness_sha,
+            model=run.model.name,
+            endpoint=run.model.endpoint,
+            config_digest=run.config_digest,
         )
 
     def put_doc(self, doc_id: str, kind: str, doc: Mapping[str, object], **columns: str) -> None:
@@ -165,11 +162,9 @@ class DocumentsMixin(BlobsMixin):
         if row["kind"] != "measure":
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
         try:
-            return RunDoc.from_dict(cast(RunDocument, doc))  # a bad shape raises below
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self.corrupt(
-                f"its document is not a run ({type(exc).__name__}: {str(exc)[:80]})", f"run {full}"
-            ) from None
+            return RunDoc.read(doc)
+        except ValueError as exc:
+            raise self.corrupt(f"its document is not a run ({str(exc)[:80]})", f"run {full}") from None
 
     def list_runs(self) -> list[RunsRow]:
         return typed_rows(RunsRow, self.driver.select("runs", order=[("created_at", False), ("id", False)]))

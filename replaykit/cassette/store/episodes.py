@@ -16,7 +16,7 @@ from replaykit.cassette.store.driver import Where
 from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import RunDoc, RunDocument
+from replaykit.core.records import RunDoc
 from replaykit.core.tree_digest import task_tree_parts
 
 
@@ -100,32 +100,29 @@ class EpisodesMixin(BlobsMixin):
         self.verified_columns(cassette_id)
         return self._checked[cassette_id][2]
 
-    def check_run(self, run: RunDoc | RunDocument) -> None:
-        """Every episode entry of a run document (a ``RunDoc`` or the stored form) against its
-        cassette's events (what verdicts are computed from)."""
-        doc = run.to_dict() if isinstance(run, RunDoc) else run
+    def check_run(self, run: RunDoc) -> None:
+        """Every episode entry of a run document against its cassette's events (what verdicts
+        are computed from)."""
         bases = set()
         tasks = set()
-        for entry in doc.get("episodes") or []:
-            cid = str(entry.get("cassette_id"))
+        for entry in run.episodes:
+            cid = entry.cassette_id
             reused = self.verified_reuse(cid)
             columns = self.verified_columns(cid)
             tasks.add((columns["task_id"], columns["task_digest"]))
             bad = run_episode_mismatches(entry, columns, reused)
             if bad:
                 raise self.corrupt(
-                    f"run {doc.get('run_id')}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
+                    f"run {run.run_id}: episode {cid} field(s) {', '.join(bad)} do not match its cassette"
                 )
             if reused.events:
                 bases.add(reused.basis)
         basis = "shared sample" if "shared sample" in bases else "exact" if bases else ""
-        if (doc.get("reuse_basis") or "") != basis:
-            raise self.corrupt(
-                f"run {doc.get('run_id')}: its reuse_basis does not match its cassettes' claims"
-            )
-        named = [task_tree_parts(str(t)) for t in doc.get("trees") or []]
+        if run.reuse_basis != basis:
+            raise self.corrupt(f"run {run.run_id}: its reuse_basis does not match its cassettes' claims")
+        named = [task_tree_parts(t) for t in run.trees]
         if any(parts is not None and parts not in tasks for parts in named):
-            raise self.corrupt(f"run {doc.get('run_id')}: it names a task folder none of its episodes ran")
+            raise self.corrupt(f"run {run.run_id}: it names a task folder none of its episodes ran")
 
     def list_cassettes(self, where: Where | None = None, limit: int | None = None) -> list[CassetteRow]:
         """Index rows of the cassettes matching ``where``, oldest first (documents not read)."""

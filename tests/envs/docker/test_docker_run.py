@@ -53,7 +53,7 @@ def test_quickstart_recorded_in_docker(docker_quickstart: dict[str, Any]) -> Non
 
 def test_second_measure_reuses_every_cassette(docker_quickstart: dict[str, Any]) -> None:
     again = measure(load_config(docker_quickstart["config"]))
-    assert again.recorded == [] and again.run["run_id"] == docker_quickstart["run"]["run_id"]
+    assert again.recorded == [] and again.run.run_id == docker_quickstart["run"]["run_id"]
 
 
 def test_replay_offline_with_no_docker_daemon_and_no_sockets(
@@ -131,17 +131,17 @@ def test_full_snapshots_are_stored_and_deterministic(
         )
         runs.append((measure(load_config(config)).run, Store(folder / "store")))
     (run_a, store_a), (run_b, store_b) = runs
-    assert [e["digest"] for e in run_a["episodes"]] == [e["digest"] for e in run_b["episodes"]]
+    assert [e.digest for e in run_a.episodes] == [e.digest for e in run_b.episodes]
     shown = json.loads(
         cli(
-            "cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store"), "--json"
+            "cassettes", "show", run_a.cassettes[0], "--store", str(tmp_path / "a" / "store"), "--json"
         ).stdout
     )
     env_events = [e for e in shown["events"] if e["kind"] == "env"]
     assert env_events and all(e["snapshot"] and len(e["snapshot"]) == 64 for e in env_events)
-    human = cli("cassettes", "show", run_a["cassettes"][0], "--store", str(tmp_path / "a" / "store")).stdout
+    human = cli("cassettes", "show", run_a.cassettes[0], "--store", str(tmp_path / "a" / "store")).stdout
     assert f"snapshot {env_events[0]['snapshot'][:12]}" in human
-    for cid_a, cid_b in zip(run_a["cassettes"], run_b["cassettes"], strict=False):
+    for cid_a, cid_b in zip(run_a.cassettes, run_b.cassettes, strict=False):
         snaps_a = [e.snapshot for e in store_a.get_episode(cid_a).env_events]
         snaps_b = [e.snapshot for e in store_b.get_episode(cid_b).env_events]
         assert snaps_a == snaps_b
