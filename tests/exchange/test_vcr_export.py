@@ -84,7 +84,7 @@ def message_of(content: bytes) -> dict[str, Any]:
 
 
 def test_plain_vcrpy_replays_an_exported_run(recorded: dict[str, Any], tmp_path: Path) -> None:
-    report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr")
+    report = export_vcr(recorded["store"], recorded["run"].run_id, tmp_path / "vcr")
     episode: Episode = recorded["episode"]
     assert [f["cassette_id"] for f in report["files"]] == [episode.id]
     client = openai.OpenAI(base_url=DEFAULT_BASE_URL, api_key="sk-anything", max_retries=0)
@@ -127,7 +127,7 @@ def test_plain_vcrpy_replays_a_streamed_response(recorded: dict[str, Any], tmp_p
 
 
 def test_an_unrecorded_request_is_refused_by_vcrpy(recorded: dict[str, Any], tmp_path: Path) -> None:
-    report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr")
+    report = export_vcr(recorded["store"], recorded["run"].run_id, tmp_path / "vcr")
     body = dict(recorded["episode"].llm_events[0].body, seed=12345)
     client = openai.OpenAI(base_url=DEFAULT_BASE_URL, api_key="sk-anything", max_retries=0)
     with vcr.use_cassette(report["files"][0]["path"], record_mode="none", match_on=MATCH_ON):
@@ -139,7 +139,7 @@ def test_uris_follow_the_base_url_and_no_secret_or_header_is_exported(
     recorded: dict[str, Any], tmp_path: Path
 ) -> None:
     base = "http://models.internal:9000/api/v1"
-    report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr", base_url=base)
+    report = export_vcr(recorded["store"], recorded["run"].run_id, tmp_path / "vcr", base_url=base)
     path = Path(report["files"][0]["path"])
     text = path.read_text()
     assert BUILTIN_KEY not in text and "uthorization" not in text and "stainless" not in text
@@ -174,7 +174,7 @@ def test_cli_exports_vcr_cassettes(recorded: dict[str, Any], tmp_path: Path) -> 
     out = cli(
         "cassettes",
         "export",
-        recorded["run"]["run_id"],
+        recorded["run"].run_id,
         "--format",
         "vcr",
         "-o",
@@ -221,7 +221,7 @@ def test_replayed_by_pytest_recording():
 def test_pytest_recording_loads_an_export(
     recorded: dict[str, Any], pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    report = export_vcr(recorded["store"], recorded["run"]["run_id"], tmp_path / "vcr")
+    report = export_vcr(recorded["store"], recorded["run"].run_id, tmp_path / "vcr")
     event = recorded["episode"].llm_events[0]
     pytester.makepyfile(
         test_user=PYTEST_RECORDING_TEST.format(
