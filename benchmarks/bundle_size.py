@@ -32,7 +32,7 @@ def build_store(root: Path, size_mb: int, blob_mb: int) -> str:
     from replaykit.cassette.integrity import cassette_columns
     from replaykit.cassette.keys import CassetteKey, ModelId
     from replaykit.cassette.store import Store
-    from replaykit.core.records import EpisodeSummary, RunDoc
+    from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
     from replaykit.envs.results import Grade, Observation
 
     store = Store(root)
@@ -48,22 +48,29 @@ def build_store(root: Path, size_mb: int, blob_mb: int) -> str:
         c = cassette_columns(episode)
         summaries.append(
             EpisodeSummary(
-                "big-output",
-                seed,
-                episode.id,
-                1.0,
-                True,
-                False,
-                c["n_env"],
-                c["n_llm"],
-                c["tokens"],
-                c["digest"],
+                task_id="big-output",
+                seed=seed,
+                cassette_id=episode.id,
+                reward=1.0,
+                passed=True,
+                steps=c["n_env"],
+                llm_calls=c["n_llm"],
+                tokens=c["tokens"],
+                digest=c["digest"],
             )
         )
         ids.append(episode.id)
     run_id = f"big{size_mb}"
     store.put_run(
-        RunDoc(run_id, "big", "a" * 40, "", {"name": "m", "endpoint": "http://e"}, "cfg", {}, ids, summaries)
+        RunDoc(
+            run_id=run_id,
+            name="big",
+            harness_sha="a" * 40,
+            model=ModelRef(name="m", endpoint="http://e"),
+            config_digest="cfg",
+            cassettes=ids,
+            episodes=summaries,
+        )
     )
     store.close()
     return run_id

@@ -51,10 +51,10 @@ def make_store(root: Path, size: int) -> Path:
     config = small_config(root / "source")
     run = measure(config).run
     source = Store(config.store_path)
-    episodes = [source.get_episode(c) for c in run["cassettes"]]
+    episodes = [source.get_episode(c) for c in run.cassettes]
     path = root / f"store-{size}"
     store = Store(path)
-    store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
+    store.put_tree(run.harness_sha, source.get_tree(run.harness_sha))
     with store.write_lock():
         for episode in episodes:
             store.put_episode(episode)

@@ -79,9 +79,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "source").mkdir()
         config = small_config(Path(tmp) / "source")
-        run = measure(config).run.to_json()
+        run = measure(config).run
         source = Store(config.store_path)
-        episodes = [source.get_episode(c) for c in run["cassettes"]]
+        episodes = [source.get_episode(c) for c in run.cassettes]
 
         blobs: dict[str, bytes] = {}
         docs = [canonical_json(encode_episode(e, blobs)) for e in episodes]
@@ -101,7 +101,7 @@ def main() -> None:
         for size in sizes:
             store_dir = Path(tmp) / f"store-{size}"
             store = Store(store_dir)
-            store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
+            store.put_tree(run.harness_sha, source.get_tree(run.harness_sha))
             with store.write_lock():  # the run's own cassettes: `runs` checks its entries against them
                 for episode in episodes:
                     store.put_episode(episode)

@@ -120,7 +120,7 @@ def serve_store(tmp: Path, size: int, run: Any, source: Any, episodes: list[Any]
 
     store_dir = tmp / f"store-{size}"
     store = Store(store_dir)
-    store.put_tree(run["harness_sha"], source.get_tree(run["harness_sha"]))
+    store.put_tree(run.harness_sha, source.get_tree(run.harness_sha))
     fill(store, episodes, size)
     store.put_run(run)
     store.driver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # SQLite: the WAL into index.db
@@ -186,9 +186,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "source").mkdir()
         config = small_config(Path(tmp) / "source")
-        run = measure(config).run.to_json()
+        run = measure(config).run
         source = Store(config.store_path)
-        episodes = [source.get_episode(c) for c in run["cassettes"]]
+        episodes = [source.get_episode(c) for c in run.cassettes]
         viewers: dict[int, Viewer] = {}
         print(load_line())
         print("replaykit view (HTTP on loopback; CPU time of the viewer + client, wall in brackets)")
