@@ -32,7 +32,7 @@ def build_store(root: Path, size_mb: int, blob_mb: int) -> str:
     from replaykit.cassette.integrity import cassette_columns
     from replaykit.cassette.keys import CassetteKey, ModelId
     from replaykit.cassette.store import Store
-    from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
+    from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
     from replaykit.envs.results import Grade, Observation
 
     store = Store(root)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from replaykit.cassette.stores import register_store
     from replaykit.core.errors import ConfigError, ReplaykitError
     from replaykit.core.modes import RecordMode
-    from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDoc
+    from replaykit.core.records import VerdictDoc
+    from replaykit.core.run_doc import EpisodeSummary, RunDoc
     from replaykit.envs.base import EnvKind, EnvSettings
     from replaykit.envs.registry import register_env
     from replaykit.episodes.config import RunConfig, load_config
@@ -82,8 +83,8 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "replaykit.episodes.config",
     "load_config": "replaykit.episodes.config",
     "measure": "replaykit.episodes.run",
-    "RunDoc": "replaykit.core.records",
-    "EpisodeSummary": "replaykit.core.records",
+    "RunDoc": "replaykit.core.run_doc",
+    "EpisodeSummary": "replaykit.core.run_doc",
     "VerdictDoc": "replaykit.core.records",
     "ReplaykitError": "replaykit.core.errors",
     "ConfigError": "replaykit.core.errors",

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from replaykit.cassette.store import Store
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.envs.tasks import load_task
 from replaykit.episodes.certificate_lookup import (
     DETERMINISTIC,

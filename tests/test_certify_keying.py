@@ -8,7 +8,7 @@ from pathlib import Path
 import git
 
 from replaykit.cassette.store import Store
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.certificate_lookup import DETERMINISTIC, FORKED, forked_tasks
 from replaykit.episodes.certify import certify_run
 from replaykit.episodes.certify_records import CertifyReport

@@ -15,7 +15,7 @@ import pytest
 
 from replaykit.core.determinism import canonical_json
 from replaykit.core.document import Document
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.exchange.reader import read_bundle
 
 REPO = Path(__file__).resolve().parents[1]

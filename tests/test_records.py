@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.train.verdicts import outcomes

@@ -136,7 +136,7 @@ def test_certify(docs: dict[str, Any], capture: Callable[[], str], request: pyte
 
 
 def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
-    from replaykit.core.records import RunDoc
+    from replaykit.core.run_doc import RunDoc
     from replaykit.episodes.run import MeasureResult
     from replaykit.episodes.run_records import ReportedEpisode
 

@@ -24,13 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import (
-    JSON,
-    CompareDocument,
-    RunDoc,
-    TrainingDocument,
-    VerdictDocument,
-)
+from replaykit.core.records import JSON, CompareDocument, TrainingDocument, VerdictDocument
 
 if TYPE_CHECKING:
     from replaykit.cassette.certificates import Certificate
@@ -43,6 +37,7 @@ if TYPE_CHECKING:
         RunsRow,
     )
     from replaykit.cassette.store.tasks import TaskRates
+    from replaykit.core.run_doc import RunDoc  # a run's model loads pydantic: only for who reads runs
 
 
 class StoreHandle(Protocol):

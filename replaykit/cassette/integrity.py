@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
-from replaykit.core.records import EpisodeSummary
 
 if TYPE_CHECKING:
     from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.schema import CassetteColumns
+    from replaykit.core.run_doc import EpisodeSummary
 
 #: columns of a cassette row that are derived from its episode (all but ``doc`` and ``created_at``)
 CASSETTE_DERIVED = (

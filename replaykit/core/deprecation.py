@@ -30,6 +30,8 @@ MOVED: dict[str, tuple[str, str]] = {
 #: (old module, name) → (the module defining it now, version the alias is removed in)
 MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("replaykit.train.backends", "ProposalSession"): ("replaykit.models.session", "0.2.0"),
+    ("replaykit.core.records", "RunDoc"): ("replaykit.core.run_doc", "0.2.0"),
+    ("replaykit.core.records", "EpisodeSummary"): ("replaykit.core.run_doc", "0.2.0"),
 }
 
 

@@ -18,7 +18,7 @@ from replaykit.core.determinism import digest_of
 if TYPE_CHECKING:
     from replaykit.cassette.backend import DocumentStore, EpisodeStore, RunStore
     from replaykit.cassette.certificates import Certificate
-    from replaykit.core.records import RunDoc
+    from replaykit.core.run_doc import RunDoc
 
 #: a task's certification status
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"

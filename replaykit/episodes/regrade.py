@@ -35,7 +35,7 @@ from replaykit.core.errors import ConfigError, EnvError, ReplaykitError, StoreCo
 from replaykit.core.files import copy_tree, file_sha256
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.envs.base import RestorableEnvironment
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind, make_env

@@ -22,7 +22,7 @@ from replaykit.cassette.lineage import ClaimStatus, check_claim
 from replaykit.core.errors import CassetteNotFound, ConfigError, HarnessError
 from replaykit.core.meta import EpisodeMeta
 from replaykit.core.progress import Progress
-from replaykit.core.records import ModelRef, RunDoc
+from replaykit.core.run_doc import ModelRef, RunDoc
 from replaykit.episodes.agents import require_program, version_note
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.rollout import ReplayResult, replay_episode

@@ -22,7 +22,8 @@ from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.meta import AgentMeta
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, RunDoc
+from replaykit.core.records import JSON
+from replaykit.core.run_doc import RunDoc
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import get_env_kind

@@ -15,7 +15,7 @@ from replaykit.cassette.backend import DocumentStore, EpisodeStore, StoreBackend
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import EXACT, SHARED_SAMPLE
 from replaykit.core.determinism import digest_of
-from replaykit.core.records import EpisodeSummary, ModelRef, Panel, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, ModelRef, Panel, RunDoc
 from replaykit.core.tree_digest import task_tree_name
 from replaykit.envs.tasks import Task, task_files
 from replaykit.episodes.config import RunConfig

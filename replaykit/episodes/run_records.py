@@ -9,7 +9,7 @@ from pydantic import Field
 
 from replaykit.core.document import WhenSet
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import EpisodeSummary
+from replaykit.core.run_doc import EpisodeSummary
 
 
 class ReplayedEpisode(TypedDict):

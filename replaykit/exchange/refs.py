@@ -12,7 +12,7 @@ from replaykit.cassette.backend import StoreHandle
 from replaykit.cassette.codec import decode_episode
 from replaykit.cassette.documents import EpisodeDoc
 from replaykit.cassette.integrity import HEX64, tree_manifest
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.exchange.bundle_format import BundleError
 
 

@@ -18,7 +18,7 @@ from replaykit.cassette.integrity import (
     tree_manifest,
 )
 from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.core.tree_digest import task_tree_parts, task_tree_problem
 from replaykit.exchange.bundle_format import (
     CERTIFICATE_COLUMNS,

@@ -12,13 +12,13 @@ from rich.text import Text
 
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.glossary import legend
-from replaykit.episodes.run_records import ReplayReport, ReportedEpisode
 from replaykit.render.console import line, short_ids, show_table, wrapped
 
 if TYPE_CHECKING:
     from replaykit.core.records import CompareDocument
     from replaykit.episodes.regrade import RegradeReport
     from replaykit.episodes.run import MeasureResult
+    from replaykit.episodes.run_records import ReplayReport, ReportedEpisode
     from replaykit.report.reproduce import Reproduction
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
-from replaykit.core.records import JSON, CompareCell, EpisodeSummary, ModelDoc, NamedParams
+from replaykit.core.records import JSON, CompareCell, ModelDoc, NamedParams
+from replaykit.core.run_doc import EpisodeSummary
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
 from replaykit.train.intervals import Movement, Rate

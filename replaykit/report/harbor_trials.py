@@ -28,7 +28,7 @@ from typing import Any, TypedDict
 
 from replaykit.cassette.events import Episode
 from replaykit.core.meta import StepVerifierMeta
-from replaykit.core.records import EpisodeSummary, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.models.config import ModelPrice
 from replaykit.report.atif import trajectory
 from replaykit.report.transcript import OUTPUT_CAP, episode_summary, transcript

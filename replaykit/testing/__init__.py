@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
 from replaykit.episodes.config import RunConfig, apply_overrides, load_config
 
 #: The quickstart panel (configs/quickstart*.yaml): the first eight sample tasks.

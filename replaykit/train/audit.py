@@ -13,7 +13,8 @@ from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDoc, VerdictRecord
+from replaykit.core.records import VerdictRecord
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor

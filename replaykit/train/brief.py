@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.loss import Loss
 
 

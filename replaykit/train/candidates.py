@@ -14,7 +14,7 @@ from typing import Protocol
 
 from replaykit.core.errors import HarnessError, TrainError
 from replaykit.core.modes import RecordMode
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.harness import load_solve
 from replaykit.train import gates, gitops
 from replaykit.train.brief import training_brief

@@ -22,7 +22,7 @@ from pathlib import Path
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import TrainError
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.certificate_lookup import get_certificate, task_certificates
 from replaykit.train.exclusions import run_certificate_ids
 

@@ -15,8 +15,9 @@ from math import comb
 from typing import Any, Callable
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import JSON, RunDoc
+from replaykit.core.records import JSON
 from replaykit.core.registry import FactoryRegistry
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.paired_test import PairedTest
 from replaykit.train.stats import Score, noise, noise_json
 from replaykit.train.verdicts import Criterion, Outcome, Verdict, movement, pair_runs, with_exclusions

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import EpisodeStore, RunStore, StoreHandle
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.certificate_lookup import forked_certificates, get_certificate, task_certificate_id
 
 #: task id → (certificate id, reason)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from typing import NotRequired, TypedDict
 
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.stats import LEVEL, SAMPLES, rate_interval
 from replaykit.train.stats import paired as paired_stats
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
-from replaykit.core.records import JSON, EpochRecord, PanelRuns, RunDoc, TestsRecord
+from replaykit.core.records import JSON, EpochRecord, PanelRuns, TestsRecord
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.verdicts import Verdict
 
 

@@ -27,7 +27,8 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument, VerdictDocument
+from replaykit.core.records import EpochRecord, TrainingDocument, VerdictDocument
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document

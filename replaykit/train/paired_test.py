@@ -16,7 +16,8 @@ of the verdict, so the verdict recomputes from its runs alone.
 from __future__ import annotations
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import JSON, RunDoc
+from replaykit.core.records import JSON
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.significance import mcnemar_exact
 from replaykit.train.verdicts import Verdict, movement, pair_runs, with_exclusions
 

@@ -20,7 +20,8 @@ from typing import TypedDict
 from replaykit.cassette.backend import DocumentStore, RunStore
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import TaskError
-from replaykit.core.records import EpochRecord, PanelRuns, RunDoc, TrainingDocument
+from replaykit.core.records import EpochRecord, PanelRuns, TrainingDocument
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.config_paths import first_tasks, task_folders
 from replaykit.episodes.panel_keys import template_keys

@@ -15,7 +15,8 @@ from math import comb
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeSummary, RunDoc, VerdictDocument
+from replaykit.core.records import VerdictDocument
+from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.train.audit_records import SeedRobustness, SeedSample
 from replaykit.train.criteria import make_criterion
 from replaykit.train.derived import verified_verdict

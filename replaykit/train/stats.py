@@ -37,7 +37,8 @@ from replaykit.train.significance import ALPHA, POWER, design_effect, mcnemar_ex
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import RunStore
-    from replaykit.core.records import JSON, EpisodeSummary, RunDoc
+    from replaykit.core.records import JSON
+    from replaykit.core.run_doc import EpisodeSummary, RunDoc
 
 SAMPLES = 1000
 LEVEL = 0.95

@@ -33,7 +33,8 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.records import EpochRecord, RunDoc, TrainingDocument
+from replaykit.core.records import EpochRecord, TrainingDocument
+from replaykit.core.run_doc import RunDoc
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine

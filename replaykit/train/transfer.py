@@ -23,7 +23,8 @@ from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import RunDoc, TrainingDocument
+from replaykit.core.records import TrainingDocument
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.compare import agent_config
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure

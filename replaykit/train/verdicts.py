@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from replaykit.core.records import JSON, RunDoc, VerdictRecord
+from replaykit.core.records import JSON, VerdictRecord
+from replaykit.core.run_doc import RunDoc
 
 
 @dataclass(frozen=True)

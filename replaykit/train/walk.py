@@ -23,7 +23,8 @@ from replaykit.cassette.backend import RunStore, StoreHandle
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpochRecord, RunDoc, TrainingDocument
+from replaykit.core.records import JSON, EpochRecord, TrainingDocument
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run_document import run_document
 from replaykit.train import exclusions

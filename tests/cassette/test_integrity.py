@@ -24,7 +24,7 @@ from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import sha256_hex
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.modes import RecordMode
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.replay import replay_run
 from replaykit.episodes.run import measure
 from replaykit.exchange.bundle import export_bundle

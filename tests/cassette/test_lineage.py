@@ -22,7 +22,7 @@ from replaykit.cassette.lineage import (
 )
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc
+from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
 from replaykit.envs.results import Grade, Observation
 from replaykit.exchange.fsck import verify_store
 

@@ -17,7 +17,7 @@ from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.exchange.gc import plan
 from replaykit.testing import write_config
 from tests.cli_runner import cli

@@ -19,7 +19,8 @@ from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA, CassetteColumn
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import CassetteNotFound
-from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc, TrainingDocument
+from replaykit.core.records import TrainingDocument
+from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
 from replaykit.envs.results import Grade, Observation
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from replaykit.cassette.events import GradeEvent
 from replaykit.cassette.store import Store
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.envs.results import Grade
 from replaykit.episodes.config import load_config
 from replaykit.episodes.replay import replay_run

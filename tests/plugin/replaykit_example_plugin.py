@@ -16,7 +16,7 @@ from typing import Any
 
 import replaykit
 from replaykit.agents.base import NamedAgent, Requirement
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.envs.base import EnvKind, EnvRequest, EnvSection, EnvSettings, NodeNeeds
 from replaykit.envs.results import Observation
 from replaykit.envs.tasks import Task, load_task

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.testing import run_doc
 from replaykit.train.criteria import MeanReward, StrictPareto, make_criterion
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.testing import run_doc
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.optim.base import StepInput

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import load_config
 from replaykit.testing import REPO_ROOT, run_doc
 from replaykit.train.config import train_config

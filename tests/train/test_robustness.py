@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import EpisodeSummary, ModelRef, RunDoc, VerdictDoc, VerdictDocument
+from replaykit.core.records import VerdictDoc, VerdictDocument
+from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
 from replaykit.train.audit_records import SeedRobustness
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.robustness import resample

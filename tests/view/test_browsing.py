@@ -14,7 +14,7 @@ import pytest
 from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.store import Store
 from replaykit.cassette.stores import open_store
-from replaykit.core.records import RunDoc
+from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.run import measure
 from replaykit.testing import small_config
 from replaykit.view.pages import TrainingsPage

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
@@ -20,23 +20,28 @@ from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import (
-    JSON,
-    CompareDocument,
-    RunDoc,
-    TrainingDocument,
-    VerdictDocument,
-)
+from replaykit.core.records import JSON, CompareDocument, TrainingDocument, VerdictDocument
 
 #: times a read follows a document that keeps being replaced under it before giving up
 REREADS = 8
+
+
+if TYPE_CHECKING:
+    from replaykit.core.run_doc import RunDoc
+
+
+def run_model() -> type[RunDoc]:
+    """``RunDoc``, imported when a run is read (a listing of cassettes loads no pydantic)."""
+    from replaykit.core.run_doc import RunDoc
+
+    return RunDoc
 
 
 class DocumentsMixin(BlobsMixin):
     """The ``runs`` table: one row (a few columns + a JSON document blob) per document."""
 
     def put_run(self, run: RunDoc) -> None:
-        """Store a run document (:class:`~replaykit.core.records.RunDoc`)."""
+        """Store a run document (:class:`~replaykit.core.run_doc.RunDoc`)."""
         self.put_doc(
             run.run_id,
             run.kind,
@@ -162,7 +167,7 @@ class DocumentsMixin(BlobsMixin):
         if row["kind"] != "measure":
             raise CassetteNotFound(f"{run_id!r} is a {row['kind']}, not a run, in store {self.location}")
         try:
-            return RunDoc.read(doc)
+            return run_model().read(doc)
         except ValueError as exc:
             raise self.corrupt(f"its document is not a run ({str(exc)[:80]})", f"run {full}") from None
 

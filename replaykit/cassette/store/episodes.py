@@ -4,7 +4,7 @@ and the cached columns verified; index listings that never read episode document
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
 from replaykit.cassette.events import Episode
@@ -16,8 +16,10 @@ from replaykit.cassette.store.driver import Where
 from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import RunDoc
 from replaykit.core.tree_digest import task_tree_parts
+
+if TYPE_CHECKING:
+    from replaykit.core.run_doc import RunDoc
 
 
 class EpisodesMixin(BlobsMixin):

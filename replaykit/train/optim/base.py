@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replaykit.core.errors import TrainError
-from replaykit.core.records import JSON, RunDoc
+from replaykit.core.records import JSON
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.parameter import Parameter
 from replaykit.train.verdicts import Verdict
 

@@ -10,7 +10,8 @@ the frontier.
 
 from __future__ import annotations
 
-from replaykit.core.records import JSON, RunDoc
+from replaykit.core.records import JSON
+from replaykit.core.run_doc import RunDoc
 from replaykit.train.optim.base import ParameterBound, StepInput
 
 
