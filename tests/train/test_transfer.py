@@ -165,7 +165,7 @@ def test_a_model_served_elsewhere_is_measured_at_its_endpoint(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     store = Store(trained["tmp"] / "store", readonly=True)
-    served = {c["model"]: store.get_run(c["run_id"]).model["endpoint"] for c in doc["cells"]}
+    served = {c["model"]: store.get_run(c["run_id"]).model.endpoint for c in doc["cells"]}
     assert served["reference-weak"] == "builtin"  # the config's base_url
     assert served["reference-strong"] != "builtin"  # measured where --endpoint said
     port = reference_server.rsplit(":", 1)[1].split("/")[0]
