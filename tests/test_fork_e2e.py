@@ -73,7 +73,10 @@ def test_fork_at_1_names_its_parent_verifies_and_replays_offline(
     mine = run_json("cassettes", "show", fork["cassette_id"], "--store", store)
     assert mine["forked_from"] == parent["cassette_id"] and mine["fork_step"] == 1
     assert mine["reused"]["donor"] == parent["cassette_id"] and mine["reused"]["status"] == "checked"
-    assert mine["reused"]["parted"] == f"event {mine['fork_position']} is model call 1, the fork's step"
+    assert mine["reused"]["parted"] == f"event {mine['fork_position']} is model call 2, the fork point"
+    human = cli("cassettes", "show", fork["cassette_id"], "--store", store).stdout
+    said = f"forked from cassette {parent['cassette_id']} at call 2: its first 1 model call(s) served from it"
+    assert said in " ".join(human.split())  # the calls below count from 1 too
     runs = {r["id"]: r for r in run_json("runs", "--kind", "fork", "--store", store)}
     assert fork["cassette_id"] in runs  # kept with its parent and tree (bundles, gc)
     paid = runs[fork["cassette_id"]]  # what it paid, derived from its cassette (checked)
@@ -105,7 +108,7 @@ def test_a_fork_of_a_fork_with_other_models_and_the_diff_marks_it(recorded: dict
     )  # it parts where it went live
     human = cli("cassettes", "diff", parent["cassette_id"], strong["cassette_id"], "--store", store).stdout
     position, label = diff["fork_point"]["position"], diff["first_difference"]["label"]
-    assert f"fork point: b forked from a at step 1 (call 2 below, event {position}): its first 1" in human
+    assert f"fork point: b forked from a at call 2 (event {position}): its first 1" in human
     assert label.startswith("call 2: ")  # the call the fork point names is the first that differs
     assert cli("cassettes", "verify", "--store", store).stdout.startswith("ok: checked")
 
@@ -250,8 +253,8 @@ def test_the_viewer_and_the_report_show_the_fork_point_and_what_was_paid(
 
         page = text(f"/episodes/{fork['cassette_id']}")
         assert (
-            f"fork of {parent['cassette_id']} at step 1" in page
-            and "fork point: step 1, live from here" in page
+            f"fork of {parent['cassette_id']} at call 2" in page
+            and "fork point: call 2, live from here" in page
         )
         assert "served from" in page and "checked against it" in page
         assert f"{len(page.split('fork(s):')) - 1}" and "fork(s):" in text(
@@ -311,6 +314,6 @@ def test_a_fork_under_another_harness_keeps_its_tree_and_a_harness_that_differs_
     proc = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", loud, *where, "--store", store)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert f"cassette {parent['cassette_id']} cannot be forked at step 1 with this change" in proc.stderr
+    assert f"cassette {parent['cassette_id']} cannot be forked at call 2 with this change" in proc.stderr
     assert "fork at an earlier step (--at)" in proc.stderr
     assert contents(store) == before  # no cassette, tree, blob or document (a lease came and went)

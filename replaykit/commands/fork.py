@@ -1,4 +1,4 @@
-"""``fork``: continue a recorded episode live from step N with another model, harness, message or config."""
+"""``fork``: continue a recorded episode live from call N+1 with another model, harness, message or config."""
 
 from __future__ import annotations
 
@@ -25,18 +25,18 @@ def fork(
         ...,
         "--at",
         min=0,
-        help="The step (model call, from 0) where the fork goes live; the calls before it are served.",
+        help="Serve the first N model calls; the fork goes live at call N+1 (calls count from 1, as shown).",
     ),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Continue with this model name from step N on."
+        None, "--model", help="Continue with this model name from call N+1 on."
     ),
     harness: Optional[str] = typer.Option(
         None,
         "--harness",
-        help="Run this harness ref (it must repeat the first N steps) instead of the parent's.",
+        help="Run this harness ref (it must repeat the first N calls) instead of the parent's.",
     ),
     message: Optional[Path] = typer.Option(
-        None, "--message", help="A file whose text is given to the model as a user message at step N."
+        None, "--message", help="A file whose text is given to the model as a user message before call N+1."
     ),
     config: Optional[Path] = typer.Option(
         None,
@@ -52,7 +52,7 @@ def fork(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Fork an episode at step N: serve its first N model calls, then continue live with the change."""
+    """Fork an episode at call N+1: serve its first N model calls, then continue live with the change."""
     from replaykit.core.errors import ConfigError
     from replaykit.episodes.config import load_config
     from replaykit.episodes.fork import ForkChange, fork_episode

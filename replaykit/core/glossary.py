@@ -39,7 +39,7 @@ TERMS: dict[str, str] = {
     "llm calls": "Requests the harness sent to the model.",
     "model calls": "Requests that reached the model endpoint when these episodes were recorded: the calls paid for (llm calls minus those served from a donor).",
     "reused events": "Events served from a donor cassette instead of recorded live: the same task, seed, model and config under another harness commit (prefix reuse), or a fork's parent.",
-    "fork": "An episode continued live from step N of another (its parent): the first N model calls served from the parent, the rest live with a change.",
+    "fork": "An episode continued live from call N+1 of another (its parent, calls counted from 1): its first N model calls served from the parent, the rest live with a change.",
     "duration": "How long the episode took when it was recorded, from its environment's start to its grade (wall clock; never part of its key or digest, so a replay takes its own time).",
     "tokens": "Tokens the model endpoint reported (prompt + completion), summed over the episode.",
     "episode": "One attempt at one task instance, recorded as a cassette: every LLM call and environment step, in order.",

@@ -215,7 +215,7 @@ def _record(store: BrowseStore, parent: Episode, plan: _Plan, extras: Extras) ->
         except DivergenceError as exc:
             reason = str(exc).split(": ", 1)[-1]
             raise ConfigError(
-                f"cassette {parent.id} cannot be forked at step {plan.fork['step']} with this change: {reason}; "
+                f"cassette {parent.id} cannot be forked at call {plan.fork['step'] + 1} with this change: {reason}; "
                 "fork at an earlier step (--at)"
             ) from None
     if plan.files is not None:

@@ -323,13 +323,13 @@ def lineage(store: EpisodeStore, episode: Episode) -> Lineage:
 
 def _parted(episode: Episode, donor: Episode | None, k: int, fork_step: int | None) -> str:
     """Why an episode served ``k`` of a donor's events is live from event ``k`` on (a fork:
-    its step, model call ``fork_step``)."""
+    its fork point, model call ``fork_step + 1`` counted from 1)."""
     if donor is None or k >= len(episode.events):
         return ""
     mine, theirs = episode.events[k], donor.events[k] if k < len(donor.events) else None
     calls_before = sum(isinstance(e, LlmEvent) for e in episode.events[:k])
     if fork_step is not None and isinstance(mine, LlmEvent) and calls_before == fork_step:
-        return f"event {k} is model call {fork_step}, the fork's step"
+        return f"event {k} is model call {fork_step + 1}, the fork point"
     if theirs is None:
         return f"the donor ended before event {k}"
     if mine.kind != theirs.kind:

@@ -78,7 +78,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         )
     if doc.get("forked_from"):
         line(
-            f"forked from cassette {doc['forked_from']} at step {doc['fork_step']} (live from its model call {doc['fork_step']} on)"
+            f"forked from cassette {doc['forked_from']} at call {doc['fork_step'] + 1}: its first {doc['fork_step']} model call(s) served from it, live from there"
         )
     reused = doc.get("reused")
     served = reused["events"] if reused else 0
@@ -104,7 +104,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         for f in forks:
             outcome = "passed" if f["passed"] else "failed"
             line(
-                f"  {f['cassette_id']} at step {f['fork_step']} · model {f['model']} · harness {f['harness_sha'][:10]} · "
+                f"  {f['cassette_id']} at call {f['fork_step'] + 1} · model {f['model']} · harness {f['harness_sha'][:10]} · "
                 f"reward {f['reward'] if f['reward'] is not None else '-'} ({outcome})"
             )
 
@@ -139,7 +139,7 @@ def fork_report(result: ForkResult) -> None:
     """``replaykit fork``: the new cassette, what it was served, how it ended."""
     what = "recorded" if result["recorded"] else "already recorded (reused, no model call)"
     line(
-        f"fork {result['cassette_id']} of cassette {result['forked_from']} at step {result['fork_step']}: {what}"
+        f"fork {result['cassette_id']} of cassette {result['forked_from']} at call {result['fork_step'] + 1}: {what}"
     )
     line(
         f"task {result['task_id']} · seed {result['seed']} · model {result['model']} · harness {result['harness_sha'][:10]}"

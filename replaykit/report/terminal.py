@@ -113,9 +113,9 @@ def episode_diff(doc: EpisodeDiff) -> None:
     if point:
         parent, step = "a" if point["fork"] == "b" else "b", point["step"]
         served = f"its first {step} model call(s) were served from {parent}" if step else "nothing was served"
-        _print(  # steps count from 0, the calls below from 1
-            f"fork point: {point['fork']} forked from {parent} at step {step} (call {step + 1} below, "
-            f"event {point['position']}): {served}, {point['fork']} is live from there",
+        _print(  # calls count from 1, as below
+            f"fork point: {point['fork']} forked from {parent} at call {step + 1} (event {point['position']}): "
+            f"{served}, {point['fork']} is live from there",
             "bold",
         )
     first = doc["first_difference"]
