@@ -77,8 +77,9 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
             + (f" · ended by {doc['ended_by']}" if doc.get("ended_by") else "")
         )
     if doc.get("forked_from"):
+        served_calls = doc["fork_step"] or 0
         line(
-            f"forked from cassette {doc['forked_from']} at call {doc['fork_step'] + 1}: its first {doc['fork_step']} model call(s) served from it, live from there"
+            f"forked from cassette {doc['forked_from']} at call {served_calls + 1}: its first {served_calls} model call(s) served from it, live from there"
         )
     reused = doc.get("reused")
     served = reused["events"] if reused else 0
