@@ -142,8 +142,11 @@ def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: py
 
     strong = docs["strong"]  # ``run --json`` of a run whose cassettes were all recorded
     recorded = [e["cassette_id"] for e in strong["episodes"] if not e["reused"]]
-    result = MeasureResult(run=RunDoc.read(strong), recorded=recorded, model_calls=strong["model_calls"])
-    render.run_table(result, [ReportedEpisode.read(e) for e in strong["episodes"]])
+    rows = [ReportedEpisode.read(e) for e in strong["episodes"]]
+    result = MeasureResult(
+        run=RunDoc.read(strong), recorded=recorded, model_calls=strong["model_calls"], reported=rows
+    )
+    render.run_table(result)
     check(
         capture(),
         {e["task_id"] for e in docs["strong"]["episodes"]},

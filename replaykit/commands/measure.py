@@ -4,7 +4,7 @@ reusing one cassette per episode, and print the table."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import typer
 
@@ -31,45 +31,6 @@ from replaykit.commands.options import (
     open_store,
 )
 from replaykit.core.modes import RecordMode
-
-if TYPE_CHECKING:
-    from replaykit.cassette.backend import RunStore
-    from replaykit.episodes.run_records import ReportedEpisode
-
-
-def with_outcomes(store: RunStore, episodes: list[ReportedEpisode]) -> list[ReportedEpisode]:
-    """Each episode with its ``outcome`` (derived from its cassette's events), the framework
-    ``limit`` it reached, if any, if its harness raised, the exception type (``error``); its
-    calls' facets (``call_facets``: counts) and, when a call that went wrong ended it, that facet
-    (``ended_by``): ``cassette/facets.py``, derived from the recorded bytes; an infra episode why
-    it was not graded (``reason``: its grade's detail, or the error)."""
-    from replaykit.cassette.facets import ended_by, facet_counts
-    from replaykit.cassette.outcomes import stored_outcome
-
-    out = []
-    for episode in episodes:
-        facts = stored_outcome(store, episode.cassette_id)
-        recorded = store.get_episode(episode.cassette_id)
-        events = recorded.events
-        ended = ended_by(events) if facts.outcome not in ("solved", "infra") else None
-        raised = facts.error if not episode.passed and not episode.infra_failure else None
-        grade = recorded.grade
-        why = (
-            ((grade.detail if grade is not None else "") or facts.error or "not graded")
-            if episode.infra_failure
-            else ""
-        )
-        row = {
-            **episode.to_json(),
-            "call_facets": facet_counts(events),
-            "ended_by": ended or "",
-            "outcome": facts.outcome,
-            "limit": facts.limit or "",
-            "error": raised.split(":", 1)[0] if raised else "",
-            "reason": why,
-        }
-        out.append(type(episode).model_validate(row))
-    return out
 
 
 def run(
@@ -135,9 +96,13 @@ def run(
         check_jobs_dir(jobs_dir)
     with render.progress(enabled=not as_json) as progress:
         result = measure(
-            cfg, record_mode=record_mode, harness_ref=harness, progress=progress, keep_going=keep_going
+            cfg,
+            record_mode=record_mode,
+            harness_ref=harness,
+            progress=progress,
+            keep_going=keep_going,
+            report=True,
         )
-    rows = with_outcomes(open_store(cfg.store_location), result.rows())
     run_id = result.run.run_id
     jobs = None
     if jobs_dir is not None:
@@ -147,10 +112,10 @@ def run(
             open_store(cfg.store_location, readonly=True), run_id, jobs_dir, cfg.model.pricing
         )
     if as_json:
-        doc = {**result.to_json(rows), "store": cfg.store_location}
+        doc = result.to_json()
         emit_json({**doc, "harbor_job": jobs} if jobs else doc)
     else:
-        render.run_table(result, rows)
+        render.run_table(result)
         render.line(f"stored in {cfg.store_location} · replaykit replay {run_id} --config {config}")
         if jobs:
             render.harbor_jobs(jobs)

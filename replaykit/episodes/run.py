@@ -73,6 +73,8 @@ class MeasureResult:
     model_calls: int = 0  # requests this measure sent to the endpoint
     reused_events: int = 0  # events the episodes it recorded were served from donors instead
     agent: AgentMeta | None = None  # the named agent run as the harness, with its installed version
+    reported: list[ReportedEpisode] | None = None  # its rows as ``run`` reports them (``report=True``)
+    store: str = ""  # where it was stored (``measure(report=True)``)
 
     def rows(self) -> list[ReportedEpisode]:
         """The run's rows, each marked reused or recorded by this measure."""
@@ -82,11 +84,12 @@ class MeasureResult:
             for e in self.run.episodes
         ]
 
-    def to_json(self, rows: list[ReportedEpisode] | None = None) -> dict[str, object]:
-        """``replaykit run --json``: the run document, its ``rows`` (default: ``rows()``) and the counts."""
+    def to_json(self) -> dict[str, object]:
+        """``replaykit run --json``: the run document, its rows as reported (else ``rows()``), the counts."""
+        rows = self.rows() if self.reported is None else self.reported
         out: dict[str, object] = {
             **self.run.to_json(),
-            "episodes": [r.to_json() for r in (self.rows() if rows is None else rows)],
+            "episodes": [r.to_json() for r in rows],
             "recorded_count": len(self.recorded),
             "reused_count": len(self.reused),
             "model_calls": self.model_calls,
@@ -105,6 +108,8 @@ class MeasureResult:
                 "verdict": probe["verdict"],
                 "concurrency": probe["concurrency"],
             }
+        if self.store:
+            out["store"] = self.store
         return out
 
 
@@ -167,6 +172,7 @@ def measure(
     persist: bool = True,
     baseline_sha: str | None = None,
     document: bool = True,
+    report: bool = False,
 ) -> MeasureResult:
     """Measure one harness commit (default: the baseline branch HEAD) on the panel.
 
@@ -176,7 +182,8 @@ def measure(
     ``baseline_sha`` (default: the branch HEAD), or else the newest, recorded for the same key
     under another SHA (``reuse.py``). A training's replay measures nothing: ``measure_recorded``.
     ``document=False`` records (or reuses) the episodes but stores no run document: a part of a
-    panel another document names by its cassettes (a training's smoke run)."""
+    panel another document names by its cassettes (a training's smoke run). ``report``: its rows
+    as ``replaykit run`` reports them (``run_report.py``), so ``to_json()`` is ``run --json``."""
     mode = check_record_mode(record_mode)
     if not keep_going:  # a task that does not load is one line before the store is made
         load_panel(config.panel.tasks, config.base_dir)
@@ -195,9 +202,15 @@ def measure(
         document,
     )
     if not persist:
-        return _measure(*args)
-    with store.leasing():
-        return _measure(*args)
+        result = _measure(*args)
+    else:
+        with store.leasing():
+            result = _measure(*args)
+    if report:
+        from replaykit.episodes.run_report import with_outcomes
+
+        result.reported, result.store = with_outcomes(store, result.rows()), config.store_location
+    return result
 
 
 def measure_recorded(

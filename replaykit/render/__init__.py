@@ -1,6 +1,6 @@
 """Rich rendering for the CLI: tables to stdout, progress and errors to stderr.
 
-Import the package (``from replaykit import render``) and call ``render.run_table(doc)``
+Import the package (``from replaykit import render``) and call ``render.run_table(result)``
 and friends; each module holds one concern:
 
 - ``console``: the stdout/stderr consoles, ``line``, ``show_table``, ``short_ids``

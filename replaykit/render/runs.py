@@ -28,9 +28,10 @@ def _outcome(e: ReportedEpisode) -> str:
     return f"{outcome} ({e.error})" if e.error else outcome
 
 
-def run_table(result: MeasureResult, episodes: list[ReportedEpisode]) -> None:
-    """``replaykit run``: one row per episode (``episodes``: the run's rows as reported), the counts."""
+def run_table(result: MeasureResult) -> None:
+    """``replaykit run``: one row per episode (the run's rows as reported), the counts."""
     run = result.run
+    episodes = result.rows() if result.reported is None else result.reported
     n = short_ids([e.cassette_id for e in episodes])
     rows: list[list[str | Text]] = [
         [
