@@ -31,7 +31,7 @@ TERMS: dict[str, str] = {
     "solved": "Task instances whose grade passed, of those measured (e.g. 13/16).",
     "pass rate": "Of a task's graded instances (task#seed) across the runs shown, the share solved; infra failures are not graded, so not counted.",
     "solve rate": "Solved task instances divided by the panel's size.",
-    "replicates": "Statistics over each task's k seeds: pass@k (at least one of the k solves it), pass^k (all k do), the seed flip rate (two seeds of a task disagree) and, where certified, the tasks whose re-execution forked.",
+    "replicates": "Statistics over each task's k seeds: pass@k (at least one of the k solves it), pass^k (all k do), disagree (the seed flip rate: of every two seeds of a task, the share whose outcomes differ) and, where certified, forked N of M certified (the tasks whose re-execution differed, of those certified).",
     "outcome": "What became of the episode, derived from its events: solved; verified_rejected (it acted, the grader said no); hit_step_cap or hit_timeout (a framework limit stopped it: limits.max_steps or max_tokens, limits.episode_timeout_s); verify_timeout (the grader timed out); no_valid_action (it ended without acting); crash (the harness raised); infra (not graded: the endpoint or the environment failed). The viewer's pass / fail / infra group them.",
     "infra": "Infrastructure failures: episodes not graded because the model endpoint or the environment failed (re-recorded on the next run), never counted as a harness's failure.",
     "reward": "The grader's score of the episode's end state, 0 to 1.",

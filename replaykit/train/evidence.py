@@ -38,15 +38,17 @@ class VerdictEvidence(TypedDict):
 
 
 def replicates_text(stats: Mapping[str, Any] | None) -> str:
-    """A run's replicate statistics in a few characters: ``pass@2 0.50 pass^2 0.38 flips 0.12``."""
+    """A run's replicate statistics in a few characters: ``pass@2 0.50 pass^2 0.38 disagree 0.12``
+    (two seeds of a task disagree: never "flips", which names baseline → candidate movement) and,
+    where certified, ``forked 0 of 8 certified`` (its denominator named)."""
     if not stats or not stats.get("pass_at_k"):
         return ""
     k = str(stats["seeds"])
     cell = f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f}"
     if stats.get("seed_flip_rate") is not None:
-        cell += f" flips {stats['seed_flip_rate']:.2f}"
+        cell += f" disagree {stats['seed_flip_rate']:.2f}"
     if stats.get("reexec_flip_rate") is not None:
-        cell += f" forked {stats['reexec_forked']}/{stats['reexec_certified']}"
+        cell += f" forked {stats['reexec_forked']} of {stats['reexec_certified']} certified"
     return cell
 
 

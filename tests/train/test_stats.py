@@ -82,3 +82,20 @@ def test_min_margin_noise_refuses_a_win_within_the_floor(name: str) -> None:
 def test_min_margin_takes_only_noise() -> None:
     with pytest.raises(ConfigError, match="min_margin 'wide': the one margin is 'noise'"):
         make_criterion("strict_pareto", min_margin="wide")
+
+
+def test_the_replicates_cell_names_seed_disagreement_and_its_denominators() -> None:
+    """Two seeds disagreeing is "disagree" (never "flips": that is baseline → candidate movement)
+    and the certified count names what it is of (issue 40 item 3)."""
+    from replaykit.train.evidence import replicates_text
+
+    stats = {
+        "seeds": 2,
+        "pass_at_k": {"2": 0.5},
+        "pass_hat_k": {"2": 0.375},
+        "seed_flip_rate": 0.125,
+        "reexec_flip_rate": 0.0,
+        "reexec_forked": 0,
+        "reexec_certified": 8,
+    }
+    assert replicates_text(stats) == "pass@2 0.50 pass^2 0.38 disagree 0.12 forked 0 of 8 certified"

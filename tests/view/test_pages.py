@@ -105,7 +105,7 @@ def test_a_run_page_shows_its_replicates(viewer: Viewer, quickstart_store: dict[
     shown = re.search(r'<p id="run-replicates">.*?</abbr>: ([^<]+)</p>', page)
     assert shown is not None, page[:800]
     assert shown.group(1).startswith(
-        f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f} flips {stats['seed_flip_rate']:.2f}"
+        f"pass@{k} {stats['pass_at_k'][k]:.2f} pass^{k} {stats['pass_hat_k'][k]:.2f} disagree {stats['seed_flip_rate']:.2f}"
     )
 
 
