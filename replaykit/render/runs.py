@@ -47,10 +47,10 @@ def run_table(result: MeasureResult) -> None:
     ]
     show_table(
         f"run {run.run_id} · harness {run.harness_sha[:10]} · model {run.model.name}",
-        ["task", "seed", "reward", "outcome", "steps", "cassette", "source"],
+        ["task", "seed", "reward", "outcome", "actions", "cassette", "source"],
         rows,
     )
-    wrapped(legend("reward", "outcome", "steps", "cassette", "source"))
+    wrapped(legend("reward", "outcome", "actions", "cassette", "source"))
     recorded = len(result.recorded)
     paid = {"model_calls": result.model_calls, "reused_events": result.reused_events}
     line(

@@ -70,6 +70,7 @@ def test_cli_tables_and_the_report_explain_their_words(
     explained = dict(part.split(" = ", 1) for part in said.removeprefix("legend: ").split(" · "))
     assert set(header) - {"task", "seed"} == set(explained), said  # every column but the obvious
     assert explained == {w: SHORT[w] for w in explained}
+    assert "actions" in header and "steps" not in header  # the word cassettes ls uses (issue 40 item 3)
     shown_outcomes = {e["outcome"] for e in run["episodes"]} | {"infra"}
     assert shown_outcomes <= set(re.findall(r"[a-z_]+", explained["outcome"]))
     assert "infra (not graded" in explained["outcome"]  # the word the table may print, explained
