@@ -230,7 +230,8 @@ def test_train_reports_epochs_of_n_and_episodes_within(tmp_path: Path) -> None:
     assert events[0] == ("outer", {"total": 2, "label": "epoch"})
     assert [d["epoch"] for e, d in events if e == "epoch"] == [0, 1]
     plans = [d["label"] for e, d in events if e == "plan"]
-    assert plans[:2] == ["epoch 0: baseline", "epoch 0: candidate"]
+    # the smoke gate (train.smoke, one task × one seed) runs before the candidate's panel
+    assert plans[:3] == ["epoch 0: baseline", "epoch 0: smoke", "epoch 0: candidate"]
     episodes = [d for e, d in events if e == "episode"]
     assert episodes and all(str(d["label"]).startswith("epoch ") for d in episodes)
 
