@@ -91,10 +91,9 @@ def test_training_table(
     expected = set()
     for e in doc["epochs"]:
         expected |= words(e["description"], (e.get("verdict") or {}).get("reason", ""), e["decision"])
-        if piped:  # a note is one unwrapped line
-            assert any(
-                line.startswith(f"epoch {e['epoch']}: {e['description']}") for line in output.splitlines()
-            ), output
+        if piped:  # a note wraps at words, its continuation lines indented: one note per epoch
+            notes = output.replace("\n  ", " ").splitlines()
+            assert any(line.startswith(f"epoch {e['epoch']}: {e['description']}") for line in notes), output
     check(output, expected, [e["candidate_sha"] for e in doc["epochs"] if e["candidate_sha"]], piped)
 
 

@@ -80,7 +80,7 @@ def train(
         render.line(
             f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
         )
-    render.line(render.paid_line(trainer.paid.to_dict()))
+    render.wrapped(render.paid_line(trainer.paid.to_dict()))
     store_opt = f" --store {shlex.quote(cfg.store_location)}"
     render.line(f"stored in {cfg.store_location} · replaykit replay {summary['training_id']}{store_opt}")
     render.line(f"see it in your browser: replaykit view{store_opt}")

@@ -62,10 +62,9 @@ def training_table(doc: TrainingTable) -> None:
         line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
     wrapped(legend("solved", "loss"))
     for note in notes:
-        line(note)
-    line(
-        f"{decision_counts(doc['epochs'])} · baseline branch {doc['branch']} at {doc['final_baseline'][:10]}"
-    )
+        wrapped(note)  # a proposal's words and the verdict's reason: prose, wrapped into a pipe
+    wrapped(decision_counts(doc["epochs"]))
+    line(f"baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
 
 
 def decision_counts(epochs: list[EpochRecord]) -> str:

@@ -37,7 +37,8 @@ def test_a_harness_of_another_shape_is_told_on_the_first_epoch(tmp_path: Path) -
     config = str(tmp_path / "proj" / "replaykit.yaml")
     shown = cli("train", config, "--epochs", "1", env={"COLUMNS": "80"}, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    (first,) = [line for line in shown.stdout.splitlines() if line.startswith("epoch 0: ")]
+    notes = shown.stdout.replace("\n  ", " ").splitlines()  # a note wraps at 80, indented
+    (first,) = [line for line in notes if line.startswith("epoch 0: ")]
     assert SAID in first and shown.stdout.count("knows only the quickstart") == 1, shown.stdout
     assert first == f"epoch 0: {FOREIGN} — empty diff: the estimator changed nothing"
     doc = json.loads(cli("train", config, "--epochs", "1", "--json", cwd=tmp_path).stdout)

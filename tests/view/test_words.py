@@ -45,6 +45,10 @@ def test_train_names_its_epochs_and_points_at_the_viewer(quickstart_store: dict[
     assert lines[-2] == f"see it in your browser: replaykit view --store {store}"
     tid = quickstart_store["training"]["training_id"]
     assert lines[-1] == f"or as one offline HTML file: replaykit report {tid} -o report.html --store {store}"
+    commands = ("stored in ", "see it in your browser: ", "or as one offline HTML file: ")
+    prose = [ln for ln in lines if not ln.startswith(commands)]  # a command line is never cut
+    assert max(map(len, prose)) <= 80, max(prose, key=len)  # proposals, verdict reasons, paid
+    assert any("tie-break rejects" in ln for ln in lines)  # epoch 1's reason, on a wrapped line
 
 
 def test_a_replay_says_it_replays(quickstart_store: dict[str, Any]) -> None:
