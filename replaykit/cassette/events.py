@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -302,9 +303,9 @@ class Episode:
         return sum(event_tokens(event) for event in self.llm_events)
 
 
-def event_tokens(event: LlmEvent) -> int:
-    """The tokens one model call's answer reports (0 where it reports none)."""
-    total = 0
+def usage_reports(event: LlmEvent) -> Iterator[dict[str, Any]]:
+    """Each ``usage`` object one model call's answer carries, JSON or streamed: chat
+    completions' top-level ``usage``, the Responses API's ``response.usage``."""
     for line in event.content.decode("utf-8", "replace").splitlines():
         text = line[5:].strip() if line.startswith("data:") else line
         if '"usage"' not in text:
@@ -313,9 +314,13 @@ def event_tokens(event: LlmEvent) -> int:
             doc = json.loads(text)
         except ValueError:
             continue
-        if not isinstance(doc, dict):
-            continue
-        # chat completions: top-level usage; Responses API: response.usage in response.completed
-        usage = doc.get("usage") or (doc.get("response") or {}).get("usage") or {}
-        total += int(usage.get("total_tokens") or 0)
-    return total
+        usage = (
+            (doc.get("usage") or (doc.get("response") or {}).get("usage")) if isinstance(doc, dict) else None
+        )
+        if isinstance(usage, dict):
+            yield usage
+
+
+def event_tokens(event: LlmEvent) -> int:
+    """The tokens one model call's answer reports (0 where it reports none)."""
+    return sum(int(usage.get("total_tokens") or 0) for usage in usage_reports(event))

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TypedDict
 
-from replaykit.cassette.events import Episode
+from replaykit.cassette.events import Episode, usage_reports
 from replaykit.core.meta import StepVerifierMeta
 from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.models.config import ModelPrice
@@ -74,26 +74,12 @@ def environment_of(episode: Episode) -> dict[str, Any]:
 def token_usage(episode: Episode) -> tuple[int | None, int | None, int | None]:
     """(input, cached input, output) tokens the endpoint reported (None: it reported none)."""
     found, n_in, n_cache, n_out = False, 0, 0, 0
-    for event in episode.llm_events:
-        for line in event.content.decode("utf-8", "replace").splitlines():
-            text = line[5:].strip() if line.startswith("data:") else line
-            if '"usage"' not in text:
-                continue
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                continue
-            usage = (
-                (doc.get("usage") or (doc.get("response") or {}).get("usage"))
-                if isinstance(doc, dict)
-                else None
-            )
-            if isinstance(usage, dict):
-                found = True
-                n_in += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
-                n_out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
-                details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-                n_cache += int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    for usage in (u for event in episode.llm_events for u in usage_reports(event)):
+        found = True
+        n_in += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+        n_out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        n_cache += int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
     return (n_in, n_cache, n_out) if found else (None, None, None)
 
 
