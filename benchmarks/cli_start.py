@@ -17,7 +17,6 @@ Usage: python benchmarks/cli_start.py [--size 100000] [--repeats 9]
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,21 +24,12 @@ from pathlib import Path
 from replaykit.cassette.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import Sample, child_env, load_line, median_cpu, ratio, sample, verdict
+from measure import load_line, median_cpu, processes_interleaved, ratio, verdict
 from store_listing import fill
 
 BASELINE = "import typer"
 #: case -> (argv after ``python``, the ratio it must stay within)
 GOALS = {"replaykit --help": 1.5, "cassettes ls": 2.0, "runs": 2.0}
-
-
-def run_process(argv: list[str]) -> Sample:
-    """One child process: its CPU and wall time; a failure ends the benchmark."""
-    took, proc = sample(lambda: subprocess.run(argv, capture_output=True, text=True, env=child_env()))
-    if proc.returncode != 0:
-        error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
-        raise SystemExit(f"Error: {' '.join(argv[1:])} exited {proc.returncode}: {error}")
-    return took
 
 
 def make_store(root: Path, size: int) -> Path:
@@ -79,13 +69,7 @@ def main() -> None:
             "cassettes ls": [*cli, "cassettes", "ls", "--store", store],
             "runs": [*cli, "runs", "--store", store],
         }
-        for argv in cases.values():  # warm-up: bytecode written, the store's pages read once
-            run_process(argv)
-        samples: dict[str, list[Sample]] = {n: [] for n in cases}
-        names = list(cases)
-        for r in range(args.repeats):
-            for n in names[r % len(names) :] + names[: r % len(names)]:
-                samples[n].append(run_process(cases[n]))
+        samples = processes_interleaved(cases, args.repeats)
         print(load_line())
         base = samples[BASELINE]
         print(f"CLI start-up, fresh processes, {args.repeats} rounds; store of {args.size} episodes")

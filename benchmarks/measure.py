@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import resource
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,23 @@ def interleaved(cases: dict[str, Callable[[], Any]], repeats: int) -> dict[str, 
         for n in names[r % len(names) :] + names[: r % len(names)]:
             out[n].append(sample(cases[n])[0])
     return out
+
+
+def run_process(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """One child process (``child_env``); a failure ends the benchmark in one line."""
+    proc = subprocess.run(argv, capture_output=True, text=True, env=child_env())
+    if proc.returncode != 0:
+        error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
+        raise SystemExit(f"Error: {' '.join(argv[1:])} exited {proc.returncode}: {error}")
+    return proc
+
+
+def processes_interleaved(cases: dict[str, list[str]], repeats: int) -> dict[str, list[Sample]]:
+    """Each command line once to warm up (bytecode written, a store's pages read), then
+    ``repeats`` interleaved rounds of them as fresh processes (see ``interleaved``)."""
+    for argv in cases.values():
+        run_process(argv)
+    return interleaved({name: (lambda argv=argv: run_process(argv)) for name, argv in cases.items()}, repeats)
 
 
 def median_cpu(samples: list[Sample]) -> float:

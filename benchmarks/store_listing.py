@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,7 +33,7 @@ from replaykit.cassette.store import Store
 from replaykit.core.determinism import canonical_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import Sample, child_env, load_line, median_cpu, median_wall, ratio, sample, verdict
+from measure import load_line, median_cpu, median_wall, processes_interleaved, ratio, verdict
 
 
 def fill(store: Store, episodes: list[Episode], total: int) -> None:
@@ -57,15 +56,6 @@ FLOOR = (
     "    t = rich.table.Table(); t.add_column('id'); t.add_row('x'); rich.console.Console().print(t)\n"
     "app(['--limit', '2'], standalone_mode=False)\n"
 )
-
-
-def run_process(argv: list[str]) -> Sample:
-    """One child process: its CPU time (user + system) and wall time; a failure ends the benchmark."""
-    took, proc = sample(lambda: subprocess.run(argv, capture_output=True, text=True, env=child_env()))
-    if proc.returncode != 0:
-        error = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1]
-        raise SystemExit(f"Error: {' '.join(argv[2:])} exited {proc.returncode}: {error}")
-    return took
 
 
 def main() -> None:
@@ -117,13 +107,7 @@ def main() -> None:
             }
             for name, argv in commands.items():
                 cases[f"{name}@{size}"] = [sys.executable, "-m", "replaykit.cli", *argv]
-        for argv in cases.values():  # warm-up: bytecode written, the stores' pages read once
-            run_process(argv)
-        samples: dict[str, list[Sample]] = {n: [] for n in cases}
-        names = list(cases)
-        for r in range(args.repeats):
-            for n in names[r % len(names) :] + names[: r % len(names)]:
-                samples[n].append(run_process(cases[n]))
+        samples = processes_interleaved(cases, args.repeats)
         floor = samples["floor"]
         print(
             f"    floor (python + typer + its pydantic adapter + a rich table, no replaykit): "
