@@ -6,6 +6,7 @@ episode ended on them, and ``cassettes show`` says the same, recorded and replay
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +188,62 @@ def viewer(store: Path, paths: list[str]) -> dict[str, tuple[int, str]]:
     app = create_app(open_store(str(store), readonly=True), poll_seconds=0)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         return {p: (r.status_code, r.text) for p in paths if (r := client.get(p))}
+
+
+def test_the_episode_list_filters_by_call_facet(
+    tmp_path: Path, endpoint: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/episodes?facet=length`` lists the episode whose call was cut at the token limit, not the
+    one whose answer was empty; an unknown facet is a 400 of one line (the facets are derived from
+    the cassettes into the viewer's sidecar: an older store gets them too)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = write_config(
+        tmp_path,
+        {
+            "panel.tasks": [str(REPO_ROOT / "envs" / t) for t in TASKS],
+            "panel.seeds": [0],
+            "model.name": "m",
+            "model.base_url": endpoint.base_url,
+            "model.api_key_env": "",
+        },
+    )
+    run = json.loads(cli("run", str(config), "--json", check=True).stdout)
+    by_task = {e["task_id"]: e["cassette_id"] for e in run["episodes"]}
+    pages = viewer(
+        tmp_path / "store",
+        ["/episodes?facet=length", "/episodes?facet=empty", "/episodes?facet=refusal", "/episodes?facet=cut"],
+    )
+    status, page = pages["/episodes?facet=length"]
+    assert status == 200 and by_task["hello-file"] in page and by_task["fix-config-port"] not in page
+    assert "1 episode(s) with a length call" in page and "<option selected>length</option>" in page
+    status, page = pages["/episodes?facet=empty"]
+    assert status == 200 and by_task["fix-config-port"] in page and by_task["hello-file"] not in page
+    assert "0 episode(s) with a refusal call" in pages["/episodes?facet=refusal"][1]
+    status, page = pages["/episodes?facet=cut"]
+    assert status == 400 and "facet=&#39;cut&#39; is not one of tool_calls, stop, length" in page
+
+
+def test_an_older_store_is_filtered_by_call_facet_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of format-1 cassettes (recorded before facets existed): the filter derives them from
+    the calls' bytes, so each facet lists exactly the episodes whose calls had it."""
+    from replaykit.cassette.facets import FACETS, facet_counts
+    from replaykit.cassette.store import Store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    store = tmp_path / "store"
+    bundle = REPO_ROOT / "tests" / "data" / "format1" / "quickstart-training.tar.gz"
+    cli("cassettes", "import", str(bundle), "--store", str(store), "--json", check=True)
+    st = Store(store, readonly=True)
+    having: dict[str, set[str]] = {f: set() for f in FACETS}
+    for row in st.list_cassettes({"kind": "episode"}):
+        for facet in facet_counts(st.get_episode(row["id"]).events):
+            having[facet].add(row["id"])
+    assert having["tool_calls"], having  # the fixture's calls are classified
+    pages = viewer(store, [f"/episodes?facet={f}" for f in FACETS])
+    for facet, (status, page) in zip(FACETS, pages.values(), strict=True):
+        listed = set(re.findall(r'href="/episodes/([0-9a-f]+)"', page))
+        assert status == 200 and listed <= having[facet], facet  # a page of 50 at most
+        assert len(listed) == min(len(having[facet]), 50), facet
+        assert f"{len(having[facet])} episode(s) with a {facet} call" in page

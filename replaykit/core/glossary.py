@@ -28,6 +28,7 @@ TERMS: dict[str, str] = {
     "model": "The frozen LLM the harness talks to (name as the endpoint knows it).",
     "harness": "Your agent code (a git repo): prompts, tool loop, retries. Its value is a commit SHA.",
     "harness SHA": "The commit of the harness that ran (first 10 characters shown).",
+    "call facet": "What a model call's answer was, derived from its bytes: tool_calls, stop, length (cut at the token limit), empty, reasoning_only, malformed_tool_call, refusal. The episode list's filter keeps the episodes with at least one such call.",
     "solved": "Task instances whose grade passed, of those measured (e.g. 13/16).",
     "pass rate": "Of a task's graded instances (task#seed) across the runs shown, the share solved; infra failures are not graded, so not counted.",
     "solve rate": "Solved task instances divided by the panel's size.",

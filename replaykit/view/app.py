@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
 from urllib.parse import urlencode
 
 from replaykit.cassette.backend import BrowseStore
+from replaykit.cassette.facets import FACETS as CALL_FACETS
 from replaykit.cassette.store.browsing import EPISODE_SORTS, GRADE_FILTERS, EpisodeFilters
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
@@ -255,6 +256,7 @@ class _Viewer:
         filters = self.episode_filters(q)
         descending = q.get("dir", "desc") != "asc"
         ctx = queries.episodes(self.store, filters, sort, descending, _int(q.get("page"), "page", 1) or 1)
+        ctx["unclassified"] = self.searcher.pending if q.get("facet") and self.searcher is not None else 0
         return self.page(request, "episodes.html.j2", "episodes", ctx)
 
     def episode_filters(self, q: Mapping[str, str]) -> EpisodeFilters:
@@ -271,6 +273,14 @@ class _Viewer:
         }
         if q.get("run"):
             filters["ids"] = [e.cassette_id for e in self.store.get_run(q["run"]).episodes]
+        if facet := q.get("facet", ""):
+            if facet not in CALL_FACETS:
+                raise ValueError(f"facet={facet!r} is not one of {', '.join(CALL_FACETS)}")
+            if self.searcher is None:
+                self.searcher = Searcher(self.store, progress=self.on_index)
+            having = set(self.searcher.with_facet(facet, wait=SEARCH_WAIT))
+            chosen = filters["ids"] if "ids" in filters and filters["ids"] is not None else sorted(having)
+            filters["ids"] = [i for i in chosen if i in having]
         return filters
 
     def episode(self, request: Request) -> Response:

@@ -222,6 +222,8 @@ class EpisodesPage(TypedDict):
     filters: EpisodeFilters
     sort: str
     descending: bool
+    call_facets: list[str]  # the ``facet`` filter's choices (``cassette/facets.py``)
+    unclassified: int  # episodes whose calls the sidecar has not classified yet (``facet`` filter)
 
 
 class EpisodeView(EpisodeBrief):

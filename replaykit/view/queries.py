@@ -13,6 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore, RunStore
+from replaykit.cassette.facets import FACETS as CALL_FACETS
 from replaykit.core.errors import StoreCorrupt, StoreError
 from replaykit.core.records import CompareCell, EpochRecord
 from replaykit.episodes.compare import verified_compare
@@ -419,6 +420,8 @@ def episodes(
         "filters": filters,
         "sort": sort,
         "descending": descending,
+        "call_facets": list(CALL_FACETS),
+        "unclassified": 0,
     }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from replaykit.cassette.backend import BrowseStore
 from replaykit.cassette.events import Episode
+from replaykit.cassette.facets import facet_counts
 from replaykit.cassette.store.schema import CassetteRow
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import is_url
@@ -34,7 +35,8 @@ def index_path(store_root: Path | str) -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     where = str(store_root) if is_url(store_root) else str(Path(store_root).resolve())
     key = hashlib.sha256(where.encode("utf-8")).hexdigest()[:16]
-    return cache / "replaykit" / "view" / f"search-{key}.db"
+    # v2: the sidecar holds each episode's call facets too (an older one is left unread)
+    return cache / "replaykit" / "view" / f"search-v2-{key}.db"
 
 
 def episode_text(episode: Episode) -> str:
@@ -137,11 +139,12 @@ class Searcher:
         resumes where it stopped)."""
         self.pending = len(todo)
         for i in range(0, len(todo), BATCH):
-            batch = []
+            batch, facets = [], []
             for cid in todo[i : i + BATCH]:
-                r = info[cid]
-                text = episode_text(store.get_episode(cid))
-                batch.append((cid, r["doc"], r["task_id"], r["seed"], r["model"], text))
+                r, episode = info[cid], store.get_episode(cid)
+                batch.append((cid, r["doc"], r["task_id"], r["seed"], r["model"], episode_text(episode)))
+                facets.append((cid, facet_counts(episode.events)))
+            index.add_facets(facets)
             index.add(batch)
             last = info[todo[min(i + BATCH, len(todo)) - 1]]
             mark = [last["created_at"], last["id"]]
@@ -185,6 +188,14 @@ class Searcher:
             if worker is not None:
                 worker.join(timeout=wait)
         return self.index.search(query, limit=limit, offset=offset)
+
+    def with_facet(self, facet: str, wait: float) -> list[str]:
+        """The episodes with a call of ``facet`` (``cassette/facets.py``), the sidecar brought up
+        to date first as a search does (at most ``wait`` seconds: :attr:`pending` are not yet)."""
+        worker = self._refresh_in_background()
+        if worker is not None:
+            worker.join(timeout=wait)
+        return self.index.with_facet(facet)
 
     def close(self) -> None:
         if self._worker is not None:

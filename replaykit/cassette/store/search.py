@@ -5,6 +5,8 @@ inside ``index.db``), rebuilt incrementally from the episodes it is told about.
     index.sync(current)            # cassette id -> doc hash now in the store; returns ids to (re)index
     index.stale(changed)           # the same for some of them (what changed): forgets only those
     index.add([(cid, task, seed, model, text)])
+    index.add_facets([(cid, {"length": 2})])   # an episode's call facets (``cassette/facets.py``)
+    index.with_facet("length")     # the ids of the episodes with at least one such call
     index.set_mark(mark)           # how far the store has been read (``mark()`` reads it back)
     hits, total = index.search("needle", limit=20)
 
@@ -24,6 +26,10 @@ _SCHEMA = (
     (
         "CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5("
         "id UNINDEXED, task_id UNINDEXED, seed UNINDEXED, model UNINDEXED, body, tokenize='unicode61')"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS facets (id TEXT NOT NULL, facet TEXT NOT NULL, n INTEGER NOT NULL, "
+        "PRIMARY KEY (id, facet))"
     ),
 )
 
@@ -61,6 +67,7 @@ class SearchIndex:
             for cid in stale:
                 self.conn.execute("DELETE FROM texts WHERE id = ?", (cid,))
                 self.conn.execute("DELETE FROM indexed WHERE id = ?", (cid,))
+                self.conn.execute("DELETE FROM facets WHERE id = ?", (cid,))
         kept = {cid for cid in have if cid not in stale}
         return [cid for cid in current if cid not in kept]
 
@@ -81,6 +88,7 @@ class SearchIndex:
             for cid in gone:
                 self.conn.execute("DELETE FROM texts WHERE id = ?", (cid,))
                 self.conn.execute("DELETE FROM indexed WHERE id = ?", (cid,))
+                self.conn.execute("DELETE FROM facets WHERE id = ?", (cid,))
         return [cid for cid in ids if have.get(cid) != changed[cid]]
 
     def count(self) -> int:
@@ -107,6 +115,20 @@ class SearchIndex:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO indexed(id, doc) VALUES (?, ?)", [(r[0], r[1]) for r in rows]
             )
+
+    def add_facets(self, rows: list[tuple[str, dict[str, int]]]) -> None:
+        """``(cassette id, {facet: calls})`` rows (derived from the episode), in one transaction."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO facets(id, facet, n) VALUES (?, ?, ?)",
+                [(cid, facet, n) for cid, counts in rows for facet, n in counts.items()],
+            )
+
+    def with_facet(self, facet: str) -> list[str]:
+        """The ids of the indexed episodes with at least one call of ``facet``."""
+        rows = self.conn.execute("SELECT id FROM facets WHERE facet = ? AND n > 0 ORDER BY id", (facet,))
+        return [r[0] for r in rows.fetchall()]
 
     def search(self, query: str, limit: int = 20, offset: int = 0) -> tuple[list[SearchHit], int]:
         """Episodes whose text matches ``query`` (every word, as typed), best first, with a snippet
