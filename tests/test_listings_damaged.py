@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from replaykit.cassette.stores import open_store
+from replaykit.core.run_doc import RunDoc
 from replaykit.testing import project_root, write_config
 from tests.cli_runner import cli
 
@@ -32,7 +33,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     doc["run_id"] = bad = "badrun" + "0" * 10
     doc["cassettes"] = [*doc["cassettes"][:-1], GHOST]  # its last episode's cassette is not in the store
     doc["episodes"] = [*doc["episodes"][:-1], {**doc["episodes"][-1], "cassette_id": GHOST}]
-    store.put_run(doc)
+    store.put_run(RunDoc.read(doc))
     store.close()
     return {"config": str(config), "store": str(tmp / "store"), "good": good["run_id"], "bad": bad}
 
@@ -92,3 +93,39 @@ def test_the_viewer_lists_compares_and_marks_one_it_cannot_read(
     with TestClient(create_app(open_store(str(copy), readonly=True)), base_url="http://127.0.0.1") as client:
         page = client.get("/compares")
     assert page.status_code == 200 and "damaged: " in page.text and "cmp-damaged-0001" in page.text
+
+
+def test_cassettes_ls_reads_the_rows_documents_together_and_marks_a_damaged_one(
+    damaged: dict[str, Any], tmp_path: Any
+) -> None:
+    """The listing's outcomes come from one read of the listed documents, not one read a row; a
+    document that does not verify marks its row only (each row then reads its own)."""
+    import shutil
+
+    from replaykit.episodes.views import list_cassettes
+    from tests.store_sql import rewrite
+
+    copy = tmp_path / "store"
+    shutil.copytree(damaged["store"], copy)
+    store: Any = open_store(str(copy), readonly=True)  # its driver's reads are counted
+    driver = store.driver
+    reads: list[str] = []
+    select = driver.select
+
+    def counted(table: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(table)
+        return select(table, *args, **kwargs)
+
+    driver.select = counted
+    rows = list_cassettes(store)
+    assert len(rows) == 2 and all(r["outcome"] != "damaged" for r in rows), rows
+    assert reads.count("blobs") == 1, reads  # one a row before
+    store.close()
+    writer = open_store(str(copy))
+    victim = str(rows[0]["id"])
+    doc = writer.cassette_row(victim)["doc"]
+    assert rewrite(writer, "blobs", {"hash": doc}, lambda r: {**r, "data": b"{}"}) == 1
+    writer.close()
+    marked = {str(r["id"]): r for r in list_cassettes(open_store(str(copy), readonly=True))}
+    assert marked[victim]["outcome"] == "damaged" and "damaged" in marked[victim], marked[victim]
+    assert [r["outcome"] for i, r in marked.items() if i != victim] == [rows[1]["outcome"]]

@@ -25,6 +25,7 @@ they always did (``legacy``): a limit from an ``error`` event whose message star
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -253,11 +254,13 @@ def classify_doc(doc: Mapping[str, Any]) -> tuple[EpisodeOutcome, list[str]]:
     return facts, []
 
 
-def stored_outcome(store: RunStore, cassette_id: str) -> EpisodeOutcome:
-    """A stored episode's outcome from its document (verified by its content address): the
-    recorded one, held to its events; one its events do not give is ``store corrupt``."""
+def stored_outcome(store: RunStore, cassette_id: str, doc: bytes | None = None) -> EpisodeOutcome:
+    """A stored episode's outcome from its document (verified by its content address; ``doc``:
+    its blob, already read and verified): the recorded one, held to its events; one its events
+    do not give is ``store corrupt``."""
     try:
-        facts, problems = classify_doc(store.get_json(store.cassette_row(cassette_id)["doc"]))
+        data = doc if doc is not None else store.get_blob(store.cassette_row(cassette_id)["doc"])
+        facts, problems = classify_doc(json.loads(data))
     except (KeyError, TypeError, ValueError, AttributeError):  # not a document's shape: say how, decoding it
         episode = store.get_episode(cassette_id)  # raises store corrupt, naming what is wrong
         return classify_episode(episode)

@@ -54,17 +54,19 @@ def list_cassettes(
         raise ConfigError(f"--limit must be 0 or more, not {limit}")
     if run_id:
         ids = store.get_run(run_id).cassettes
+        docs: dict[str, bytes] = {}
         if limit is not None:
             ids = ids[len(ids) - limit :] if limit else []
         listed = [_row(store, i) for i in ids]
     else:
         summaries: list[Mapping[str, object]] = list(store.cassette_summaries(limit))
         listed = [{c: r[c] for c in LS_COLUMNS} for r in summaries]
+        docs = _documents(store, summaries)
     for row in listed:
         if "damaged" in row:
             continue
         try:
-            row["outcome"] = _outcome(store, row)
+            row["outcome"] = _outcome(store, row, docs.get(str(row["id"])))
         except StoreError as exc:
             row.update(outcome="damaged", damaged=damage_line(exc))
     return listed
@@ -85,11 +87,22 @@ def _row(store: RunStore, cassette_id: str) -> dict[str, object]:
     return {c: row[c] for c in LS_COLUMNS}
 
 
-def _outcome(store: RunStore, row: Mapping[str, object]) -> str:
+def _documents(store: RunStore, rows: list[Mapping[str, object]]) -> dict[str, bytes]:
+    """The listed episodes' documents, each verified, read together (a few queries, not one a
+    row); none where one cannot be read: then each row reads its own and only it is damaged."""
+    wanted = {str(r["id"]): str(r["doc"]) for r in rows if r.get("kind") in (None, "", "episode")}
+    try:
+        blobs = store.get_blobs(wanted.values())
+    except StoreError:
+        return {}
+    return {cid: blobs[doc] for cid, doc in wanted.items()}
+
+
+def _outcome(store: RunStore, row: Mapping[str, object], doc: bytes | None = None) -> str:
     """A listed cassette's outcome (a proxy session or a proposal has none: its kind)."""
     if row.get("kind") not in (None, "", "episode"):
         return "-"
-    return stored_outcome(store, str(row["id"])).outcome
+    return stored_outcome(store, str(row["id"]), doc).outcome
 
 
 def count_cassettes(store: BrowseStore, run_id: str | None = None) -> int:
