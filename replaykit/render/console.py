@@ -4,6 +4,9 @@ consoles, one logical line, and a table that fits the width or becomes records.
 Everything printed to stdout goes through ``out`` looked up at call time, so a test
 can swap it (``monkeypatch.setattr(render.console, "out", …)``).
 
+Piped, ``out`` writes plain lines itself and loads rich only for what rich lays out (a
+table rich must measure, a styled line): a listing into a pipe never imports rich's console.
+
 Tables and legends fit ``layout_width()``: the terminal's width, or piped, ``$COLUMNS``
 (80 when unset); ``--wide`` (``set_wide``) lifts the bound. Other lines are never wrapped
 into a pipe (one record per line).
@@ -12,16 +15,17 @@ into a pipe (one record per line).
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
-from rich import box
 from rich.cells import cell_len
-from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 PIPE_WIDTH = 1 << 20  # piped lines are never wrapped: one record per line, whatever its length
 PIPE_COLUMNS = 80  # what piped tables and legends fit when $COLUMNS is not set
@@ -30,18 +34,106 @@ _wide = False
 
 def make_console(**kwargs: Any) -> Console:
     """A terminal gets rich layout at its width; a pipe or file gets plain, unwrapped text."""
+    from rich.console import Console
+
     console = Console(**kwargs)
     if console.is_terminal:
         return console
     return Console(**{**kwargs, "width": PIPE_WIDTH, "no_color": True, "highlight": False})
 
 
-out = make_console()
-err_console = Console(stderr=True)
+class PipedOut:
+    """Piped stdout, as ``make_console()`` prints into a pipe: a printable line without markup or
+    style is written as is; anything else (a table, a styled line) goes to that rich console,
+    made on first use. The file is ``sys.stdout`` looked up at each write, as rich's is."""
+
+    is_terminal = False
+    color_system = None
+    width = PIPE_WIDTH
+
+    def __init__(self) -> None:
+        self._rich: Console | None = None
+
+    @property
+    def file(self) -> IO[str]:
+        return sys.stdout
+
+    @property
+    def encoding(self) -> str:
+        return (getattr(self.file, "encoding", "utf-8") or "utf-8").lower()
+
+    def rich(self) -> Console:
+        if self._rich is None:
+            self._rich = make_console()
+        return self._rich
+
+    def print(
+        self, obj: object = "", *, markup: bool | None = None, highlight: bool | None = None, **kw: Any
+    ) -> None:
+        text = _unstyled(obj)
+        if text is not None and markup is False and highlight is False and set(kw) <= {"soft_wrap"}:
+            self.file.write(text + "\n")
+            return
+        self.rich().print(obj, markup=markup, highlight=highlight, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.rich(), name)
+
+
+def _unstyled(obj: object) -> str | None:
+    """What rich would print of ``obj`` into a pipe when that is its text as is (a printable
+    ``str``, emoji codes replaced as rich does; a ``Text`` with no style, left-justified)."""
+    if isinstance(obj, Text):
+        plain = (
+            not obj.spans and not obj.style and obj.justify in (None, "default", "left") and obj.end == "\n"
+        )
+        return obj.plain if plain and obj.plain.isprintable() else None
+    if not isinstance(obj, str) or not obj.isprintable():
+        return None
+    if ":" in obj:
+        from rich._emoji_replace import _emoji_replace
+
+        return _emoji_replace(obj)
+    return obj
+
+
+def _stdout() -> Console:
+    """``make_console()``, without loading rich's console where stdout is surely a pipe or file
+    (no tty, no ``TTY_COMPATIBLE``/``FORCE_COLOR``, no notebook or IDLE)."""
+    forced = {"TTY_COMPATIBLE", "FORCE_COLOR"} & set(os.environ)
+    hosted = {"IPython", "idlelib"} & set(sys.modules)
+    isatty = getattr(sys.stdout, "isatty", None)
+    if forced or hosted or isatty is None or isatty():
+        return make_console()
+    return cast("Console", PipedOut())  # a duck of the piped console: what rich lays out goes to one
+
+
+def _rich(console: Console) -> Console:
+    """The rich console behind ``console`` (rich measures against a real one)."""
+    return console.rich() if isinstance(console, PipedOut) else console
+
+
+out = _stdout()
+_err: Console | None = None
+
+
+def err_console_() -> Console:
+    global _err
+    if _err is None:
+        from rich.console import Console
+
+        _err = Console(stderr=True)
+    return _err
+
+
+def __getattr__(name: str) -> Any:
+    if name == "err_console":  # the stderr console, made on first use
+        return err_console_()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def err(message: str) -> None:
-    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+    err_console_().print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 def set_wide(wide: bool) -> None:
@@ -104,7 +196,10 @@ def short_ids(ids: list[str], minimum: int = 8) -> int:
 
 
 def _fits(table: Table, width: int) -> bool:
-    return int(Measurement.get(out, out.options.update_width(PIPE_WIDTH), table).maximum) <= width
+    from rich.measure import Measurement
+
+    console = _rich(out)
+    return int(Measurement.get(console, console.options.update_width(PIPE_WIDTH), table).maximum) <= width
 
 
 def _plain_widths(headers: Sequence[str], rows: list[list[Text]]) -> list[int] | None:
@@ -136,6 +231,9 @@ def _plain_table(headers: Sequence[str], rows: list[list[Text]], widths: list[in
 
 
 def _table(headers: Sequence[str], rows: list[list[Text]], styles: dict[str, str] | None) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
     for h in headers:
         table.add_column(h, no_wrap=True, style=(styles or {}).get(h))
