@@ -44,7 +44,8 @@ def test_an_unknown_agent_is_one_line_listing_the_registered_ones(tmp_path: Path
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     line = proc.stderr.strip()
     assert line.startswith("Error: ") and "Traceback" not in line and "(got " not in line
-    assert "field 'harness.agent': unknown agent 'mini-swe-agnet'; known: " in line
+    # the flag is named, not a config field
+    assert "--agent mini-swe-agnet: unknown agent 'mini-swe-agnet'; known: " in line
     assert line.rsplit("; known: ", 1)[1].split(", ") == AGENTS.names()
     assert "mini-swe-agent" in AGENTS.names()
     assert not (tmp_path / "store").exists() and not (tmp_path / ".replaykit").exists()
