@@ -150,11 +150,7 @@ def run_row(store: RunStore, row: RunsRow) -> RunRow:
         return {**_blank_run(row), "corrupt": str(exc).split(" in store ")[0].removeprefix("store corrupt: ")}
     episodes = run.episodes
     return {
-        "id": row["id"],
-        "name": row.get("name", ""),
-        "model": row.get("model", ""),
-        "harness_sha": row.get("harness_sha", ""),
-        "created_at": row["created_at"],
+        **_blank_run(row),
         "solved": run.solved,
         "total": run.total,
         "episodes": len(episodes),
@@ -164,11 +160,11 @@ def run_row(store: RunStore, row: RunsRow) -> RunRow:
         "model_calls": run.model_calls,
         "reused_events": run.reused_events,
         "reuse_basis": run.reuse_basis,
-        "corrupt": "",
     }
 
 
 def _blank_run(row: RunsRow) -> RunRow:
+    """A run's row as the listing knows it before its document is read (no counts)."""
     return {
         "id": row["id"],
         "name": row.get("name", ""),
