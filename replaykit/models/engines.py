@@ -158,7 +158,22 @@ def stop_previous(host: str, port: int) -> str | None:
         if command_line(engine[0]) == engine[1]:
             os.killpg(engine[0], signal.SIGKILL)
     pidfile(port).unlink(missing_ok=True)
+    _await_free(host, port, time.monotonic() + 5)
     return f"stopped the engine left on {host}:{port} (pid {engine[0]})"
+
+
+def _await_free(host: str, port: int, deadline: float) -> None:
+    """Wait until ``host:port`` binds again: an ending process's command line empties (its
+    memory goes) before its files, the listening socket among them, are closed."""
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)
 
 
 @dataclass

@@ -97,9 +97,23 @@ def test_kill_9_of_engine_start_stops_the_engine(engine_env: dict[str, str], tmp
     cli.send_signal(signal.SIGKILL)
     cli.wait()
     assert gone(engine, 10), f"the engine (pid {engine}) outlived engine start"
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds: TIME_WAIT is no one's
-        s.bind(("127.0.0.1", port))  # the port is free again
+    assert port_free(port, 10), f"port {port} is still held after the engine ended"
+
+
+def port_free(port: int, within: float) -> bool:
+    """The port binds again within ``within`` seconds: a dying process's /proc cmdline empties
+    (its memory is released) before its files, the listening socket among them, are closed."""
+    deadline = time.monotonic() + within
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no one's
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+        time.sleep(0.1)
 
 
 def test_the_next_start_names_the_engine_holding_the_port_and_can_stop_it(
