@@ -167,6 +167,8 @@ class EpisodeMeta(TypedDict, total=False):
     brief: str  # a proposal's brief, its epoch and the estimator's identity
     epoch: int
     backend: dict[str, JSON]
+    #: a proposal's workspace (``train/workspace_tree.workspace_meta``): digest, listing, task files
+    workspace: dict[str, JSON]
     reused: ReusedClaim  # events served from a donor (prefix reuse) or a fork's parent
     #: how long it took when recorded, environment start to grade (wall clock, seconds; never
     #: in its key or digest; absent in episodes recorded before replaykit timed them)

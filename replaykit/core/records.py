@@ -76,6 +76,7 @@ class EpochRecord(TypedDict):
     panels: NotRequired[dict[str, PanelRuns]]  # format 2: train (and val, test) runs
     smoke: NotRequired[list[str]]  # format 2: the candidate's smoke episodes (cassette ids)
     candidate_tests: NotRequired[TestsRecord]  # format 2, with train.candidate_tests
+    workspace_digest: NotRequired[str]  # the proposer's workspace (train/workspace.py), keying its proposal
 
 
 class NamedParams(TypedDict):

@@ -172,6 +172,7 @@ def replay_training(
         "panels",
         "smoke",
         "candidate_tests",
+        "workspace_digest",
     )
     epochs: list[EpochReplay] = []
     for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):

@@ -21,6 +21,8 @@ from replaykit.train.brief import training_brief
 from replaykit.train.loss import Loss
 from replaykit.train.proposal import proposal_session
 from replaykit.train.state import TrainingState
+from replaykit.train.workspace import build_workspace
+from replaykit.train.workspace_tree import Workspace, recorded_tasks, takes_workspace
 
 
 class Measure(Protocol):
@@ -44,10 +46,19 @@ class Candidates:
         ``loss.skipped`` saying why there is none."""
         epoch, baseline_sha = loss.epoch, loss.baseline_sha
         brief = self.brief(epoch, baseline_sha, train_run)
+        workspace = self.workspace(epoch, baseline_sha, train_run)
+        loss.workspace_digest = workspace.digest if workspace else None
+        estimator = self.state.estimator
         with gitops.worktree(self.harness.repo, baseline_sha) as workdir:
-            with proposal_session(self.state, epoch, baseline_sha, brief) as (session, cassette_id):
+            with proposal_session(self.state, epoch, baseline_sha, brief, workspace) as (
+                session,
+                cassette_id,
+            ):
                 try:
-                    loss.description = self.state.estimator.edit(workdir, brief, session, epoch)
+                    if workspace is None:
+                        loss.description = estimator.edit(workdir, brief, session, epoch)
+                    else:  # an estimator that reads a workspace (``workspace.takes_workspace``)
+                        loss.description = estimator.edit(workdir, brief, session, epoch, workspace=workspace)  # type: ignore[call-arg]
                 except TrainError as exc:
                     loss.skipped = str(exc)
             loss.proposal_cassette = cassette_id
@@ -107,6 +118,22 @@ class Candidates:
             "note", {"message": f"epoch {epoch}: candidate tests on {sha[:10]}: exit {result['exit_code']}"}
         )
         return result
+
+    def workspace(self, epoch: int, baseline_sha: str, train_run: RunDoc) -> Workspace | None:
+        """The proposer's workspace of ``epoch`` (``workspace.py``), or None: a format-1 training,
+        an estimator that reads none, or a recorded epoch whose proposal read none (its key stays).
+        A recorded epoch's task files come from its proposal's metadata (a replay needs no task folder)."""
+        rec = self.state.recorded[epoch] if epoch < len(self.state.recorded) else None
+        if rec is not None:
+            if not rec.get("workspace_digest"):
+                return None
+        elif self.state.format < 2 or not takes_workspace(self.state.estimator.edit):
+            return None
+        tasks = None
+        cassette = rec.get("proposal_cassette") if rec else None
+        if cassette and self.store.has(cassette):
+            tasks = recorded_tasks(self.store.get_episode(cassette).meta)
+        return build_workspace(self.state, baseline_sha, train_run, tasks)
 
     def brief(self, epoch: int, baseline_sha: str, baseline: RunDoc) -> str:
         """What the proposer reads for ``epoch`` (:mod:`replaykit.train.brief`)."""

@@ -26,6 +26,7 @@ from replaykit.models.session import ProposalSession
 from replaykit.train.backends import AgentBackend, BackendSpec
 from replaykit.train.gitops import apply_diff
 from replaykit.train.openai_backend import OpenAIBackend
+from replaykit.train.workspace_tree import Workspace, takes_workspace
 
 KeyPairs = tuple[tuple[str, str], ...]
 
@@ -69,8 +70,18 @@ class AgenticEstimator:
         version = getattr(self.backend, "version", "")  # an external agent's CLI version shapes its requests
         return (("backend", self.backend.kind), *((("backend_version", str(version)),) if version else ()))
 
-    def edit(self, workdir: Path, brief: str, session: ProposalSession | None, epoch: int) -> str:
+    def edit(
+        self,
+        workdir: Path,
+        brief: str,
+        session: ProposalSession | None,
+        epoch: int,
+        workspace: Workspace | None = None,
+    ) -> str:
+        """``workspace``: what the proposer may read this epoch, handed to a backend that takes it."""
         assert session is not None
+        if workspace is not None and takes_workspace(self.backend.propose):
+            return self.backend.propose(workdir, brief, session, workspace=workspace)  # type: ignore[call-arg]
         return self.backend.propose(workdir, brief, session)
 
 

@@ -60,6 +60,7 @@ class Loss:
     panels: dict[str, PanelRuns] | None = None
     smoke: list[str] | None = None  # the candidate's smoke episodes (``gates.py``), when it ran them
     candidate_tests: TestsRecord | None = None  # ``train.candidate_tests`` on the candidate, when run
+    workspace_digest: str | None = None  # the proposer's workspace (``workspace.py``), when it read one
     backward_done: bool = False
     _promoted: bool | None = None
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
@@ -130,6 +131,8 @@ class Loss:
             record["smoke"] = list(self.smoke)
         if self.candidate_tests is not None:
             record["candidate_tests"] = self.candidate_tests
+        if self.workspace_digest is not None:  # absent: the proposal's key holds no workspace
+            record["workspace_digest"] = self.workspace_digest
         return record
 
     def _record(self) -> EpochRecord:

@@ -12,6 +12,7 @@ from pathlib import Path
 from replaykit.models.clients import openai_client
 from replaykit.models.session import ProposalSession
 from replaykit.train.gitops import apply_diff
+from replaykit.train.workspace_tree import Workspace, render_workspace
 
 SYSTEM_PROMPT = (
     "You improve an agent harness (the control loop around a frozen model). Read the brief, then reply with "
@@ -39,14 +40,18 @@ class OpenAIBackend:
             temperature,
         )
 
-    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
+    def propose(
+        self, workdir: Path, brief: str, session: ProposalSession, workspace: Workspace | None = None
+    ) -> str:
+        """``workspace``: its bounded rendering follows the brief in the request (``render_workspace``)."""
+        content = brief if workspace is None else f"{brief}\n\n{render_workspace(workspace.files)}"
         with session.cassette():
             client = openai_client(session.base_url, session.api_key)
             reply = client.chat.completions.create(
                 model=self.model,
                 temperature=self.temperature,
                 seed=session.seed,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief}],
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}],
             )
         text = reply.choices[0].message.content or ""
         match = _DIFF_RE.search(text)

@@ -1,7 +1,9 @@
 """The proposer's cassette: one per epoch, recorded once, replayed ever after.
 
 A proposal is keyed by the baseline SHA, the brief's digest, the proposer model,
-the training seed, the training's spec and the epoch (plus what the estimator adds).
+the training seed, the training's spec and the epoch (plus what the estimator adds, and the
+digest of the proposer's workspace when it read one: ``workspace.py``; a proposal recorded
+before workspaces keeps its key, its epoch naming no ``workspace_digest``).
 :func:`proposal_session` replays a stored one (no model call; every recorded call
 must be consumed) or opens the proposer's endpoint and records a new one — stored
 only if the endpoint did not fail, in which case the training stops.
@@ -26,23 +28,39 @@ from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import OFFLINE_BASE_URL, Endpoint, api_key, model_id, open_endpoint
 from replaykit.models.session import ProposalSession
 from replaykit.train.state import TrainingState
+from replaykit.train.workspace_tree import Workspace, workspace_meta
 
 
 def proposal_key(
-    trainer: TrainingState, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
+    trainer: TrainingState,
+    mcfg: ModelConfig,
+    epoch: int,
+    baseline_sha: str,
+    brief: str,
+    workspace: str | None = None,
 ) -> CassetteKey:
     """The key of an epoch's proposal: the one its training recorded when it stands for this
     proposal (a resume, a replay: found through the training document, so no proposer engine is
     measured again and a format-1 training keeps its keys), else derived, the proposer as it is
     served now (``models.endpoint.model_id``)."""
-    recorded = _recorded(trainer, mcfg, epoch, baseline_sha, brief)
+    recorded = _recorded(trainer, mcfg, epoch, baseline_sha, brief, workspace)
     if recorded is not None:
         return recorded
     engine = live_engine(mcfg, trainer.record_mode, trainer.persist)
-    return _key(trainer, model_id(mcfg, engine), epoch, baseline_sha, brief)
+    return _key(trainer, model_id(mcfg, engine), epoch, baseline_sha, brief, workspace)
 
 
-def _key(trainer: TrainingState, mid: ModelId, epoch: int, baseline_sha: str, brief: str) -> CassetteKey:
+def _key(
+    trainer: TrainingState,
+    mid: ModelId,
+    epoch: int,
+    baseline_sha: str,
+    brief: str,
+    workspace: str | None = None,
+) -> CassetteKey:
+    """``workspace``: the workspace's tree digest (its first 16 hex digits key it); None: the
+    key as proposals were keyed before workspaces (a recorded one stays found)."""
+    seen = (("workspace", workspace[:16]),) if workspace else ()
     return CassetteKey(
         baseline_sha,
         "proposal",
@@ -51,12 +69,17 @@ def _key(trainer: TrainingState, mid: ModelId, epoch: int, baseline_sha: str, br
         trainer.train_cfg.seed,
         trainer.spec_digest[:16],
         kind="proposal",
-        extra=(("epoch", str(epoch)), *trainer.estimator.key_extra()),
+        extra=(("epoch", str(epoch)), *trainer.estimator.key_extra(), *seen),
     )
 
 
 def _recorded(
-    trainer: TrainingState, mcfg: ModelConfig, epoch: int, baseline_sha: str, brief: str
+    trainer: TrainingState,
+    mcfg: ModelConfig,
+    epoch: int,
+    baseline_sha: str,
+    brief: str,
+    workspace: str | None,
 ) -> CassetteKey | None:
     """The proposal cassette the training recorded for ``epoch``, when its key is this
     proposal's in all but what serves the proposer and the key format."""
@@ -65,7 +88,7 @@ def _recorded(
     if not cassette or not trainer.store.has(cassette):
         return None
     (key,) = template_keys(trainer.store, [cassette])  # its id derived again from its key
-    wanted = _key(trainer, key.model, epoch, baseline_sha, brief).in_format(key.format)
+    wanted = _key(trainer, key.model, epoch, baseline_sha, brief, workspace).in_format(key.format)
     same_model = (key.model.name, key.model.revision) == (mcfg.name, model_id(mcfg).revision)
     return key if key == wanted and same_model else None
 
@@ -90,14 +113,20 @@ def _check_endpoint(tape: Tape, scrubber: Scrubber, endpoint: Endpoint, mcfg: Mo
 
 @contextlib.contextmanager
 def proposal_session(
-    trainer: TrainingState, epoch: int, baseline_sha: str, brief: str
+    trainer: TrainingState,
+    epoch: int,
+    baseline_sha: str,
+    brief: str,
+    workspace: Workspace | None = None,
 ) -> Iterator[tuple[ProposalSession | None, str | None]]:
-    """``(session, cassette id)`` for the estimator's edit; ``(None, None)`` when it calls no model."""
+    """``(session, cassette id)`` for the estimator's edit; ``(None, None)`` when it calls no model.
+    A recorded proposal's metadata holds its workspace's listing (``audit --workspace``) and its
+    task files (a replay where the task folders are not)."""
     mcfg = trainer.estimator.model_config()
     if mcfg is None:
         yield None, None
         return
-    key = proposal_key(trainer, mcfg, epoch, baseline_sha, brief)
+    key = proposal_key(trainer, mcfg, epoch, baseline_sha, brief, workspace.digest if workspace else None)
     store, seed = trainer.store, trainer.train_cfg.seed
     if trainer.persist:  # the training document will name it (gc and rm keep it until then)
         store.lease("cassettes", [key.id])
@@ -134,7 +163,13 @@ def proposal_session(
         Episode(
             key,
             tape.events,
-            {"kind": "proposal", "brief": brief, "epoch": epoch, "backend": trainer.estimator.identity()},
+            {
+                "kind": "proposal",
+                "brief": brief,
+                "epoch": epoch,
+                "backend": trainer.estimator.identity(),
+                **({"workspace": workspace_meta(workspace)} if workspace else {}),
+            },
         )
     )
     trainer.paid.proposer_calls += len(tape.llm_events)

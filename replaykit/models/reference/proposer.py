@@ -9,6 +9,11 @@ failed command), some hurt or change nothing, some are malformed on purpose (a
 broken import, an edit outside the patch surface) — so a quickstart training shows
 accepted, rejected and skipped candidates. Deterministic: a pure function of the brief.
 
+Given a workspace (``train/workspace_tree.render_workspace``: the transcripts of the baseline's
+failed episodes and the prior candidates, quoted after the brief) it reads that too: the prior
+candidates' proposals count as tried, and the retry change is proposed only when a failed
+transcript shows a command that failed (the evidence the change answers).
+
 It reads the harness it is given, not a script: a change whose behaviour the harness
 already has (a retry after a failed command, written any way) is not proposed again, and
 a harness that is not the quickstart's shape (none of the lines its changes edit) gets
@@ -109,6 +114,29 @@ _FILE_RE = re.compile(r"^=== (?P<path>\S+) ===\n(?P<body>.*?)^=== end (?P=path) 
 _TRIED_RE = re.compile(r"\[([a-z0-9-]+)\]")
 
 
+_WS_RE = re.compile(
+    r"^--- workspace: (?P<path>\S+) ---\n(?P<body>.*?)^--- end workspace: (?P=path) ---$", re.S | re.M
+)
+_EXIT_RE = re.compile(r"^exit (-?\d+)", re.M)
+
+
+def workspace_quotes(brief: str) -> dict[str, str] | None:
+    """The workspace files a request quotes (path → text); None: it quotes no workspace."""
+    if "\n--- workspace: " not in brief:
+        return None
+    return {m.group("path"): m.group("body") for m in _WS_RE.finditer(brief)}
+
+
+def failed_commands(quoted: dict[str, str]) -> int:
+    """How many commands the failed transcripts show exiting non-zero."""
+    return sum(
+        int(code) != 0
+        for path, text in quoted.items()
+        if path.startswith("episodes/failed/")
+        for code in _EXIT_RE.findall(text)
+    )
+
+
 def parse_files(brief: str) -> dict[str, str]:
     return {m.group("path"): m.group("body") for m in _FILE_RE.finditer(brief)}
 
@@ -142,9 +170,14 @@ def next_change(brief: str) -> tuple[Change, str] | None:
     already have; with its diff."""
     files = parse_files(brief)
     tried = tried_ids(brief)
+    quoted = workspace_quotes(brief)
+    if quoted is not None:  # the workspace's prior candidates were tried too
+        tried |= {i for p, t in quoted.items() if p.startswith("candidates/") for i in _TRIED_RE.findall(t)}
     for change in CURRICULUM:
         if change.id in tried:
             continue
+        if change.id == "retry-nudge" and quoted is not None and not failed_commands(quoted):
+            continue  # no transcript shows a failed command: nothing for a retry to answer
         if change.search == "":
             if change.path not in files:
                 return change, unified_diff(change.path, None, change.replace)
