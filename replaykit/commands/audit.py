@@ -171,6 +171,12 @@ def audit(
     noise: bool = typer.Option(
         False, "--noise", help="Training only: each epoch's noise floor and whether its verdict is within it."
     ),
+    workspace: bool = typer.Option(
+        False,
+        "--workspace",
+        help="Training only: what the proposer saw: each epoch's workspace digest and files (with --epoch: one).",
+    ),
+    epoch: Optional[int] = typer.Option(None, "--epoch", min=0, help="With --workspace: this epoch only."),
     resample_seeds: Optional[int] = typer.Option(
         None,
         "--resample-seeds",
@@ -201,7 +207,13 @@ def audit(
     st = open_store(store, readonly=not writes, config=config)  # reading never writes
     kind = st.doc_kind(target)
     if kind == "verdict":
-        training_only = {"--optimizer": optimizer, "--record": record, "--sweep": sweep, "--noise": noise}
+        training_only = {
+            "--optimizer": optimizer,
+            "--record": record,
+            "--sweep": sweep,
+            "--noise": noise,
+            "--workspace": workspace,
+        }
         for flag, given in training_only.items():
             if given:
                 raise ConfigError(
@@ -209,10 +221,10 @@ def audit(
                 )
         _verdict(st, target, criterion, resample_seeds, bootstrap, regraded, as_json)
         return
-    if kind != "training":
-        raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
-    if regraded:
-        raise ConfigError(f"--regraded needs a verdict id; {target} is a {kind}")
+    _check_training(target, kind, regraded, epoch, workspace)
+    if workspace:
+        _workspace(st, target, epoch, as_json)
+        return
     if noise:
         _training_noise(
             st,
@@ -239,6 +251,40 @@ def audit(
         _sweep(st, target, sweep, as_json)
         return
     _counterfactual(st, target, criterion, optimizer, record, as_json)
+
+
+def _check_training(
+    target: str, kind: str, regraded: list[str] | None, epoch: int | None, workspace: bool
+) -> None:
+    """A training's audit: one line for a flag it does not take."""
+    if kind != "training":
+        raise ConfigError(f"{target} is a {kind}; audit takes a verdict id or a training id")
+    if regraded:
+        raise ConfigError(f"--regraded needs a verdict id; {target} is a {kind}")
+    if epoch is not None and not workspace:
+        raise ConfigError("--epoch goes with --workspace (what the proposer of that epoch saw)")
+
+
+def _workspace(st: Any, target: str, epoch: int | None, as_json: bool) -> None:
+    """``audit TRAINING --workspace [--epoch N]``: each epoch's workspace as its proposal recorded it."""
+    from replaykit.train.workspace import workspace_audit
+
+    report = workspace_audit(st, target, epoch)
+    if as_json:
+        emit_json(report)
+        return
+    for e in report:
+        if not e["workspace_digest"]:
+            render.line(f"epoch {e['epoch']}: no workspace (its proposal read the brief only)")
+            continue
+        cassette = (e["proposal_cassette"] or "-")[:12]
+        render.line(
+            f"epoch {e['epoch']}: workspace {e['workspace_digest'][:16]} · {len(e['files'])} file(s) · "
+            f"proposal {cassette}"
+        )
+        render.show_table(
+            "", ["path", "bytes", "sha256"], [[str(p), str(n), str(h)] for p, n, h in e["files"]]
+        )
 
 
 def _verdict(

@@ -22,7 +22,7 @@ from replaykit.train.loss import Loss
 from replaykit.train.proposal import proposal_session
 from replaykit.train.state import TrainingState
 from replaykit.train.workspace import build_workspace
-from replaykit.train.workspace_tree import Workspace, recorded_tasks, takes_workspace
+from replaykit.train.workspace_tree import Workspace, reads_workspace, recorded_tasks
 
 
 class Measure(Protocol):
@@ -57,7 +57,7 @@ class Candidates:
                 try:
                     if workspace is None:
                         loss.description = estimator.edit(workdir, brief, session, epoch)
-                    else:  # an estimator that reads a workspace (``workspace.takes_workspace``)
+                    else:  # an estimator that reads a workspace (``workspace_tree.reads_workspace``)
                         loss.description = estimator.edit(workdir, brief, session, epoch, workspace=workspace)  # type: ignore[call-arg]
                 except TrainError as exc:
                     loss.skipped = str(exc)
@@ -127,7 +127,7 @@ class Candidates:
         if rec is not None:
             if not rec.get("workspace_digest"):
                 return None
-        elif self.state.format < 2 or not takes_workspace(self.state.estimator.edit):
+        elif self.state.format < 2 or not reads_workspace(self.state.estimator):
             return None
         tasks = None
         cassette = rec.get("proposal_cassette") if rec else None

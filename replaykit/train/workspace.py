@@ -1,6 +1,6 @@
 """The proposer's workspace: what a proposer may read in an epoch, as a read-only folder.
 
-Each epoch (format 2, an estimator that reads one: ``takes_workspace``) gets a folder of plain
+Each epoch (format 2, an estimator that reads one: ``workspace_tree.reads_workspace``) gets a folder of plain
 files, built from the store and the harness repository only, so a replay builds the same one:
 
     README.md                          what is here
@@ -23,7 +23,7 @@ proposal (``proposal.py``) and is recorded in its epoch (``workspace_digest``).
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypedDict
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.events import EnvEvent, ErrorEvent, Event, GradeEvent, LimitEvent, LlmEvent
@@ -253,3 +253,37 @@ def build_workspace(
     candidates are the epochs this process judged (a resume recomputes every one of them)."""
     files = workspace_files(state, baseline_sha, train_run, state.losses, tasks)
     return write_workspace(files, workspace_root(state.store))
+
+
+class EpochWorkspace(TypedDict):
+    """``audit TRAINING --workspace``: what the proposer of one epoch saw."""
+
+    epoch: int
+    workspace_digest: str | None  # None: its proposal read no workspace (recorded before, or no proposer)
+    proposal_cassette: str | None
+    files: list[list[str | int]]  # [path, size, sha256[:16]] from the proposal's metadata
+
+
+def workspace_audit(store: StoreBackend, training_id: str, epoch: int | None = None) -> list[EpochWorkspace]:
+    """Each epoch's workspace (or ``epoch``'s) as its proposal cassette recorded it: offline, read-only."""
+    from replaykit.core.errors import ConfigError
+
+    doc = store.get_doc(training_id, kind="training")
+    epochs = doc["epochs"]
+    if epoch is not None and not 0 <= epoch < len(epochs):
+        raise ConfigError(f"--epoch {epoch}: training {doc['training_id']} has epochs 0..{len(epochs) - 1}")
+    out: list[EpochWorkspace] = []
+    for e in epochs if epoch is None else [epochs[epoch]]:
+        cassette, digest = e["proposal_cassette"], e.get("workspace_digest")
+        meta = store.get_episode(cassette).meta if digest and cassette and store.has(cassette) else {}
+        ws = meta.get("workspace") or {}
+        rows = ws.get("files") if isinstance(ws, dict) else None
+        files: list[list[str | int]] = (
+            [[str(r[0]), int(r[1]), str(r[2])] for r in rows if isinstance(r, list)]
+            if isinstance(rows, list)
+            else []
+        )
+        out.append(
+            {"epoch": e["epoch"], "workspace_digest": digest, "proposal_cassette": cassette, "files": files}
+        )
+    return out

@@ -32,6 +32,16 @@ def takes_workspace(fn: Callable[..., object]) -> bool:
         return False
 
 
+def reads_workspace(estimator: object) -> bool:
+    """Whether an estimator reads a workspace: its ``edit`` takes one and, an agentic estimator,
+    its backend's ``propose`` does too (the ``codex`` backend does not yet: its epochs key none)."""
+    edit = getattr(estimator, "edit", None)
+    if edit is None or not takes_workspace(edit):
+        return False
+    backend = getattr(estimator, "backend", None)
+    return backend is None or takes_workspace(getattr(backend, "propose", edit))
+
+
 @dataclass(frozen=True)
 class Workspace:
     path: Path

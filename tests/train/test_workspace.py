@@ -169,3 +169,42 @@ def test_the_builtin_proposer_reads_the_workspace() -> None:
     prior = {"candidates/epoch-0/proposal.json": json.dumps({"description": f"[{retry}] x"}).encode()}
     found = next_change(brief(SOURCE) + "\n\n" + render_workspace({**failed_transcript(2), **prior}))
     assert found is not None and found[0].id == second
+
+
+def test_audit_shows_what_the_proposer_saw(trained: dict[str, Any], tmp_path: Path) -> None:
+    doc, store = trained["doc"], str(trained["store"])
+    proc = cli("audit", doc["training_id"], "--workspace", "--epoch", "1", "--store", store, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["workspace_digest"] == doc["epochs"][1]["workspace_digest"]
+    assert [f[0] for f in row["files"]] == sorted(files_of(folder(trained, 1)))
+    text = cli("audit", doc["training_id"], "--workspace", "--store", store, env={"COLUMNS": "80"})
+    assert text.returncode == 0, text.stderr
+    assert f"epoch 1: workspace {row['workspace_digest'][:16]}" in text.stdout
+    assert "episodes/failed/" in text.stdout
+    bad = cli("audit", doc["training_id"], "--epoch", "1", "--store", store)
+    assert bad.returncode == 1 and "--epoch goes with --workspace" in bad.stderr
+    # a training recorded before workspaces: its proposals read the brief only
+    shipped = tmp_path / "shipped"
+    imported = cli(
+        "cassettes",
+        "import",
+        str(REPO_ROOT / "cassettes" / "quickstart-training.tar.gz"),
+        "--store",
+        str(shipped),
+        "--json",
+    )
+    old = json.loads(imported.stdout)["root"]["id"]
+    proc = cli("audit", old, "--workspace", "--store", str(shipped), "--json")
+    assert proc.returncode == 0 and all(r["workspace_digest"] is None for r in json.loads(proc.stdout))
+
+
+def test_only_a_proposer_that_reads_it_gets_a_workspace() -> None:
+    from replaykit.models.codex import CodexAgentBackend
+    from replaykit.train.estimators import AgenticEstimator, PatchQueue
+    from replaykit.train.openai_backend import OpenAIBackend
+    from replaykit.train.workspace_tree import reads_workspace
+
+    assert reads_workspace(AgenticEstimator(OpenAIBackend()))
+    assert not reads_workspace(PatchQueue([]))
+    assert not reads_workspace(AgenticEstimator(cast(Any, CodexAgentBackend.__new__(CodexAgentBackend))))
