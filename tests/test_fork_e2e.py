@@ -75,8 +75,14 @@ def test_fork_at_1_names_its_parent_verifies_and_replays_offline(
     assert mine["reused"]["donor"] == parent["cassette_id"] and mine["reused"]["status"] == "checked"
     assert mine["reused"]["parted"] == f"event {mine['fork_position']} is model call 2, the fork point"
     human = cli("cassettes", "show", fork["cassette_id"], "--store", store).stdout
-    said = f"forked from cassette {parent['cassette_id']} at call 2: its first 1 model call(s) served from it"
+    n = parent["llm_calls"]  # a fork point names its call of the parent's, counted from 1 everywhere
+    said = f"forked from cassette {parent['cassette_id']} at call 2 of {n}: its first 1 model call(s) served from it"
     assert said in " ".join(human.split())  # the calls below count from 1 too
+    listed = cli("cassettes", "show", parent["cassette_id"], "--store", store).stdout
+    assert f"  {fork['cassette_id']} at call 2 of {n} · model" in listed  # the parent's forks
+    told = cli("fork", parent["cassette_id"], "--at", "1", "--store", store).stdout
+    assert f"of cassette {parent['cassette_id']} at call 2 of {n}: already recorded" in " ".join(told.split())
+    assert fork["parent_calls"] == n
     runs = {r["id"]: r for r in run_json("runs", "--kind", "fork", "--store", store)}
     assert fork["cassette_id"] in runs  # kept with its parent and tree (bundles, gc)
     paid = runs[fork["cassette_id"]]  # what it paid, derived from its cassette (checked)
@@ -103,12 +109,14 @@ def test_a_fork_of_a_fork_with_other_models_and_the_diff_marks_it(recorded: dict
         assert run_json("replay", fork["cassette_id"], "--store", store)["identical"]
     diff = run_json("cassettes", "diff", parent["cassette_id"], strong["cassette_id"], "--store", store)
     assert diff["fork_point"]["fork"] == "b" and diff["fork_point"]["step"] == 1
+    assert diff["fork_point"]["at"] == f"call 2 of {parent['llm_calls']}"
     assert (
         diff["first_difference"]["position"] == diff["fork_point"]["position"]
     )  # it parts where it went live
     human = cli("cassettes", "diff", parent["cassette_id"], strong["cassette_id"], "--store", store).stdout
     position, label = diff["fork_point"]["position"], diff["first_difference"]["label"]
-    assert f"fork point: b forked from a at call 2 (event {position}): its first 1" in human
+    n = parent["llm_calls"]
+    assert f"fork point: b forked from a at call 2 of {n} (event {position}): its first 1" in human
     assert label.startswith("call 2: ")  # the call the fork point names is the first that differs
     assert cli("cassettes", "verify", "--store", store).stdout.startswith("ok: checked")
 
@@ -252,17 +260,17 @@ def test_the_viewer_and_the_report_show_the_fork_point_and_what_was_paid(
                 return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r.read().decode()))
 
         page = text(f"/episodes/{fork['cassette_id']}")
+        n = parent["llm_calls"]
         assert (
-            f"fork of {parent['cassette_id']} at call 2" in page
-            and "fork point: call 2, live from here" in page
+            f"fork of {parent['cassette_id']} at call 2 of {n}:" in page
+            and f"fork point: call 2 of {n}, live from here" in page
         )
         assert "served from" in page and "checked against it" in page
-        assert f"{len(page.split('fork(s):')) - 1}" and "fork(s):" in text(
-            f"/episodes/{parent['cassette_id']}"
-        )
+        forks = text(f"/episodes/{parent['cassette_id']}")
+        assert "fork(s):" in forks and f"{fork['cassette_id'][:12]} at call 2 of {n} (" in forks
         run = text(f"/runs/{recorded['run']['run_id']}")
         paid = sum(e["llm_calls"] for e in recorded["run"]["episodes"])
-        assert f"{paid} model calls" in run and "0 reused events" in run
+        assert f"{paid} paid calls" in run and "0 reused events" in run
     finally:
         viewer.stop()
     out = tmp_path / "run.html"
@@ -314,6 +322,9 @@ def test_a_fork_under_another_harness_keeps_its_tree_and_a_harness_that_differs_
     proc = run_cli("fork", parent["cassette_id"], "--at", "1", "--harness", loud, *where, "--store", store)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert f"cassette {parent['cassette_id']} cannot be forked at call 2 with this change" in proc.stderr
-    assert "fork at an earlier step (--at)" in proc.stderr
+    n = parent["llm_calls"]
+    assert (
+        f"cassette {parent['cassette_id']} cannot be forked at call 2 of {n} with this change" in proc.stderr
+    )
+    assert "fork at an earlier call (a smaller --at)" in proc.stderr
     assert contents(store) == before  # no cassette, tree, blob or document (a lease came and went)

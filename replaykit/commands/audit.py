@@ -81,7 +81,7 @@ def counterfactual_table(rep: CounterfactualReport) -> None:
     render.line(f"final baseline: recorded {_sha(rec['sha'])} solves {_rate(rec)} · counterfactual {shown}")
     flipped = ", ".join(map(str, rep["flipped"])) or "none"
     render.line(
-        f"flipped epochs: {flipped} · computable offline: {rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)"
+        f"epochs decided otherwise: {flipped} · computable offline: {rep['offline_epochs']}/{len(rep['epochs'])} epoch(s)"
     )
     if rep["reapplied"]:
         render.line(f"approximation: {rep['approximation']}")

@@ -64,7 +64,7 @@ NOTES: dict[str, str] = {
     "env.kind": "`local` (temporary folders) or `docker` (one container per episode); other kinds register in `replaykit.envs`.",
     "env.timeout_sec": "Timeout of one action.",
     "env.max_output_bytes": "Output kept per action stream (the rest is cut, and the cut is recorded).",
-    "env.snapshot": "`digest`: a state digest per step; `full`: also a snapshot of the workdir (needed to inspect states).",
+    "env.snapshot": "`digest`: a state digest per environment action; `full`: also a snapshot of the workdir (needed to inspect states).",
     "record": "What is kept, and how requests are compared.",
     "record.secrets": "Names of environment variables whose values are scrubbed (`<secret:NAME>`) before anything is stored.",
     "record.rules": "Normalisation rules applied to requests before matching (`uuids`, `timestamps`, `codex-session`, …).",

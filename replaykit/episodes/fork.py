@@ -34,6 +34,7 @@ from replaykit.cassette.lineage import (
 )
 from replaykit.core.determinism import digest_of, sha256_hex
 from replaykit.core.errors import CassetteNotFound, ConfigError, DivergenceError, StoreError, TaskError
+from replaykit.core.glossary import fork_call
 from replaykit.core.meta import ForkMeta, GivenMessage, ModelSpan
 from replaykit.core.records import JSON
 from replaykit.envs.base import EnvSection
@@ -72,7 +73,8 @@ class ForkResult(TypedDict):
 
     cassette_id: str
     forked_from: str
-    fork_step: int
+    fork_step: int  # the parent's model calls served (--at): live from call fork_step + 1
+    parent_calls: int  # the parent's model calls: forked at call fork_step + 1 of parent_calls
     recorded: bool  # False: this fork was stored already (reused, no model call)
     task_id: str
     seed: int
@@ -93,7 +95,9 @@ def fork_episode(
     """Fork ``cassette`` (an id or unique prefix) at model call ``at`` with ``change``; its task
     found by id and content digest (``task_source.py``: the store's copy, then ``sources``)."""
     if at < 0:
-        raise ConfigError(f"--at {at}: a step is a model call, counted from 0; give 0 or more")
+        raise ConfigError(
+            f"--at {at}: give how many model calls to serve, 0 or more (the fork goes live at call N+1)"
+        )
     if not store.exists():  # a mistyped --store: an error, never a new empty store
         raise CassetteNotFound(f"no store at {store.location}")
     parent = _parent(store, cassette, at)
@@ -119,7 +123,7 @@ def _parent(store: RunStore, cassette: str, at: int) -> Episode:
     if at >= calls:
         raise ConfigError(
             f"--at {at} is beyond the episode's end: cassette {cid} made {calls} model call(s)"
-            + (f" (steps 0 to {calls - 1})" if calls else "")
+            + (f" (--at 0 to {calls - 1}: live at call 1 to {calls})" if calls else "")
         )
     return parent
 
@@ -175,7 +179,7 @@ def _fork(
         store.put_doc(
             key.id, "fork", doc, name=f"fork of {parent.id[:12]}", harness_sha=sha, model=model.name
         )
-    return _result(store, episode, recorded)
+    return _result(store, parent, episode, recorded)
 
 
 def _record(store: BrowseStore, parent: Episode, plan: _Plan, extras: Extras) -> Episode:
@@ -215,8 +219,8 @@ def _record(store: BrowseStore, parent: Episode, plan: _Plan, extras: Extras) ->
         except DivergenceError as exc:
             reason = str(exc).split(": ", 1)[-1]
             raise ConfigError(
-                f"cassette {parent.id} cannot be forked at call {plan.fork['step'] + 1} with this change: {reason}; "
-                "fork at an earlier step (--at)"
+                f"cassette {parent.id} cannot be forked at {fork_call(plan.fork['step'], len(parent.llm_events))} "
+                f"with this change: {reason}; fork at an earlier call (a smaller --at)"
             ) from None
     if plan.files is not None:
         store.put_tree(plan.key.harness_sha, plan.files)
@@ -309,7 +313,7 @@ def _secrets(parent: Episode, cfg: RunConfig | None, key: str) -> dict[str, str]
     return secrets
 
 
-def _result(store: StoreHandle, episode: Episode, recorded: bool) -> ForkResult:
+def _result(store: StoreHandle, parent: Episode, episode: Episode, recorded: bool) -> ForkResult:
     counts = reused_counts(episode)
     grade = episode.grade
     fork = episode.meta["fork"]
@@ -317,6 +321,7 @@ def _result(store: StoreHandle, episode: Episode, recorded: bool) -> ForkResult:
         "cassette_id": episode.id,
         "forked_from": fork["parent"],
         "fork_step": fork["step"],
+        "parent_calls": len(parent.llm_events),
         "recorded": recorded,
         "task_id": episode.key.task_id,
         "seed": episode.key.seed,

@@ -14,6 +14,7 @@ from replaykit.cassette.lineage import ClaimStatus, check_claim, claim_of, fork_
 from replaykit.cassette.outcomes import stored_outcome
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import ConfigError, StoreError
+from replaykit.core.glossary import fork_call
 from replaykit.core.meta import EpisodeMeta
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.network import Exchange
@@ -188,10 +189,11 @@ class ShownReuse(TypedDict):
 
 
 class ShownFork(TypedDict):
-    """One fork of the episode: its cassette, the step it went live at, how it ended."""
+    """One fork of the episode: its cassette, where it went live, how it ended."""
 
     cassette_id: str
-    fork_step: int
+    fork_step: int  # the parent's model calls it was served (--at): live from call fork_step + 1
+    fork_point: str  # "call 2 of 3" (core/glossary.fork_call: of the parent's model calls)
     model: str
     harness_sha: str
     reward: float | None
@@ -204,7 +206,8 @@ class Lineage(TypedDict):
 
     reused: ShownReuse | None
     forked_from: str | None
-    fork_step: int | None
+    fork_step: int | None  # the parent's model calls it was served (--at)
+    fork_point: str | None  # "call 2 of 3": its first live call of the parent's (core/glossary.fork_call)
     fork_position: int | None
     forks: list[ShownFork]
 
@@ -307,6 +310,7 @@ def lineage(store: EpisodeStore, episode: Episode) -> Lineage:
             {
                 "cassette_id": child.id,
                 "fork_step": at[1] if at else -1,
+                "fork_point": fork_call(at[1] if at else -1, len(episode.llm_events)),
                 "model": child.key.model.name,
                 "harness_sha": child.key.harness_sha,
                 "reward": grade.reward if grade else None,
@@ -327,11 +331,20 @@ def lineage(store: EpisodeStore, episode: Episode) -> Lineage:
         },
         "forked_from": fork[0] if fork else None,
         "fork_step": fork[1] if fork else None,
+        "fork_point": fork_call(fork[1], _calls_of(store, fork[0], donor)) if fork else None,
         "fork_position": (calls[fork[1]] if 0 <= fork[1] < len(calls) else len(episode.events))
         if fork
         else None,
         "forks": forks,
     }
+
+
+def _calls_of(store: EpisodeStore, parent: str, donor: Episode | None) -> int | None:
+    """The parent's model calls (``None`` when it is not in this store), read once: a fork's
+    donor is its parent."""
+    if donor is not None and donor.id == parent:
+        return len(donor.llm_events)
+    return store.verified_columns(parent)["n_llm"] if store.has(parent) else None
 
 
 def _parted(episode: Episode, donor: Episode | None, k: int, fork_step: int | None) -> str:

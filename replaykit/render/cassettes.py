@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from replaykit.core.glossary import legend
+from replaykit.core.glossary import fork_call, legend
 from replaykit.render.console import err, line, plain, short_ids, show_table, wrapped
 from replaykit.render.runs import divergence
 
@@ -79,7 +79,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
     if doc.get("forked_from"):
         served_calls = doc["fork_step"] or 0
         line(
-            f"forked from cassette {doc['forked_from']} at call {served_calls + 1}: its first {served_calls} model call(s) served from it, live from there"
+            f"forked from cassette {doc['forked_from']} at {doc['fork_point']}: its first {served_calls} model call(s) served from it, live from there"
         )
     reused = doc.get("reused")
     served = reused["events"] if reused else 0
@@ -105,7 +105,7 @@ def cassette_doc(doc: CassetteView, full: bool = False) -> None:
         for f in forks:
             outcome = "passed" if f["passed"] else "failed"
             line(
-                f"  {f['cassette_id']} at call {f['fork_step'] + 1} · model {f['model']} · harness {f['harness_sha'][:10]} · "
+                f"  {f['cassette_id']} at {f['fork_point']} · model {f['model']} · harness {f['harness_sha'][:10]} · "
                 f"reward {f['reward'] if f['reward'] is not None else '-'} ({outcome})"
             )
 
@@ -140,7 +140,7 @@ def fork_report(result: ForkResult) -> None:
     """``replaykit fork``: the new cassette, what it was served, how it ended."""
     what = "recorded" if result["recorded"] else "already recorded (reused, no model call)"
     line(
-        f"fork {result['cassette_id']} of cassette {result['forked_from']} at call {result['fork_step'] + 1}: {what}"
+        f"fork {result['cassette_id']} of cassette {result['forked_from']} at {fork_call(result['fork_step'], result['parent_calls'])}: {what}"
     )
     line(
         f"task {result['task_id']} · seed {result['seed']} · model {result['model']} · harness {result['harness_sha'][:10]}"

@@ -120,7 +120,7 @@ def audit_report(report: VerdictAudit) -> None:
     for role, text in evidence["replicates"].items():
         line(f"  {role}: {text}")
     if evidence["flips"]:
-        line(f"flips: {evidence['summary']}")
+        line(f"attribution of the movement: {evidence['summary']}")
         for flip in evidence["flips"]:
             ended = f" (ended by {flip['ended_by']})" if flip["ended_by"] else ""
             wrapped(f"  {flip['unit']} {flip['movement']}{ended}: {flip['label']} — {flip['reason']}", "    ")
@@ -182,7 +182,9 @@ def noise_table(report: NoiseAudit) -> None:
         ended = (r.get("attribution") or {}).get("ended_by") or {}
         if ended:
             shown = ", ".join(f"{facet} {n}" for facet, n in ended.items())
-            wrapped(f"epoch {r['epoch']}: flips whose failing episode ended on a call gone wrong: {shown}")
+            wrapped(
+                f"epoch {r['epoch']}: movements whose failing episode ended on a call gone wrong: {shown}"
+            )
     wrapped(report["summary"])
 
 

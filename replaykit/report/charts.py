@@ -58,7 +58,7 @@ def save_png(fig: Figure, path: Path) -> Path:
 
 
 def training_curve(epochs: list[EpochSection]) -> Figure:
-    """Solved per epoch (baseline vs candidate, accepted epochs marked), then tokens and steps per epoch."""
+    """Solved per epoch (baseline vs candidate, accepted epochs marked), then tokens and environment actions per epoch."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
@@ -96,7 +96,7 @@ def training_curve(epochs: list[EpochSection]) -> Figure:
         solved.legend(loc="lower right", fontsize=8)
         solved.set_title("solved task instances per epoch")
         series(tokens, "tokens", "tokens", "curve-tokens")
-        series(steps, "steps", "steps", "curve-steps")
+        series(steps, "steps", "actions", "curve-steps")
         steps.set_xlabel("epoch")
         steps.set_xticks(xs)
     return fig

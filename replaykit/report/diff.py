@@ -25,6 +25,7 @@ from replaykit.cassette.events import (
     NetEvent,
 )
 from replaykit.cassette.lineage import fork_of
+from replaykit.core.glossary import fork_call
 from replaykit.report.documents import (
     AlignedRow,
     EpisodeDiff,
@@ -241,7 +242,12 @@ def fork_point(a: Episode, b: Episode) -> ForkPoint | None:
         if fork is not None and fork[0] == parent.id:
             calls = [i for i, e in enumerate(child.events) if isinstance(e, LlmEvent)]
             position = calls[fork[1]] if 0 <= fork[1] < len(calls) else len(child.events)
-            return {"fork": side, "step": fork[1], "position": position}
+            return {
+                "fork": side,
+                "step": fork[1],
+                "at": fork_call(fork[1], len(parent.llm_events)),
+                "position": position,
+            }
     return None
 
 

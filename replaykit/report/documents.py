@@ -169,7 +169,8 @@ class ForkPoint(TypedDict):
     its first live call is (everything before it was served from, or repeats, the parent)."""
 
     fork: str  # a | b
-    step: int
+    step: int  # the parent's model calls it was served (--at)
+    at: str  # "call 2 of 3": its first live call, of the parent's model calls (core/glossary.fork_call)
     position: int
 
 

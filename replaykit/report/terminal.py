@@ -42,7 +42,7 @@ def transcript(doc: TranscriptDoc) -> None:
         "bold",
     )
     _print(
-        f"{ep['llm_calls']} call(s) · {ep['steps']} step(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}"
+        f"{ep['llm_calls']} model call(s) · {ep['steps']} action(s) · {ep['tokens']} tokens · digest {ep['digest'][:12]}"
     )
     if ep["call_facets"]:
         _print(facets_line(ep["call_facets"], ep["ended_by"]))
@@ -102,7 +102,7 @@ def episode_diff(doc: EpisodeDiff) -> None:
     for side, ep in (("a", a), ("b", b)):
         _print(
             f"{side}: {ep['id']}  task {ep['task_id']}  seed {ep['seed']}  harness {ep['harness_sha'][:10]}  "
-            f"{ep['llm_calls']} call(s), {ep['steps']} step(s)",
+            f"{ep['llm_calls']} model call(s), {ep['steps']} action(s)",
             "bold",
         )
     grades = [
@@ -114,13 +114,13 @@ def episode_diff(doc: EpisodeDiff) -> None:
         parent, step = "a" if point["fork"] == "b" else "b", point["step"]
         served = f"its first {step} model call(s) were served from {parent}" if step else "nothing was served"
         _print(  # calls count from 1, as below
-            f"fork point: {point['fork']} forked from {parent} at call {step + 1} (event {point['position']}): "
+            f"fork point: {point['fork']} forked from {parent} at {point['at']} (event {point['position']}): "
             f"{served}, {point['fork']} is live from there",
             "bold",
         )
     first = doc["first_difference"]
     if first is None:
-        _print("identical: every call, step and the grade are the same", "green")
+        _print("identical: every model call, action and the grade are the same", "green")
         return
     _print(f"shared: the first {doc['shared_prefix']} event(s) are identical", "dim")
     _print(f"first difference at event {first['position']}: {first['label']}", "bold red")

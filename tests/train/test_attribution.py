@@ -101,4 +101,4 @@ def test_each_flip_is_attributed_or_incidental_with_where_the_episodes_parted(tm
     assert "candidate:greeting.txt:0" in hello["changed_lines_before"]  # read before its first action
     assert (report["attribution"]["attributed"], report["attribution"]["incidental"]) == (1, 1)
     human = cli("audit", epoch["verdict_id"], "--config", str(config)).stdout
-    assert "flips: 1 attributed, 1 incidental" in human
+    assert "attribution of the movement: 1 attributed, 1 incidental" in human  # never "flips" (issue 40)

@@ -410,3 +410,40 @@ def test_search_hits_name_the_runs_that_hold_them(viewer: Viewer, quickstart_sto
         cassette = re.search(r'href="/episodes/([0-9a-f]+)"', hit).group(1)  # type: ignore[union-attr]
         runs = set(re.findall(r'<a class="run" href="/runs/([0-9a-f]+)">', hit))
         assert runs == holding[cassette] and runs, hit
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_one_word_one_meaning_on_the_pages(viewer: Viewer, quickstart_store: dict[str, Any]) -> None:
+    """Issue 40 item 3: an episode's header counted its environment commands as "2 steps" and
+    its model calls as "llm calls"; the run page called paid calls "model calls"; the verdict
+    page named baseline → candidate movement both "movement" and "flips". One word each,
+    the glossary's, with its tooltip."""
+    from markupsafe import escape
+
+    from replaykit.core.glossary import TERMS
+
+    store = str(quickstart_store["store"])
+    epoch = next(e for e in quickstart_store["training"]["epochs"] if e.get("verdict_id"))
+    run = epoch["baseline_run"]
+    _, page, _ = get(f"{viewer.url}/runs/{run}")
+    head = _text(re.search(r"<p>.*?</p>", page, re.S).group(0))  # type: ignore[union-attr]
+    assert " actions · " in head and " paid calls · " in head and not re.search(r"\bsteps?\b", head), head
+    assert f'title="{escape(TERMS["paid calls"])}">paid calls</abbr>' in page
+    cassette = re.findall(r'href="/episodes/([0-9a-f]+)"', page)[0]
+    shown = json.loads(cli("cassettes", "show", cassette, "--json", "--store", store).stdout)
+    calls = sum(e["kind"] == "llm" for e in shown["events"])
+    actions = sum(e["kind"] == "env" for e in shown["events"])
+    _, page, _ = get(f"{viewer.url}/episodes/{cassette}")
+    head = _text(re.search(r"<p><code>.*?</p>", page, re.S).group(0))  # type: ignore[union-attr]
+    assert f" {calls} model calls · {actions} actions · " in head, head
+    assert not re.search(r"\bsteps?\b|llm calls", head), head
+    assert "env action · exit" in _text(page) and "env step" not in _text(page)
+    _, page, _ = get(f"{viewer.url}/episodes")
+    assert ">actions</a>" in page and ">model calls</a>" in page and ">steps<" not in page
+    _, page, _ = get(f"{viewer.url}/verdicts/{epoch['verdict_id']}")
+    said = _text(page)
+    assert "attribution of the movement: " in said and not re.search(r"\bflips?\b", said), said
+    assert f'title="{escape(TERMS["movement"])}">movement</abbr>' in page
