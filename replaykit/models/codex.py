@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from replaykit.capture.proxy import recording_proxy
 from replaykit.capture.tape import Tape
@@ -112,6 +112,38 @@ def _object(value: JSON | None) -> Mapping[str, JSON]:
     return value if isinstance(value, Mapping) else {}
 
 
+class Folder(Protocol):
+    """A proposer's workspace as this backend reads it (``train.workspace_tree.Workspace``)."""
+
+    @property
+    def path(self) -> Path: ...
+
+
+#: where Codex finds the training's workspace, in its working folder (removed after its run)
+WORKSPACE_DIR = ".replaykit-workspace"
+WORKSPACE_NOTE = (
+    f"What happened so far is in ./{WORKSPACE_DIR}/ (read-only; do not edit it; its README.md says what "
+    "is where): transcripts of the baseline's failed episodes, every prior candidate's diff and verdict, "
+    "per-task scores."
+)
+
+
+@contextlib.contextmanager
+def _workspace_copy(source: Path, dest: Path) -> Iterator[None]:
+    """``source`` copied to ``dest`` (files 0444, folders 0555) for the block, then removed."""
+    shutil.copytree(source, dest)
+    for dirpath, _, names in os.walk(dest):
+        for name in names:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+        os.chmod(dirpath, 0o555)
+    try:
+        yield
+    finally:
+        for dirpath, _, _ in os.walk(dest):
+            os.chmod(dirpath, 0o755)
+        shutil.rmtree(dest, ignore_errors=True)
+
+
 @dataclass
 class CodexRun:
     """One ``codex exec`` run: its exit code, its ``--json`` events (JSON objects, read by
@@ -183,9 +215,17 @@ class CodexAgentBackend:
         return self._version
 
     # -- the AgentBackend protocol --------------------------------------------------
-    def propose(self, workdir: Path, brief: str, session: ProposalSession) -> str:
-        """Let Codex edit ``workdir`` following ``brief``; return its final message."""
-        run = self.run(workdir, brief, session)
+    def propose(
+        self, workdir: Path, brief: str, session: ProposalSession, workspace: Folder | None = None
+    ) -> str:
+        """Let Codex edit ``workdir`` following ``brief``; return its final message. ``workspace``
+        (the training's, ``train/workspace.py``): copied read-only to ``WORKSPACE_DIR`` in
+        ``workdir`` for the run (a path the same on every machine) and removed before the edit is read."""
+        if workspace is None:
+            run = self.run(workdir, brief, session)
+        else:
+            with _workspace_copy(workspace.path, Path(workdir) / WORKSPACE_DIR):
+                run = self.run(workdir, f"{brief}\n\n{WORKSPACE_NOTE}", session)
         return run.final_message or "(Codex gave no summary)"
 
     # -- running -------------------------------------------------------------------

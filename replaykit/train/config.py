@@ -124,8 +124,9 @@ class TrainConfig(BaseModel):
     )
     proposer_visible: list[str] = Field(
         default_factory=lambda: list(DEFAULT_VISIBLE),
-        description="Globs of what the proposer may read: harness/<glob> (the baseline's files) and "
-        "tasks/<task>/<glob> (training-panel tasks' files); a task's tests/ and solution/ never.",
+        description="Globs of what the proposer's workspace copies besides the training panel's transcripts, "
+        "prior candidates and scores: harness/<glob> (the baseline's files) and tasks/<task>/<glob> "
+        "(training-panel tasks' files); a task's tests/ and solution/ never.",
     )
 
     @field_validator("proposer_visible")

@@ -34,7 +34,8 @@ def takes_workspace(fn: Callable[..., object]) -> bool:
 
 def reads_workspace(estimator: object) -> bool:
     """Whether an estimator reads a workspace: its ``edit`` takes one and, an agentic estimator,
-    its backend's ``propose`` does too (the ``codex`` backend does not yet: its epochs key none)."""
+    its backend's ``propose`` does too (``openai``: a rendering in its request; ``codex``: a copy
+    in its working folder)."""
     edit = getattr(estimator, "edit", None)
     if edit is None or not takes_workspace(edit):
         return False

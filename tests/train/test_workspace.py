@@ -206,5 +206,31 @@ def test_only_a_proposer_that_reads_it_gets_a_workspace() -> None:
     from replaykit.train.workspace_tree import reads_workspace
 
     assert reads_workspace(AgenticEstimator(OpenAIBackend()))
+    assert reads_workspace(AgenticEstimator(cast(Any, CodexAgentBackend.__new__(CodexAgentBackend))))
     assert not reads_workspace(PatchQueue([]))
-    assert not reads_workspace(AgenticEstimator(cast(Any, CodexAgentBackend.__new__(CodexAgentBackend))))
+
+
+def test_codex_reads_a_read_only_copy_that_is_gone_before_the_edit_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replaykit.models.codex import WORKSPACE_DIR, CodexAgentBackend, CodexRun
+
+    workspace = write_workspace(
+        {"README.md": b"r", "episodes/failed/t#0.txt": b"$ make\nexit 2"}, tmp_path / "ws"
+    )
+    workdir = tmp_path / "worktree"
+    workdir.mkdir()
+    seen: dict[str, Any] = {}
+
+    def run(self: CodexAgentBackend, where: Path, prompt: str, session: Any) -> CodexRun:
+        copy = where / WORKSPACE_DIR
+        seen["files"] = files_of(copy)
+        seen["mode"] = stat.S_IMODE((copy / "episodes" / "failed" / "t#0.txt").stat().st_mode)
+        seen["prompt"] = prompt
+        return CodexRun(0, [], "")
+
+    monkeypatch.setattr(CodexAgentBackend, "run", run)
+    CodexAgentBackend().propose(workdir, "BRIEF", cast(Any, None), workspace=workspace)
+    assert seen["files"] == dict(workspace.files) and seen["mode"] == 0o444
+    assert seen["prompt"].startswith("BRIEF\n\n") and f"./{WORKSPACE_DIR}/" in seen["prompt"]
+    assert list(workdir.iterdir()) == []  # removed: never part of a candidate
