@@ -167,7 +167,7 @@ def config(
     store: Path,
     repo: Path,
     tasks: list[Path],
-    seeds: list[int],
+    seeds: list[int] | dict[str, Any],
     epochs: int,
     diffs: list[str],
     criterion: dict[str, Any],

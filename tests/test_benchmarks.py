@@ -143,3 +143,32 @@ def test_null_trainings_refuses_bad_input_in_one_line(tmp_path: Path, args: list
     )
     assert proc.returncode == 2 and proc.stderr.startswith(message)
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+
+
+def test_adaptive_seeds_runs_small(tmp_path: Path) -> None:
+    """Issue 37 item 5 at its smallest: one null training, fixed 3 seeds against adaptive 2..3."""
+    args = ["--trainings", "1", "--real", "0", "--epochs", "1", "--max", "3", "--cache", str(tmp_path / "c")]
+    report = json.loads(bench("adaptive_seeds.py", *args, "--json"))
+    fixed, adaptive = report["modes"]["fixed"], report["modes"]["adaptive"]
+    assert fixed["episodes"] == 2 * 8 * 3  # both runs, eight tasks, three seeds
+    assert 2 * 8 * 2 <= adaptive["episodes"] <= fixed["episodes"]  # at least min, at most max seeds
+    assert report["first_epoch_agreement"]["of"] == 1 and fixed["false_accept"]["of"] == 1
+    assert "fewer episodes on its verdicts" in bench("adaptive_seeds.py", *args)  # replayed from the cache
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--min", "5", "--max", "3"], "error: --min 5 is above --max 3; give min <= max"),
+        (["--max", "65"], "error: --max 65: give a whole number from 1 to 64"),
+    ],
+)
+def test_adaptive_seeds_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "adaptive_seeds.py"), *args, "--cache", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith(message)
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()

@@ -59,7 +59,10 @@ NOTES: dict[str, str] = {
     "model.params.extra_body": "Merged into each request body as is, e.g. llama.cpp's `{cache_prompt: false}`.",
     "panel": "The tasks × seeds a harness is measured on (one episode each).",
     "panel.tasks": "Task folders (Harbor layout) or globs, relative to the config file.",
-    "panel.seeds": "Seeds; each gives the harness a seeded `ctx.rng` and per-call seeds.",
+    "panel.seeds": "Seeds; each gives the harness a seeded `ctx.rng` and per-call seeds. A list, or "
+    "`{adaptive: {min: 2, max: 8}}`: every run measures each task on seeds `start` .. `start+min-1` (`start` "
+    "defaults to 0; `1 <= min <= max <= 64`), and a training's verdict measures one more seed at a time, on both sides, only for the tasks whose baseline "
+    "and candidate disagree while the paired decision is open (docs/training.md, adaptive seeds).",
     "env": "Where actions run.",
     "env.kind": "`local` (temporary folders) or `docker` (one container per episode); other kinds register in `replaykit.envs`.",
     "env.timeout_sec": "Timeout of one action.",

@@ -56,6 +56,19 @@ class TestsRecord(TypedDict):
     output: str  # its output's tail
 
 
+class AdaptiveRecord(TypedDict):
+    """An adaptive epoch's stopping points (``train/adaptive.py``)."""
+
+    min: int
+    max: int
+    start: int
+    alpha: float  # the level the rounds stopped at
+    rounds: int  # rounds of one more seed
+    stopped: str  # futile | concordant | max
+    seeds: dict[str, int]  # task id -> the seeds it was measured on (from ``start``, in order)
+    episodes: int  # both runs' episodes on the deciding panel
+
+
 class EpochRecord(TypedDict):
     """One epoch of a training document (``train.loss.Loss.to_dict``)."""
 
@@ -77,6 +90,7 @@ class EpochRecord(TypedDict):
     smoke: NotRequired[list[str]]  # format 2: the candidate's smoke episodes (cassette ids)
     candidate_tests: NotRequired[TestsRecord]  # format 2, with train.candidate_tests
     workspace_digest: NotRequired[str]  # the proposer's workspace (train/workspace.py), keying its proposal
+    adaptive: NotRequired[AdaptiveRecord]  # panel.seeds: {adaptive: …}: the stopping points
 
 
 class NamedParams(TypedDict):

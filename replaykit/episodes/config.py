@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -98,19 +99,85 @@ class HarnessConfig(_Strict):
         return params
 
 
+#: the most seeds an adaptive panel measures a task instance on (``panel.seeds.adaptive.max``)
+MAX_ADAPTIVE_SEEDS = 64
+
+
+class AdaptiveRange(_Strict):
+    """``panel.seeds: {adaptive: {min, max}}``: seeds ``start``, ``start+1``, … in order; every
+    task is measured on the first ``min``, a training measures more only where its decision is
+    open (``replaykit/train/adaptive.py``), never beyond ``max``."""
+
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+    start: Seed = 0
+
+
+class AdaptiveSeeds(_Strict):
+    adaptive: AdaptiveRange
+
+
+_SEED_LIST: TypeAdapter[list[int]] = TypeAdapter(Annotated[list[Seed], Field(min_length=1)])
+
+
+def _adaptive(value: object) -> object:
+    """``panel.seeds`` as a list of seeds or, given a mapping, :class:`AdaptiveSeeds`; its errors
+    one line each, placed at the field they are about (never the union's members)."""
+    if not isinstance(value, Mapping):
+        try:
+            return _SEED_LIST.validate_python(value)
+        except ValidationError as exc:
+            raise ValueError(validation_line(exc, prefix="panel.seeds.")) from None
+    try:
+        found = AdaptiveSeeds.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError(validation_line(exc, prefix="panel.seeds.", model=AdaptiveSeeds)) from None
+    a = found.adaptive
+    if a.min > a.max:
+        raise ValueError(
+            f"field 'panel.seeds.adaptive': min {a.min} is above max {a.max}; give min <= max, "
+            "e.g. {adaptive: {min: 2, max: 8}}"
+        )
+    if a.max > MAX_ADAPTIVE_SEEDS:
+        raise ValueError(
+            f"field 'panel.seeds.adaptive.max': {a.max} is over {MAX_ADAPTIVE_SEEDS}, the most seeds an "
+            f"adaptive panel measures a task on; give {MAX_ADAPTIVE_SEEDS} or fewer"
+        )
+    return found
+
+
 class PanelConfig(_Strict):
     tasks: list[str] = Field(min_length=1)  # paths or globs of task folders: no default
-    seeds: list[Seed] = Field(default_factory=lambda: [0, 1], min_length=1)
+    #: a list, or ``{adaptive: {min, max}}`` (a training measures more seeds where its decision is open)
+    seeds: list[Seed] | AdaptiveSeeds = Field(default_factory=lambda: [0, 1])
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _adaptive_seeds(cls, seeds: object) -> object:
+        return _adaptive(seeds)
 
     @field_validator("seeds")
     @classmethod
-    def _distinct(cls, seeds: list[int]) -> list[int]:
+    def _distinct(cls, seeds: list[int] | AdaptiveSeeds) -> list[int] | AdaptiveSeeds:
+        if isinstance(seeds, AdaptiveSeeds):
+            return seeds
         twice = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
         if twice is not None:
             raise ValueError(
                 f"seed {twice} is listed twice (it would measure the same episode twice); list each seed once"
             )
         return seeds
+
+    @property
+    def adaptive(self) -> AdaptiveRange | None:
+        """The adaptive range, when ``seeds`` is one."""
+        return self.seeds.adaptive if isinstance(self.seeds, AdaptiveSeeds) else None
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seeds every task is measured on: the list, or an adaptive range's first ``min``."""
+        a = self.adaptive
+        return list(range(a.start, a.start + a.min)) if a is not None else list(cast(list[int], self.seeds))
 
 
 class RecordConfig(_Strict):

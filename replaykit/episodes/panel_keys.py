@@ -183,7 +183,7 @@ def episode_keys(
                 message = unprepared.setdefault(task.id, f"task {task.id}: {exc}")
                 named = message.replace(str(task.path), "<task>")  # what failed, not where the task is
                 extra = (("env", config.env.kind), ("unprepared", digest_of(named)[:16]))
-        for seed in config.panel.seeds:
+        for seed in config.panel.seed_list:
             key = CassetteKey(sha, task.id, task.digest, mid, seed, digest, extra=extra)
             if recorded is not None:
                 key = recorded.key(key, extras_known=not cause, cause=cause)

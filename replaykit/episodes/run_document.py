@@ -81,7 +81,7 @@ def run_document(
         harness_repo=repo_path,
         model=ModelRef.model_validate(mid.to_doc()),
         config_digest=config.digest(),
-        panel=Panel(tasks=sorted({k.task_id for k, _ in keys}), seeds=list(config.panel.seeds)),
+        panel=Panel(tasks=sorted({k.task_id for k, _ in keys}), seeds=list(config.panel.seed_list)),
         cassettes=ids,
         episodes=episodes,
         reuse_basis=reuse_basis(bases),

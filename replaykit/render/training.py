@@ -11,6 +11,7 @@ from replaykit.core.glossary import epoch_names, legend
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.render.console import line, show_table, wrapped
 from replaykit.render.runs import claims_line, divergence
+from replaykit.train.adaptive import summary as adaptive_summary
 from replaykit.train.audit_records import TrainingReplay, VerdictAudit
 from replaykit.train.evidence import evidence_of
 from replaykit.train.intervals import signed
@@ -117,6 +118,9 @@ def audit_report(report: VerdictAudit) -> None:
     for text in (evidence["noise"], evidence["paired"], evidence["panel"], evidence["facets"]):
         if text:
             wrapped(text)  # prose: at words into a pipe, so it fits 80 columns
+    if points := report.get("adaptive"):
+        wrapped(adaptive_summary(points))
+        wrapped("  seeds per task: " + ", ".join(f"{t} {n}" for t, n in points["seeds"].items()), "    ")
     for role, text in evidence["replicates"].items():
         line(f"  {role}: {text}")
     if evidence["flips"]:

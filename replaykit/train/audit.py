@@ -18,6 +18,7 @@ from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
+from replaykit.train.adaptive import stopping_points
 from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import (
     EpochReplay,
@@ -65,6 +66,8 @@ def audit(
         "candidate": stored_run_stats(store, candidate),
     }
     out["attribution"] = attribute(store, baseline, candidate, own.to_dict())  # the recomputed flips
+    if (points := stopping_points(store, doc["verdict_id"], doc.get("training_id"))) is not None:
+        out["adaptive"] = points  # adaptive seeds: the seeds each task took (train/adaptive.py)
     if regraded:
         out["regraded"] = on_regraded(store, baseline, candidate, recorded, regraded)
     if criterion:
@@ -173,6 +176,7 @@ def replay_training(
         "smoke",
         "candidate_tests",
         "workspace_digest",
+        "adaptive",
     )
     epochs: list[EpochReplay] = []
     for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, NamedParams, TrainingDocument, VerdictRecord
+from replaykit.core.records import JSON, AdaptiveRecord, NamedParams, TrainingDocument, VerdictRecord
 
 if TYPE_CHECKING:
     from replaykit.train.attribution import Attribution
@@ -150,6 +150,7 @@ class VerdictAudit(TypedDict):
     facets: NotRequired[FacetsMoved]  # both runs' calls by facet (cassette/facets.py)
     attribution: NotRequired[Attribution]  # every flip attributed or incidental (train/attribution.py)
     regraded: NotRequired[RegradedVerdict]  # recomputed on regraded runs (``--regraded RUN``)
+    adaptive: NotRequired[AdaptiveRecord]  # adaptive seeds' stopping points (train/adaptive.py)
 
 
 class EpochReplay(TypedDict):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
-from replaykit.core.records import JSON, EpochRecord, PanelRuns, TestsRecord
+from replaykit.core.records import JSON, AdaptiveRecord, EpochRecord, PanelRuns, TestsRecord
 from replaykit.core.run_doc import RunDoc
 from replaykit.train.verdicts import Verdict
 
@@ -61,6 +61,7 @@ class Loss:
     smoke: list[str] | None = None  # the candidate's smoke episodes (``gates.py``), when it ran them
     candidate_tests: TestsRecord | None = None  # ``train.candidate_tests`` on the candidate, when run
     workspace_digest: str | None = None  # the proposer's workspace (``workspace.py``), when it read one
+    adaptive: AdaptiveRecord | None = None  # adaptive seeds' stopping points (``adaptive.py``)
     backward_done: bool = False
     _promoted: bool | None = None
     #: what ``backward()`` calls (the Trainer's: persist the verdict, set ``parameter.grad``)
@@ -133,6 +134,8 @@ class Loss:
             record["candidate_tests"] = self.candidate_tests
         if self.workspace_digest is not None:  # absent: the proposal's key holds no workspace
             record["workspace_digest"] = self.workspace_digest
+        if self.adaptive is not None:
+            record["adaptive"] = self.adaptive
         return record
 
     def _record(self) -> EpochRecord:

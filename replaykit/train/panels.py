@@ -117,7 +117,7 @@ def smoke_config(config: RunConfig) -> RunConfig | None:
         return None
     tasks = first_tasks(config.panel.tasks, config.base_dir, smoke.tasks)
     panel = config.panel.model_copy(
-        update={"tasks": [str(t) for t in tasks], "seeds": config.panel.seeds[: smoke.seeds]}
+        update={"tasks": [str(t) for t in tasks], "seeds": config.panel.seed_list[: smoke.seeds]}
     )
     out = config.model_copy(update={"panel": panel})
     out.base_dir = config.base_dir

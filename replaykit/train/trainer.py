@@ -39,8 +39,9 @@ from replaykit.core.stale import clean_stale_worktrees
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
 from replaykit.episodes.run import measure, measure_recorded, open_harness, run_store
+from replaykit.episodes.run_document import put_run_once
 from replaykit.models.endpoint import model_id
-from replaykit.train import exclusions, gates, gitops
+from replaykit.train import adaptive, exclusions, gates, gitops
 from replaykit.train.candidates import Candidates
 from replaykit.train.certification import EVERY_EPOCH, certify_baseline
 from replaykit.train.config import train_config
@@ -116,7 +117,14 @@ class Trainer:
             else model_id(config.model, live_engine(config.model, self.record_mode, persist))
         )
         #: a replay's keys per panel: its first recorded runs', at each SHA (``episodes/panel_keys.py``)
-        self.templates = recorded_templates(self.store, replay_of) if replay_of is not None else None
+        self.templates = (
+            {
+                p: adaptive.base_template(t, config)
+                for p, t in recorded_templates(self.store, replay_of).items()
+            }
+            if replay_of is not None
+            else None
+        )
         self.harness = open_harness(config, create=record_mode != "none")
         if persist:  # a killed training's registered worktrees (only those of dead processes)
             clean_stale_worktrees(self.harness.repo)
@@ -297,12 +305,20 @@ class Trainer:
         return f" ({panel} panel)" if len(self.panels) > 1 else ""
 
     def _measure(
-        self, sha: str, label: str, baseline_sha: str | None = None, panel: str = TRAIN, smoke: bool = False
+        self,
+        sha: str,
+        label: str,
+        baseline_sha: str | None = None,
+        panel: str = TRAIN,
+        smoke: bool = False,
+        only: RunConfig | None = None,
     ) -> RunDoc:
-        """``sha`` measured (or reused) on ``panel`` (``smoke``: on the smoke run's part of it,
-        storing no run document: the epoch names its cassettes)."""
-        config = panel_config(self.config, panel)
-        if self.templates is not None:  # a replay: the recorded run at this SHA, from its cassettes
+        """``sha`` measured (or reused) on ``panel`` (``smoke``: on the smoke run's part of it;
+        ``only``: on this part of it, an adaptive round's; neither stores a run document)."""
+        config = only or panel_config(self.config, panel)
+        if (
+            self.templates is not None and only is None
+        ):  # a replay: the recorded run at this SHA, from its cassettes
             template = self.templates[panel]
             if smoke:
                 template = smoke_keys(template, self.train_cfg.smoke)
@@ -319,7 +335,7 @@ class Trainer:
             progress=self._episode_progress(label),
             persist=self.persist,
             baseline_sha=baseline_sha,  # a candidate: served its baseline's answers first
-            document=not smoke,
+            document=not smoke and only is None,
         )
         self.paid.task_model_calls += result.model_calls
         self.paid.reused_events += result.reused_events
@@ -376,6 +392,8 @@ class Trainer:
             if loss.panels:
                 loss.panels[panel]["candidate_run"] = run.run_id
             candidate = run
+        if self.config.panel.adaptive is not None:
+            baseline, candidate = self._adaptive(loss, baseline, candidate)
         loss.candidate_run = candidate.run_id
         excluded = self._exclusions(
             epoch, baseline, candidate, certified
@@ -383,6 +401,28 @@ class Trainer:
         loss.certificates = exclusions.certificate_ids(excluded)
         loss.verdict = self.epoch_criterion(epoch)(candidate, baseline, exclusions.reasons(excluded))
         return loss
+
+    def _adaptive(self, loss: Loss, baseline: RunDoc, candidate: RunDoc) -> tuple[RunDoc, RunDoc]:
+        """Adaptive seeds (``adaptive.py``): both deciding runs extended where the decision is
+        open; the verdict judges them, the deciding panel names them, the epoch its stopping points."""
+        config = panel_config(self.config, self.deciding)
+
+        def seed_run(sha: str, tasks: list[str], seed: int, base: str | None) -> RunDoc:
+            label = f"epoch {loss.epoch}: {'candidate' if base else 'baseline'} seed {seed}"
+            if self.templates is not None:  # a replay: the recorded round, from its cassettes
+                keys = adaptive.seed_keys(self.templates[self.deciding], tasks, seed)
+                return measure_recorded(config, self.store, sha, keys, str(self.harness.path)).run
+            return self._measure(sha, label, base, only=adaptive.seed_config(config, tasks, seed))
+
+        alpha = adaptive.level(self.epoch_criterion(loss.epoch))
+        base, cand, loss.adaptive = adaptive.extend(self.store, config, baseline, candidate, alpha, seed_run)
+        for run in (base, cand) if self.persist else ():
+            put_run_once(self.store, run)
+        loss.baseline_run = base.run_id
+        if loss.panels:
+            loss.panels[self.deciding] = {"baseline_run": base.run_id, "candidate_run": cand.run_id}
+        self.progress("note", {"message": f"epoch {loss.epoch}: {adaptive.summary(loss.adaptive)}"})
+        return base, cand
 
     def epoch_criterion(self, epoch: int) -> Criterion:
         """The criterion an epoch is judged by: at its share of ``train.error_budget`` when set

@@ -27,7 +27,7 @@ from replaykit.core.records import JSON, EpochRecord, TrainingDocument
 from replaykit.core.run_doc import RunDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run_document import run_document
-from replaykit.train import exclusions
+from replaykit.train import adaptive, exclusions
 from replaykit.train.audit_records import CounterfactualRow, NeededEpisode, SolveRate, WalkResult
 from replaykit.train.criteria import make_criterion
 from replaykit.train.error_budget import epoch_criterion, training_budget, verdict_decision
@@ -110,9 +110,13 @@ class Measurements:
         first = store.get_run(named) if named else None
         if first is None:
             raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
-        self.template = [
-            CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"])) for c in first.cassettes
-        ]
+        self.template = adaptive.base_template(  # an adaptive verdict's run holds more seeds
+            [
+                CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"]))
+                for c in first.cassettes
+            ],
+            config,
+        )
         self.repo = first.harness_repo
         self.cache: dict[str, tuple[RunDoc | None, list[CassetteKey]]] = {}
 
@@ -131,6 +135,14 @@ class Measurements:
                 self.store.check_run(run)
             self.cache[sha] = (run, missing)
         return self.cache[sha]
+
+    def adaptive(self, base: RunDoc, cand: RunDoc, judge: Criterion) -> tuple[RunDoc, RunDoc]:
+        """Both runs as an adaptive panel's rounds extend them (as they are, for a fixed panel)."""
+        if self.config.panel.adaptive is None:
+            return base, cand
+        rounds = adaptive.stored_round(self.store, self.config, self.template, self.repo)
+        extended = adaptive.extend(self.store, self.config, base, cand, adaptive.level(judge), rounds)
+        return extended[0], extended[1]
 
     def rate(self, sha: str | None) -> SolveRate:
         run = self.lookup(sha)[0] if sha else None
@@ -227,18 +239,22 @@ def walk(
         cand_run, cand_missing = measurements.lookup(cand) if cand and not skipped else (None, [])
         missing = _missing(base_missing, epoch, "baseline") + _missing(cand_missing, epoch, "candidate")
         if missing:
-            blocked = epoch
-            needs = missing
-            row["counterfactual_decision"] = "unknown"
-            row["reason"] = f"{len(missing)} episode(s) never recorded"
+            blocked, needs = epoch, missing
+            row["counterfactual_decision"], row["reason"] = (
+                "unknown",
+                f"{len(missing)} episode(s) never recorded",
+            )
             continue
         verdict = None
         if not skipped and base_run is not None and cand_run is not None:
-            verdict = epoch_criterion(criterion, budget, planned, decided)(
-                cand_run,
-                base_run,
-                _excluded(store, rec, base_run, cand_run),
-            )
+            judge = epoch_criterion(criterion, budget, planned, decided)
+            try:  # adaptive seeds: the same rounds the training took, from stored cassettes only
+                base_run, cand_run = measurements.adaptive(base_run, cand_run, judge)
+            except adaptive.Unrecorded as exc:
+                blocked, needs = epoch, _missing(exc.keys, epoch, "adaptive round")
+                row["counterfactual_decision"], row["reason"] = "unknown", str(exc)
+                continue
+            verdict = judge(cand_run, base_run, _excluded(store, rec, base_run, cand_run))
         decided.append(verdict_decision(verdict, skipped))
         step = StepInput(
             epoch,
