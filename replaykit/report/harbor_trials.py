@@ -63,7 +63,16 @@ def agent_of(run: RunDoc, episode: Episode) -> tuple[str, str]:
 def environment_of(episode: Episode) -> dict[str, Any]:
     """Harbor's ``EnvironmentConfig`` for the episode's kind: ``docker`` is Harbor's own type;
     any other kind (``local``) has none in Harbor 0.25's enum, so it is named by import path
-    (and the kind in ``kwargs``) with no type, never as ``docker``."""
+    (and the kind in ``kwargs``) with no type, never as ``docker``.
+
+    Why ``harbor view`` cannot list it as ``local`` (Harbor 0.25.0): ``EnvironmentType``
+    (harbor/models/environment_type.py) has no such member; ``EnvironmentConfig.type`` is
+    ``EnvironmentType | None`` (harbor/models/trial/config.py, class EnvironmentConfig); the
+    job list's Environment column is ``config.environment.type.value`` or nothing
+    (harbor/viewer/server.py, ``_get_all_job_summaries``); and a config that fails validation is
+    dropped whole (harbor/viewer/scanner.py, ``get_job_config`` returns None), losing the
+    agent and model too. So the column shows ``-``; the job's and each trial's Config show
+    the import path and ``replaykit_kind``."""
     kind = str((episode.meta.get("environment") or {}).get("kind") or "local")
     if kind == "docker":
         return {"type": "docker"}
