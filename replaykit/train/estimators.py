@@ -3,7 +3,9 @@
 An estimator edits a worktree of the baseline; the trainer turns the edit into
 exactly one child commit (or a skipped epoch with its reason). ``AgenticEstimator``
 asks an agent backend (``OpenAIBackend`` in-process, ``CodexAgentBackend`` as an
-external CLI) with a brief: the harness source and summaries of failed episodes.
+external CLI) with a brief (the harness source and summaries of failed episodes) and the
+epoch's workspace (``workspace.py``: transcripts, prior candidates, scores), when its
+backend's ``propose`` takes one.
 ``PatchQueue`` proposes hand-written diffs in order.
 
 Add an estimator with one file: a class following :class:`Estimator`, then
