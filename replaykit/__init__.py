@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from replaykit.cassette.stores import register_store
     from replaykit.core.errors import ConfigError, ReplaykitError
     from replaykit.core.modes import RecordMode
-    from replaykit.core.records import VerdictDoc
     from replaykit.core.run_doc import EpisodeSummary, RunDoc
+    from replaykit.core.verdict_doc import VerdictDoc
     from replaykit.envs.base import EnvKind, EnvSettings
     from replaykit.envs.registry import register_env
     from replaykit.episodes.config import RunConfig, load_config
@@ -85,7 +85,7 @@ _EXPORTS: dict[str, str] = {
     "measure": "replaykit.episodes.run",
     "RunDoc": "replaykit.core.run_doc",
     "EpisodeSummary": "replaykit.core.run_doc",
-    "VerdictDoc": "replaykit.core.records",
+    "VerdictDoc": "replaykit.core.verdict_doc",
     "ReplaykitError": "replaykit.core.errors",
     "ConfigError": "replaykit.core.errors",
     "EnvKind": "replaykit.envs.base",

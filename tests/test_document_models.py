@@ -16,6 +16,7 @@ import pytest
 from replaykit.core.determinism import canonical_json
 from replaykit.core.document import Document
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.exchange.reader import read_bundle
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ BUNDLES = sorted((REPO / "cassettes").glob("*.tar.gz")) + sorted(
 DOCUMENTS = REPO / "tests" / "data" / "documents"
 
 #: each stored kind's model
-MODELS: dict[str, type[Document]] = {"measure": RunDoc}
+MODELS: dict[str, type[Document]] = {"measure": RunDoc, "verdict": VerdictDoc}
 
 
 def bundle_documents() -> Iterator[tuple[str, str, bytes]]:
@@ -49,6 +50,8 @@ def test_every_stored_document_reads_back_to_its_own_bytes(source: str) -> None:
         d for d in (bundle_documents() if source == "bundles" else fixture_documents()) if d[1] in MODELS
     ]
     assert documents
+    if source == "bundles":  # every model has documents to read
+        assert {kind for _, kind, _ in documents} == set(MODELS)
     for where, kind, data in documents:
         model = MODELS[kind].read(json.loads(data))
         assert canonical_json(model.to_json()).encode() == data, where
@@ -72,3 +75,27 @@ def test_a_stored_run_whose_counts_are_not_its_rows_is_refused() -> None:
     stored = json.loads((DOCUMENTS / "regraded-run.json").read_bytes())
     with pytest.raises(ValueError, match="solved/total"):
         RunDoc.read({**stored, "solved": stored["solved"] + 1})
+
+
+def test_a_verdict_built_in_code_is_what_the_store_held_before() -> None:
+    """A verdict built from its parts (as ``train/documents.put_verdict`` builds it) writes what
+    the hand-written ``VerdictDoc.to_dict`` wrote: every verdict of the shipped bundles, rebuilt
+    from its fields, is its stored bytes (``runs``/``trees`` derived, certificates sorted; one
+    recorded before verdicts named certificates gains an empty list, as ``to_dict`` wrote)."""
+    verdicts = [json.loads(data) for _, kind, data in bundle_documents() if kind == "verdict"]
+    assert verdicts
+    for stored in verdicts:
+        read = VerdictDoc.read(stored)
+        fields = {n: getattr(read, n) for n in VerdictDoc.model_fields if n not in ("runs", "trees", "version")}
+        rebuilt = VerdictDoc(**{**fields, "certificates": list(reversed(read.certificates or []))})
+        assert canonical_json(rebuilt.to_json()) == canonical_json({"certificates": [], **stored})
+        assert "certified" not in rebuilt.to_json() and read.certified is None
+
+
+def test_a_stored_verdict_of_another_shape_is_refused() -> None:
+    data = next(data for _, kind, data in bundle_documents() if kind == "verdict")
+    stored = json.loads(data)
+    with pytest.raises(ValueError, match="accept"):
+        VerdictDoc.read({**stored, "verdict": {**stored["verdict"], "accept": [1]}})
+    kept = VerdictDoc.read({**stored, "verdict": {**stored["verdict"], "later": 1}})
+    assert kept.to_json()["verdict"]["later"] == 1  # a newer writer's key is kept

@@ -32,6 +32,8 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("replaykit.train.backends", "ProposalSession"): ("replaykit.models.session", "0.2.0"),
     ("replaykit.core.records", "RunDoc"): ("replaykit.core.run_doc", "0.2.0"),
     ("replaykit.core.records", "EpisodeSummary"): ("replaykit.core.run_doc", "0.2.0"),
+    ("replaykit.core.records", "VerdictDoc"): ("replaykit.core.verdict_doc", "0.2.0"),
+    ("replaykit.core.records", "VerdictRecord"): ("replaykit.core.verdict_doc", "0.2.0"),
 }
 
 

@@ -17,7 +17,8 @@ store writes canonically). A document reads back to its own bytes:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Self
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -51,6 +52,17 @@ def _keep_int(value: object, handler: ValidatorFunctionWrapHandler) -> object:
         return value  # as stored: 1 stays 1 (canonical JSON "1", never "1.0")
     return handler(value)
 
+
+if TYPE_CHECKING:  # ``core.records.JSON``'s shape (records.py stays free of pydantic and typing_extensions)
+    StoredJSON: TypeAlias = (
+        str | int | float | bool | Sequence["StoredJSON"] | Mapping[str, "StoredJSON"] | None
+    )
+else:  # a named alias: pydantic validates a recursive type only as one (a number keeps its type)
+    from typing_extensions import TypeAliasType
+
+    StoredJSON = TypeAliasType(
+        "StoredJSON", "str | int | float | bool | Sequence[StoredJSON] | Mapping[str, StoredJSON] | None"
+    )
 
 #: a number as stored: a float, or an int kept an int
 Real = Annotated[float, WrapValidator(_keep_int), PlainSerializer(lambda v: v)]
@@ -129,4 +141,4 @@ class Document(Stored):
     )
 
 
-__all__ = ["Document", "Real", "Stored", "WhenSet"]
+__all__ = ["Document", "Real", "Stored", "StoredJSON", "WhenSet"]

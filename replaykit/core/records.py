@@ -1,9 +1,9 @@
 """Typed records: the documents several modules read.
 
 The store keeps documents as canonical JSON. A run (``RunDoc``, kind ``measure``) and its rows
-are one pydantic model each, in ``core/run_doc.py`` (deprecated aliases here); a verdict
-(``VerdictDoc``, what ``loss.backward()`` records) is still a dataclass with ``to_dict`` and
-``from_dict``, and the TypedDicts name the other stored JSON (a training, a verdict, a compare
+are one pydantic model each, in ``core/run_doc.py`` (deprecated aliases here), and so is a
+verdict (``VerdictDoc``, what ``loss.backward()`` records, and the ``VerdictRecord`` it holds:
+``core/verdict_doc.py``); the TypedDicts here name the other stored JSON (a training, a compare
 result; an episode's ``meta`` is ``core/meta.py``'s ``EpisodeMeta``).
 Stored JSON is canonical (sorted keys), so field order here is only for reading.
 """
@@ -11,8 +11,10 @@ Stored JSON is canonical (sorted keys), so field order here is only for reading.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from replaykit.core.verdict_doc import VerdictRecord
 
 #: a JSON value as stored (canonical JSON): what parameters and metrics may hold
 #: (read-only containers, so a ``list[str]`` is one)
@@ -25,20 +27,6 @@ class ModelDoc(TypedDict):
     name: str
     endpoint: str
     revision: NotRequired[str]
-
-
-class VerdictRecord(TypedDict):
-    """A criterion's verdict as stored (``train.verdicts.Verdict.to_dict``)."""
-
-    criterion: str
-    params: dict[str, JSON]
-    accept: bool
-    loss: float
-    reason: str
-    regressions: list[str]
-    new_solves: list[str]
-    excluded: dict[str, str]
-    metrics: dict[str, JSON]
 
 
 class PanelRuns(TypedDict):
@@ -142,24 +130,6 @@ class TrainingDocument(TypedDict):
     format: NotRequired[int]  # 2: panels, the smoke gate, the breaker (absent: format 1)
 
 
-class VerdictDocument(TypedDict):
-    verdict_id: str
-    kind: str
-    training_id: str
-    epoch: int
-    baseline_run: str
-    candidate_run: str | None
-    baseline_sha: str
-    candidate_sha: str | None
-    runs: list[str | None]
-    trees: list[str | None]
-    verdict: VerdictRecord
-    #: the forked certificates its exclusions come from (absent in verdicts recorded before)
-    certificates: NotRequired[list[str]]
-    #: every certificate of its baseline's tasks (a training with ``train.certify: every_epoch``)
-    certified: NotRequired[list[str]]
-
-
 class CompareCell(TypedDict):
     """One harness × model cell: its run and solve rate (``recorded``/``reused``: this
     invocation's cassettes, never stored)."""
@@ -192,44 +162,9 @@ class CompareDocument(TypedDict):
     reused_events: NotRequired[int]
 
 
-@dataclass(frozen=True)
-class VerdictDoc:
-    """A recorded verdict: (baseline run, candidate run, criterion) → the Verdict, with its evidence."""
-
-    verdict_id: str
-    training_id: str
-    epoch: int
-    baseline_run: str
-    candidate_run: str | None
-    baseline_sha: str
-    candidate_sha: str | None
-    verdict: VerdictRecord
-    kind: str = "verdict"
-    certificates: list[str] = field(default_factory=list)
-    certified: list[str] | None = None  # every certificate of the baseline (train.certify: every_epoch)
-
-    def to_dict(self) -> VerdictDocument:
-        doc: VerdictDocument = {
-            "verdict_id": self.verdict_id,
-            "kind": self.kind,
-            "training_id": self.training_id,
-            "epoch": self.epoch,
-            "baseline_run": self.baseline_run,
-            "candidate_run": self.candidate_run,
-            "baseline_sha": self.baseline_sha,
-            "candidate_sha": self.candidate_sha,
-            "runs": [self.baseline_run, self.candidate_run],
-            "trees": [self.baseline_sha, self.candidate_sha],
-            "verdict": self.verdict,
-            "certificates": sorted(self.certificates),
-        }
-        if self.certified is not None:  # only then: verdicts of other trainings stay as they were
-            doc["certified"] = sorted(self.certified)
-        return doc
-
-
 def __getattr__(name: str) -> object:
-    """``RunDoc`` and ``EpisodeSummary`` moved to ``core/run_doc.py`` (deprecated aliases)."""
+    """``RunDoc`` and ``EpisodeSummary`` moved to ``core/run_doc.py``, ``VerdictDoc`` and
+    ``VerdictRecord`` to ``core/verdict_doc.py`` (deprecated aliases)."""
     from replaykit.core.deprecation import moved_name
 
     return moved_name(__name__, name)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, cast
 from replaykit.cassette.backend import BrowseStore, DocumentStore, RunStore
 from replaykit.cassette.outcomes import outcome_of
 from replaykit.core.errors import ReplaykitError
-from replaykit.core.records import CompareDocument, TrainingDocument, VerdictDocument
+from replaykit.core.records import CompareDocument, TrainingDocument
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.compare import verified_compare
 from replaykit.report import charts
 from replaykit.report.diff import diff_episodes
@@ -123,12 +124,12 @@ class Report:
             )
         return self.run(run_id)
 
-    def verdict(self, doc: VerdictDocument) -> VerdictSection:
+    def verdict(self, doc: VerdictDoc) -> VerdictSection:
         """A verdict row: candidate SHA, decision, reason, per-task movement (each unit linked to its diff)."""
-        v = doc["verdict"]
-        what = f"verdict {doc['verdict_id']}"
-        base = self.stored_run(doc["baseline_run"], f"the baseline of {what}")
-        cand = self.stored_run(doc["candidate_run"], f"the candidate of {what}")
+        v = doc.verdict
+        what = f"verdict {doc.verdict_id}"
+        base = self.stored_run(doc.baseline_run, f"the baseline of {what}")
+        cand = self.stored_run(doc.candidate_run, f"the candidate of {what}")
         movement: list[MovementRow] = []
         for label, units in (
             ("new solve", v.get("new_solves") or []),
@@ -139,15 +140,15 @@ class Report:
                     {
                         "unit": unit,
                         "movement": label,
-                        "anchor": self.unit_diff(doc["verdict_id"], unit, base, cand),
+                        "anchor": self.unit_diff(doc.verdict_id, unit, base, cand),
                     }
                 )
         return {
-            "verdict_id": doc["verdict_id"],
-            "anchor": anchor("v", doc["verdict_id"]),
-            "epoch": doc.get("epoch"),
-            "baseline_sha": doc["baseline_sha"],
-            "candidate_sha": doc["candidate_sha"],
+            "verdict_id": doc.verdict_id,
+            "anchor": anchor("v", doc.verdict_id),
+            "epoch": doc.epoch,
+            "baseline_sha": doc.baseline_sha,
+            "candidate_sha": doc.candidate_sha,
             "accept": v["accept"],
             "criterion": v["criterion"],
             "loss": v["loss"],
@@ -155,8 +156,8 @@ class Report:
             "movement": movement,
             "baseline_run": base["anchor"],
             "candidate_run": cand["anchor"],
-            "code_diff": self.code_diff(doc["baseline_sha"], doc["candidate_sha"]),
-            "evidence": verdict_evidence(self.store, doc["verdict_id"]),  # signal or noise, each flip
+            "code_diff": self.code_diff(doc.baseline_sha, doc.candidate_sha),
+            "evidence": verdict_evidence(self.store, doc.verdict_id),  # signal or noise, each flip
         }
 
     def unit_diff(self, verdict_id: str, unit: str, base: RunSection, cand: RunSection) -> str | None:
@@ -336,7 +337,7 @@ def stored_training(store: RunStore, training_id: str) -> TrainingDocument:
     return verified_training(store, training_id)  # derived: recomputed before a report shows it
 
 
-def stored_verdict(store: RunStore, verdict_id: str) -> VerdictDocument:
+def stored_verdict(store: RunStore, verdict_id: str) -> VerdictDoc:
     return verified_verdict(store, verdict_id)
 
 
@@ -397,7 +398,7 @@ def build(
     elif kind == "verdict":
         vdoc = stored_verdict(store, report_id)
         verdict = report.verdict(vdoc)
-        doc_id, title = vdoc["verdict_id"], f"verdict {vdoc['verdict_id']}"
+        doc_id, title = vdoc.verdict_id, f"verdict {vdoc.verdict_id}"
     elif kind == "probe":
         probe = stored_probe(store, report_id)
         shown = [probe]

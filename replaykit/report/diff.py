@@ -275,12 +275,12 @@ def diff_verdict(store: RunStore, verdict_id: str, unit: str | None = None) -> V
     if kind != "verdict":
         raise ReplaykitError(f"{verdict_id!r} is a {kind}: give two cassette ids (A B), or one verdict id")
     doc = verified_verdict(store, verdict_id)  # a forged verdict is store corrupt, never diffed
-    v = doc["verdict"]
+    v = doc.verdict
     runs: list[dict[str, str]] = []  # unit → cassette id, of the baseline and the candidate run
-    for side, run_id in (("baseline", doc["baseline_run"]), ("candidate", doc["candidate_run"])):
+    for side, run_id in (("baseline", doc.baseline_run), ("candidate", doc.candidate_run)):
         if not run_id:
             raise ReplaykitError(
-                f"the {side} of verdict {doc['verdict_id']} was not measured (no run is stored): nothing to diff"
+                f"the {side} of verdict {doc.verdict_id} was not measured (no run is stored): nothing to diff"
             )
         runs.append({e.unit: e.cassette_id for e in store.get_run(run_id).episodes})
     moved = [(u, "new solve") for u in v.get("new_solves") or []] + [
@@ -290,7 +290,7 @@ def diff_verdict(store: RunStore, verdict_id: str, unit: str | None = None) -> V
         if unit not in runs[0] or unit not in runs[1]:
             known = ", ".join(sorted(set(runs[0]) & set(runs[1]))[:8])
             raise ReplaykitError(
-                f"--unit {unit!r} is not in both runs of verdict {doc['verdict_id']}; use TASK#SEED, e.g. {known}"
+                f"--unit {unit!r} is not in both runs of verdict {doc.verdict_id}; use TASK#SEED, e.g. {known}"
             )
         moved = [(unit, dict(moved).get(unit, "unchanged"))]
     units: list[UnitDiff] = []
@@ -300,10 +300,10 @@ def diff_verdict(store: RunStore, verdict_id: str, unit: str | None = None) -> V
         diff.pop("aligned")
         units.append({"unit": name, "movement": movement, **diff})
     return {
-        "verdict_id": doc["verdict_id"],
+        "verdict_id": doc.verdict_id,
         "accept": v["accept"],
         "reason": v["reason"],
-        "baseline_sha": doc["baseline_sha"],
-        "candidate_sha": doc["candidate_sha"],
+        "baseline_sha": doc.baseline_sha,
+        "candidate_sha": doc.candidate_sha,
         "units": units,
     }

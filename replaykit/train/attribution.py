@@ -42,8 +42,8 @@ from replaykit.cassette.events import (
     NetEvent,
 )
 from replaykit.cassette.facets import ended_by
-from replaykit.core.records import VerdictRecord
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.verdict_doc import VerdictRecord
 from replaykit.episodes.rollout import replay_episode
 
 #: changed lines listed per flip, at most

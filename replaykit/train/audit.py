@@ -13,8 +13,8 @@ from replaykit.cassette.lineage import ClaimStatus
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import VerdictRecord
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.verdict_doc import VerdictRecord
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
 from replaykit.execution.executor import Executor
@@ -42,17 +42,17 @@ def audit(
     their cassettes, its exclusions from its certificates, every field recomputed): a forged one
     is ``store corrupt``, never "reproduced"."""
     doc = verified_verdict(store, verdict_id)
-    recorded = doc["verdict"]  # verified: its exclusions follow from the certificates it names
-    baseline, candidate = store.get_run(doc["baseline_run"]), store.get_run(str(doc["candidate_run"]))
+    recorded = doc.verdict  # verified: its exclusions follow from the certificates it names
+    baseline, candidate = store.get_run(doc.baseline_run), store.get_run(str(doc.candidate_run))
     own = make_criterion(recorded["criterion"], **recorded["params"])(
         candidate, baseline, recorded.get("excluded")
     )
     out: VerdictAudit = {
-        "verdict_id": doc["verdict_id"],
-        "training_id": doc.get("training_id"),
-        "epoch": doc.get("epoch"),
-        "baseline_sha": doc["baseline_sha"],
-        "candidate_sha": doc["candidate_sha"],
+        "verdict_id": doc.verdict_id,
+        "training_id": doc.training_id,
+        "epoch": doc.epoch,
+        "baseline_sha": doc.baseline_sha,
+        "candidate_sha": doc.candidate_sha,
         "recorded": recorded,
         "recomputed": own.to_dict(),
         "reproduced": own.to_dict() == recorded,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, AdaptiveRecord, NamedParams, TrainingDocument, VerdictRecord
+from replaykit.core.records import JSON, AdaptiveRecord, NamedParams, TrainingDocument
+from replaykit.core.verdict_doc import VerdictRecord
 
 if TYPE_CHECKING:
     from replaykit.train.attribution import Attribution

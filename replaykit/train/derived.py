@@ -12,8 +12,9 @@ through :func:`verified_verdict` / :func:`verified_training`: bundle import and 
 ``cassettes verify``, ``replay`` of a training, ``audit``, ``cassettes diff VERDICT``, the
 report and the viewer.
 
-The documents are typed as stored (``VerdictDocument``, ``TrainingDocument``) but read as
-untrusted: a field of the wrong shape is corruption too, so the checks narrow before use.
+A verdict is read into its model (``VerdictDoc``: one of another shape is corruption); a
+training is typed as stored (``TrainingDocument``) but read as untrusted: a field of the wrong
+shape is corruption too, so the checks narrow before use.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from replaykit.cassette.backend import BlobStore, RunStore, StoreHandle
+from replaykit.cassette.backend import BlobStore, DocumentStore, RunStore, StoreHandle
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
-from replaykit.core.records import TrainingDocument, VerdictDocument, VerdictRecord
+from replaykit.core.records import TrainingDocument
 from replaykit.core.stale import owned_temp_dir
+from replaykit.core.verdict_doc import VerdictDoc, VerdictRecord
 from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
 from replaykit.train.criteria import make_criterion
@@ -40,13 +42,11 @@ def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def recompute_verdict(store: RunStore, doc: VerdictDocument) -> VerdictRecord:
+def recompute_verdict(store: RunStore, doc: VerdictDoc) -> VerdictRecord:
     """The verdict ``doc``'s runs give under its recorded criterion (runs checked against their cassettes)."""
-    recorded = doc.get("verdict")
-    vid = doc.get("verdict_id")
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("criterion"), str):
-        raise _corrupt(store, f"verdict {vid}: it records no criterion")
-    ids = {role: doc.get(f"{role}_run") for role in ("baseline", "candidate")}
+    recorded = doc.verdict
+    vid = doc.verdict_id
+    ids = {"baseline": doc.baseline_run, "candidate": doc.candidate_run}
     for role, run_id in ids.items():
         if not isinstance(run_id, str) or not run_id:
             raise _corrupt(
@@ -54,20 +54,20 @@ def recompute_verdict(store: RunStore, doc: VerdictDocument) -> VerdictRecord:
             )
     baseline, candidate = store.get_run(str(ids["baseline"])), store.get_run(str(ids["candidate"]))
     for role, run in (("baseline", baseline), ("candidate", candidate)):
-        if run.harness_sha != doc.get(f"{role}_sha"):
+        if run.harness_sha != (doc.baseline_sha if role == "baseline" else doc.candidate_sha):
             raise _corrupt(
                 store, f"verdict {vid}: its {role}_sha is not the harness of its {role} run {run.run_id}"
             )
         store.check_run(run)
     params = dict(recorded.get("params") or {})
-    named = doc.get("certificates")  # absent: recorded before verdicts named their certificates
+    named = doc.certificates  # absent: recorded before verdicts named their certificates
     excluded = exclusions.derive(store, vid, (baseline, candidate), named)
     certs = sorted(named) if isinstance(named, list) else None
-    certified = doc.get("certified")  # present: its training certified the baseline every epoch
+    certified = doc.certified  # present: its training certified the baseline every epoch
     if certified is not None:
         exclusions.check_certified(store, vid, baseline, certified, named)
     if vid != verdict_id_of(
-        doc.get("baseline_run"), doc.get("candidate_run"), recorded["criterion"], params, certs, certified
+        doc.baseline_run, doc.candidate_run, recorded["criterion"], params, certs, certified
     ):
         raise _corrupt(
             store, f"verdict {vid}: its runs, criterion, params or certificates are not the ones its id names"
@@ -79,14 +79,14 @@ def recompute_verdict(store: RunStore, doc: VerdictDocument) -> VerdictRecord:
     return criterion(candidate, baseline, excluded).to_dict()
 
 
-def verify_verdict(store: RunStore, doc: VerdictDocument) -> None:
+def verify_verdict(store: RunStore, doc: VerdictDoc) -> None:
     """``store corrupt`` unless the recorded verdict is exactly what its runs and criterion give."""
-    own, recorded = recompute_verdict(store, doc), doc["verdict"]
+    own, recorded = recompute_verdict(store, doc), doc.verdict
     if own != recorded:
         fields = sorted(k for k in set(own) | set(recorded) if own.get(k) != recorded.get(k))
         raise _corrupt(
             store,
-            f"verdict {doc.get('verdict_id')}: field(s) {', '.join(fields)} do not follow from its runs"
+            f"verdict {doc.verdict_id}: field(s) {', '.join(fields)} do not follow from its runs"
             f" under {recorded.get('criterion')} (forged or corrupt)",
         )
 
@@ -164,21 +164,21 @@ def _verify_epoch_verdict(store: RunStore, tid: object, e: Mapping[str, Any], ce
                 store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
             )
         return None
-    vdoc = store.get_doc(str(e["verdict_id"]), kind="verdict")
+    vdoc = stored_verdict(store, str(e["verdict_id"]))
     verify_verdict(store, vdoc)
-    if certifies and "certified" not in vdoc:
+    if certifies and "certified" not in vdoc.model_fields_set:
         raise _corrupt(
             store,
             f"training {tid}: epoch {e.get('epoch')}'s verdict names no certificate of its baseline,"
             " and the training certifies every epoch (train.certify: every_epoch)",
         )
     for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
-        if vdoc.get(name) != e.get(name):
+        if getattr(vdoc, name) != e.get(name):
             raise _corrupt(
                 store,
                 f"training {tid}: epoch {e.get('epoch')} {name} is not its verdict {e['verdict_id']}'s",
             )
-    accept = bool((vdoc.get("verdict") or {}).get("accept"))
+    accept = bool(vdoc.verdict["accept"])
     if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
         raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
     return e["verdict_id"]
@@ -286,9 +286,21 @@ def verify_document(store: RunStore, doc_id: str, kind: str) -> None:
 #    the viewer and replay all read verdicts and trainings through these)
 
 
-def verified_verdict(store: RunStore, verdict_id: str) -> VerdictDocument:
-    """A stored verdict, recomputed from its runs, criterion and certificates first."""
+def stored_verdict(store: DocumentStore, verdict_id: str) -> VerdictDoc:
+    """A stored verdict as its model, checked against its row (not recomputed: ``verified_verdict``);
+    a document of another shape is store corruption."""
     doc = store.get_doc(verdict_id, kind="verdict")
+    try:
+        return VerdictDoc.read(doc)
+    except ValueError as exc:
+        raise _corrupt(
+            store, f"verdict {verdict_id}: its document is not a verdict ({str(exc)[:80]})"
+        ) from None
+
+
+def verified_verdict(store: RunStore, verdict_id: str) -> VerdictDoc:
+    """A stored verdict, recomputed from its runs, criterion and certificates first."""
+    doc = stored_verdict(store, verdict_id)
     verify_verdict(store, doc)
     return doc
 

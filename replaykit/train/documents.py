@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from replaykit.cassette.backend import BlobStore
-from replaykit.core.records import TrainingDocument, VerdictDoc
+from replaykit.core.records import TrainingDocument
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
@@ -88,7 +89,7 @@ class TrainingDocuments:
         trainer.store.put_doc(
             doc.verdict_id,
             "verdict",
-            dict(doc.to_dict()),
+            doc.to_json(),
             name=trainer.config.name,
             harness_sha=loss.candidate_sha or "",
             config_digest=trainer.spec_digest,

@@ -27,8 +27,9 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord, TrainingDocument, VerdictDocument
+from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
 from replaykit.episodes.run_document import run_document
@@ -95,11 +96,9 @@ def _side(store: RunStore, run: RunDoc) -> SideStats:
     }
 
 
-def _attribution(
-    store: EpisodeStore, doc: VerdictDocument, baseline: RunDoc, candidate: RunDoc
-) -> dict[str, Any]:
+def _attribution(store: EpisodeStore, doc: VerdictDoc, baseline: RunDoc, candidate: RunDoc) -> dict[str, Any]:
     """The epoch's flips (of its verified verdict), attributed or incidental."""
-    found = attribute(store, baseline, candidate, doc["verdict"])
+    found = attribute(store, baseline, candidate, doc.verdict)
     wins = [f for f in found["flips"] if f["movement"] == "new_solve"]
     return {
         "attributed": found["attributed"],
@@ -197,7 +196,7 @@ def _epoch(
     store.check_run(baseline)  # the columns the noise is computed from, against the cassettes' events
     store.check_run(candidate)
     vdoc = verified_verdict(store, str(e["verdict_id"]))  # derived, never trusted
-    excluded = dict(sorted((vdoc["verdict"].get("excluded") or {}).items()))  # from its certificates
+    excluded = dict(sorted((vdoc.verdict.get("excluded") or {}).items()))  # from its certificates
     row["attribution"] = _attribution(store, vdoc, baseline, candidate)
     if extra is not None:
         baseline = _with(baseline, extra.run(baseline.harness_sha, progress))

@@ -15,8 +15,8 @@ from math import comb
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import VerdictDocument
 from replaykit.core.run_doc import EpisodeSummary, RunDoc
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.train.audit_records import SeedRobustness, SeedSample
 from replaykit.train.criteria import make_criterion
 from replaykit.train.derived import verified_verdict
@@ -45,13 +45,13 @@ def resample_seeds(
     """``audit VERDICT --resample-seeds K``: the verdict, verified first (a forged one is store
     corrupt), recomputed on every subset of ``k`` seeds (or ``bootstrap`` samples)."""
     doc = verified_verdict(store, verdict_id)  # its exclusions follow from its certificates
-    baseline = store.get_run(doc["baseline_run"])
-    candidate = store.get_run(str(doc["candidate_run"]))  # a verdict names its candidate run
+    baseline = store.get_run(doc.baseline_run)
+    candidate = store.get_run(str(doc.candidate_run))  # a verdict names its candidate run
     return resample(doc, baseline, candidate, k, bootstrap, criterion, rng_seed)
 
 
 def resample(
-    doc: VerdictDocument,
+    doc: VerdictDoc,
     baseline: RunDoc,
     candidate: RunDoc,
     k: int,
@@ -60,7 +60,7 @@ def resample(
     rng_seed: int = 0,
 ) -> SeedRobustness:
     """A verified verdict over its two runs, recomputed on seed subsets."""
-    recorded = doc["verdict"]
+    recorded = doc.verdict
     seeds = sorted({int(e.seed) for e in baseline.episodes} & {int(e.seed) for e in candidate.episodes})
     if not 1 <= k <= len(seeds):
         raise ConfigError(
@@ -97,10 +97,10 @@ def resample(
     word = "acceptance" if full.accept else "rejection"
     method = f"bootstrap samples of {k} seed(s)" if bootstrap else f"subsets of {k} of {len(seeds)} seed(s)"
     return {
-        "verdict_id": doc["verdict_id"],
+        "verdict_id": doc.verdict_id,
         "kind": "seed_robustness",
-        "training_id": doc.get("training_id"),
-        "epoch": doc.get("epoch"),
+        "training_id": doc.training_id,
+        "epoch": doc.epoch,
         "criterion": {"name": crit.name, "params": crit.params()},
         "recorded_accept": recorded["accept"],
         "accept": full.accept,

@@ -36,6 +36,7 @@ from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.core.run_doc import RunDoc
 from replaykit.core.stale import clean_stale_worktrees
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
 from replaykit.episodes.run import measure, measure_recorded, open_harness, run_store
@@ -442,10 +443,10 @@ class Trainer:
         rec = self.recorded[epoch] if epoch < len(self.recorded) else None
         runs = (baseline.run_id, candidate.run_id)
         if rec and rec.get("verdict_id") and (rec.get("baseline_run"), rec.get("candidate_run")) == runs:
-            doc = self.store.get_doc(str(rec["verdict_id"]), kind="verdict")
-            if doc.get("certificates") is not None:  # absent: recorded before verdicts named them
+            doc = VerdictDoc.read(self.store.get_doc(str(rec["verdict_id"]), kind="verdict"))
+            if doc.certificates is not None:  # absent: recorded before verdicts named them
                 return exclusions.named_exclusions(
-                    self.store, doc["verdict_id"], (baseline, candidate), doc["certificates"]
+                    self.store, doc.verdict_id, (baseline, candidate), doc.certificates
                 )
         return exclusions.forked(self.store, baseline, candidate)
 

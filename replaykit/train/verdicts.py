@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from replaykit.core.records import JSON, VerdictRecord
+from replaykit.core.records import JSON
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.verdict_doc import VerdictRecord
 
 
 @dataclass(frozen=True)

@@ -260,21 +260,21 @@ def verdict_row(store: RunStore, row: RunsRow) -> VerdictRow:
         doc = verified_verdict(store, row["id"])
     except StoreCorrupt as exc:
         return {**_blank_verdict(row), "corrupt": str(exc)}
-    v = doc["verdict"]
+    v = doc.verdict
     return {
         "id": row["id"],
-        "training_id": doc.get("training_id", ""),
-        "epoch": doc.get("epoch"),
+        "training_id": doc.training_id,
+        "epoch": doc.epoch,
         "accept": v.get("accept"),
         "criterion": v.get("criterion", ""),
         "loss": v.get("loss"),
         "reason": v.get("reason", ""),
         "new_solves": v.get("new_solves") or [],
         "regressions": v.get("regressions") or [],
-        "baseline_sha": doc.get("baseline_sha", ""),
-        "candidate_sha": doc.get("candidate_sha", ""),
-        "baseline_run": doc.get("baseline_run", ""),
-        "candidate_run": doc.get("candidate_run", ""),
+        "baseline_sha": doc.baseline_sha,
+        "candidate_sha": doc.candidate_sha,
+        "baseline_run": doc.baseline_run,
+        "candidate_run": doc.candidate_run,
         "created_at": row["created_at"],
         "corrupt": "",
     }

@@ -22,6 +22,7 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.testing import REPO_ROOT, write_config
 from replaykit.train.criteria import make_criterion
+from replaykit.train.derived import stored_verdict
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +39,7 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     summary = json.loads(cli("train", str(config), "--json", cwd=tmp, check=True).stdout)
     store = Store(tmp / "store", readonly=True)
     doc = store.get_doc(summary["training_id"], kind="training")
-    verdicts = {v: store.get_doc(v, kind="verdict") for v in doc["verdicts"]}
+    verdicts = {v: stored_verdict(store, v).to_json() for v in doc["verdicts"]}
     rows = {r["id"]: r for r in store.list_runs()}
     store.close()
     regressed = [v for v in verdicts.values() if len(v["verdict"]["regressions"]) == 3]
@@ -147,7 +148,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     certificates; naming a certificate that is gone, not forked, or of other episodes, or
     changing the set under the same id, is store corruption."""
     from replaykit.core.errors import StoreCorrupt
-    from replaykit.core.records import VerdictDoc
+    from replaykit.core.verdict_doc import VerdictDoc
     from replaykit.episodes.certificate_lookup import task_certificate_id
     from replaykit.train.derived import verify_verdict
     from replaykit.train.loss import verdict_id_of
@@ -174,10 +175,18 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     vid = verdict_id_of(base.run_id, cand.run_id, v["criterion"], v["params"], certs)
     assert vid != old["verdict_id"]  # the id covers the certificates
     doc = VerdictDoc(
-        vid, "", 2, base.run_id, cand.run_id, base.harness_sha, cand.harness_sha, judged, certificates=certs
+        verdict_id=vid,
+        training_id="",
+        epoch=2,
+        baseline_run=base.run_id,
+        candidate_run=cand.run_id,
+        baseline_sha=base.harness_sha,
+        candidate_sha=cand.harness_sha,
+        verdict=judged,
+        certificates=certs,
     )
-    store.put_doc(vid, "verdict", dict(doc.to_dict()), harness_sha=cand.harness_sha)
-    verify_verdict(store, store.get_doc(vid, kind="verdict"))  # holds: derived from its certificates
+    store.put_doc(vid, "verdict", doc.to_json(), harness_sha=cand.harness_sha)
+    verify_verdict(store, stored_verdict(store, vid))  # holds: derived from its certificates
     bundle = tmp_path / "v.tar.gz"
     cli("cassettes", "export", vid, "-o", str(bundle), "--store", str(path), check=True)
     checked = json.loads(cli("cassettes", "verify", str(bundle), "--json", check=True).stdout)
@@ -188,20 +197,20 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     assert imported["imported"]["certificates"] == 3
     other_task = next(t for t in TASKS if t not in tasks)
     forgeries = {
-        "same id, one certificate fewer": dict(doc.to_dict(), certificates=certs[:2]),
-        "a certificate of another task": dict(doc.to_dict(), certificates=[*certs[:2], str(task_certificate_id(store, cand, other_task))]),
-        "a certificate that is not there": dict(doc.to_dict(), certificates=[*certs[:2], "0" * 24]),
+        "same id, one certificate fewer": doc.replaced(certificates=certs[:2]),
+        "a certificate of another task": doc.replaced(certificates=[*certs[:2], str(task_certificate_id(store, cand, other_task))]),
+        "a certificate that is not there": doc.replaced(certificates=[*certs[:2], "0" * 24]),
     }  # fmt: skip
     for what, forged in forgeries.items():
         with pytest.raises(StoreCorrupt, match=f"store corrupt: verdict {vid}"):
-            verify_verdict(store, forged)  # type: ignore[arg-type]
+            verify_verdict(store, forged)
             raise AssertionError(what)
     store.put_certificate(cast(Any, {**row, "status": "deterministic"}))
     with pytest.raises(StoreCorrupt, match="says deterministic, not forked"):
-        verify_verdict(store, store.get_doc(vid, kind="verdict"))
-    legacy = {k: val for k, val in doc.to_dict().items() if k != "certificates"}
+        verify_verdict(store, stored_verdict(store, vid))
+    legacy = {k: val for k, val in doc.to_json().items() if k != "certificates"}
     with pytest.raises(
         StoreCorrupt, match="do not follow from its runs"
     ):  # older: the store's certificates now
         unnamed = verdict_id_of(base.run_id, cand.run_id, v["criterion"], v["params"])
-        verify_verdict(store, cast(Any, {**legacy, "verdict_id": unnamed}))
+        verify_verdict(store, VerdictDoc.read({**legacy, "verdict_id": unnamed}))

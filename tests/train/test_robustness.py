@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from replaykit.core.errors import ConfigError
-from replaykit.core.records import VerdictDoc, VerdictDocument
 from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.train.audit_records import SeedRobustness
 from replaykit.train.criteria import StrictPareto
 from replaykit.train.robustness import resample
@@ -42,7 +42,7 @@ def run(run_id: str, passed: Any) -> RunDoc:
     )
 
 
-Case = tuple[VerdictDocument, RunDoc, RunDoc]
+Case = tuple[VerdictDoc, RunDoc, RunDoc]
 
 
 @pytest.fixture
@@ -52,7 +52,16 @@ def case() -> Case:
     cand = run("cand", lambda t, s: (t == "b" and s < 12) or (t == "a" and s < 12))
     verdict = StrictPareto()(cand, base)
     assert not verdict.accept  # regressions on a#12..a#15
-    doc = VerdictDoc("v1", "t", 0, "base", "cand", "base", "cand", verdict.to_dict()).to_dict()
+    doc = VerdictDoc(
+        verdict_id="v1",
+        training_id="t",
+        epoch=0,
+        baseline_run="base",
+        candidate_run="cand",
+        baseline_sha="base",
+        candidate_sha="cand",
+        verdict=verdict.to_dict(),
+    )
     return doc, base, cand
 
 
