@@ -86,7 +86,9 @@ def test_a_verdict_built_in_code_is_what_the_store_held_before() -> None:
     assert verdicts
     for stored in verdicts:
         read = VerdictDoc.read(stored)
-        fields = {n: getattr(read, n) for n in VerdictDoc.model_fields if n not in ("runs", "trees", "version")}
+        fields = {
+            n: getattr(read, n) for n in VerdictDoc.model_fields if n not in ("runs", "trees", "version")
+        }
         rebuilt = VerdictDoc(**{**fields, "certificates": list(reversed(read.certificates or []))})
         assert canonical_json(rebuilt.to_json()) == canonical_json({"certificates": [], **stored})
         assert "certified" not in rebuilt.to_json() and read.certified is None
