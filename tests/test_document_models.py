@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.core.compare_doc import CompareDoc
 from replaykit.core.determinism import canonical_json
 from replaykit.core.document import Document
 from replaykit.core.run_doc import RunDoc
@@ -26,7 +27,9 @@ BUNDLES = sorted((REPO / "cassettes").glob("*.tar.gz")) + sorted(
 DOCUMENTS = REPO / "tests" / "data" / "documents"
 
 #: each stored kind's model
-MODELS: dict[str, type[Document]] = {"measure": RunDoc, "verdict": VerdictDoc}
+MODELS: dict[str, type[Document]] = {"measure": RunDoc, "verdict": VerdictDoc, "compare": CompareDoc}
+#: the kinds the shipped bundles hold (a compare result: tests/data/documents/compare.json)
+IN_BUNDLES = {"measure", "verdict"}
 
 
 def bundle_documents() -> Iterator[tuple[str, str, bytes]]:
@@ -42,6 +45,7 @@ def bundle_documents() -> Iterator[tuple[str, str, bytes]]:
 
 def fixture_documents() -> Iterator[tuple[str, str, bytes]]:
     yield "regraded-run.json", "measure", (DOCUMENTS / "regraded-run.json").read_bytes()
+    yield "compare.json", "compare", (DOCUMENTS / "compare.json").read_bytes()
 
 
 @pytest.mark.parametrize("source", ["bundles", "fixtures"])
@@ -51,7 +55,7 @@ def test_every_stored_document_reads_back_to_its_own_bytes(source: str) -> None:
     ]
     assert documents
     if source == "bundles":  # every model has documents to read
-        assert {kind for _, kind, _ in documents} == set(MODELS)
+        assert {kind for _, kind, _ in documents} == IN_BUNDLES
     for where, kind, data in documents:
         model = MODELS[kind].read(json.loads(data))
         assert canonical_json(model.to_json()).encode() == data, where
@@ -101,3 +105,25 @@ def test_a_stored_verdict_of_another_shape_is_refused() -> None:
         VerdictDoc.read({**stored, "verdict": {**stored["verdict"], "accept": [1]}})
     kept = VerdictDoc.read({**stored, "verdict": {**stored["verdict"], "later": 1}})
     assert kept.to_json()["verdict"]["later"] == 1  # a newer writer's key is kept
+
+
+def test_a_compare_result_built_in_code_is_what_the_store_held_before() -> None:
+    """A compare result recorded before the models (``episodes.compare.store_compare`` wrote it
+    by hand), rebuilt from its fields as ``store_compare`` builds it, is the same bytes (its
+    runs and trees derived from its cells); what ``compare`` returns adds this invocation's
+    counts, never stored."""
+    stored = json.loads((DOCUMENTS / "compare.json").read_bytes())
+    read = CompareDoc.read(stored)
+    assert [c["solve_rate"] for c in read.cells] == [0.4375, 0.625] and read.model_calls is None
+    rebuilt = CompareDoc(
+        name=read.name,
+        models=read.models,
+        harnesses=read.harnesses,
+        cells=read.cells,
+        compare_id=read.compare_id,
+    )
+    assert canonical_json(rebuilt.to_json()) == canonical_json(stored)
+    returned = rebuilt.replaced(model_calls=0, reused_events=0).to_json()
+    assert returned == {**stored, "model_calls": 0, "reused_events": 0}
+    with pytest.raises(ValueError, match="solved"):
+        CompareDoc.read({**stored, "cells": [{**stored["cells"][0], "solved": "many"}]})

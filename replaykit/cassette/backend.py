@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 from replaykit.cassette.events import Episode
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import JSON, CompareDocument, TrainingDocument
+from replaykit.core.records import JSON, TrainingDocument
 
 if TYPE_CHECKING:
     from replaykit.cassette.certificates import Certificate
@@ -135,8 +135,6 @@ class DocumentStore(StoreHandle, Protocol):
 
     @overload
     def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
-    @overload
-    def get_doc(self, doc_id: str, kind: Literal["compare"]) -> CompareDocument: ...
     @overload
     def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
         """A document by id or unique prefix (of ``kind``, when given), verified against its row."""

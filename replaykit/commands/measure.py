@@ -169,4 +169,4 @@ def compare(
             record_mode,
             progress=progress,
         )
-    emit_json(report) if as_json else render.compare_table(report)
+    emit_json(report.to_json()) if as_json else render.compare_table(report)

@@ -130,38 +130,6 @@ class TrainingDocument(TypedDict):
     format: NotRequired[int]  # 2: panels, the smoke gate, the breaker (absent: format 1)
 
 
-class CompareCell(TypedDict):
-    """One harness × model cell: its run and solve rate (``recorded``/``reused``: this
-    invocation's cassettes, never stored)."""
-
-    harness: str
-    harness_sha: str
-    model: str
-    run_id: str
-    solved: int
-    total: int
-    solve_rate: float
-    recorded: NotRequired[int]
-    reused: NotRequired[int]
-    model_calls: NotRequired[int]  # requests this invocation sent to the endpoint
-    reused_events: NotRequired[int]  # events its new episodes were served from donors instead
-
-
-class CompareDocument(TypedDict):
-    """A compare result as stored (kind ``compare``) and as ``episodes.compare.compare`` returns it."""
-
-    kind: str
-    name: str
-    models: list[str]
-    harnesses: list[str]
-    cells: list[CompareCell]
-    runs: list[str]
-    trees: list[str]
-    compare_id: str
-    model_calls: NotRequired[int]  # this invocation's (``compare`` returns them; never stored)
-    reused_events: NotRequired[int]
-
-
 def __getattr__(name: str) -> object:
     """``RunDoc`` and ``EpisodeSummary`` moved to ``core/run_doc.py``, ``VerdictDoc`` and
     ``VerdictRecord`` to ``core/verdict_doc.py`` (deprecated aliases)."""

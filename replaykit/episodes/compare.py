@@ -6,11 +6,11 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from replaykit.cassette.backend import DocumentStore
+from replaykit.core.compare_doc import CompareCell, CompareDoc
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, ConfigError, StoreCorrupt
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import CompareCell, CompareDocument
 from replaykit.episodes.agents import agent_identity
 from replaykit.episodes.config import RunConfig, validation_line
 from replaykit.episodes.run import measure, run_store
@@ -22,7 +22,7 @@ def compare(
     harness_refs: list[str],
     record_mode: RecordMode = RecordMode.ONCE,
     progress: Progress | None = None,
-) -> CompareDocument:
+) -> CompareDoc:
     """Measure (or reuse) every harness × model cell: the "train once, swap models" table.
 
     A harness given as ``ROLE=REF`` (``untrained=6ff33fa``, ``trained=main``) is measured at REF
@@ -63,14 +63,14 @@ def compare(
                     "reused_events": result.reused_events,
                 }
             )
-    return {
-        **store_compare(
-            run_store(config, RecordMode.parse(record_mode)), config.name, models, harness_refs, cells
-        ),
-        "cells": cells,
-        "model_calls": sum(c.get("model_calls", 0) for c in cells),
-        "reused_events": sum(c.get("reused_events", 0) for c in cells),
-    }
+    stored = store_compare(
+        run_store(config, RecordMode.parse(record_mode)), config.name, models, harness_refs, cells
+    )
+    return stored.replaced(
+        cells=cells,
+        model_calls=sum(c.get("model_calls", 0) for c in cells),
+        reused_events=sum(c.get("reused_events", 0) for c in cells),
+    )
 
 
 def agent_config(config: RunConfig, ref: str, record_mode: RecordMode) -> tuple[RunConfig, str | None]:
@@ -102,7 +102,7 @@ def harness_role(given: str) -> tuple[str, str]:
 
 def store_compare(
     store: DocumentStore, name: str, models: list[str], harness_refs: list[str], cells: list[CompareCell]
-) -> CompareDocument:
+) -> CompareDoc:
     """Keep a compare result in the store (kind ``compare``, id from its cells) so `replaykit report` can show it."""
     stable: list[CompareCell] = [
         {
@@ -117,17 +117,8 @@ def store_compare(
         for c in cells
     ]
     compare_id = compare_id_of(models, harness_refs, stable)
-    doc: CompareDocument = {
-        "kind": "compare",
-        "name": name,
-        "models": models,
-        "harnesses": harness_refs,
-        "cells": stable,
-        "runs": [c["run_id"] for c in stable],
-        "trees": sorted({c["harness_sha"] for c in stable}),
-        "compare_id": compare_id,
-    }
-    store.put_doc(compare_id, "compare", dict(doc), name=name, model=",".join(models))
+    doc = CompareDoc(name=name, models=models, harnesses=harness_refs, cells=stable, compare_id=compare_id)
+    store.put_doc(compare_id, "compare", doc.to_json(), name=name, model=",".join(models))
     return doc
 
 
@@ -138,14 +129,14 @@ def compare_id_of(models: list[str], harness_refs: list[str], cells: list[Compar
     ]
 
 
-def _cell_problem(store: DocumentStore, doc: CompareDocument, cell: CompareCell) -> str | None:
+def _cell_problem(store: DocumentStore, doc: CompareDoc, cell: CompareCell) -> str | None:
     """What is wrong with one cell against the run it names (None: it is what its run gives)."""
     try:
         run = store.get_run(str(cell["run_id"]))
     except CassetteNotFound:
         return f"its cell {cell.get('harness')} × {cell.get('model')} names run {cell['run_id']}, not in the store"
     store.check_run(run)  # the run's episodes against their cassettes
-    if cell["harness"] not in doc["harnesses"] or cell["model"] not in doc["models"]:
+    if cell["harness"] not in doc.harnesses or cell["model"] not in doc.models:
         return f"its cell {cell['harness']} × {cell['model']} is not one of its harnesses × models"
     own = {
         "harness_sha": run.harness_sha,
@@ -163,7 +154,7 @@ def _cell_problem(store: DocumentStore, doc: CompareDocument, cell: CompareCell)
     )
 
 
-def verify_compare(store: DocumentStore, doc: CompareDocument, compare_id: str) -> None:
+def verify_compare(store: DocumentStore, doc: CompareDoc, compare_id: str) -> None:
     """``store corrupt`` unless every cell of a stored compare is what its run gives (solved,
     total, rate, harness SHA, model) and its id, runs and trees are its cells' (a compare is
     derived from its runs: recomputed, never trusted)."""
@@ -171,26 +162,33 @@ def verify_compare(store: DocumentStore, doc: CompareDocument, compare_id: str) 
     def corrupt(what: str) -> StoreCorrupt:
         return StoreCorrupt(f"compare {compare_id}: {what} (forged or corrupt)", "", str(store.location))
 
-    try:
-        cells, models, harnesses = list(doc["cells"]), list(doc["models"]), list(doc["harnesses"])
-        problem = next((p for c in cells if (p := _cell_problem(store, doc, c))), None)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise corrupt(
-            f"its document is not a compare result ({type(exc).__name__}: {str(exc)[:60]})"
-        ) from None
+    cells, models, harnesses = doc.cells, doc.models, doc.harnesses
+    problem = next((p for c in cells if (p := _cell_problem(store, doc, c))), None)
     if problem:
         raise corrupt(problem)
-    if doc.get("runs") != [c["run_id"] for c in cells] or doc.get("trees") != sorted(
-        {c["harness_sha"] for c in cells}
-    ):
+    if doc.runs != [c["run_id"] for c in cells] or doc.trees != sorted({c["harness_sha"] for c in cells}):
         raise corrupt("its runs or trees are not its cells'")
-    if compare_id_of(models, harnesses, cells) != compare_id or doc.get("compare_id") != compare_id:
+    if compare_id_of(models, harnesses, cells) != compare_id or doc.compare_id != compare_id:
         raise corrupt("its models, harnesses and cells are not the ones its id names")
 
 
-def verified_compare(store: DocumentStore, compare_id: str) -> CompareDocument:
+def stored_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
+    """A stored compare result as its model, checked against its row (not recomputed:
+    ``verified_compare``); a document of another shape is store corruption."""
+    full = store.resolve_id("runs", compare_id, what="compare")
+    try:
+        return CompareDoc.read(store.get_doc(full, kind="compare"))
+    except ValueError as exc:
+        raise StoreCorrupt(
+            f"compare {full}: its document is not a compare result ({str(exc)[:80]}) (forged or corrupt)",
+            "",
+            str(store.location),
+        ) from None
+
+
+def verified_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
     """A stored compare result, every cell recomputed from its run first."""
     full = store.resolve_id("runs", compare_id, what="compare")
-    doc = store.get_doc(full, kind="compare")
+    doc = stored_compare(store, full)
     verify_compare(store, doc, full)
     return doc

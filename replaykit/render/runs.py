@@ -15,7 +15,7 @@ from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table, wrapped
 
 if TYPE_CHECKING:
-    from replaykit.core.records import CompareDocument
+    from replaykit.core.compare_doc import CompareDoc
     from replaykit.episodes.regrade import RegradeReport
     from replaykit.episodes.run import MeasureResult
     from replaykit.episodes.run_records import ReplayReport, ReportedEpisode
@@ -126,26 +126,26 @@ def divergence(report: DivergenceReport | None) -> None:
         line(Text("  " + diff_line, style=style))
 
 
-def compare_table(report: CompareDocument) -> None:
+def compare_table(report: CompareDoc) -> None:
     rows: list[list[str | Text]] = []
-    for h in report["harnesses"]:
-        cells = {c["model"]: c for c in report["cells"] if c["harness"] == h}
+    for h in report.harnesses:
+        cells = {c["model"]: c for c in report.cells if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"] if cells else ""
         rows.append(
             [
                 sha[:10] if sha.startswith(h) or not sha else f"{h} ({sha[:10]})",
                 *[
                     f"{cells[m]['solved']}/{cells[m]['total']} ({cells[m]['solve_rate']:.0%})"
-                    for m in report["models"]
+                    for m in report.models
                 ],
             ]
         )
-    show_table("solve rate: harness × model", ["harness", *report["models"]], rows)
+    show_table("solve rate: harness × model", ["harness", *report.models], rows)
     wrapped(legend("solve rate"))
-    if "model_calls" in report:
-        line(paid_line(report))
-    if report.get("compare_id"):
-        line(f"compare {report['compare_id']} stored; `replaykit report {report['compare_id']}` draws it")
+    if report.model_calls is not None:
+        line(paid_line(report.to_json()))
+    if report.compare_id:
+        line(f"compare {report.compare_id} stored; `replaykit report {report.compare_id}` draws it")
 
 
 def _replicate_cells(stats: Mapping[str, Any] | None) -> list[str]:

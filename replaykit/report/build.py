@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, cast
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, RunStore
 from replaykit.cassette.outcomes import outcome_of
+from replaykit.core.compare_doc import CompareDoc
 from replaykit.core.errors import ReplaykitError
-from replaykit.core.records import CompareDocument, TrainingDocument
+from replaykit.core.records import TrainingDocument
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.compare import verified_compare
 from replaykit.report import charts
@@ -289,10 +290,10 @@ class Report:
             "panels": panels if len(panels) > 1 else [],
         }
 
-    def compare(self, doc: CompareDocument) -> CompareSection:
+    def compare(self, doc: CompareDoc) -> CompareSection:
         rows: list[CompareRow[CompareSectionCell]] = []
-        for h in doc["harnesses"]:
-            cells = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
+        for h in doc.harnesses:
+            cells = {c["model"]: c for c in doc.cells if c["harness"] == h}
             sha = next(iter(cells.values()))["harness_sha"] if cells else ""
             rows.append(
                 {
@@ -306,7 +307,7 @@ class Report:
                         }
                         if m in cells
                         else None
-                        for m in doc["models"]
+                        for m in doc.models
                     ],
                 }
             )
@@ -319,9 +320,9 @@ class Report:
             for name, r in zip(series, rows, strict=True)
         }
         self.figures["compare"] = charts.grouped_bars(
-            doc["models"], series, "solve rate: harness × model", "solve rate", "compare-bars", intervals
+            doc.models, series, "solve rate: harness × model", "solve rate", "compare-bars", intervals
         )
-        return {"compare_id": doc.get("compare_id", ""), "models": doc["models"], "rows": rows}
+        return {"compare_id": doc.compare_id, "models": doc.models, "rows": rows}
 
 
 def _series_name(harness: str, sha: str) -> str:
@@ -341,7 +342,7 @@ def stored_verdict(store: RunStore, verdict_id: str) -> VerdictDoc:
     return verified_verdict(store, verdict_id)
 
 
-def stored_compare(store: DocumentStore, compare_id: str) -> CompareDocument:
+def stored_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
     return verified_compare(store, compare_id)  # derived from its runs: recomputed before it is drawn
 
 
@@ -415,7 +416,7 @@ def build(
     else:
         cdoc = stored_compare(store, report_id)
         compare = report.compare(cdoc)
-        doc_id = cdoc.get("compare_id", report_id)
+        doc_id = cdoc.compare_id
         title = f"compare {doc_id}"
     if shown is None:
         shown = probes(store, {r["model"] for r in report.runs.values()})

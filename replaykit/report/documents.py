@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
-from replaykit.core.records import JSON, CompareCell, ModelDoc, NamedParams
+from replaykit.core.compare_doc import CompareCell
+from replaykit.core.records import JSON, ModelDoc, NamedParams
 from replaykit.core.run_doc import EpisodeSummary
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError

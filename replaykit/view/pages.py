@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.store.search import SearchHit
-from replaykit.core.records import CompareCell, EpochRecord
+from replaykit.core.compare_doc import CompareCell
+from replaykit.core.records import EpochRecord
 from replaykit.core.run_doc import EpisodeSummary
 from replaykit.episodes.views import Lineage
 from replaykit.report.documents import CompareRow, EpisodeBrief

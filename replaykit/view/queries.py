@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore, RunStore
 from replaykit.cassette.facets import FACETS as CALL_FACETS
+from replaykit.core.compare_doc import CompareCell
 from replaykit.core.errors import StoreCorrupt, StoreError
-from replaykit.core.records import CompareCell, EpochRecord
-from replaykit.episodes.compare import verified_compare
+from replaykit.core.records import EpochRecord
+from replaykit.episodes.compare import stored_compare, verified_compare
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.documents import CompareRow
@@ -350,21 +351,21 @@ def compares(store: BrowseStore) -> ComparesPage:
             "corrupt": "",
         }
         try:  # one it cannot read is listed as damaged; the others stand
-            doc = store.get_doc(row["id"], kind="compare")
+            doc = stored_compare(store, row["id"])
         except StoreError as exc:
             listed["corrupt"] = str(exc).split(" in store ")[0].removeprefix("store corrupt: ")
         else:
-            listed["models"], listed["harnesses"] = doc.get("models") or [], doc.get("harnesses") or []
+            listed["models"], listed["harnesses"] = doc.models, doc.harnesses
         out.append(listed)
     return {"compares": out}
 
 
 def compare(store: DocumentStore, compare_id: str) -> ComparePage:
     doc = verified_compare(store, compare_id)  # its cells recomputed from their runs
-    models, harnesses = doc["models"], doc["harnesses"]
+    models, harnesses = doc.models, doc.harnesses
     rows: list[CompareRow[CompareCell]] = []
     for h in harnesses:
-        cells: dict[str, CompareCell] = {c["model"]: c for c in doc["cells"] if c["harness"] == h}
+        cells: dict[str, CompareCell] = {c["model"]: c for c in doc.cells if c["harness"] == h}
         sha = next(iter(cells.values()))["harness_sha"] if cells else ""
         rows.append({"harness": h, "harness_sha": sha, "cells": [cells.get(m) for m in models]})
     delta = None
@@ -376,8 +377,8 @@ def compare(store: DocumentStore, compare_id: str) -> ComparePage:
         ]
     return {
         "compare": {
-            "id": doc.get("compare_id", compare_id),
-            "name": doc.get("name", ""),
+            "id": doc.compare_id,
+            "name": doc.name,
             "models": models,
             "rows": rows,
             "delta": delta,

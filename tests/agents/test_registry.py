@@ -189,10 +189,10 @@ def test_compare_measures_a_named_agent_as_a_harness(tool: Path, tmp_path: Path)
     )
     assert not (tmp_path / "store").exists()  # refused before any cell
     report = compare(config, ["reference-weak"], ["base=main", "mine=agent:test-agent"])
-    assert [c["harness"] for c in report["cells"]] == ["base", "mine"]
+    assert [c["harness"] for c in report.cells] == ["base", "mine"]
     store = Store(tmp_path / "store")
-    mine = store.get_run(report["cells"][1]["run_id"])
+    mine = store.get_run(report.cells[1]["run_id"])
     assert mine.harness_repo == str(tmp_path / ".replaykit" / "agents" / get_agent("test-agent").repo_name())
     assert store.get_episode(mine.cassettes[0]).meta["agent"] == {"name": "test-agent", "version": "1.2.3"}
-    base = store.get_run(report["cells"][0]["run_id"])
+    base = store.get_run(report.cells[0]["run_id"])
     assert "agent" not in store.get_episode(base.cassettes[0]).meta

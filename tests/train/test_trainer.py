@@ -131,7 +131,7 @@ def test_audit_reproduces_every_verdict_and_counterfactual(trained: dict[str, An
 def test_compare_trained_vs_untrained_across_models(trained: dict[str, Any]) -> None:
     s = trained["summary"]
     report = compare(trained["cfg"], ["reference-weak", "reference-strong"], [s["initial_sha"], "main"])
-    cells = {(c["harness"], c["model"]): c for c in report["cells"]}
+    cells = {(c["harness"], c["model"]): c for c in report.cells}
     assert len(cells) == 4
     assert cells[("main", "reference-weak")]["solved"] > cells[(s["initial_sha"], "reference-weak")]["solved"]
     assert cells[("main", "reference-weak")]["reused"] == 8  # measured during training

@@ -20,7 +20,7 @@ from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import JSON, CompareDocument, TrainingDocument
+from replaykit.core.records import JSON, TrainingDocument
 
 #: times a read follows a document that keeps being replaced under it before giving up
 REREADS = 8
@@ -110,14 +110,12 @@ class DocumentsMixin(BlobsMixin):
     @overload
     def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
     @overload
-    def get_doc(self, doc_id: str, kind: Literal["compare"]) -> CompareDocument: ...
-    @overload
     def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]: ...
     def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
         """A document by id or unique prefix, verified against its row; of ``kind``, when
-        given (another kind is "not found"): a training or compare result as the TypedDict
-        its writer stores (``core/records.py``), any other kind as a mapping (a verdict:
-        ``VerdictDoc.read`` it, ``train/derived.stored_verdict``)."""
+        given (another kind is "not found"): a training as the TypedDict its writer stores
+        (``core/records.py``), any other kind as a mapping (a verdict or a compare result:
+        ``train/derived.stored_verdict``, ``episodes/compare.stored_compare`` read it into its model)."""
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
         row, data = self.doc_version(full)
