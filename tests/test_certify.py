@@ -302,7 +302,7 @@ def test_noisy_task_in_docker_is_forked_and_excluded_from_verdicts(
     assert list(forked) == ["noisy-ticket"] and "date +%s%N" in forked["noisy-ticket"]
     digest, episodes = noisy_digest(store, run)
     cert = get_certificate(store, certificate_id(digest, "docker", noisy["image"], episodes))
-    assert cert is not None and cert["status"] == FORKED and cert["run_id"] == run.run_id
+    assert cert is not None and cert.status == FORKED and cert.run_id == run.run_id
     again = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path)
     assert all(r["reused"] for r in again["tasks"])
     refreshed = certify_run(store, run.run_id, tasks=[str(task_suite / "*")], root=tmp_path, refresh=True)

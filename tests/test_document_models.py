@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from replaykit.cassette.certificates import Certificate
 from replaykit.core.compare_doc import CompareDoc
 from replaykit.core.determinism import canonical_json
 from replaykit.core.document import Document
@@ -127,3 +128,20 @@ def test_a_compare_result_built_in_code_is_what_the_store_held_before() -> None:
     assert returned == {**stored, "model_calls": 0, "reused_events": 0}
     with pytest.raises(ValueError, match="solved"):
         CompareDoc.read({**stored, "cells": [{**stored["cells"][0], "solved": "many"}]})
+
+
+def test_certificates_stored_before_the_model_read_back_to_their_rows() -> None:
+    """Certificate rows recorded before the model (``tests/data/documents/certificates.json``,
+    as a bundle carries them: the evidence as canonical JSON) read into ``Certificate`` and
+    write back the same row, byte for byte."""
+    rows = json.loads((DOCUMENTS / "certificates.json").read_bytes())
+    assert len(rows) == 2
+    for row in rows:
+        cert = Certificate.from_row(row)
+        assert (
+            cert.status == "deterministic" and cert.doc["cassettes"] and cert.doc["first_difference"] is None
+        )
+        assert cert.row() == row and canonical_json(cert.row()) == canonical_json(row)
+        assert cert.version == 1
+    with pytest.raises(ValueError, match="episodes"):
+        Certificate.from_row({**rows[0], "episodes": "two"})

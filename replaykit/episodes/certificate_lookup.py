@@ -72,8 +72,8 @@ def forked_certificates(store: RunStore, run_doc: RunDoc) -> dict[str, tuple[str
     for task_id, cassette_ids in by_task(store, cassettes).items():
         cert_id = cert_id_of(store, cassette_ids)
         cert = get_certificate(store, cert_id)
-        if cert is not None and cert["status"] == FORKED:
-            out[task_id] = (cert_id, cert["reason"])
+        if cert is not None and cert.status == FORKED:
+            out[task_id] = (cert_id, cert.reason)
     return out
 
 
@@ -90,7 +90,7 @@ def task_certificates(store: RunStore, run_doc: RunDoc) -> dict[str, tuple[str, 
     for task_id, cassette_ids in by_task(store, cassettes).items():
         cert = get_certificate(store, cert_id_of(store, cassette_ids))
         if cert is not None:
-            out[task_id] = (cert["status"], cert["reason"])
+            out[task_id] = (cert.status, cert.reason)
     return out
 
 

@@ -68,19 +68,19 @@ def certify_task(
             check = check_task(episodes, task, served)
     status, reason, first = check
     evidence: CertificateEvidence = {"first_difference": first, "cassettes": [e.id for e in episodes]}
-    cert: Certificate = {
-        "id": cert_id_of(store, [e.id for e in episodes]),
-        "task_id": task.id,
-        "task_digest": key.task_digest,
-        "env_kind": env_kind(key),
-        "image_id": image,
-        "status": status,
-        "reason": reason,
-        "run_id": run_id,
-        "episodes": len(episodes),
-        "doc": evidence,
-        "created_at": now_iso(),
-    }
+    cert = Certificate(
+        id=cert_id_of(store, [e.id for e in episodes]),
+        task_id=task.id,
+        task_digest=key.task_digest,
+        env_kind=env_kind(key),
+        image_id=image,
+        status=status,
+        reason=reason,
+        run_id=run_id,
+        episodes=len(episodes),
+        doc=evidence,
+        created_at=now_iso(),
+    )
     if status != ERROR:  # an infrastructure error certifies nothing
         store.put_certificate(cert)
     return cert
@@ -163,30 +163,30 @@ def _unfound(
     store: EpisodeStore, run_id: str, task_id: str, cassette_ids: list[str], key: CassetteKey, exc: TaskError
 ) -> Certificate:
     """The error certificate of a task whose folder is not found (or not the one recorded)."""
-    return {
-        "id": cert_id_of(store, cassette_ids),
-        "task_id": task_id,
-        "task_digest": key.task_digest,
-        "env_kind": env_kind(key),
-        "image_id": dict(key.extra).get("image", ""),
-        "status": ERROR,
-        "reason": str(exc),
-        "run_id": run_id,
-        "episodes": len(cassette_ids),
-        "doc": {},
-        "created_at": now_iso(),
-    }
+    return Certificate(
+        id=cert_id_of(store, cassette_ids),
+        task_id=task_id,
+        task_digest=key.task_digest,
+        env_kind=env_kind(key),
+        image_id=dict(key.extra).get("image", ""),
+        status=ERROR,
+        reason=str(exc),
+        run_id=run_id,
+        episodes=len(cassette_ids),
+        doc={},
+        created_at=now_iso(),
+    )
 
 
 def _row(task_id: str, cert: Certificate, reused: bool) -> CertifyRow:
     """A task's row of the certify report."""
     return {
         "task_id": task_id,
-        "env": cert["env_kind"],
-        "image": cert["image_id"],
-        "status": cert["status"],
-        "reason": cert["reason"],
-        "episodes": cert["episodes"],
+        "env": cert.env_kind,
+        "image": cert.image_id,
+        "status": cert.status,
+        "reason": cert.reason,
+        "episodes": cert.episodes,
         "reused": reused,
-        "first_difference": (cert.get("doc") or {}).get("first_difference"),
+        "first_difference": cert.doc.get("first_difference"),
     }

@@ -6,9 +6,10 @@ A certificate is stored per task and run (``cassette/certificates.py``:
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from replaykit.cassette.certificates import FirstDifference
+if TYPE_CHECKING:  # a pydantic module: a report's reader (render) loads none
+    from replaykit.cassette.certificates import FirstDifference
 
 
 class CertifyRow(TypedDict):

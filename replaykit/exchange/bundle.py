@@ -39,7 +39,7 @@ from replaykit.cassette.backend import (
     RunStore,
     StoreBackend,
 )
-from replaykit.core.determinism import canonical_json, normal_tarinfo, sha256_hex
+from replaykit.core.determinism import normal_tarinfo, sha256_hex
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.files import atomic_writer
 from replaykit.exchange import images
@@ -204,9 +204,7 @@ def _certificate(store: DocumentStore, cert_id: str, referrer: str) -> dict[str,
         raise BundleError(
             f"{referrer} names certificate {cert_id} which is not in store {store.location}; cannot export a partial bundle"
         )
-    row: dict[str, Cell] = {k: v for k, v in record.items() if k != "doc" and isinstance(v, (str, int))}
-    row["doc"] = canonical_json(record.get("doc") or {})
-    return row
+    return dict(record.row())
 
 
 # -- writing ----------------------------------------------------------------------

@@ -18,9 +18,12 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from replaykit.cassette.backend import DocumentStore, StoreBackend, StoreHandle
+
+if TYPE_CHECKING:
+    from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.stores import open_store
 from replaykit.core.errors import StoreError
 from replaykit.core.stale import owned_temp_dir
@@ -65,6 +68,13 @@ def _refused(what: str, key: str, store: StoreHandle, path: Path | str) -> Bundl
     )
 
 
+def certificate_of(row: dict[str, Any]) -> Certificate:
+    """A bundle's certificate row (``doc`` as canonical JSON) as the store's certificate."""
+    from replaykit.cassette.certificates import Certificate  # pydantic: loaded for a certificate
+
+    return Certificate.from_row(row)
+
+
 def _certificates_plan(store: DocumentStore, sel: Selection, path: Path | str) -> list[dict[str, Cell]]:
     """The bundle's certificates the store lacks; one it holds with another verdict is refused."""
     out = []
@@ -73,7 +83,7 @@ def _certificates_plan(store: DocumentStore, sel: Selection, path: Path | str) -
         have = store.get_certificate(key)
         if have is None:
             out.append(row)
-        elif (have.get("status"), have.get("reason"), have.get("doc")) != (
+        elif (have.status, have.reason, have.doc) != (
             row["status"],
             row["reason"],
             json.loads(str(row["doc"])),
@@ -132,7 +142,11 @@ def _write(
         for table in TABLES:
             store.insert_rows(table, plan[table])
         for row in plan["certificates"]:
-            store.put_certificate(row)  # checked as a certificate row (verifier.load_certificates)
+            from replaykit.cassette.certificates import Certificate  # pydantic: for a certificate
+
+            store.put_certificate(
+                Certificate.from_row(row)
+            )  # checked as a certificate row (verifier.load_certificates)
         for row in plan["runs"] if derived is not None else []:
             try:
                 derived(store, str(row["id"]), str(row.get("kind") or "measure"))  # type: ignore[misc]

@@ -72,18 +72,18 @@ def named_exclusions(
         cert = get_certificate(store, cert_id)
         if cert is None:
             raise _corrupt(store, f"verdict {verdict_id}: its certificate {cert_id} is not in the store")
-        task = str(cert.get("task_id") or "")
-        if cert.get("status") != "forked":
+        task = cert.task_id
+        if cert.status != "forked":
             raise _corrupt(
                 store,
-                f"verdict {verdict_id}: its certificate {cert_id} says {cert.get('status')}, not forked",
+                f"verdict {verdict_id}: its certificate {cert_id} says {cert.status}, not forked",
             )
         if cert_id not in {task_certificate_id(store, run, task) for run in runs}:
             raise _corrupt(
                 store,
                 f"verdict {verdict_id}: certificate {cert_id} is not the certificate of task {task!r} in its runs",
             )
-        out[task] = (cert_id, str(cert.get("reason") or ""))
+        out[task] = (cert_id, cert.reason)
     return dict(sorted(out.items()))
 
 
@@ -112,7 +112,7 @@ def check_certified(
             raise _corrupt(
                 store, f"verdict {verdict_id}: its baseline's certificate {cert_id} is not in the store"
             )
-        if cert.get("status") == "forked":
+        if cert.status == "forked":
             forked.append(cert_id)
     if sorted(excluded if isinstance(excluded, list) else []) != forked:
         raise _corrupt(

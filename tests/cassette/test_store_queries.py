@@ -49,19 +49,19 @@ def test_certificates_round_trip_and_reading_creates_nothing(store_location: str
     assert reader.get_certificate("c1") is None
     reader.close()
     assert is_url(store_location) or index.read_bytes() == before
-    cert: Certificate = {
-        "id": "c1",
-        "task_id": "t",
-        "task_digest": "d",
-        "env_kind": "local",
-        "image_id": "",
-        "status": "deterministic",
-        "reason": "",
-        "run_id": "r",
-        "episodes": 1,
-        "doc": {"cassettes": ["x"]},
-        "created_at": "now",
-    }
+    cert = Certificate(
+        id="c1",
+        task_id="t",
+        task_digest="d",
+        env_kind="local",
+        image_id="",
+        status="deterministic",
+        reason="",
+        run_id="r",
+        episodes=1,
+        doc={"cassettes": ["x"]},
+        created_at="now",
+    )
     store.put_certificate(cert)
     got = open_store(store_location).get_certificate("c1")
     assert got == cert  # the evidence stored as canonical JSON, decoded on read

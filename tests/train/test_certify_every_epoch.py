@@ -107,7 +107,7 @@ def test_every_epoch_certifies_the_baseline_and_leaves_its_forked_task_out(train
         tasks = sorted({x.task_id for x in baseline.episodes})
         assert doc["certified"] == sorted(str(task_certificate_id(s, baseline, t)) for t in tasks)
         certs = [get_certificate(s, c) for c in doc["certified"]]
-        statuses = {c["task_id"]: c["status"] for c in certs if c is not None}  # every one stored
+        statuses = {c.task_id: c.status for c in certs if c is not None}  # every one stored
         assert statuses == {t: "forked" if t == NOISY else "deterministic" for t in tasks}
         assert doc["certificates"] == [task_certificate_id(s, baseline, NOISY)]
     s.close()

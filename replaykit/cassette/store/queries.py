@@ -5,16 +5,17 @@ name."""
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.keys import CassetteKey
 from replaykit.cassette.lineage import FORKED_FROM
 from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.driver import Row, Where
 from replaykit.cassette.store.schema import CassetteRow, typed_rows
-from replaykit.core.determinism import canonical_json
 from replaykit.core.records import TrainingDocument
+
+if TYPE_CHECKING:
+    from replaykit.cassette.certificates import Certificate
 
 
 class QueriesMixin(DocumentsMixin):
@@ -74,16 +75,23 @@ class QueriesMixin(DocumentsMixin):
         return [r for r in typed_rows(CassetteRow, rows) if [FORKED_FROM, parent.id] in _extra(r["key_json"])]
 
     def get_certificate(self, cert_id: str) -> Certificate | None:
-        """A certificate by id (its evidence decoded), or None. Never creates the table."""
+        """A certificate by id (its evidence decoded), or None. Never creates the table; a row
+        that is not a certificate is store corruption."""
+        from replaykit.cassette.certificates import Certificate  # pydantic: loaded for a certificate
+
         rows = self.driver.select("certificates", where={"id": cert_id}, limit=1)
         if not rows:
             return None
-        doc = rows[0]["doc"]
-        return cast(Certificate, {**rows[0], "doc": json.loads(str(doc)) if doc else {}})
+        try:
+            return Certificate.from_row(rows[0])
+        except ValueError as exc:
+            raise self.corrupt(
+                f"its row is not a certificate ({str(exc)[:80]})", f"certificate {cert_id}"
+            ) from None
 
     def put_certificate(self, cert: Certificate) -> None:
         """Store a certificate (its evidence as canonical JSON), replacing one with its id."""
-        row = cast(Row, {**cert, "doc": canonical_json(cert["doc"])})
+        row = cast(Row, cert.row())
         with self.write_lock():
             self.driver.insert("certificates", [row], conflict="replace")
 
