@@ -145,3 +145,16 @@ def test_certificates_stored_before_the_model_read_back_to_their_rows() -> None:
         assert cert.version == 1
     with pytest.raises(ValueError, match="episodes"):
         Certificate.from_row({**rows[0], "episodes": "two"})
+
+
+def test_a_bundles_certificate_row_is_stored_with_its_evidence_decoded(tmp_path: Path) -> None:
+    """Import stores a bundle's certificate row (its evidence as canonical JSON text) as the
+    certificate it is: read back, the evidence is the decoded object and the row the same."""
+    from replaykit.cassette.store import Store
+    from replaykit.exchange.importer import certificate_of
+
+    row = json.loads((DOCUMENTS / "certificates.json").read_bytes())[0]
+    store = Store(tmp_path / "store")
+    store.put_certificate(certificate_of(row))
+    got = store.get_certificate(row["id"])
+    assert got is not None and got.doc == json.loads(row["doc"]) and got.row() == row
