@@ -31,7 +31,7 @@ def chart_cells(store_location: str, compare_ids: list[str]) -> list[dict[str, o
     store = open_store(store_location, readonly=True)
     rows: list[dict[str, object]] = []
     for compare_id in compare_ids:
-        for cell in stored_compare(store, compare_id)["cells"]:
+        for cell in stored_compare(store, compare_id).cells:
             run = store.get_run(cell["run_id"]).to_json()
             if run["harness_sha"] != cell["harness_sha"]:
                 raise ReplaykitError(

@@ -172,7 +172,7 @@ def verify_compare(store: DocumentStore, doc: CompareDoc, compare_id: str) -> No
         raise corrupt("its models, harnesses and cells are not the ones its id names")
 
 
-def stored_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
+def read_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
     """A stored compare result as its model, checked against its row (not recomputed:
     ``verified_compare``); a document of another shape is store corruption."""
     full = store.resolve_id("runs", compare_id, what="compare")
@@ -189,6 +189,6 @@ def stored_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
 def verified_compare(store: DocumentStore, compare_id: str) -> CompareDoc:
     """A stored compare result, every cell recomputed from its run first."""
     full = store.resolve_id("runs", compare_id, what="compare")
-    doc = stored_compare(store, full)
+    doc = read_compare(store, full)
     verify_compare(store, doc, full)
     return doc

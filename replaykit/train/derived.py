@@ -164,7 +164,7 @@ def _verify_epoch_verdict(store: RunStore, tid: object, e: Mapping[str, Any], ce
                 store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
             )
         return None
-    vdoc = stored_verdict(store, str(e["verdict_id"]))
+    vdoc = read_verdict(store, str(e["verdict_id"]))
     verify_verdict(store, vdoc)
     if certifies and "certified" not in vdoc.model_fields_set:
         raise _corrupt(
@@ -286,7 +286,7 @@ def verify_document(store: RunStore, doc_id: str, kind: str) -> None:
 #    the viewer and replay all read verdicts and trainings through these)
 
 
-def stored_verdict(store: DocumentStore, verdict_id: str) -> VerdictDoc:
+def read_verdict(store: DocumentStore, verdict_id: str) -> VerdictDoc:
     """A stored verdict as its model, checked against its row (not recomputed: ``verified_verdict``);
     a document of another shape is store corruption."""
     doc = store.get_doc(verdict_id, kind="verdict")
@@ -300,7 +300,7 @@ def stored_verdict(store: DocumentStore, verdict_id: str) -> VerdictDoc:
 
 def verified_verdict(store: RunStore, verdict_id: str) -> VerdictDoc:
     """A stored verdict, recomputed from its runs, criterion and certificates first."""
-    doc = stored_verdict(store, verdict_id)
+    doc = read_verdict(store, verdict_id)
     verify_verdict(store, doc)
     return doc
 

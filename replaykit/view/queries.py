@@ -17,7 +17,7 @@ from replaykit.cassette.facets import FACETS as CALL_FACETS
 from replaykit.core.compare_doc import CompareCell
 from replaykit.core.errors import StoreCorrupt, StoreError
 from replaykit.core.records import EpochRecord
-from replaykit.episodes.compare import stored_compare, verified_compare
+from replaykit.episodes.compare import read_compare, verified_compare
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.documents import CompareRow
@@ -351,7 +351,7 @@ def compares(store: BrowseStore) -> ComparesPage:
             "corrupt": "",
         }
         try:  # one it cannot read is listed as damaged; the others stand
-            doc = stored_compare(store, row["id"])
+            doc = read_compare(store, row["id"])
         except StoreError as exc:
             listed["corrupt"] = str(exc).split(" in store ")[0].removeprefix("store corrupt: ")
         else:

@@ -22,7 +22,7 @@ import pytest
 from replaykit.cassette.store import Store
 from replaykit.testing import REPO_ROOT, write_config
 from replaykit.train.criteria import make_criterion
-from replaykit.train.derived import stored_verdict
+from replaykit.train.derived import read_verdict
 from tests.cli_runner import cli
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     summary = json.loads(cli("train", str(config), "--json", cwd=tmp, check=True).stdout)
     store = Store(tmp / "store", readonly=True)
     doc = store.get_doc(summary["training_id"], kind="training")
-    verdicts = {v: stored_verdict(store, v).to_json() for v in doc["verdicts"]}
+    verdicts = {v: read_verdict(store, v).to_json() for v in doc["verdicts"]}
     rows = {r["id"]: r for r in store.list_runs()}
     store.close()
     regressed = [v for v in verdicts.values() if len(v["verdict"]["regressions"]) == 3]
@@ -186,7 +186,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
         certificates=certs,
     )
     store.put_doc(vid, "verdict", doc.to_json(), harness_sha=cand.harness_sha)
-    verify_verdict(store, stored_verdict(store, vid))  # holds: derived from its certificates
+    verify_verdict(store, read_verdict(store, vid))  # holds: derived from its certificates
     bundle = tmp_path / "v.tar.gz"
     cli("cassettes", "export", vid, "-o", str(bundle), "--store", str(path), check=True)
     checked = json.loads(cli("cassettes", "verify", str(bundle), "--json", check=True).stdout)
@@ -207,7 +207,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
             raise AssertionError(what)
     store.put_certificate(cast(Any, {**row, "status": "deterministic"}))
     with pytest.raises(StoreCorrupt, match="says deterministic, not forked"):
-        verify_verdict(store, stored_verdict(store, vid))
+        verify_verdict(store, read_verdict(store, vid))
     legacy = {k: val for k, val in doc.to_json().items() if k != "certificates"}
     with pytest.raises(
         StoreCorrupt, match="do not follow from its runs"

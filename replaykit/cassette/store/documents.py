@@ -115,7 +115,7 @@ class DocumentsMixin(BlobsMixin):
         """A document by id or unique prefix, verified against its row; of ``kind``, when
         given (another kind is "not found"): a training as the TypedDict its writer stores
         (``core/records.py``), any other kind as a mapping (a verdict or a compare result:
-        ``train/derived.stored_verdict``, ``episodes/compare.stored_compare`` read it into its model)."""
+        ``train/derived.read_verdict``, ``episodes/compare.read_compare`` read it into its model)."""
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
         row, data = self.doc_version(full)
