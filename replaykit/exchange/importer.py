@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -68,7 +68,7 @@ def _refused(what: str, key: str, store: StoreHandle, path: Path | str) -> Bundl
     )
 
 
-def certificate_of(row: dict[str, Any]) -> Certificate:
+def certificate_of(row: Mapping[str, object]) -> Certificate:
     """A bundle's certificate row (``doc`` as canonical JSON) as the store's certificate."""
     from replaykit.cassette.certificates import Certificate  # pydantic: loaded for a certificate
 
