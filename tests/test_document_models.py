@@ -158,3 +158,18 @@ def test_a_bundles_certificate_row_is_stored_with_its_evidence_decoded(tmp_path:
     store.put_certificate(certificate_of(row))
     got = store.get_certificate(row["id"])
     assert got is not None and got.doc == json.loads(row["doc"]) and got.row() == row
+
+
+@pytest.mark.parametrize("model", [*MODELS.values(), Certificate], ids=lambda m: m.__name__)
+def test_every_field_of_a_document_says_what_it_holds(model: type[Document]) -> None:
+    """The descriptions live on the fields: every property of a document's JSON schema, and of
+    the shapes it nests, has one."""
+    schema = model.model_json_schema()
+    shapes = {model.__name__: schema, **schema.get("$defs", {})}
+    missing = [
+        f"{name}.{field}"
+        for name, shape in shapes.items()
+        for field, spec in shape.get("properties", {}).items()
+        if not spec.get("description")
+    ]
+    assert missing == []
