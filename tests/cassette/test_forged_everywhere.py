@@ -15,7 +15,7 @@ import copy
 import json
 import shutil
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -147,6 +147,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
     very episodes), a verdict naming them accepts, verifies, and travels in a bundle with its
     certificates; naming a certificate that is gone, not forked, or of other episodes, or
     changing the set under the same id, is store corruption."""
+    from replaykit.cassette.certificates import Certificate
     from replaykit.core.errors import StoreCorrupt
     from replaykit.core.verdict_doc import VerdictDoc
     from replaykit.episodes.certificate_lookup import task_certificate_id
@@ -167,7 +168,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
         row = {"id": cert_id, "task_id": task, "task_digest": "d", "env_kind": "local", "image_id": "",
                "status": "forked", "reason": "step 1 stdout differs", "run_id": cand.run_id, "episodes": 1,
                "doc": "{}", "created_at": "2026-12-01T00:00:00Z"}  # fmt: skip
-        store.put_certificate(row)  # type: ignore[arg-type]
+        store.put_certificate(Certificate.from_row(row))
     v = old["verdict"]
     excluded = dict.fromkeys(tasks, "step 1 stdout differs")
     judged = make_criterion(v["criterion"], **v["params"])(cand, base, excluded).to_dict()
@@ -205,7 +206,7 @@ def test_exclusions_come_from_the_certificates_a_verdict_names(
         with pytest.raises(StoreCorrupt, match=f"store corrupt: verdict {vid}"):
             verify_verdict(store, forged)
             raise AssertionError(what)
-    store.put_certificate(cast(Any, {**row, "status": "deterministic"}))
+    store.put_certificate(Certificate.from_row({**row, "status": "deterministic"}))
     with pytest.raises(StoreCorrupt, match="says deterministic, not forked"):
         verify_verdict(store, read_verdict(store, vid))
     legacy = {k: val for k, val in doc.to_json().items() if k != "certificates"}
