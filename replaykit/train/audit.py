@@ -66,7 +66,7 @@ def audit(
         "candidate": stored_run_stats(store, candidate),
     }
     out["attribution"] = attribute(store, baseline, candidate, own.to_dict())  # the recomputed flips
-    if (points := stopping_points(store, doc["verdict_id"], doc.get("training_id"))) is not None:
+    if (points := stopping_points(store, doc.verdict_id, doc.training_id)) is not None:
         out["adaptive"] = points  # adaptive seeds: the seeds each task took (train/adaptive.py)
     if regraded:
         out["regraded"] = on_regraded(store, baseline, candidate, recorded, regraded)
