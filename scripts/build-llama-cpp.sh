@@ -88,7 +88,7 @@ cp -a "$work/build/bin/"lib*.so* "$out/lib/"
 for lib in "${WHEEL_LIBS[@]}"; do
   [ -e "$out/lib/lib$lib.so" ] || { echo "the build made no lib$lib.so" >&2; exit 1; }
 done
-if ldd "$out/bin/llama-server" "$out/lib/"lib*.so | grep -q "not found"; then
+if ldd "$out/bin/llama-server" "$out/lib/"lib*.so | grep "not found" >/dev/null; then
   ldd "$out/bin/llama-server" "$out/lib/"lib*.so >&2
   echo "llama.cpp's build needs a library that is not in $out/lib" >&2
   exit 1

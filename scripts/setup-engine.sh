@@ -78,7 +78,7 @@ CMAKE
   fi
   built="$(ls "$tmp"/llama_cpp_python-"$VERSION"-*.whl)"
   for lib in llama ggml ggml-base ggml-cpu mtmd; do
-    python3 -m zipfile -l "$built" | grep -q "llama_cpp/lib/lib$lib.so " ||
+    python3 -m zipfile -l "$built" | grep "llama_cpp/lib/lib$lib.so " >/dev/null ||
       { echo "$built holds no llama_cpp/lib/lib$lib.so: see $tmp/build.log" >&2; trap - EXIT; exit 1; }
   done
   mv "$built" "$CACHE"/
