@@ -314,11 +314,16 @@ class _Viewer:
         found, total = self.searcher.search(
             q, limit=queries.PAGE, offset=(pageno - 1) * queries.PAGE, wait=SEARCH_WAIT
         )
-        row = self.store.cassette_row
-        shas = {h["cassette_id"]: str(row(h["cassette_id"])["harness_sha"] or "") for h in found}
+        rows = {h["cassette_id"]: self.store.cassette_row(h["cassette_id"]) for h in found}
+        shas = {cid: str(r["harness_sha"] or "") for cid, r in rows.items()}
         runs = queries.runs_holding(self.store, shas)
         hits = [
-            SearchHitRow(**h, harness_sha=shas[h["cassette_id"]], runs=runs.get(h["cassette_id"], []))
+            SearchHitRow(
+                **h,
+                harness_sha=shas[h["cassette_id"]],
+                kind=str(rows[h["cassette_id"]]["kind"] or "episode"),
+                runs=runs.get(h["cassette_id"], []),
+            )
             for h in found
         ]
         return hits, total

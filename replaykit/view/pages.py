@@ -264,6 +264,7 @@ class SearchHitRow(SearchHit):
     equal-looking hits differ."""
 
     harness_sha: str
+    kind: str  # the cassette's kind: "episode", or "proposal" (a training's proposer, in no run)
     runs: list[str]  # the runs (of its harness commit) that list this episode, newest first
 
 
