@@ -29,7 +29,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import null_world as world
-from null_trainings import bad, prepare, rate
+from null_trainings import bad, cell, prepare, rate
 
 MAX_SEEDS = 64  # as panel.seeds.adaptive.max allows
 
@@ -139,12 +139,6 @@ def summarise(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[s
 
 
 def show(report: dict[str, Any]) -> None:
-    def cell(r: dict[str, Any]) -> str:
-        if not r["of"]:
-            return "-"
-        low, high = r["interval"]
-        return f"{r['count']}/{r['of']} {r['rate']:.3f} [{low:.3f}, {high:.3f}]"
-
     p = report["panel"]
     print(
         f"{report['trainings']} null and {report['real']} real training(s) of {report['epochs']} epoch(s), "

@@ -245,13 +245,15 @@ def summarise(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[s
     }
 
 
-def show(report: dict[str, Any]) -> None:
-    def cell(r: dict[str, Any]) -> str:
-        if not r["of"]:
-            return "-"
-        low, high = r["interval"]
-        return f"{r['count']}/{r['of']} {r['rate']:.3f} [{low:.3f}, {high:.3f}]"
+def cell(r: dict[str, Any]) -> str:
+    """A rate as the benchmarks print it: count/of, the rate and its interval ("-" of none)."""
+    if not r["of"]:
+        return "-"
+    low, high = r["interval"]
+    return f"{r['count']}/{r['of']} {r['rate']:.3f} [{low:.3f}, {high:.3f}]"
 
+
+def show(report: dict[str, Any]) -> None:
     panel = report["panel"]
     print(
         f"{report['trainings']} null and {report['real']} real training(s) of {report['epochs']} epoch(s), "
