@@ -28,7 +28,6 @@ from replaykit.commands.options import (
     executor_override,
     limit_overrides,
     model_overrides,
-    open_store,
 )
 from replaykit.core.modes import RecordMode
 
@@ -71,7 +70,7 @@ def run(
 
     --agent NAME: a named agent (mini-swe-agent, codex, terminus) is the harness, keyed by its SHA."""
     from replaykit.episodes.config import load_config
-    from replaykit.episodes.run import measure
+    from replaykit.report.harbor_jobs import measure_run
 
     overrides: dict[str, Any] = {"model.name": model} if model else {}
     if agent:
@@ -90,35 +89,24 @@ def run(
     overrides.update(model_overrides(reuse, accept_engine_change))
     overrides.update(executor_override(executor))
     cfg = load_config(config, overrides, OVERRIDE_FLAGS)
-    if jobs_dir is not None:  # refused before anything is recorded
-        from replaykit.report.harbor_jobs import check_jobs_dir
-
-        check_jobs_dir(jobs_dir)
     with render.progress(enabled=not as_json) as progress:
-        result = measure(
+        result = measure_run(  # with --jobs-dir: refused before anything is recorded
             cfg,
+            jobs_dir,
             record_mode=record_mode,
             harness_ref=harness,
             progress=progress,
             keep_going=keep_going,
-            report=True,
-        )
-    run_id = result.run.run_id
-    jobs = None
-    if jobs_dir is not None:
-        from replaykit.report.harbor_jobs import export_harbor_jobs
-
-        jobs = export_harbor_jobs(
-            open_store(cfg.store_location, readonly=True), run_id, jobs_dir, cfg.model.pricing
         )
     if as_json:
-        doc = result.to_json()
-        emit_json({**doc, "harbor_job": jobs} if jobs else doc)
+        emit_json(result.to_json())
     else:
         render.run_table(result)
-        render.line(f"stored in {cfg.store_location} · replaykit replay {run_id} --config {config}")
-        if jobs:
-            render.harbor_jobs(jobs)
+        render.line(
+            f"stored in {cfg.store_location} · replaykit replay {result.run.run_id} --config {config}"
+        )
+        if result.harbor_job:
+            render.harbor_jobs(result.harbor_job)
 
 
 def _listed(what: str, example: str) -> Any:

@@ -100,18 +100,13 @@ def replay(
 def replay_comparison(st: RunStore, doc_id: str, kind: str, chosen: Executor | None, as_json: bool) -> bool:
     """``replay COMPARE_ID``: the document recomputed from its runs, then every run it reads
     replayed; identical when every one is."""
-    from replaykit.episodes.replay import replay_runs
-    from replaykit.train.derived import verify_document
+    from replaykit.train.audit import replay_document
 
-    full = st.resolve_id("runs", doc_id, what=kind)
-    verify_document(st, full, kind)
-    listed = st.get_doc(full, kind=kind).get("runs")
-    runs = [str(r) for r in listed] if isinstance(listed, list) else []
     with render.progress(enabled=not as_json) as progress:
-        reports = replay_runs(st, runs, progress=progress, executor=chosen)
-    identical = all(r["identical"] for r in reports)
+        replayed = replay_document(st, doc_id, kind, progress=progress, executor=chosen)
+    full, reports, identical = replayed["id"], replayed["runs"], replayed["identical"]
     if as_json:
-        emit_json({"id": full, "kind": kind, "identical": identical, "runs": reports})
+        emit_json(replayed)
         return identical
     for report in reports:
         render.replay_report(report)

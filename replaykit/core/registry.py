@@ -166,7 +166,7 @@ class FactoryRegistry(Registry[Callable[..., P]]):
             raise self._error(f"{self.what} {name!r} is not a factory ({type(factory).__name__})")
         return factory
 
-    def validate(self, name: str, params: Mapping[str, object]) -> dict[str, Any]:
+    def validate(self, name: str, params: Mapping[str, object]) -> dict[str, object]:
         """``params`` validated strictly against ``name``'s factory: the values the factory
         is called with; anything wrong is one line (this registry's error)."""
         return check_params(f"{self.what} {name!r}", self.factory(name), params, self._error)
@@ -192,7 +192,7 @@ def _registered(name: str, obj: object) -> RegistryEntry:
 
 def check_params(
     what: str, factory: Callable[..., object], params: Mapping[str, object], error: type[ReplaykitError]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``params`` bound to ``factory``'s signature, each value validated strictly against its
     annotation (where pydantic can take the annotation): the validated values, by name;
     otherwise one line naming the parameter."""
@@ -214,7 +214,7 @@ def check_params(
             raise error(f"{what}: unknown parameter {unknown[0]!r} (takes: {takes})") from None
         raise error(f"{what}: {exc} (takes: {takes})") from None
     hints = _hints(factory)
-    validated: dict[str, Any] = dict(params)
+    validated: dict[str, object] = dict(params)
     for key, value in bound.arguments.items():
         annotation = hints.get(key)
         if annotation is None or signature.parameters[key].kind in (

@@ -44,7 +44,7 @@ from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_document import put_run_once, run_document, task_trees
-from replaykit.episodes.run_records import ReportedEpisode
+from replaykit.episodes.run_records import HarborExport, ReportedEpisode
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
@@ -75,6 +75,9 @@ class MeasureResult:
     agent: AgentMeta | None = None  # the named agent run as the harness, with its installed version
     reported: list[ReportedEpisode] | None = None  # its rows as ``run`` reports them (``report=True``)
     store: str = ""  # where it was stored (``measure(report=True)``)
+    harbor_job: HarborExport | None = (
+        None  # the Harbor job written of it (``report.harbor_jobs.measure_run``)
+    )
 
     def rows(self) -> list[ReportedEpisode]:
         """The run's rows, each marked reused or recorded by this measure."""
@@ -110,6 +113,8 @@ class MeasureResult:
             }
         if self.store:
             out["store"] = self.store
+        if self.harbor_job is not None:
+            out["harbor_job"] = self.harbor_job
         return out
 
 

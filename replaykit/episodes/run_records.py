@@ -1,5 +1,5 @@
 """What measuring and replaying a run hand out, typed: a run's rows as ``replaykit run`` reports
-them, each replayed episode's digests and the first divergence."""
+them, each replayed episode's digests and the first divergence, the Harbor job written of it."""
 
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ class ReplayReport(TypedDict):
     claims_checked: NotRequired[int]  # reuse claims checked against their donors' events
     claims_unchecked: NotRequired[list[str]]  # cassettes whose claimed donor is not in the store
     agent_note: NotRequired[str]  # episodes recorded under another version of their named agent
+
+
+class HarborExport(TypedDict):
+    """A run written as Harbor's job folder (``report.harbor_jobs.export_harbor_jobs``; ``run
+    --jobs-dir``'s ``harbor_job``, ``cassettes export --format harbor --json``)."""
+
+    job_dir: str
+    trials: int
+    errors: int
+    pass_at_k: dict[str, float]
+    metrics: list[dict[str, float]]
 
 
 class ReportedEpisode(EpisodeSummary):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from replaykit.episodes.fork import ForkResult
     from replaykit.episodes.network import NetListing
     from replaykit.episodes.proxy_session import SessionReport
+    from replaykit.episodes.run_records import HarborExport
     from replaykit.episodes.views import CassetteView, ShownEvent
     from replaykit.exchange.bundle_format import BundleReport
     from replaykit.exchange.fsck import StoreCheck
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from replaykit.exchange.oci.pull import PullReport
     from replaykit.exchange.oci.push import PushReport
     from replaykit.exchange.vcr_export import VcrExport
-    from replaykit.report.harbor_jobs import HarborExport
 
 
 def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None) -> None:

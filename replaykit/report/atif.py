@@ -25,41 +25,103 @@ Step ids run from 1; no wall time is kept (replaykit records none per event).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from replaykit.cassette.events import Episode
 from replaykit.core.records import JSON
+from replaykit.episodes.views import EnvStep
 from replaykit.report.documents import CallTurn, ToolCall
 from replaykit.report.transcript import transcript
 
 SCHEMA_VERSION = "ATIF-v1.7"  # llm_call_count is v1.7's
 
 
-def _arguments(raw: str) -> dict[str, Any]:
+class AtifToolCall(TypedDict):
+    tool_call_id: str
+    function_name: str
+    arguments: dict[str, JSON]  # the call's arguments as an object (a non-object: ``{"input": …}``)
+
+
+class AtifResult(TypedDict):
+    """One observation result: an action's output, tied to the tool call it answers (if any)."""
+
+    source_call_id: NotRequired[str]
+    content: str
+
+
+class AtifObservation(TypedDict):
+    results: list[AtifResult]
+
+
+class AtifMetrics(TypedDict, total=False):
+    """A model call's token usage, each count only when the endpoint reported it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+class AtifStep(TypedDict):
+    """One step, in the key order Harbor writes (``step_id`` first)."""
+
+    step_id: int
+    source: Literal["system", "user", "agent"]
+    model_name: NotRequired[str]
+    message: str
+    llm_call_count: NotRequired[int]
+    tool_calls: NotRequired[list[AtifToolCall]]
+    metrics: NotRequired[AtifMetrics]
+    observation: NotRequired[AtifObservation]
+
+
+class AtifAgent(TypedDict):
+    name: str
+    version: str
+    model_name: str
+
+
+class AtifFinalMetrics(TypedDict):
+    total_steps: int
+    total_prompt_tokens: NotRequired[int]
+    total_completion_tokens: NotRequired[int]
+
+
+class Trajectory(TypedDict):
+    """An ATIF trajectory (``agent/trajectory.json``)."""
+
+    schema_version: str
+    session_id: str
+    agent: AtifAgent
+    steps: list[AtifStep]
+    final_metrics: AtifFinalMetrics
+
+
+def _arguments(raw: str) -> dict[str, JSON]:
     try:
-        value = json.loads(raw) if raw else {}
+        value: JSON = json.loads(raw) if raw else {}
     except ValueError:
         return {"input": raw}
-    return value if isinstance(value, dict) else {"input": value}
+    return dict(value) if isinstance(value, dict) else {"input": value}
 
 
-def _metrics(usage: JSON) -> dict[str, Any] | None:
+def _metrics(usage: JSON) -> AtifMetrics | None:
     if not isinstance(usage, dict):
         return None
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    found = {
-        "prompt_tokens": prompt if isinstance(prompt, int) else None,
-        "completion_tokens": completion if isinstance(completion, int) else None,
-        "cached_tokens": cached if isinstance(cached, int) else None,
-    }
-    kept = {k: v for k, v in found.items() if v is not None}
+    kept: AtifMetrics = {}
+    if isinstance(prompt, int):
+        kept["prompt_tokens"] = prompt
+    if isinstance(completion, int):
+        kept["completion_tokens"] = completion
+    if isinstance(cached, int):
+        kept["cached_tokens"] = cached
     return kept or None
 
 
-def _observed(turn: dict[str, Any]) -> str:
+def _observed(turn: EnvStep) -> str:
     """An environment action's observation as text: its output, then its exit."""
     parts = [str(turn.get("stdout") or ""), str(turn.get("stderr") or "")]
     text = "".join(p if p.endswith("\n") or not p else p + "\n" for p in parts)
@@ -72,24 +134,31 @@ class _Builder:
 
     def __init__(self, model: str) -> None:
         self.model = model
-        self.steps: list[dict[str, Any]] = []
-        self.agent_step: dict[str, Any] | None = None  # the reply the next actions answer
+        self.steps: list[AtifStep] = []
+        self.agent_step: AtifStep | None = None  # the reply the next actions answer
         self.used = 0  # tool calls of that reply already matched to an action
 
-    def add(self, step: dict[str, Any]) -> dict[str, Any]:
-        step = {"step_id": len(self.steps) + 1, **step}
+    def add(self, step: AtifStep) -> AtifStep:
         self.steps.append(step)
         return step
+
+    @property
+    def next_id(self) -> int:
+        return len(self.steps) + 1
+
+    def said(self, source: Literal["system", "user"], message: str) -> AtifStep:
+        return self.add({"step_id": self.next_id, "source": source, "message": message})
 
     def call(self, turn: CallTurn) -> None:
         for msg in turn["new"]:
             if msg["role"] in ("system", "developer"):
-                self.add({"source": "system", "message": msg["content"]})
+                self.said("system", msg["content"])
             elif msg["role"] == "user":
-                self.add({"source": "user", "message": msg["content"]})
+                self.said("user", msg["content"])
         reply = [m for m in turn["reply"] if m["role"] == "assistant"] or turn["reply"]
         calls: list[ToolCall] = [c for m in reply for c in m.get("tool_calls", [])]
-        step: dict[str, Any] = {
+        step: AtifStep = {
+            "step_id": self.next_id,
             "source": "agent",
             "model_name": str(turn["settings"].get("model") or self.model),
             "message": "\n".join(m["content"] for m in reply if m["content"]) or (turn["error"] or ""),
@@ -108,10 +177,11 @@ class _Builder:
             step["metrics"] = metrics
         self.agent_step, self.used = self.add(step), 0
 
-    def action(self, turn: dict[str, Any]) -> None:
+    def action(self, turn: EnvStep) -> None:
         if self.agent_step is None:  # the harness acted without asking the model
             self.agent_step = self.add(
                 {
+                    "step_id": self.next_id,
                     "source": "agent",
                     "message": "",
                     "llm_call_count": 0,
@@ -126,20 +196,20 @@ class _Builder:
             )
             self.used = 0
         calls = self.agent_step.get("tool_calls") or []
-        result: dict[str, Any] = {"content": _observed(turn)}
+        result: AtifResult = {"content": _observed(turn)}
         if self.used < len(calls):
-            result = {"source_call_id": calls[self.used]["tool_call_id"], **result}
+            result = {"source_call_id": calls[self.used]["tool_call_id"], "content": result["content"]}
             self.used += 1
         self.agent_step.setdefault("observation", {"results": []})["results"].append(result)
         if self.agent_step.get("llm_call_count") == 0:
             self.agent_step = None  # the next action without a model call is its own step
 
     def error(self, message: str) -> None:
-        self.add({"source": "system", "message": f"error: {message}"})
+        self.said("system", f"error: {message}")
         self.agent_step = None
 
 
-def _unique_call_ids(steps: list[dict[str, Any]]) -> None:
+def _unique_call_ids(steps: list[AtifStep]) -> None:
     """A tool call id repeated inside one step (some servers send the same one) made unique, and
     the observation results pointing at it renamed with it."""
     for step in steps:
@@ -157,27 +227,25 @@ def trajectory(
     version: str,
     model: str,
     why_empty: str = "",
-) -> dict[str, Any]:
-    """The episode's ATIF trajectory (a JSON-ready dict; see the module docstring)."""
+) -> Trajectory:
+    """The episode's ATIF trajectory (JSON-ready; see the module docstring)."""
     build = _Builder(model)
     for turn in transcript(episode, cap=None):
         if turn["kind"] == "call":
             build.call(turn)
         elif turn["kind"] == "env":
-            build.action(dict(turn))
+            build.action(turn)
         elif turn["kind"] == "error":
             build.error(str(turn.get("message", "")))
     if not build.steps:
-        build.add({"source": "system", "message": why_empty or "the episode recorded no event"})
+        build.said("system", why_empty or "the episode recorded no event")
     _unique_call_ids(build.steps)
-    metrics = [s.get("metrics") or {} for s in build.steps]
-    final: dict[str, Any] = {"total_steps": len(build.steps)}
-    for key, total in (
-        ("prompt_tokens", "total_prompt_tokens"),
-        ("completion_tokens", "total_completion_tokens"),
-    ):
-        if any(key in m for m in metrics):
-            final[total] = sum(int(m.get(key, 0)) for m in metrics)
+    metrics = [s.get("metrics") or AtifMetrics() for s in build.steps]
+    final: AtifFinalMetrics = {"total_steps": len(build.steps)}
+    if any("prompt_tokens" in m for m in metrics):
+        final["total_prompt_tokens"] = sum(m.get("prompt_tokens", 0) for m in metrics)
+    if any("completion_tokens" in m for m in metrics):
+        final["total_completion_tokens"] = sum(m.get("completion_tokens", 0) for m in metrics)
     return {
         "schema_version": SCHEMA_VERSION,
         "session_id": episode.id,

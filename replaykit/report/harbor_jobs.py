@@ -28,22 +28,85 @@ import shutil
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
+from replaykit.core.modes import RecordMode
+from replaykit.core.progress import Progress
+from replaykit.episodes.run_records import HarborExport
 from replaykit.models.config import ModelPrice
-from replaykit.report.harbor_trials import DATASET, Trial, trial, uuid_of
+from replaykit.report.harbor_trials import (
+    DATASET,
+    AgentResult,
+    HarborAgent,
+    HarborEnvironment,
+    Trial,
+    TrialResult,
+    trial,
+    uuid_of,
+)
+
+if TYPE_CHECKING:
+    from replaykit.episodes.config import RunConfig
+    from replaykit.episodes.run import MeasureResult
 
 
-class HarborExport(TypedDict):
-    """What ``export_harbor_jobs`` wrote (``--json``)."""
+class EvalStats(TypedDict):
+    """Harbor's ``AgentDatasetStats``: one agent × model × dataset."""
 
-    job_dir: str
-    trials: int
-    errors: int
-    pass_at_k: dict[str, float]
+    n_trials: int
+    n_errors: int
     metrics: list[dict[str, float]]
+    pass_at_k: dict[int, float]
+    reward_stats: dict[str, dict[float, list[str]]]  # reward name -> value -> trial names
+    exception_stats: dict[str, list[str]]  # exception type -> trial names
+
+
+class JobStats(TypedDict):
+    """Harbor's ``JobStats``."""
+
+    n_completed_trials: int
+    n_errored_trials: int
+    n_running_trials: int
+    n_pending_trials: int
+    n_cancelled_trials: int
+    n_retries: int
+    evals: dict[str, EvalStats]
+    n_input_tokens: int | None
+    n_cache_tokens: int | None
+    n_output_tokens: int | None
+    cost_usd: float | None
+
+
+class JobResult(TypedDict):
+    """The job's ``result.json`` (Harbor's ``JobResult``)."""
+
+    id: str
+    started_at: str
+    updated_at: str
+    finished_at: str
+    n_total_trials: int
+    stats: JobStats
+
+
+class Dataset(TypedDict):
+    path: str
+
+
+class NoTrial(TypedDict):
+    """What a job of no trial names as its agent and environment: ``{}``."""
+
+
+class JobConfig(TypedDict):
+    """The job's ``config.json`` (Harbor's ``JobConfig``): the agent and environment as its
+    first trial names them."""
+
+    job_name: str
+    jobs_dir: str
+    agents: list[HarborAgent | NoTrial]
+    environment: HarborEnvironment | NoTrial
+    datasets: list[Dataset]
 
 
 def _when(created_at: str) -> str:
@@ -80,7 +143,7 @@ def mean_metric(rewards: list[dict[str, float] | None]) -> dict[str, float]:
     return {k: sum(0.0 if r is None else r.get(k, 0.0) for r in rewards) / len(rewards) for k in keys}
 
 
-def _write_json(path: Path, value: Any) -> None:
+def _write_json(path: Path, value: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=4) + "\n", encoding="utf-8")
 
@@ -98,6 +161,40 @@ def check_jobs_dir(jobs_dir: Path | str) -> Path:
                 )
             break
     return jobs
+
+
+def measure_run(
+    config: RunConfig,
+    jobs_dir: Path | None = None,
+    *,
+    record_mode: RecordMode = RecordMode.ONCE,
+    harness_ref: str | None = None,
+    progress: Progress | None = None,
+    keep_going: bool = False,
+) -> MeasureResult:
+    """``replaykit run``: ``measure(config, report=True)`` (its ``to_json()`` is ``run --json``);
+    with ``jobs_dir`` (checked before anything is recorded) the run is also written there as a
+    Harbor job, the result's ``harbor_job``."""
+    from replaykit.cassette.stores import open_store
+    from replaykit.episodes.run import measure
+
+    if jobs_dir is not None:
+        check_jobs_dir(jobs_dir)
+    result = measure(
+        config,
+        record_mode=record_mode,
+        harness_ref=harness_ref,
+        progress=progress,
+        keep_going=keep_going,
+        report=True,
+    )
+    if jobs_dir is not None:
+        store = open_store(config.store_location, readonly=True)
+        try:
+            result.harbor_job = export_harbor_jobs(store, result.run.run_id, jobs_dir, config.model.pricing)
+        finally:
+            store.close()
+    return result
 
 
 def export_harbor_jobs(
@@ -120,7 +217,7 @@ def export_harbor_jobs(
     results = [t["result"] for t in trials]
     times = sorted(r["started_at"] for r in results) or [""]
     stats = job_stats(results)
-    job_result = {
+    job_result: JobResult = {
         "id": uuid_of(run.run_id * 2),
         "started_at": times[0].removesuffix("Z"),
         "updated_at": times[-1],
@@ -128,29 +225,26 @@ def export_harbor_jobs(
         "n_total_trials": len(trials),
         "stats": stats,
     }
-    first = trials[0]["config"] if trials else {"agent": {}, "environment": {}}
-    job_config = {
+    first = trials[0]["config"] if trials else None
+    job_config: JobConfig = {
         "job_name": job_name,
         "jobs_dir": str(jobs),
-        "agents": [first["agent"]],
-        "environment": first["environment"],
+        "agents": [first["agent"] if first else NoTrial()],
+        "environment": first["environment"] if first else NoTrial(),
         "datasets": [{"path": p} for p in sorted({t["config"]["task"]["path"] for t in trials})],
     }
     _write_job(jobs, job_name, job_config, job_result, trials)
-    evals = stats["evals"]
-    (key,) = evals or {"": {}}
+    one = next(iter(stats["evals"].values()), None)  # one agent × model × dataset, or no trial
     return {
         "job_dir": str(jobs / job_name),
         "trials": len(trials),
         "errors": stats["n_errored_trials"],
-        "pass_at_k": {str(k): v for k, v in (evals[key]["pass_at_k"] if evals else {}).items()},
-        "metrics": evals[key]["metrics"] if evals else [],
+        "pass_at_k": {str(k): v for k, v in one["pass_at_k"].items()} if one else {},
+        "metrics": one["metrics"] if one else [],
     }
 
 
-def _write_job(
-    jobs: Path, job_name: str, config: dict[str, Any], result: dict[str, Any], trials: list[Trial]
-) -> None:
+def _write_job(jobs: Path, job_name: str, config: JobConfig, result: JobResult, trials: list[Trial]) -> None:
     """The job folder, written beside its final place and moved there whole."""
     jobs.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{job_name}-", dir=jobs))
@@ -172,7 +266,7 @@ def _write_job(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def job_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
+def job_stats(results: list[TrialResult]) -> JobStats:
     """Harbor's ``JobStats`` of the trial results (one agent × model × dataset)."""
     rewards: dict[str, dict[float, list[str]]] = defaultdict(lambda: defaultdict(list))
     exceptions: dict[str, list[str]] = defaultdict(list)
@@ -181,7 +275,7 @@ def job_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
     graded = errors = 0
     binary = True
     for r in results:
-        given = (r["verifier_result"] or {}).get("rewards")
+        given = r["verifier_result"]["rewards"] if r["verifier_result"] else None
         per_trial.append(given)
         if given is not None:
             graded += 1
@@ -201,7 +295,7 @@ def job_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
         if results
         else ""
     )
-    evals = {
+    evals: dict[str, EvalStats] = {
         key: {
             "n_trials": graded,
             "n_errors": errors,
@@ -226,13 +320,19 @@ def job_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _totals(usages: list[dict[str, Any]]) -> tuple[int | None, int | None, int | None, float | None]:
+def _totals(usages: list[AgentResult]) -> tuple[int | None, int | None, int | None, float | None]:
     """Token and cost totals, each None when no trial reported it (as Harbor sums them)."""
     sums: list[float | None] = [None, None, None, None]
     for usage in usages:
-        for i, name in enumerate(("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd")):
-            if usage.get(name) is not None:
-                sums[i] = (sums[i] or 0) + usage[name]
+        reported = (
+            usage["n_input_tokens"],
+            usage["n_cache_tokens"],
+            usage["n_output_tokens"],
+            usage.get("cost_usd"),
+        )
+        for i, value in enumerate(reported):
+            if value is not None:
+                sums[i] = (sums[i] or 0) + value
     n_in, n_cache, n_out, cost = sums
     return (
         None if n_in is None else int(n_in),

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import NotRequired, TypedDict
 
 from replaykit.cassette.events import Episode, usage_reports
-from replaykit.core.meta import StepVerifierMeta
+from replaykit.core.meta import StepVerifierMeta, VerifierMeta
 from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.models.config import ModelPrice
 from replaykit.report.atif import trajectory
@@ -39,12 +39,106 @@ HARNESS = "replaykit-harness"  # the agent's name when the harness repo's folder
 _UNKEPT = "[replaykit: this episode was recorded before its verifier's output was kept; the grade says:]\n"
 
 
+class HarborEnvironment(TypedDict):
+    """Harbor's ``EnvironmentConfig`` (``environment_of``)."""
+
+    type: str | None
+    import_path: NotRequired[str]
+    kwargs: NotRequired[dict[str, str]]
+
+
+class HarborAgent(TypedDict):
+    """Harbor's ``AgentConfig`` as a trial's config names it."""
+
+    name: str
+    model_name: str
+
+
+class HarborTaskRef(TypedDict):
+    path: str
+    source: str
+
+
+class TrialConfig(TypedDict):
+    """A trial's ``config.json`` (Harbor's ``TrialConfig``)."""
+
+    task: HarborTaskRef
+    trial_name: str
+    trials_dir: str
+    agent: HarborAgent
+    environment: HarborEnvironment
+    job_id: str
+
+
+class ExceptionInfo(TypedDict):
+    exception_type: str
+    exception_message: str
+    exception_traceback: str
+    occurred_at: str
+
+
+class VerifierResult(TypedDict):
+    rewards: dict[str, float]
+
+
+class StepResult(TypedDict):
+    """One step of a multi-step task (Harbor's ``step_results``)."""
+
+    step_name: str
+    verifier_result: VerifierResult | None
+    exception_info: ExceptionInfo | None
+
+
+class AgentResult(TypedDict):
+    """Token usage (None: the endpoint reported none) and the cost, when the model has a price."""
+
+    n_input_tokens: int | None
+    n_cache_tokens: int | None
+    n_output_tokens: int | None
+    cost_usd: NotRequired[float]
+
+
+class ModelInfo(TypedDict):
+    name: str
+    provider: None
+
+
+class AgentInfo(TypedDict):
+    name: str
+    version: str
+    model_info: ModelInfo
+
+
+class TaskId(TypedDict):
+    path: str
+
+
+class TrialResult(TypedDict):
+    """A trial's ``result.json`` (Harbor's ``TrialResult``), in Harbor's key order."""
+
+    id: str
+    task_name: str
+    trial_name: str
+    trial_uri: str
+    task_id: TaskId
+    source: str
+    task_checksum: str
+    config: TrialConfig
+    agent_info: AgentInfo
+    agent_result: AgentResult
+    verifier_result: VerifierResult | None
+    exception_info: ExceptionInfo | None
+    started_at: str
+    finished_at: str
+    step_results: list[StepResult] | None
+
+
 class Trial(TypedDict):
     """One trial: its folder's name, its two documents and the files beside them."""
 
     name: str
-    config: dict[str, Any]
-    result: dict[str, Any]
+    config: TrialConfig
+    result: TrialResult
     files: dict[str, str]  # path under the trial folder -> text
 
 
@@ -60,7 +154,7 @@ def agent_of(run: RunDoc, episode: Episode) -> tuple[str, str]:
     return Path(run.harness_repo).name or HARNESS, run.harness_sha
 
 
-def environment_of(episode: Episode) -> dict[str, Any]:
+def environment_of(episode: Episode) -> HarborEnvironment:
     """Harbor's ``EnvironmentConfig`` for the episode's kind: ``docker`` is Harbor's own type;
     any other kind (``local``) has none in Harbor 0.25's enum, so it is named by import path
     (and the kind in ``kwargs``) with no type, never as ``docker``.
@@ -107,7 +201,7 @@ def _verifier_files(rewards: dict[str, float], stdout: str, stderr: str, prefix:
     }
 
 
-def _exception(detail: str, when: str) -> dict[str, Any]:
+def _exception(detail: str, when: str) -> ExceptionInfo:
     return {
         "exception_type": INFRA,
         "exception_message": detail,
@@ -116,7 +210,7 @@ def _exception(detail: str, when: str) -> dict[str, Any]:
     }
 
 
-def _step_result(step: StepVerifierMeta, when: str) -> dict[str, Any]:
+def _step_result(step: StepVerifierMeta, when: str) -> StepResult:
     return {
         "step_name": step["name"],
         "verifier_result": None
@@ -126,9 +220,9 @@ def _step_result(step: StepVerifierMeta, when: str) -> dict[str, Any]:
     }
 
 
-def _agent_result(episode: Episode, price: ModelPrice | None) -> dict[str, Any]:
+def _agent_result(episode: Episode, price: ModelPrice | None) -> AgentResult:
     n_in, n_cache, n_out = token_usage(episode)
-    result: dict[str, Any] = {
+    result: AgentResult = {
         "n_input_tokens": n_in,
         "n_cache_tokens": n_cache or None,
         "n_output_tokens": n_out,
@@ -148,7 +242,7 @@ def trial(
     model = run.model.name
     grade = episode.grade
     detail = grade.detail if grade is not None else "no grade recorded"
-    config = {
+    config: TrialConfig = {
         "task": {"path": task_path, "source": DATASET},
         "trial_name": name,
         "trials_dir": str(job),
@@ -158,7 +252,7 @@ def trial(
     }
     kept = episode.meta.get("verifier")
     rewards = (kept["rewards"] if kept else None) or {"reward": summary.reward or 0.0}
-    result: dict[str, Any] = {
+    result: TrialResult = {
         "id": uuid_of(summary.cassette_id),
         "task_name": summary.task_id,
         "trial_name": name,
@@ -185,7 +279,7 @@ def _trial_files(
     run: RunDoc,
     episode: Episode,
     summary: EpisodeSummary,
-    kept: Any,
+    kept: VerifierMeta | None,
     detail: str,
     who: tuple[str, str, str],
 ) -> dict[str, str]:

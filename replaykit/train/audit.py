@@ -21,6 +21,7 @@ from replaykit.execution.executor import Executor
 from replaykit.train.adaptive import stopping_points
 from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import (
+    DocumentReplay,
     EpochReplay,
     FacetsMoved,
     RegradedVerdict,
@@ -120,6 +121,26 @@ def on_regraded(
         "differs": verdict.accept != recorded["accept"],
         "summary": f"on the regraded run(s): {'accept' if verdict.accept else 'reject'} ({verdict.reason})",
     }
+
+
+def replay_document(
+    store: RunStore,
+    doc_id: str,
+    kind: str,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> DocumentReplay:
+    """``replay ID`` of a verdict, compare or transfer document (``kind``; a unique prefix is
+    enough): the document recomputed from its runs (``derived.verify_document``), then every run
+    it reads replayed (``replay_runs``)."""
+    from replaykit.train.derived import verify_document
+
+    full = store.resolve_id("runs", doc_id, what=kind)
+    verify_document(store, full, kind)
+    listed = store.get_doc(full, kind=kind).get("runs")
+    runs = [str(r) for r in listed] if isinstance(listed, list) else []
+    reports = replay_runs(store, runs, progress=progress, executor=executor)
+    return {"id": full, "kind": kind, "identical": all(r["identical"] for r in reports), "runs": reports}
 
 
 def replay_training(

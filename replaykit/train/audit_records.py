@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.records import JSON, AdaptiveRecord, NamedParams, TrainingDocument
 from replaykit.core.verdict_doc import VerdictRecord
+from replaykit.episodes.run_records import ReplayReport
 
 if TYPE_CHECKING:
     from replaykit.train.attribution import Attribution
@@ -168,6 +169,16 @@ class RunReplay(TypedDict):
     run_id: str
     identical: bool
     divergence: DivergenceReport | None
+
+
+class DocumentReplay(TypedDict):
+    """``replaykit replay ID`` of a verdict, compare or transfer document: recomputed, then every
+    run it reads replayed; identical when every one is."""
+
+    id: str
+    kind: str
+    identical: bool
+    runs: list[ReplayReport]
 
 
 class TrainingClaims(TypedDict, total=False):

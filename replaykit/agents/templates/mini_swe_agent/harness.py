@@ -16,19 +16,61 @@ config). Its stdout/stderr (bounded) and its trajectory's counts go into the epi
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from replaykit.agents.bridge import Bridge
 from replaykit.agents.process import agent_scratch, run_process
 from replaykit.agents.registry import get_agent
 from replaykit.core.determinism import ENV_PINS
+from replaykit.core.records import JSON
 
 HERE = Path(__file__).resolve().parent
 HIDDEN = "<bridge-token>"  # the bearer token, wherever the agent printed it
 
 
-def overrides(ctx: Any, bridge: Bridge) -> dict[str, Any]:
+class AgentSection(TypedDict):
+    step_limit: int
+    cost_limit: int
+    mode: str
+    confirm_exit: bool
+
+
+class ModelKwargs(TypedDict):
+    api_base: str
+    drop_params: bool
+
+
+class ModelSection(TypedDict):
+    model_class: str
+    model_name: str
+    cost_tracking: str
+    model_kwargs: ModelKwargs
+
+
+class EnvironmentSection(TypedDict):
+    environment_class: str
+    timeout: int
+
+
+class Overrides(TypedDict):
+    """``replaykit.yaml``: what this file sets of mini-swe-agent's configuration."""
+
+    agent: AgentSection
+    model: ModelSection
+    environment: EnvironmentSection
+
+
+class Ran(TypedDict, total=False):
+    """What the trajectory says of the run (nothing when mini-swe-agent wrote none)."""
+
+    exit_status: JSON
+    submission: JSON
+    api_calls: JSON
+
+
+def overrides(ctx: Any, bridge: Bridge) -> Overrides:
     """The configuration layered on ``mini_textbased.yaml`` (JSON is YAML)."""
     return {
         "agent": {
@@ -74,15 +116,19 @@ def agent_env(work: Path, bridge: Bridge) -> dict[str, str]:
     }
 
 
-def trajectory(path: Path) -> dict[str, Any]:
+def _field(doc: JSON, name: str) -> JSON:
+    return doc.get(name) if isinstance(doc, Mapping) else None
+
+
+def trajectory(path: Path) -> Ran:
     try:
-        info: dict[str, Any] = json.loads(path.read_text()).get("info", {})
+        info = _field(json.loads(path.read_text()), "info")
     except (OSError, ValueError):
         return {}
     return {
-        "exit_status": info.get("exit_status"),
-        "submission": info.get("submission"),
-        "api_calls": info.get("model_stats", {}).get("api_calls"),
+        "exit_status": _field(info, "exit_status"),
+        "submission": _field(info, "submission"),
+        "api_calls": _field(_field(info, "model_stats"), "api_calls"),
     }
 
 
