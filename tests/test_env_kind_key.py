@@ -7,8 +7,9 @@ from pathlib import Path
 from replaykit.cassette.store import Store
 from replaykit.envs.registry import ENVIRONMENTS, env_key_extra, get_env_kind, register_env
 from replaykit.envs.section import EnvConfig
+from replaykit.envs.tasks import load_task
 from replaykit.episodes.run import measure
-from replaykit.testing import small_config
+from replaykit.testing import project_root, small_config
 
 
 def test_a_new_env_kind_never_reuses_local_cassettes(tmp_path: Path) -> None:
@@ -35,7 +36,8 @@ def test_kind_comes_first_and_is_not_duplicated() -> None:
         "extra-kind", get_env_kind("local").factory, lambda env, task: (("env", "spoof"), ("image", "x"))
     )
     try:
-        assert env_key_extra(EnvConfig(kind="extra-kind"), None) == (("env", "extra-kind"), ("image", "x"))
-        assert env_key_extra(EnvConfig(kind="local"), None) == (("env", "local"),)
+        task = load_task(project_root() / "envs" / "hello-file")
+        assert env_key_extra(EnvConfig(kind="extra-kind"), task) == (("env", "extra-kind"), ("image", "x"))
+        assert env_key_extra(EnvConfig(kind="local"), task) == (("env", "local"),)
     finally:
         ENVIRONMENTS.unregister("extra-kind")

@@ -9,19 +9,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import ValidationError
 
+from replaykit.core.document import STORED
 from replaykit.core.errors import ConfigError
 from replaykit.envs.base import NodeNeeds
 from replaykit.envs.docker import node_images
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.section import EnvConfig
+from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
 from replaykit.execution.config import ExecutorConfig, parse_executor
 from replaykit.execution.executor import LocalExecutor, LocalSettings
 from replaykit.execution.ray_executor import RayExecutor, RaySettings
 from replaykit.execution.registry import EXECUTORS, register_executor
 from replaykit.execution.select import cli_executor, cli_section, make_executor
-from replaykit.execution.settings import ExecutorSettings
+from replaykit.execution.settings import ExecutorKind, ExecutorSettings
 from replaykit.testing import small_config
 
 pytestmark = pytest.mark.unit
@@ -65,10 +68,32 @@ def test_each_executor_kind_has_its_own_typed_settings() -> None:
         with pytest.raises(ValueError) as info:
             ExecutorConfig.model_validate(section, context={"source": "a config file"})
         assert line in str(info.value), info.value
-    # a stored section (a training's config, before kinds had settings) reads back as it was
+
+
+def test_another_kinds_key_is_refused_without_a_context_too() -> None:
+    """No validation context is no way around the kind's own keys (issue 39 item 4)."""
+    for kind, key, value, owner in [("ray", "workers", 2, "local"), ("local", "address", "auto", "ray")]:
+        with pytest.raises(ValidationError) as info:
+            ExecutorConfig.model_validate({"kind": kind, key: value})
+        line = str(info.value.errors()[0]["msg"])
+        assert f"field 'executor.{key}' is a setting of executor kind {owner!r}, not of {kind!r}" in line, (
+            line
+        )
+        assert f"set executor.kind: {owner} or remove it" in line and "\n" not in line
+
+
+def test_a_stored_config_of_the_old_flat_section_still_loads() -> None:
+    """A training's config stored before kinds had settings holds every kind's key: read as
+    stored (``RunConfig.recorded``, context ``STORED``) it loads and dumps as it was."""
     old = {"kind": "local", "workers": 2, "oversubscribe": False, "address": "auto", "cpus": 1.0}
-    stored = ExecutorConfig.model_validate({**old, "memory_mb": None, "max_retries": 3, "resources": {}})
-    assert stored.settings == LocalSettings(workers=2) and stored.model_dump()["address"] == "auto"
+    flat = {**old, "memory_mb": None, "max_retries": 3, "resources": {}}
+    stored = ExecutorConfig.model_validate(flat, context=STORED)
+    assert stored.settings == LocalSettings(workers=2) and stored.model_dump() == flat
+    config = RunConfig.recorded({"panel": {"tasks": ["t"]}, "executor": flat}, "training t")
+    assert config.executor.settings == LocalSettings(workers=2) and config.executor.model_dump() == flat
+    assert isinstance(make_executor(config.executor), LocalExecutor)
+    with pytest.raises(ValueError, match=r"'executor\.address' is a setting of executor kind 'ray'"):
+        ExecutorConfig.model_validate(flat)  # the same section, not read as stored
 
 
 def test_a_config_refuses_another_kinds_key_in_one_line(tmp_path: Path) -> None:
@@ -127,6 +152,31 @@ class Inline:
         Inline.seen.append((self.settings, self.needs, len(jobs)))
         for job in jobs:
             yield job, fn(job)
+
+
+def test_an_executor_kind_builds_from_its_own_settings_only() -> None:
+    """``ExecutorKind[S]``: the factory gets the ``S`` instance itself; settings of another
+    model never reach it (a section validated under another kind)."""
+    got: list[InlineSettings] = []
+
+    def factory(settings: InlineSettings, needs: NodeNeeds) -> Inline:
+        got.append(settings)
+        return Inline(settings, needs)
+
+    kind = ExecutorKind(factory, InlineSettings)
+    mine = InlineSettings(label="typed")
+    built = kind.build(mine, NodeNeeds())
+    assert isinstance(built, Inline) and built.settings is mine and got == [mine]
+    with pytest.raises(ConfigError, match="an executor kind of InlineSettings was handed LocalSettings"):
+        kind.build(LocalSettings(), NodeNeeds())
+    assert got == [mine]
+
+
+def test_the_executor_protocol_moved_and_its_old_name_warns() -> None:
+    from replaykit.execution import executor, settings
+
+    with pytest.warns(DeprecationWarning, match=r"replaykit\.execution\.executor\.Executor moved to"):
+        assert executor.Executor is settings.Executor
 
 
 def test_a_registered_executor_kind_gets_its_own_keys_typed_and_runs_the_panel(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from replaykit.commands.options import (
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import RunStore
-    from replaykit.execution.executor import Executor
+    from replaykit.execution.settings import Executor
 
 
 def replay(

@@ -34,6 +34,7 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("replaykit.core.records", "EpisodeSummary"): ("replaykit.core.run_doc", "0.2.0"),
     ("replaykit.core.records", "VerdictDoc"): ("replaykit.core.verdict_doc", "0.2.0"),
     ("replaykit.core.records", "VerdictRecord"): ("replaykit.core.verdict_doc", "0.2.0"),
+    ("replaykit.execution.executor", "Executor"): ("replaykit.execution.settings", "0.2.0"),
 }
 
 

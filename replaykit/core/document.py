@@ -32,8 +32,15 @@ from pydantic import (
     model_validator,
 )
 
-#: the validation context of a stored document being read (``Stored.read``)
+#: the validation context of a stored document being read (``Stored.read``, a config a stored
+#: document holds: ``RunConfig.recorded``, an episode's recorded ``env`` section)
 STORED = {"stored": True}
+
+
+def is_stored(context: object) -> bool:
+    """Whether a validation ``context`` is a stored read's (``STORED``): what was stored in an
+    older format still reads there, and only there."""
+    return isinstance(context, dict) and bool(context.get("stored"))
 
 
 class _WhenSet:

@@ -24,7 +24,7 @@ from typing import TypedDict
 from replaykit.core.errors import EnvError, TaskError
 from replaykit.core.progress import Progress
 from replaykit.envs import features
-from replaykit.envs.base import EnvKind, EnvSection, KeyPairs
+from replaykit.envs.base import EnvKind, EnvSection, KeyPairs, S
 from replaykit.envs.extras import Extras
 from replaykit.envs.registry import get_env_kind
 from replaykit.envs.results import Grade
@@ -92,13 +92,13 @@ class _OracleRequest:
     extras: Extras = field(default_factory=dict)
 
 
-def oracle_check(kind: EnvKind, task: Task, env: EnvSection) -> tuple[Grade, Grade]:
+def oracle_check(kind: EnvKind[S], task: Task, env: EnvSection) -> tuple[Grade, Grade]:
     """The kind's oracle, else the verifier's (``oracle_grades``) on an environment its
     factory builds under a key of its own: untouched, then solved."""
     if kind.oracle is not None:
-        return kind.oracle(task, env)
+        return kind.oracle(task, kind.section(env))
     key = _OracleKey(f"oracle-{task.id}-{uuid.uuid4().hex[:12]}", kind.key(env, task))
-    sandbox = kind.factory(_OracleRequest(key, str(task.path), env))
+    sandbox = kind.build(_OracleRequest(key, str(task.path), env))
     if not callable(getattr(sandbox, "run_solution", None)):
         raise EnvError(
             f"environment kind {kind.kind!r} has no oracle check: give its EnvKind an oracle, "
@@ -117,9 +117,9 @@ def check_tasks(
     """Run the oracle check on every task the paths/globs name; one row per task. ``env``:
     the ``env`` section to check under (its kind's settings, Harbor's limits); default:
     ``kind``'s defaults."""
+    env_kind = get_env_kind(env.kind if env is not None else kind)  # an unknown kind: its EnvError line
     env = env if env is not None else EnvConfig(kind=kind)
     kind = env.kind
-    env_kind = get_env_kind(kind)
     folders = panel_folders(patterns, root)
     if progress:
         progress("plan", {"total": len(folders)})

@@ -1,7 +1,7 @@
 """Environment kinds, registered by name beside the protocol they implement (``base.py``).
 
-An environment kind is one :class:`EnvKind`: a ``factory`` that builds one
-episode's :class:`~replaykit.envs.base.Environment`, an optional ``key_extra``
+An environment kind is one :class:`EnvKind` (``EnvKind[S]``, ``S`` its settings model): a
+``factory`` that builds one episode's :class:`~replaykit.envs.base.Environment`, an optional ``key_extra``
 (identity the kind adds to cassette keys, e.g. the Docker image ID) and an
 optional ``oracle`` (``replaykit tasks check``: grade a task untouched, then
 solved). Configs select a kind with ``env.kind``; the rollout, ``tasks check`` and
@@ -18,7 +18,7 @@ group (the entry point names an ``EnvKind`` or a factory).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from replaykit.core.errors import EnvError
 from replaykit.core.registry import Registry
@@ -32,18 +32,26 @@ from replaykit.envs.base import (
     KeyExtra,
     KeyPairs,
     Oracle,
+    S,
 )
 
+if TYPE_CHECKING:
+    from replaykit.envs.tasks import Task
 
-def _as_kind(name: str, obj: object) -> EnvKind:
+#: a kind of any settings model: its methods (``build``, ``key``, ``section``…) check that a
+#: section's settings are its own before a hook gets them
+RegisteredEnvKind = EnvKind[Any]
+
+
+def _as_kind(name: str, obj: object) -> RegisteredEnvKind:
     if isinstance(obj, EnvKind):
         return obj if obj.kind == name else dataclasses.replace(obj, kind=name)
-    if callable(obj):
-        return EnvKind(name, obj)
+    if callable(obj):  # an entry point's bare factory: a kind with no keys of its own
+        return EnvKind(name, cast(EnvFactory, obj))
     raise EnvError(f"environment kind {name!r}: expected an EnvKind or a factory, got {type(obj).__name__}")
 
 
-ENVIRONMENTS: Registry[EnvKind] = Registry(
+ENVIRONMENTS: Registry[RegisteredEnvKind] = Registry(
     "environment kind",
     "replaykit.envs",
     builtins={"local": "replaykit.envs.local:ENV", "docker": "replaykit.envs.docker.kind:ENV"},
@@ -54,13 +62,13 @@ ENVIRONMENTS: Registry[EnvKind] = Registry(
 
 def register_env(
     kind: str,
-    factory: EnvFactory,
-    key_extra: KeyExtra | None = None,
-    oracle: Oracle | None = None,
+    factory: EnvFactory[S],
+    key_extra: KeyExtra[S] | None = None,
+    oracle: Oracle[S] | None = None,
     *,
-    settings: type[EnvSettings] = EnvSettings,
+    settings: type[S] = EnvSettings,  # type: ignore[assignment]  # no keys of its own: EnvKind[EnvSettings]
     reexecutable: bool = True,
-) -> EnvKind:
+) -> EnvKind[S]:
     """Make ``env.kind: <kind>`` usable in configs (replaces a kind of the same name);
     ``settings``: the kind's own ``env`` keys, a pydantic model (see ``EnvSettings``);
     ``reexecutable=False``: its recorded actions cannot run again (regrade needs full snapshots)."""
@@ -69,7 +77,7 @@ def register_env(
     )
 
 
-def get_env_kind(kind: str) -> EnvKind:
+def get_env_kind(kind: str) -> RegisteredEnvKind:
     return ENVIRONMENTS.get(kind)
 
 
@@ -81,11 +89,11 @@ def uses_docker(kind: str) -> bool:
         return False
 
 
-def env_kind_of(env: EnvSection) -> EnvKind:
+def env_kind_of(env: EnvSection) -> RegisteredEnvKind:
     return get_env_kind(env.kind)
 
 
-def env_key_extra(env: EnvSection, task: Any, replaying: bool = False) -> KeyPairs:
+def env_key_extra(env: EnvSection, task: Task, replaying: bool = False) -> KeyPairs:
     """The environment's part of a cassette key (kind first, then the kind's extras;
     ``replaying``: derived without preparing anything, e.g. building an image)."""
     return env_kind_of(env).key(env, task, replaying)
@@ -93,4 +101,4 @@ def env_key_extra(env: EnvSection, task: Any, replaying: bool = False) -> KeyPai
 
 def make_env(request: EnvRequest) -> Environment:
     """Build one episode's environment of the kind its ``env`` config names."""
-    return env_kind_of(request.env).factory(request)
+    return env_kind_of(request.env).build(request)

@@ -2,11 +2,14 @@
 keys validated by the kind's settings model (``EnvKind.settings``) when the section is
 validated (``load_config``, or a recorded section read back for a re-execution).
 
-``EnvConfig`` is what a kind's hooks receive (``base.EnvSection``): the shared keys typed,
-``settings`` the kind's own model instance (``DockerSettings.of(env)`` is that instance,
-never a parse), ``limits()`` Harbor's multipliers and overrides, ``table()`` the section
-flat, as episodes record it. A key no setting of this kind is one line, naming the kind
-that has it when another installed kind does.
+``EnvConfig`` is what a kind's hooks receive (``base.EnvSection``; an ``EnvKind[S]``'s hooks
+get it as ``EnvSection[S]``): the shared keys typed, ``settings`` the kind's own model
+instance (never a parse), ``limits()`` Harbor's multipliers and overrides, ``table()`` the
+section flat, as episodes record it. A key no setting of this kind is one line, naming the
+kind that has it when another installed kind does, however the section is validated: only
+a stored one read back (context ``core.document.STORED``: ``recorded_env``,
+``RunConfig.recorded``) may hold what older versions wrote (an empty ``image_aliases``) or
+name a kind not installed here.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from pydantic import (
     model_validator,
 )
 
+from replaykit.core.document import STORED, is_stored
 from replaykit.core.errors import ConfigError, EnvError
 from replaykit.envs.base import EnvSettings, EnvTable
 from replaykit.envs.registry import ENVIRONMENTS, get_env_kind
 
 #: keys every kind shared before kinds had settings of their own: stored configs still hold
-#: them empty, so an empty one is dropped for a kind that does not declare it
+#: them empty, so read back (context ``STORED``) an empty one is dropped for a kind that does
+#: not declare it; anywhere else it is another kind's key, refused
 _LEGACY_ENV_KEYS = ("image_aliases",)
 _LIMIT_KEYS = (
     "timeout_multiplier",
@@ -87,15 +92,16 @@ class EnvConfig(BaseModel):
     @model_validator(mode="after")
     def _kind_settings(self, info: ValidationInfo) -> EnvConfig:
         extra = dict(self.model_extra or {})
+        stored = is_stored(info.context)
         try:
-            model = get_env_kind(self.kind).settings
+            model: type[EnvSettings] = get_env_kind(self.kind).settings
         except EnvError as exc:
-            if info.context is not None:  # a config file being loaded: its line says which kind
+            if not stored:  # a config file being loaded: its line says which kind
                 raise ValueError(f"field 'env.kind': {exc}") from None
             if not extra:  # a stored config's kind fails where it is used (replay never builds one)
                 return self
             raise ValueError(f"{exc} (its keys {', '.join(sorted(extra))} cannot be checked)") from None
-        for key in _LEGACY_ENV_KEYS:
+        for key in _LEGACY_ENV_KEYS if stored else ():
             if key in extra and key not in model.model_fields and not extra[key]:
                 del extra[key]
         unknown = sorted(set(extra) - set(model.model_fields))
@@ -172,7 +178,8 @@ def refused(key: str, kind: str, model: type[EnvSettings]) -> str:
 
 def env_section(kind: str, values: Mapping[str, object] | None = None) -> EnvConfig:
     """An ``env`` section of ``kind`` from command-line values, validated as a config's is
-    (one ``ConfigError`` line naming a bad key)."""
+    (one ``ConfigError`` line naming a bad key; an unknown kind is the registry's ``EnvError``)."""
+    get_env_kind(kind)
     try:
         return EnvConfig.model_validate({"kind": kind, **dict(values or {})})
     except ValidationError as exc:
@@ -181,10 +188,11 @@ def env_section(kind: str, values: Mapping[str, object] | None = None) -> EnvCon
 
 
 def recorded_env(table: Mapping[str, object]) -> EnvConfig:
-    """An episode's recorded ``env`` section, validated again by its kind (an ``EnvError``
-    line when this machine's kind no longer takes it)."""
+    """An episode's recorded ``env`` section, validated again by its kind as stored (context
+    ``STORED``: an older format still reads; an ``EnvError`` line when this machine's kind no
+    longer takes it)."""
     try:
-        return EnvConfig.model_validate(dict(table))
+        return EnvConfig.model_validate(dict(table), context=STORED)
     except ValidationError as exc:
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
         raise EnvError(f"the recorded env section cannot be used here: {message}") from None

@@ -52,7 +52,7 @@ from replaykit.episodes.certify_records import CertifyReport, CertifyRow
 from replaykit.episodes.network import serving
 from replaykit.episodes.reexecute import CertifyJob, Check, certify_job, check_task
 from replaykit.episodes.task_source import TaskSources
-from replaykit.execution.executor import Executor
+from replaykit.execution.settings import Executor
 
 __all__ = ["certify_run", "certify_task"]
 

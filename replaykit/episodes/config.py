@@ -30,6 +30,7 @@ from pydantic import (
 
 from replaykit.cassette.stores import is_url, split_location
 from replaykit.core.determinism import digest_of
+from replaykit.core.document import STORED
 from replaykit.core.errors import ConfigError
 from replaykit.core.registry import load_ref
 from replaykit.envs.section import EnvConfig
@@ -253,10 +254,11 @@ class RunConfig(_Strict):
 
     @classmethod
     def recorded(cls, data: Mapping[str, object], what: str) -> RunConfig:
-        """A config a stored document holds; one line when it no longer validates here (a
-        plugin it names is not installed, say)."""
+        """A config a stored document holds, read as stored (context ``STORED``: the sections
+        of an older format still load); one line when it no longer validates here (a plugin it
+        names is not installed, say)."""
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context=STORED)
         except ValidationError as exc:
             raise ConfigError(f"the config recorded with {what}: {validation_line(exc, model=cls)}") from None
 

@@ -25,7 +25,8 @@ from replaykit.core.records import JSON
 from replaykit.envs.extras import ExchangeRecord, Extras, Miss, StoredExchange
 
 if TYPE_CHECKING:
-    from replaykit.envs.base import EnvKind, EnvSection, EpisodeExtras
+    from replaykit.envs.base import EnvKind, EnvSection, EpisodeExtras, S
+    from replaykit.envs.tasks import Task
 
 
 class KindStoreView:
@@ -93,14 +94,14 @@ def extras_of(
 
 @contextlib.contextmanager
 def recording(
-    store: RunStore | None, kind: EnvKind, env: EnvSection, tasks: Sequence[Any]
+    store: RunStore | None, kind: EnvKind[S], env: EnvSection, tasks: Sequence[Task]
 ) -> Iterator[Extras]:
     """Around a run's keys and recordings: the kind's extras recorder (``{}``: none, or no
     store to keep what it records in)."""
     if store is None or kind.extras is None:
         yield {}
         return
-    with kind.extras.recording(KindStoreView(store), env, tasks) as extras:
+    with kind.extras.recording(KindStoreView(store), kind.section(env), tasks) as extras:
         yield extras
 
 

@@ -27,7 +27,7 @@ from replaykit.episodes.agents import require_program, version_note
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.episodes.rollout import ReplayResult, replay_episode
 from replaykit.episodes.run_records import ReplayReport
-from replaykit.execution.executor import Executor
+from replaykit.execution.settings import Executor
 
 
 @dataclass

@@ -4,24 +4,26 @@
 installed package's ``replaykit.executors`` entry point); every other key belongs to the
 kind and is validated by its own model (``ExecutorKind.settings``) when the section is
 validated: ``settings`` holds it typed, ``model_dump()`` keeps the section flat. A key of
-another kind is one line naming the kind that has it. The section never enters a cassette
-key. ``parse_executor`` reads the CLI's ``--executor KIND[:k=v,…]`` into the same section.
+another kind is one line naming the kind that has it, however the section is validated;
+only a stored config being read back (validation context ``core.document.STORED``:
+``RunConfig.recorded``) keeps the keys of the one flat section of old. The section never
+enters a cassette key. ``parse_executor`` reads the CLI's ``--executor KIND[:k=v,…]`` into
+the same section.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
+from replaykit.core.document import is_stored
 from replaykit.core.errors import ConfigError
 from replaykit.execution.registry import EXECUTORS
 from replaykit.execution.settings import ExecutorSettings
 
 #: every key of the one ``executor`` section all kinds shared before each had its own model:
-#: a stored config (a training's) still holds them; read back, they are kept as they were
-#: and ignored (a config file being loaded has each refused under a kind that lacks it)
+#: a stored config (a training's) still holds them; read back (context ``STORED``) they are
+#: kept as they were and ignored; anywhere else each is refused under a kind that lacks it
 _LEGACY_KEYS = ("workers", "oversubscribe", "address", "cpus", "memory_mb", "max_retries", "resources")
 
 
@@ -63,10 +65,10 @@ class ExecutorConfig(BaseModel):
             raise ValueError(
                 f"field 'executor.kind': unknown executor kind {self.kind!r}; known: {', '.join(EXECUTORS.names())}"
             )
-        model = EXECUTORS.get(self.kind).settings
+        model: type[ExecutorSettings] = EXECUTORS.get(self.kind).settings
         extra = dict(self.model_extra or {})
-        kept: dict[str, Any] = {}  # a stored config's keys of the one flat section of old
-        if info.context is None:
+        kept: dict[str, object] = {}  # a stored config's keys of the one flat section of old
+        if is_stored(info.context):
             kept = {k: extra.pop(k) for k in _LEGACY_KEYS if k in extra and k not in model.model_fields}
         unknown = sorted(set(extra) - set(model.model_fields))
         if unknown:
@@ -108,13 +110,13 @@ def _items(text: str) -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
-def executor_values(text: str) -> dict[str, Any]:
+def executor_values(text: str) -> dict[str, object]:
     """``--executor KIND[:k=v,…]`` as the ``executor`` section it stands for (values as YAML
     reads them: ``workers=4`` is a number, ``oversubscribe=true`` a boolean)."""
     kind, _, rest = text.partition(":")
     if not kind.strip():
         raise ConfigError(f"--executor {text!r}: name a kind first, e.g. --executor local:workers=4")
-    values: dict[str, Any] = {"kind": kind.strip()}
+    values: dict[str, object] = {"kind": kind.strip()}
     for item in _items(rest):
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():

@@ -1,8 +1,8 @@
-"""The executor seam: episodes of a panel are independent.
+"""The ``local`` executor kind: episodes of a panel are independent.
 
 Workers record (or replay, or certify) episodes and return them; the caller (one
-writer) persists them. ``LocalExecutor`` runs them inline (``workers: 1``) or in a
-local fork pool; ``RayExecutor`` (:mod:`replaykit.execution.ray_executor`) runs them as Ray
+writer) persists them (the seam, the ``Executor`` protocol, is ``settings.py``'s).
+``LocalExecutor`` runs them inline (``workers: 1``) or in a local fork pool; ``RayExecutor`` (:mod:`replaykit.execution.ray_executor`) runs them as Ray
 tasks on many machines. ``select.make_executor`` picks one by ``executor.kind``.
 """
 
@@ -12,7 +12,7 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
 
 from pydantic import Field
 
@@ -26,11 +26,11 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 
-class Executor(Protocol):
-    def map(self, fn: Callable[[J], R], jobs: Iterable[J], batch: bool = False) -> Iterator[tuple[J, R]]:
-        """Yield ``(job, fn(job))`` as each finishes. ``batch``: the jobs are short (offline
-        replays), so the executor may run several per dispatch to save its per-job cost."""
-        ...
+def __getattr__(name: str) -> object:
+    """``Executor`` moved to :mod:`replaykit.execution.settings` (a deprecated alias here)."""
+    from replaykit.core.deprecation import moved_name
+
+    return moved_name(__name__, name)
 
 
 def capped_workers(workers: int, oversubscribe: bool = False) -> int:

@@ -156,7 +156,7 @@ class RayNodes:
             and (resource is None or float(node.get("Resources", {}).get(resource, 0)) > 0)
         ]
 
-    def run_each(self, calls: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    def run_each(self, calls: Sequence[tuple[str, Callable[..., R], tuple[object, ...]]]) -> list[R]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         pending = [
@@ -171,7 +171,7 @@ class RayNodes:
         ]
         return list(self.ray.get(pending))
 
-    def share(self, data: bytes) -> Any:
+    def share(self, data: bytes) -> object:
         return self.ray.put(data)
 
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 from replaykit.core.errors import ConfigError
 from replaykit.envs.base import NodeNeeds
 from replaykit.execution.config import ExecutorConfig, parse_executor
-from replaykit.execution.executor import Executor
 from replaykit.execution.registry import EXECUTORS
+from replaykit.execution.settings import Executor
 
 
 def make_executor(config: ExecutorConfig, needs: NodeNeeds | None = None) -> Executor:
     """The executor kind ``config.kind`` names, built from its typed settings, for episodes
     with these ``needs`` (what their environment kind asks of worker nodes: ``EnvKind.node_needs``)."""
-    built: Executor = EXECUTORS.get(config.kind).factory(config.settings, needs or NodeNeeds())
-    return built
+    return EXECUTORS.get(config.kind).build(config.settings, needs or NodeNeeds())
 
 
 def cli_section(

@@ -17,7 +17,7 @@ from replaykit.core.run_doc import RunDoc
 from replaykit.core.verdict_doc import VerdictRecord
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.replay import replay_runs
-from replaykit.execution.executor import Executor
+from replaykit.execution.settings import Executor
 from replaykit.train.adaptive import stopping_points
 from replaykit.train.attribution import attribute
 from replaykit.train.audit_records import (

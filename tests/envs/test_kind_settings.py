@@ -4,17 +4,20 @@ what every kind has; a key of another kind, a misspelt key or a bad value is one
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from replaykit.core.errors import ConfigError
-from replaykit.envs.base import EnvSettings
+from replaykit.core.errors import ConfigError, EnvError
+from replaykit.envs.base import Environment, EnvRequest, EnvSection, EnvSettings, KeyPairs
 from replaykit.envs.docker.settings import DockerSettings
-from replaykit.envs.registry import ENVIRONMENTS, get_env_kind, register_env
-from replaykit.envs.section import EnvConfig
-from replaykit.episodes.config import load_config
+from replaykit.envs.extras import Extras
+from replaykit.envs.registry import ENVIRONMENTS, env_key_extra, get_env_kind, make_env, register_env
+from replaykit.envs.section import EnvConfig, recorded_env
+from replaykit.envs.tasks import Task, load_task
+from replaykit.episodes.config import RunConfig, load_config
 from replaykit.testing import project_root
 
 pytestmark = pytest.mark.unit
@@ -82,10 +85,19 @@ def test_keys_the_kind_does_not_take_are_one_line(
     assert line in str(info.value) and "\n" not in str(info.value)
 
 
-def test_stored_configs_of_older_versions_still_load(tmp_path: Path) -> None:
-    """Before kinds had settings every config dumped ``image_aliases: {}``, local ones too."""
-    env = _load(tmp_path, {"kind": "local", "image_aliases": {}})
-    assert "image_aliases" not in env.model_dump()
+def test_stored_configs_of_older_versions_still_load_and_only_when_read_as_stored(tmp_path: Path) -> None:
+    """Before kinds had settings every config dumped ``image_aliases: {}``, local ones too: a
+    stored one (a training's config, an episode's recorded section) still reads; anywhere else
+    the key is the docker kind's, refused."""
+    old = {"kind": "local", "timeout_sec": 30.0, "image_aliases": {}}
+    assert "image_aliases" not in recorded_env(old).model_dump()
+    config = RunConfig.recorded({"panel": {"tasks": ["t"]}, "env": old}, "training t")
+    assert config.env.kind == "local" and "image_aliases" not in config.env.model_dump()
+    refused = "field 'env.image_aliases' is a setting of env kind 'docker', not of 'local'"
+    with pytest.raises(ConfigError, match=refused):
+        _load(tmp_path, old)
+    with pytest.raises(ValueError, match=refused):
+        EnvConfig.model_validate(old)  # no validation context: validated as a config's section is
     docker = _load(tmp_path, {"kind": "docker", "image_aliases": {"debian:12": "replaykit/base:bookworm"}})
     assert docker.settings == DockerSettings(image_aliases={"debian:12": "replaykit/base:bookworm"})
 
@@ -95,6 +107,53 @@ def test_an_uninstalled_kind_is_a_line_of_the_file_but_a_stored_config_still_loa
         ConfigError, match=r"line 2: field 'env.kind': unknown environment kind 'not-installed'"
     ):
         _load(tmp_path, {"kind": "not-installed"})
-    env = EnvConfig.model_validate({"kind": "not-installed"})  # a stored config (replay builds no env)
+    with pytest.raises(ValueError, match=r"field 'env.kind': unknown environment kind 'not-installed'"):
+        EnvConfig.model_validate({"kind": "not-installed"})  # no context: as a config file's
+    env = recorded_env({"kind": "not-installed"})  # a stored section (replay builds no env)
     with pytest.raises(Exception, match="unknown environment kind 'not-installed'"):
         env.settings  # noqa: B018
+
+
+@dataclass(frozen=True)
+class _Key:
+    id: str
+    extra: KeyPairs = ()
+
+
+@dataclass(frozen=True)
+class _Request:
+    key: _Key
+    task_path: str
+    env: EnvSection
+    extras: Extras = field(default_factory=dict)
+
+
+def test_a_kinds_hooks_get_its_settings_typed_and_never_another_kinds(tmp_path: Path) -> None:
+    """``EnvKind[S]``: the factory and ``key_extra`` get the section with settings ``S`` (read
+    as ``request.env.settings.socket``, no parse); a section validated under another kind is
+    refused before a hook sees it."""
+    seen: list[SocketSettings] = []
+
+    def factory(request: EnvRequest[SocketSettings]) -> Environment:
+        seen.append(request.env.settings)
+        return get_env_kind("local").factory(request)
+
+    def key_extra(env: EnvSection[SocketSettings], task: Task) -> KeyPairs:
+        return (("socket", env.settings.socket),)
+
+    kind = register_env("typed-socket", factory, key_extra, settings=SocketSettings)
+    try:
+        env = _load(tmp_path, {"kind": "typed-socket", "socket": "/tmp/t.sock"})
+        task = load_task(project_root() / "envs" / "hello-file")
+        assert env_key_extra(env, task) == (("env", "typed-socket"), ("socket", "/tmp/t.sock"))
+        built = make_env(_Request(_Key("typed-socket-episode"), str(task.path), env))
+        assert built.kind == "local" and seen == [SocketSettings(socket="/tmp/t.sock")]
+        local = EnvConfig(kind="local")
+        refused = "env kind 'typed-socket' takes SocketSettings, not EnvSettings"
+        with pytest.raises(EnvError, match=refused):
+            kind.build(_Request(_Key("other"), str(task.path), local))
+        with pytest.raises(EnvError, match=refused):
+            kind.key(local, task)
+        assert len(seen) == 1
+    finally:
+        ENVIRONMENTS.unregister("typed-socket")

@@ -118,18 +118,18 @@ class ExampleEnv(Sandbox):
         return None
 
 
-def factory(request: EnvRequest) -> ExampleEnv:
-    env = request.env
+def factory(request: EnvRequest[ExampleSettings]) -> ExampleEnv:
+    env = request.env  # validated under this kind: its settings are an ExampleSettings, typed
     return ExampleEnv(
         load_task(Path(request.task_path)),
         Path(tempfile.gettempdir()) / "replaykit-example" / request.key.id[:16],
-        ExampleSettings.of(env).socket,
+        env.settings.socket,
         env.timeout_sec,
         env.max_output_bytes,
     )
 
 
-def key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvSection[ExampleSettings], task: Task) -> tuple[tuple[str, str], ...]:
     return (("sandbox", "example-v1"),)
 
 

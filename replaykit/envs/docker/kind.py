@@ -29,16 +29,16 @@ from replaykit.envs.tasks import Task, load_task
 from replaykit.envs.verifier import oracle_grades
 
 
-def key_extra(env: EnvSection, task: Task, build: bool = True) -> tuple[tuple[str, str], ...]:
+def key_extra(env: EnvSection[DockerSettings], task: Task, build: bool = True) -> tuple[tuple[str, str], ...]:
     """Build or reuse the task image; its recipe enters the cassette key, never its local ID
     (``build=False``: an image already built here, else ``EnvError``)."""
-    aliases = DockerSettings.of(env).image_aliases
+    aliases = env.settings.image_aliases
     # a compose file replaykit refuses is said before any image is built
     spec = compose.load_compose(task, task_env.task_env(task.path, task.config, "environment").values)
     scaled = with_limits(task, env.limits())  # the build's timeout scaled
     image = image_build.ensure_task_image(scaled, aliases, build=build)
     extra: tuple[tuple[str, str], ...] = (("image", image.key),)
-    if task.allow_internet and DockerSettings.of(env).network == "live":  # never reuses a frozen recording
+    if task.allow_internet and env.settings.network == "live":  # never reuses a frozen recording
         extra += (("network", "live"),)
     if spec is not None:  # sidecar images enter the key too (only for multi-container tasks)
         services = compose.service_keys(task, spec, aliases, build=build)
@@ -46,14 +46,15 @@ def key_extra(env: EnvSection, task: Task, build: bool = True) -> tuple[tuple[st
     return extra
 
 
-def replay_key_extra(env: EnvSection, task: Task) -> tuple[tuple[str, str], ...]:
+def replay_key_extra(env: EnvSection[DockerSettings], task: Task) -> tuple[tuple[str, str], ...]:
     """A replay's key: the task image's ID where it is built here; a replay never builds one."""
     return key_extra(env, task, build=False)
 
 
-def factory(spec: EnvRequest) -> DockerEnv:
+def factory(spec: EnvRequest[DockerSettings]) -> DockerEnv:
     task = with_limits(load_task(Path(spec.task_path)), spec.env.limits())
-    aliases = DockerSettings.of(spec.env).image_aliases
+    settings = spec.env.settings
+    aliases = settings.image_aliases
     image = dict(spec.key.extra).get("image")
     extras = dict(spec.extras)
     rebuild = extras.pop("rebuild", None)  # the image's recorded build, when the engine lacks it
@@ -74,9 +75,9 @@ def factory(spec: EnvRequest) -> DockerEnv:
         snapshot_mode=spec.env.snapshot,
         episode=spec.key.id,
         aliases=aliases,
-        network_mode=DockerSettings.of(spec.env).network,
+        network_mode=settings.network,
         network_request=cast(NetworkRequest, extras),
-        network_allow=DockerSettings.of(spec.env).network_allow,
+        network_allow=settings.network_allow,
     )
 
 
@@ -118,15 +119,15 @@ def recipe_image(task: Task, aliases: dict[str, str], wanted: str, rebuild: obje
     return built.id
 
 
-def task_warnings(task: Task, env: EnvSection) -> list[str]:
+def task_warnings(task: Task, env: EnvSection[DockerSettings]) -> list[str]:
     """The aliases and swapped pins the task's image gets (``tasks check`` shows them)."""
-    return substitutions(task, DockerSettings.of(env).image_aliases)
+    return substitutions(task, env.settings.image_aliases)
 
 
-def oracle(task: Task, env: EnvSection) -> tuple[Grade, Grade]:
+def oracle(task: Task, env: EnvSection[DockerSettings]) -> tuple[Grade, Grade]:
     """Grade an untouched container, then a fresh one where solution/solve.sh ran."""
     task = with_limits(task, env.limits())
-    settings = DockerSettings.of(env)
+    settings = env.settings
     image = image_build.ensure_task_image(task, settings.image_aliases)
     return oracle_grades(
         DockerEnv(

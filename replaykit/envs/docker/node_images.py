@@ -81,7 +81,7 @@ def ship_images(nodes: WorkerNodes, wanted: dict[str, str]) -> dict[str, list[st
     return {node: node_refs for node, node_refs in lacking.items() if node_refs}
 
 
-def prepare_nodes(nodes: WorkerNodes, env: EnvSection) -> None:
+def prepare_nodes(nodes: WorkerNodes, env: EnvSection[DockerSettings]) -> None:
     """The ``docker`` kind's ``prepare_nodes`` hook: every Docker node builds from the
     driver's base images and alias targets (same IDs, so the same cassette keys)."""
-    ship_images(nodes, wanted_images(DockerSettings.of(env).image_aliases))
+    ship_images(nodes, wanted_images(env.settings.image_aliases))

@@ -11,7 +11,7 @@ import pytest
 
 from replaykit.envs.docker import image_build, images
 from replaykit.envs.docker.env import DockerEnv
-from replaykit.envs.docker.kind import oracle
+from replaykit.envs.docker.kind import ENV, oracle
 from replaykit.envs.section import EnvConfig
 from replaykit.envs.tasks import load_task
 
@@ -75,7 +75,7 @@ def test_entrypoint_service_stays_up_for_agent_and_verifier(docker_base: str, tm
         env.grade()  # after the verifier only the service is left
         assert env.run(alive).stdout.split() == ["up", "gone", "0"]
         assert int(str(env.metadata()["services"])) >= 1 and env.metadata()["entrypoint"] == ["/start.sh"]
-    untouched, solved = oracle(t, EnvConfig(kind="docker"))
+    untouched, solved = oracle(t, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed, solved.detail
 
@@ -91,7 +91,7 @@ def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: P
         )
     )
     assert default.network_mode == "public" and default.allow_internet
-    untouched, _ = oracle(default, EnvConfig(kind="docker"))
+    untouched, _ = oracle(default, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 1, untouched.detail  # built and ran with an interface besides lo
     closed = load_task(
         task(
@@ -102,7 +102,7 @@ def test_build_and_episode_have_network_by_default(docker_base: str, tmp_path: P
         )
     )
     assert closed.network_mode == "no-network" and not closed.allow_internet
-    untouched, _ = oracle(closed, EnvConfig(kind="docker"))
+    untouched, _ = oracle(closed, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 1, untouched.detail  # the build had the network, the episode none
     image = image_build.ensure_task_image(closed)
     assert DockerEnv(closed, image.id).metadata()["network"] == "none"
@@ -114,7 +114,7 @@ def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path
     t = load_task(
         task(tmp_path / "no-workdir", "", f"FROM {docker_base}\n", '[ ! -e /app ] && [ "$PWD" = / ]')
     )
-    untouched, _ = oracle(t, EnvConfig(kind="docker"))
+    untouched, _ = oracle(t, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 1, untouched.detail
     with_workdir = load_task(
         task(
@@ -124,7 +124,7 @@ def test_no_app_folder_when_the_image_sets_no_workdir(docker_base: str, tmp_path
             '[ "$PWD" = /srv/work ] && [ ! -e /app ]',
         )
     )
-    untouched, _ = oracle(with_workdir, EnvConfig(kind="docker"))
+    untouched, _ = oracle(with_workdir, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 1, untouched.detail
 
 
@@ -150,7 +150,7 @@ def test_python_flavour_keeps_the_index_and_says_what_it_swaps(docker_base: str,
     assert any(
         "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 in tests/: replaced" in n for n in notes
     )
-    _, solved = oracle(t, EnvConfig(kind="docker"))
+    _, solved = oracle(t, ENV.section(EnvConfig(kind="docker")))
     assert solved.passed, solved.detail
     assert (
         "replaykit uvx: runs the bundled pytest" in solved.detail
@@ -193,6 +193,6 @@ def test_a_server_the_solution_leaves_running_answers_the_verifier(docker_base: 
     """The solution starts a server with a plain `&` (its request log on the stream it inherited)
     and returns; the verifier queries it: solved, as in Harbor."""
     task = load_task(Path(__file__).resolve().parents[2] / "harbor" / "corpus" / "background-server")
-    untouched, solved = oracle(task, EnvConfig(kind="docker"))
+    untouched, solved = oracle(task, ENV.section(EnvConfig(kind="docker")))
     assert untouched.reward == 0 and not untouched.infra_failure, untouched.detail
     assert solved.passed and solved.reward == 1, solved.detail

@@ -16,7 +16,8 @@ import pytest
 from replaykit.core.errors import EnvError
 from replaykit.envs.base import EnvSection
 from replaykit.envs.docker import image_build, images, recipe
-from replaykit.envs.docker.kind import key_extra
+from replaykit.envs.docker.kind import ENV, key_extra
+from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.section import recorded_env
 from replaykit.envs.tasks import Task, load_task
 from replaykit.episodes.config import load_config
@@ -40,8 +41,8 @@ def own_task(tmp_path: Path, docker_base: str) -> Iterator[Task]:
             client.images.remove(image.id, force=True)
 
 
-def env() -> EnvSection:
-    return recorded_env({"kind": "docker"})
+def env() -> EnvSection[DockerSettings]:
+    return ENV.section(recorded_env({"kind": "docker"}))
 
 
 def test_the_same_recipe_built_again_is_the_same_key(own_task: Task) -> None:

@@ -21,7 +21,6 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.records import JSON
@@ -33,6 +32,7 @@ from replaykit.envs.docker.recipe import find_image, is_recipe, parse_key
 from replaykit.envs.docker.settings import DockerSettings
 from replaykit.envs.extras import ExchangeRecord as Reported
 from replaykit.envs.extras import Extras, KindStore, StoredExchange
+from replaykit.envs.tasks import Task
 
 IMAGE_KIND = "network-image"
 #: the environment metadata's ``network`` value of an episode that ran on a live network
@@ -79,7 +79,7 @@ def reported(record: ExchangeRecord, spool: Path) -> Reported:
     }
 
 
-def network_mode(environment: Mapping[str, Any]) -> str:
+def network_mode(environment: Mapping[str, object]) -> str:
     """How an episode's container reached the network (from its recorded environment
     metadata): ``frozen``, ``live`` or ``none``."""
     state = environment.get("network")
@@ -172,8 +172,10 @@ class FrozenNetwork:
     """The docker kind's ``EpisodeExtras``."""
 
     @contextlib.contextmanager
-    def recording(self, store: KindStore, env: EnvSection, tasks: Sequence[Any]) -> Iterator[Extras]:
-        setting = DockerSettings.of(env).network
+    def recording(
+        self, store: KindStore, env: EnvSection[DockerSettings], tasks: Sequence[Task]
+    ) -> Iterator[Extras]:
+        setting = env.settings.network
         if store.readonly or not any(t.allow_internet for t in tasks):
             yield {}
             return
