@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.meta import EpisodeMeta
+from replaykit.core.records import JSON
 from replaykit.envs.extras import ExchangeRecord, StoredExchange
 from replaykit.envs.results import Grade, GradeDoc, Observation, ObservationDoc
 
@@ -303,7 +304,7 @@ class Episode:
         return sum(event_tokens(event) for event in self.llm_events)
 
 
-def usage_reports(event: LlmEvent) -> Iterator[dict[str, Any]]:
+def usage_reports(event: LlmEvent) -> Iterator[dict[str, JSON]]:
     """Each ``usage`` object one model call's answer carries, JSON or streamed: chat
     completions' top-level ``usage``, the Responses API's ``response.usage``."""
     for line in event.content.decode("utf-8", "replace").splitlines():
@@ -321,6 +322,13 @@ def usage_reports(event: LlmEvent) -> Iterator[dict[str, Any]]:
             yield usage
 
 
+def usage_count(usage: Mapping[str, JSON], *names: str) -> int:
+    """The first of ``names`` a ``usage`` object reports (a nonzero count, the next name tried
+    otherwise), as a whole number; 0 when none is a number."""
+    value = next((v for name in names if (v := usage.get(name))), 0)
+    return int(value) if isinstance(value, int | float) else 0
+
+
 def event_tokens(event: LlmEvent) -> int:
     """The tokens one model call's answer reports (0 where it reports none)."""
-    return sum(int(usage.get("total_tokens") or 0) for usage in usage_reports(event))
+    return sum(usage_count(usage, "total_tokens") for usage in usage_reports(event))

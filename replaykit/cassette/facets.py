@@ -31,6 +31,7 @@ from typing import Any
 from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.events import EnvEvent, Event, LlmEvent
 from replaykit.cassette.streams import join_chat_stream, join_responses_stream, sse_payloads
+from replaykit.core.records import JSON
 
 #: every facet, in the order counts are shown
 FACETS = ("tool_calls", "stop", "length", "empty", "reasoning_only", "malformed_tool_call", "refusal")
@@ -38,7 +39,7 @@ FACETS = ("tool_calls", "stop", "length", "empty", "reasoning_only", "malformed_
 WRONG = ("length", "empty", "reasoning_only", "malformed_tool_call", "refusal")
 
 
-def answer_of(event: LlmEvent) -> dict[str, Any] | None:
+def answer_of(event: LlmEvent) -> dict[str, JSON] | None:
     """The reply as one JSON object (a stream joined), or None for no answer."""
     if event.status >= 400:
         return None

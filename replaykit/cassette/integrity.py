@@ -216,7 +216,7 @@ def doc_mismatches(row: Mapping[str, object], doc: object) -> list[str]:
     return bad
 
 
-def _run_mismatches(row: Mapping[str, object], doc: dict[str, Any]) -> list[str]:
+def _run_mismatches(row: Mapping[str, object], doc: dict[str, object]) -> list[str]:
     """What in a measured run's row (its mirrored columns) and document (its episodes, solved
     and total) disagrees."""
     bad = []

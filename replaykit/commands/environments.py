@@ -4,7 +4,7 @@ base images, the oracle check of task folders, determinism certificates of a run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import typer
 
@@ -91,7 +91,7 @@ def tasks_check(
     from replaykit.envs.check import check_tasks
     from replaykit.envs.section import env_section
 
-    section: dict[str, Any] = {}
+    section: dict[str, object] = {}
     if config:
         from replaykit.episodes.config import load_config
 
@@ -113,11 +113,14 @@ def tasks_check(
         override_storage_mb,
     )
     section.update({k.removeprefix("env."): v for k, v in flags.items()})
+    configured = section.get("image_aliases")
+    aliases = {str(k): str(v) for k, v in configured.items()} if isinstance(configured, dict) else {}
     for item in alias or []:
         source, sep, target = item.partition("=")
         if not sep or not source or not target:
             raise typer.BadParameter(f"{item!r} is not FROM=TO", param_hint="--alias")
-        section.setdefault("image_aliases", {})[source] = target
+        aliases[source] = target
+        section["image_aliases"] = aliases
     with render.progress(enabled=not as_json) as progress:
         report = check_tasks(paths, Path.cwd(), progress=progress, env=env_section(env, section))
     if as_json:

@@ -72,7 +72,7 @@ def run(
     from replaykit.episodes.config import load_config
     from replaykit.report.harbor_jobs import measure_run
 
-    overrides: dict[str, Any] = {"model.name": model} if model else {}
+    overrides: dict[str, object] = {"model.name": model} if model else {}
     if agent:
         overrides["harness.agent"] = agent
     overrides.update(

@@ -126,7 +126,7 @@ def limit_overrides(
     cpus: float | None,
     memory_mb: int | None,
     storage_mb: int | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The flags above as config overrides (``env.…``), the unset ones left out."""
     values = {
         "timeout_multiplier": timeout,
@@ -167,9 +167,9 @@ ReuseOpt = typer.Option(
 )
 
 
-def model_overrides(reuse: Reuse | None, accept_engine_change: bool = False) -> dict[str, Any]:
+def model_overrides(reuse: Reuse | None, accept_engine_change: bool = False) -> dict[str, object]:
     """The config keys ``--reuse`` and ``--accept-engine-change`` set."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if reuse is not None:
         out["model.reuse"] = reuse.value
     if accept_engine_change:

@@ -7,7 +7,7 @@ Each parses its options, calls one library function, prints JSON or renders.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -144,6 +144,7 @@ def probe(
     as_json: bool = JsonOpt,
 ) -> None:
     """Send the same request N times serially and concurrently: is the endpoint deterministic?"""
+    from replaykit.core.progress import ProgressData, ProgressEvent
     from replaykit.models.probe import DEFAULT_PROMPT, save_probe
     from replaykit.models.probe import probe as run_probe
     from replaykit.render.console import err
@@ -161,7 +162,7 @@ def probe(
     if not base_url or not model:
         raise typer.BadParameter("give --base-url and --model, or --config", param_hint="--base-url/--model")
 
-    def note(event: str, data: dict[str, Any]) -> None:
+    def note(event: ProgressEvent, data: ProgressData) -> None:
         if not as_json and event == "note":
             err(str(data.get("message", "")))
 

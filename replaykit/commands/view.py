@@ -56,8 +56,7 @@ def view(
     as_json: bool = JsonOpt,
 ) -> None:
     """Browse trainings, runs, verdicts, episodes and compare results in a web browser (read-only)."""
-    from replaykit.view.search import index_path
-    from replaykit.view.serve import bind, is_loopback, serve
+    from replaykit.view.serve import Serving, bind, is_loopback, serve
 
     if not is_loopback(host) and not allow_remote:
         raise typer.BadParameter(
@@ -69,20 +68,14 @@ def view(
     st.change_token()  # a missing or foreign store is one line here, before a port is taken
     sock = bind(host, port)
 
-    def ready(url: str) -> None:
+    def ready(serving: Serving) -> None:
+        url = serving["url"]
         if not is_loopback(host):
             render.err(
                 f"warning: serving the store on {host}, not loopback: anyone who reaches {url} can read it"
             )
         if as_json:
-            emit_json(
-                {
-                    "url": url,
-                    "store": location,
-                    "search_index": str(index_path(st.location)),
-                    "read_only": True,
-                }
-            )
+            emit_json(serving)
             sys.stdout.flush()
         else:
             render.line(f"replaykit view on {url} (store {location}, read-only; Ctrl-C to stop)")
@@ -93,7 +86,7 @@ def view(
                 render.err(f"no web browser found: open {url} yourself")
 
     try:
-        serve(st, sock, poll, ready, index_progress())
+        serve(st, sock, poll, ready, index_progress(), named=location)
     except KeyboardInterrupt:
         render.err("viewer stopped")
         raise typer.Exit(130) from None

@@ -7,8 +7,9 @@ events, every reference present in the bundle).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from replaykit.cassette.integrity import (
     cassette_columns,
@@ -212,7 +213,7 @@ class _Graph:
         self.need(digest)
         return self.sel.blobs[digest]
 
-    def task_tree(self, key: str, row: dict[str, Any]) -> None:
+    def task_tree(self, key: str, row: Mapping[str, object]) -> None:
         """A task folder carried as a tree (``core.tree_digest``) holds the content its name says."""
         if task_tree_parts(key) is None:
             return
@@ -222,7 +223,7 @@ class _Graph:
         if problem is not None:
             raise BundleError(f"bundle {self.path}: {problem}; refusing (nothing was written)")
 
-    def cassette(self, key: str, row: dict[str, Any]) -> None:
+    def cassette(self, key: str, row: Mapping[str, object]) -> None:
         """A cassette's blobs present, its key, its columns and its reuse claim against its events."""
         where = f"bundle {self.path}: cassette {key}"
         doc = parse_json(self.get(str(row["doc"])), f"{where}: document")
@@ -242,7 +243,7 @@ class _Graph:
             raise BundleError(f"{where}: {claim[0]} (forged or corrupt); refusing")
         self.reused[key] = reused_counts(episode)
 
-    def document(self, key: str, row: dict[str, Any]) -> None:
+    def document(self, key: str, row: Mapping[str, object]) -> None:
         """A document (run, training, verdict, ...) against its row, and all it names in the bundle."""
         where = f"bundle {self.path}: run {key}"
         doc = parse_json(self.get(str(row["doc"])), f"{where}: document")

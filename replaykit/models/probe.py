@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, ModelError
@@ -33,6 +33,7 @@ from replaykit.models.probe_advice import advice, classify
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import DocumentStore
+    from replaykit.core.progress import Progress
 
 DEFAULT_PROMPT = "List three prime numbers and say in one sentence why each is prime."
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -217,7 +218,7 @@ def probe(
     seed: int = 0,
     prompt: str = DEFAULT_PROMPT,
     api_key_env: str = "OPENAI_API_KEY",
-    progress: Any = None,
+    progress: Progress | None = None,
     max_tokens: int | None = None,
     params: Mapping[str, JSON] | None = None,
     engine: Mapping[str, JSON] | None = None,

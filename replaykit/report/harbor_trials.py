@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from replaykit.cassette.events import Episode, usage_reports
+from replaykit.cassette.events import Episode, usage_count, usage_reports
 from replaykit.core.meta import StepVerifierMeta, VerifierMeta
 from replaykit.core.run_doc import EpisodeSummary, RunDoc
 from replaykit.models.config import ModelPrice
@@ -179,10 +180,10 @@ def token_usage(episode: Episode) -> tuple[int | None, int | None, int | None]:
     found, n_in, n_cache, n_out = False, 0, 0, 0
     for usage in (u for event in episode.llm_events for u in usage_reports(event)):
         found = True
-        n_in += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
-        n_out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
-        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-        n_cache += int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+        n_in += usage_count(usage, "prompt_tokens", "input_tokens")
+        n_out += usage_count(usage, "completion_tokens", "output_tokens")
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        n_cache += usage_count(details, "cached_tokens") if isinstance(details, Mapping) else 0
     return (n_in, n_cache, n_out) if found else (None, None, None)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Callable
+from typing import Callable, Literal, TypedDict
 
 from replaykit.cassette.backend import BrowseStore
 from replaykit.core.errors import ReplaykitError
@@ -46,19 +46,31 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+class Serving(TypedDict):
+    """What ``replaykit view`` serves, once it listens (``view --json``)."""
+
+    url: str
+    store: str  # the store as the command named it
+    search_index: str  # the search sidecar's path (``view/search.py``)
+    read_only: Literal[True]
+
+
 def serve(
     store: BrowseStore,
     sock: socket.socket,
     poll_seconds: float,
-    on_ready: Callable[[str], None],
+    on_ready: Callable[[Serving], None],
     on_index: Callable[[int, int], None] | None = None,
+    named: str = "",
 ) -> None:
-    """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C; ``on_index(indexed, total)``
-    hears how far the search index is while it catches up."""
+    """Serve ``store`` (opened read-only) on ``sock`` until Ctrl-C; ``on_ready`` hears where
+    (``named``: the store as the user chose it; default its location), ``on_index(indexed,
+    total)`` how far the search index is while it catches up."""
     import uvicorn
 
     from replaykit.core.hosts import HostCheck
     from replaykit.view.app import create_app
+    from replaykit.view.search import index_path
 
     store.change_token()  # a missing or foreign store fails here, before the URL is printed
     app = create_app(
@@ -66,7 +78,14 @@ def serve(
     )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     server = uvicorn.Server(config)
-    on_ready(url_of(sock))
+    on_ready(
+        {
+            "url": url_of(sock),
+            "store": named or str(store.location),
+            "search_index": str(index_path(store.location)),
+            "read_only": True,
+        }
+    )
     try:
         server.run(sockets=[sock])
     finally:

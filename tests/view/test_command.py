@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from replaykit.view.search import index_path
 from tests.cli_runner import cli
 
 from .conftest import snapshot
@@ -24,12 +25,18 @@ def fetch(url: str) -> str:
 
 
 def test_a_viewer_session_leaves_the_store_byte_identical(
-    quickstart_store: dict[str, Any], viewer_of: Any, tmp_path: Path
+    quickstart_store: dict[str, Any], viewer_of: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = quickstart_store["store"]
     before = snapshot(store)
     viewer = viewer_of(store)
     assert viewer.info["read_only"] is True and viewer.url.startswith("http://127.0.0.1:")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the viewer's (conftest.Viewer)
+    assert {k: v for k, v in viewer.info.items() if k != "url"} == {  # `view --json` (view/serve.Serving)
+        "store": str(store),  # as --store named it
+        "search_index": str(index_path(store)),
+        "read_only": True,
+    }
     training = quickstart_store["training"]
     pages = [
         "/",

@@ -18,7 +18,6 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from replaykit.core.errors import ConfigError
 
@@ -64,7 +63,8 @@ def find_credentials(host: str, environ: Mapping[str, str] | None = None) -> Cre
     return _from_auths(entry, host, path) if isinstance(entry, dict) else None
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_config(path: Path) -> dict[str, object]:
+    """Docker's client configuration as read (unchecked: each field is checked where it is used)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -83,7 +83,7 @@ def _host_of(key: str) -> str:
     return key.split("/", 1)[0].lower()
 
 
-def _for_host(table: object, host: str) -> Any:
+def _for_host(table: object, host: str) -> object:
     if not isinstance(table, dict):
         return None
     wanted = host.lower()
@@ -93,11 +93,13 @@ def _for_host(table: object, host: str) -> Any:
     return None
 
 
-def _from_auths(entry: dict[str, Any], host: str, path: Path) -> Credentials | None:
+def _from_auths(entry: dict[str, object], host: str, path: Path) -> Credentials | None:
     where = f"{path} auths[{host}]"
-    if isinstance(entry.get("auth"), str) and entry["auth"]:
+    auth, token = entry.get("auth"), entry.get("identitytoken")
+    username, password = entry.get("username"), entry.get("password")
+    if isinstance(auth, str) and auth:
         try:
-            user, sep, secret = base64.b64decode(entry["auth"], validate=True).decode("utf-8").partition(":")
+            user, sep, secret = base64.b64decode(auth, validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
             raise ConfigError(
                 f"{where}: 'auth' is not base64 of user:password; log in again (docker login {host})"
@@ -105,10 +107,10 @@ def _from_auths(entry: dict[str, Any], host: str, path: Path) -> Credentials | N
         if not sep:
             raise ConfigError(f"{where}: 'auth' holds no ':'; log in again (docker login {host})")
         return Credentials(user, secret, where)
-    if isinstance(entry.get("identitytoken"), str) and entry["identitytoken"]:
-        return Credentials("<token>", entry["identitytoken"], where)
-    if isinstance(entry.get("username"), str) and isinstance(entry.get("password"), str):
-        return Credentials(entry["username"], entry["password"], where)
+    if isinstance(token, str) and token:
+        return Credentials("<token>", token, where)
+    if isinstance(username, str) and isinstance(password, str):
+        return Credentials(username, password, where)
     return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from replaykit.core.determinism import sha256_hex
 from replaykit.exchange.bundle_format import MANIFEST, MEMBER_RE, BundleRoot
@@ -36,6 +36,15 @@ ROOT_ID, ROOT_KIND, ROOT_TABLE, VERSION = (
 )
 
 
+class Descriptor(TypedDict):
+    """An OCI content descriptor as replaykit writes it (an index member named by its title)."""
+
+    mediaType: str
+    digest: str
+    size: int
+    annotations: NotRequired[dict[str, str]]
+
+
 @dataclass(frozen=True)
 class Layer:
     """One blob of the artefact: its digest (``sha256:…``), size, media type and member name."""
@@ -45,8 +54,8 @@ class Layer:
     media_type: str
     member: str  # the bundle member it is: index/runs.json, blobs/<hex>, manifest.json (the config)
 
-    def descriptor(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+    def descriptor(self) -> Descriptor:
+        out: Descriptor = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
         if self.media_type == INDEX_TYPE:
             out["annotations"] = {TITLE: self.member}
         return out
