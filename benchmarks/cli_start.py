@@ -11,12 +11,16 @@ sources on every start would be measured otherwise.
 The store holds copies of a recorded quickstart run under new keys (``store_listing.fill``),
 its run document, and the run's harness tree.
 
-Usage: python benchmarks/cli_start.py [--size 100000] [--repeats 9]
+Usage: python benchmarks/cli_start.py [--size 100000] [--repeats 9] [--keep DIR]
+
+``--keep DIR`` builds the store in ``DIR/store-SIZE`` once and reuses it on later runs (building
+100,000 episodes takes minutes); without it the store lives in a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -55,13 +59,27 @@ def make_store(root: Path, size: int) -> Path:
     return path
 
 
+def kept_store(keep: Path, size: int) -> Path:
+    """The store of ``size`` episodes under ``keep``, built there on first use (a store whose
+    build did not finish is built again: ``done`` is written last)."""
+    root = keep / f"build-{size}"
+    if not (root / "done").exists():
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        make_store(root, size)
+        (root / "done").write_text("")
+    return root / f"store-{size}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=100_000, help="episodes in the listings' store")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--keep", type=Path, help="build the store here once and reuse it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        store = str(make_store(Path(tmp), args.size))
+        store = str(kept_store(args.keep, args.size) if args.keep else make_store(Path(tmp), args.size))
         cli = [sys.executable, "-m", "replaykit.cli"]
         cases = {
             BASELINE: [sys.executable, "-c", BASELINE],

@@ -82,6 +82,17 @@ def test_store_listing_benchmark_runs_small() -> None:
         assert f"    {command}" in out and "60 episodes" in out, out
 
 
+def test_cli_start_benchmark_runs_small(tmp_path: Path) -> None:
+    """Each case measured against the baseline; ``--keep`` builds the store once and reuses it."""
+    first = bench("cli_start.py", "--size", "20", "--repeats", "1", "--keep", str(tmp_path))
+    assert "python -c 'import typer'" in first and "store of 20 episodes" in first
+    for case in ("replaykit --help", "cassettes ls", "runs"):
+        assert f"\n    {case} " in first and "x the baseline" in first, first
+    built = (tmp_path / "build-20" / "done").stat().st_mtime_ns
+    bench("cli_start.py", "--size", "20", "--repeats", "1", "--keep", str(tmp_path))
+    assert (tmp_path / "build-20" / "done").stat().st_mtime_ns == built  # reused, not built again
+
+
 def test_network_proxy_runs_small() -> None:
     out = bench("network_proxy.py", "--mb", "8", "--files", "20", "--repeats", "1")
     assert "8 MB body through the proxy: proxy peak RSS" in out and "proxy overhead:" in out

@@ -102,7 +102,7 @@ def test_cassettes_ls_reads_the_rows_documents_together_and_marks_a_damaged_one(
     document that does not verify marks its row only (each row then reads its own)."""
     import shutil
 
-    from replaykit.episodes.views import list_cassettes
+    from replaykit.episodes.listing import list_cassettes
     from tests.store_sql import rewrite
 
     copy = tmp_path / "store"

@@ -207,7 +207,7 @@ def test_a_piped_table_is_rich_s_to_the_byte(seed: int, monkeypatch: pytest.Monk
     import random
 
     rng = random.Random(seed)
-    alphabet = ["a", "b", "x", "0", "9", "-", "_", " ", "·", "≠", "é", "漢", "✓"]
+    alphabet = ["a", "b", "x", "0", "9", "-", "_", " ", "·", "≠", "é", "漢", "✓", "[b]", ":+1:", "[/]"]
     headers = [f"h{i}" + "x" * rng.randrange(4) for i in range(rng.randrange(1, 7))]
     rows: list[list[str | Any]] = [
         ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12))) for _ in headers]
@@ -236,6 +236,8 @@ def test_a_piped_table_of_other_cells_is_rich_s(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(render.console, "out", render.make_console(file=io.StringIO()))
     assert render.console._plain_widths(["a"], [[Text("x")]]) == [1]
+    assert render.console._plain_widths(["a", "b"], [["x", "漢"]]) == [1, 2]  # a string is a plain cell
+    assert render.console._plain_widths(["a"], [["x\ny"]]) is None
     for headers, cell in ((["a"], Text("x\ny")), (["a"], Text("\tx")), (["a"], Text("x", justify="right"))):
         assert render.console._plain_widths(headers, [[cell]]) is None
     assert render.console._plain_widths(["[b]a"], [[Text("x")]]) is None

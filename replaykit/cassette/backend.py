@@ -21,13 +21,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
-from replaykit.cassette.events import Episode
-from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import JSON, TrainingDocument
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the protocols name these; a listing loads none of them
     from replaykit.cassette.certificates import Certificate
+    from replaykit.cassette.events import Episode
+    from replaykit.cassette.keys import CassetteKey
     from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.browsing import EpisodeFacets, EpisodeFilters, EpisodeListing
     from replaykit.cassette.store.schema import (
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
         RunsRow,
     )
     from replaykit.cassette.store.tasks import TaskRates
+    from replaykit.core.records import JSON, TrainingDocument
     from replaykit.core.run_doc import RunDoc  # a run's model loads pydantic: only for who reads runs
 
 

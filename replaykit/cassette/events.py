@@ -223,10 +223,6 @@ class ErrorEvent:
         return {"kind": "error", "message": self.message}
 
 
-#: the limits the framework enforces on an episode (``episodes/limits.py``), as a config names them
-LIMIT_NAMES = ("max_steps", "episode_timeout_s", "max_tokens")
-
-
 @dataclass
 class LimitEvent:
     """The framework refused the harness's next call past one of the episode's limits: written

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from replaykit.cassette.events import Episode
 from replaykit.core.determinism import canonical_json
 
 if TYPE_CHECKING:
+    from replaykit.cassette.events import Episode
     from replaykit.cassette.lineage import ReuseCounts
     from replaykit.cassette.store.schema import CassetteColumns
     from replaykit.core.run_doc import EpisodeSummary

@@ -28,22 +28,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from replaykit.cassette.backend import RunStore
-from replaykit.cassette.events import (
-    LIMIT_NAMES,
-    EnvEvent,
-    Episode,
-    ErrorEvent,
-    Event,
-    GradeEvent,
-    LimitEvent,
-    LlmEvent,
-    event_tokens,
-)
-from replaykit.core.meta import OutcomeMeta
+from replaykit.core.meta import LIMIT_NAMES, OutcomeMeta
 from replaykit.envs.results import Grade
+
+if TYPE_CHECKING:  # a listing classifies documents: the event classes are loaded for episodes
+    from replaykit.cassette.backend import RunStore
+    from replaykit.cassette.events import Episode, Event, LimitEvent
 
 #: every outcome class an episode can have
 OUTCOMES = (
@@ -88,6 +80,8 @@ def legacy_limit(message: str) -> str | None:
 
 def classify(events: Sequence[Event], legacy: bool = False) -> EpisodeOutcome:
     """The class the events give (``legacy``: an episode recorded before outcomes were kept)."""
+    from replaykit.cassette.events import EnvEvent, ErrorEvent, GradeEvent, LimitEvent
+
     grade = next((e.grade for e in reversed(events) if isinstance(e, GradeEvent)), None)
     errors = [e.message for e in events if isinstance(e, ErrorEvent)]
     limits = [e.limit for e in events if isinstance(e, LimitEvent)]
@@ -137,6 +131,8 @@ def outcome_problems(episode: Episode) -> list[str]:
     """What in the episode's recorded outcome and limits disagrees with its events (empty:
     consistent; an episode recorded before outcomes were kept has nothing to disagree with,
     unless it holds a limit event, which only a recording that keeps its outcome writes)."""
+    from replaykit.cassette.events import LimitEvent
+
     meta, events = episode.meta, episode.events
     if is_legacy(meta):
         if any(isinstance(e, LimitEvent) for e in events):
@@ -168,6 +164,8 @@ def limit_problems(limits: object, events: Sequence[Event]) -> list[str]:
     """The events against the limits the episode recorded it ran under: no more actions than
     ``max_steps``, no action or call once its tokens were past ``max_tokens``, every limit
     event naming a limit in force with its value, and at most one."""
+    from replaykit.cassette.events import LimitEvent
+
     values = _limits_of(limits)
     if values is None:
         return [f"its recorded limits {limits!r} are not {{{', '.join(LIMIT_NAMES)}}} of numbers > 0"]
@@ -182,6 +180,8 @@ def limit_problems(limits: object, events: Sequence[Event]) -> list[str]:
 
 def _spent_problems(values: Mapping[str, float | None], events: Sequence[Event]) -> list[str]:
     """Actions and calls against ``max_steps`` and ``max_tokens``, in order, up to a limit event."""
+    from replaykit.cassette.events import EnvEvent, LimitEvent, LlmEvent, event_tokens
+
     max_steps, max_tokens = values["max_steps"], values["max_tokens"]
     actions = tokens = 0
     for position, event in enumerate(events):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
@@ -20,6 +20,10 @@ from replaykit.commands.options import (
 )
 from replaykit.core.errors import StoreError
 
+if TYPE_CHECKING:
+    from replaykit.core.run_doc import RunDoc
+    from replaykit.core.run_rows import RunRows
+
 
 def runs(
     kind: Optional[
@@ -34,7 +38,6 @@ def runs(
     last); each measured run with its replicate statistics (pass@k, pass^k, seed disagreement),
     the model calls recording its episodes paid and the events they were served from donors; each
     training and fork with the same two counts of its episodes (a training's proposer's too)."""
-    from replaykit.episodes.views import damage_line
     from replaykit.train.stats import stored_run_stats
 
     wide_layout(wide)
@@ -56,6 +59,8 @@ def runs(
         try:  # a row it cannot read is listed as damaged; the others stand (cassettes verify says more)
             _derived(st, row, stored_run_stats)
         except StoreError as exc:
+            from replaykit.episodes.listing import damage_line  # loaded for a damaged row
+
             row["damaged"] = damage_line(exc)
     if as_json:
         return emit_json(rows)
@@ -66,7 +71,7 @@ def runs(
 def _derived(st: Any, row: dict[str, Any], run_stats: Any) -> None:
     """What ``runs`` shows of a document beside its row, derived from what it names (verified)."""
     if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
-        run = st.get_run(row["id"])
+        run = _listed_run(st, row["id"])
         stats = run_stats(st, run)
         row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
         row.update(model_calls=run.model_calls, reused_events=run.reused_events)
@@ -83,6 +88,17 @@ def _derived(st: Any, row: dict[str, Any], run_stats: Any) -> None:
         )
 
 
+def _listed_run(st: Any, run_id: str) -> RunRows | RunDoc:
+    """A run's rows, its document verified, read without pydantic (``core/run_rows.py``); one
+    that reader refuses is read with ``RunDoc``, which words what is wrong (or reads it)."""
+    from replaykit.core.run_rows import read_run_rows
+
+    try:
+        return read_run_rows(st.get_doc(run_id, "measure"))
+    except ValueError:
+        return st.get_run(run_id)  # type: ignore[no-any-return]
+
+
 def cassettes_ls(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only the cassettes of this run."),
     limit: Optional[int] = typer.Option(
@@ -94,7 +110,7 @@ def cassettes_ls(
     as_json: bool = JsonOpt,
 ) -> None:
     """List cassettes (one row per episode), oldest first."""
-    from replaykit.episodes.views import count_cassettes, list_cassettes
+    from replaykit.episodes.listing import count_cassettes, list_cassettes
 
     wide_layout(wide)
     st = open_store(store, readonly=True, config=config)

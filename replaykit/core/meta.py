@@ -108,6 +108,10 @@ class OutcomeMeta(TypedDict):
     limit: NotRequired[str]  # the framework limit it reached, when it reached one
 
 
+#: the limits the framework enforces on an episode (``episodes/limits.py``), as a config names them
+LIMIT_NAMES = ("max_steps", "episode_timeout_s", "max_tokens")
+
+
 class LimitsMeta(TypedDict):
     """The framework limits an episode ran under (``episodes/limits.py``; None: none)."""
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from replaykit.cassette.backend import DocumentStore, EpisodeStore, RunStore
     from replaykit.cassette.certificates import Certificate
     from replaykit.core.run_doc import RunDoc
+    from replaykit.core.run_rows import Replicates
 
 #: a task's certification status
 DETERMINISTIC, FORKED, ERROR = "deterministic", "forked", "error"
@@ -82,11 +83,11 @@ def forked_tasks(store: RunStore, run_doc: RunDoc) -> dict[str, str]:
     return {task: reason for task, (_, reason) in forked_certificates(store, run_doc).items()}
 
 
-def task_certificates(store: RunStore, run_doc: RunDoc) -> dict[str, tuple[str, str]]:
+def task_certificates(store: RunStore, run_doc: Replicates) -> dict[str, tuple[str, str]]:
     """Task id → (status, reason) of the certificate of the run's episodes of that task, for
     the tasks certified (a look-up by the certificate key; runs nothing)."""
     out: dict[str, tuple[str, str]] = {}
-    cassettes = run_doc.cassettes or [e.cassette_id for e in run_doc.episodes]
+    cassettes = list(run_doc.cassettes) or [e.cassette_id for e in run_doc.episodes]
     for task_id, cassette_ids in by_task(store, cassettes).items():
         cert = get_certificate(store, cert_id_of(store, cassette_ids))
         if cert is not None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from replaykit.core.glossary import fork_call, legend
 from replaykit.render.console import err, line, plain, short_ids, show_table, wrapped
 from replaykit.render.runs import divergence
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from replaykit.envs.results import GradeDoc
     from replaykit.episodes.fork import ForkResult
     from replaykit.episodes.network import NetListing
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def cassette_rows(rows: Sequence[Mapping[str, object]], total: int | None = None) -> None:
-    """``cassettes ls``: the listed columns of each cassette row (``episodes.views.LS_COLUMNS``)."""
+    """``cassettes ls``: the listed columns of each cassette row (``episodes.listing.LS_COLUMNS``)."""
     shown = (
         f"the newest {len(rows)} of {total} cassette(s) (--limit N shows more)"
         if total is not None and total > len(rows)

@@ -5,7 +5,8 @@ Everything printed to stdout goes through ``out`` looked up at call time, so a t
 can swap it (``monkeypatch.setattr(render.console, "out", …)``).
 
 Piped, ``out`` writes plain lines itself and loads rich only for what rich lays out (a
-table rich must measure, a styled line): a listing into a pipe never imports rich's console.
+table rich must measure, a styled line): a listing into a pipe never imports rich's console,
+nor its ``Text`` (a table of plain cells is laid out here from the strings).
 
 Tables and legends fit ``layout_width()``: the terminal's width, or piped, ``$COLUMNS``
 (80 when unset); ``--wide`` (``set_wide``) lifts the bound. Other lines are never wrapped
@@ -15,17 +16,18 @@ into a pipe (one record per line).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from rich.cells import cell_len
-from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 PIPE_WIDTH = 1 << 20  # piped lines are never wrapped: one record per line, whatever its length
 PIPE_COLUMNS = 80  # what piped tables and legends fit when $COLUMNS is not set
@@ -83,14 +85,19 @@ class PipedOut:
 def _unstyled(obj: object) -> str | None:
     """What rich would print of ``obj`` into a pipe when that is its text as is (a printable
     ``str``, emoji codes replaced as rich does; a ``Text`` with no style, left-justified)."""
-    if isinstance(obj, Text):
+    if isinstance(obj, str):
+        if not obj.isprintable():
+            return None
+    else:
+        from rich.text import Text  # a Text was made with it: loaded already
+
+        if not isinstance(obj, Text):
+            return None
         plain = (
             not obj.spans and not obj.style and obj.justify in (None, "default", "left") and obj.end == "\n"
         )
         return obj.plain if plain and obj.plain.isprintable() else None
-    if not isinstance(obj, str) or not obj.isprintable():
-        return None
-    if ":" in obj:
+    if re.search(r":\S*:", obj):  # what rich's emoji pattern can match (its codes: loaded for one)
         from rich._emoji_replace import _emoji_replace
 
         return _emoji_replace(obj)
@@ -202,7 +209,23 @@ def _fits(table: Table, width: int) -> bool:
     return int(Measurement.get(console, console.options.update_width(PIPE_WIDTH), table).maximum) <= width
 
 
-def _plain_widths(headers: Sequence[str], rows: list[list[Text]]) -> list[int] | None:
+def _text(cell: str | Text) -> str:
+    return cell if isinstance(cell, str) else cell.plain
+
+
+def _left(cell: str | Text) -> bool:
+    """Is ``cell`` left-justified (a string always is)?"""
+    return isinstance(cell, str) or cell.justify in (None, "default", "left")
+
+
+def _rich_cells(rows: list[list[str | Text]]) -> list[list[Text]]:
+    """The cells as rich's ``Text`` (a string as is: no markup read)."""
+    from rich.text import Text
+
+    return [[Text(c) if isinstance(c, str) else c for c in r] for r in rows]
+
+
+def _plain_widths(headers: Sequence[str], rows: list[list[str | Text]]) -> list[int] | None:
     """Piped, a table of one-line, left-justified, printable cells is laid out here as rich lays
     it out (each column as wide as its widest cell, two spaces between columns, a rule under the
     headers, no colour): rich measures and renders each cell at ~1 ms a row, a listing's cost.
@@ -214,19 +237,19 @@ def _plain_widths(headers: Sequence[str], rows: list[list[Text]]) -> list[int] |
     widths = [cell_len(h) for h in headers]
     for r in rows:
         for i, cell in enumerate(r):
-            text = cell.plain
-            if cell.justify not in (None, "default", "left") or not text.isprintable():
+            text = _text(cell)
+            if not _left(cell) or not text.isprintable():
                 return None
             widths[i] = max(widths[i], cell_len(text))
     return widths
 
 
-def _plain_table(headers: Sequence[str], rows: list[list[Text]], widths: list[int]) -> None:
+def _plain_table(headers: Sequence[str], rows: list[list[str | Text]], widths: list[int]) -> None:
     def row(cells: Sequence[str]) -> str:
         return "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(cells, widths, strict=True))
 
     lines = [row(headers), "─" * (sum(widths) + 2 * (len(widths) - 1))]
-    lines += [row([c.plain for c in r]) for r in rows]
+    lines += [row([_text(c) for c in r]) for r in rows]
     out.file.write("\n".join(lines) + "\n")
 
 
@@ -244,7 +267,7 @@ def _table(headers: Sequence[str], rows: list[list[Text]], styles: dict[str, str
 
 def _print_if_fits(
     headers: list[str],
-    rows: list[list[Text]],
+    rows: list[list[str | Text]],
     plain: list[int] | None,
     styles: dict[str, str] | None,
     width: int,
@@ -256,7 +279,7 @@ def _print_if_fits(
             return False
         _plain_table(headers, rows, plain)
         return True
-    table = _table(headers, rows, styles)
+    table = _table(headers, _rich_cells(rows), styles)
     if not _fits(table, width):
         return False
     out.print(table)
@@ -276,12 +299,11 @@ def show_table(
     (a note names them: ``--wide`` shows them); if it is still too wide, each row is one
     wrapped record (``first · header value · …``, empty cells left out), so no cell is ever
     cut or split mid-word."""
-    cells = [[Text(c) if isinstance(c, str) else c for c in r] for r in rows]
-    keep = [i for i, _ in enumerate(headers) if not rows or any(r[i].plain.strip() for r in cells)]
+    keep = [i for i, _ in enumerate(headers) if not rows or any(_text(r[i]).strip() for r in rows)]
     width = layout_width()
     line(title)
     dropped: list[str] = []
-    plain = _plain_widths(headers, cells)
+    plain = _plain_widths(headers, rows)
     for name in ["", *optional]:
         if name:
             if name not in headers or headers.index(name) not in keep:
@@ -290,7 +312,7 @@ def show_table(
             dropped.append(name)
         fits = _print_if_fits(
             [headers[i] for i in keep],
-            [[r[i] for i in keep] for r in cells],
+            [[r[i] for i in keep] for r in rows],
             None if plain is None else [plain[i] for i in keep],
             styles,
             width,
@@ -299,7 +321,9 @@ def show_table(
             if dropped:
                 wrapped(f"(to fit {width} columns, left out: {', '.join(dropped)}; --wide shows them)")
             return [headers[i] for i in keep]
-    for r in cells:
+    from rich.text import Text
+
+    for r in _rich_cells(rows):
         record = Text()
         for i, (h, cell) in enumerate(zip(headers, r, strict=True)):
             if i and not cell.plain.strip():

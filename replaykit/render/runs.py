@@ -8,13 +8,13 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
-
 from replaykit.core.errors import DivergenceReport
 from replaykit.core.glossary import legend
 from replaykit.render.console import line, short_ids, show_table, wrapped
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from replaykit.core.compare_doc import CompareDoc
     from replaykit.episodes.regrade import RegradeReport
     from replaykit.episodes.run import MeasureResult
@@ -111,6 +111,8 @@ def replay_report(report: ReplayReport) -> None:
 def divergence(report: DivergenceReport | None) -> None:
     if not report:
         return
+    from rich.text import Text  # styled: loaded for a divergence
+
     head = Text("divergence", style="bold red")
     head.append(
         f" in episode {report['episode']} at event {report['position']} ({report['kind']}): {report['reason']}",

@@ -29,16 +29,17 @@ certificates), with a fixed RNG seed, so it replays to the same numbers.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from math import comb
-from typing import TYPE_CHECKING, Literal, TypedDict
-
-from replaykit.train.significance import ALPHA, POWER, design_effect, mcnemar_exact, mde
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar
 
 if TYPE_CHECKING:
     from replaykit.cassette.backend import RunStore
     from replaykit.core.records import JSON
     from replaykit.core.run_doc import EpisodeSummary, RunDoc
+    from replaykit.core.run_rows import Replicate, Replicates
+
+R = TypeVar("R", bound="Replicate")
 
 SAMPLES = 1000
 LEVEL = 0.95
@@ -136,19 +137,19 @@ def _score(e: EpisodeSummary, score: Score) -> float:
     return float(e.passed) if score == "solved" else float(e.reward or 0.0)
 
 
-def _by_task(episodes: Iterable[EpisodeSummary]) -> dict[str, list[EpisodeSummary]]:
-    out: dict[str, list[EpisodeSummary]] = {}
+def _by_task(episodes: Iterable[R]) -> dict[str, list[R]]:
+    out: dict[str, list[R]] = {}
     for e in episodes:
         out.setdefault(e.task_id, []).append(e)
     return dict(sorted(out.items()))
 
 
-def _graded(run: RunDoc) -> dict[str, list[EpisodeSummary]]:
+def _graded(run: Replicates) -> dict[str, list[Replicate]]:
     """A run's graded episodes by task (an infrastructure failure is no replicate)."""
     return _by_task(e for e in run.episodes if not e.infra_failure)
 
 
-def task_stats(task_id: str, episodes: list[EpisodeSummary]) -> TaskStats:
+def task_stats(task_id: str, episodes: Sequence[Replicate]) -> TaskStats:
     n, c = len(episodes), sum(1 for e in episodes if e.passed)
     pairs = comb(n, 2)
     return {
@@ -161,7 +162,7 @@ def task_stats(task_id: str, episodes: list[EpisodeSummary]) -> TaskStats:
     }
 
 
-def run_stats(run: RunDoc, certificates: Mapping[str, str] | None = None) -> RunStats:
+def run_stats(run: Replicates, certificates: Mapping[str, str] | None = None) -> RunStats:
     """``certificates``: task id → ``deterministic`` | ``forked`` for the run's certified tasks."""
     tasks = [task_stats(t, eps) for t, eps in _graded(run).items()]
     k_max = min((t["seeds"] for t in tasks), default=0)
@@ -252,6 +253,14 @@ def paired(
     samples: int = SAMPLES,
 ) -> Paired:
     """The paired comparison of ``candidate`` against ``baseline`` (see the module doc)."""
+    from replaykit.train.significance import (  # fractions, statistics: loaded for a comparison
+        ALPHA,
+        POWER,
+        design_effect,
+        mcnemar_exact,
+        mde,
+    )
+
     groups = list(_paired(baseline, candidate, exclude, "solved").values())
     diffs = [d for g in groups for d in g]
     b, c = sum(1 for d in diffs if d < 0), sum(1 for d in diffs if d > 0)
@@ -337,7 +346,7 @@ def rate_interval(run: RunDoc, samples: int = SAMPLES, seed: int = 0) -> tuple[f
     return _percentiles(_resampled_means(groups, samples, seed))
 
 
-def stored_run_stats(store: RunStore, run: RunDoc) -> RunStats:
+def stored_run_stats(store: RunStore, run: Replicates) -> RunStats:
     """A stored run's statistics, its re-execution flip rate from the certificates stored for
     its very episodes (``episodes.certify``: a look-up, nothing runs)."""
     from replaykit.episodes.certificate_lookup import task_certificates

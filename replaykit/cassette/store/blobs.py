@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import blob_ok
 from replaykit.cassette.store.driver import AnyOf, DocumentReads, Row, referenced_digests
 from replaykit.cassette.store.leases import LeasesMixin
 from replaykit.cassette.store.schema import SCHEMA, now_iso
 from replaykit.core.determinism import canonical_json
+
+if TYPE_CHECKING:
+    from replaykit.cassette.codec import Blobs
 
 #: keys per ``IN (…)`` of one query (SQLite allows 32,766 parameters; PostgreSQL 65,535)
 CHUNK = 500
@@ -28,6 +30,8 @@ class BlobsMixin(LeasesMixin):
         self.driver.insert("blobs", rows, conflict="ignore")
 
     def put_blob(self, data: bytes) -> str:
+        from replaykit.cassette.codec import put  # the episode codec: loaded for a write
+
         blobs: Blobs = {}
         digest = put(blobs, data)
         with self.write_lock():

@@ -14,19 +14,19 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, overload
 
-from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.schema import RunsRow, typed_rows
 from replaykit.core.determinism import canonical_json
 from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
-from replaykit.core.records import JSON, TrainingDocument
 
 #: times a read follows a document that keeps being replaced under it before giving up
 REREADS = 8
 
 
 if TYPE_CHECKING:
+    from replaykit.cassette.codec import Blobs
+    from replaykit.core.records import JSON, TrainingDocument
     from replaykit.core.run_doc import RunDoc
 
 
@@ -55,6 +55,8 @@ class DocumentsMixin(BlobsMixin):
 
     def put_doc(self, doc_id: str, kind: str, doc: Mapping[str, object], **columns: str) -> None:
         """Store a document (run, training, verdict, ...) in the ``runs`` table by id."""
+        from replaykit.cassette.codec import put  # the episode codec: loaded for a write
+
         blobs: Blobs = {}
         doc_hash = put(blobs, canonical_json(doc).encode("utf-8"))
         row = {"name": "", "harness_sha": "", "model": "", "endpoint": "", "config_digest": ""}

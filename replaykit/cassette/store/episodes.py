@@ -1,16 +1,15 @@
 """Episodes (cassettes): written in one transaction, decoded with every blob, the key
-and the cached columns verified; index listings that never read episode documents."""
+and the cached columns verified; index listings that never read episode documents.
+
+The episode codec, events and their checks are imported where an episode is written or
+decoded: a listing of index rows loads none of them."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, cast
 
-from replaykit.cassette.codec import READABLE_FORMATS, Blobs, decode_episode, encode_episode, put
-from replaykit.cassette.events import Episode
 from replaykit.cassette.integrity import cassette_columns, cassette_mismatches, run_episode_mismatches
-from replaykit.cassette.lineage import ReuseCounts, own_problems, reused_counts
-from replaykit.cassette.outcomes import outcome_problems
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.cassette.store.driver import Where
 from replaykit.cassette.store.schema import CassetteColumns, CassetteRow, typed_rows
@@ -19,6 +18,9 @@ from replaykit.core.errors import CassetteNotFound, StoreCorrupt, StoreError
 from replaykit.core.tree_digest import task_tree_parts
 
 if TYPE_CHECKING:
+    from replaykit.cassette.codec import Blobs
+    from replaykit.cassette.events import Episode
+    from replaykit.cassette.lineage import ReuseCounts
     from replaykit.core.run_doc import RunDoc
 
 
@@ -27,6 +29,8 @@ class EpisodesMixin(BlobsMixin):
 
     def put_episode(self, episode: Episode) -> None:
         """Write an episode atomically (replacing one with the same key)."""
+        from replaykit.cassette.codec import encode_episode, put
+
         blobs: Blobs = {}
         doc = encode_episode(episode, blobs)
         row = {**cassette_columns(episode), "doc": put(blobs, canonical_json(doc).encode("utf-8"))}
@@ -50,6 +54,10 @@ class EpisodesMixin(BlobsMixin):
     def get_episode(self, cassette_id: str) -> Episode:
         """Decode a cassette, verifying every blob, its key against its row and its cached columns
         (the row and its blobs in one round trip where the driver can)."""
+        from replaykit.cassette.codec import READABLE_FORMATS, decode_episode
+        from replaykit.cassette.lineage import own_problems, reused_counts
+        from replaykit.cassette.outcomes import outcome_problems
+
         found = self._read_document("cassettes", cassette_id)
         if found is None:
             raise self._missing(cassette_id)

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, cast
 
-from replaykit.cassette.keys import CassetteKey
-from replaykit.cassette.lineage import FORKED_FROM
 from replaykit.cassette.store.documents import DocumentsMixin
 from replaykit.cassette.store.driver import Row, Where
 from replaykit.cassette.store.schema import CassetteRow, typed_rows
-from replaykit.core.records import TrainingDocument
 
 if TYPE_CHECKING:
     from replaykit.cassette.certificates import Certificate
+    from replaykit.cassette.keys import CassetteKey
+    from replaykit.core.records import TrainingDocument
 
 
 class QueriesMixin(DocumentsMixin):
@@ -67,6 +66,8 @@ class QueriesMixin(DocumentsMixin):
     def find_forks(self, parent: CassetteKey) -> list[CassetteRow]:
         """Index rows of the cassettes forked from ``parent``'s (their keys name it; a fork runs
         its parent's task and seed), oldest first."""
+        from replaykit.cassette.lineage import FORKED_FROM  # lineage loads the events: for a fork
+
         rows = self.driver.select(
             "cassettes",
             where={"task_id": parent.task_id, "seed": parent.seed},
@@ -77,11 +78,11 @@ class QueriesMixin(DocumentsMixin):
     def get_certificate(self, cert_id: str) -> Certificate | None:
         """A certificate by id (its evidence decoded), or None. Never creates the table; a row
         that is not a certificate is store corruption."""
-        from replaykit.cassette.certificates import Certificate  # pydantic: loaded for a certificate
-
         rows = self.driver.select("certificates", where={"id": cert_id}, limit=1)
         if not rows:
             return None
+        from replaykit.cassette.certificates import Certificate  # pydantic: loaded for a certificate found
+
         try:
             return Certificate.from_row(rows[0])
         except ValueError as exc:

@@ -11,13 +11,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from replaykit.cassette.codec import Blobs, put
 from replaykit.cassette.integrity import safe_path, tree_manifest
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import CassetteNotFound, HarnessError, StoreCorrupt
 from replaykit.core.tree_digest import task_tree_problem
+
+if TYPE_CHECKING:
+    from replaykit.cassette.codec import Blobs
 
 
 class TreesMixin(BlobsMixin):
@@ -30,6 +33,8 @@ class TreesMixin(BlobsMixin):
         if self.has_tree(sha):
             return
         self.writable()
+        from replaykit.cassette.codec import put  # the episode codec: loaded for a write
+
         blobs: Blobs = {}
         manifest = {path: [mode, put(blobs, data)] for path, (mode, data) in sorted(files.items())}
         with self.write_lock():
