@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import Literal, Optional
 
 import typer
 
@@ -18,11 +18,6 @@ from replaykit.commands.options import (
     open_store,
     wide_layout,
 )
-from replaykit.core.errors import StoreError
-
-if TYPE_CHECKING:
-    from replaykit.core.run_doc import RunDoc
-    from replaykit.core.run_rows import RunRows
 
 
 def runs(
@@ -38,65 +33,16 @@ def runs(
     last); each measured run with its replicate statistics (pass@k, pass^k, seed disagreement),
     the model calls recording its episodes paid and the events they were served from donors; each
     training and fork with the same two counts of its episodes (a training's proposer's too)."""
-    from replaykit.train.stats import stored_run_stats
+    from replaykit.train.run_listing import list_runs
 
     wide_layout(wide)
     st = open_store(store, readonly=True, config=config)
-    everything = st.list_runs()
-    rows: list[dict[str, Any]] = [
-        {
-            "id": r["id"],
-            "kind": r["kind"],
-            "name": r["name"],
-            "harness_sha": r["harness_sha"],
-            "model": r["model"],
-            "created_at": r["created_at"],
-        }
-        for r in everything
-        if kind is None or r["kind"] == kind
-    ]
-    for row in rows:
-        try:  # a row it cannot read is listed as damaged; the others stand (cassettes verify says more)
-            _derived(st, row, stored_run_stats)
-        except StoreError as exc:
-            from replaykit.episodes.listing import damage_line  # loaded for a damaged row
-
-            row["damaged"] = damage_line(exc)
+    rows = list_runs(st, kind)
     if as_json:
         return emit_json(rows)
+    everything = rows if kind is None else st.list_runs()  # ids shortened among all the store's
     render.run_rows(rows, [r["id"] for r in everything])
     render.damaged(rows)
-
-
-def _derived(st: Any, row: dict[str, Any], run_stats: Any) -> None:
-    """What ``runs`` shows of a document beside its row, derived from what it names (verified)."""
-    if row["kind"] == "measure":  # derived from the run's episodes (verified) and certificates
-        run = _listed_run(st, row["id"])
-        stats = run_stats(st, run)
-        row["stats"] = {k: v for k, v in stats.items() if k != "tasks"}
-        row.update(model_calls=run.model_calls, reused_events=run.reused_events)
-    elif row["kind"] == "training":  # its runs' episodes and its proposals, each verified
-        from replaykit.train.derived import verified_training  # a training is recomputed: loaded for one
-        from replaykit.train.state import stored_paid
-
-        row.update(stored_paid(st, verified_training(st, row["id"], bundle=False)))
-    elif row["kind"] == "fork" and st.has(row["id"]):  # the fork's cassette: its live calls, checked
-        counts = st.verified_reuse(row["id"])
-        row.update(
-            model_calls=st.verified_columns(row["id"])["n_llm"] - counts.calls,
-            reused_events=counts.events,
-        )
-
-
-def _listed_run(st: Any, run_id: str) -> RunRows | RunDoc:
-    """A run's rows, its document verified, read without pydantic (``core/run_rows.py``); one
-    that reader refuses is read with ``RunDoc``, which words what is wrong (or reads it)."""
-    from replaykit.core.run_rows import read_run_rows
-
-    try:
-        return read_run_rows(st.get_doc(run_id, "measure"))
-    except ValueError:
-        return st.get_run(run_id)  # type: ignore[no-any-return]
 
 
 def cassettes_ls(

@@ -55,8 +55,8 @@ class TaskStats(TypedDict):
     flip_rate: float | None  # None with one seed
 
 
-class RunStats(TypedDict):
-    """A run's replicate statistics (``run_stats``)."""
+class RunSummaryStats(TypedDict):
+    """A run's replicate statistics without the per-task rows (what ``runs`` lists)."""
 
     run_id: str
     units: int
@@ -68,6 +68,11 @@ class RunStats(TypedDict):
     reexec_flip_rate: float | None  # None: no task certified
     reexec_certified: int
     reexec_forked: int
+
+
+class RunStats(RunSummaryStats):
+    """A run's replicate statistics (``run_stats``)."""
+
     tasks: list[TaskStats]
 
 
