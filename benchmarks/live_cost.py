@@ -61,13 +61,11 @@ def train(tmp: Path, policy: str, epochs: int, base: str, overrides: dict[str, o
     summary = trainer.summary()
     distinct = distinct_requests(trainer.store)
     trainer.store.close()
-    decisions = [
-        (e["epoch"], e["decision"], e["candidate_sha"], e["verdict_id"], e["loss"]) for e in summary["epochs"]
-    ]
+    decisions = [(e.epoch, e.decision, e.candidate_sha, e.verdict_id, e.loss) for e in summary.epochs]
     return {
         **trainer.paid.to_dict(),
         "decisions": decisions,
-        "final": summary["final_baseline"],
+        "final": summary.final_baseline,
         "notes": notes,
         "floor": distinct + trainer.paid.to_dict()["proposer_calls"],
     }

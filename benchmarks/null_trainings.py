@@ -140,15 +140,15 @@ def run_job(
     epochs = [
         {
             "decision": "skipped"
-            if e["skipped"]
-            else ("accepted" if (e["verdict"] or {}).get("accept") else "rejected"),
-            "p_value": ((e["verdict"] or {}).get("metrics") or {}).get("p_value"),
+            if e.skipped
+            else ("accepted" if (e.verdict or {}).get("accept") else "rejected"),
+            "p_value": ((e.verdict or {}).get("metrics") or {}).get("p_value"),
         }
-        for e in summary["epochs"]
+        for e in summary.epochs
     ]
     return {
         **job,
-        "training_id": summary["training_id"],
+        "training_id": summary.training_id,
         "epochs": epochs,
         "calls": trainer.paid.task_model_calls,
     }

@@ -113,8 +113,8 @@ def prepare(cache: Path, epochs: int, tasks: int) -> tuple[Path, str]:
         trainer.optimizer.step()
     summary = trainer.summary()
     print(f"recorded the training once in {time.perf_counter() - start:.1f} s (cached in {cache})")
-    marker.write_text(summary["training_id"])
-    return cache / "store", summary["training_id"]
+    marker.write_text(summary.training_id)
+    return cache / "store", summary.training_id
 
 
 def main() -> None:
@@ -137,9 +137,9 @@ def main() -> None:
 
     store_path, training_id = prepare(cache, args.epochs, args.tasks)
     store = Store(store_path)
-    doc = store.get_doc(training_id, kind="training")
-    episodes = sum(len(store.get_run(r).cassettes) for r in doc["runs"])
-    candidates = sum(1 for e in doc["epochs"] if e.get("candidate_sha") and not e.get("skipped"))
+    doc = store.get_training(training_id)
+    episodes = sum(len(store.get_run(r).cassettes) for r in doc.runs)
+    candidates = sum(1 for e in doc.epochs if e.candidate_sha and not e.skipped)
 
     reports: list[dict[str, Any]] = []
 

@@ -33,7 +33,7 @@ def test_readme_loop(tmp_path: Path) -> None:
         decisions.append((loss.epoch, loss.promoted, loss.item()))
     assert [d[0] for d in decisions] == [0, 1]
     assert decisions[0][1] is True and decisions[0][2] < 0  # the retry nudge solves more: negative loss
-    assert trainer.summary()["final_baseline"] == trainer.losses[0].candidate_sha
+    assert trainer.summary().final_baseline == trainer.losses[0].candidate_sha
 
 
 # -- the public API (docs/api.md) and deprecated aliases ------------------------------

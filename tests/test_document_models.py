@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,10 @@ from replaykit.core.compare_doc import CompareDoc
 from replaykit.core.determinism import canonical_json
 from replaykit.core.document import Document
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.exchange.reader import read_bundle
+from replaykit.train.transfer_doc import TransferDoc
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = sorted((REPO / "cassettes").glob("*.tar.gz")) + sorted(
@@ -28,9 +31,15 @@ BUNDLES = sorted((REPO / "cassettes").glob("*.tar.gz")) + sorted(
 DOCUMENTS = REPO / "tests" / "data" / "documents"
 
 #: each stored kind's model
-MODELS: dict[str, type[Document]] = {"measure": RunDoc, "verdict": VerdictDoc, "compare": CompareDoc}
+MODELS: dict[str, type[Document]] = {
+    "measure": RunDoc,
+    "verdict": VerdictDoc,
+    "compare": CompareDoc,
+    "training": TrainingDoc,
+    "transfer": TransferDoc,
+}
 #: the kinds the shipped bundles hold (a compare result: tests/data/documents/compare.json)
-IN_BUNDLES = {"measure", "verdict"}
+IN_BUNDLES = {"measure", "verdict", "training", "transfer"}
 
 
 def bundle_documents() -> Iterator[tuple[str, str, bytes]]:
@@ -158,6 +167,70 @@ def test_a_bundles_certificate_row_is_stored_with_its_evidence_decoded(tmp_path:
     store.put_certificate(certificate_of(row))
     got = store.get_certificate(row["id"])
     assert got is not None and got.doc == json.loads(row["doc"]) and got.row() == row
+
+
+def stored(kind: str) -> list[dict[str, Any]]:
+    """Every document of ``kind`` in the shipped bundles, as stored."""
+    return [json.loads(data) for _, k, data in bundle_documents() if k == kind]
+
+
+def test_a_training_built_in_code_is_what_the_store_held_before() -> None:
+    """A training built from its parts, as ``train/documents.py`` builds it (its epochs as
+    ``Loss.to_record`` gives them, what it references derived), writes what the hand-written
+    dicts wrote: every training of the shipped bundles, format 1 and 2, rebuilt from its fields
+    is its stored bytes (an optional key absent stays absent: ``format``, ``patch_queue``, an
+    epoch's ``panels`` and ``smoke``)."""
+    trainings = stored("training")
+    assert len(trainings) == 4 and {t.get("format") for t in trainings} == {None, 2}
+    derived = ("runs", "verdicts", "cassettes", "trees", "version")
+    for data in trainings:
+        read = TrainingDoc.read(data)
+        epochs = [
+            EpochRecord(**{n: getattr(e, n) for n in EpochRecord.model_fields if n in e.model_fields_set})
+            for e in read.epochs
+        ]
+        fields = {n: getattr(read, n) for n in TrainingDoc.model_fields if n not in derived}
+        rebuilt = TrainingDoc(**{**fields, "epochs": epochs})
+        assert canonical_json(rebuilt.to_json()) == canonical_json(data)
+        assert rebuilt.training_format == (data.get("format") or 1)
+
+
+def test_a_read_epoch_keeps_its_keys_in_a_training_built_around_it() -> None:
+    """A resumed training's document holds the epochs an earlier run recorded as they were read:
+    an epoch recorded before a field existed stays without it when the document is rebuilt."""
+    data = next(t for t in stored("training") if "format" not in t)
+    old = {k: v for k, v in data["epochs"][0].items() if k != "promoted"}  # before promoted was stored
+    read = TrainingDoc.read({**data, "epochs": [old]})
+    again = TrainingDoc(**{n: getattr(read, n) for n in ("epochs", *read.model_fields_set) if n != "version"})
+    assert again.to_json()["epochs"] == [old] and again.epochs[0].promoted is None
+    assert "promoted" in EpochRecord(**{**old, "promoted": None}).to_json()  # built in code: held
+
+
+def test_a_stored_training_of_another_shape_is_refused() -> None:
+    data = stored("training")[0]
+    with pytest.raises(ValueError, match="loss"):
+        TrainingDoc.read({**data, "epochs": [{**data["epochs"][0], "loss": "big"}]})
+    kept = TrainingDoc.read({**data, "later": 1, "epochs": [{**data["epochs"][0], "later": 2}]})
+    assert kept.to_json()["later"] == 1 and kept.to_json()["epochs"][0]["later"] == 2
+
+
+def test_a_transfer_built_in_code_is_what_the_store_held_before() -> None:
+    """The shipped transfer document, rebuilt from its fields as ``put_transfer`` builds it (its
+    runs and trees derived from its cells), is its stored bytes."""
+    (data,) = stored("transfer")
+    read = TransferDoc.read(data)
+    rebuilt = TransferDoc(
+        transfer_id=read.transfer_id,
+        training_id=read.training_id,
+        name=read.name,
+        harnesses=read.harnesses,
+        configs=read.configs,
+        models=read.models,
+        cells=read.cells,
+    )
+    assert canonical_json(rebuilt.to_json()) == canonical_json(data)
+    with pytest.raises(ValueError, match="solved"):
+        TransferDoc.read({**data, "cells": [{**data["cells"][0], "solved": "many"}]})
 
 
 @pytest.mark.parametrize("model", [*MODELS.values(), Certificate], ids=lambda m: m.__name__)

@@ -51,7 +51,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         loss.backward()
         trainer.optimizer.step()
     trainer.store.close()
-    summary = trainer.summary()
+    summary = trainer.summary().to_json()  # as stored
     return {"tmp": tmp, "cfg": cfg, "summary": summary, "store": Path(cfg.store_path)}
 
 

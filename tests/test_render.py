@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from replaykit import render
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.testing import REPO_ROOT, write_config
 from tests.cli_runner import cli
 
@@ -85,7 +86,7 @@ def test_training_table(
     docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest
 ) -> None:
     doc = docs["training"]
-    render.training_table(doc)
+    render.training_table(TrainingDoc.read(doc))  # as `train --json` printed it
     output = capture()
     piped = "piped" in request.node.name
     expected = set()

@@ -67,9 +67,9 @@ def test_shipped_training_imports_and_replays_offline(
     assert replayed["identical"] and replayed["epochs"] and all(r["identical"] for r in replayed["runs"]), (
         replayed
     )
-    doc = store.get_doc(training_id, kind="training")
-    assert doc["verdicts"], "the shipped training holds no verdict"
-    for verdict_id in doc["verdicts"]:
+    doc = store.get_training(training_id)
+    assert doc.verdicts, "the shipped training holds no verdict"
+    for verdict_id in doc.verdicts:
         assert audit(store, verdict_id)["reproduced"]
 
 
@@ -114,7 +114,7 @@ def test_the_shipped_bundle_is_the_training_the_quickstart_makes_today(tmp_path:
         f"configs/quickstart.yaml` makes {made['training_id']} today: regenerate it with "
         "`bash scripts/make-shipped-bundle.sh` (it rewrites the README's sample outputs too)"
     )
-    doc = Store(store, readonly=True).get_doc(shipped, kind="training")
-    recorded = [(e["candidate_sha"], e["decision"]) for e in doc["epochs"]]
+    doc = Store(store, readonly=True).get_training(shipped)
+    recorded = [(e.candidate_sha, e.decision) for e in doc.epochs]
     assert [(e["candidate_sha"], e["decision"]) for e in made["epochs"]] == recorded
-    assert made["final_baseline"] == doc["final_baseline"]
+    assert made["final_baseline"] == doc.final_baseline

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol
 
 from replaykit.core.errors import StoreCorrupt
 
@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # the protocols name these; a listing loads none of them
         RunsRow,
     )
     from replaykit.cassette.store.tasks import TaskRates
-    from replaykit.core.records import JSON, TrainingDocument
+    from replaykit.core.records import JSON
     from replaykit.core.run_doc import RunDoc  # a run's model loads pydantic: only for who reads runs
+    from replaykit.core.training_doc import TrainingDoc
 
 
 class StoreHandle(Protocol):
@@ -133,9 +134,6 @@ class DocumentStore(StoreHandle, Protocol):
         """Is ``doc_id`` stored with exactly the document hashing to ``doc_digest``?"""
         ...
 
-    @overload
-    def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
-    @overload
     def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
         """A document by id or unique prefix (of ``kind``, when given), verified against its row."""
         ...
@@ -152,6 +150,10 @@ class DocumentStore(StoreHandle, Protocol):
 
     def get_run(self, run_id: str) -> RunDoc: ...
 
+    def get_training(self, training_id: str) -> TrainingDoc:
+        """A training by id or unique prefix, read into its model (not recomputed)."""
+        ...
+
     def doc_kind(self, doc_id: str) -> str: ...
 
     def resolve_id(self, table: str, prefix: str, what: str, column: str = "id") -> str: ...
@@ -160,7 +162,7 @@ class DocumentStore(StoreHandle, Protocol):
         """Every episode entry of a run document against its cassette's events."""
         ...
 
-    def find_trainings(self, spec_digest: str) -> list[TrainingDocument]: ...
+    def find_trainings(self, spec_digest: str) -> list[TrainingDoc]: ...
 
     def get_certificate(self, cert_id: str) -> Certificate | None: ...
 

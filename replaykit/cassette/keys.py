@@ -15,7 +15,6 @@ from functools import cached_property
 from typing import NotRequired, TypedDict
 
 from replaykit.core.determinism import digest_of
-from replaykit.core.records import ModelDoc
 
 #: 2: a model named by what serves it (``ModelId.endpoint``), a docker task image by its recipe
 KEY_FORMAT = 2
@@ -27,7 +26,7 @@ class KeyDoc(TypedDict):
     harness_sha: str
     task_id: str
     task_digest: str
-    model: ModelDoc  # as run documents name a model
+    model: dict[str, str]  # ModelId.to_doc(): as documents name a model (core/run_doc.ModelRef)
     seed: int
     config_digest: str
     kind: NotRequired[str]
@@ -52,8 +51,10 @@ class ModelId:
     def label(self) -> str:
         return f"{self.name}@{self.endpoint}" + (f"#{self.revision}" if self.revision else "")
 
-    def to_doc(self) -> ModelDoc:
-        return ModelDoc(name=self.name, endpoint=self.endpoint, revision=self.revision)
+    def to_doc(self) -> dict[str, str]:
+        """The model as a key holds it (``name``, ``endpoint``, ``revision``); a document holds
+        the same shape as ``core/run_doc.ModelRef`` (``ModelRef.of``)."""
+        return {"name": self.name, "endpoint": self.endpoint, "revision": self.revision}
 
 
 @dataclass(frozen=True)

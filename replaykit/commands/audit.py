@@ -337,8 +337,8 @@ def _counterfactual(
             live = record_counterfactual(st, target, criterion, optimizer, progress)
             rep: CounterfactualReport = live["audit"]
             recorded = {
-                "recorded_training": live["training"]["training_id"],
-                "recorded_branch": live["training"]["counterfactual_of"]["branch"],
+                "recorded_training": live["training"].training_id,
+                "recorded_branch": (cf.branch or "") if (cf := live["training"].counterfactual_of) else "",
             }
         else:
             from replaykit.train.counterfactual import counterfactual

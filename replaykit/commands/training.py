@@ -63,29 +63,33 @@ def train(
     from replaykit.train.panels import shown_epochs
 
     summary = trainer.summary()
-    shown = shown_epochs(trainer.store, summary["epochs"])  # solve rates per panel, from the runs
+    shown = shown_epochs(trainer.store, summary.epochs)  # solve rates per panel, from the runs
     stopped = {"stopped": trainer.stopped} if trainer.stopped else {}
     if as_json:
         emit_json(
-            {**summary, "epochs": shown, **stopped, **trainer.paid.to_dict(), "store": cfg.store_location}
+            {
+                **summary.to_json(),
+                "epochs": shown,
+                **stopped,
+                **trainer.paid.to_dict(),
+                "store": cfg.store_location,
+            }
         )
         raise typer.Exit(1 if trainer.stopped else 0)
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
-    later = len(summary["epochs"]) - ran
-    render.training_table(
-        {**summary, "epochs": summary["epochs"][:ran], "resumed_epochs": min(resumed_before, ran)}
-    )
+    later = len(summary.epochs) - ran
+    render.training_table(summary, epochs=ran, resumed=min(resumed_before, ran))
     render.panels_table(shown[:ran])
     if later > 0:
         render.line(
-            f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary['epochs'])} shows them)"
+            f"{later} later epoch(s) recorded earlier are not shown (--epochs {len(summary.epochs)} shows them)"
         )
     render.wrapped(render.paid_line(trainer.paid.to_dict()))
     store_opt = f" --store {shlex.quote(cfg.store_location)}"
-    render.line(f"stored in {cfg.store_location} · replaykit replay {summary['training_id']}{store_opt}")
+    render.line(f"stored in {cfg.store_location} · replaykit replay {summary.training_id}{store_opt}")
     render.line(f"see it in your browser: replaykit view{store_opt}")
     render.line(
-        f"or as one offline HTML file: replaykit report {summary['training_id']} -o report.html{store_opt}"
+        f"or as one offline HTML file: replaykit report {summary.training_id} -o report.html{store_opt}"
     )
     if trainer.stopped:
         render.wrapped(trainer.stopped)
@@ -149,6 +153,6 @@ def transfer(
         )
     rows = transfer_table(st, doc)
     if as_json:
-        emit_json({**doc, "table": rows})
+        emit_json({**doc.to_json(), "table": rows})
         return
     render.transfer_table(doc, rows)

@@ -35,6 +35,13 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("replaykit.core.records", "VerdictDoc"): ("replaykit.core.verdict_doc", "0.2.0"),
     ("replaykit.core.records", "VerdictRecord"): ("replaykit.core.verdict_doc", "0.2.0"),
     ("replaykit.execution.executor", "Executor"): ("replaykit.execution.settings", "0.2.0"),
+    ("replaykit.core.records", "EpochRecord"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "PanelRuns"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "TestsRecord"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "AdaptiveRecord"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "NamedParams"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "PatchQueueDoc"): ("replaykit.core.training_doc", "0.2.0"),
+    ("replaykit.core.records", "CounterfactualOf"): ("replaykit.core.training_doc", "0.2.0"),
 }
 
 

@@ -95,7 +95,7 @@ class Stored(BaseModel):
         """Read (``read``: context ``stored``), it holds the keys it was stored with; built in
         code, every field but the ``WhenSet`` ones at their default."""
         made = handler(data)
-        if not isinstance(made, cls):  # a subclass's instance passed as is
+        if made is data or not isinstance(made, cls):  # an instance passed as is (read: as it was read)
             return made
         if isinstance(info.context, dict) and info.context.get("stored"):
             made._read()

@@ -5,11 +5,22 @@ from ``records.py`` (light TypedDicts) so that what never reads a run loads no p
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import ConfigDict, Field
 
 from replaykit.core.document import Document, Real, Stored, WhenSet
+
+
+class _Identity(Protocol):
+    """A model's identity (``cassette.keys.ModelId``: core names no cassette module)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
 
 
 class EpisodeSummary(Stored):
@@ -66,6 +77,11 @@ class ModelRef(Stored):
         description="What serves it: builtin, engine:<digest> (a measured engine identity) or a hosted API's URL."
     )
     revision: str = Field(default="", description="A declared revision (empty: none).")
+
+    @classmethod
+    def of(cls, model: _Identity) -> ModelRef:
+        """A model's identity as documents hold it (what ``ModelId.to_doc`` gives its keys)."""
+        return cls(name=model.name, endpoint=model.endpoint, revision=model.revision)
 
 
 class Panel(Stored):

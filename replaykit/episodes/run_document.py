@@ -79,7 +79,7 @@ def run_document(
         name=config.name,
         harness_sha=sha,
         harness_repo=repo_path,
-        model=ModelRef.model_validate(mid.to_doc()),
+        model=ModelRef.of(mid),
         config_digest=config.digest(),
         panel=Panel(tasks=sorted({k.task_id for k, _ in keys}), seeds=list(config.panel.seed_list)),
         cassettes=ids,

@@ -126,8 +126,10 @@ def collect(store: StoreBackend, root_id: str) -> Selection:
 def comparisons_of(store: BrowseStore, training_id: str) -> list[str]:
     """The comparison documents of ``store`` that name training ``training_id`` or measured one of
     its harnesses (its initial baseline, a candidate): what a training's bundle carries besides it."""
-    doc = store.get_doc(training_id, kind="training")
-    shas = {doc.get("initial_sha"), *(e.get("candidate_sha") for e in doc.get("epochs") or [])} - {None, ""}
+    doc = store.get_doc(training_id, kind="training")  # walked by field name, as every document is
+    epochs = doc.get("epochs")
+    listed = [e for e in epochs if isinstance(e, dict)] if isinstance(epochs, list) else []
+    shas = {doc.get("initial_sha"), *(e.get("candidate_sha") for e in listed)} - {None, ""}
     found = []
     for kind in COMPARISON_KINDS:
         for row in store.doc_rows(kind):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NotRequired
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from replaykit.core.glossary import epoch_names, legend
-from replaykit.core.records import EpochRecord, TrainingDocument
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.render.console import line, show_table, wrapped
 from replaykit.render.runs import claims_line, divergence
 from replaykit.train.adaptive import summary as adaptive_summary
@@ -20,12 +20,6 @@ if TYPE_CHECKING:
     from replaykit.train.noise_audit import NoiseAudit
 
 
-class TrainingTable(TrainingDocument):
-    """What ``train`` shows: the epochs of this invocation, and how many were resumed."""
-
-    resumed_epochs: NotRequired[int]
-
-
 def _without_said(skipped: str | None, description: str | None) -> str | None:
     """An empty diff's reason without the proposer's words in parentheses when they are the
     epoch's description already (the line would say them twice)."""
@@ -33,46 +27,48 @@ def _without_said(skipped: str | None, description: str | None) -> str | None:
     return skipped[: -len(said)] if skipped and said != " ()" and skipped.endswith(said) else skipped
 
 
-def training_table(doc: TrainingTable) -> None:
-    """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full."""
+def training_table(doc: TrainingDoc, epochs: int | None = None, resumed: int = 0) -> None:
+    """Short cells in the table; each epoch's proposal and the verdict's reason below it, in full
+    (``epochs``: only the first so many, those of this invocation; ``resumed``: how many of them
+    were recorded earlier)."""
+    shown = doc.epochs[:epochs] if epochs is not None else doc.epochs
     rows: list[list[str | Text]] = []
     notes: list[str] = []
-    for e in doc["epochs"]:
-        v = e["verdict"]
+    for e in shown:
+        v = e.verdict
         m = v["metrics"] if v else {}
         solved = f"{m.get('solved_baseline')} → {m.get('solved_candidate')}" if v else "-"
         rows.append(
             [
-                str(e["epoch"]),
-                (e["candidate_sha"] or "-")[:10],
-                e["decision"],
-                (e.get("verdict_id") or "-")[:10],
-                f"{e['loss']:+.3f}",
+                str(e.epoch),
+                (e.candidate_sha or "-")[:10],
+                e.decision,
+                (e.verdict_id or "-")[:10],
+                f"{e.loss or 0.0:+.3f}",
                 solved,
             ]
         )
-        why = _without_said(e["skipped"], e["description"]) or (v["reason"] if v else "")
-        notes.append(f"epoch {e['epoch']}: {e['description']}" + (f" — {why}" if why else ""))
+        why = _without_said(e.skipped, e.description) or (v["reason"] if v else "")
+        notes.append(f"epoch {e.epoch}: {e.description}" + (f" — {why}" if why else ""))
     show_table(
-        f"training {doc['training_id']} · {doc['initial_sha'][:10]} → {doc['final_baseline'][:10]}",
+        f"training {doc.training_id} · {doc.initial_sha[:10]} → {doc.final_baseline[:10]}",
         ["epoch", "candidate", "verdict", "verdict id", "loss", "solved"],
         rows,
     )
-    resumed = doc.get("resumed_epochs")
     if resumed:
         line(f"resumed {resumed} epoch(s) recorded earlier (recomputed from cassettes, no model calls)")
     wrapped(legend("solved", "loss"))
     for note in notes:
         wrapped(note)  # a proposal's words and the verdict's reason: prose, wrapped into a pipe
-    wrapped(decision_counts(doc["epochs"]))
-    line(f"baseline branch {doc['branch']} at {doc['final_baseline'][:10]}")
+    wrapped(decision_counts(shown))
+    line(f"baseline branch {doc.branch} at {doc.final_baseline[:10]}")
 
 
 def decision_counts(epochs: list[EpochRecord]) -> str:
     """``1 accepted (e0), 3 rejected (e1, e2, e4), 1 skipped (e3)``: counts and which epochs."""
     parts = []
     for decision in ("accepted", "rejected", "skipped"):
-        which = [e["epoch"] for e in epochs if e["decision"] == decision]
+        which = [e.epoch for e in epochs if e.decision == decision]
         parts.append(f"{len(which)} {decision}" + (f" ({epoch_names(which)})" if which else ""))
     return ", ".join(parts)
 

@@ -14,7 +14,7 @@ from replaykit.cassette.backend import BrowseStore, DocumentStore, RunStore
 from replaykit.cassette.outcomes import outcome_of
 from replaykit.core.compare_doc import CompareDoc
 from replaykit.core.errors import ReplaykitError
-from replaykit.core.records import TrainingDocument
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.compare import verified_compare
 from replaykit.report import charts
@@ -217,20 +217,20 @@ class Report:
         return lines
 
     # -- documents -----------------------------------------------------------------
-    def training(self, doc: TrainingDocument) -> TrainingSection:
+    def training(self, doc: TrainingDoc) -> TrainingSection:
         epochs: list[EpochSection] = []
         verdicts: list[VerdictSection] = []
-        for e in doc["epochs"]:
+        for e in doc.epochs:
             base = self.stored_run(
-                e["baseline_run"], f"the baseline of epoch {e['epoch']} of training {doc['training_id']}"
+                e.baseline_run, f"the baseline of epoch {e.epoch} of training {doc.training_id}"
             )
-            cand = self.run(cand_id) if (cand_id := e.get("candidate_run")) else None
+            cand = self.run(cand_id) if (cand_id := e.candidate_run) else None
             proposal = (
                 self.transcript(cassette)
-                if (cassette := e.get("proposal_cassette")) and self.store.has(cassette)
+                if (cassette := e.proposal_cassette) and self.store.has(cassette)
                 else None
             )
-            verdict = self.verdict(stored_verdict(self.store, vid)) if (vid := e.get("verdict_id")) else None
+            verdict = self.verdict(stored_verdict(self.store, vid)) if (vid := e.verdict_id) else None
             if verdict:
                 verdicts.append(verdict)
             views, gaps = epoch_panels(self.store, e)  # train/val/test rates from the runs
@@ -239,21 +239,21 @@ class Report:
                     if run_id:
                         self.run(run_id)
             epoch: EpochSection = {
-                "epoch": e["epoch"],
-                "decision": e["decision"],
-                "description": e["description"],
-                "skipped": e.get("skipped"),
-                "baseline_sha": e["baseline_sha"],
-                "candidate_sha": e.get("candidate_sha"),
-                "loss": e.get("loss", 0.0),
+                "epoch": e.epoch,
+                "decision": e.decision,
+                "description": e.description,
+                "skipped": e.skipped,
+                "baseline_sha": e.baseline_sha,
+                "candidate_sha": e.candidate_sha,
+                "loss": e.loss if e.loss is not None else 0.0,
                 "baseline": _run_point(base),
                 "candidate": _run_point(cand) if cand else None,
                 "proposal": proposal,
                 "verdict": verdict,
                 "code_diff": verdict["code_diff"]
                 if verdict
-                else self.code_diff(e["baseline_sha"], e.get("candidate_sha")),
-                "anchor": anchor("e", e["epoch"]),
+                else self.code_diff(e.baseline_sha, e.candidate_sha),
+                "anchor": anchor("e", e.epoch),
                 "panels": views,
                 "gap": gaps,
             }
@@ -273,20 +273,20 @@ class Report:
             tasks, columns, values, "candidate solve rate per task and epoch", "heatmap"
         )
         return {
-            "training_id": doc["training_id"],
-            "name": doc.get("name", ""),
-            "initial_sha": doc["initial_sha"],
-            "final_baseline": doc["final_baseline"],
-            "branch": doc["branch"],
+            "training_id": doc.training_id,
+            "name": doc.name,
+            "initial_sha": doc.initial_sha,
+            "final_baseline": doc.final_baseline,
+            "branch": doc.branch,
             "epochs": epochs,
             "verdicts": verdicts,
-            "criterion": doc.get("criterion", {}),
-            "false_accept": false_accept_line(doc.get("criterion", {})),  # measured, on its benchmark's panel
-            "model": doc.get("model", {}),
+            "criterion": doc.criterion,
+            "false_accept": false_accept_line(doc.criterion),  # measured, on its benchmark's panel
+            "model": doc.model,
             "accepted": sum(e["decision"] == "accepted" for e in epochs),
             "rejected": sum(e["decision"] == "rejected" for e in epochs),
             "skipped": sum(e["decision"] == "skipped" for e in epochs),
-            "sweep": report_sweep(self.store, doc["training_id"]),  # other criteria × optimizers, offline
+            "sweep": report_sweep(self.store, doc.training_id),  # other criteria × optimizers, offline
             "panels": panels if len(panels) > 1 else [],
         }
 
@@ -334,7 +334,7 @@ def _series_name(harness: str, sha: str) -> str:
 #    ``get_doc`` names what it returns for that kind); reports recompute the derived ones
 
 
-def stored_training(store: RunStore, training_id: str) -> TrainingDocument:
+def stored_training(store: RunStore, training_id: str) -> TrainingDoc:
     return verified_training(store, training_id)  # derived: recomputed before a report shows it
 
 
@@ -392,7 +392,7 @@ def build(
     if kind == "training":
         doc = stored_training(store, report_id)
         training = report.training(doc)
-        doc_id, title = doc["training_id"], f"training {doc['training_id']} ({doc.get('name', '')})"
+        doc_id, title = doc.training_id, f"training {doc.training_id} ({doc.name})"
     elif kind == "measure":
         run = report.run(store.get_run(report_id).run_id)
         doc_id, title = run["run_id"], f"run {run['run_id']}"
@@ -410,8 +410,8 @@ def build(
             store, tdoc, lambda r: report.run(r)["anchor"]
         )
         doc_id, title = (
-            tdoc["transfer_id"],
-            f"transfer {tdoc['transfer_id']} (training {tdoc['training_id']})",
+            tdoc.transfer_id,
+            f"transfer {tdoc.transfer_id} (training {tdoc.training_id})",
         )
     else:
         cdoc = stored_compare(store, report_id)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Generic, Literal, NotRequired, TypedDict, TypeVar
 
 from replaykit.core.compare_doc import CompareCell
-from replaykit.core.records import JSON, ModelDoc, NamedParams
-from replaykit.core.run_doc import EpisodeSummary
+from replaykit.core.records import JSON
+from replaykit.core.run_doc import EpisodeSummary, ModelRef
+from replaykit.core.training_doc import NamedParams
 from replaykit.envs.results import GradeDoc
 from replaykit.episodes.views import EnvStep, ShownError
 from replaykit.train.intervals import Movement, Rate
@@ -316,7 +317,7 @@ class TrainingSection(TypedDict):
     verdicts: list[VerdictSection]
     criterion: NamedParams
     false_accept: str  # the criterion's false-accept rate as benchmarks/null_trainings.py measured it
-    model: ModelDoc
+    model: ModelRef
     accepted: int
     rejected: int
     skipped: int

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING
 from replaykit.cassette.backend import DocumentStore
 from replaykit.report import charts
 from replaykit.report.documents import TransferSection, TransferSectionCell, TransferSectionRow
-from replaykit.train.transfer_doc import TransferDocument, transfer_table
+from replaykit.train.transfer_doc import TransferDoc, transfer_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
 def transfer_section(
-    store: DocumentStore, doc: TransferDocument, run_anchor: Callable[[str], str]
+    store: DocumentStore, doc: TransferDoc, run_anchor: Callable[[str], str]
 ) -> tuple[TransferSection, Figure]:
     """The section and its chart, every number computed from the runs (``transfer_table``);
     ``run_anchor``: a run's grid in the report (collected by the caller)."""
-    roles = [h["role"] for h in doc["harnesses"]]
+    roles = [h["role"] for h in doc.harnesses]
     rows: list[TransferSectionRow] = []
     for row in transfer_table(store, doc):
         cells: list[TransferSectionCell | None] = []
@@ -38,11 +38,11 @@ def transfer_section(
                 }
             )
         rows.append({"config": row["config"], "model": row["model"], "cells": cells})
-    one_config = len(doc["configs"]) == 1
+    one_config = len(doc.configs) == 1
     groups = [r["model"] if one_config else f"{r['config']}\n{r['model']}" for r in rows]
     series = {
         f"{role} ({h['sha'][:7]})": [c["rate"] if (c := r["cells"][i]) else 0.0 for r in rows]
-        for i, (role, h) in enumerate(zip(roles, doc["harnesses"], strict=True))
+        for i, (role, h) in enumerate(zip(roles, doc.harnesses, strict=True))
     }
     intervals: dict[str, list[tuple[float, float] | None]] = {
         name: [(c["low"], c["high"]) if (c := r["cells"][i]) else None for r in rows]
@@ -52,9 +52,9 @@ def transfer_section(
         groups, series, "solve rate: trained vs untrained", "solve rate", "transfer-bars", intervals
     )
     section: TransferSection = {
-        "transfer_id": doc["transfer_id"],
-        "training_id": doc["training_id"],
-        "harnesses": doc["harnesses"],
+        "transfer_id": doc.transfer_id,
+        "training_id": doc.training_id,
+        "harnesses": doc.harnesses,
         "rows": rows,
     }
     return section, figure

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from replaykit.cassette.backend import DocumentStore, RunStore
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ReplaykitError
-from replaykit.core.records import AdaptiveRecord
 from replaykit.core.run_doc import EpisodeSummary, RunDoc
+from replaykit.core.training_doc import AdaptiveRecord
 from replaykit.episodes.config import AdaptiveRange, RunConfig
 from replaykit.episodes.config_paths import task_folders
 from replaykit.episodes.panel_keys import template_keys
@@ -177,11 +177,11 @@ def stopping_points(store: DocumentStore, verdict_id: str, training_id: str | No
     if not training_id:
         return None
     try:
-        doc = store.get_doc(training_id, kind="training")
+        doc = store.get_training(training_id)
     except ReplaykitError:  # a verdict without its training (a store holding only part of one)
         return None
-    rec = next((e for e in doc.get("epochs") or [] if e.get("verdict_id") == verdict_id), None)
-    return rec.get("adaptive") if rec else None
+    rec = next((e for e in doc.epochs if e.verdict_id == verdict_id), None)
+    return rec.adaptive if rec else None
 
 
 def summary(record: AdaptiveRecord) -> str:

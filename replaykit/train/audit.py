@@ -159,29 +159,29 @@ def replay_training(
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-train-replay-"))
     try:
         gitops.clone_bundle(
-            store.get_blob(doc["initial_bundle"]),
+            store.get_blob(doc.initial_bundle or ""),
             tmp / "harness",
-            doc["initial_sha"],
-            doc["branch"],
-            where=f"training {doc['training_id']}",
+            doc.initial_sha,
+            doc.branch,
+            where=f"training {doc.training_id}",
         )
         recorded = RunConfig.recorded(
-            {**doc["config"], "store": str(store.location)}, f"training {doc['training_id']}"
+            {**doc.config, "store": str(store.location)}, f"training {doc.training_id}"
         )
         harness = recorded.harness.model_copy(update={"repo": str(tmp / "harness"), "template": None})
         config = recorded.model_copy(update={"harness": harness})
-        config.base_dir = Path(doc["config_base_dir"])  # never read: a replay loads no panel
+        config.base_dir = Path(doc.config_base_dir)  # never read: a replay loads no panel
         trainer = Trainer(
             config=config,
             estimator=stored_estimator(store, doc),
-            format=doc.get("format", 1),
+            format=doc.training_format,
             record_mode=RecordMode.NONE,
             persist=False,
             store=store,
             progress=progress,
             replay_of=doc,  # its model and keys as recorded: no engine, task folder or Docker needed
         )
-        for loss in trainer.epochs(len(doc["epochs"])):
+        for loss in trainer.epochs(len(doc.epochs)):
             loss.backward()
             trainer.optimizer.step()
         replayed = trainer.summary()
@@ -200,15 +200,15 @@ def replay_training(
         "adaptive",
     )
     epochs: list[EpochReplay] = []
-    for rec, rep in zip(doc["epochs"], replayed["epochs"], strict=False):
-        diffs = [f for f in fields if rec.get(f) != rep.get(f)]
+    for rec, rep in zip(doc.epochs, replayed.epochs, strict=False):
+        diffs = [f for f in fields if getattr(rec, f) != getattr(rep, f)]
         epochs.append(
             {
-                "epoch": rec["epoch"],
-                "candidate_sha": rec["candidate_sha"],
-                "replayed_candidate_sha": rep["candidate_sha"],
-                "decision": rec["decision"],
-                "replayed_decision": rep["decision"],
+                "epoch": rec.epoch,
+                "candidate_sha": rec.candidate_sha,
+                "replayed_candidate_sha": rep.candidate_sha,
+                "decision": rec.decision,
+                "replayed_decision": rep.decision,
                 "identical": not diffs,
                 "differs_in": diffs,
             }
@@ -217,22 +217,22 @@ def replay_training(
     claims: dict[str, ClaimStatus] = {}  # each distinct episode's reuse claim, checked against its donor
     if episodes:  # every run's episodes in one batch: a training's replay fans out on the executor
         for run_id, report in zip(
-            doc["runs"], replay_runs(store, list(doc["runs"]), executor=executor, claims=claims), strict=True
+            doc.runs, replay_runs(store, list(doc.runs), executor=executor, claims=claims), strict=True
         ):
             runs.append(
                 {"run_id": run_id, "identical": report["identical"], "divergence": report["divergence"]}
             )
-    same_final = replayed["chain"][-1] == doc["chain"][-1] and len(doc["epochs"]) == len(replayed["epochs"])
+    same_final = replayed.chain[-1] == doc.chain[-1] and len(doc.epochs) == len(replayed.epochs)
     claimed: TrainingClaims = {}
     if any(status != "none" for status in claims.values()):
         claimed["claims_checked"] = list(claims.values()).count("checked")
         claimed["claims_unchecked"] = sorted(c for c, s in claims.items() if s == "donor absent")
     return {
         **claimed,
-        "training_id": doc["training_id"],
+        "training_id": doc.training_id,
         "identical": same_final and all(e["identical"] for e in epochs) and all(r["identical"] for r in runs),
-        "final_baseline": doc["chain"][-1],
-        "replayed_final_baseline": replayed["chain"][-1],
+        "final_baseline": doc.chain[-1],
+        "replayed_final_baseline": replayed.chain[-1],
         "epochs": epochs,
         "runs": runs,
     }

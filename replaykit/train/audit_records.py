@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from replaykit.core.errors import DivergenceReport
-from replaykit.core.records import JSON, AdaptiveRecord, NamedParams, TrainingDocument
+from replaykit.core.records import JSON
+from replaykit.core.training_doc import AdaptiveRecord, NamedParams, TrainingDoc
 from replaykit.core.verdict_doc import VerdictRecord
 from replaykit.episodes.run_records import ReplayReport
 
@@ -262,5 +263,5 @@ class SeedRobustness(TypedDict):
 class RecordedCounterfactual(TypedDict):
     """``audit TRAINING --record``: the live counterfactual training and the offline audit after it."""
 
-    training: TrainingDocument
+    training: TrainingDoc
     audit: CounterfactualReport

@@ -47,7 +47,7 @@ def training_brief(
     files: Mapping[str, tuple[int, bytes]],
 ) -> str:
     """The brief of ``epoch``; ``files`` is the baseline's tree (path → (mode, bytes))."""
-    tried_lines = [f"- epoch {lo.epoch}: {lo.description} => {lo.to_dict()['decision']}" for lo in tried]
+    tried_lines = [f"- epoch {lo.epoch}: {lo.description} => {lo.decision}" for lo in tried]
     failed = failed_episode_lines(store, baseline)
     sources = [
         f"=== {path} ===\n{data.decode('utf-8', 'replace')}=== end {path} ==="

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from replaykit.core.records import NamedParams
+from replaykit.core.training_doc import NamedParams
 
 
 class Measured(NamedTuple):

@@ -105,7 +105,7 @@ class Candidates:
     def _tests(self, epoch: int, sha: str, command: str) -> gates.TestsResult:
         """The candidate's tests: run now, or (resuming, replaying) as its epoch recorded them."""
         rec = self.state.recorded[epoch] if epoch < len(self.state.recorded) else None
-        found = rec.get("candidate_tests") if rec and rec.get("candidate_sha") == sha else None
+        found = rec.candidate_tests if rec and rec.candidate_sha == sha else None
         if found is not None and found["command"] == command:
             return found
         if self.state.record_mode is RecordMode.NONE or not self.persist:
@@ -125,12 +125,12 @@ class Candidates:
         A recorded epoch's task files come from its proposal's metadata (a replay needs no task folder)."""
         rec = self.state.recorded[epoch] if epoch < len(self.state.recorded) else None
         if rec is not None:
-            if not rec.get("workspace_digest"):
+            if not rec.workspace_digest:
                 return None
         elif self.state.format < 2 or not reads_workspace(self.state.estimator):
             return None
         tasks = None
-        cassette = rec.get("proposal_cassette") if rec else None
+        cassette = rec.proposal_cassette if rec else None
         if cassette and self.store.has(cassette):
             tasks = recorded_tasks(self.store.get_episode(cassette).meta)
         return build_workspace(self.state, baseline_sha, train_run, tasks)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, TrainingDocument
+from replaykit.core.records import JSON
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.train.audit_records import CounterfactualReport, FinalRate, WalkResult
 from replaykit.train.config import train_config
 from replaykit.train.derived import verified_training
@@ -69,7 +70,7 @@ def counterfactual(
 
 
 def report(
-    doc: TrainingDocument,
+    doc: TrainingDoc,
     result: WalkResult,
     measurements: Measurements,
     proposals: list[Proposal],
@@ -80,7 +81,7 @@ def report(
 ) -> CounterfactualReport:
     rows = result["rows"]
     complete = result["blocked_at"] is None
-    rec_final = doc["chain"][-1]
+    rec_final = doc.chain[-1]
     diverged = next(
         (
             r["epoch"]
@@ -92,7 +93,7 @@ def report(
     offline = sum(r["offline"] for r in rows)
     same_spec = crit == rec_crit and opt[0] == rec_opt[0] and opt[1] == rec_opt[1]
     return {
-        "training_id": doc["training_id"],
+        "training_id": doc.training_id,
         "kind": "counterfactual",
         "criterion": {"name": crit[0], "params": crit[1], "spec": spec_text(*crit)},
         "optimizer": {"name": opt[0], "params": opt[1], "spec": spec_text(*opt)},

@@ -21,7 +21,7 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import CassetteNotFound, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import CounterfactualOf, TrainingDocument
+from replaykit.core.training_doc import CounterfactualOf, NamedParams, TrainingDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.train.audit_records import RecordedCounterfactual
 from replaykit.train.config import train_config
@@ -42,8 +42,8 @@ class LinkedTrainer(Trainer):
         self.link = link
         super().__init__(*args, **kwargs)
 
-    def summary(self) -> TrainingDocument:
-        return {**super().summary(), "counterfactual_of": self.link}
+    def summary(self) -> TrainingDoc:
+        return super().summary().replaced(counterfactual_of=self.link)
 
     def record_verdict(self, loss: Loss) -> None:
         """A verdict already stored (same two runs, same criterion: the same verdict) keeps its document, so it
@@ -59,14 +59,14 @@ class LinkedTrainer(Trainer):
         super().record_verdict(loss)
 
 
-def _harness_repo(doc: TrainingDocument) -> git.Repo:
-    path = Path(doc["harness_repo"])
+def _harness_repo(doc: TrainingDoc) -> git.Repo:
+    path = Path(doc.harness_repo)
     try:
         repo = git.Repo(path)
-        repo.git.cat_file("-e", f"{doc['initial_sha']}^{{commit}}")
+        repo.git.cat_file("-e", f"{doc.initial_sha}^{{commit}}")
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
         raise HarnessError(
-            f"--record needs the training's harness repository {path} (holding {doc['initial_sha'][:10]}); "
+            f"--record needs the training's harness repository {path} (holding {doc.initial_sha[:10]}); "
             "restore it, or audit without --record"
         ) from None
     return repo
@@ -87,24 +87,24 @@ def record_counterfactual(
     with Scratch(store, doc, config.harness.entry, tcfg.patch_surface) as scratch:
         proposals = scratch.proposals()
     repo = _harness_repo(doc)
-    link: CounterfactualOf = {
-        "training_id": doc["training_id"],
-        "criterion": {"name": crit.name, "params": crit.params()},
-        "optimizer": {"name": opt.name, "params": opt.params()},
-    }
-    branch = f"{BRANCH_ROOT}/{digest_of(link)[:12]}"
+    link = CounterfactualOf(
+        training_id=doc.training_id,
+        criterion=NamedParams(name=crit.name, params=crit.params()),
+        optimizer=NamedParams(name=opt.name, params=opt.params()),
+    )
+    branch = f"{BRANCH_ROOT}/{digest_of(link.to_json())[:12]}"
     if f"refs/heads/{branch}" not in {r.path for r in repo.refs}:
-        repo.git.branch(branch, doc["initial_sha"])
+        repo.git.branch(branch, doc.initial_sha)
     data = config.model_dump(mode="json")
     data["harness"] = dict(
-        data["harness"], repo=str(Path(doc["harness_repo"]).resolve()), branch=branch, template=None
+        data["harness"], repo=str(Path(doc.harness_repo).resolve()), branch=branch, template=None
     )
     data["train"] = dict(
         data.get("train") or {},
-        epochs=len(doc["epochs"]),
+        epochs=len(doc.epochs),
         estimator={
             "kind": "recorded_proposals",
-            "training": doc["training_id"],
+            "training": doc.training_id,
             "diffs": [p.diff for p in proposals],
             "descriptions": [p.description for p in proposals],
             "reasons": [p.reason for p in proposals],
@@ -112,16 +112,16 @@ def record_counterfactual(
         criterion={"name": crit.name, **crit.params()},
         optimizer={"name": opt.name, **opt.params()},
     )
-    live = RunConfig.recorded(data, f"training {doc['training_id']}")
+    live = RunConfig.recorded(data, f"training {doc.training_id}")
     live.base_dir = config.base_dir
     trainer = LinkedTrainer(
         config=live,
         record_mode=RecordMode.ONCE,
         store=store,
         progress=progress,
-        link={**link, "branch": branch},
+        link=link.replaced(branch=branch),
     )
-    for loss in trainer.epochs(len(doc["epochs"])):
+    for loss in trainer.epochs(len(doc.epochs)):
         loss.backward()
         trainer.optimizer.step()
     summary = trainer.summary()

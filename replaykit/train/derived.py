@@ -12,21 +12,18 @@ through :func:`verified_verdict` / :func:`verified_training`: bundle import and 
 ``cassettes verify``, ``replay`` of a training, ``audit``, ``cassettes diff VERDICT``, the
 report and the viewer.
 
-A verdict is read into its model (``VerdictDoc``: one of another shape is corruption); a
-training is typed as stored (``TrainingDocument``) but read as untrusted: a field of the wrong
-shape is corruption too, so the checks narrow before use.
+A verdict and a training are read into their models (``VerdictDoc``, ``TrainingDoc``, by the
+store: one of another shape is corruption); what they derive is then recomputed here.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
-from typing import Any
 
 from replaykit.cassette.backend import BlobStore, DocumentStore, RunStore, StoreHandle
 from replaykit.core.errors import ConfigError, ReplaykitError, StoreCorrupt, StoreError
-from replaykit.core.records import TrainingDocument
 from replaykit.core.stale import owned_temp_dir
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc, VerdictRecord
 from replaykit.train import exclusions, gitops
 from replaykit.train.certification import EVERY_EPOCH
@@ -91,16 +88,16 @@ def verify_verdict(store: RunStore, doc: VerdictDoc) -> None:
         )
 
 
-def verify_git_bundle(store: BlobStore, doc: TrainingDocument) -> None:
+def verify_git_bundle(store: BlobStore, doc: TrainingDoc) -> None:
     """The training's initial-baseline blob is a git bundle (``git bundle verify``) holding its initial SHA."""
-    tid = doc.get("training_id")
+    tid = doc.training_id
     tmp = owned_temp_dir("bundle-check")
     try:
         gitops.clone_bundle(
-            store.get_blob(str(doc.get("initial_bundle"))),
+            store.get_blob(doc.initial_bundle or ""),
             tmp / "harness",
-            str(doc.get("initial_sha")),
-            str(doc.get("branch") or "main"),
+            doc.initial_sha,
+            doc.branch or "main",
             where=f"training {tid}",
         )
     except StoreCorrupt as exc:
@@ -116,88 +113,84 @@ class _NoReapply:
         return None, f"the recorded decisions led to baseline {parent[:10]}, which no epoch recorded"
 
 
-def verify_training(store: RunStore, doc: TrainingDocument, bundle: bool = True) -> None:
+def verify_training(store: RunStore, doc: TrainingDoc, bundle: bool = True) -> None:
     """``store corrupt`` unless the training's verdicts, decisions, candidate SHAs, chain and
     final baseline are what its runs, criterion and optimizer give (and, with ``bundle``,
     its git bundle verifies)."""
-    tid = doc.get("training_id")
-    epochs = doc.get("epochs")
-    if not isinstance(epochs, list) or not all(isinstance(e, dict) for e in epochs):
-        raise _corrupt(store, f"training {tid}: its epochs are not a list of objects")
+    tid = doc.training_id
+    epochs = doc.epochs
     certifies = _certifies(doc)
     verdict_ids = [_verify_epoch_verdict(store, tid, e, certifies) for e in epochs]
     for e in epochs:
         _verify_panels(store, tid, e)
-    if doc.get("verdicts") != [v for v in verdict_ids if v]:
+    if doc.verdicts != [v for v in verdict_ids if v]:
         raise _corrupt(store, f"training {tid}: its verdicts list is not its epochs' verdicts")
-    decided = [e for e in epochs if e.get("skipped") or e.get("promoted") is not None]
+    decided = [e for e in epochs if e.skipped or e.promoted is not None]
     if decided != epochs[: len(decided)] or len(epochs) - len(decided) > 1:  # only the last may await step()
         raise _corrupt(store, f"training {tid}: an epoch before its last has no recorded step")
-    head = _recomputed_head(store, doc, decided) if decided and doc.get("runs") else doc.get("initial_sha")
-    chain = [doc.get("initial_sha")] + [
-        e["candidate_sha"] for e in decided if e.get("promoted") and e.get("candidate_sha")
-    ]
-    if doc.get("chain") != chain:
+    head = _recomputed_head(store, doc, decided) if decided and doc.runs else doc.initial_sha
+    chain = [doc.initial_sha] + [e.candidate_sha for e in decided if e.promoted and e.candidate_sha]
+    if doc.chain != chain:
         raise _corrupt(store, f"training {tid}: its chain is not its accepted candidates in order")
-    if doc.get("final_baseline") != head or chain[-1] != head:
+    if doc.final_baseline != head or chain[-1] != head:
         raise _corrupt(
             store,
-            f"training {tid}: final_baseline {str(doc.get('final_baseline'))[:10]} is not where its decisions lead ({str(head)[:10]})",
+            f"training {tid}: final_baseline {doc.final_baseline[:10]} is not where its decisions lead ({str(head)[:10]})",
         )
     if bundle:
         verify_git_bundle(store, doc)
 
 
-def _certifies(doc: TrainingDocument) -> bool:
+def _certifies(doc: TrainingDoc) -> bool:
     """Does the training certify every epoch (its config's ``train.certify``)?"""
-    config = doc.get("config")
-    train = config.get("train") if isinstance(config, dict) else None
+    config = doc.config
+    train = config.get("train")
     return isinstance(train, dict) and train.get("certify") == EVERY_EPOCH
 
 
-def _verify_epoch_verdict(store: RunStore, tid: object, e: Mapping[str, Any], certifies: bool) -> object:
+def _verify_epoch_verdict(store: RunStore, tid: str, e: EpochRecord, certifies: bool) -> str | None:
     """An epoch's verdict document verified (naming its baseline's certificate when the training
     ``certifies`` every epoch), and the epoch agreeing with it; its id (None for an epoch without one)."""
-    if not e.get("verdict_id"):
-        if e.get("verdict") is not None:
-            raise _corrupt(
-                store, f"training {tid}: epoch {e.get('epoch')} has a verdict but no verdict document"
-            )
+    if not e.verdict_id:
+        if e.verdict is not None:
+            raise _corrupt(store, f"training {tid}: epoch {e.epoch} has a verdict but no verdict document")
         return None
-    vdoc = read_verdict(store, str(e["verdict_id"]))
+    vdoc = read_verdict(store, e.verdict_id)
     verify_verdict(store, vdoc)
     if certifies and "certified" not in vdoc.model_fields_set:
         raise _corrupt(
             store,
-            f"training {tid}: epoch {e.get('epoch')}'s verdict names no certificate of its baseline,"
+            f"training {tid}: epoch {e.epoch}'s verdict names no certificate of its baseline,"
             " and the training certifies every epoch (train.certify: every_epoch)",
         )
     for name in ("baseline_run", "candidate_run", "baseline_sha", "candidate_sha", "verdict"):
-        if getattr(vdoc, name) != e.get(name):
+        if getattr(vdoc, name) != getattr(e, name):
             raise _corrupt(
-                store,
-                f"training {tid}: epoch {e.get('epoch')} {name} is not its verdict {e['verdict_id']}'s",
+                store, f"training {tid}: epoch {e.epoch} {name} is not its verdict {e.verdict_id}'s"
             )
     accept = bool(vdoc.verdict["accept"])
-    if not e.get("skipped") and e.get("decision") != ("accepted" if accept else "rejected"):
-        raise _corrupt(store, f"training {tid}: epoch {e.get('epoch')} decision is not its verdict's")
-    return e["verdict_id"]
+    if not e.skipped and e.decision != ("accepted" if accept else "rejected"):
+        raise _corrupt(store, f"training {tid}: epoch {e.epoch} decision is not its verdict's")
+    return e.verdict_id
 
 
-def _verify_panels(store: RunStore, tid: object, e: Mapping[str, Any]) -> None:
+def _verify_panels(store: RunStore, tid: str, e: EpochRecord) -> None:
     """A format-2 epoch's panel runs, each a run of the harness it names (baseline or candidate)
     checked against its cassettes, the deciding panel's (val, else train) the verdict's own; its
     smoke episodes the candidate's."""
-    panels = e.get("panels")
+    panels = e.panels
     if panels is None:
         return
-    where = f"training {tid}: epoch {e.get('epoch')}"
-    if not isinstance(panels, dict) or TRAIN not in panels:
+    where = f"training {tid}: epoch {e.epoch}"
+    if TRAIN not in panels:
         raise _corrupt(store, f"{where}: its panels are not a mapping with the training panel")
     runs = [
-        (f"{name} {role}", runs.get(f"{role}_run"), e.get(f"{role}_sha"))
-        for name, runs in panels.items()
-        for role in ("baseline", "candidate")
+        (f"{name} {role}", run_id, sha)
+        for name, p in panels.items()
+        for role, run_id, sha in (
+            ("baseline", p["baseline_run"], e.baseline_sha),
+            ("candidate", p["candidate_run"], e.candidate_sha),
+        )
     ]
     for what, run_id, sha in runs:
         if run_id is None:
@@ -209,30 +202,27 @@ def _verify_panels(store: RunStore, tid: object, e: Mapping[str, Any]) -> None:
                 f"{where}: its {what} run {run_id} measured {run.harness_sha[:10]}, not {str(sha)[:10]}",
             )
         store.check_run(run)
-    for cassette in e.get("smoke") or []:  # the candidate's own episodes
-        if store.get_episode(str(cassette)).key.harness_sha != e.get("candidate_sha"):  # verified
+    for cassette in e.smoke or []:  # the candidate's own episodes
+        if store.get_episode(cassette).key.harness_sha != e.candidate_sha:  # verified
             raise _corrupt(store, f"{where}: its smoke episode {cassette} is not of its candidate")
     decides = panels.get(VAL) or panels[TRAIN]
-    if (decides.get("baseline_run"), decides.get("candidate_run")) != (
-        e.get("baseline_run"),
-        e.get("candidate_run"),
-    ):
+    if (decides["baseline_run"], decides["candidate_run"]) != (e.baseline_run, e.candidate_run):
         raise _corrupt(store, f"{where}: its verdict's runs are not its deciding panel's")
 
 
-def _recomputed_head(store: RunStore, doc: TrainingDocument, decided: list[Any]) -> str | None:
+def _recomputed_head(store: RunStore, doc: TrainingDoc, decided: list[EpochRecord]) -> str | None:
     """Where the decided epochs lead when the recorded runs go through the training's criterion
     and optimizer again; ``store corrupt`` where an epoch recorded another decision."""
-    tid = doc.get("training_id")
-    epochs = doc.get("epochs") or []
+    tid = doc.training_id
+    epochs = doc.epochs
     try:
         config = training_config(doc, store)
         criterion, optimizer = chosen(doc, None, None)
         measurements = Measurements(store, doc, config)
-        proposals = [Proposal(int(e.get("epoch", i)), "", None) for i, e in enumerate(epochs)]
+        proposals = [Proposal(e.epoch, "", None) for e in epochs]
         result = walk(
             store,
-            {**doc, "epochs": decided},
+            doc.model_copy(update={"epochs": decided}),
             _NoReapply(),  # type: ignore[arg-type]
             proposals[: len(decided)],
             measurements,
@@ -244,7 +234,7 @@ def _recomputed_head(store: RunStore, doc: TrainingDocument, decided: list[Any])
     except (ReplaykitError, KeyError, TypeError, ValueError) as exc:
         raise _corrupt(store, f"training {tid}: its epochs cannot be recomputed ({str(exc)[:120]})") from None
     for row, rec in zip(result["rows"], decided, strict=False):
-        if row["verdict"] is not None and rec.get("verdict") is not None and row["verdict"] != rec["verdict"]:
+        if row["verdict"] is not None and rec.verdict is not None and row["verdict"] != rec.verdict:
             raise _corrupt(  # e.g. a level its error budget does not give (error_budget.py)
                 store,
                 f"training {tid}: epoch {row['epoch']}'s verdict is not what its runs give under the "
@@ -305,9 +295,9 @@ def verified_verdict(store: RunStore, verdict_id: str) -> VerdictDoc:
     return doc
 
 
-def verified_training(store: RunStore, training_id: str, bundle: bool = True) -> TrainingDocument:
+def verified_training(store: RunStore, training_id: str, bundle: bool = True) -> TrainingDoc:
     """A stored training, its verdicts, decisions, chain and final baseline recomputed first
     (``bundle``: its git bundle too; a caller that clones the bundle verifies it by cloning)."""
-    doc = store.get_doc(training_id, kind="training")
+    doc = store.get_training(training_id)
     verify_training(store, doc, bundle=bundle)
     return doc

@@ -13,57 +13,52 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from replaykit.cassette.backend import BlobStore
-from replaykit.core.records import TrainingDocument
+from replaykit.core.run_doc import ModelRef
+from replaykit.core.training_doc import NamedParams, PatchQueueDoc, TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.models.endpoint import model_id
 from replaykit.train import gitops
 from replaykit.train.estimators import Estimator, PatchQueue
 from replaykit.train.loss import Loss
-from replaykit.train.state import TrainingState, epoch_runs
+from replaykit.train.state import TrainingState
 
 
-def training_summary(trainer: TrainingState) -> TrainingDocument:
-    """The training document's fields (epochs recorded by an earlier run included)."""
-    epochs = [lo.to_dict() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
-    mid = trainer.model or model_id(trainer.config.model)
+def training_summary(trainer: TrainingState) -> TrainingDoc:
+    """The training document (epochs recorded by an earlier run included; what it references
+    derived from its epochs), without its blobs (``TrainingDocuments.save`` adds them)."""
+    epochs = [lo.to_record() for lo in trainer.losses] + trainer.recorded[len(trainer.losses) :]
     config, estimator, criterion, optimizer = (
         trainer.config,
         trainer.estimator,
         trainer.criterion,
         trainer.optimizer,
     )
-    doc: TrainingDocument = {
-        "training_id": trainer.training_id,
-        "kind": "training",
-        "name": config.name,
-        "spec_digest": trainer.spec_digest,
-        "harness_repo": str(trainer.harness.path),
-        "branch": trainer.harness.branch,
-        "initial_sha": trainer.initial_sha,
-        "final_baseline": trainer.harness.resolve(),
-        "chain": trainer.chain(),
-        "epochs": epochs,
-        "runs": sorted({r for e in epochs for r in epoch_runs(e) if r}),
-        "verdicts": [v for e in epochs if (v := e["verdict_id"])],
-        "cassettes": [c for e in epochs for c in (e["proposal_cassette"], *e.get("smoke", [])) if c],
-        "trees": sorted({s for e in epochs for s in (e["baseline_sha"], e["candidate_sha"]) if s}),
-        "estimator": estimator.identity(),
-        "criterion": {"name": criterion.name, "params": criterion.params()},
-        "optimizer": {"name": optimizer.name, "params": optimizer.params()},
-        "model": mid.to_doc(),
-        "config": config.model_dump(mode="json"),
-        "config_base_dir": str(config.base_dir),
-    }
-    if trainer.format >= 2:  # absent from format 1's documents: they stay as recorded
-        doc["format"] = trainer.format
-    return doc
+    return TrainingDoc(
+        training_id=trainer.training_id,
+        name=config.name,
+        spec_digest=trainer.spec_digest,
+        harness_repo=str(trainer.harness.path),
+        branch=trainer.harness.branch,
+        initial_sha=trainer.initial_sha,
+        final_baseline=trainer.harness.resolve(),
+        chain=trainer.chain(),
+        epochs=epochs,
+        estimator=estimator.identity(),
+        criterion=NamedParams(name=criterion.name, params=criterion.params()),
+        optimizer=NamedParams(name=optimizer.name, params=optimizer.params()),
+        model=ModelRef.of(trainer.model or model_id(trainer.config.model)),
+        config=config.model_dump(mode="json"),
+        config_base_dir=str(config.base_dir),
+        # absent from format 1's documents: they stay as recorded
+        format=trainer.format if trainer.format >= 2 else None,
+    )
 
 
 class TrainingDocuments:
     """Writes one training's verdicts and document (``summary``: its fields, as the Trainer
     gives them); the bundle and diff blobs are stored once."""
 
-    def __init__(self, state: TrainingState, summary: Callable[[], TrainingDocument]) -> None:
+    def __init__(self, state: TrainingState, summary: Callable[[], TrainingDoc]) -> None:
         self.trainer = state
         self.summary = summary
         self._bundle: str | None = None
@@ -105,19 +100,19 @@ class TrainingDocuments:
         if self._bundle is None:
             self._bundle = store.put_blob(gitops.git_bundle(trainer.harness.repo, trainer.initial_sha))
         bundle = self._bundle
-        doc["initial_bundle"] = bundle
-        doc["blobs"] = [bundle]
+        blobs, queue = [bundle], None
         estimator = trainer.estimator
         if isinstance(estimator, PatchQueue):  # the diff texts travel with the training (replay, bundles)
             if self._diffs is None:
                 self._diffs = [store.put_blob(d.encode("utf-8")) for d in estimator.diffs]
-            doc["patch_queue"] = {"diffs": self._diffs, "descriptions": list(estimator.descriptions)}
-            doc["blobs"] = [bundle, *self._diffs]
+            queue = PatchQueueDoc(diffs=self._diffs, descriptions=list(estimator.descriptions))
+            blobs = [bundle, *self._diffs]
+        doc = doc.replaced(initial_bundle=bundle, blobs=blobs, patch_queue=queue)
         config = trainer.config
         store.put_doc(
             trainer.training_id,
             "training",
-            dict(doc),
+            doc.to_json(),
             name=config.name,
             harness_sha=trainer.initial_sha,
             model=config.model.name,
@@ -126,10 +121,10 @@ class TrainingDocuments:
         )
 
 
-def stored_estimator(store: BlobStore, doc: TrainingDocument) -> Estimator | None:
+def stored_estimator(store: BlobStore, doc: TrainingDoc) -> Estimator | None:
     """A recorded training's patch queue, read from the store (not from the diff files,
     which may be elsewhere or gone); ``None`` for other estimators and older trainings."""
-    queue = doc.get("patch_queue")
+    queue = doc.patch_queue
     if not queue:
         return None
-    return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue["diffs"]], queue.get("descriptions"))
+    return PatchQueue([store.get_blob(h).decode("utf-8") for h in queue.diffs], queue.descriptions)

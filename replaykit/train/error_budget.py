@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from replaykit.core.records import TrainingDocument
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.train.significance import fallback_levels
 from replaykit.train.verdicts import Criterion, Verdict
 
@@ -56,9 +56,9 @@ def epoch_criterion(
     return criterion.at_level(epoch_level(budget, epochs, earlier))
 
 
-def training_budget(doc: TrainingDocument) -> tuple[float | None, int]:
+def training_budget(doc: TrainingDoc) -> tuple[float | None, int]:
     """A recorded training's (``train.error_budget``, planned ``train.epochs``) from its config."""
-    config = doc.get("config")
+    config = doc.config
     train = config.get("train") if isinstance(config, dict) else None
     if not isinstance(train, dict) or train.get("error_budget") is None:
         return None, 0

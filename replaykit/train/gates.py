@@ -26,8 +26,8 @@ from replaykit.cassette.backend import EpisodeStore
 from replaykit.cassette.outcomes import classify_episode
 from replaykit.core.determinism import pinned_environ
 from replaykit.core.glossary import epoch_names
-from replaykit.core.records import TestsRecord
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import TestsRecord
 from replaykit.train import gitops
 
 TESTS_TIMEOUT = 600.0

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from replaykit.cassette.backend import DocumentStore
 from replaykit.core.determinism import digest_of
 from replaykit.core.errors import TrainError
-from replaykit.core.records import JSON, AdaptiveRecord, EpochRecord, PanelRuns, TestsRecord
+from replaykit.core.records import JSON
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import AdaptiveRecord, EpochRecord, PanelRuns, TestsRecord
 from replaykit.train.verdicts import Verdict
 
 
@@ -121,37 +122,37 @@ class Loss:
         self.on_backward(self)
         self.backward_done = True
 
-    def to_dict(self) -> EpochRecord:
-        record = self._record()
-        if self.panels is not None:  # format 2 (absent from format 1's records: they stay as recorded)
-            record["panels"] = {
+    @property
+    def decision(self) -> str:
+        """What its verdict decided: accepted, rejected or skipped."""
+        return "skipped" if self.skipped else ("accepted" if self.accept else "rejected")
+
+    def to_record(self) -> EpochRecord:
+        """The epoch as the training document holds it (the format-2 fields only when set:
+        absent from format 1's records, they stay as recorded)."""
+        return EpochRecord(
+            epoch=self.epoch,
+            baseline_sha=self.baseline_sha,
+            baseline_run=self.baseline_run,
+            candidate_sha=self.candidate_sha,
+            candidate_run=self.candidate_run,
+            description=self.description,
+            skipped=self.skipped,
+            proposal_cassette=self.proposal_cassette,
+            changed=self.changed,
+            verdict_id=self.verdict_id,
+            verdict=self.verdict.to_dict() if self.verdict else None,
+            loss=self.value,
+            decision=self.decision,
+            promoted=self._promoted,
+            panels=None
+            if self.panels is None
+            else {
                 name: PanelRuns(baseline_run=r["baseline_run"], candidate_run=r["candidate_run"])
                 for name, r in self.panels.items()
-            }
-        if self.smoke is not None:
-            record["smoke"] = list(self.smoke)
-        if self.candidate_tests is not None:
-            record["candidate_tests"] = self.candidate_tests
-        if self.workspace_digest is not None:  # absent: the proposal's key holds no workspace
-            record["workspace_digest"] = self.workspace_digest
-        if self.adaptive is not None:
-            record["adaptive"] = self.adaptive
-        return record
-
-    def _record(self) -> EpochRecord:
-        return {
-            "epoch": self.epoch,
-            "baseline_sha": self.baseline_sha,
-            "baseline_run": self.baseline_run,
-            "candidate_sha": self.candidate_sha,
-            "candidate_run": self.candidate_run,
-            "description": self.description,
-            "skipped": self.skipped,
-            "proposal_cassette": self.proposal_cassette,
-            "changed": self.changed,
-            "verdict_id": self.verdict_id,
-            "verdict": self.verdict.to_dict() if self.verdict else None,
-            "loss": self.value,
-            "decision": "skipped" if self.skipped else ("accepted" if self.accept else "rejected"),
-            "promoted": self._promoted,
-        }
+            },
+            smoke=None if self.smoke is None else list(self.smoke),
+            candidate_tests=self.candidate_tests,
+            workspace_digest=self.workspace_digest,  # absent: the proposal's key holds no workspace
+            adaptive=self.adaptive,
+        )

@@ -27,8 +27,8 @@ from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError, HarnessError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
@@ -119,7 +119,7 @@ def _ended_by(flips: list[Flip]) -> dict[str, int]:
 class ExtraSeeds:
     """Each harness SHA's episodes on the extra seeds: from the store, or measured once (live)."""
 
-    def __init__(self, store: StoreBackend, doc: TrainingDocument, n: int, live: bool) -> None:
+    def __init__(self, store: StoreBackend, doc: TrainingDoc, n: int, live: bool) -> None:
         self.store, self.doc, self.live = store, doc, live
         first = store.get_run(str(first_baseline_run(doc)))  # the deciding panel's (val, when given)
         recorded = sorted({int(e.seed) for e in first.episodes})
@@ -150,7 +150,7 @@ class ExtraSeeds:
     def _record(self, sha: str, progress: Progress | None) -> None:
         if not self.live:
             raise ConfigError("the extra seeds are not recorded yet; rerun with the store writable")
-        repo = Path(self.doc["harness_repo"])
+        repo = Path(self.doc.harness_repo)
         if not (repo / ".git").exists():
             raise HarnessError(
                 f"--resample-seeds records new episodes in the training's harness repository {repo}, which is gone; "
@@ -175,8 +175,8 @@ def _epoch(
     progress: Progress | None,
 ) -> EpochNoise:
     row: EpochNoise = {
-        "epoch": e["epoch"],
-        "decision": str(e["decision"]),
+        "epoch": e.epoch,
+        "decision": str(e.decision),
         "margin": None,
         "noise_floor": None,
         "within_noise": None,
@@ -190,12 +190,12 @@ def _epoch(
         "p_value": None,
         "p_holm": None,
     }
-    if not (e.get("verdict") and e.get("baseline_run") and e.get("candidate_run")):
+    if not (e.verdict and e.baseline_run and e.candidate_run):
         return row
-    baseline, candidate = store.get_run(str(e["baseline_run"])), store.get_run(str(e["candidate_run"]))
+    baseline, candidate = store.get_run(str(e.baseline_run)), store.get_run(str(e.candidate_run))
     store.check_run(baseline)  # the columns the noise is computed from, against the cassettes' events
     store.check_run(candidate)
-    vdoc = verified_verdict(store, str(e["verdict_id"]))  # derived, never trusted
+    vdoc = verified_verdict(store, str(e.verdict_id))  # derived, never trusted
     excluded = dict(sorted((vdoc.verdict.get("excluded") or {}).items()))  # from its certificates
     row["attribution"] = _attribution(store, vdoc, baseline, candidate)
     if extra is not None:
@@ -232,12 +232,12 @@ def noise_audit(
     doc = verified_training(store, training_id, bundle=False)
     if resample_seeds is not None and resample_seeds < 1:
         raise ConfigError(f"--resample-seeds {resample_seeds}: give a number of extra seeds >= 1")
-    if not doc["runs"]:
+    if not doc.runs:
         raise ConfigError(f"training {training_id} has no measured run; nothing to audit")
-    criterion = doc["criterion"]["name"]
+    criterion = doc.criterion["name"]
     score: Score = "reward" if criterion == "mean_reward" else "solved"
     extra = ExtraSeeds(store, doc, resample_seeds, live) if resample_seeds else None
-    epochs = [_epoch(store, e, score, extra, progress) for e in doc["epochs"]]
+    epochs = [_epoch(store, e, score, extra, progress) for e in doc.epochs]
     significant = with_holm(epochs)
     accepted = [r["epoch"] for r in epochs if r["decision"] == "accepted"]
     within = [r["epoch"] for r in epochs if r["decision"] == "accepted" and r["within_noise"]]
@@ -251,7 +251,7 @@ def noise_audit(
     ]
     judged = sum(1 for r in epochs if r["noise_floor"] is not None)
     return {
-        "training_id": doc["training_id"],
+        "training_id": doc.training_id,
         "kind": "noise_audit",
         "criterion": criterion,
         "score": score,

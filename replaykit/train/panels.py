@@ -20,8 +20,8 @@ from typing import TypedDict
 from replaykit.cassette.backend import DocumentStore, RunStore
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import TaskError
-from replaykit.core.records import EpochRecord, PanelRuns, TrainingDocument
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import EpochRecord, PanelRuns, TrainingDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.config_paths import first_tasks, task_folders
 from replaykit.episodes.panel_keys import template_keys
@@ -72,18 +72,18 @@ def panel_config(config: RunConfig, name: str) -> RunConfig:
     return out
 
 
-def recorded_deciding(doc: TrainingDocument) -> str:
+def recorded_deciding(doc: TrainingDoc) -> str:
     """The panel a recorded training decided on (``val`` when its epochs measured one)."""
-    return VAL if any(VAL in (e.get("panels") or {}) for e in doc["epochs"]) else TRAIN
+    return VAL if any(VAL in (e.panels or {}) for e in doc.epochs) else TRAIN
 
 
-def first_baseline_run(doc: TrainingDocument) -> str | None:
+def first_baseline_run(doc: TrainingDoc) -> str | None:
     """A recorded training's first run of its deciding panel (its first epoch's baseline): what
     keys the panel's episodes (its smoke and held-out runs hold other tasks)."""
-    epochs = doc["epochs"]
-    if epochs and epochs[0].get("baseline_run"):
-        return epochs[0]["baseline_run"]
-    return doc["runs"][0] if doc["runs"] else None
+    epochs = doc.epochs
+    if epochs and epochs[0].baseline_run:
+        return epochs[0].baseline_run
+    return doc.runs[0] if doc.runs else None
 
 
 def check_panels(config: RunConfig) -> None:
@@ -130,19 +130,19 @@ def shown_epochs(store: DocumentStore, epochs: list[EpochRecord]) -> list[dict[s
     out: list[dict[str, object]] = []
     for e in epochs:
         views, gaps = epoch_panels(store, e)
-        out.append({**e, "panels": views, "gap": gaps} if views else dict(e))
+        out.append({**e.to_json(), "panels": views, "gap": gaps} if views else e.to_json())
     return out
 
 
-def recorded_templates(store: RunStore, doc: TrainingDocument) -> dict[str, list[CassetteKey]]:
+def recorded_templates(store: RunStore, doc: TrainingDoc) -> dict[str, list[CassetteKey]]:
     """A recorded training's keys per panel, as a replay looks them up: its first epoch's run of
     each panel (format 1: its first run's), which ``replace(key, harness_sha=…)`` turns into any
     SHA's keys (``episodes/panel_keys.py``)."""
-    first = doc["epochs"][0] if doc["epochs"] else None
-    named = (first.get("panels") if first else None) or {}
+    first = doc.epochs[0] if doc.epochs else None
+    named = (first.panels if first else None) or {}
     runs = {p: r["baseline_run"] for p, r in named.items() if r["baseline_run"]}
-    if not runs and doc["runs"]:
-        runs = {TRAIN: first["baseline_run"] if first and first["baseline_run"] else doc["runs"][0]}
+    if not runs and doc.runs:
+        runs = {TRAIN: first.baseline_run if first and first.baseline_run else doc.runs[0]}
     return {p: template_keys(store, store.get_run(r).cassettes) for p, r in runs.items()}
 
 
@@ -158,7 +158,7 @@ def epoch_panels(store: DocumentStore, epoch: EpochRecord) -> tuple[dict[str, Pa
     """An epoch's panels as shown (rates, movements) and its baseline's gaps, from its runs
     (``{}, None`` for an epoch recorded before panels were)."""
     views: dict[str, PanelView] = {}
-    for name, found in (epoch.get("panels") or {}).items():
+    for name, found in (epoch.panels or {}).items():
         base = store.get_run(b) if (b := found["baseline_run"]) else None
         cand = store.get_run(c) if (c := found["candidate_run"]) else None
         views[name] = {

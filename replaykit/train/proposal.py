@@ -84,7 +84,7 @@ def _recorded(
     """The proposal cassette the training recorded for ``epoch``, when its key is this
     proposal's in all but what serves the proposer and the key format."""
     rec = trainer.recorded[epoch] if epoch < len(trainer.recorded) else None
-    cassette = rec.get("proposal_cassette") if rec else None
+    cassette = rec.proposal_cassette if rec else None
     if not cassette or not trainer.store.has(cassette):
         return None
     (key,) = template_keys(trainer.store, [cassette])  # its id derived again from its key

@@ -21,7 +21,7 @@ import git
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import HarnessError, TrainError
-from replaykit.core.records import TrainingDocument
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.episodes.harness import load_solve
 from replaykit.train import gitops
 
@@ -43,7 +43,7 @@ def commit_message(epoch: int, description: str) -> str:
 class Scratch:
     """``with Scratch(store, training_doc) as s:`` a temporary clone, removed afterwards."""
 
-    def __init__(self, store: RunStore, doc: TrainingDocument, entry: str, surface: list[str]) -> None:
+    def __init__(self, store: RunStore, doc: TrainingDoc, entry: str, surface: list[str]) -> None:
         self.store, self.doc, self.entry, self.surface = store, doc, entry, surface
         self.tmp = Path(tempfile.mkdtemp(prefix="replaykit-audit-"))
         self.repo: git.Repo | None = None
@@ -51,10 +51,10 @@ class Scratch:
     def __enter__(self) -> "Scratch":
         try:
             self.repo = gitops.clone_bundle(
-                self.store.get_blob(self.doc["initial_bundle"]),
+                self.store.get_blob(self.doc.initial_bundle or ""),
                 self.tmp / "harness",
-                self.doc["initial_sha"],
-                self.doc["branch"],
+                self.doc.initial_sha,
+                self.doc.branch,
             )
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -108,21 +108,21 @@ class Scratch:
     def proposals(self) -> list[Proposal]:
         """Every recorded epoch's proposal, rebuilding the recorded candidate commits in order."""
         out = []
-        for e in self.doc["epochs"]:
-            epoch, cand, desc = e["epoch"], e.get("candidate_sha"), e.get("description") or ""
-            if cand and self._rebuild(epoch, e["baseline_sha"], cand, desc):
-                out.append(Proposal(epoch, desc, self.diff(e["baseline_sha"], cand)))
+        for e in self.doc.epochs:
+            epoch, cand, desc = e.epoch, e.candidate_sha, e.description
+            if cand and self._rebuild(epoch, e.baseline_sha, cand, desc):
+                out.append(Proposal(epoch, desc, self.diff(e.baseline_sha, cand)))
             elif cand:
                 out.append(
                     Proposal(
                         epoch,
                         desc,
                         None,
-                        f"candidate {cand[:10]} is not in the stored trees ({e.get('skipped') or 'no tree'})",
+                        f"candidate {cand[:10]} is not in the stored trees ({e.skipped or 'no tree'})",
                     )
                 )
             else:
-                out.append(Proposal(epoch, desc, None, e.get("skipped") or "no candidate"))
+                out.append(Proposal(epoch, desc, None, e.skipped or "no candidate"))
         return out
 
     # -- re-applying a proposal elsewhere ------------------------------------------------

@@ -15,7 +15,7 @@ from replaykit.cassette.backend import RunStore, StoreBackend
 from replaykit.cassette.keys import ModelId
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import EpochRecord, TrainingDocument
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.harness import HarnessRepo
 from replaykit.train.config import TrainConfig
@@ -57,19 +57,19 @@ class Paid:
         }
 
 
-def stored_paid(store: RunStore, doc: TrainingDocument) -> PaidDoc:
+def stored_paid(store: RunStore, doc: TrainingDoc) -> PaidDoc:
     """What recording a stored training's episodes paid, derived from its runs (each verified)
     and its proposals' cassettes: every distinct episode's live model calls and donor events
     once (a run that was an earlier command's, its first baseline, counts: it is the training's)."""
-    epochs = doc.get("epochs") or []
+    epochs = doc.epochs or []
     runs = {run_id for e in epochs for run_id in epoch_runs(e) if run_id}
     episodes = {s.cassette_id: s for run_id in sorted(runs) for s in store.get_run(run_id).episodes}
     paid = Paid(
         task_model_calls=sum(s.paid_calls for s in episodes.values()),
         reused_events=sum(s.reused_events for s in episodes.values()),
     )
-    smoke = [c for e in epochs for c in e.get("smoke") or [] if c not in episodes]  # a skipped candidate's
-    for cassette_id in dict.fromkeys([*(e.get("proposal_cassette") for e in epochs), *smoke]):
+    smoke = [c for e in epochs for c in e.smoke or [] if c not in episodes]  # a skipped candidate's
+    for cassette_id in dict.fromkeys([*(e.proposal_cassette for e in epochs), *smoke]):
         if not cassette_id:
             continue
         reused = store.verified_reuse(cassette_id)
@@ -84,10 +84,8 @@ def stored_paid(store: RunStore, doc: TrainingDocument) -> PaidDoc:
 
 def epoch_runs(e: EpochRecord) -> list[str | None]:
     """Every run an epoch names: its verdict's two and each panel's (``train.panels``)."""
-    panels = [
-        r for runs in (e.get("panels") or {}).values() for r in (runs["baseline_run"], runs["candidate_run"])
-    ]
-    return [e["baseline_run"], e["candidate_run"], *panels]
+    panels = [r for runs in (e.panels or {}).values() for r in (runs["baseline_run"], runs["candidate_run"])]
+    return [e.baseline_run, e.candidate_run, *panels]
 
 
 @dataclass

@@ -142,7 +142,7 @@ def sweep(
                         "final_solve_rate": final["solve_rate"],
                         "offline_share": rep["offline_share"],
                         "needs_recording": len(rep["needs_recording"]),
-                        "p_value": final_p(measurements, doc["initial_sha"], final["sha"]),
+                        "p_value": final_p(measurements, doc.initial_sha, final["sha"]),
                         "p_bh": None,
                     }
                 )
@@ -150,11 +150,11 @@ def sweep(
                     progress("cell", {"epoch": len(cells)})
     with_bh(cells)
     return {
-        "training_id": doc["training_id"],
+        "training_id": doc.training_id,
         "kind": "sweep",
         "criteria": [spec_text(*c) for c in crit_specs],
         "optimizers": [spec_text(*o) for o in opt_specs],
-        "recorded_final": measurements.rate(doc["chain"][-1]),
+        "recorded_final": measurements.rate(doc.chain[-1]),
         "cells": cells,
     }
 
@@ -172,9 +172,7 @@ def report_sweep(store: RunStore, training_id: str) -> SweepReport | None:
     try:
         doc = verified_training(store, training_id, bundle=False)
         defaults = [spec_text(c.name, c.params()) for c in (make_criterion(n) for n in REPORT_CRITERIA)]
-        criteria = list(
-            dict.fromkeys([spec_text(doc["criterion"]["name"], doc["criterion"]["params"]), *defaults])
-        )
+        criteria = list(dict.fromkeys([spec_text(doc.criterion["name"], doc.criterion["params"]), *defaults]))
         return sweep(store, training_id, criteria, optimizer_names())
     except ReplaykitError:
         return None

@@ -33,9 +33,9 @@ from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
-from replaykit.core.records import EpochRecord, TrainingDocument
 from replaykit.core.run_doc import RunDoc
 from replaykit.core.stale import clean_stale_worktrees
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
@@ -84,7 +84,7 @@ class Trainer:
         persist: bool = True,
         store: StoreBackend | None = None,
         keep_going: bool = False,
-        replay_of: TrainingDocument | None = None,
+        replay_of: TrainingDoc | None = None,
         format: int = FORMAT,
     ) -> None:
         """``replay_of``: the recorded training this one replays (record mode none, nothing
@@ -113,7 +113,7 @@ class Trainer:
         self.replay_of = replay_of
         #: the task model as keys name it: measured now (a self-hosted engine), or as recorded
         self.model_identity = (
-            ModelId(**replay_of["model"])
+            ModelId(**replay_of.model.to_json())
             if replay_of is not None
             else model_id(config.model, live_engine(config.model, self.record_mode, persist))
         )
@@ -228,11 +228,11 @@ class Trainer:
         self.harness.check_entry(head, self.config.harness.entry)
         state = self.state
         for doc in self.store.find_trainings(self.spec_digest):
-            if head in doc["chain"] and doc["training_id"] == (self.replay_of or doc)["training_id"]:
+            if head in doc.chain and doc.training_id == (self.replay_of or doc).training_id:
                 state.training_id, state.initial_sha, state.recorded = (
-                    doc["training_id"],
-                    doc["initial_sha"],
-                    doc["epochs"],
+                    doc.training_id,
+                    doc.initial_sha,
+                    doc.epochs,
                 )
                 what = (  # a replay (persist=False) recomputes the recording; it resumes nothing
                     f"resuming training {self.training_id}: {len(self.recorded)} epoch(s) recorded"
@@ -243,7 +243,7 @@ class Trainer:
                 return
         if self.replay_of is not None:  # its spec (config, model, panel, ...) must give its id
             raise StoreCorrupt(
-                f"training {self.replay_of['training_id']}: its spec and initial baseline do not give its id",
+                f"training {self.replay_of.training_id}: its spec and initial baseline do not give its id",
                 "",
                 str(self.store.location),
             )
@@ -276,7 +276,7 @@ class Trainer:
         for epoch in range(n):
             head = self.harness.resolve()
             parent = self.optimizer.parent(head)  # the HEAD, or (frontier optimizers) a kept candidate
-            baseline_sha = self.recorded[epoch]["baseline_sha"] if epoch < len(self.recorded) else parent
+            baseline_sha = self.recorded[epoch].baseline_sha if epoch < len(self.recorded) else parent
             if baseline_sha not in (head, parent) and not gitops.is_ancestor(
                 self.harness.repo, baseline_sha, head
             ):
@@ -442,8 +442,8 @@ class Trainer:
             return exclusions.forked(self.store, baseline)
         rec = self.recorded[epoch] if epoch < len(self.recorded) else None
         runs = (baseline.run_id, candidate.run_id)
-        if rec and rec.get("verdict_id") and (rec.get("baseline_run"), rec.get("candidate_run")) == runs:
-            doc = VerdictDoc.read(self.store.get_doc(str(rec["verdict_id"]), kind="verdict"))
+        if rec and rec.verdict_id and (rec.baseline_run, rec.candidate_run) == runs:
+            doc = VerdictDoc.read(self.store.get_doc(str(rec.verdict_id), kind="verdict"))
             if doc.certificates is not None:  # absent: recorded before verdicts named them
                 return exclusions.named_exclusions(
                     self.store, doc.verdict_id, (baseline, candidate), doc.certificates
@@ -464,7 +464,7 @@ class Trainer:
     def chain(self) -> list[str]:
         return self.state.chain()
 
-    def summary(self) -> TrainingDocument:
+    def summary(self) -> TrainingDoc:
         return training_summary(self.state)
 
     def _settled(self, loss: Loss) -> None:

@@ -23,8 +23,8 @@ from replaykit.cassette.backend import BlobStore, StoreBackend
 from replaykit.core.errors import ConfigError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
-from replaykit.core.records import TrainingDocument
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.episodes.compare import agent_config
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run import measure
@@ -34,7 +34,7 @@ from replaykit.train.transfer_doc import (
     UNTRAINED,
     TransferCell,
     TransferConfig,
-    TransferDocument,
+    TransferDoc,
     TransferHarness,
     put_transfer,
 )
@@ -54,22 +54,22 @@ def _labels(configs: list[RunConfig], paths: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _harness_repo(store: BlobStore, doc: TrainingDocument) -> Iterator[Path]:
+def _harness_repo(store: BlobStore, doc: TrainingDoc) -> Iterator[Path]:
     """The training's harness repository: where it was recorded, else a scratch clone of its
     stored initial baseline (the trained commit's tree is in the store: measuring it needs no
     commit)."""
-    recorded = Path(doc["harness_repo"])
+    recorded = Path(doc.harness_repo)
     if (recorded / ".git").exists():
         yield recorded
         return
     tmp = Path(tempfile.mkdtemp(prefix="replaykit-transfer-"))
     try:
         gitops.clone_bundle(
-            store.get_blob(doc["initial_bundle"]),
+            store.get_blob(doc.initial_bundle or ""),
             tmp / "harness",
-            doc["initial_sha"],
-            doc["branch"],
-            where=f"training {doc['training_id']}",
+            doc.initial_sha,
+            doc.branch,
+            where=f"training {doc.training_id}",
         )
         yield tmp / "harness"
     finally:
@@ -122,7 +122,7 @@ def transfer(
     record_mode: RecordMode = RecordMode.ONCE,
     progress: Progress | None = None,
     endpoints: dict[str, str] | None = None,
-) -> TransferDocument:
+) -> TransferDoc:
     """Measure (or reuse) every config × model × harness cell and store the transfer document
     (``endpoints``: a model's base URL where it is not at the config's, ``check_endpoints``)."""
     models = check_models(models)
@@ -133,8 +133,8 @@ def transfer(
     trained_cfg = training_config(doc, store)
     labels = _labels(configs, paths)
     harnesses: list[TransferHarness] = [
-        {"role": UNTRAINED, "sha": doc["initial_sha"]},
-        {"role": "trained", "sha": doc["final_baseline"]},
+        {"role": UNTRAINED, "sha": doc.initial_sha},
+        {"role": "trained", "sha": doc.final_baseline},
     ]
     cells: list[TransferCell] = []
     rows: list[TransferConfig] = []

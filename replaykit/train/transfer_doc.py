@@ -1,72 +1,108 @@
-"""The ``transfer`` document: what it holds, its id, its check on read, and the table it gives.
+"""The ``transfer`` document as one pydantic model (``TransferDoc``): what it holds, its id, its
+check on read, and the table it gives.
 
-A transfer document (kind ``transfer``, in the store's ``runs`` table) holds:
-
-- ``training_id``, ``name``: the training whose harness it measured;
-- ``harnesses``: ``[{role, sha}]`` — ``untrained`` (the training's first baseline), ``trained``
-  (its final baseline), and ``agent:NAME`` when a named agent was measured too;
-- ``configs``: ``[{label, name, digest, env}]`` — each config's label (its name; its file's
-  stem where two share one), its episode-config digest and its environment kind;
-- ``models``: the model names, in order;
-- ``cells``: ``[{config, model, harness, harness_sha, run_id, solved, total}]`` — one run per
-  config × model × harness role;
-- ``runs`` and ``trees``: every cell's run id and harness SHA. These are what it references:
-  bundle export and ``gc`` follow exactly them (the training itself is named, not referenced:
-  a bundle of a transfer carries its runs, their cassettes and trees, not the training).
+A transfer document (kind ``transfer``, in the store's ``runs`` table) measures a training's
+harness, untrained and trained, on other configs and models: one run per config × model ×
+harness role (its fields say what each holds). ``runs`` and ``trees`` are what it references:
+bundle export and ``gc`` follow exactly them (the training itself is named, not referenced: a
+bundle of a transfer carries its runs, their cassettes and trees, not the training).
 
 Nothing derived is trusted: on read (``verified_transfer``: ``report``, import, ``cassettes
 verify``) each cell's counts and SHA are checked against its run (itself checked against its
 cassettes), ``runs``/``trees`` against the cells, and the id against the content. The rates,
 intervals and paired differences shown (:func:`transfer_table`) are computed from the runs
-every time, never stored.
+every time, never stored. ``TransferDoc.read`` a stored one, ``to_json`` what the store writes
+(``core/document.py``); its parts are TypedDicts pydantic validates (extra keys kept), as the
+report's sections hold them.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict, cast
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from replaykit.cassette.backend import DocumentStore, StoreHandle
 from replaykit.core.determinism import digest_of
+from replaykit.core.document import Document
 from replaykit.core.errors import StoreCorrupt
-from replaykit.core.records import TrainingDocument
+from replaykit.core.training_doc import TrainingDoc
 from replaykit.train.intervals import Movement, Rate, paired, rate
 
 UNTRAINED = "untrained"
 
 
+@with_config(ConfigDict(extra="allow"))
 class TransferHarness(TypedDict):
-    role: str  # untrained | trained | agent:NAME
-    sha: str
+    """A harness measured, by its role."""
+
+    role: Annotated[
+        str,
+        Field(
+            description="untrained (the training's first baseline), trained (its final baseline) or agent:NAME (a named agent)."
+        ),
+    ]
+    sha: Annotated[str, Field(description="Its harness commit.")]
 
 
+@with_config(ConfigDict(extra="allow"))
 class TransferConfig(TypedDict):
-    label: str
-    name: str
-    digest: str
-    env: str
+    """A config measured on."""
+
+    label: Annotated[str, Field(description="Its label: its name (its file's stem where two share one).")]
+    name: Annotated[str, Field(description="The config's name.")]
+    digest: Annotated[str, Field(description="Its episode-config digest (with the training's harness).")]
+    env: Annotated[str, Field(description="Its environment kind.")]
 
 
+@with_config(ConfigDict(extra="allow"))
 class TransferCell(TypedDict):
-    config: str  # a config's label
-    model: str
-    harness: str  # a harness role
-    harness_sha: str
-    run_id: str
-    solved: int
-    total: int
+    """One config × model × harness role: its run and its counts."""
+
+    config: Annotated[str, Field(description="The config, by its label.")]
+    model: Annotated[str, Field(description="The model, by name.")]
+    harness: Annotated[str, Field(description="The harness, by its role.")]
+    harness_sha: Annotated[str, Field(description="The harness commit its run measured.")]
+    run_id: Annotated[str, Field(description="Its run.")]
+    solved: Annotated[int, Field(description="Episodes its run solved.")]
+    total: Annotated[int, Field(description="Episodes its run measured.")]
 
 
-class TransferDocument(TypedDict):
-    kind: str
-    transfer_id: str
-    training_id: str
-    name: str
-    harnesses: list[TransferHarness]
-    configs: list[TransferConfig]
-    models: list[str]
-    cells: list[TransferCell]
-    runs: list[str]
-    trees: list[str]
+class TransferDoc(Document):
+    """A transfer (kind ``transfer``): a training's untrained and trained harness (and an agent)
+    measured on each config × model; its id derives from its training, configs, models,
+    harnesses and cells."""
+
+    kind: str = Field(default="transfer", description="The document kind (always transfer).")
+    transfer_id: str = Field(
+        description="The transfer's id: a hash of its training, configs, models, harnesses and cells' runs."
+    )
+    training_id: str = Field(description="The training whose harness it measured.")
+    name: str = Field(default="", description="The training's name.")
+    harnesses: list[TransferHarness] = Field(description="The harnesses measured, by role.")
+    configs: list[TransferConfig] = Field(description="The configs measured on.")
+    models: list[str] = Field(description="The model names, in order.")
+    cells: list[TransferCell] = Field(description="One run per config × model × harness role.")
+    runs: list[str] = Field(
+        default_factory=list, description="Its cells' runs, each once, in cell order (derived)."
+    )
+    trees: list[str] = Field(
+        default_factory=list, description="Its cells' harness commits, sorted (derived)."
+    )
+
+    def _built(self) -> None:
+        """``runs`` and ``trees`` are derived from its cells."""
+        self._set("runs", own_runs(self.cells))
+        self._set("trees", own_trees(self.cells))
+
+
+def own_runs(cells: list[TransferCell]) -> list[str]:
+    return list(dict.fromkeys(c["run_id"] for c in cells))
+
+
+def own_trees(cells: list[TransferCell]) -> list[str]:
+    return sorted({c["harness_sha"] for c in cells})
 
 
 class TransferRow(TypedDict):
@@ -92,25 +128,22 @@ def transfer_id_of(
 
 def put_transfer(
     store: DocumentStore,
-    training: TrainingDocument,
+    training: TrainingDoc,
     configs: list[TransferConfig],
     models: list[str],
     harnesses: list[TransferHarness],
     cells: list[TransferCell],
-) -> TransferDocument:
-    doc: TransferDocument = {
-        "kind": "transfer",
-        "transfer_id": transfer_id_of(training["training_id"], configs, models, harnesses, cells),
-        "training_id": training["training_id"],
-        "name": training.get("name", ""),
-        "harnesses": harnesses,
-        "configs": configs,
-        "models": models,
-        "cells": cells,
-        "runs": list(dict.fromkeys(c["run_id"] for c in cells)),
-        "trees": sorted({c["harness_sha"] for c in cells}),
-    }
-    store.put_doc(doc["transfer_id"], "transfer", dict(doc), name=doc["name"], model=",".join(models))
+) -> TransferDoc:
+    doc = TransferDoc(
+        transfer_id=transfer_id_of(training.training_id, configs, models, harnesses, cells),
+        training_id=training.training_id,
+        name=training.name,
+        harnesses=harnesses,
+        configs=configs,
+        models=models,
+        cells=cells,
+    )
+    store.put_doc(doc.transfer_id, "transfer", doc.to_json(), name=doc.name, model=",".join(models))
     return doc
 
 
@@ -118,57 +151,56 @@ def _corrupt(store: StoreHandle, what: str) -> StoreCorrupt:
     return StoreCorrupt(what, "", str(store.location))
 
 
-def verify_transfer(store: DocumentStore, doc: TransferDocument) -> None:
+def verify_transfer(store: DocumentStore, doc: TransferDoc) -> None:
     """``store corrupt`` unless every cell follows from its run and the id from the content."""
-    tid = doc.get("transfer_id")
-    try:
-        cells, configs, harnesses = list(doc["cells"]), list(doc["configs"]), list(doc["harnesses"])
-        models = [str(m) for m in doc["models"]]
-        own = transfer_id_of(str(doc["training_id"]), configs, models, harnesses, cells)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _corrupt(
-            store, f"transfer {tid}: not a transfer document ({type(exc).__name__}: {exc})"
-        ) from None
-    if own != tid:
+    tid, cells, models = doc.transfer_id, doc.cells, doc.models
+    if transfer_id_of(doc.training_id, doc.configs, models, doc.harnesses, cells) != tid:
         raise _corrupt(
             store, f"transfer {tid}: its cells, configs or harnesses are not the ones its id names"
         )
-    labels, roles = {c.get("label") for c in configs}, {h.get("role") for h in harnesses}
+    labels, roles = {c["label"] for c in doc.configs}, {h["role"] for h in doc.harnesses}
     for cell in cells:
-        run = store.get_run(str(cell.get("run_id")))
+        run = store.get_run(cell["run_id"])
         store.check_run(run)  # its episodes against their cassettes
-        where = f"transfer {tid}: cell {cell.get('config')} × {cell.get('model')} × {cell.get('harness')}"
-        if (
-            cell.get("config") not in labels
-            or cell.get("harness") not in roles
-            or cell.get("model") not in models
-        ):
+        where = f"transfer {tid}: cell {cell['config']} × {cell['model']} × {cell['harness']}"
+        if cell["config"] not in labels or cell["harness"] not in roles or cell["model"] not in models:
             raise _corrupt(store, f"{where} names a config, model or harness the document does not list")
-        if cell.get("harness_sha") != run.harness_sha or cell.get("model") != run.model.name:
+        if cell["harness_sha"] != run.harness_sha or cell["model"] != run.model.name:
             raise _corrupt(store, f"{where}: its harness or model is not its run {run.run_id}'s")
-        if (cell.get("solved"), cell.get("total")) != (run.solved, run.total):
+        if (cell["solved"], cell["total"]) != (run.solved, run.total):
             raise _corrupt(store, f"{where}: solved/total do not follow from its run {run.run_id}")
-    if doc.get("runs") != list(dict.fromkeys(c["run_id"] for c in cells)) or doc.get("trees") != sorted(
-        {c["harness_sha"] for c in cells}
-    ):
+    if doc.runs != own_runs(cells) or doc.trees != own_trees(cells):
         raise _corrupt(store, f"transfer {tid}: its runs or trees are not its cells'")
 
 
-def verified_transfer(store: DocumentStore, transfer_id: str) -> TransferDocument:
-    doc = cast(TransferDocument, store.get_doc(transfer_id, kind="transfer"))  # checked below
+def read_transfer(store: DocumentStore, transfer_id: str) -> TransferDoc:
+    """A stored transfer as its model (not verified: ``verified_transfer``); a document of
+    another shape is store corruption."""
+    data = store.get_doc(transfer_id, kind="transfer")
+    try:
+        return TransferDoc.read(data)
+    except ValueError as exc:
+        said = " ".join(str(exc).split())[:100]  # pydantic's lines, as one
+        raise _corrupt(
+            store, f"transfer {data.get('transfer_id')}: not a transfer document ({said})"
+        ) from None
+
+
+def verified_transfer(store: DocumentStore, transfer_id: str) -> TransferDoc:
+    doc = read_transfer(store, transfer_id)
     verify_transfer(store, doc)
     return doc
 
 
-def transfer_table(store: DocumentStore, doc: TransferDocument) -> list[TransferRow]:
+def transfer_table(store: DocumentStore, doc: TransferDoc) -> list[TransferRow]:
     """Per config × model: each role's solve rate (with its interval) and each other role's
     paired difference against the untrained harness, from the runs."""
     rows: list[TransferRow] = []
-    for config in doc["configs"]:
-        for model in doc["models"]:
+    for config in doc.configs:
+        for model in doc.models:
             runs = {
                 c["harness"]: store.get_run(c["run_id"])
-                for c in doc["cells"]
+                for c in doc.cells
                 if c["config"] == config["label"] and c["model"] == model
             }
             base = runs.get(UNTRAINED)

@@ -23,8 +23,9 @@ from replaykit.cassette.backend import RunStore, StoreHandle
 from replaykit.cassette.keys import CassetteKey
 from replaykit.core.errors import ConfigError
 from replaykit.core.progress import Progress
-from replaykit.core.records import JSON, EpochRecord, TrainingDocument
+from replaykit.core.records import JSON
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import EpochRecord, TrainingDoc
 from replaykit.episodes.config import RunConfig
 from replaykit.episodes.run_document import run_document
 from replaykit.train import adaptive, exclusions
@@ -70,22 +71,18 @@ def spec_text(name: str, params: Mapping[str, JSON]) -> str:
     return name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(shown.items())) if shown else "")
 
 
-def recorded_optimizer(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
-    if doc.get("optimizer"):
-        return doc["optimizer"]["name"], dict(doc["optimizer"].get("params", {}))
-    opt = dict(
-        ((doc.get("config") or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"}
-    )
+def recorded_optimizer(doc: TrainingDoc) -> tuple[str, dict[str, JSON]]:
+    if doc.optimizer:
+        return doc.optimizer["name"], dict(doc.optimizer.get("params", {}))
+    opt = dict(((doc.config or {}).get("train") or {}).get("optimizer") or {"name": "greedy_monotonic"})
     return opt.pop("name", "greedy_monotonic"), opt
 
 
-def recorded_criterion(doc: TrainingDocument) -> tuple[str, dict[str, JSON]]:
-    return doc["criterion"]["name"], dict(doc["criterion"]["params"])
+def recorded_criterion(doc: TrainingDoc) -> tuple[str, dict[str, JSON]]:
+    return doc.criterion["name"], dict(doc.criterion["params"])
 
 
-def chosen(
-    doc: TrainingDocument, criterion: str | None, optimizer: str | None
-) -> tuple[Criterion, Optimizer]:
+def chosen(doc: TrainingDoc, criterion: str | None, optimizer: str | None) -> tuple[Criterion, Optimizer]:
     """The criterion and optimizer to judge with (``NAME[:k=v,...]``; default: as recorded), built
     (and so validated) before anything runs."""
     crit_name, crit_params = parse_spec(criterion) if criterion else recorded_criterion(doc)
@@ -93,23 +90,23 @@ def chosen(
     return make_criterion(crit_name, **crit_params), make_optimizer(opt_name, **opt_params)
 
 
-def training_config(doc: TrainingDocument, store: StoreHandle) -> RunConfig:
-    data = dict(doc["config"])
+def training_config(doc: TrainingDoc, store: StoreHandle) -> RunConfig:
+    data = dict(doc.config)
     data["store"] = str(store.location)
-    config = RunConfig.recorded(data, f"training {doc['training_id']}")
-    config.base_dir = Path(doc["config_base_dir"])
+    config = RunConfig.recorded(data, f"training {doc.training_id}")
+    config.base_dir = Path(doc.config_base_dir)
     return config
 
 
 class Measurements:
     """Runs by harness SHA, assembled from stored cassettes only (nothing is written)."""
 
-    def __init__(self, store: RunStore, doc: TrainingDocument, config: RunConfig) -> None:
+    def __init__(self, store: RunStore, doc: TrainingDoc, config: RunConfig) -> None:
         self.store, self.config = store, config
         named = first_baseline_run(doc)  # the deciding panel's (val, when the training has one)
         first = store.get_run(named) if named else None
         if first is None:
-            raise ConfigError(f"training {doc['training_id']} has no measured run; nothing to audit")
+            raise ConfigError(f"training {doc.training_id} has no measured run; nothing to audit")
         self.template = adaptive.base_template(  # an adaptive verdict's run holds more seeds
             [
                 CassetteKey.from_canonical(json.loads(store.cassette_row(c)["key_json"]))
@@ -160,8 +157,8 @@ def _excluded(store: RunStore, rec: EpochRecord, base: RunDoc, cand: RunDoc) -> 
     """What a verdict on these two runs leaves out: the recorded epoch's own exclusions when it
     judged these very runs (its verdict is verified, so they follow from the certificates it
     names), else the forked certificates the store holds for them now."""
-    verdict = rec.get("verdict")
-    same = (rec.get("baseline_run"), rec.get("candidate_run")) == (base.run_id, cand.run_id)
+    verdict = rec.verdict
+    same = (rec.baseline_run, rec.candidate_run) == (base.run_id, cand.run_id)
     if same and verdict is not None:
         return dict(verdict.get("excluded") or {})
     return exclusions.reasons(exclusions.forked(store, base, cand))
@@ -169,11 +166,11 @@ def _excluded(store: RunStore, rec: EpochRecord, base: RunDoc, cand: RunDoc) -> 
 
 def recorded_decision(rec: EpochRecord) -> str:
     """What the recorded optimizer did: accepted = the baseline branch moved to the candidate."""
-    if rec.get("skipped"):
+    if rec.skipped:
         return "skipped"
-    if rec.get("promoted") is not None:
-        return "accepted" if rec["promoted"] else "rejected"
-    return str(rec["decision"])
+    if rec.promoted is not None:
+        return "accepted" if rec.promoted else "rejected"
+    return str(rec.decision)
 
 
 def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpisode]:
@@ -192,7 +189,7 @@ def _missing(keys: list[CassetteKey], epoch: int, role: str) -> list[NeededEpiso
 
 def walk(
     store: RunStore,
-    doc: TrainingDocument,
+    doc: TrainingDoc,
     scratch: Scratch,
     proposals: list[Proposal],
     measurements: Measurements,
@@ -201,20 +198,20 @@ def walk(
     progress: Progress | None = None,
 ) -> WalkResult:
     """Step the counterfactual through every recorded epoch (see the module docstring)."""
-    head = doc["initial_sha"]
+    head = doc.initial_sha
     rows: list[CounterfactualRow] = []
     needs: list[NeededEpisode] = []
     blocked: int | None = None
     budget, planned = training_budget(doc)  # its error budget's levels follow the walked decisions
     decided: list[str] = []
-    for rec, prop in zip(doc["epochs"], proposals, strict=True):
-        epoch = rec["epoch"]
+    for rec, prop in zip(doc.epochs, proposals, strict=True):
+        epoch = rec.epoch
         row: CounterfactualRow = {
             "epoch": epoch,
-            "description": rec.get("description", ""),
+            "description": rec.description,
             "recorded_decision": recorded_decision(rec),
-            "recorded_baseline": rec["baseline_sha"],
-            "recorded_candidate": rec.get("candidate_sha"),
+            "recorded_baseline": rec.baseline_sha,
+            "recorded_candidate": rec.candidate_sha,
             "counterfactual_baseline": None,
             "counterfactual_candidate": None,
             "counterfactual_decision": "undetermined",
@@ -229,8 +226,8 @@ def walk(
             continue
         parent = optimizer.parent(head)
         row["counterfactual_baseline"] = parent
-        if parent == rec["baseline_sha"]:
-            cand, skipped = rec.get("candidate_sha"), rec.get("skipped")
+        if parent == rec.baseline_sha:
+            cand, skipped = rec.candidate_sha, rec.skipped
         else:
             cand, skipped = scratch.apply(parent, prop)
             row["reapplied"] = True

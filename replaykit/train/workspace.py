@@ -268,13 +268,13 @@ def workspace_audit(store: StoreBackend, training_id: str, epoch: int | None = N
     """Each epoch's workspace (or ``epoch``'s) as its proposal cassette recorded it: offline, read-only."""
     from replaykit.core.errors import ConfigError
 
-    doc = store.get_doc(training_id, kind="training")
-    epochs = doc["epochs"]
+    doc = store.get_training(training_id)
+    epochs = doc.epochs
     if epoch is not None and not 0 <= epoch < len(epochs):
-        raise ConfigError(f"--epoch {epoch}: training {doc['training_id']} has epochs 0..{len(epochs) - 1}")
+        raise ConfigError(f"--epoch {epoch}: training {doc.training_id} has epochs 0..{len(epochs) - 1}")
     out: list[EpochWorkspace] = []
     for e in epochs if epoch is None else [epochs[epoch]]:
-        cassette, digest = e["proposal_cassette"], e.get("workspace_digest")
+        cassette, digest = e.proposal_cassette, e.workspace_digest
         meta = store.get_episode(cassette).meta if digest and cassette and store.has(cassette) else {}
         ws = meta.get("workspace") or {}
         rows = ws.get("files") if isinstance(ws, dict) else None
@@ -284,6 +284,6 @@ def workspace_audit(store: StoreBackend, training_id: str, epoch: int | None = N
             else []
         )
         out.append(
-            {"epoch": e["epoch"], "workspace_digest": digest, "proposal_cassette": cassette, "files": files}
+            {"epoch": e.epoch, "workspace_digest": digest, "proposal_cassette": cassette, "files": files}
         )
     return out

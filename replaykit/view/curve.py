@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from replaykit.core.records import EpochRecord
+from replaykit.core.training_doc import EpochRecord
 from replaykit.view.pages import Curve, CurvePoint, CurveTick, EpochTick
 
 #: the plot area inside the SVG: left margin (y tick labels and title), top, bottom (epoch labels)
@@ -23,7 +23,7 @@ LEFT, TOP, BOTTOM, RIGHT, STEP, PLOT_HEIGHT = 48, 16, 36, 16, 64, 130
 
 def _metric(epoch: EpochRecord, name: str) -> int | float | None:
     """A number an epoch's verdict recorded among its metrics (None: none recorded)."""
-    value = v["metrics"].get(name) if (v := epoch.get("verdict")) else None
+    value = v["metrics"].get(name) if (v := epoch.verdict) else None
     return value if isinstance(value, (int, float)) else None
 
 
@@ -52,16 +52,16 @@ def curve(epochs: list[EpochRecord], total: int | None) -> Curve:
 
     def points(values: list[float | None]) -> list[CurvePoint]:
         return [
-            {"x": x(i), "y": y(v), "value": v, "epoch": epochs[i]["epoch"]}
+            {"x": x(i), "y": y(v), "value": v, "epoch": epochs[i].epoch}
             for i, v in enumerate(values)
             if v is not None
         ]
 
     b, c = points(base), points(cand)
-    decisions = {e["epoch"]: e["decision"] for e in epochs}
+    decisions = {e.epoch: e.decision for e in epochs}
     yticks: list[CurveTick] = [{"y": y(v), "value": v} for v in _ticks(top)]
     xticks: list[EpochTick] = [
-        {"x": x(i), "label": f"e{e['epoch']}", "decision": e["decision"]} for i, e in enumerate(epochs)
+        {"x": x(i), "label": f"e{e.epoch}", "decision": e.decision} for i, e in enumerate(epochs)
     ]
     return {
         "width": LEFT + STEP * max(len(epochs), 1) + RIGHT,
@@ -78,7 +78,7 @@ def curve(epochs: list[EpochRecord], total: int | None) -> Curve:
         "baseline_path": " ".join(f"{p['x']},{p['y']}" for p in b),
         "accepted": [p for p in c if decisions.get(p["epoch"]) == "accepted"],
         "summary": "; ".join(
-            f"e{e['epoch']} {e['decision']}"
+            f"e{e.epoch} {e.decision}"
             + (f" {_n(base[i])} → {_n(cand[i])}" if base[i] is not None and cand[i] is not None else "")
             for i, e in enumerate(epochs)
         ),

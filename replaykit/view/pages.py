@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.store.search import SearchHit
 from replaykit.core.compare_doc import CompareCell
-from replaykit.core.records import EpochRecord
 from replaykit.core.run_doc import EpisodeSummary
+from replaykit.core.training_doc import EpochRecord
 from replaykit.episodes.views import Lineage
 from replaykit.report.documents import CompareRow, EpisodeBrief
 from replaykit.train.evidence import VerdictEvidence

@@ -16,7 +16,7 @@ from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore,
 from replaykit.cassette.facets import FACETS as CALL_FACETS
 from replaykit.core.compare_doc import CompareCell
 from replaykit.core.errors import StoreCorrupt, StoreError
-from replaykit.core.records import EpochRecord
+from replaykit.core.training_doc import EpochRecord
 from replaykit.episodes.compare import read_compare, verified_compare
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
@@ -63,7 +63,7 @@ def _accepted(epochs: list[EpochRecord]) -> Decisions:
     """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
 
     def count(decision: str) -> DecisionCount:
-        which = [e["epoch"] for e in epochs if e.get("decision") == decision]
+        which = [e.epoch for e in epochs if e.decision == decision]
         return {"count": len(which), "epochs": which}
 
     return {"accepted": count("accepted"), "rejected": count("rejected"), "skipped": count("skipped")}
@@ -76,18 +76,18 @@ def training_row(store: RunStore, row: RunsRow) -> TrainingRow:
         doc = verified_training(store, row["id"], bundle=False)
     except StoreCorrupt as exc:
         return {**_blank_training(row), "corrupt": str(exc)}
-    epochs = doc.get("epochs") or []
-    metrics = [v["metrics"] for e in epochs if (v := e.get("verdict"))]
+    epochs = doc.epochs
+    metrics = [v["metrics"] for e in epochs if (v := e.verdict)]
     units = next((u for m in metrics if isinstance(u := m.get("units"), int) and u), None)
     return {
         "id": row["id"],
-        "name": row.get("name") or doc.get("name", ""),
-        "model": model["name"] if (model := doc.get("model")) else row["model"],
+        "name": row.get("name") or doc.name,
+        "model": doc.model.name or row["model"],
         "created_at": row["created_at"],
-        "initial_sha": doc.get("initial_sha", ""),
-        "final_baseline": doc.get("final_baseline", ""),
-        "branch": doc.get("branch", ""),
-        "criterion": (doc.get("criterion") or {}).get("name", ""),
+        "initial_sha": doc.initial_sha,
+        "final_baseline": doc.final_baseline,
+        "branch": doc.branch,
+        "criterion": doc.criterion["name"],
         "epochs": epochs,
         "n_epochs": len(epochs),
         "decisions": _accepted(epochs),
@@ -128,9 +128,9 @@ def training(store: BrowseStore, training_id: str) -> TrainingPage:
         raise AssertionError(full)
     doc = verified_training(store, full, bundle=False)  # a forged training's page is its one line
     rows: list[PanelRow] = []
-    for e in doc["epochs"]:
+    for e in doc.epochs:
         views, gaps = epoch_panels(store, e)  # train/val/test rates, from the runs
-        rows.append({"epoch": e["epoch"], "panels": views, "gap": gaps})
+        rows.append({"epoch": e.epoch, "panels": views, "gap": gaps})
     panels = [p for p in PANELS if any(p in r["panels"] for r in rows)]
     return {
         "training": training_row(store, row),
@@ -242,9 +242,7 @@ def run(store: BrowseStore, run_id: str) -> RunPage:
         "created_at": "",
     }
     trainings = [
-        t["id"]
-        for t in store.doc_rows("training")
-        if doc.run_id in store.get_doc(t["id"], kind="training")["runs"]
+        t["id"] for t in store.doc_rows("training") if doc.run_id in store.get_training(t["id"]).runs
     ]
     return {
         "run": {**run_row(store, row), "endpoint": doc.model.endpoint},

@@ -40,7 +40,7 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proc = cli("train", str(config), "--epochs", "3", "--json", cwd=tmp, check=True)
     summary = json.loads(proc.stdout)
     store = Store(tmp / "store", readonly=True)
-    doc = store.get_doc(summary["training_id"], kind="training")
+    doc = store.get_training(summary["training_id"]).to_json()  # as stored, to forge
     verdicts = {v: store.get_doc(v, kind="verdict") for v in doc["verdicts"]}
     store.close()
     decisions = [e["promoted"] for e in doc["epochs"]]

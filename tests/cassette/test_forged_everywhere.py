@@ -38,7 +38,7 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     summary = json.loads(cli("train", str(config), "--json", cwd=tmp, check=True).stdout)
     store = Store(tmp / "store", readonly=True)
-    doc = store.get_doc(summary["training_id"], kind="training")
+    doc = store.get_training(summary["training_id"]).to_json()  # as stored, to forge
     verdicts = {v: read_verdict(store, v).to_json() for v in doc["verdicts"]}
     rows = {r["id"]: r for r in store.list_runs()}
     store.close()

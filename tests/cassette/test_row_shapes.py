@@ -18,8 +18,7 @@ from replaykit.cassette.store.browsing import _COLUMNS, EpisodeFacets, EpisodeLi
 from replaykit.cassette.store.schema import EXTRA_TABLES, SCHEMA, CassetteColumns, CassetteRow, RunsRow
 from replaykit.cassette.store.search import SearchHit, SearchIndex
 from replaykit.cassette.stores import open_store
-from replaykit.core.errors import CassetteNotFound
-from replaykit.core.records import TrainingDocument
+from replaykit.core.errors import CassetteNotFound, StoreCorrupt
 from replaykit.core.run_doc import EpisodeSummary, ModelRef, RunDoc
 from replaykit.envs.results import Grade, Observation
 
@@ -144,13 +143,17 @@ def test_search_hits_have_their_shape(tmp_path: Path) -> None:
 
 
 def test_documents_read_back_as_their_kind(store_location: str) -> None:
-    """``get_doc`` names what a kind's document is (mypy checks ``assert_type``); the store
-    still refuses a document of another kind."""
+    """``get_doc`` gives a document as a mapping (mypy checks ``assert_type``), ``get_training`` a
+    training as its model (one of another shape is store corruption); the store still refuses a
+    document of another kind."""
     store = open_store(store_location)
     store.put_doc("t1", "training", {"training_id": "t1", "kind": "training"})
     store.put_doc("n1", "note", {"hello": "world"})
-    training = assert_type(store.get_doc("t1", kind="training"), TrainingDocument)
+    training = assert_type(store.get_doc("t1", kind="training"), Mapping[str, object])
     assert training["training_id"] == "t1"
+    with pytest.raises(StoreCorrupt, match=r"its document is not a training .*name Field required") as bad:
+        store.get_training("t1")  # it holds none of a training's epochs, chain, spec, ...
+    assert "\n" not in str(bad.value) and "(training t1)" in str(bad.value)
     note = assert_type(store.get_doc("n1"), Mapping[str, object])
     assert note == {"hello": "world"}
     with pytest.raises(CassetteNotFound, match="is a note, not a verdict"):

@@ -10,6 +10,8 @@ from replaykit.cassette.certificates import Certificate
 from replaykit.cassette.events import Episode, GradeEvent
 from replaykit.cassette.keys import CassetteKey, ModelId
 from replaykit.cassette.stores import is_url, open_store
+from replaykit.core.run_doc import ModelRef
+from replaykit.core.training_doc import NamedParams, TrainingDoc
 from replaykit.envs.results import Grade
 
 PACKAGE = Path(__file__).resolve().parents[2] / "replaykit"
@@ -20,12 +22,34 @@ def proxy_episode(name: str, endpoint: str) -> Episode:
     return Episode(key, [GradeEvent(Grade(1.0, True))], {})
 
 
+def training(tid: str, spec: str) -> TrainingDoc:
+    """A training of no epoch yet (as a training stores itself before its first)."""
+    return TrainingDoc(
+        training_id=tid,
+        name="t",
+        spec_digest=spec,
+        harness_repo="/h",
+        branch="main",
+        initial_sha="a" * 40,
+        final_baseline="a" * 40,
+        chain=["a" * 40],
+        epochs=[],
+        estimator={"estimator": "patch_queue"},
+        criterion=NamedParams(name="strict_pareto", params={}),
+        optimizer=NamedParams(name="greedy_monotonic", params={}),
+        model=ModelRef(name="m", endpoint="builtin"),
+        config={},
+        config_base_dir="/c",
+    )
+
+
 def test_find_trainings_by_spec_digest(store_location: str) -> None:
     store = open_store(store_location)
-    store.put_doc("t1", "training", {"training_id": "t1"}, config_digest="spec-a")
-    store.put_doc("t2", "training", {"training_id": "t2"}, config_digest="spec-b")
+    t1, t2 = training("t1", "spec-a"), training("t2", "spec-b")
+    store.put_doc("t1", "training", t1.to_json(), config_digest="spec-a")
+    store.put_doc("t2", "training", t2.to_json(), config_digest="spec-b")
     store.put_doc("v1", "verdict", {"verdict_id": "v1"}, config_digest="spec-a")
-    assert [d["training_id"] for d in store.find_trainings("spec-a")] == ["t1"]
+    assert store.find_trainings("spec-a") == [t1]  # read into its model
     assert store.find_trainings("spec-c") == []
 
 

@@ -36,9 +36,9 @@ def test_views_show_runs_episodes_verdicts_and_trainings(tmp_path: Path) -> None
     assert names == set(VIEWS)
 
     store = Store(cfg.store_path)
-    epoch = summary["epochs"][0]
-    assert epoch["baseline_run"] is not None
-    base = store.get_run(epoch["baseline_run"]).to_json()
+    epoch = summary.epochs[0]
+    assert epoch.baseline_run is not None
+    base = store.get_run(epoch.baseline_run).to_json()
     runs = {r["run_id"]: r for r in query(db, "SELECT * FROM run_summaries")}
     assert (
         runs[base["run_id"]]["solved"] == base["solved"]
@@ -61,20 +61,14 @@ def test_views_show_runs_episodes_verdicts_and_trainings(tmp_path: Path) -> None
     verdicts = query(db, "SELECT * FROM verdicts")
     assert len(verdicts) == 1
     v = verdicts[0]
-    verdict = epoch["verdict"]
+    verdict = epoch.verdict
     assert verdict is not None
-    assert (
-        v["verdict_id"] == epoch["verdict_id"]
-        and v["training_id"] == summary["training_id"]
-        and v["epoch"] == 0
-    )
-    assert v["candidate_sha"] == epoch["candidate_sha"] and bool(v["accept"]) == (
-        epoch["decision"] == "accepted"
-    )
+    assert v["verdict_id"] == epoch.verdict_id and v["training_id"] == summary.training_id and v["epoch"] == 0
+    assert v["candidate_sha"] == epoch.candidate_sha and bool(v["accept"]) == (epoch.decision == "accepted")
     assert json.loads(str(v["new_solves"])) == verdict["new_solves"] and v["reason"] == verdict["reason"]
     trainings = query(db, "SELECT * FROM trainings")
     assert [(t["training_id"], t["epochs"], t["accepted"]) for t in trainings] == [
-        (summary["training_id"], 1, int(epoch["decision"] == "accepted"))
+        (summary.training_id, 1, int(epoch.decision == "accepted"))
     ]
 
     # views are made with the schema: opening the store again and reading leaves index.db as it was

@@ -31,20 +31,20 @@ def test_a_format1_bundle_imports_replays_and_audits(tmp_path: Path, name: str) 
     assert imported.returncode == 0, imported.stderr
     training = json.loads(imported.stdout)["root"]["id"]
     st = Store(store, readonly=True)
-    doc = st.get_doc(training, kind="training")
+    doc = st.get_training(training)
     formats = {
-        json.loads(st.cassette_row(c)["key_json"])["format"] for c in st.get_run(doc["runs"][0]).cassettes
+        json.loads(st.cassette_row(c)["key_json"])["format"] for c in st.get_run(doc.runs[0]).cassettes
     }
     assert formats == {1}, formats  # the fixture is what it says
     replayed = cli("replay", training, "--store", str(store), "--json", cwd=REPO, env=env)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     report = json.loads(replayed.stdout)
     assert report["identical"] and report["runs"] and all(r["identical"] for r in report["runs"])
-    for run_id in doc["runs"]:
+    for run_id in doc.runs:
         one = cli("replay", run_id, "--store", str(store), "--json", env=env)
         assert one.returncode == 0 and json.loads(one.stdout)["identical"], one.stdout + one.stderr
-    assert doc["verdicts"]
-    for verdict in doc["verdicts"]:
+    assert doc.verdicts
+    for verdict in doc.verdicts:
         audited = cli("audit", verdict, "--store", str(store), "--json", env=env)
         assert audited.returncode == 0, audited.stderr
         assert json.loads(audited.stdout)["reproduced"]

@@ -43,13 +43,10 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
         loss.backward()
         trainer.optimizer.step()
     summary = trainer.summary()
-    assert (
-        summary["epochs"][0]["decision"] == "accepted"
-        and "retry" in summary["epochs"][0]["description"].lower()
-    )
-    assert all(e["proposal_cassette"] for e in summary["epochs"])
+    assert summary.epochs[0].decision == "accepted" and "retry" in summary.epochs[0].description.lower()
+    assert all(e.proposal_cassette for e in summary.epochs)
     store = Store(cfg.store_path)
-    cassette = summary["epochs"][0]["proposal_cassette"]
+    cassette = summary.epochs[0].proposal_cassette
     assert cassette is not None
     proposal = store.get_episode(cassette)
     assert proposal.key.kind == "proposal" and any(e.path == "/v1/responses" for e in proposal.llm_events)
@@ -59,8 +56,8 @@ def test_quickstart_training_with_codex_proposer(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(replaykit.episodes.run, "open_endpoint", refuse)
     monkeypatch.setattr(replaykit.train.proposal, "open_endpoint", refuse)
-    report = replay_training(store, summary["training_id"])
+    report = replay_training(store, summary.training_id)
     assert report["identical"], report
     assert [e["replayed_candidate_sha"] for e in report["epochs"]] == [
-        e["candidate_sha"] for e in summary["epochs"]
+        e.candidate_sha for e in summary.epochs
     ]

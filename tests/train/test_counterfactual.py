@@ -48,7 +48,7 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for loss in trainer.epochs():
         loss.backward()
         trainer.optimizer.step()
-    return {"tmp": tmp, "cfg": cfg, "summary": trainer.summary(), "store": tmp / "store"}
+    return {"tmp": tmp, "cfg": cfg, "summary": trainer.summary().to_json(), "store": tmp / "store"}
 
 
 def test_parse_spec() -> None:
@@ -135,16 +135,17 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
 
     live = record_counterfactual(store, s["training_id"], optimizer="margin_greedy:margin=7")
     training = live["training"]
-    new_id = training["training_id"]
-    assert new_id != s["training_id"] and training["counterfactual_of"]["training_id"] == s["training_id"]
+    new_id = training.training_id
+    link = training.counterfactual_of
+    assert new_id != s["training_id"] and link is not None and link.training_id == s["training_id"]
     recorded_now = {r["id"] for r in store.list_cassettes()} - cassettes_before
     assert needed <= recorded_now  # the named episodes were recorded ...
-    first_cf_id = training["epochs"][1]["candidate_run"]
+    first_cf_id = training.epochs[1].candidate_run
     assert first_cf_id is not None
     first_cf_run = store.get_run(first_cf_id).to_json()
     assert set(first_cf_run["cassettes"]) == needed  # ... and they are exactly epoch 1's candidate run
     assert repo.commit("main").hexsha == main_before  # the user's baseline branch never moves
-    shared = training["epochs"][0]["verdict_id"]  # epoch 0: the same runs and criterion, so the same verdict
+    shared = training.epochs[0].verdict_id  # epoch 0: the same runs and criterion, so the same verdict
     assert shared is not None
     assert (
         shared == s["epochs"][0]["verdict_id"]
@@ -154,7 +155,7 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
         repo.commit(f"refs/replaykit/candidates/{new_id}/epoch-001").hexsha
         == before["epochs"][1]["counterfactual_candidate"]
     )
-    assert [e["decision"] if not e["skipped"] else "skipped" for e in training["epochs"]][3] == "skipped"
+    assert [e.decision if not e.skipped else "skipped" for e in training.epochs][3] == "skipped"
 
     no_network()
     state = store_state(store)
@@ -162,9 +163,9 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
     assert again["complete"] and again["offline_share"] == 1.0 and again["needs_recording"] == []
     assert again["flipped"] == [0] and again["reapplied"] == [1, 2, 3, 4]  # every later proposal re-applied
     assert [e["counterfactual_candidate"] for e in again["epochs"]] == [
-        e["candidate_sha"] for e in training["epochs"]
+        e.candidate_sha for e in training.epochs
     ]
-    assert again["final"]["counterfactual"]["sha"] == training["final_baseline"] == s["initial_sha"]
+    assert again["final"]["counterfactual"]["sha"] == training.final_baseline == s["initial_sha"]
     solved = again["final"]["counterfactual"]["solved"], again["final"]["recorded"]["solved"]
     assert solved[0] is not None and solved[1] is not None and solved[0] < solved[1]
     assert store_state(store) == state

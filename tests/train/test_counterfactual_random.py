@@ -90,31 +90,28 @@ def test_same_criterion_and_optimizer_reproduce_random_trainings(
     store = Store(shared)
     before = store_state(store)
     no_network()
-    rep = counterfactual(store, recorded["training_id"])
+    rep = counterfactual(store, recorded.training_id)
     assert rep["same_as_recorded"] and rep["complete"] and rep["reproduces_recorded"], (
         criterion,
         optimizer,
         rep["epochs"],
     )
     promoted = [
-        "skipped" if e["skipped"] else ("accepted" if e["promoted"] else "rejected")
-        for e in recorded["epochs"]
+        "skipped" if e.skipped else ("accepted" if e.promoted else "rejected") for e in recorded.epochs
     ]
     assert [e["counterfactual_decision"] for e in rep["epochs"]] == promoted
     SEEN["optimizers"].append(optimizer["name"])
     SEEN["decisions"].extend(promoted)
-    assert [e["counterfactual_baseline"] for e in rep["epochs"]] == [
-        e["baseline_sha"] for e in recorded["epochs"]
-    ]
+    assert [e["counterfactual_baseline"] for e in rep["epochs"]] == [e.baseline_sha for e in recorded.epochs]
     assert [e["counterfactual_candidate"] for e in rep["epochs"]] == [
-        e["candidate_sha"] for e in recorded["epochs"]
+        e.candidate_sha for e in recorded.epochs
     ]
-    assert rep["final"]["counterfactual"]["sha"] == recorded["final_baseline"]
+    assert rep["final"]["counterfactual"]["sha"] == recorded.final_baseline
     # another criterion and optimizer: whatever is computable, still no socket and no write
     other = counterfactual(
-        store, recorded["training_id"], "strict_pareto:secondary_metrics=[tokens]", "margin_greedy:margin=2"
+        store, recorded.training_id, "strict_pareto:secondary_metrics=[tokens]", "margin_greedy:margin=2"
     )
-    assert len(other["epochs"]) == len(recorded["epochs"])
+    assert len(other["epochs"]) == len(recorded.epochs)
     assert other["complete"] or other["needs_recording"]
     assert store_state(store) == before
 
@@ -160,23 +157,21 @@ def test_frontier_proposes_from_a_kept_candidate_and_the_audit_follows_it(
         loss.backward()
         trainer.optimizer.step()
     s = trainer.summary()
-    e0, e1 = s["epochs"]
-    assert e0["verdict"] is not None
+    e0, e1 = s.epochs
+    assert e0.verdict is not None
     assert (
-        e0["verdict"]["regressions"] == ["count-error-lines#0"]
-        and e0["verdict"]["new_solves"]
-        and not e0["promoted"]
+        e0.verdict["regressions"] == ["count-error-lines#0"] and e0.verdict["new_solves"] and not e0.promoted
     )
-    assert e1["baseline_sha"] == e0["candidate_sha"] != s["initial_sha"]  # proposed from the kept candidate
-    assert s["final_baseline"] == s["initial_sha"]  # the branch never moved (only fast-forwards of the HEAD)
+    assert e1.baseline_sha == e0.candidate_sha != s.initial_sha  # proposed from the kept candidate
+    assert s.final_baseline == s.initial_sha  # the branch never moved (only fast-forwards of the HEAD)
     store = Store(cfg.store_path)
     before = store_state(store)
     no_network()
-    same = counterfactual(store, s["training_id"])
+    same = counterfactual(store, s.training_id)
     assert same["reproduces_recorded"] and [e["counterfactual_baseline"] for e in same["epochs"]] == [
-        e0["baseline_sha"],
-        e0["candidate_sha"],
+        e0.baseline_sha,
+        e0.candidate_sha,
     ]
-    greedy = counterfactual(store, s["training_id"], optimizer="greedy_monotonic")
-    assert greedy["epochs"][1]["counterfactual_baseline"] == s["initial_sha"] and greedy["reapplied"] == [1]
+    greedy = counterfactual(store, s.training_id, optimizer="greedy_monotonic")
+    assert greedy["epochs"][1]["counterfactual_baseline"] == s.initial_sha and greedy["reapplied"] == [1]
     assert store_state(store) == before

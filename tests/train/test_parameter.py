@@ -88,10 +88,8 @@ def test_a_registered_optimizer_moves_the_parameter(tmp_path: Path) -> None:
         loss.backward()
         trainer.optimizer.step()
         assert loss.promoted is True and trainer.parameter.data == loss.candidate_sha
-        doc = trainer.store.get_doc(trainer.training_id, kind="training")  # the move was saved
-        assert (
-            doc["chain"] == [trainer.initial_sha, loss.candidate_sha] and doc["epochs"][0]["promoted"] is True
-        )
+        doc = trainer.store.get_training(trainer.training_id)  # the move was saved
+        assert doc.chain == [trainer.initial_sha, loss.candidate_sha] and doc.epochs[0].promoted is True
     finally:
         OPTIMIZERS.unregister(AlwaysPromote.name)
 

@@ -56,7 +56,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("train")
     cfg = config(tmp)
     trainer = train(cfg, 5)
-    return {"tmp": tmp, "cfg": cfg, "summary": trainer.summary(), "trainer": trainer}
+    return {"tmp": tmp, "cfg": cfg, "summary": trainer.summary().to_json(), "trainer": trainer}
 
 
 def test_epochs_accept_and_reject_and_git_holds_exactly_the_accepted(trained: dict[str, Any]) -> None:
@@ -99,9 +99,9 @@ def test_fresh_repo_same_store_reproduces_without_model_calls(
     no_endpoint(monkeypatch)
     again = train(fresh, 5).summary()
     first = trained["summary"]
-    assert [e["candidate_sha"] for e in again["epochs"]] == [e["candidate_sha"] for e in first["epochs"]]
-    assert [e["verdict"] for e in again["epochs"]] == [e["verdict"] for e in first["epochs"]]
-    assert again["final_baseline"] == first["final_baseline"]
+    assert [e.candidate_sha for e in again.epochs] == [e["candidate_sha"] for e in first["epochs"]]
+    assert [e.verdict for e in again.epochs] == [e["verdict"] for e in first["epochs"]]
+    assert again.final_baseline == first["final_baseline"]
     assert store.count_cassettes() == before
 
 
@@ -213,7 +213,7 @@ for loss in trainer.epochs(2):
     if loss.epoch == crash:
         os._exit(17)   # killed between backward() and step()
     trainer.optimizer.step()
-print(trainer.summary()["final_baseline"])
+print(trainer.summary().final_baseline)
 """
 
 
@@ -238,7 +238,7 @@ def test_resume_after_kill_between_backward_and_step(tmp_path: Path, trained: di
     for loss in trainer.epochs(2):
         loss.backward()
         trainer.optimizer.step()
-    resumed_final = trainer.summary()["final_baseline"]
+    resumed_final = trainer.summary().final_baseline
     new = [r for r in Store(tmp_path / "store").list_cassettes() if r["id"] not in ids_before]
     # nothing of epoch 0 was measured again: only epoch 1's proposal and candidate episodes are new
     assert all(r["harness_sha"] != trained["summary"]["initial_sha"] for r in new)

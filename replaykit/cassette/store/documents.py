@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING
 
 from replaykit.cassette.integrity import doc_mismatches
 from replaykit.cassette.store.blobs import BlobsMixin
@@ -26,8 +26,9 @@ REREADS = 8
 
 if TYPE_CHECKING:
     from replaykit.cassette.codec import Blobs
-    from replaykit.core.records import JSON, TrainingDocument
+    from replaykit.core.records import JSON
     from replaykit.core.run_doc import RunDoc
+    from replaykit.core.training_doc import TrainingDoc
 
 
 def run_model() -> type[RunDoc]:
@@ -35,6 +36,13 @@ def run_model() -> type[RunDoc]:
     from replaykit.core.run_doc import RunDoc
 
     return RunDoc
+
+
+def training_model() -> type[TrainingDoc]:
+    """``TrainingDoc``, imported when a training is read."""
+    from replaykit.core.training_doc import TrainingDoc
+
+    return TrainingDoc
 
 
 class DocumentsMixin(BlobsMixin):
@@ -109,15 +117,11 @@ class DocumentsMixin(BlobsMixin):
         rows = self.driver.select("runs", ["doc"], {"id": doc_id}, limit=1)
         return bool(rows) and rows[0]["doc"] == doc_digest
 
-    @overload
-    def get_doc(self, doc_id: str, kind: Literal["training"]) -> TrainingDocument: ...
-    @overload
-    def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]: ...
     def get_doc(self, doc_id: str, kind: str | None = None) -> Mapping[str, object]:
         """A document by id or unique prefix, verified against its row; of ``kind``, when
-        given (another kind is "not found"): a training as the TypedDict its writer stores
-        (``core/records.py``), any other kind as a mapping (a verdict or a compare result:
-        ``train/derived.read_verdict``, ``episodes/compare.read_compare`` read it into its model)."""
+        given (another kind is "not found"), as a mapping (a run is ``get_run``, a training
+        ``get_training``; a verdict or a compare result: ``train/derived.read_verdict``,
+        ``episodes/compare.read_compare`` read it into its model)."""
         what = kind or "document"
         full = self.resolve_id("runs", doc_id, what=what)
         row, data = self.doc_version(full)
@@ -169,6 +173,21 @@ class DocumentsMixin(BlobsMixin):
             return run_model().read(doc)
         except ValueError as exc:
             raise self.corrupt(f"its document is not a run ({str(exc)[:80]})", f"run {full}") from None
+
+    def get_training(self, training_id: str) -> TrainingDoc:
+        """A training (kind ``training``) by id or unique prefix, its document verified against
+        its row and read into its model (not recomputed: ``train/derived.verified_training``)."""
+        return self.training_of(training_id, self.get_doc(training_id, kind="training"))
+
+    def training_of(self, training_id: str, doc: object) -> TrainingDoc:
+        """A training's document (as decoded) read into its model; one of another shape is corruption."""
+        try:
+            return training_model().read(doc)
+        except ValueError as exc:
+            said = " ".join(str(exc).split())[:100]  # pydantic's lines, as one
+            raise self.corrupt(
+                f"its document is not a training ({said})", f"training {training_id}"
+            ) from None
 
     def list_runs(self) -> list[RunsRow]:
         return typed_rows(RunsRow, self.driver.select("runs", order=[("created_at", False), ("id", False)]))

@@ -14,13 +14,13 @@ from replaykit.cassette.store.schema import CassetteRow, typed_rows
 if TYPE_CHECKING:
     from replaykit.cassette.certificates import Certificate
     from replaykit.cassette.keys import CassetteKey
-    from replaykit.core.records import TrainingDocument
+    from replaykit.core.training_doc import TrainingDoc
 
 
 class QueriesMixin(DocumentsMixin):
     """Look-ups by something other than a primary key."""
 
-    def find_trainings(self, spec_digest: str) -> list[TrainingDocument]:
+    def find_trainings(self, spec_digest: str) -> list[TrainingDoc]:
         """Training documents recorded with this spec (a resumed training is one of them),
         oldest first: the ``runs`` rows of kind ``training`` whose ``config_digest`` is it."""
         rows = self.driver.select(
@@ -30,8 +30,7 @@ class QueriesMixin(DocumentsMixin):
             [("created_at", False), ("id", False)],
         )
         # as stored, each row and its blob as of one version (a training saves after every epoch)
-        trainings: list[TrainingDocument] = [json.loads(self.doc_version(str(r["id"]))[1]) for r in rows]
-        return trainings
+        return [self.training_of(str(r["id"]), json.loads(self.doc_version(str(r["id"]))[1])) for r in rows]
 
     def find_proxy_sessions(self, name: str, endpoint: str | None = None) -> list[CassetteRow]:
         """Index rows of the proxy sessions called ``name`` (for one upstream endpoint), oldest first."""
