@@ -244,7 +244,7 @@ def load_compose(task: Task, env: dict[str, str]) -> Compose | None:
     return compose
 
 
-def _document(path: Path) -> dict[str, Any]:
+def _document(path: Path) -> dict[str, object]:
     """The compose file as a mapping with a non-empty ``services`` (its other top-level
     fields: ``compose_top.top_level``)."""
     import yaml

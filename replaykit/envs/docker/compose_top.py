@@ -65,7 +65,7 @@ class TopLevel:
     configs: dict[str, bytes] | None = None
 
 
-def top_level(data: dict[str, Any], path: Path, environment_dir: Path) -> TopLevel:
+def top_level(data: dict[str, object], path: Path, environment_dir: Path) -> TopLevel:
     """The file's top-level sections, checked (one line naming the field when refused)."""
     for top in sorted(set(data) - TOP_LEVEL):
         if not str(top).startswith("x-"):
@@ -88,12 +88,12 @@ def top_level(data: dict[str, Any], path: Path, environment_dir: Path) -> TopLev
     )
 
 
-def _declared(value: Any, path: Path, section: str, allowed: frozenset[str]) -> dict[str, dict[str, Any]]:
+def _declared(value: Any, path: Path, section: str, allowed: frozenset[str]) -> dict[str, dict[str, object]]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise TaskError(f"{path}: top-level field {section!r} must map names to their definitions")
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for name, spec in value.items():
         spec = spec or {}
         if not isinstance(spec, dict):
@@ -168,7 +168,7 @@ def _short(entry: str, where: str) -> Mount:
     return Mount(target=target, source=source, read_only="ro" in mode.split(","))
 
 
-def _long(entry: dict[str, Any], where: str) -> Mount:
+def _long(entry: dict[str, object], where: str) -> Mount:
     kind = entry.get("type", "volume")
     target = entry.get("target")
     if not isinstance(target, str) or not target.startswith("/"):
