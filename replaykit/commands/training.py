@@ -60,22 +60,13 @@ def train(
         for loss in trainer.epochs(epochs):
             loss.backward()
             trainer.optimizer.step()
+    if as_json:
+        emit_json(trainer.to_json())
+        raise typer.Exit(1 if trainer.stopped else 0)
     from replaykit.train.panels import shown_epochs
 
     summary = trainer.summary()
     shown = shown_epochs(trainer.store, summary.epochs)  # solve rates per panel, from the runs
-    stopped = {"stopped": trainer.stopped} if trainer.stopped else {}
-    if as_json:
-        emit_json(
-            {
-                **summary.to_json(),
-                "epochs": shown,
-                **stopped,
-                **trainer.paid.to_dict(),
-                "store": cfg.store_location,
-            }
-        )
-        raise typer.Exit(1 if trainer.stopped else 0)
     ran = len(trainer.losses)  # show the epochs of this invocation; say how many were already recorded
     later = len(summary.epochs) - ran
     render.training_table(summary, epochs=ran, resumed=min(resumed_before, ran))
@@ -134,7 +125,7 @@ def transfer(
     from replaykit.episodes.run import check_record_mode
     from replaykit.train.transfer import check_endpoints, check_models
     from replaykit.train.transfer import transfer as measure_transfer
-    from replaykit.train.transfer_doc import transfer_table
+    from replaykit.train.transfer_doc import transfer_json, transfer_table
 
     check_record_mode(record_mode)
     try:  # before any config is read or store opened
@@ -151,8 +142,7 @@ def transfer(
         doc = measure_transfer(
             st, training_id, loaded, [str(c) for c in configs], names, agent, record_mode, progress, endpoints
         )
-    rows = transfer_table(st, doc)
     if as_json:
-        emit_json({**doc.to_json(), "table": rows})
+        emit_json(transfer_json(st, doc))
         return
-    render.transfer_table(doc, rows)
+    render.transfer_table(doc, transfer_table(st, doc))

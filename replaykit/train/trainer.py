@@ -60,6 +60,7 @@ from replaykit.train.panels import (
     deciding,
     panel_config,
     recorded_templates,
+    shown_epochs,
     smoke_config,
     smoke_keys,
 )
@@ -466,6 +467,16 @@ class Trainer:
 
     def summary(self) -> TrainingDoc:
         return training_summary(self.state)
+
+    def to_json(self) -> dict[str, object]:
+        """``train --json``: the training document, its epochs with each panel's solve rates and
+        movements (``shown_epochs``), why the breaker stopped it (when it did), what this
+        invocation paid, the store."""
+        summary = self.summary()
+        out: dict[str, object] = {**summary.to_json(), "epochs": shown_epochs(self.store, summary.epochs)}
+        if self.stopped:
+            out["stopped"] = self.stopped
+        return {**out, **self.paid.to_dict(), "store": self.config.store_location}
 
     def _settled(self, loss: Loss) -> None:
         """After ``optimizer.step()``: an accepted candidate is measured on the test panel (never

@@ -192,6 +192,11 @@ def verified_transfer(store: DocumentStore, transfer_id: str) -> TransferDoc:
     return doc
 
 
+def transfer_json(store: DocumentStore, doc: TransferDoc) -> dict[str, object]:
+    """``transfer --json``: the document and its table (``transfer_table``)."""
+    return {**doc.to_json(), "table": transfer_table(store, doc)}
+
+
 def transfer_table(store: DocumentStore, doc: TransferDoc) -> list[TransferRow]:
     """Per config × model: each role's solve rate (with its interval) and each other role's
     paired difference against the untrained harness, from the runs."""
