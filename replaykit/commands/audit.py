@@ -29,7 +29,13 @@ from replaykit.core.glossary import epoch_names
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from replaykit.train.audit_records import CounterfactualReport, SeedRobustness, SolveRate, SweepReport
+    from replaykit.train.audit_records import (
+        CounterfactualReport,
+        RecordedAudit,
+        SeedRobustness,
+        SolveRate,
+        SweepReport,
+    )
 
 
 def _sha(value: Any) -> str:
@@ -329,26 +335,22 @@ def _counterfactual(
 ) -> None:
     """``audit TRAINING [--criterion] [--optimizer] [--record]``: the training replayed under
     another policy (``--record``: continued live where its runs are missing)."""
-    recorded: dict[str, str] = {}
+    recorded: RecordedAudit | None = None
     with render.progress(enabled=not as_json) as progress:
         if record:
-            from replaykit.train.counterfactual_record import record_counterfactual
+            from replaykit.train.counterfactual_record import record_counterfactual, recorded_audit
 
-            live = record_counterfactual(st, target, criterion, optimizer, progress)
-            rep: CounterfactualReport = live["audit"]
-            recorded = {
-                "recorded_training": live["training"].training_id,
-                "recorded_branch": (cf.branch or "") if (cf := live["training"].counterfactual_of) else "",
-            }
+            recorded = recorded_audit(record_counterfactual(st, target, criterion, optimizer, progress))
+            rep: CounterfactualReport = recorded
         else:
             from replaykit.train.counterfactual import counterfactual
 
             rep = counterfactual(st, target, criterion, optimizer, progress)
     if as_json:
-        emit_json({**rep, **recorded})
+        emit_json(rep)
         return
     counterfactual_table(rep)
-    if record:
+    if recorded is not None:
         render.line(
             f"recorded as training {recorded['recorded_training']} on branch {recorded['recorded_branch']} "
             f"(replay it: replaykit replay {recorded['recorded_training']})"

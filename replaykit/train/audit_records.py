@@ -260,6 +260,13 @@ class SeedRobustness(TypedDict):
     summary: str
 
 
+class RecordedAudit(CounterfactualReport):
+    """``audit TRAINING --record --json``: the audit, and the live training it recorded."""
+
+    recorded_training: str
+    recorded_branch: str
+
+
 class RecordedCounterfactual(TypedDict):
     """``audit TRAINING --record``: the live counterfactual training and the offline audit after it."""
 

@@ -23,7 +23,7 @@ from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.training_doc import CounterfactualOf, NamedParams, TrainingDoc
 from replaykit.episodes.config import RunConfig
-from replaykit.train.audit_records import RecordedCounterfactual
+from replaykit.train.audit_records import RecordedAudit, RecordedCounterfactual
 from replaykit.train.config import train_config
 from replaykit.train.counterfactual import counterfactual
 from replaykit.train.derived import verified_training
@@ -70,6 +70,17 @@ def _harness_repo(doc: TrainingDoc) -> git.Repo:
             "restore it, or audit without --record"
         ) from None
     return repo
+
+
+def recorded_audit(live: RecordedCounterfactual) -> RecordedAudit:
+    """What ``audit TRAINING --record --json`` prints: the audit, the recorded training's id and
+    its branch."""
+    of = live["training"].counterfactual_of
+    return {
+        **live["audit"],
+        "recorded_training": live["training"].training_id,
+        "recorded_branch": (of.branch or "") if of else "",
+    }
 
 
 def record_counterfactual(

@@ -18,7 +18,7 @@ from replaykit.episodes.panel_keys import episode_keys
 from replaykit.testing import write_config
 from replaykit.train.audit import replay_training
 from replaykit.train.counterfactual import counterfactual
-from replaykit.train.counterfactual_record import record_counterfactual
+from replaykit.train.counterfactual_record import record_counterfactual, recorded_audit
 from replaykit.train.significance import benjamini_hochberg
 from replaykit.train.trainer import Trainer
 from replaykit.train.walk import parse_spec
@@ -156,6 +156,9 @@ def test_record_completes_the_counterfactual_and_a_second_audit_needs_no_model(
         == before["epochs"][1]["counterfactual_candidate"]
     )
     assert [e.decision if not e.skipped else "skipped" for e in training.epochs][3] == "skipped"
+    assert link.branch  # the counterfactual's own branch
+    shown = recorded_audit(live)  # `audit --record --json`: the audit, the training recorded, its branch
+    assert shown == {**live["audit"], "recorded_training": new_id, "recorded_branch": link.branch}
 
     no_network()
     state = store_state(store)
