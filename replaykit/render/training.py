@@ -153,7 +153,7 @@ def noise_table(report: NoiseAudit) -> None:
         interval = r["interval"]
         shown = f"[{interval['low']:+.3f}, {interval['high']:+.3f}]" if interval else "-"
         within = "-" if r["within_noise"] is None else ("yes" if r["within_noise"] else "no")
-        flips = r.get("attribution") or {}
+        flips = r.get("attribution")
         rows.append(
             [
                 str(r["epoch"]),
@@ -164,7 +164,7 @@ def noise_table(report: NoiseAudit) -> None:
                 shown,
                 _num(r["p_value"]),
                 _num(r["p_holm"]),
-                f"{flips.get('attributed', 0)}/{flips.get('incidental', 0)}" if flips else "-",
+                f"{flips['attributed']}/{flips['incidental']}" if flips else "-",
             ]
         )
     seeds = report["resampled_seeds"]
@@ -179,7 +179,8 @@ def noise_table(report: NoiseAudit) -> None:
     for r in report["epochs"]:
         if r["excluded"]:
             line(f"epoch {r['epoch']}: excluded (forked): {', '.join(sorted(r['excluded']))}")
-        ended = (r.get("attribution") or {}).get("ended_by") or {}
+        attribution = r.get("attribution")
+        ended = attribution["ended_by"] if attribution else {}
         if ended:
             shown = ", ".join(f"{facet} {n}" for facet, n in ended.items())
             wrapped(

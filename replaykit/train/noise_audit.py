@@ -51,6 +51,17 @@ class SideStats(TypedDict):
     reexec_flip_rate: float | None
 
 
+class EpochAttribution(TypedDict):
+    """An epoch's flips (of its verified verdict), attributed or incidental (``train/attribution.py``)."""
+
+    attributed: int
+    incidental: int
+    wins: int  # new solves
+    wins_incidental: int
+    flips: list[Flip]
+    ended_by: dict[str, int]  # flips whose failing episode ended on a call gone wrong, by facet
+
+
 class EpochNoise(TypedDict):
     epoch: int
     decision: str  # accepted | rejected | skipped (as recorded)
@@ -66,7 +77,7 @@ class EpochNoise(TypedDict):
     paired: Paired | None  # the paired comparison (difference, interval, McNemar, mde)
     p_value: float | None  # exact one-sided McNemar: the candidate solves more
     p_holm: float | None  # p_value adjusted over every judged epoch (Holm)
-    attribution: NotRequired[dict[str, Any]]
+    attribution: NotRequired[EpochAttribution]
 
 
 class NoiseAudit(TypedDict):
@@ -96,7 +107,9 @@ def _side(store: RunStore, run: RunDoc) -> SideStats:
     }
 
 
-def _attribution(store: EpisodeStore, doc: VerdictDoc, baseline: RunDoc, candidate: RunDoc) -> dict[str, Any]:
+def _attribution(
+    store: EpisodeStore, doc: VerdictDoc, baseline: RunDoc, candidate: RunDoc
+) -> EpochAttribution:
     """The epoch's flips (of its verified verdict), attributed or incidental."""
     found = attribute(store, baseline, candidate, doc.verdict)
     wins = [f for f in found["flips"] if f["movement"] == "new_solve"]
