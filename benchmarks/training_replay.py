@@ -163,7 +163,7 @@ def main() -> None:
     identical = all(r["identical"] for r in reports)
     print(load_line())
     print(
-        f"training: {args.epochs} epochs x {args.tasks} tasks, {candidates} real candidates, {len(doc['runs'])} runs, {episodes} episodes replayed"
+        f"training: {args.epochs} epochs x {args.tasks} tasks, {candidates} real candidates, {len(doc.runs)} runs, {episodes} episodes replayed"
     )
     inline = samples["inline"]
     cpu = median_cpu(inline)

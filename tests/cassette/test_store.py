@@ -104,6 +104,22 @@ def test_trees_materialise_with_modes(store_location: str) -> None:
     assert json.loads(manifest)["harness.py"][0] == 0o100644
 
 
+def test_a_second_writer_never_removes_a_tree_another_process_is_reading(tmp_path: Path) -> None:
+    """Two processes that both found no cached tree write one each: the second keeps the first's
+    (a reader may be inside it), and replaces only a copy whose bytes differ."""
+    store = open_store(str(tmp_path / "store"))
+    files = {"environment/Dockerfile": (0o100644, b"FROM scratch\n")}
+    store.put_tree("c" * 40, files)
+    tree = store.materialise_tree("c" * 40)
+    held = (tree / "environment" / "Dockerfile").stat().st_ino
+    Store._write_tree(tree, "c" * 40, files)  # the late writer of the same tree
+    assert (tree / "environment" / "Dockerfile").stat().st_ino == held
+    (tree / "environment" / "Dockerfile").write_bytes(b"FROM changed\n")
+    assert store.materialise_tree("c" * 40) == tree
+    assert (tree / "environment" / "Dockerfile").read_bytes() == b"FROM scratch\n"
+    assert [p.name for p in tree.parent.iterdir()] == [tree.name]  # no temporary left behind
+
+
 def test_unreadable_store_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "index.db").write_bytes(b"not a database at all" * 100)
     with pytest.raises(StoreError, match="cannot open store"):

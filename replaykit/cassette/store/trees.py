@@ -119,9 +119,27 @@ class TreesMixin(BlobsMixin):
             dest.write_bytes(data)
             os.chmod(dest, 0o755 if mode & 0o111 else 0o644)
         (tmp / ".complete").write_text(sha)
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
+        if _holds(target, files):  # another process wrote it meanwhile and may be reading it now
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        if target.exists():  # a stale copy: moved aside in one step, never emptied in place
+            aside = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-stale-", dir=target.parent))
+            try:
+                os.replace(target, aside / "tree")
+            except OSError:
+                pass
+            shutil.rmtree(aside, ignore_errors=True)
         try:
             os.replace(tmp, target)
-        except OSError:
+        except OSError:  # another writer's copy landed first: theirs is as good as ours
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _holds(target: Path, files: dict[str, tuple[int, bytes]]) -> bool:
+    """Whether a materialised tree is complete and holds exactly these bytes."""
+    if not (target / ".complete").exists():
+        return False
+    try:
+        return all((target / p).read_bytes() == data for p, (_, data) in files.items())
+    except OSError:
+        return False
