@@ -1,6 +1,7 @@
 """Files: writing one the user asked for atomically (whole or not at all) and with the
 permissions any other file they create gets (``0666 & ~umask``: 0644 under the usual
-umask), not ``mkstemp``'s private 0600; hashing and copying ones of any size in bounded
+umask), not ``mkstemp``'s private 0600; a finished folder put in place in one rename
+(``replace_dir``); hashing and copying ones of any size in bounded
 memory, sparse files kept sparse (``copy_sparse``, ``copy_tree``, ``file_sha256``)."""
 
 from __future__ import annotations
@@ -38,6 +39,23 @@ def write_atomic(path: Path, data: bytes) -> None:
     """``data`` into ``path``: a temporary file beside it, renamed over it once written."""
     with atomic_writer(path) as fh:
         fh.write(data)
+
+
+def replace_dir(tmp: Path, target: Path) -> bool:
+    """Put the finished folder ``tmp`` at ``target``. An existing ``target`` is moved aside in one
+    rename and removed afterwards, so a reader sees the old folder or the new one, never one being
+    emptied. False (``tmp`` removed) when another writer's folder landed at ``target`` meanwhile."""
+    if target.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+        with contextlib.suppress(FileNotFoundError):  # another writer moved it first
+            os.replace(target, aside / target.name)
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.replace(tmp, target)
+    except OSError:  # a non-empty folder is there again: another writer's, as good as ours
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True
 
 
 #: bytes read at a time when a file is hashed or copied: memory stays bounded whatever its size

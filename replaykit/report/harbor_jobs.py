@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from replaykit.cassette.backend import RunStore
 from replaykit.core.errors import ConfigError
+from replaykit.core.files import replace_dir
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.episodes.run_records import HarborExport
@@ -258,10 +259,7 @@ def _write_job(jobs: Path, job_name: str, config: JobConfig, result: JobResult, 
                 path = tmp / t["name"] / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-        target = jobs / job_name
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        replace_dir(tmp, jobs / job_name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -17,6 +17,7 @@ from replaykit.cassette.integrity import safe_path, tree_manifest
 from replaykit.cassette.store.blobs import BlobsMixin
 from replaykit.core.determinism import canonical_json, sha256_hex
 from replaykit.core.errors import CassetteNotFound, HarnessError, StoreCorrupt
+from replaykit.core.files import replace_dir
 from replaykit.core.tree_digest import task_tree_problem
 
 if TYPE_CHECKING:
@@ -122,17 +123,7 @@ class TreesMixin(BlobsMixin):
         if _holds(target, files):  # another process wrote it meanwhile and may be reading it now
             shutil.rmtree(tmp, ignore_errors=True)
             return
-        if target.exists():  # a stale copy: moved aside in one step, never emptied in place
-            aside = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-stale-", dir=target.parent))
-            try:
-                os.replace(target, aside / "tree")
-            except OSError:
-                pass
-            shutil.rmtree(aside, ignore_errors=True)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another writer's copy landed first: theirs is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
+        replace_dir(tmp, target)  # a stale copy goes aside in one rename, never emptied in place
 
 
 def _holds(target: Path, files: dict[str, tuple[int, bytes]]) -> bool:

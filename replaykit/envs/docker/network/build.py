@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import uuid
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from replaykit.core.errors import EnvError
+from replaykit.core.files import replace_dir
 from replaykit.envs.docker.network.matching import ExchangeRecord, MissRecord
 
 
@@ -87,9 +87,7 @@ def write_facts(facts: BuildFacts, spool: Path | None = None, bodies: Path | Non
         if source.is_dir():
             shutil.copytree(source, tmp / "bodies")
     (tmp / "build.json").write_text(json.dumps(facts, sort_keys=True))
-    if target.exists():
-        shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
+    replace_dir(tmp, target)
     return target
 
 
