@@ -137,8 +137,7 @@ def test_certify(docs: dict[str, Any], capture: Callable[[], str], request: pyte
 
 def test_run_table(docs: dict[str, Any], capture: Callable[[], str], request: pytest.FixtureRequest) -> None:
     from replaykit.core.run_doc import RunDoc
-    from replaykit.episodes.run import MeasureResult
-    from replaykit.episodes.run_records import ReportedEpisode
+    from replaykit.episodes.run_records import MeasureResult, ReportedEpisode
 
     strong = docs["strong"]  # ``run --json`` of a run whose cassettes were all recorded
     recorded = [e["cassette_id"] for e in strong["episodes"] if not e["reused"]]

@@ -12,7 +12,8 @@ from replaykit.core.errors import CassetteNotFound, ConfigError, StoreCorrupt
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.episodes.agents import agent_identity
-from replaykit.episodes.config import RunConfig, validation_line
+from replaykit.episodes.config import RunConfig
+from replaykit.episodes.config_errors import validation_line
 from replaykit.episodes.run import measure, run_store
 
 

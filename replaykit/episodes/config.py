@@ -7,7 +7,7 @@ every section (``train:`` included: its model lives with the layer that reads it
 ``replaykit.train.config``, named here by reference), every factory it names with its
 parameters, and every path it references (each panel pattern matches a task folder, the
 harness repo exists or has a template). A bad config is one clear ``ConfigError`` line
-naming the file, the line and the field.
+naming the file, the line and the field (worded by ``config_errors.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from replaykit.core.document import STORED
 from replaykit.core.errors import ConfigError
 from replaykit.core.registry import load_ref
 from replaykit.envs.section import EnvConfig
+from replaykit.episodes.config_errors import config_error, located_line, override_error, validation_line
 from replaykit.episodes.config_paths import Referenced, check_paths
-from replaykit.episodes.config_yaml import Lines, line_of, read_yaml
+from replaykit.episodes.config_yaml import Lines, read_yaml
 from replaykit.episodes.limits import LimitsConfig
 from replaykit.execution.config import ExecutorConfig
 from replaykit.models.config import ModelConfig, Seed
@@ -269,7 +270,7 @@ class RunConfig(_Strict):
 
     def config_error(self, exc: ValidationError, prefix: str = "") -> ConfigError:
         """A section validated later (``train:``) as one line naming this config's file and line."""
-        loc, line = _validation(exc, prefix)
+        loc, line = located_line(exc, prefix)
         return config_error(self._source, self._lines, loc, line)
 
     def path(self, value: str) -> Path:
@@ -312,89 +313,6 @@ class RunConfig(_Strict):
         if self.limits.digest_part():  # the framework's episode limits: absent when unset, likewise
             parts["episode_limits"] = self.limits.digest_part()
         return digest_of(parts)[:16]
-
-
-def validation_line(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> str:
-    """A pydantic error as one line: the field, the value given, what is wrong (``model``: the
-    schema, so an unknown key can list the known ones)."""
-    return _validation(exc, prefix, model)[1]
-
-
-def _validation(
-    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
-) -> tuple[tuple[str | int, ...], str]:
-    """The field's path and the line describing the first error."""
-    err = exc.errors()[0]
-    loc = tuple(p for p in (*prefix.strip(".").split("."), *err["loc"]) if p != "")
-    field = ".".join(str(p) for p in loc)
-    value = err.get("input")
-    shown = (
-        ""
-        if err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, BaseModel))
-        else f" (got {_short(value)})"
-    )
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if "(got " in message:  # a validator that names the value itself: named once
-        shown = ""
-    if message.startswith("field '"):  # a nested model's line (an env kind's settings): already placed
-        named = message[len("field '") :].split("'", 1)[0]
-        return tuple(int(p) if p.isdigit() else p for p in named.split(".")), message
-    if err["type"] == "extra_forbidden":
-        message = "unknown key" + _known_keys(model, tuple(err["loc"])[:-1])
-    elif err["type"] == "missing":
-        message = "required; add it"
-    return loc, f"field {field!r}: {message}{shown}"
-
-
-def _known_keys(model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> str:
-    """``; known: a, b`` — the keys the section at ``loc`` takes (when its schema is known)."""
-    for part in loc:
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
-            return ""
-        annotation = model.model_fields[part].annotation
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    if model is None:
-        return ""
-    fields = [name for name, f in model.model_fields.items() if not f.exclude]
-    return f"; known: {', '.join(fields)}"
-
-
-def _override_error(
-    overrides: Mapping[str, object] | None,
-    flags: Mapping[str, str] | None,
-    loc: tuple[str | int, ...],
-    line: str,
-) -> ConfigError | None:
-    """An error in a key an override set names the override (its flag when known), never the
-    config file, which does not hold it; None for any other key."""
-    for dotted, value in (overrides or {}).items():
-        parts = tuple(dotted.split("."))
-        if tuple(str(p) for p in loc[: len(parts)]) == parts:
-            said = line.split(": ", 1)[1] if line.startswith("field '") and ": " in line else line
-            flag = (flags or {}).get(dotted)
-            named = (
-                f"{flag} {value}"
-                if flag and not isinstance(value, (dict, bool))
-                else flag or f"override {dotted}"
-            )
-            return ConfigError(f"{named}: {said}")
-    return None
-
-
-def config_error(source: Path | None, lines: Lines, loc: tuple[str | int, ...], line: str) -> ConfigError:
-    """One line: the file, the line the field was written on (when it was), what is wrong."""
-    if source is None:
-        return ConfigError(f"config {line}")
-    at = line_of(lines, loc)
-    return ConfigError(f"config file {source}{f', line {at}' if at else ''}: {line}")
-
-
-def _short(value: Any) -> str:
-    """The value as the config spells it (YAML's true/false/null for Python's booleans and None)."""
-    if isinstance(value, bool) or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def apply_overrides(data: dict[str, object], overrides: Mapping[str, object] | None) -> dict[str, object]:
@@ -441,8 +359,8 @@ def load_config(
     try:
         config = RunConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        loc, line = _validation(exc, model=RunConfig)
-        raise _override_error(overrides, flags, loc, line) or config_error(path, lines, loc, line) from None
+        loc, line = located_line(exc, model=RunConfig)
+        raise override_error(overrides, flags, loc, line) or config_error(path, lines, loc, line) from None
     config.base_dir = base_dir
     config._source, config._lines = path, lines
     store = None if is_url(config.store) else config.path(split_location(config.store)[1])

@@ -23,7 +23,6 @@ from replaykit.core.meta import AgentMeta
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress
 from replaykit.core.records import JSON
-from replaykit.core.run_doc import RunDoc
 from replaykit.envs.extras import Extras
 from replaykit.envs.limits import with_limits
 from replaykit.envs.registry import get_env_kind
@@ -44,15 +43,13 @@ from replaykit.episodes.panel_keys import RecordedKeys, at_sha, episode_keys
 from replaykit.episodes.reuse import ReusePolicy, find_donors, reuse_policy
 from replaykit.episodes.rollout import EpisodeSpec, TaskView, record_episode
 from replaykit.episodes.run_document import put_run_once, run_document, task_trees
-from replaykit.episodes.run_records import HarborExport, ReportedEpisode
+from replaykit.episodes.run_records import MeasureResult
 from replaykit.episodes.workspaces import clean_workspaces
 from replaykit.execution.select import make_executor
 from replaykit.models.config import ModelConfig
 from replaykit.models.endpoint import BUILTIN, model_id, open_endpoint
-from replaykit.models.probe import ProbeResult
 
 __all__ = [
-    "MeasureResult",
     "check_record_mode",
     "measure",
     "measure_recorded",
@@ -60,62 +57,6 @@ __all__ = [
     "reusable",
     "secrets_for",
 ]
-
-
-@dataclass
-class MeasureResult:
-    run: RunDoc
-    recorded: list[str] = field(default_factory=list)
-    reused: list[str] = field(default_factory=list)
-    engine: dict[str, JSON] | None = None  # the engine identity measured for this run (real endpoints)
-    probe: ProbeResult | None = None  # the engine's probe this run consulted (made at its concurrency)
-    reuse: ReusePolicy | None = None  # prefix reuse, and why (episodes/reuse.py)
-    model_calls: int = 0  # requests this measure sent to the endpoint
-    reused_events: int = 0  # events the episodes it recorded were served from donors instead
-    agent: AgentMeta | None = None  # the named agent run as the harness, with its installed version
-    reported: list[ReportedEpisode] | None = None  # its rows as ``run`` reports them (``report=True``)
-    store: str = ""  # where it was stored (``measure(report=True)``)
-    harbor_job: HarborExport | None = (
-        None  # the Harbor job written of it (``report.harbor_jobs.measure_run``)
-    )
-
-    def rows(self) -> list[ReportedEpisode]:
-        """The run's rows, each marked reused or recorded by this measure."""
-        reused = set(self.reused)
-        return [
-            ReportedEpisode.model_validate({**e.to_json(), "reused": e.cassette_id in reused})
-            for e in self.run.episodes
-        ]
-
-    def to_json(self) -> dict[str, object]:
-        """``replaykit run --json``: the run document, its rows as reported (else ``rows()``), the counts."""
-        rows = self.rows() if self.reported is None else self.reported
-        out: dict[str, object] = {
-            **self.run.to_json(),
-            "episodes": [r.to_json() for r in rows],
-            "recorded_count": len(self.recorded),
-            "reused_count": len(self.reused),
-            "model_calls": self.model_calls,
-            "reused_events": self.reused_events,
-        }
-        if self.reuse is not None:
-            out["reuse"] = self.reuse.to_dict()
-        if self.engine is not None:
-            out["engine"] = self.engine
-        if self.agent is not None:
-            out["agent"] = self.agent
-        if self.probe is not None:
-            probe = self.probe
-            out["probe"] = {
-                "probe_id": probe.get("probe_id", ""),
-                "verdict": probe["verdict"],
-                "concurrency": probe["concurrency"],
-            }
-        if self.store:
-            out["store"] = self.store
-        if self.harbor_job is not None:
-            out["harbor_job"] = self.harbor_job
-        return out
 
 
 def check_record_mode(mode: str) -> RecordMode:

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
     from replaykit.core.compare_doc import CompareDoc
     from replaykit.episodes.regrade import RegradeReport
-    from replaykit.episodes.run import MeasureResult
-    from replaykit.episodes.run_records import ReplayReport, ReportedEpisode
+    from replaykit.episodes.run_records import MeasureResult, ReplayReport, ReportedEpisode
     from replaykit.report.reproduce import Reproduction
 
 

@@ -50,7 +50,7 @@ from replaykit.report.harbor_trials import (
 
 if TYPE_CHECKING:
     from replaykit.episodes.config import RunConfig
-    from replaykit.episodes.run import MeasureResult
+    from replaykit.episodes.run_records import MeasureResult
 
 
 class EvalStats(TypedDict):

@@ -2,8 +2,9 @@
 
 A task certified ``forked`` (its re-executed environment did not reproduce its recording) is
 left out of a training verdict. When judging, :func:`forked` finds the certificates of the two
-runs' tasks; the verdict document names them (``certificates``, sorted ids) and its id covers
-them (``loss.verdict_id_of``), so the same id never means two exclusion sets. When a verdict is
+runs' tasks (:func:`epoch_exclusions`: those a training's epoch judges by); the verdict
+document names them (``certificates``, sorted ids) and its id covers them
+(``loss.verdict_id_of``), so the same id never means two exclusion sets. When a verdict is
 verified, :func:`derive` recomputes its exclusions from the certificates it names, each checked
 (in the store, ``forked``, and the certificate of that task's very episodes in one of the two
 runs); a verdict recorded before verdicts named their certificates (no ``certificates`` field)
@@ -22,6 +23,8 @@ from __future__ import annotations
 from replaykit.cassette.backend import EpisodeStore, RunStore, StoreHandle
 from replaykit.core.errors import StoreCorrupt
 from replaykit.core.run_doc import RunDoc
+from replaykit.core.training_doc import EpochRecord
+from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.certificate_lookup import forked_certificates, get_certificate, task_certificate_id
 
 #: task id → (certificate id, reason)
@@ -85,6 +88,27 @@ def named_exclusions(
             )
         out[task] = (cert_id, cert.reason)
     return dict(sorted(out.items()))
+
+
+def epoch_exclusions(
+    store: RunStore,
+    recorded: EpochRecord | None,
+    baseline: RunDoc,
+    candidate: RunDoc,
+    certified: list[str] | None,
+) -> Exclusions:
+    """The forked certificates an epoch's verdict leaves tasks out by: certifying every epoch,
+    its baseline's (made this epoch); else those the store holds for both runs, except that a
+    recorded epoch (``recorded``) judging the very same runs again (resumed, replayed) takes the
+    ones its verdict names, checked: certificates made since never change a recorded verdict."""
+    if certified is not None:
+        return forked(store, baseline)
+    runs = (baseline.run_id, candidate.run_id)
+    if recorded and recorded.verdict_id and (recorded.baseline_run, recorded.candidate_run) == runs:
+        doc = VerdictDoc.read(store.get_doc(str(recorded.verdict_id), kind="verdict"))
+        if doc.certificates is not None:  # absent: recorded before verdicts named them
+            return named_exclusions(store, doc.verdict_id, (baseline, candidate), doc.certificates)
+    return forked(store, baseline, candidate)
 
 
 def run_certificate_ids(store: EpisodeStore, run: RunDoc) -> dict[str, str]:

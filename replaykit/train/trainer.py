@@ -15,7 +15,8 @@ Beside the loop: ``config.py`` (the ``train:`` section), ``panels.py`` (the trai
 validation and test panels), ``candidates.py`` (an epoch's candidate: proposed, then gated),
 ``gates.py`` (the smoke run, candidate tests, the circuit breaker), ``brief.py`` (what the
 proposer reads), ``proposal.py`` (the proposer's cassette), ``documents.py`` (the training
-document and verdicts).
+document and verdicts), ``identity.py`` (its spec and id), ``exclusions.py`` (what a verdict
+leaves out).
 
 A training's *format* says which of these it was recorded with: 1 (before panels, the smoke
 gate and the breaker; its documents carry no ``format``) replays as it was recorded; 2 is every
@@ -29,20 +30,18 @@ from typing import Iterator
 
 from replaykit.cassette.backend import StoreBackend
 from replaykit.cassette.keys import ModelId
-from replaykit.core.determinism import digest_of
 from replaykit.core.errors import ConfigError, StoreCorrupt, TrainError
 from replaykit.core.modes import RecordMode
 from replaykit.core.progress import Progress, ProgressData, ProgressEvent
 from replaykit.core.run_doc import RunDoc
 from replaykit.core.stale import clean_stale_worktrees
 from replaykit.core.training_doc import EpochRecord, TrainingDoc
-from replaykit.core.verdict_doc import VerdictDoc
 from replaykit.episodes.config import RunConfig, load_config
 from replaykit.episodes.engine_check import live_engine
 from replaykit.episodes.run import measure, measure_recorded, open_harness, run_store
 from replaykit.episodes.run_document import put_run_once
 from replaykit.models.endpoint import model_id
-from replaykit.train import adaptive, exclusions, gates, gitops
+from replaykit.train import adaptive, exclusions, gates, gitops, identity
 from replaykit.train.candidates import Candidates
 from replaykit.train.certification import EVERY_EPOCH, certify_baseline
 from replaykit.train.config import train_config
@@ -177,37 +176,16 @@ class Trainer:
     # -- identity ------------------------------------------------------------------
     @property
     def spec_digest(self) -> str:
-        return digest_of({**self._spec(), **self._spec_format_2()})
-
-    def _spec_format_2(self) -> dict[str, object]:
-        """What a format-2 training adds to its identity (nothing for format 1: recorded ids stay)."""
-        if self.state.format < 2:
-            return {}
-        cfg = self.train_cfg
-        panels = {p: getattr(cfg.panels, p) for p in configured(self.config) if p != TRAIN}
-        return {
-            "format": self.state.format,
-            **({"panels": panels} if panels else {}),
-            "gates": {"smoke": [cfg.smoke.tasks, cfg.smoke.seeds], "tests": cfg.candidate_tests},
-            "visible": cfg.proposer_visible,
-        }
-
-    def _spec(self) -> dict[str, object]:
-        return {
-            "config": self.config.digest(),
-            "name": self.config.name,
-            "model": self.model_identity.__dict__,
-            "panel": self.config.panel.model_dump(),
-            "estimator": self.estimator.identity(),
-            "criterion": [self.criterion.name, self.criterion.params()],
-            "optimizer": [self.optimizer.name, self.optimizer.params()]
-            if self.optimizer.params()
-            else self.optimizer.name,
-            "seed": self.train_cfg.seed,
-            "surface": self.train_cfg.patch_surface,
-            **({"certify": EVERY_EPOCH} if self.certifies else {}),  # absent: recorded ids stay
-            **({"error_budget": b} if (b := self.train_cfg.error_budget) is not None else {}),
-        }
+        """What its id hashes besides its initial baseline (``identity.py``)."""
+        return identity.spec_digest(
+            self.config,
+            self.train_cfg,
+            self.model_identity,
+            self.estimator,
+            self.criterion,
+            self.optimizer,
+            self.state.format,
+        )
 
     @property
     def deciding(self) -> str:
@@ -249,7 +227,7 @@ class Trainer:
                 str(self.store.location),
             )
         state.initial_sha = head
-        state.training_id = digest_of([self.spec_digest, head])[:16]
+        state.training_id = identity.training_id(self.spec_digest, head)
 
     def verdict_id(self, loss: Loss) -> str:
         criterion = self.epoch_criterion(loss.epoch)
@@ -397,9 +375,9 @@ class Trainer:
         if self.config.panel.adaptive is not None:
             baseline, candidate = self._adaptive(loss, baseline, candidate)
         loss.candidate_run = candidate.run_id
-        excluded = self._exclusions(
-            epoch, baseline, candidate, certified
-        )  # by certificate, named in the verdict
+        rec = self.recorded[epoch] if epoch < len(self.recorded) else None
+        # by certificate, named in the verdict
+        excluded = exclusions.epoch_exclusions(self.store, rec, baseline, candidate, certified)
         loss.certificates = exclusions.certificate_ids(excluded)
         loss.verdict = self.epoch_criterion(epoch)(candidate, baseline, exclusions.reasons(excluded))
         return loss
@@ -431,25 +409,6 @@ class Trainer:
         (``error_budget.py``: what the epochs before it decided), else the training's."""
         earlier = [verdict_decision(lo.verdict, lo.skipped) for lo in self.losses[:epoch]]
         return epoch_criterion(self.criterion, self.train_cfg.error_budget, self.train_cfg.epochs, earlier)
-
-    def _exclusions(
-        self, epoch: int, baseline: RunDoc, candidate: RunDoc, certified: list[str] | None
-    ) -> exclusions.Exclusions:
-        """The forked certificates an epoch's verdict leaves tasks out by: certifying every epoch,
-        its baseline's (made this epoch); else those the store holds for both runs, except that a
-        recorded epoch judging the very same runs again (resumed, replayed) takes the ones its
-        verdict names, checked: certificates made since never change a recorded verdict."""
-        if certified is not None:
-            return exclusions.forked(self.store, baseline)
-        rec = self.recorded[epoch] if epoch < len(self.recorded) else None
-        runs = (baseline.run_id, candidate.run_id)
-        if rec and rec.verdict_id and (rec.baseline_run, rec.candidate_run) == runs:
-            doc = VerdictDoc.read(self.store.get_doc(str(rec.verdict_id), kind="verdict"))
-            if doc.certificates is not None:  # absent: recorded before verdicts named them
-                return exclusions.named_exclusions(
-                    self.store, doc.verdict_id, (baseline, candidate), doc.certificates
-                )
-        return exclusions.forked(self.store, baseline, candidate)
 
     # -- backward ------------------------------------------------------------------
     def _backward(self, loss: Loss) -> None:
