@@ -23,7 +23,7 @@ from replaykit.cassette.store.browsing import EPISODE_SORTS, GRADE_FILTERS, Epis
 from replaykit.core.errors import CassetteNotFound, ReplaykitError
 from replaykit.core.glossary import TERMS, epoch_names
 from replaykit.core.hosts import HostCheck
-from replaykit.view import queries
+from replaykit.view import queries, trainings
 from replaykit.view.hosts import host_guard
 from replaykit.view.pages import HomePage, SearchHitRow, SearchPage
 from replaykit.view.search import Searcher
@@ -157,7 +157,7 @@ class _Viewer:
     def page(
         self, request: Request, template: str, title: str, ctx: Mapping[str, object], status: int = 200
     ) -> Response:
-        """``ctx``: a page of ``queries`` (``pages.py``), the template's names."""
+        """``ctx``: a page of ``queries`` or ``trainings`` (``pages.py``), the template's names."""
         from starlette.responses import HTMLResponse
 
         html = self.env.get_template(template).render(
@@ -195,7 +195,7 @@ class _Viewer:
     def home(self, request: Request) -> Response:
         store = self.store
         ctx: HomePage = {
-            **queries.trainings(store),
+            **trainings.trainings(store),
             **queries.compares(store),
             "runs": queries.runs(store)["runs"][:10],
             "episode_count": store.episode_page({}, limit=1)[1],
@@ -203,10 +203,10 @@ class _Viewer:
         return self.page(request, "home.html.j2", "replaykit view", ctx)
 
     def trainings(self, request: Request) -> Response:
-        return self.page(request, "trainings.html.j2", "trainings", queries.trainings(self.store))
+        return self.page(request, "trainings.html.j2", "trainings", trainings.trainings(self.store))
 
     def training(self, request: Request) -> Response:
-        ctx = queries.training(self.store, request.path_params["id"])
+        ctx = trainings.training(self.store, request.path_params["id"])
         return self.page(request, "training.html.j2", f"training {ctx['training']['id']}", ctx)
 
     def runs(self, request: Request) -> Response:

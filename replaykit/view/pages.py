@@ -1,4 +1,5 @@
-"""What each viewer page is handed: the typed results of ``queries.py`` (one per route).
+"""What each viewer page is handed: the typed results of ``queries.py`` and ``trainings.py``
+(one per route).
 
 The templates read these keys; the store's rows they are built from (``RunsRow``,
 ``EpisodeListing``, ``CassetteRow``) and the stored documents (``core/records.py``) are typed

@@ -2,9 +2,9 @@
 
 Every function takes a :class:`~replaykit.cassette.backend.StoreBackend` and returns a
 JSON-ready dict the templates render; lists are read one page at a time (index columns
-only), documents and episodes only for what is on the page. Verdicts and trainings are read
-through ``train.derived`` (recomputed, as every command reads them): a forged one is listed,
-and its page shown, as ``store corrupt: …``.
+only), documents and episodes only for what is on the page. Verdicts are read through
+``train.derived`` (recomputed, as every command reads them): a forged one is listed, and its
+page shown, as ``store corrupt: …``. The trainings' pages are ``trainings.py``.
 """
 
 from __future__ import annotations
@@ -16,36 +16,27 @@ from replaykit.cassette.backend import BrowseStore, DocumentStore, ListingStore,
 from replaykit.cassette.facets import FACETS as CALL_FACETS
 from replaykit.core.compare_doc import CompareCell
 from replaykit.core.errors import StoreCorrupt, StoreError
-from replaykit.core.training_doc import EpochRecord
 from replaykit.episodes.compare import read_compare, verified_compare
 from replaykit.episodes.views import lineage
 from replaykit.report.diff import diff_verdict
 from replaykit.report.documents import CompareRow
 from replaykit.report.sides import transcripts_side_by_side
 from replaykit.report.transcript import CUT_NOTE, episode_summary, transcript
-from replaykit.train.derived import verified_training, verified_verdict
+from replaykit.train.derived import verified_verdict
 from replaykit.train.evidence import replicates_text, verdict_evidence
-from replaykit.train.panels import PANELS, epoch_panels
 from replaykit.train.stats import stored_run_stats
 from replaykit.view.caps import CAP, capped
-from replaykit.view.curve import curve
 from replaykit.view.pages import (
     CompareListRow,
     ComparePage,
     ComparesPage,
-    DecisionCount,
-    Decisions,
     EpisodePage,
     EpisodesPage,
-    PanelRow,
     RawEvent,
     RunGridRow,
     RunPage,
     RunRow,
     RunsPage,
-    TrainingPage,
-    TrainingRow,
-    TrainingsPage,
     UnitDiffPage,
     VerdictPage,
     VerdictRow,
@@ -57,86 +48,6 @@ if TYPE_CHECKING:
     from replaykit.cassette.store.schema import RunsRow
 
 PAGE = 50
-
-
-def _accepted(epochs: list[EpochRecord]) -> Decisions:
-    """Counts per decision and which epochs had each (``accepted 1 (e0)``)."""
-
-    def count(decision: str) -> DecisionCount:
-        which = [e.epoch for e in epochs if e.decision == decision]
-        return {"count": len(which), "epochs": which}
-
-    return {"accepted": count("accepted"), "rejected": count("rejected"), "skipped": count("skipped")}
-
-
-def training_row(store: RunStore, row: RunsRow) -> TrainingRow:
-    """A training as listed, verified first (its git bundle is checked where it is used: replay
-    clones it; ``cassettes verify`` and import verify it); a forged one is listed as store corrupt."""
-    try:
-        doc = verified_training(store, row["id"], bundle=False)
-    except StoreCorrupt as exc:
-        return {**_blank_training(row), "corrupt": str(exc)}
-    epochs = doc.epochs
-    metrics = [v["metrics"] for e in epochs if (v := e.verdict)]
-    units = next((u for m in metrics if isinstance(u := m.get("units"), int) and u), None)
-    return {
-        "id": row["id"],
-        "name": row.get("name") or doc.name,
-        "model": doc.model.name or row["model"],
-        "created_at": row["created_at"],
-        "initial_sha": doc.initial_sha,
-        "final_baseline": doc.final_baseline,
-        "branch": doc.branch,
-        "criterion": doc.criterion["name"],
-        "epochs": epochs,
-        "n_epochs": len(epochs),
-        "decisions": _accepted(epochs),
-        "units": units,
-        "curve": curve(epochs, units),
-        "corrupt": "",
-    }
-
-
-def _blank_training(row: RunsRow) -> TrainingRow:
-    return {
-        "id": row["id"],
-        "name": row.get("name") or "",
-        "model": row.get("model") or "",
-        "created_at": row["created_at"],
-        "initial_sha": "",
-        "final_baseline": "",
-        "branch": "",
-        "criterion": "",
-        "epochs": [],
-        "n_epochs": 0,
-        "decisions": _accepted([]),
-        "units": None,
-        "curve": curve([], None),
-        "corrupt": "",
-    }
-
-
-def trainings(store: BrowseStore) -> TrainingsPage:
-    return {"trainings": [training_row(store, r) for r in store.doc_rows("training")]}
-
-
-def training(store: BrowseStore, training_id: str) -> TrainingPage:
-    full = store.resolve_id("runs", training_id, what="training")
-    row = next((r for r in store.doc_rows("training") if r["id"] == full), None)
-    if row is None:
-        store.get_doc(full, kind="training")  # raises the one-line "… is a run, not a training"
-        raise AssertionError(full)
-    doc = verified_training(store, full, bundle=False)  # a forged training's page is its one line
-    rows: list[PanelRow] = []
-    for e in doc.epochs:
-        views, gaps = epoch_panels(store, e)  # train/val/test rates, from the runs
-        rows.append({"epoch": e.epoch, "panels": views, "gap": gaps})
-    panels = [p for p in PANELS if any(p in r["panels"] for r in rows)]
-    return {
-        "training": training_row(store, row),
-        "panels": panels if len(panels) > 1 else [],
-        "panel_rows": rows if len(panels) > 1 else [],
-    }
 
 
 def run_row(store: RunStore, row: RunsRow) -> RunRow:

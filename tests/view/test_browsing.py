@@ -90,10 +90,10 @@ def test_a_page_built_while_another_process_commits_carries_the_token_from_befor
     from starlette.testclient import TestClient
 
     from replaykit.view import app as view_app
-    from replaykit.view import queries
+    from replaykit.view import trainings
 
     reader = open_store(recorded["store"], readonly=True)  # opened in the app's thread, on first use
-    asked = queries.trainings
+    asked = trainings.trainings
 
     def trainings_then_a_commit(store: BrowseStore) -> TrainingsPage:
         page = asked(store)
@@ -102,7 +102,7 @@ def test_a_page_built_while_another_process_commits_carries_the_token_from_befor
         writer.close()
         return page
 
-    monkeypatch.setattr(queries, "trainings", trainings_then_a_commit)
+    monkeypatch.setattr(trainings, "trainings", trainings_then_a_commit)
     with TestClient(view_app.create_app(reader), base_url="http://127.0.0.1") as client:  # one thread
         before = client.get("/api/token").json()["token"]
         html = client.get("/trainings").text

@@ -46,6 +46,17 @@ def owner_id(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
 
 
+def episode_labels(episode: str, task_id: str) -> dict[str, str]:
+    """The labels of an episode's containers (and of its sidecars, network and volumes):
+    replaykit's, this process's as the owner, the episode's (``-`` when unnamed), the task's."""
+    return {
+        LABEL: "1",
+        OWNER_LABEL: owner_id(),
+        EPISODE_LABEL: episode or "-",
+        "replaykit.task": task_id,
+    }
+
+
 def _owner_alive(owner: str) -> bool:
     host, _, rest = owner.partition(":")
     pid_text, _, started = rest.partition(":")

@@ -13,7 +13,9 @@ image's ``ENTRYPOINT`` runs (PID 1's command is its arguments) and the processes
 started stay up across steps (``services.py``); the workdir is task.toml's, else the
 image's WORKDIR, else ``/``; the network is Harbor's policy (``features.network_mode``).
 The container's mechanics (create, ``docker exec``, nothing outliving a step, faults) are
-``episode_container.py``; labels and cleanup at exit or on signals, ``containers.py``.
+``episode_container.py``; labels and cleanup at exit or on signals, ``containers.py``; the
+episode's network behind the proxy (attached, its hosts kept local, its proxy's death, its
+exchanges and misses), ``proxied_network.py``; the pids limit's default, ``faults.py``.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from replaykit.core.determinism import ENV_PINS, HOSTNAME
 from replaykit.core.errors import EnvError
 from replaykit.core.records import JSON
 from replaykit.envs import healthcheck, task_env
-from replaykit.envs.docker import compose, containers, faults, images, network, snapshot
+from replaykit.envs.docker import compose, containers, faults, images, snapshot
 from replaykit.envs.docker.compose_top import FileMount
-from replaykit.envs.docker.containers import EPISODE_LABEL, LABEL, OWNER_LABEL, install_cleanup, owner_id
+from replaykit.envs.docker.containers import episode_labels, install_cleanup
 from replaykit.envs.docker.episode_container import INIT, ContainerOptions, EpisodeContainer, start_container
 from replaykit.envs.docker.network import NetworkRequest
-from replaykit.envs.docker.network.extras import reported
 from replaykit.envs.docker.network.wiring import resolve_mode
+from replaykit.envs.docker.proxied_network import ProxiedNetwork
 from replaykit.envs.extras import ExchangeRecord, Miss
 from replaykit.envs.results import Observation
 from replaykit.envs.steps import Step
@@ -92,12 +94,10 @@ class DockerEnv(Sandbox):
         self._secrets: dict[str, str] = {}
         self._warnings: list[str] = list(warnings or ())
         self.network_mode = resolve_mode(network_mode, task.allow_internet)  # frozen | live | none
-        self._network_request = network_request  # the store's CA, and what to serve (network/extras.py)
-        self._net: Any = None
-        self._local_env: dict[str, str] = {}  # NO_PROXY naming what /etc/hosts maps to loopback
-        self._hosts_read = 0
-        self._keep_spool = keep_network_spool  # False: what the network fetched is dropped at close
         self.network_allow = tuple(network_allow)  # host:port the proxy may reach on the host's side
+        # the episode's network behind the proxy (proxied_network.py); keep_network_spool False:
+        # what it fetched is dropped at close
+        self._network = ProxiedNetwork(self.network_mode, network_request, network_allow, keep_network_spool)
 
     @property
     def container(self) -> Any:
@@ -123,7 +123,7 @@ class DockerEnv(Sandbox):
     def network_state(self) -> str:
         """``none`` (no-network task) or ``unfrozen`` (a live network, Harbor's default;
         the frozen network, when it serves the episode, reports ``frozen``)."""
-        if self._net is not None and self.network_mode == "frozen":
+        if self._network.net is not None and self.network_mode == "frozen":
             return "frozen"
         return "unfrozen" if self.task.allow_internet and self.network_mode != "none" else "none"
 
@@ -139,13 +139,8 @@ class DockerEnv(Sandbox):
 
     @property
     def pids_limit(self) -> int:
-        table = self.task.config.get("environment")
-        value = table.get("pids_limit") if isinstance(table, dict) else None
-        return (
-            int(value)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0
-            else faults.DEFAULT_PIDS_LIMIT
-        )
+        """task.toml's, else the default (``faults.py``: the task's limits)."""
+        return faults.pids_limit(self.task.config)
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -157,17 +152,14 @@ class DockerEnv(Sandbox):
         client = images.docker_client()
         install_cleanup()
         name = f"replaykit-{(self.episode or 'ep')[:16]}-{uuid.uuid4().hex[:8]}"
-        labels = {
-            LABEL: "1",
-            OWNER_LABEL: owner_id(),
-            EPISODE_LABEL: self.episode or "-",
-            "replaykit.task": self.task.id,
-        }
+        labels = episode_labels(self.episode, self.task.id)
         spec = compose.load_compose(self.task, self._env.values)
         unhealthy = self._start_sidecars(client, spec, labels) if spec is not None else None
         with containers.live_lock:
             containers.live[name] = None
-        net_env = self._attach_network(client, labels) if spec is None else {}  # compose: its own network
+        net_env = (  # compose: its own network
+            self._network.attach(client, self.episode, labels, self._warnings) if spec is None else {}
+        )
         options = self._options(client, name, labels, spec.main_env if spec else {}, net_env)
         if spec is not None and self._sidecars is not None and spec.main_mounts:
             options["mounts"] = self._sidecars.mounts(compose.MAIN, spec.main_mounts)
@@ -191,22 +183,10 @@ class DockerEnv(Sandbox):
             self._services = len(box.adopt_services())
             if box.dead is not None:
                 return
-        self._local_env, self._hosts_read = self._net.local_env(container) if self._net else {}, 1
+        self._network.read_hosts(container)
         unhealthy = healthcheck.wait_healthy(self, self.task)
         if unhealthy:
             box.stop(unhealthy)
-
-    def _attach_network(self, client: Any, labels: dict[str, str]) -> dict[str, str]:
-        """The frozen network (when the task has one) started; the environment it gives the container."""
-        self._net = network.attach(
-            client, self._network_request, self.network_mode, self.episode, labels, self.network_allow
-        )
-        if self._net is None:
-            return {}
-        net_env: dict[str, str] = self._net.start()
-        if self._net.warning and self._net.warning not in self._warnings:
-            self._warnings.append(self._net.warning)
-        return net_env
 
     def _start_sidecars(self, client: Any, spec: compose.Compose, labels: dict[str, str]) -> str | None:
         """The task's other services, started and waited on; why one is unhealthy (None when all are)."""
@@ -258,16 +238,16 @@ class DockerEnv(Sandbox):
             "memswap_limit": f"{self.task.memory_mb}m",
             "pids_limit": self.pids_limit,
         }
-        if self._net is not None:
-            options["extra_hosts"] = self._net.extra_hosts
+        if self._network.net is not None:
+            options["extra_hosts"] = self._network.net.extra_hosts
         return options
 
     def _network_mode(self) -> str:
         """The services' network, the frozen network, the default bridge (internet allowed) or none."""
         if self._sidecars:
             return str(self._sidecars.network)
-        if self._net is not None:
-            return str(self._net.name)
+        if self._network.net is not None:
+            return str(self._network.net.name)
         return "default" if self.task.allow_internet and self.network_mode != "none" else "none"
 
     def _start_container(
@@ -286,12 +266,11 @@ class DockerEnv(Sandbox):
             raise EnvError(
                 f"cannot start a container of {self.image[:19]} for task {self.task.id!r}: {exc}"
             ) from None
-        if self._net is not None:
-            try:
-                self._net.inject(container)
-            except EnvError:
-                self.close()
-                raise
+        try:
+            self._network.inject(container)
+        except EnvError:
+            self.close()
+            raise
         return container, by_driver
 
     def close(self) -> None:
@@ -302,20 +281,15 @@ class DockerEnv(Sandbox):
         sidecars, self._sidecars = self._sidecars, None
         if sidecars is not None:
             sidecars.close()
-        if self._net is not None:
-            self._net.close()
-            if not self._keep_spool:
-                self._net.discard()
+        self._network.close()
 
     def network_exchanges(self) -> list[ExchangeRecord]:
         """The frozen network's exchanges since the last call (their bodies in its spool)."""
-        if self._net is None:
-            return []
-        return [reported(record, self._net.spool) for record in self._net.drain()]
+        return self._network.exchanges()
 
     def network_misses(self) -> list[Miss]:
         """Requests a re-execution's frozen network had no recording for."""
-        return list(self._net.misses()) if self._net is not None else []
+        return self._network.misses()
 
     def __enter__(self) -> "DockerEnv":
         self.start()
@@ -340,23 +314,15 @@ class DockerEnv(Sandbox):
         cwd: str | None = None,
     ) -> Observation:
         box = self._require_started()
-        self._check_network(box)
+        self._network.check(box)  # the episode stopped once the proxy is gone
         if box.dead is None:
             self._state = None
-        env = {**self._local_env, **(extra_env or {})}  # names its /etc/hosts keeps local (wiring.py)
+        env = {**self._network.local_env, **(extra_env or {})}  # names its /etc/hosts keeps local
         obs = box.exec(argv, timeout_sec, cwd or self.workdir, env or None, self._secrets)
-        if self._net is not None and self._hosts_read == 1 and box.dead is None:  # and after the first
-            self._local_env, self._hosts_read = self._net.local_env(box.container) or self._local_env, 2
-        if box.dead is None and self._check_network(box):  # the proxy died during this action
+        self._network.after_action(box)  # and after the first, those names read again
+        if box.dead is None and self._network.check(box):  # the proxy died during this action
             return box.dead_obs(obs.stdout, obs.stderr)
         return obs
-
-    def _check_network(self, box: EpisodeContainer) -> bool:
-        """Stop the episode (an infrastructure failure) once the frozen network's proxy is gone."""
-        why = self._net.failure() if self._net is not None else None
-        if why is not None and box.dead is None:
-            box.stop(why)
-        return why is not None
 
     def run(self, command: str, timeout_sec: float | None = None) -> Observation:
         """``bash -c command`` in the workdir; exit code 124 and ``timed_out`` on timeout."""
@@ -428,7 +394,7 @@ class DockerEnv(Sandbox):
 
     def broken(self) -> str | None:
         box = self._require_started()
-        self._check_network(box)
+        self._network.check(box)
         return box.dead
 
     def end_processes(self) -> None:

@@ -27,13 +27,25 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 DEFAULT_PIDS_LIMIT = 1024
 STORAGE_POLL_SEC = 0.25
 DEAD_EXIT_CODE = 137
+
+
+def pids_limit(config: Mapping[str, object]) -> int:
+    """A task's process limit: task.toml's ``environment.pids_limit`` when it is a positive
+    integer, else :data:`DEFAULT_PIDS_LIMIT`."""
+    table = config.get("environment")
+    value = table.get("pids_limit") if isinstance(table, dict) else None
+    return (
+        int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0
+        else DEFAULT_PIDS_LIMIT
+    )
 
 
 def dead_marker(reason: str) -> str:
